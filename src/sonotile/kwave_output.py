@@ -1,0 +1,193 @@
+"""k-Wave output files: streamed sensor series, aggregates, whole-field outputs, header.
+
+The file is written under a temporary name next to the target and renamed into place only when
+a run (or a checkpoint leg) ends, so a failed run never leaves a file that looks complete and
+never destroys a file already at the target path.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import time
+
+import h5py
+import numpy as np
+
+from . import __version__
+from .grid import AXES
+from .kwave_io import KwaveInput, grid_to_linear, to_zyx
+from .sensors import SensorLayout
+
+FLOAT_ATTRS = {"data_type": np.bytes_(b"float"), "domain_type": np.bytes_(b"real")}
+LONG_ATTRS = {"data_type": np.bytes_(b"long"), "domain_type": np.bytes_(b"real")}
+
+
+def temp_path(path: str) -> str:
+    d, b = os.path.split(os.path.abspath(path))
+    return os.path.join(d, f".{b}.sonotile-partial")
+
+
+def _set_str(obj, name: str, value: str) -> None:
+    obj.attrs[name] = np.bytes_(value.encode())
+
+
+def write_scalar(f: h5py.File, name: str, value, dtype) -> None:
+    arr = np.asarray(value, dtype=dtype).reshape(1, 1, 1)
+    if name in f:
+        del f[name]
+    d = f.create_dataset(name, data=arr)
+    for k, v in (LONG_ATTRS if np.dtype(dtype).kind in "iu" else FLOAT_ATTRS).items():
+        d.attrs[k] = v
+
+
+class OutputFile:
+    """An open k-Wave output file being filled by a run (``recorder`` interface for raw data).
+
+    Args:
+        path: final output path; data goes to :func:`temp_path` until :meth:`commit`.
+        meta: the input file's header and scalars.
+        layout: the sensor layout of the run.
+        nt: number of steps; ``ts = nt - start`` rows per raw series.
+        compression: deflate level 0-9 (``-c``).
+        resume: reopen an existing partial file (checkpoint restart) instead of creating one.
+    """
+
+    def __init__(self, path: str, meta: KwaveInput, layout: SensorLayout, nt: int,
+                 compression: int = 0, resume: bool = False) -> None:
+        self.path, self.meta, self.layout, self.nt = path, meta, layout, nt
+        self.tmp = temp_path(path)
+        self.level = compression
+        self.ts = nt - layout.start
+        self.cuboid = bool(layout.cuboid_shapes)
+        self._splits = np.cumsum([int(np.prod(s)) for s in layout.cuboid_shapes])[:-1]
+        if resume:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{path}: output file to resume from is missing")
+            os.replace(path, self.tmp)
+            self.f = h5py.File(self.tmp, "r+")
+        else:
+            self.f = h5py.File(self.tmp, "w")
+            self._create()
+
+    # -- layout -----------------------------------------------------------------------------
+    def _dataset(self, name: str, shape: tuple, chunks: tuple):
+        d = self.f.create_dataset(name, shape=shape, dtype=np.float32, chunks=chunks,
+                                  compression="gzip", compression_opts=self.level)
+        for k, v in FLOAT_ATTRS.items():
+            d.attrs[k] = v
+        return d
+
+    def _create(self) -> None:
+        f, m = self.f, self.meta
+        for k in ("file_description", "major_version", "minor_version"):
+            _set_str(f, k, m.header[k] if k == "file_description" else {"major_version": "1",
+                     "minor_version": "2"}[k])
+        _set_str(f, "file_type", "output")
+        _set_str(f, "created_by", f"sonotile v{__version__}")
+        _set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
+        for name, (value, dtype) in m.scalars.items():
+            write_scalar(f, name, value, dtype)
+        write_scalar(f, "Nz", m.shape_xyz[2], np.uint64)
+        write_scalar(f, "t_index", 0, np.uint64)
+        ns = self.layout.n_points
+        for name in self.layout.raw:
+            if self.cuboid:
+                g = f.create_group(name)
+                for i, shp in enumerate(self.layout.cuboid_shapes):
+                    zyx = tuple(reversed(shp + (1,) * (3 - len(shp))))
+                    self._dataset(f"{name}/{i + 1}", (self.ts,) + zyx, (1,) + zyx)
+                del g
+            else:
+                self._dataset(name, (1, self.ts, ns), (1, 1, ns))
+
+    # -- recorder interface -----------------------------------------------------------------
+    def __call__(self, name: str, first_row: int, values: np.ndarray) -> None:
+        k = values.shape[0]
+        if not self.cuboid:
+            self.f[name][0, first_row : first_row + k, :] = values
+            return
+        for i, (part, shp) in enumerate(
+            zip(np.split(values, self._splits, axis=1), self.layout.cuboid_shapes)
+        ):
+            block = part.reshape((k,) + shp)
+            if block.ndim == 3:
+                block = block[..., None]
+            self.f[f"{name}/{i + 1}"][first_row : first_row + k] = np.transpose(block, (0, 3, 2, 1))
+
+    # -- end of a leg -----------------------------------------------------------------------
+    def write_fields(self, values: dict) -> None:
+        """Aggregates (``p_max`` ...), whole-field (``*_all``) and final fields, replacing any
+        earlier values (checkpoint legs rewrite them)."""
+        for name, v in values.items():
+            v = np.asarray(v, np.float32)
+            if name.endswith("_all") or name.endswith("_final"):
+                self._replace(name, to_zyx(v), None)
+            elif self.cuboid:
+                if name not in self.f:
+                    self.f.create_group(name)
+                parts = np.split(v, self._splits)
+                for i, (part, shp) in enumerate(zip(parts, self.layout.cuboid_shapes)):
+                    blk = part.reshape(shp)
+                    self._replace(f"{name}/{i + 1}", to_zyx(blk), None)
+            else:
+                self._replace(name, v.reshape(1, 1, -1), None)
+
+    def _replace(self, name: str, data: np.ndarray, chunks) -> None:
+        if name in self.f:
+            self.f[name][...] = data
+            return
+        if chunks is None:
+            chunks = (1,) + data.shape[1:] if data.shape[0] > 1 else data.shape
+        d = self._dataset(name, data.shape, chunks)
+        d[...] = data
+
+    def copy_sensor_mask(self) -> None:
+        m = self.meta
+        write_scalar(self.f, "sensor_mask_type", m.mask_type, np.uint64)
+        name = "sensor_mask_index" if m.mask_type == 0 else "sensor_mask_corners"
+        raw = np.asarray(m.mask_raw, np.uint64)
+        data = raw.reshape(1, 1, -1) if m.mask_type == 0 else raw.reshape(1, -1, 6)
+        if name in self.f:
+            del self.f[name]
+        d = self.f.create_dataset(name, data=data)
+        for k, v in LONG_ATTRS.items():
+            d.attrs[k] = v
+
+    def finish_leg(self, t_index: int, timings: dict) -> None:
+        """Write ``t_index`` and the run statistics, close, and move into place."""
+        write_scalar(self.f, "t_index", t_index, np.uint64)
+        f = self.f
+        _set_str(f, "host_names", f"{socket.gethostname()} (sonotile {__version__})")
+        _set_str(f, "number_of_cpu_cores", str(os.cpu_count() or 1))
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        _set_str(f, "total_memory_in_use", f"{rss} MB")
+        _set_str(f, "peak_core_memory_in_use", f"{rss // max(1, os.cpu_count() or 1)} MB")
+        for key in ("total", "data_loading_phase", "pre-processing_phase", "simulation_phase",
+                    "post-processing_phase"):
+            prev = 0.0
+            attr = f"{key}_execution_time"
+            if attr in f.attrs:
+                try:
+                    prev = float(f.attrs[attr].decode().strip().rstrip("s"))
+                except ValueError:
+                    prev = 0.0
+            _set_str(f, attr, f"{prev + timings.get(key, 0.0):8.2f}s")
+        f.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        """Drop the partial file (a failed run leaves no output)."""
+        try:
+            self.f.close()
+        finally:
+            if os.path.exists(self.tmp):
+                os.remove(self.tmp)
+
+
+def sensor_index_to_linear(points: np.ndarray, shape: tuple) -> np.ndarray:
+    return grid_to_linear(points, shape)
+
+
+__all__ = ["OutputFile", "temp_path", "write_scalar", "AXES"]

@@ -1,0 +1,202 @@
+"""One leg of a k-Wave-compatible run: read, validate, compile, step, write, checkpoint."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import h5py
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import __version__
+from . import runner as rn
+from . import sensors as sens
+from .grid import AXES
+from .kwave_cli import _check_writable, install_stop_handlers
+from .kwave_io import read_input, to_xyz, to_zyx
+from .kwave_output import OutputFile, _set_str, write_scalar
+from .step import State
+
+
+def save_checkpoint(path: str, cp: rn.Compiled, rs: rn.RunState, meta) -> None:
+    """k-Wave checkpoint (FORMAT.md 4.4) plus sonotile's running statistics, atomically."""
+    state, agg = rs.carry
+    tmp = path + ".sonotile-partial"
+    nx, ny, nz = meta.shape_xyz
+    du = cp.ops.div(state.u)
+    with h5py.File(tmp, "w") as f:
+        _set_str(f, "file_type", "checkpoint")
+        _set_str(f, "created_by", f"sonotile v{__version__}")
+        _set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
+        for k in ("file_description", "major_version", "minor_version"):
+            _set_str(f, k, meta.header[k])
+        write_scalar(f, "t_index", rs.next_step, np.uint64)
+        for n, v in (("Nx", nx), ("Ny", ny), ("Nz", nz)):
+            write_scalar(f, n, v, np.uint64)
+        fields = {"p": state.p}
+        for a in range(len(state.u)):
+            fields[f"rho{AXES[a]}"] = state.rho[a]
+            fields[f"u{AXES[a]}_sg{AXES[a]}"] = state.u[a]
+            fields[f"du{AXES[a]}d{AXES[a]}"] = du[a]
+        for name, v in fields.items():
+            d = f.create_dataset(name, data=to_zyx(np.asarray(v)))
+            d.attrs["data_type"], d.attrs["domain_type"] = np.bytes_(b"float"), np.bytes_(b"real")
+        g = f.create_group("sonotile_aggregates")
+        for name, v in agg.items():
+            g.create_dataset(name, data=np.asarray(v))
+        g.attrs["dtype"] = cp.problem.dtype
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str, cp: rn.Compiled, meta) -> rn.RunState:
+    """State and running statistics from a checkpoint written by :func:`save_checkpoint`."""
+    dtype = jnp.dtype(cp.problem.dtype)
+    with h5py.File(path, "r") as f:
+        ftype = f.attrs.get("file_type", b"").decode() if "file_type" in f.attrs else ""
+        if ftype != "checkpoint":
+            raise ValueError(f"{path}: file_type '{ftype}', expected 'checkpoint'")
+        dims = tuple(int(f[n][()].reshape(-1)[0]) for n in ("Nx", "Ny", "Nz"))
+        if dims != tuple(meta.shape_xyz):
+            raise ValueError(f"{path}: checkpoint grid {dims} does not match input {meta.shape_xyz}")
+        t_index = int(f["t_index"][()].reshape(-1)[0])
+        nd = cp.problem.grid.ndim
+
+        def field(name):
+            if name not in f:
+                raise ValueError(f"{path}: dataset '{name}' is missing")
+            return jnp.asarray(to_xyz(f[name][()]), dtype)
+
+        state = State(
+            field("p"),
+            tuple(field(f"rho{AXES[a]}") for a in range(nd)),
+            tuple(field(f"u{AXES[a]}_sg{AXES[a]}") for a in range(nd)),
+        )
+        agg0 = sens.init_aggregates(cp.layout, cp.problem.grid.shape, dtype)
+        g = f.get("sonotile_aggregates")
+        agg = {}
+        for name, v in agg0.items():
+            if g is None or name not in g:
+                raise ValueError(f"{path}: running statistic '{name}' is missing (the checkpoint "
+                                 "was written with other output flags)")
+            agg[name] = jnp.asarray(g[name][()], dtype)
+    return rn.RunState((state, agg), t_index)
+
+
+def _select_device(index: int | None):
+    if index is None:
+        return None
+    devs = jax.devices()
+    if index >= len(devs):
+        raise ValueError(f"-g {index}: only {len(devs)} device(s) available ({devs})")
+    return devs[index]
+
+
+def run_kwave(args) -> int:
+    """Run one leg; returns the exit status."""
+    t0 = time.perf_counter()
+    verbose = args.verbose
+    device = _select_device(args.device)
+    _check_writable(args.output, "output file")
+    if args.checkpoint_file:
+        _check_writable(args.checkpoint_file, "checkpoint file")
+    problem, meta = read_input(
+        args.input, nt_override=args.benchmark, start=args.start, record=args.record,
+        dtype="float64" if args.float64 else "float32",
+    )
+    if args.float64:
+        jax.config.update("jax_enable_x64", True)
+    t_load = time.perf_counter()
+    ckpt = args.checkpoint_file
+    resume = bool(ckpt) and os.path.exists(ckpt)
+    ctx = jax.default_device(device) if device is not None else _null()
+    with ctx:
+        cp = rn.compile_problem(problem)
+        if resume:
+            rs = load_checkpoint(ckpt, cp, meta)
+        out = OutputFile(args.output, meta, cp.layout, problem.grid.nt, args.compression,
+                         resume=resume)
+        try:
+            status = _leg(args, cp, meta, out, rs if resume else None, t0, t_load, verbose)
+        except BaseException:
+            if resume:
+                out.f.close()
+                os.replace(out.tmp, args.output)
+            else:
+                out.abort()
+            raise
+    return status
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _leg(args, cp, meta, out, rs, t0, t_load, verbose) -> int:
+    problem = cp.problem
+    nt = problem.grid.nt
+    if rs is None:
+        rs, raw0 = rn.initial_run_state(cp)
+        rn.emit_step0(raw0, cp.layout.start, out)
+    if args.copy_sensor_mask:
+        out.copy_sensor_mask()
+    t_pre = time.perf_counter()
+    flag = {"stop": False}
+    install_stop_handlers(flag)
+    leg_start = time.perf_counter()
+    stop = nt
+    if args.checkpoint_timesteps:
+        stop = min(nt, rs.next_step + args.checkpoint_timesteps)
+    checkpointing = bool(args.checkpoint_file)
+
+    def should_stop():
+        if not checkpointing:
+            return False
+        if args.checkpoint_interval and time.perf_counter() - t0 > args.checkpoint_interval:
+            return True
+        return flag["stop"]
+
+    chunk = rn.default_chunk(problem, cp.layout)
+    if checkpointing:
+        chunk = min(chunk, 25)
+    step_pct = max(1, int(nt * args.progress / 100))
+    state = {"next": rs.next_step + step_pct}
+
+    def progress(n):
+        if n >= state["next"] or n == nt:
+            el = time.perf_counter() - leg_start
+            print(f"  {100 * n / nt:5.1f}%  step {n}/{nt}  {el:8.2f}s", flush=True)
+            state["next"] = n + step_pct
+
+    if verbose:
+        print(f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
+              f"{problem.grid.shape}, Nt {nt}, recording {cp.layout.raw + tuple(cp.layout.final)}")
+    rs = rn.advance(cp, rs, stop, out, chunk=chunk, progress=progress, should_stop=should_stop)
+    t_sim = time.perf_counter()
+    if rs.next_step < nt:
+        if not checkpointing:  # interrupted without a checkpoint file: a failed run
+            raise OSError("run interrupted before the last step and no --checkpoint_file given")
+        save_checkpoint(args.checkpoint_file, cp, rs, meta)
+        state_, agg = rs.carry
+        out.write_fields({k: np.asarray(v) for k, v in agg.items()})
+        print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
+    else:
+        final = sens.finish(rs.carry[1], rs.carry[0], cp.layout, nt)
+        out.write_fields(final)
+    t_post = time.perf_counter()
+    out.finish_leg(rs.next_step, {
+        "total": t_post - t0, "data_loading_phase": t_load - t0,
+        "pre-processing_phase": t_pre - t_load, "simulation_phase": t_sim - t_pre,
+        "post-processing_phase": t_post - t_sim,
+    })
+    if rs.next_step >= nt and checkpointing and os.path.exists(args.checkpoint_file):
+        os.remove(args.checkpoint_file)
+    if verbose:
+        print(f"done in {t_post - t0:.2f}s", file=sys.stderr)
+    return 0

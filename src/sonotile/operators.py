@@ -1,0 +1,160 @@
+"""Spectral operators of the k-space scheme: the only place that knows how a derivative is taken.
+
+The step (:mod:`sonotile.step`) calls these methods and never sees FFT layouts or communication.
+Every decomposition provides an object with the same methods:
+
+* ``grad(p)`` -> per-axis derivative of a collocated field, evaluated on the staggered grids
+  (``x + dx/2``), with the k-space correction kappa;
+* ``div(u)`` -> per-axis derivative of each staggered velocity component back on the collocated
+  grid (``x - dx/2`` shift), with kappa;
+* ``fractional(f, which)`` -> the power-law operators ``F^-1(|k|^(y-2) F f)`` (``which=1``) and
+  ``F^-1(|k|^(y-1) F f)`` (``which=2``);
+* ``filter_source(s)`` -> ``F^-1(cos(c_ref |k| dt / 2) F s)`` for additive sources;
+* ``unstagger(u, axis)`` -> shift a staggered component by ``-d/2`` along its own axis (1-D FFTs).
+
+:class:`FourierOps` is the single-device implementation on XLA's real FFTs (last axis halved).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .grid import along
+
+
+def kappa_of(kmag: np.ndarray, c_ref: float, dt: float) -> np.ndarray:
+    """k-space correction ``sinc(c_ref |k| dt / 2)`` (unnormalised sinc, 1 at k = 0)."""
+    return np.sinc(c_ref * kmag * dt / (2 * np.pi))
+
+
+def power_law_nablas(kmag: np.ndarray, y: float) -> tuple[np.ndarray, np.ndarray]:
+    """``|k|^(y-2)`` and ``|k|^(y-1)`` with the k = 0 singularity set to 0 (k-Wave's rule)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n1 = np.where(kmag > 0, kmag ** (y - 2.0), 0.0)
+        n2 = np.where(kmag > 0, kmag ** (y - 1.0), 0.0)
+    n1[~np.isfinite(n1)] = 0.0
+    n2[~np.isfinite(n2)] = 0.0
+    return n1, n2
+
+
+def half_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list[np.ndarray]:
+    """Per-axis wavenumbers [rad/m] of an ``rfftn`` spectrum (last axis halved)."""
+    ks = [2 * np.pi * np.fft.fftfreq(n, d) for n, d in zip(shape[:-1], spacing[:-1])]
+    ks.append(2 * np.pi * np.fft.rfftfreq(shape[-1], spacing[-1]))
+    return ks
+
+
+def half_kmag(shape: tuple[int, ...], spacing: tuple[float, ...]) -> np.ndarray:
+    """``|k|`` on the ``rfftn`` half spectrum [rad/m]; Nyquist counted as ``+pi/d``."""
+    ndim = len(shape)
+    k2 = 0.0
+    for ax, k in enumerate(half_wavenumbers(shape, spacing)):
+        k2 = k2 + along(np.abs(k) ** 2, ax, ndim)
+    return np.sqrt(k2)
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class FourierOps:
+    """Global Fourier collocation on one device.
+
+    Attributes (all on the ``rfftn`` half spectrum, broadcastable):
+        shift_pos, shift_neg: per axis ``i k exp(+-i k d/2)`` as 1-D vectors.
+        kappa: ``sinc(c_ref |k| dt/2)``, or ``None`` to skip it.
+        nabla1, nabla2: power-law operators or ``None``.
+        source_kappa: ``cos(c_ref |k| dt/2)`` or ``None``.
+        unshift: per axis ``exp(-i k d/2)`` on that axis's own 1-D rfft spectrum, or ``None``.
+    """
+
+    shift_pos: tuple
+    shift_neg: tuple
+    kappa: jax.Array | None
+    nabla1: jax.Array | None = None
+    nabla2: jax.Array | None = None
+    source_kappa: jax.Array | None = None
+    unshift: tuple | None = None
+
+    def tree_flatten(self):
+        return (
+            self.shift_pos,
+            self.shift_neg,
+            self.kappa,
+            self.nabla1,
+            self.nabla2,
+            self.source_kappa,
+            self.unshift,
+        ), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+    @classmethod
+    def build(
+        cls,
+        shape: tuple[int, ...],
+        spacing: tuple[float, ...],
+        c_ref: float,
+        dt: float,
+        dtype: str = "float32",
+        alpha_power: float | None = None,
+        source_filter: bool = False,
+        unstagger: bool = False,
+    ) -> FourierOps:
+        """Precompute the operators for a grid; ``alpha_power`` enables the power-law terms."""
+        ndim = len(shape)
+        cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
+        ks = half_wavenumbers(shape, spacing)
+        kmag = half_kmag(shape, spacing)
+        pos = tuple(
+            jnp.asarray(along(1j * k * np.exp(0.5j * k * d), ax, ndim), cdtype)
+            for ax, (k, d) in enumerate(zip(ks, spacing))
+        )
+        neg = tuple(
+            jnp.asarray(along(1j * k * np.exp(-0.5j * k * d), ax, ndim), cdtype)
+            for ax, (k, d) in enumerate(zip(ks, spacing))
+        )
+        kappa = jnp.asarray(kappa_of(kmag, c_ref, dt), dtype)
+        n1 = n2 = None
+        if alpha_power is not None:
+            a, b = power_law_nablas(kmag, alpha_power)
+            n1, n2 = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
+        skappa = jnp.asarray(np.cos(c_ref * kmag * dt / 2), dtype) if source_filter else None
+        unshift = None
+        if unstagger:
+            unshift = tuple(
+                jnp.asarray(
+                    along(np.exp(-0.5j * 2 * np.pi * np.fft.rfftfreq(n, d) * d), ax, ndim), cdtype
+                )
+                for ax, (n, d) in enumerate(zip(shape, spacing))
+            )
+        return cls(pos, neg, kappa, n1, n2, skappa, unshift)
+
+    def _spec(self, f):
+        return jnp.fft.rfftn(f)
+
+    def _back(self, F, like):
+        return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
+
+    def grad(self, p):
+        P = self._spec(p) * self.kappa
+        return tuple(self._back(P * s, p) for s in self.shift_pos)
+
+    def div(self, u):
+        return tuple(self._back(self._spec(ua) * self.kappa * s, ua) for ua, s in zip(u, self.shift_neg))
+
+    def fractional(self, f, which: int):
+        nabla = self.nabla1 if which == 1 else self.nabla2
+        return self._back(self._spec(f) * nabla, f)
+
+    def filter_source(self, s):
+        return self._back(self._spec(s) * self.source_kappa, s)
+
+    def unstagger(self, u, axis: int):
+        n = u.shape[axis]
+        F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]
+        return jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)

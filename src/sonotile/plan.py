@@ -1,0 +1,183 @@
+"""Plan: turn a validated :class:`~sonotile.problem.Problem` into device constants.
+
+Everything the time step needs that does not change in time is computed here once: PML
+profiles, ``c0^2``, ``dt/rho0`` on the staggered grids, the absorption factors tau and eta,
+``B/A / (2 rho0)``, source and sensor index arrays. Medium values stay scalars when the medium
+is homogeneous (k-Wave's scalar fast path) and become fields otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from .grid import along
+from .operators import FourierOps
+from .problem import Problem, is_field
+
+
+@dataclass(frozen=True)
+class Physics:
+    """Static switches of the step (hashable; they select code paths at trace time)."""
+
+    ndim: int
+    nonlinear: bool
+    absorption: str  # lossless | power_law | stokes
+    dispersion: bool
+    p_mode: str | None  # pressure source mode, None when absent
+    u_modes: tuple  # per axis: mode or None
+    transducer: bool
+    p0: bool
+
+
+def pml_profile(n: int, size: int, alpha: float, c_ref: float, d: float, dt: float,
+                staggered: bool) -> np.ndarray:
+    """k-Wave's PML multiplier along one axis (1 outside the layer), shape ``(n,)``.
+
+    ``exp(-alpha (c_ref/d) (dt/2) (x/size)^4)`` with x the depth into the layer in points,
+    shifted by +1/2 on the staggered grid.
+    """
+    prof = np.ones(n)
+    if size == 0 or alpha == 0:
+        return prof
+    i = np.arange(size, dtype=np.float64)
+    shift = 0.5 if staggered else 0.0
+    left = ((size - i - shift) / size) ** 4
+    right = ((i + 1 + shift) / size) ** 4
+    rate = alpha * (c_ref / d) * (dt / 2)
+    prof[:size] = np.exp(-rate * left)
+    prof[n - size :] = np.exp(-rate * right)
+    return prof
+
+
+def absorption_factors(c0, alpha_coeff, y: float) -> tuple:
+    """k-Wave's power-law factors ``tau = -2 a0 c0^(y-1)``, ``eta = 2 a0 c0^y tan(pi y/2)``.
+
+    ``a0`` is ``alpha_coeff`` [dB/(MHz^y cm)] converted to Np/((rad/s)^y m).
+    """
+    a0 = 100.0 * np.asarray(alpha_coeff) * (1e-6 / (2 * math.pi)) ** y / (20 * math.log10(math.e))
+    c0 = np.asarray(c0)
+    tau = -2.0 * a0 * c0 ** (y - 1)
+    eta = 2.0 * a0 * c0**y * math.tan(math.pi * y / 2)
+    return tau, eta
+
+
+def _const(v, dtype):
+    """A medium constant: Python float for scalars, device array for fields."""
+    if is_field(v):
+        return jnp.asarray(v, dtype)
+    return float(np.asarray(v))
+
+
+def physics_of(problem: Problem) -> Physics:
+    s, m = problem.sources, problem.medium
+    return Physics(
+        ndim=problem.grid.ndim,
+        nonlinear=m.nonlinear,
+        absorption=m.absorption,
+        dispersion=m.dispersion,
+        p_mode=None if s.p is None else s.p.mode,
+        u_modes=tuple(None if u is None else u.mode for u in s.u),
+        transducer=s.transducer is not None,
+        p0=s.p0 is not None,
+    )
+
+
+def medium_constants(problem: Problem) -> dict:
+    """Device constants of the medium and PML (global arrays, grid-shaped or broadcastable)."""
+    g, m, pml, dt = problem.grid, problem.medium, problem.pml, problem.grid.dt
+    dtype = problem.dtype
+    c: dict = {
+        "dt": float(dt),
+        "c2": _const(np.asarray(m.c0) ** 2, dtype),
+        "rho0": _const(m.rho0, dtype),
+        "dt_rho0_sg": tuple(_const(dt / np.asarray(r), dtype) for r in m.rho0_sg),
+        "pml": tuple(
+            jnp.asarray(along(pml_profile(n, s, a, m.c_ref, d, dt, False), ax, g.ndim), dtype)
+            for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
+        ),
+        "pml_sg": tuple(
+            jnp.asarray(along(pml_profile(n, s, a, m.c_ref, d, dt, True), ax, g.ndim), dtype)
+            for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
+        ),
+    }
+    if m.nonlinear:
+        c["bona_2rho0"] = _const(np.asarray(m.bona) / (2 * np.asarray(m.rho0)), dtype)
+    if m.absorption != "lossless":
+        tau, eta = absorption_factors(m.c0, m.alpha_coeff, m.alpha_power)
+        c["tau"] = _const(tau, dtype)
+        c["eta"] = _const(eta, dtype)
+    return c
+
+
+def source_constants(problem: Problem) -> dict:
+    """Device index arrays of the sources (0-based, one int32 array per axis)."""
+    s, dtype = problem.sources, problem.dtype
+    c: dict = {}
+
+    def idx(index):
+        return tuple(jnp.asarray(index[:, ax], jnp.int32) for ax in range(index.shape[1]))
+
+    if s.p is not None:
+        c["p_index"] = idx(s.p.index)
+    c["u_index"] = tuple(None if u is None else idx(u.index) for u in s.u)
+    if s.transducer is not None:
+        t = s.transducer
+        c["tr_index"] = idx(t.index)
+        c["tr_signal"] = jnp.asarray(t.signal, dtype)
+        c["tr_delay"] = jnp.asarray(t.delay, jnp.int32)
+    if s.p0 is not None:
+        c["p0"] = jnp.asarray(s.p0, dtype)
+    return c
+
+
+def spectral_ops(problem: Problem, unstagger: bool) -> FourierOps:
+    """Single-device operators for the problem."""
+    g, m, s = problem.grid, problem.medium, problem.sources
+    additive = (s.p is not None and s.p.mode == "additive") or any(
+        u is not None and u.mode == "additive" for u in s.u
+    )
+    return FourierOps.build(
+        g.shape,
+        g.spacing,
+        m.c_ref,
+        g.dt,
+        problem.dtype,
+        alpha_power=m.alpha_power if m.absorption == "power_law" else None,
+        source_filter=additive,
+        unstagger=unstagger,
+    )
+
+
+def signal_rows(problem: Problem, n0: int, n1: int) -> dict:
+    """Source signal values for steps ``n0 <= n < n1`` (host arrays, zero past a signal's end).
+
+    Returns ``{"p": (n1-n0, Nsrc|1), "u": tuple per axis or None}``; the step multiplies
+    nothing here: values are injected as given while ``n < length``.
+    """
+    s = problem.sources
+
+    def rows(src):
+        if src is None:
+            return None
+        sig = np.asarray(src.signal)
+        sig2 = sig[:, None] if sig.ndim == 1 else sig
+        out = np.zeros((n1 - n0, sig2.shape[1]), dtype=problem.dtype)
+        lo, hi = n0, min(n1, sig2.shape[0])
+        if hi > lo:
+            out[: hi - lo] = sig2[lo:hi]
+        return out
+
+    return {"p": rows(s.p), "u": tuple(rows(u) for u in s.u)}
+
+
+def source_lengths(problem: Problem) -> dict:
+    s = problem.sources
+    return {
+        "p": 0 if s.p is None else s.p.length,
+        "u": tuple(0 if u is None else u.length for u in s.u),
+        "tr": 0 if s.transducer is None else s.transducer.length,
+    }

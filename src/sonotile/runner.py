@@ -1,0 +1,234 @@
+"""Runner: jit-compiled chunks of steps under ``lax.scan``, sensors sampled inside the scan.
+
+Between chunks the raw sensor samples go to a recorder (memory does not grow with the number of
+steps on the device), progress is reported, and a caller may checkpoint or stop. The step
+itself is :func:`sonotile.step.step`; the operators come from the plan.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import plan as planmod
+from . import sensors as sens
+from .problem import Problem
+from .step import State, initial_pressure_state, step, zero_state
+
+
+class ListRecorder:
+    """Collects raw sensor chunks in host memory: ``{name: [array (steps, Ns), ...]}``."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, list[np.ndarray]] = {}
+
+    def __call__(self, name: str, first_row: int, values: np.ndarray) -> None:
+        self.chunks.setdefault(name, []).append(values)
+
+    def result(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v, axis=0) for k, v in self.chunks.items()}
+
+
+@dataclass
+class Progress:
+    """Prints step, steps/s, cells/s and ETA to stderr (only on a terminal unless forced)."""
+
+    total: int
+    cells: int
+    enabled: bool | None = None
+    interval: float = 2.0
+    stream: object = field(default_factory=lambda: sys.stderr)
+
+    def __post_init__(self) -> None:
+        if self.enabled is None:
+            self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._t0 = time.perf_counter()
+        self._last = -math.inf
+        self._n0 = None
+
+    def __call__(self, done: int, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if self._n0 is None:
+            self._n0, self._t0 = done, now
+            return
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        rate = (done - self._n0) / max(now - self._t0, 1e-9)
+        eta = (self.total - done) / rate if rate > 0 else math.inf
+        print(
+            f"  step {done}/{self.total}  {rate:8.1f} steps/s  {rate * self.cells / 1e6:8.1f} "
+            f"Mcells/s  ETA {eta:6.1f} s",
+            file=self.stream,
+            flush=True,
+        )
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Everything a run needs on the device, built once per problem."""
+
+    problem: Problem
+    phys: planmod.Physics
+    layout: sens.SensorLayout
+    consts: dict
+    ops: object
+    index: tuple
+
+
+def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
+    """Build constants, operators and the sensor layout for a problem."""
+    layout = sens.layout_of(problem.sensor, problem.grid.ndim)
+    phys = planmod.physics_of(problem)
+    if consts is None:
+        consts = {**planmod.medium_constants(problem), **planmod.source_constants(problem)}
+    if ops is None:
+        ops = planmod.spectral_ops(problem, unstagger=layout.needs_unstagger)
+    pts = layout.points
+    index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
+    return Compiled(problem, phys, layout, consts, ops, index)
+
+
+def _body(carry, x, c, ops, index, phys, layout):
+    state, agg = carry
+    state = step(state, x, c, ops, phys)
+    fields, samples = sens.sample(state, ops, layout, index)
+    agg = sens.update(agg, fields, samples, x["n"] >= layout.start, layout)
+    raw = {f: samples[f] for f in layout.raw}
+    return (state, agg), raw
+
+
+@partial(jax.jit, static_argnames=("phys", "layout"), donate_argnums=(0,))
+def run_chunk(carry, xs, c, ops, index, phys, layout):
+    """Advance ``carry = (state, aggregates)`` through the steps in ``xs`` (one scan)."""
+    body = partial(_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+    return lax.scan(body, carry, xs)
+
+
+@partial(jax.jit, static_argnames=("phys", "layout"))
+def start_ivp(agg, c, ops, index, phys, layout):
+    """Step 0 of an initial-value problem: the p0 state, sampled."""
+    state = initial_pressure_state(c, ops, phys)
+    fields, samples = sens.sample(state, ops, layout, index)
+    agg = sens.update(agg, fields, samples, 0 >= layout.start, layout)
+    return (state, agg), {f: samples[f][None] for f in layout.raw}
+
+
+def step_inputs(problem: Problem, n0: int, n1: int) -> dict:
+    """Scan inputs for steps ``n0 <= n < n1``: step index and source values."""
+    rows = planmod.signal_rows(problem, n0, n1)
+    lens = planmod.source_lengths(problem)
+    xs = {"n": np.arange(n0, n1, dtype=np.int32)}
+    k = n1 - n0
+    if rows["p"] is not None:
+        xs["p"] = rows["p"]
+        xs["p_len"] = np.full(k, lens["p"], np.int32)
+    xs["u"] = tuple(r if r is not None else np.zeros((k, 0), problem.dtype) for r in rows["u"])
+    xs["u_len"] = tuple(np.full(k, n, np.int32) for n in lens["u"])
+    xs["tr_len"] = np.full(k, lens["tr"], np.int32)
+    return xs
+
+
+def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: float = 64e6) -> int:
+    """Steps per chunk: raw samples of one chunk stay under ``budget_bytes`` on the device."""
+    per_step = max(1, len(layout.raw) * layout.n_points * np.dtype(problem.dtype).itemsize)
+    return int(max(1, min(problem.grid.nt, budget_bytes // per_step, 1000)))
+
+
+@dataclass
+class RunState:
+    """Where a run stands: the carry and the next step index (for checkpoints)."""
+
+    carry: tuple
+    next_step: int
+
+
+def initial_run_state(cp: Compiled) -> tuple[RunState, dict]:
+    """The carry before the first scan chunk, plus raw samples of step 0 for an IVP."""
+    g = cp.problem.grid
+    dtype = jnp.dtype(cp.problem.dtype)
+    agg = sens.init_aggregates(cp.layout, g.shape, dtype)
+    if cp.phys.p0:
+        carry, raw0 = start_ivp(agg, cp.consts, cp.ops, cp.index, cp.phys, cp.layout)
+        return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
+    return RunState((zero_state(g.shape, dtype), agg), 0), {}
+
+
+def advance(
+    cp: Compiled,
+    rs: RunState,
+    stop: int,
+    recorder: Callable[[str, int, np.ndarray], None],
+    chunk: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> RunState:
+    """Run steps ``rs.next_step .. stop-1`` in chunks, streaming raw samples to ``recorder``.
+
+    ``recorder(name, first_row, values)`` receives ``values`` of shape ``(steps, Ns)`` for the
+    sampled steps (those ``>= sensor start``); ``first_row`` is the row in the full series.
+    ``should_stop()`` is checked between chunks (checkpointing, signals).
+    """
+    chunk = chunk or default_chunk(cp.problem, cp.layout)
+    start = cp.layout.start
+    n = rs.next_step
+    carry = rs.carry
+    while n < stop:
+        m = min(stop, n + chunk)
+        xs = step_inputs(cp.problem, n, m)
+        carry, raw = run_chunk(carry, xs, cp.consts, cp.ops, cp.index, cp.phys, cp.layout)
+        if raw:
+            keep = max(0, start - n)
+            for name, v in raw.items():
+                if keep < m - n:
+                    recorder(name, n + keep - start, np.asarray(v[keep:]))
+        n = m
+        if progress:
+            progress(n)
+        if should_stop is not None and should_stop():
+            break
+    return RunState(carry, n)
+
+
+def emit_step0(raw0: dict, start: int, recorder) -> None:
+    """Hand the step-0 samples of an IVP to the recorder when step 0 is recorded."""
+    if start == 0:
+        for name, v in raw0.items():
+            recorder(name, 0, v)
+
+
+def run(
+    problem: Problem,
+    recorder=None,
+    chunk: int | None = None,
+    progress: bool | None = None,
+) -> tuple[dict, dict]:
+    """Run a whole problem on one device.
+
+    Returns ``(raw, final)``: raw time series ``{name: (Ts, Ns)}`` (when the recorder is the
+    default in-memory one) and the aggregated / whole-field / final quantities.
+    """
+    cp = compile_problem(problem)
+    rec = recorder or ListRecorder()
+    rs, raw0 = initial_run_state(cp)
+    emit_step0(raw0, cp.layout.start, rec)
+    prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress)
+    rs = advance(cp, rs, problem.grid.nt, rec, chunk=chunk, progress=prog)
+    final = sens.finish(rs.carry[1], rs.carry[0], cp.layout, problem.grid.nt)
+    raw = rec.result() if isinstance(rec, ListRecorder) else {}
+    return raw, final
+
+
+def as_state(carry) -> State:
+    return carry[0]

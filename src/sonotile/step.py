@@ -1,0 +1,127 @@
+"""One time step of k-Wave's first-order k-space scheme, written once, per shard.
+
+``step(state, x, c, ops, phys) -> state`` follows kspaceFirstOrder-OMP 1.3 (see
+``shared/kwave/ALGORITHM.md`` §2 and Treeby et al., JASA 131, 2012): pressure gradient on the
+staggered grids, velocity update with split PML, velocity sources, velocity divergence, split
+mass conservation with PML, pressure sources, equation of state with power-law or Stokes
+absorption and B/A nonlinearity. All derivatives come from ``ops`` (see
+:mod:`sonotile.operators`), so the same function runs on one device or on a shard of a
+decomposed grid.
+
+State fields: ``p`` [Pa], ``rho`` (split density per axis) [kg/m^3], ``u`` (staggered velocity
+per axis) [m/s]. ``x`` carries the step index ``n`` and the source values of that step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .plan import Physics
+
+
+class State(NamedTuple):
+    p: jax.Array
+    rho: tuple
+    u: tuple
+
+
+def zero_state(shape: tuple[int, ...], dtype) -> State:
+    nd = len(shape)
+
+    def z():
+        return jnp.zeros(shape, dtype)
+
+    return State(z(), tuple(z() for _ in range(nd)), tuple(z() for _ in range(nd)))
+
+
+def _inject(f, index, values, mode: str, active, ops):
+    """Apply one mask source to a field (values per point or one shared value)."""
+    if mode == "dirichlet":
+        current = f[index]
+        return f.at[index].set(jnp.where(active, jnp.broadcast_to(values, current.shape), current),
+                               mode="drop")
+    if mode == "additive_no_correction":
+        return f.at[index].add(jnp.where(active, values, 0).astype(f.dtype), mode="drop")
+
+    def add_filtered(f):
+        s = jnp.zeros_like(f).at[index].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
+        return f + ops.filter_source(s)
+
+    return lax.cond(active, add_filtered, lambda f: f, f)
+
+
+def velocity_update(u, dp, c):
+    """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
+    return tuple(
+        m * (m * ua - r * g) for ua, g, m, r in zip(u, dp, c["pml_sg"], c["dt_rho0_sg"])
+    )
+
+
+def pressure_from_density(rho, du, c, ops, phys: Physics):
+    """Equation of state with optional B/A nonlinearity and power-law or Stokes absorption."""
+    rho_sum = sum(rho[1:], rho[0])
+    term = rho_sum
+    if phys.nonlinear:
+        term = term + c["bona_2rho0"] * rho_sum * rho_sum
+    if phys.absorption == "lossless":
+        return c["c2"] * term
+    rho0_div_u = c["rho0"] * sum(du[1:], du[0])
+    if phys.absorption == "stokes":
+        return c["c2"] * (term + c["tau"] * rho0_div_u)
+    absorb = c["tau"] * ops.fractional(rho0_div_u, 1)
+    if phys.dispersion:
+        absorb = absorb - c["eta"] * ops.fractional(rho_sum, 2)
+    return c["c2"] * (term + absorb)
+
+
+def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
+    """Advance ``state`` from step ``n-1`` to step ``n = x["n"]``."""
+    n = x["n"]
+    # 1-2. pressure gradient on the staggered grids, velocity update with PML
+    u = velocity_update(state.u, ops.grad(state.p), c)
+    # 3. velocity sources and transducer
+    u = list(u)
+    for ax, mode in enumerate(phys.u_modes):
+        if mode is not None:
+            active = n < x["u_len"][ax]
+            u[ax] = _inject(u[ax], c["u_index"][ax], x["u"][ax], mode, active, ops)
+    if phys.transducer:
+        active = n < x["tr_len"]
+        vals = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, c["tr_signal"].shape[0] - 1)]
+        u[0] = _inject(u[0], c["tr_index"], vals, "additive_no_correction", active, ops)
+    u = tuple(u)
+    # 4. velocity divergence (per-axis parts)
+    du = ops.div(u)
+    # 5. split mass conservation with PML
+    if phys.nonlinear:
+        factor = 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"]
+    else:
+        factor = c["rho0"]
+    dt = c["dt"]
+    rho = tuple(
+        m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"])
+    )
+    # 6. pressure (mass) source, into every split component
+    if phys.p_mode is not None:
+        active = n < x["p_len"]
+        rho = tuple(_inject(r, c["p_index"], x["p"], phys.p_mode, active, ops) for r in rho)
+    # 7. equation of state
+    p = pressure_from_density(rho, du, c, ops, phys)
+    return State(p, rho, u)
+
+
+def initial_pressure_state(c: dict, ops, phys: Physics) -> State:
+    """State after step 0 of an initial-value problem (k-Wave's p0 start).
+
+    ``p = p0``, ``rho_i = p0 / (D c0^2)``, and the velocity at ``t = -dt/2``:
+    ``u_i = (dt / (2 rho0_sg)) dp0/dx_i`` (gradient with kappa on the staggered grid).
+    """
+    p0 = c["p0"]
+    rho = p0 / (phys.ndim * c["c2"])
+    dp = ops.grad(p0)
+    u = tuple(0.5 * r * g for r, g in zip(c["dt_rho0_sg"], dp))
+    return State(p0 + 0, tuple(rho + 0 for _ in range(phys.ndim)), u)
