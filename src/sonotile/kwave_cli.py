@@ -70,7 +70,8 @@ def _int_range(lo, hi=None):
             raise argparse.ArgumentTypeError(f"'{s}' is not an integer") from None
         if v < lo or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(
-                f"{v} out of range {lo}..{hi if hi is not None else 'inf'}")
+                f"{v} out of range {lo}..{hi if hi is not None else 'inf'}"
+            )
         return v
 
     return conv
@@ -143,8 +144,9 @@ def configure_threads(threads: int | None) -> None:
         pass
     if threads == 1:
         flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false "
-                                   "intra_op_parallelism_threads=1").strip()
+        os.environ["XLA_FLAGS"] = (
+            flags + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        ).strip()
 
 
 def _check_writable(path: str, what: str) -> None:

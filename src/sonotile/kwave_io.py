@@ -26,8 +26,14 @@ from .problem import (
 )
 
 VERSIONS = ("0", "1", "2")
-HEADER = ("file_type", "created_by", "creation_date", "file_description", "major_version",
-          "minor_version")
+HEADER = (
+    "file_type",
+    "created_by",
+    "creation_date",
+    "file_description",
+    "major_version",
+    "minor_version",
+)
 
 
 class KwaveFileError(ProblemError):
@@ -72,7 +78,9 @@ class _Reader:
         if not isinstance(d, h5py.Dataset):
             raise KwaveFileError(f"dataset '{name}': is a group, expected a dataset")
         if d.ndim != 3:
-            raise KwaveFileError(f"dataset '{name}': rank {d.ndim} (shape {d.shape}), expected rank 3")
+            raise KwaveFileError(
+                f"dataset '{name}': rank {d.ndim} (shape {d.shape}), expected rank 3"
+            )
         if d.dtype.kind not in "fiu":
             raise KwaveFileError(f"dataset '{name}': type {d.dtype} cannot be read as a number")
         return d
@@ -178,8 +186,13 @@ def _signal(r: _Reader, name: str, flag: int, many: int, n_src: int) -> np.ndarr
     return r.vector(name).astype(np.float64)
 
 
-def read_input(path: str, nt_override: int | None = None, start: int = 1,
-               record: tuple = ("p",), dtype: str = "float32") -> tuple[Problem, KwaveInput]:
+def read_input(
+    path: str,
+    nt_override: int | None = None,
+    start: int = 1,
+    record: tuple = ("p",),
+    dtype: str = "float32",
+) -> tuple[Problem, KwaveInput]:
     """Read a k-Wave input file (format 1.0, 1.1, 1.2) into a solver-ready Problem.
 
     Args:
@@ -199,9 +212,7 @@ def read_input(path: str, nt_override: int | None = None, start: int = 1,
     with f:
         header = {k: _attr(f, k) for k in HEADER}
         if header["file_type"] != "input":
-            raise KwaveFileError(
-                f"{path}: file_type is '{header['file_type']}', expected 'input'"
-            )
+            raise KwaveFileError(f"{path}: file_type is '{header['file_type']}', expected 'input'")
         if header["major_version"] != "1" or header["minor_version"] not in VERSIONS:
             raise KwaveFileError(
                 f"{path}: file format version {header['major_version']}.{header['minor_version']}"
@@ -222,7 +233,9 @@ def read_input(path: str, nt_override: int | None = None, start: int = 1,
                     "by sonotile"
                 )
         if r.has("nonuniform_grid_flag") and r.scalar("nonuniform_grid_flag", int):
-            raise KwaveFileError("dataset 'nonuniform_grid_flag': non-uniform grids are not supported")
+            raise KwaveFileError(
+                "dataset 'nonuniform_grid_flag': non-uniform grids are not supported"
+            )
         nt = r.scalar("Nt", int)
         if nt < 1:
             raise KwaveFileError(f"dataset 'Nt': {nt}, expected >= 1")
@@ -265,12 +278,23 @@ def read_input(path: str, nt_override: int | None = None, start: int = 1,
             alpha_coeff = r.field("alpha_coeff", zyx)
             alpha_power = r.scalar("alpha_power")
             if absorbing == 1 and alpha_power == 1.0:
-                raise KwaveFileError("dataset 'alpha_power': 1.0 is not allowed with power-law "
-                                     "absorption (tan(pi y/2) is infinite)")
+                raise KwaveFileError(
+                    "dataset 'alpha_power': 1.0 is not allowed with power-law "
+                    "absorption (tan(pi y/2) is infinite)"
+                )
         bona = r.field("BonA", zyx) if nonlinear else None
         try:
-            medium = Medium(c0, rho0, grid, rho0_sg=rho0_sg, c_ref=c_ref, bona=bona,
-                            alpha_coeff=alpha_coeff, alpha_power=alpha_power, absorption=mode)
+            medium = Medium(
+                c0,
+                rho0,
+                grid,
+                rho0_sg=rho0_sg,
+                c_ref=c_ref,
+                bona=bona,
+                alpha_coeff=alpha_coeff,
+                alpha_power=alpha_power,
+                absorption=mode,
+            )
         except ProblemError as e:
             raise KwaveFileError(str(e)) from None
 
@@ -288,13 +312,15 @@ def read_input(path: str, nt_override: int | None = None, start: int = 1,
         elif mask_type == 1:
             d = r.raw("sensor_mask_corners")
             if d.size % 6 or d.size == 0:
-                raise KwaveFileError(f"dataset 'sensor_mask_corners': {d.size} elements, "
-                                     "expected 6 per cuboid")
+                raise KwaveFileError(
+                    f"dataset 'sensor_mask_corners': {d.size} elements, expected 6 per cuboid"
+                )
             c = r.vector("sensor_mask_corners").astype(np.int64).reshape(-1, 2, 3)
             dims = np.array([nx, ny, nz])
             if np.any(c < 1) or np.any(c > dims):
-                raise KwaveFileError("dataset 'sensor_mask_corners': corner outside the grid "
-                                     f"1..{(nx, ny, nz)}")
+                raise KwaveFileError(
+                    f"dataset 'sensor_mask_corners': corner outside the grid 1..{(nx, ny, nz)}"
+                )
             if np.any(c[:, 1] < c[:, 0]):
                 raise KwaveFileError("dataset 'sensor_mask_corners': second corner below first")
             sensor = Sensor(cuboids=(c - 1)[:, :, :ndim], record=record, start=start - 1)
@@ -356,8 +382,9 @@ def _read_sources(r: _Reader, grid: Grid, zyx: tuple, ndim: int) -> tuple[Source
         for ax, flag in enumerate(u_flags):
             if flag:
                 name = f"u{AXES[ax]}_source_input"
-                u[ax] = MaskSource(idx, _signal(r, name, flag, many, idx.shape[0]),
-                                   SOURCE_MODES[mode], name)
+                u[ax] = MaskSource(
+                    idx, _signal(r, name, flag, many, idx.shape[0]), SOURCE_MODES[mode], name
+                )
         for n in ("u_source_mode", "u_source_many"):
             copied[n] = (r.raw(n)[()], r.raw(n).dtype)
     if tr_flag:

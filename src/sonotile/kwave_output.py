@@ -54,8 +54,15 @@ class OutputFile:
         resume: reopen an existing partial file (checkpoint restart) instead of creating one.
     """
 
-    def __init__(self, path: str, meta: KwaveInput, layout: SensorLayout, nt: int,
-                 compression: int = 0, resume: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        meta: KwaveInput,
+        layout: SensorLayout,
+        nt: int,
+        compression: int = 0,
+        resume: bool = False,
+    ) -> None:
         self.path, self.meta, self.layout, self.nt = path, meta, layout, nt
         self.tmp = temp_path(path)
         self.level = compression
@@ -73,8 +80,14 @@ class OutputFile:
 
     # -- layout -----------------------------------------------------------------------------
     def _dataset(self, name: str, shape: tuple, chunks: tuple):
-        d = self.f.create_dataset(name, shape=shape, dtype=np.float32, chunks=chunks,
-                                  compression="gzip", compression_opts=self.level)
+        d = self.f.create_dataset(
+            name,
+            shape=shape,
+            dtype=np.float32,
+            chunks=chunks,
+            compression="gzip",
+            compression_opts=self.level,
+        )
         for k, v in FLOAT_ATTRS.items():
             d.attrs[k] = v
         return d
@@ -82,8 +95,13 @@ class OutputFile:
     def _create(self) -> None:
         f, m = self.f, self.meta
         for k in ("file_description", "major_version", "minor_version"):
-            _set_str(f, k, m.header[k] if k == "file_description" else {"major_version": "1",
-                     "minor_version": "2"}[k])
+            _set_str(
+                f,
+                k,
+                m.header[k]
+                if k == "file_description"
+                else {"major_version": "1", "minor_version": "2"}[k],
+            )
         _set_str(f, "file_type", "output")
         _set_str(f, "created_by", f"sonotile v{__version__}")
         _set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
@@ -164,8 +182,13 @@ class OutputFile:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         _set_str(f, "total_memory_in_use", f"{rss} MB")
         _set_str(f, "peak_core_memory_in_use", f"{rss // max(1, os.cpu_count() or 1)} MB")
-        for key in ("total", "data_loading_phase", "pre-processing_phase", "simulation_phase",
-                    "post-processing_phase"):
+        for key in (
+            "total",
+            "data_loading_phase",
+            "pre-processing_phase",
+            "simulation_phase",
+            "post-processing_phase",
+        ):
             prev = 0.0
             attr = f"{key}_execution_time"
             if attr in f.attrs:

@@ -60,7 +60,9 @@ def load_checkpoint(path: str, cp: rn.Compiled, meta) -> rn.RunState:
             raise ValueError(f"{path}: file_type '{ftype}', expected 'checkpoint'")
         dims = tuple(int(f[n][()].reshape(-1)[0]) for n in ("Nx", "Ny", "Nz"))
         if dims != tuple(meta.shape_xyz):
-            raise ValueError(f"{path}: checkpoint grid {dims} does not match input {meta.shape_xyz}")
+            raise ValueError(
+                f"{path}: checkpoint grid {dims} does not match input {meta.shape_xyz}"
+            )
         t_index = int(f["t_index"][()].reshape(-1)[0])
         nd = cp.problem.grid.ndim
 
@@ -77,10 +79,12 @@ def load_checkpoint(path: str, cp: rn.Compiled, meta) -> rn.RunState:
         agg0 = sens.init_aggregates(cp.layout, cp.problem.grid.shape, dtype)
         g = f.get("sonotile_aggregates")
         agg = {}
-        for name, v in agg0.items():
+        for name in agg0:
             if g is None or name not in g:
-                raise ValueError(f"{path}: running statistic '{name}' is missing (the checkpoint "
-                                 "was written with other output flags)")
+                raise ValueError(
+                    f"{path}: running statistic '{name}' is missing (the checkpoint "
+                    "was written with other output flags)"
+                )
             agg[name] = jnp.asarray(g[name][()], dtype)
     return rn.RunState((state, agg), t_index)
 
@@ -103,7 +107,10 @@ def run_kwave(args) -> int:
     if args.checkpoint_file:
         _check_writable(args.checkpoint_file, "checkpoint file")
     problem, meta = read_input(
-        args.input, nt_override=args.benchmark, start=args.start, record=args.record,
+        args.input,
+        nt_override=args.benchmark,
+        start=args.start,
+        record=args.record,
         dtype="float64" if args.float64 else "float32",
     )
     if args.float64:
@@ -116,8 +123,9 @@ def run_kwave(args) -> int:
         cp = rn.compile_problem(problem)
         if resume:
             rs = load_checkpoint(ckpt, cp, meta)
-        out = OutputFile(args.output, meta, cp.layout, problem.grid.nt, args.compression,
-                         resume=resume)
+        out = OutputFile(
+            args.output, meta, cp.layout, problem.grid.nt, args.compression, resume=resume
+        )
         try:
             status = _leg(args, cp, meta, out, rs if resume else None, t0, t_load, verbose)
         except BaseException:
@@ -175,8 +183,10 @@ def _leg(args, cp, meta, out, rs, t0, t_load, verbose) -> int:
             state["next"] = n + step_pct
 
     if verbose:
-        print(f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
-              f"{problem.grid.shape}, Nt {nt}, recording {cp.layout.raw + tuple(cp.layout.final)}")
+        print(
+            f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
+            f"{problem.grid.shape}, Nt {nt}, recording {cp.layout.raw + tuple(cp.layout.final)}"
+        )
     rs = rn.advance(cp, rs, stop, out, chunk=chunk, progress=progress, should_stop=should_stop)
     t_sim = time.perf_counter()
     if rs.next_step < nt:
@@ -190,11 +200,16 @@ def _leg(args, cp, meta, out, rs, t0, t_load, verbose) -> int:
         final = sens.finish(rs.carry[1], rs.carry[0], cp.layout, nt)
         out.write_fields(final)
     t_post = time.perf_counter()
-    out.finish_leg(rs.next_step, {
-        "total": t_post - t0, "data_loading_phase": t_load - t0,
-        "pre-processing_phase": t_pre - t_load, "simulation_phase": t_sim - t_pre,
-        "post-processing_phase": t_post - t_sim,
-    })
+    out.finish_leg(
+        rs.next_step,
+        {
+            "total": t_post - t0,
+            "data_loading_phase": t_load - t0,
+            "pre-processing_phase": t_pre - t_load,
+            "simulation_phase": t_sim - t_pre,
+            "post-processing_phase": t_post - t_sim,
+        },
+    )
     if rs.next_step >= nt and checkpointing and os.path.exists(args.checkpoint_file):
         os.remove(args.checkpoint_file)
     if verbose:

@@ -145,7 +145,9 @@ class FourierOps:
         return tuple(self._back(P * s, p) for s in self.shift_pos)
 
     def div(self, u):
-        return tuple(self._back(self._spec(ua) * self.kappa * s, ua) for ua, s in zip(u, self.shift_neg))
+        return tuple(
+            self._back(self._spec(ua) * self.kappa * s, ua) for ua, s in zip(u, self.shift_neg)
+        )
 
     def fractional(self, f, which: int):
         nabla = self.nabla1 if which == 1 else self.nabla2

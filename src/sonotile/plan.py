@@ -33,8 +33,9 @@ class Physics:
     p0: bool
 
 
-def pml_profile(n: int, size: int, alpha: float, c_ref: float, d: float, dt: float,
-                staggered: bool) -> np.ndarray:
+def pml_profile(
+    n: int, size: int, alpha: float, c_ref: float, d: float, dt: float, staggered: bool
+) -> np.ndarray:
     """k-Wave's PML multiplier along one axis (1 outside the layer), shape ``(n,)``.
 
     ``exp(-alpha (c_ref/d) (dt/2) (x/size)^4)`` with x the depth into the layer in points,

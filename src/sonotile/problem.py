@@ -12,13 +12,13 @@ Shapes use the grid's ``(x, y, z)`` order. A medium property is either a Python 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 import numpy as np
 
 from .grid import AXES, Grid
 
-Scalar = Union[float, np.ndarray]
+Scalar = float | np.ndarray
 Absorption = Literal["lossless", "power_law", "stokes"]
 SourceMode = Literal["dirichlet", "additive", "additive_no_correction"]
 SOURCE_MODES = ("dirichlet", "additive_no_correction", "additive")  # k-Wave's 0, 1, 2
@@ -154,7 +154,9 @@ def staggered_density(rho0: Scalar, ndim: int) -> tuple[Scalar, ...]:
 def _index_array(name: str, index, grid: Grid) -> np.ndarray:
     idx = np.asarray(index)
     if idx.ndim != 2 or idx.shape[1] != grid.ndim:
-        raise ProblemError(f"{name}: expected an (N, {grid.ndim}) array of grid indices, got {idx.shape}")
+        raise ProblemError(
+            f"{name}: expected an (N, {grid.ndim}) array of grid indices, got {idx.shape}"
+        )
     if idx.shape[0] == 0:
         raise ProblemError(f"{name}: no points")
     if not np.issubdtype(idx.dtype, np.integer):
@@ -273,7 +275,9 @@ class Sources:
         if self.p0 is not None:
             p0 = np.asarray(self.p0, dtype=np.float64)
             if p0.shape != grid.shape:
-                raise ProblemError(f"source.p0: shape {p0.shape}, expected the grid shape {grid.shape}")
+                raise ProblemError(
+                    f"source.p0: shape {p0.shape}, expected the grid shape {grid.shape}"
+                )
             if not np.all(np.isfinite(p0)):
                 raise ProblemError("source.p0: contains NaN or Inf")
         u = tuple(self.u) + (None,) * (grid.ndim - len(self.u))
@@ -324,7 +328,9 @@ class Sensor:
         if self.cuboids is not None:
             c = np.asarray(self.cuboids)
             if c.ndim != 3 or c.shape[1:] != (2, grid.ndim) or c.shape[0] == 0:
-                raise ProblemError(f"sensor.cuboids: shape {c.shape}, expected (Nc, 2, {grid.ndim})")
+                raise ProblemError(
+                    f"sensor.cuboids: shape {c.shape}, expected (Nc, 2, {grid.ndim})"
+                )
             _index_array("sensor.cuboids", c.reshape(-1, grid.ndim), grid)
             if np.any(c[:, 1] < c[:, 0]):
                 raise ProblemError("sensor.cuboids: second corner must not be below the first")

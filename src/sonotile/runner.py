@@ -96,7 +96,9 @@ def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
     if ops is None:
         ops = planmod.spectral_ops(problem, unstagger=layout.needs_unstagger)
     pts = layout.points
-    index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
+    index = (
+        () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
+    )
     return Compiled(problem, phys, layout, consts, ops, index)
 
 

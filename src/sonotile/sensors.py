@@ -51,8 +51,18 @@ class SensorLayout:
         return any(f.endswith("_non_staggered") for f in self.raw)
 
     def __hash__(self) -> int:
-        return hash((self.cuboid_shapes, self.raw, self.stats, self.whole, self.final,
-                     self.start, self.ndim, self.n_points))
+        return hash(
+            (
+                self.cuboid_shapes,
+                self.raw,
+                self.stats,
+                self.whole,
+                self.final,
+                self.start,
+                self.ndim,
+                self.n_points,
+            )
+        )
 
     def __eq__(self, other) -> bool:
         return self is other
@@ -95,8 +105,9 @@ def layout_of(sensor: Sensor, ndim: int) -> SensorLayout:
         points, shapes = np.concatenate(blocks), tuple(shp)
     if not (raw or stats):
         points = points if points is not None else None
-    return SensorLayout(points, shapes, tuple(raw), tuple(stats), tuple(whole), tuple(final),
-                        sensor.start, ndim)
+    return SensorLayout(
+        points, shapes, tuple(raw), tuple(stats), tuple(whole), tuple(final), sensor.start, ndim
+    )
 
 
 def sampled_fields(state, ops, layout: SensorLayout) -> dict:

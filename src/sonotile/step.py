@@ -42,8 +42,9 @@ def _inject(f, index, values, mode: str, active, ops):
     """Apply one mask source to a field (values per point or one shared value)."""
     if mode == "dirichlet":
         current = f[index]
-        return f.at[index].set(jnp.where(active, jnp.broadcast_to(values, current.shape), current),
-                               mode="drop")
+        return f.at[index].set(
+            jnp.where(active, jnp.broadcast_to(values, current.shape), current), mode="drop"
+        )
     if mode == "additive_no_correction":
         return f.at[index].add(jnp.where(active, values, 0).astype(f.dtype), mode="drop")
 
@@ -56,9 +57,7 @@ def _inject(f, index, values, mode: str, active, ops):
 
 def velocity_update(u, dp, c):
     """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
-    return tuple(
-        m * (m * ua - r * g) for ua, g, m, r in zip(u, dp, c["pml_sg"], c["dt_rho0_sg"])
-    )
+    return tuple(m * (m * ua - r * g) for ua, g, m, r in zip(u, dp, c["pml_sg"], c["dt_rho0_sg"]))
 
 
 def pressure_from_density(rho, du, c, ops, phys: Physics):
@@ -102,9 +101,7 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     else:
         factor = c["rho0"]
     dt = c["dt"]
-    rho = tuple(
-        m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"])
-    )
+    rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
     # 6. pressure (mass) source, into every split component
     if phys.p_mode is not None:
         active = n < x["p_len"]

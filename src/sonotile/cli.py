@@ -1,0 +1,51 @@
+"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``validate``.
+
+Each subcommand lives in its own module and is imported only when used, so that options which
+configure JAX (threads, virtual devices) can act before JAX is imported.
+"""
+
+from __future__ import annotations
+
+import sys
+
+COMMANDS = {
+    "demo": ("sonotile.demo", "3-D focused ultrasound through a tissue layer (about a minute)"),
+    "kwave": (
+        "sonotile.kwave_cli",
+        "k-Wave compatible solver (same flags as kspaceFirstOrder-OMP)",
+    ),
+    "bench": ("sonotile.bench", "throughput, compile time and memory benchmarks"),
+    "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: sonotile <command> [options]", "", "commands:"]
+    lines += [f"  {name:9s} {doc}" for name, (_, doc) in COMMANDS.items()]
+    lines += ["", "'sonotile <command> -h' describes a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if argv[0] == "--version":
+        from . import __version__
+
+        print(f"sonotile {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(usage(), file=sys.stderr)
+        print(f"sonotile: error: unknown command '{name}'", file=sys.stderr)
+        return 2
+    import importlib
+
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
