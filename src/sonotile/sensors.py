@@ -124,7 +124,13 @@ def sampled_fields(state, ops, layout: SensorLayout) -> dict:
 
 
 def gather(field, index):
-    """Values of a field at the sensor points (``index``: per-axis int arrays)."""
+    """Values of a field at the sensor points (``index``: per-axis int arrays).
+
+    A decomposed run passes an index object with a ``gather(field)`` method instead (it picks the
+    points its shard owns and combines the shards), see :mod:`sonotile.parallel`.
+    """
+    if hasattr(index, "gather"):
+        return index.gather(field)
     return field[index]
 
 
