@@ -1,0 +1,440 @@
+"""The Python API a k-Wave user finds natural: grid, medium, source, sensor -> ``simulate``.
+
+It does what k-Wave's MATLAB/Python front end does before its solver runs (scaling source terms
+to density/velocity units, densities on the staggered grids, default time step and PML, PML
+outside the grid when asked, intensity post-processing) and then runs the very same core that
+``sonotile-kwave`` runs.
+
+Conventions: arrays are indexed ``(x, y, z)``; SI units throughout; masks are boolean arrays of
+the grid shape; source points and sensor points are ordered as k-Wave orders them (MATLAB
+column-major ``find`` order: x fastest).
+
+Example::
+
+    grid = KWaveGrid((128, 128), (1e-4, 1e-4))
+    medium = KWaveMedium(sound_speed=1500.0, density=1000.0)
+    source = KSource(p0=disc)
+    sensor = KSensor(mask=ring, record=("p", "p_max"))
+    res = simulate(grid, medium, source, sensor)
+    res["p"]  # (n_sensors, n_steps) [Pa]
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import checks
+from .grid import AXES, Grid, make_time
+from .problem import (
+    MaskSource,
+    Medium,
+    Pml,
+    Problem,
+    ProblemError,
+    Sensor,
+    Sources,
+)
+
+
+@dataclass
+class KWaveGrid:
+    """Grid points and spacing; time axis set by :meth:`make_time` or by ``simulate``.
+
+    Attributes:
+        shape: points per axis ``(Nx[, Ny[, Nz]])``.
+        spacing: ``(dx[, dy[, dz]])`` [m] (a single float for all axes).
+        dt: time step [s] (``None``: k-Wave's default from CFL 0.3).
+        nt: number of time steps (``None``: time to cross the grid diagonal).
+    """
+
+    shape: tuple
+    spacing: tuple | float
+    dt: float | None = None
+    nt: int | None = None
+
+    def __post_init__(self) -> None:
+        self.shape = tuple(int(n) for n in self.shape)
+        if np.isscalar(self.spacing):
+            self.spacing = (float(self.spacing),) * len(self.shape)
+        self.spacing = tuple(float(d) for d in self.spacing)
+
+    def make_time(self, sound_speed, cfl: float = 0.3, t_end: float | None = None) -> None:
+        """k-Wave's ``makeTime``: ``dt = cfl min(d) / max(c)``, end time from the diagonal."""
+        c = np.asarray(sound_speed)
+        self.dt, self.nt = make_time(
+            self.shape, self.spacing, float(c.max()), float(c.min()), cfl, t_end
+        )
+
+    @property
+    def t(self) -> np.ndarray:
+        """Time of each step [s]."""
+        return np.arange(self.nt) * self.dt
+
+
+@dataclass
+class KWaveMedium:
+    """Acoustic medium; each property a scalar or an array of the grid shape.
+
+    Attributes:
+        sound_speed: [m/s].
+        density: [kg/m^3].
+        alpha_coeff: absorption prefactor [dB/(MHz^y cm)] (``None``: lossless).
+        alpha_power: power-law exponent y.
+        alpha_mode: ``None`` (absorption and dispersion), ``"no_dispersion"`` or ``"stokes"``.
+        BonA: nonlinearity parameter B/A (``None``: linear).
+        sound_speed_ref: reference sound speed of the k-space correction [m/s] (default max).
+    """
+
+    sound_speed: object
+    density: object = 1000.0
+    alpha_coeff: object = None
+    alpha_power: float = 1.5
+    alpha_mode: str | None = None
+    BonA: object = None  # noqa: N815 (k-Wave's name)
+    sound_speed_ref: float | None = None
+
+
+@dataclass
+class KSource:
+    """Sources as k-Wave takes them (unscaled physical units).
+
+    Attributes:
+        p0: initial pressure [Pa], grid-shaped.
+        p: pressure signal(s) [Pa]: ``(Nt_src,)`` for all points or ``(Nsrc, Nt_src)``.
+        p_mask: boolean mask of the pressure source points.
+        p_mode: ``"additive"`` (default), ``"additive-no-correction"`` or ``"dirichlet"``.
+        ux, uy, uz: velocity signal(s) [m/s], same layouts as ``p``.
+        u_mask: boolean mask of the velocity source points.
+        u_mode: as ``p_mode``.
+    """
+
+    p0: np.ndarray | None = None
+    p: np.ndarray | None = None
+    p_mask: np.ndarray | None = None
+    p_mode: str = "additive"
+    ux: np.ndarray | None = None
+    uy: np.ndarray | None = None
+    uz: np.ndarray | None = None
+    u_mask: np.ndarray | None = None
+    u_mode: str = "additive"
+
+
+@dataclass
+class KSensor:
+    """Sensor points and what to record.
+
+    Attributes:
+        mask: boolean mask (points in k-Wave order), or ``None`` with ``corners``.
+        corners: list of ``(lo, hi)`` inclusive 0-based corner index pairs of cuboids.
+        record: quantities (k-Wave names): p, p_max, p_min, p_rms, p_final, p_max_all,
+            p_min_all, u, u_non_staggered, u_max, u_min, u_rms, u_final, u_max_all,
+            u_min_all, I, I_avg.
+        record_start_index: first recorded step, 1-based as in k-Wave.
+    """
+
+    mask: np.ndarray | None = None
+    corners: list | None = None
+    record: tuple = ("p",)
+    record_start_index: int = 1
+
+
+@dataclass
+class Results:
+    """Simulation output: ``results[name]`` as numpy arrays, plus metadata.
+
+    Index sensors give time series as ``(n_sensors, n_recorded_steps)`` and statistics as
+    ``(n_sensors,)``; cuboid sensors give per cuboid ``(Cx, Cy, Cz, n_recorded_steps)`` lists.
+    Whole-field quantities have the grid shape (the user's grid when the PML was outside).
+    """
+
+    data: dict
+    grid: Grid
+    t: np.ndarray
+    sensor_points: np.ndarray | None
+    warnings: list = field(default_factory=list)
+
+    def __getitem__(self, k: str):
+        return self.data[k]
+
+    def __contains__(self, k: str) -> bool:
+        return k in self.data
+
+    def keys(self):
+        return self.data.keys()
+
+
+MODES = {
+    "additive": "additive",
+    "additive-no-correction": "additive_no_correction",
+    "additive_no_correction": "additive_no_correction",
+    "dirichlet": "dirichlet",
+}
+
+
+def mask_points(mask: np.ndarray, shape: tuple, name: str) -> np.ndarray:
+    """Grid indices ``(N, ndim)`` of a boolean mask in k-Wave (column-major) order."""
+    m = np.asarray(mask)
+    if m.shape != shape:
+        raise ProblemError(f"{name}: shape {m.shape}, expected the grid shape {shape}")
+    lin = np.flatnonzero(m.ravel(order="F"))
+    if lin.size == 0:
+        raise ProblemError(f"{name}: no points are set")
+    return np.stack(np.unravel_index(lin, shape, order="F"), axis=1)
+
+
+def _at(v, idx):
+    return np.asarray(v)[tuple(idx.T)] if np.ndim(v) > 0 else np.full(idx.shape[0], float(v))
+
+
+def _signal(sig, n_points: int, name: str) -> np.ndarray:
+    """User layout (Nt,) or (Nsrc, Nt) -> solver layout (Nt,) or (Nt, Nsrc)."""
+    s = np.asarray(sig, dtype=np.float64)
+    if s.ndim == 2 and s.shape[0] == 1:
+        s = s[0]
+    if s.ndim == 1:
+        return s
+    if s.ndim != 2 or s.shape[0] != n_points:
+        raise ProblemError(f"{name}: shape {s.shape}, expected (Nt,) or ({n_points}, Nt)")
+    return s.T
+
+
+def scale_sources(src: KSource, grid: Grid, c0, shape: tuple) -> Sources:
+    """k-Wave's ``scaleSourceTerms``: pressure to density units per split component, additive
+    velocity to the injected increment."""
+    d, dt, dx = grid.ndim, grid.dt, grid.spacing
+    p = None
+    if src.p is not None:
+        if src.p_mask is None:
+            raise ProblemError("source.p given without source.p_mask")
+        idx = mask_points(src.p_mask, shape, "source.p_mask")
+        mode = MODES.get(src.p_mode)
+        if mode is None:
+            raise ProblemError(f"source.p_mode = {src.p_mode!r}: expected one of {list(MODES)}")
+        sig = _signal(src.p, idx.shape[0], "source.p")
+        c = _at(c0, idx)
+        scale = 1 / (d * c**2) if mode == "dirichlet" else 2 * dt / (d * c * dx[0])
+        sig = (
+            sig[:, None] * scale[None, :]
+            if (sig.ndim == 1 and np.ndim(c0) > 0)
+            else (sig * (scale if sig.ndim == 2 else scale[0]))
+        )
+        p = MaskSource(idx, sig, mode, "source.p")
+    u = []
+    comps = (src.ux, src.uy, src.uz)[:d]
+    if any(v is not None for v in comps):
+        if src.u_mask is None:
+            raise ProblemError("source.ux/uy/uz given without source.u_mask")
+        idx = mask_points(src.u_mask, shape, "source.u_mask")
+        mode = MODES.get(src.u_mode)
+        if mode is None:
+            raise ProblemError(f"source.u_mode = {src.u_mode!r}: expected one of {list(MODES)}")
+        c = _at(c0, idx)
+        for ax, v in enumerate(comps):
+            if v is None:
+                u.append(None)
+                continue
+            sig = _signal(v, idx.shape[0], f"source.u{AXES[ax]}")
+            if mode != "dirichlet":
+                scale = 2 * c * dt / dx[ax]
+                sig = (
+                    sig[:, None] * scale[None, :]
+                    if (sig.ndim == 1 and np.ndim(c0) > 0)
+                    else (sig * (scale if sig.ndim == 2 else scale[0]))
+                )
+            u.append(MaskSource(idx, sig, mode, f"source.u{AXES[ax]}"))
+    for ax, v in enumerate((src.ux, src.uy, src.uz)[d:]):
+        if v is not None:
+            raise ProblemError(f"source.u{AXES[d + ax]} given for a {d}-D grid")
+    return Sources(p0=src.p0, p=p, u=tuple(u))
+
+
+def _pad(v, pad, mode):
+    if np.ndim(v) == 0 or v is None:
+        return v
+    return np.pad(np.asarray(v), pad, mode=mode)
+
+
+def build_problem(
+    kgrid: KWaveGrid,
+    medium: KWaveMedium,
+    source: KSource,
+    sensor: KSensor,
+    pml_size=None,
+    pml_alpha=2.0,
+    pml_inside: bool = True,
+    dtype: str = "float32",
+) -> tuple[Problem, dict]:
+    """The solver-ready :class:`Problem` for k-Wave-style input, and how to map results back."""
+    shape = tuple(kgrid.shape)
+    nd = len(shape)
+    if kgrid.dt is None or kgrid.nt is None:
+        c = np.asarray(medium.sound_speed, dtype=np.float64)
+        if not np.all(np.isfinite(c)) or np.any(c <= 0):
+            raise ProblemError("medium.sound_speed: must be finite and > 0")
+        dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()))
+        kgrid.dt = kgrid.dt or dt
+        kgrid.nt = kgrid.nt or nt
+    default = Pml.default(nd)
+    size = (
+        default.size
+        if pml_size is None
+        else ((int(pml_size),) * nd if np.isscalar(pml_size) else tuple(pml_size))
+    )
+    alpha = (float(pml_alpha),) * nd if np.isscalar(pml_alpha) else tuple(pml_alpha)
+    pad = [(0, 0)] * nd if pml_inside else [(s, s) for s in size]
+    full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
+    grid = Grid(full, kgrid.spacing, kgrid.dt, kgrid.nt)
+
+    c0 = _pad(medium.sound_speed, pad, "edge")
+    absorbing = medium.alpha_coeff is not None and np.any(np.asarray(medium.alpha_coeff) != 0)
+    mode = "lossless"
+    if absorbing:
+        mode = "stokes" if medium.alpha_mode == "stokes" else "power_law"
+        if medium.alpha_mode not in (None, "no_dispersion", "stokes"):
+            raise ProblemError(
+                f"medium.alpha_mode = {medium.alpha_mode!r}: expected None, "
+                "'no_dispersion' or 'stokes'"
+            )
+    m = Medium(
+        c0=c0,
+        rho0=_pad(medium.density, pad, "edge"),
+        grid=grid,
+        c_ref=medium.sound_speed_ref,
+        bona=_pad(medium.BonA, pad, "edge"),
+        alpha_coeff=_pad(medium.alpha_coeff, pad, "edge") if absorbing else None,
+        alpha_power=medium.alpha_power if absorbing else None,
+        absorption=mode,
+        dispersion=medium.alpha_mode != "no_dispersion",
+    )
+    padded = KSource(
+        p0=None if source.p0 is None else _pad(source.p0, pad, "constant"),
+        p=source.p,
+        p_mask=None if source.p_mask is None else _pad(source.p_mask, pad, "constant"),
+        p_mode=source.p_mode,
+        ux=source.ux,
+        uy=source.uy,
+        uz=source.uz,
+        u_mask=None if source.u_mask is None else _pad(source.u_mask, pad, "constant"),
+        u_mode=source.u_mode,
+    )
+    if source.p0 is not None and np.shape(source.p0) != shape:
+        raise ProblemError(f"source.p0: shape {np.shape(source.p0)}, expected {shape}")
+    sources = scale_sources(padded, grid, m.c0, full)
+    offset = np.array([a for a, _ in pad])
+    record = tuple(sensor.record)
+    if sensor.corners is not None:
+        cub = np.array([[lo, hi] for lo, hi in sensor.corners], dtype=np.int64) + offset
+        sens = Sensor(cuboids=cub, record=record, start=sensor.record_start_index - 1)
+        points = None
+    elif sensor.mask is not None:
+        points = mask_points(sensor.mask, shape, "sensor.mask")
+        sens = Sensor(index=points + offset, record=record, start=sensor.record_start_index - 1)
+    else:
+        sens = Sensor(record=record, start=sensor.record_start_index - 1)
+        points = None
+    problem = Problem(grid, m, sources, sens, Pml(size, alpha), dtype=dtype)
+    crop = tuple(slice(a, n - b) for (a, b), n in zip(pad, full))
+    return problem, {"crop": crop, "points": points}
+
+
+def fourier_shift(x: np.ndarray, shift: float) -> np.ndarray:
+    """Shift sampled signals along their last axis by ``shift`` samples (band-limited)."""
+    n = x.shape[-1]
+    k = 2 * np.pi * np.fft.rfftfreq(n)
+    return np.fft.irfft(np.fft.rfft(x, axis=-1) * np.exp(1j * k * shift), n=n, axis=-1)
+
+
+def simulate(
+    kgrid: KWaveGrid,
+    medium: KWaveMedium,
+    source: KSource,
+    sensor: KSensor,
+    pml_size=None,
+    pml_alpha=2.0,
+    pml_inside: bool = True,
+    dtype: str = "float32",
+    progress: bool | None = None,
+    quiet: bool = False,
+) -> Results:
+    """Run a simulation (k-Wave's ``kspaceFirstOrder1D/2D/3D``) on the default device.
+
+    Args:
+        kgrid, medium, source, sensor: the k-Wave-style description.
+        pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D).
+        pml_alpha: PML absorption [Np per point] (default 2).
+        pml_inside: PML inside the given grid (k-Wave's default) or added around it.
+        dtype: ``"float32"`` or ``"float64"`` (needs ``jax_enable_x64``).
+        progress: print progress (default: when stderr is a terminal).
+        quiet: do not print warnings or the memory estimate.
+
+    Returns:
+        :class:`Results`.
+    """
+    problem, mapping = build_problem(
+        kgrid, medium, source, sensor, pml_size, pml_alpha, pml_inside, dtype
+    )
+    notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
+    for w in notes:
+        warnings.warn(w, stacklevel=2)
+    if not quiet and (progress or (progress is None and sys.stderr.isatty())):
+        mb = checks.memory_estimate(problem) / 2**20
+        print(
+            f"sonotile: grid {problem.grid.shape}, {problem.grid.nt} steps, about {mb:.0f} MB",
+            file=sys.stderr,
+        )
+    from .runner import run
+
+    raw, final = run(problem, progress=progress)
+    data = _shape_results(problem, raw, final, mapping["crop"])
+    t = np.arange(problem.grid.nt) * problem.grid.dt
+    return Results(data, problem.grid, t, mapping["points"], notes)
+
+
+def _shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict:
+    sensor = problem.sensor
+    nd = problem.grid.ndim
+    shapes = None
+    if sensor.cuboids is not None:
+        shapes = [tuple(int(h - lo + 1) for lo, h in zip(c[0], c[1])) for c in sensor.cuboids]
+        splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
+
+    def series(v):  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
+        if shapes is None:
+            return np.ascontiguousarray(v.T)
+        return [
+            np.moveaxis(b.reshape((v.shape[0],) + s), 0, -1)
+            for b, s in zip(np.split(v, splits, axis=1), shapes)
+        ]
+
+    def stat(v):
+        if shapes is None:
+            return v
+        return [b.reshape(s) for b, s in zip(np.split(v, splits), shapes)]
+
+    out = {}
+    rec = set(sensor.record)
+    for name, v in raw.items():
+        base = (
+            "u_non_staggered" if name.endswith("_non_staggered") else ("p" if name == "p" else "u")
+        )
+        if base in rec:
+            out[name] = series(v)
+    for name, v in final.items():
+        out[name] = v[crop] if (name.endswith("_all") or name.endswith("_final")) else stat(v)
+    if {"I", "I_avg"} & rec:
+        p = raw["p"].T
+        for a in range(nd):
+            u = fourier_shift(raw[f"u{AXES[a]}_non_staggered"].T, 0.5)
+            inten = p * u
+            if "I" in rec:
+                out[f"I{AXES[a]}"] = series(inten.T)
+            if "I_avg" in rec:
+                out[f"I{AXES[a]}_avg"] = stat(inten.mean(axis=-1))
+    return out
+
+
+__all__ = ["KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "build_problem"]
