@@ -1,0 +1,138 @@
+"""LFB (and pencil) error against the single-device run, for docs/decomposition.md.
+
+Case: 3-D heterogeneous (c0, rho0, B/A, alpha_coeff fields), power-law absorbing, nonlinear,
+PML 8, an additive pressure source (k-space filtered) and a Dirichlet ux source, sensors at
+points spread over all subdomains recording p, ux, uy, uz, u_non_staggered, p_max, p_rms, and
+whole-grid p_max_all and p_final. Error = for each recorded quantity
+``max|x - single| / max|single|``, worst over them.
+
+Run on CPU with virtual devices, e.g.::
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=8 .venv/bin/python benchmarks/lfb_error.py \
+        --shape 64 --nt 120 --mesh 2 2 2 --overlaps 2 4 8 16 32 --widths 1.0 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from sonotile.grid import Grid
+from sonotile.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
+
+
+def make_case(
+    n: int = 48, nt: int = 80, dtype: str = "float32", seed: int = 0, pml: int = 8
+) -> Problem:
+    """The 3-D heterogeneous absorbing nonlinear test problem on an ``n^3`` grid."""
+    rng = np.random.default_rng(seed)
+    dx = 1e-4
+    shape = (n, n, n)
+    x = [np.arange(k) / k for k in shape]
+    X, Y, Z = np.meshgrid(*x, indexing="ij")
+    # smooth heterogeneity plus a sphere of different tissue
+    smooth = np.sin(2 * np.pi * X) * np.cos(2 * np.pi * Y) * np.sin(4 * np.pi * Z + 0.3)
+    ball = ((X - 0.6) ** 2 + (Y - 0.45) ** 2 + (Z - 0.5) ** 2) < 0.15**2
+    c0 = 1500 + 40 * smooth + 100 * ball
+    rho0 = 1000 + 30 * smooth + 50 * ball
+    bona = 6 + 2 * ball
+    alpha = 0.75 + 0.5 * ball
+    dt = 0.3 * dx / c0.max()
+    g = Grid(shape, (dx,) * 3, dt, nt)
+    med = Medium(c0, rho0, g, bona=bona, alpha_coeff=alpha, alpha_power=1.5, absorption="power_law")
+    # a source disc near x = pml+2, a tone burst (strong enough to be nonlinear)
+    f0 = 1.5e6
+    t = np.arange(nt) * dt
+    burst = np.sin(2 * np.pi * f0 * t) * np.exp(-(((t - 3 / f0) * f0 / 1.5) ** 2))
+    cy, cz = n // 2, n // 2
+    r = max(2, n // 8)
+    pts = [
+        (pml + 2, j, k)
+        for j in range(n)
+        for k in range(n)
+        if (j - cy) ** 2 + (k - cz) ** 2 <= r * r
+    ]
+    p_idx = np.array(pts)
+    p_sig = 2e5 * burst / (3 * 1500.0**2) * 2 * dt * 1500 / dx  # scaled additive, ~200 kPa
+    u_idx = np.array([(n // 2, n // 3, 2 * n // 3), (n // 2 + 1, n // 3, 2 * n // 3)])
+    u_sig = 0.05 * burst
+    src = Sources(
+        p=MaskSource(p_idx, p_sig, "additive", "source.p"),
+        u=(MaskSource(u_idx, u_sig, "dirichlet", "source.ux"), None, None),
+    )
+    sidx = rng.integers(pml, n - pml, size=(60, 3))
+    sensor = Sensor(
+        index=sidx, record=("p", "u", "u_non_staggered", "p_max", "p_rms", "p_max_all", "p_final")
+    )
+    return Problem(g, med, src, sensor, Pml((pml,) * 3, (2.0,) * 3), dtype)
+
+
+def errors(test: tuple[dict, dict], ref: tuple[dict, dict]) -> dict:
+    """``max|x - ref| / max|ref|`` per quantity (raw and final)."""
+    out = {}
+    for a, b in zip(test, ref):
+        for k, v in b.items():
+            v = np.asarray(v, np.float64)
+            out[k] = float(np.max(np.abs(np.asarray(a[k], np.float64) - v)) / np.max(np.abs(v)))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", type=int, default=64)
+    ap.add_argument("--nt", type=int, default=120)
+    ap.add_argument("--mesh", type=int, nargs="+", default=[2, 2, 2])
+    ap.add_argument("--overlaps", type=int, nargs="+", default=[2, 4, 8, 16, 32])
+    ap.add_argument("--widths", type=float, nargs="+", default=[1.0, 0.5])
+    ap.add_argument("--pencil", action="store_true", help="also measure pencil on (P0, P1)")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+
+    from sonotile.parallel import run_decomposed
+    from sonotile.runner import run
+
+    prob = make_case(args.shape, args.nt)
+    t0 = time.perf_counter()
+    ref = run(prob)
+    print(f"single: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    rows = []
+    if args.pencil:
+        t0 = time.perf_counter()
+        e = errors(run_decomposed(prob, "pencil", tuple(args.mesh[:2])), ref)
+        rows.append(
+            {
+                "method": "pencil",
+                "overlap": 0,
+                "width": 0,
+                "error": max(e.values()),
+                "worst": max(e, key=e.get),
+            }
+        )
+        print(
+            f"pencil {args.mesh[:2]}: {max(e.values()):.2e} ({time.perf_counter() - t0:.1f} s)",
+            file=sys.stderr,
+        )
+    print("| overlap | bell width | error (worst) | worst quantity |")
+    print("|---:|---:|---:|---|")
+    for ov in args.overlaps:
+        for w in args.widths:
+            t0 = time.perf_counter()
+            e = errors(run_decomposed(prob, "lfb", tuple(args.mesh), overlap=ov, bell_width=w), ref)
+            worst = max(e, key=e.get)
+            rows.append(
+                {"method": "lfb", "overlap": ov, "width": w, "error": e[worst], "worst": worst}
+            )
+            print(f"| {ov} | {w:g} | {e[worst]:.2e} | {worst} |", flush=True)
+            print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
