@@ -1,0 +1,171 @@
+"""The k-Wave-style API: source scaling, PML outside the grid, intensity, input errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sonotile as st
+from sonotile.problem import ProblemError
+
+C, RHO, DX, F0, A = 1500.0, 1000.0, 1e-4, 0.5e6, 1.0e3  # m/s, kg/m^3, m, Hz, Pa or m/s
+
+
+def plane_wave_1d(source: st.KSource, record=("p",), n=512, steps=1500):
+    """1-D run with a point source at x = 100 and sensors downstream."""
+    grid = st.KWaveGrid((n,), DX, dt=0.2 * DX / C, nt=steps)
+    mask = np.zeros(n, bool)
+    mask[[160, 180]] = True
+    res = st.simulate(
+        grid,
+        st.KWaveMedium(C, RHO),
+        source,
+        st.KSensor(mask=mask, record=record),
+        progress=False,
+        dtype="float32",
+    )
+    return grid, res
+
+
+def tone(grid_dt: float, steps: int) -> np.ndarray:
+    t = np.arange(steps) * grid_dt
+    ramp = np.clip(t * F0 / 3, 0, 1)  # 3-cycle ramp
+    return ramp * np.sin(2 * np.pi * F0 * t)
+
+
+def source_mask(n=512):
+    m = np.zeros(n, bool)
+    m[100] = True
+    return m
+
+
+def steady_amplitude(trace: np.ndarray, dt: float) -> float:
+    """Amplitude of the last 4 periods (steady state), from the Fourier coefficient at F0."""
+    n_per = int(round(1 / (F0 * dt)))
+    seg = trace[-4 * n_per :]
+    t = np.arange(seg.size) * dt
+    return float(2 * abs(np.mean(seg * np.exp(-2j * np.pi * F0 * t))))
+
+
+@pytest.mark.parametrize("mode", ["additive", "additive-no-correction"])
+def test_additive_pressure_source_radiates_its_amplitude(mode):
+    """k-Wave scales an additive pressure source (p * 2 dt / (D c dx)) so that a 1-D point
+    source radiates a wave of the signal's amplitude."""
+    dt = 0.2 * DX / C
+    src = st.KSource(p=A * tone(dt, 1500), p_mask=source_mask(), p_mode=mode)
+    grid, res = plane_wave_1d(src)
+    amp = steady_amplitude(res["p"][0], grid.dt)
+    assert amp == pytest.approx(A, rel=0.02)
+
+
+def test_dirichlet_pressure_source_sets_pressure_exactly():
+    dt = 0.2 * DX / C
+    sig = A * tone(dt, 1200)
+    mask = source_mask()
+    grid = st.KWaveGrid((512,), DX, dt=dt, nt=1200)
+    res = st.simulate(
+        grid,
+        st.KWaveMedium(C, RHO),
+        st.KSource(p=sig, p_mask=mask, p_mode="dirichlet"),
+        st.KSensor(mask=mask, record=("p",)),
+        progress=False,
+    )
+    np.testing.assert_allclose(res["p"][0], sig, rtol=1e-5, atol=1e-6 * A)
+
+
+def test_additive_velocity_source_radiates_its_amplitude():
+    dt = 0.2 * DX / C
+    u0 = A / (RHO * C)
+    src = st.KSource(ux=u0 * tone(dt, 1500), u_mask=source_mask(), u_mode="additive")
+    grid, res = plane_wave_1d(src, record=("u",))
+    assert steady_amplitude(res["ux"][0], grid.dt) == pytest.approx(u0, rel=0.02)
+
+
+def test_intensity_of_a_plane_wave():
+    """Time-averaged intensity of a plane wave: p0^2 / (2 rho c) (k-Wave's I_avg)."""
+    dt = 0.2 * DX / C
+    src = st.KSource(p=A * tone(dt, 1200), p_mask=source_mask(), p_mode="additive")
+    grid = st.KWaveGrid((512,), DX, dt=dt, nt=1200)
+    mask = np.zeros(512, bool)
+    mask[160] = True
+    res = st.simulate(
+        grid,
+        st.KWaveMedium(C, RHO),
+        src,
+        st.KSensor(mask=mask, record=("I", "I_avg"), record_start_index=700),
+        progress=False,
+    )
+    assert res["Ix_avg"][0] == pytest.approx(A**2 / (2 * RHO * C), rel=0.03)
+    assert res["Ix"].shape == (1, 1200 - 699)
+
+
+def test_pml_outside_keeps_user_grid_and_matches_inside():
+    """With ``pml_inside=False`` the grid grows by the PML and whole-field outputs come back on
+    the user's grid; the wave inside equals a PML-inside run on the larger grid."""
+    n, pml = 64, 12
+    x, y = np.meshgrid(np.arange(n) - n // 2, np.arange(n) - n // 2, indexing="ij")
+    p0 = np.exp(-(x**2 + y**2) / 8.0)
+    mask = np.zeros((n, n), bool)
+    mask[40, 32] = True
+    grid = st.KWaveGrid((n, n), DX, dt=0.3 * DX / C, nt=80)
+    out = st.simulate(
+        grid,
+        st.KWaveMedium(C, RHO),
+        st.KSource(p0=p0),
+        st.KSensor(mask=mask, record=("p", "p_final")),
+        pml_size=pml,
+        pml_inside=False,
+        progress=False,
+    )
+    big = np.pad(p0, pml)
+    mask_big = np.pad(mask, pml)
+    grid2 = st.KWaveGrid((n + 2 * pml,) * 2, DX, dt=0.3 * DX / C, nt=80)
+    ins = st.simulate(
+        grid2,
+        st.KWaveMedium(C, RHO),
+        st.KSource(p0=big),
+        st.KSensor(mask=mask_big, record=("p", "p_final")),
+        pml_size=pml,
+        progress=False,
+    )
+    assert out["p_final"].shape == (n, n)
+    np.testing.assert_allclose(out["p"], ins["p"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(out["p_final"], ins["p_final"][pml:-pml, pml:-pml], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"medium": st.KWaveMedium(-1.0)}, "sound_speed"),
+        ({"source": st.KSource(p=np.ones(10))}, "p_mask"),
+        ({"source": st.KSource(p=np.ones(10), p_mask=np.ones((3, 3), bool))}, "p_mask: shape"),
+        ({"source": st.KSource(p0=np.ones((5, 5)))}, "p0"),
+        ({"sensor": st.KSensor(mask=np.zeros((64, 64), bool))}, "sensor.mask: no points"),
+        ({"sensor": st.KSensor(mask=np.ones((64, 64), bool), record=("q",))}, "unknown quantity"),
+        ({"medium": st.KWaveMedium(C, alpha_coeff=0.5, alpha_power=1.0)}, "alpha_power"),
+    ],
+)
+def test_bad_input_names_the_parameter(kwargs, message):
+    args = {
+        "kgrid": st.KWaveGrid((64, 64), DX),
+        "medium": st.KWaveMedium(C, RHO),
+        "source": st.KSource(p0=np.ones((64, 64))),
+        "sensor": st.KSensor(mask=np.ones((64, 64), bool)),
+    }
+    args.update(kwargs)
+    with pytest.raises(ProblemError, match=message):
+        st.simulate(**args, progress=False)
+
+
+def test_unstable_time_step_warns():
+    grid = st.KWaveGrid((64, 64), DX, dt=0.9 * DX / 1500, nt=2)
+    c = np.full((64, 64), 1500.0)
+    c[:32] = 3000.0
+    with pytest.warns(UserWarning, match="stability limit"):
+        st.simulate(
+            grid,
+            st.KWaveMedium(c, RHO, sound_speed_ref=1500.0),
+            st.KSource(p0=np.ones((64, 64))),
+            st.KSensor(mask=np.ones((64, 64), bool)),
+            progress=False,
+        )
