@@ -181,17 +181,40 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"sonotile-kwave: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as e:
+        print(f"sonotile-kwave: error: interrupted ({e}), no output written", file=sys.stderr)
+        return 1
+    except Exception as e:  # anything unexpected: still one line and exit 1 (k-Wave style)
+        if args.verbose >= 2:
+            import traceback
+
+            traceback.print_exc()
+        print(f"sonotile-kwave: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
 
 
-def install_stop_handlers(flag: dict) -> None:
-    """SIGTERM/SIGINT set ``flag['stop']``; the run checkpoints and exits 0 between chunks."""
+def install_stop_handlers(flag: dict) -> dict:
+    """SIGTERM/SIGINT set ``flag['stop']`` (the run checkpoints, or fails, between chunks of
+    steps); a second signal raises KeyboardInterrupt at once. Returns the previous handlers."""
 
     def handler(signum, frame):
+        if flag.get("stop"):
+            raise KeyboardInterrupt(f"signal {signum}")
         flag["stop"] = True
         flag["signal"] = signum
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: no signal handling
+            pass
+    return previous
+
+
+def restore_handlers(previous: dict) -> None:
+    for sig, h in previous.items():
+        signal.signal(sig, h)
 
 
 def now() -> float:

@@ -72,11 +72,41 @@ class OutputFile:
         if resume:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"{path}: output file to resume from is missing")
+            self._check_resumable(path)
             os.replace(path, self.tmp)
             self.f = h5py.File(self.tmp, "r+")
         else:
             self.f = h5py.File(self.tmp, "w")
             self._create()
+
+    def _check_resumable(self, path: str) -> None:
+        """The partial output of a checkpointed run: same grid, same raw datasets."""
+        try:
+            f = h5py.File(path, "r")
+        except OSError as e:
+            raise OSError(f"{path}: output file to resume from cannot be opened ({e})") from None
+        with f:
+            ftype = f.attrs.get("file_type", b"")
+            ftype = ftype.decode() if isinstance(ftype, bytes) else str(ftype)
+            if ftype != "output":
+                raise ValueError(f"{path}: file_type '{ftype}', expected 'output' to resume")
+            for n, v in zip(("Nx", "Ny", "Nz"), self.meta.shape_xyz):
+                if n not in f or int(f[n][()].reshape(-1)[0]) != v:
+                    raise ValueError(f"{path}: '{n}' does not match the input file ({v})")
+            ns = self.layout.n_points
+            for name in self.layout.raw:
+                if self.cuboid:
+                    ok = name in f and all(
+                        str(i + 1) in f[name] and f[name][str(i + 1)].shape[0] == self.ts
+                        for i in range(len(self.layout.cuboid_shapes))
+                    )
+                else:
+                    ok = name in f and f[name].shape == (1, self.ts, ns)
+                if not ok:
+                    raise ValueError(
+                        f"{path}: dataset '{name}' missing or of another shape than this run "
+                        f"needs ({self.ts} rows); resume with the same command line"
+                    )
 
     # -- layout -----------------------------------------------------------------------------
     def _dataset(self, name: str, shape: tuple, chunks: tuple):
@@ -147,8 +177,8 @@ class OutputFile:
                     self.f.create_group(name)
                 parts = np.split(v, self._splits)
                 for i, (part, shp) in enumerate(zip(parts, self.layout.cuboid_shapes)):
-                    blk = part.reshape(shp)
-                    self._replace(f"{name}/{i + 1}", to_zyx(blk), None)
+                    blk = to_zyx(part.reshape(shp))
+                    self._replace(f"{name}/{i + 1}", blk, blk.shape)  # k-Wave: one chunk
             else:
                 self._replace(name, v.reshape(1, 1, -1), None)
 
@@ -169,7 +199,9 @@ class OutputFile:
         data = raw.reshape(1, 1, -1) if m.mask_type == 0 else raw.reshape(1, -1, 6)
         if name in self.f:
             del self.f[name]
-        d = self.f.create_dataset(name, data=data)
+        d = self.f.create_dataset(  # k-Wave: one chunk, deflate level -c
+            name, data=data, chunks=data.shape, compression="gzip", compression_opts=self.level
+        )
         for k, v in LONG_ATTRS.items():
             d.attrs[k] = v
 
@@ -178,10 +210,11 @@ class OutputFile:
         write_scalar(self.f, "t_index", t_index, np.uint64)
         f = self.f
         _set_str(f, "host_names", f"{socket.gethostname()} (sonotile {__version__})")
-        _set_str(f, "number_of_cpu_cores", str(os.cpu_count() or 1))
+        cores = _cores()
+        _set_str(f, "number_of_cpu_cores", str(cores))
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         _set_str(f, "total_memory_in_use", f"{rss} MB")
-        _set_str(f, "peak_core_memory_in_use", f"{rss // max(1, os.cpu_count() or 1)} MB")
+        _set_str(f, "peak_core_memory_in_use", f"{rss // cores} MB")
         for key in (
             "total",
             "data_loading_phase",
@@ -200,13 +233,25 @@ class OutputFile:
         f.close()
         os.replace(self.tmp, self.path)
 
-    def abort(self) -> None:
-        """Drop the partial file (a failed run leaves no output)."""
+    def abort(self, keep: bool = False) -> None:
+        """Drop the partial file (a failed run leaves no output); with ``keep`` (a failed
+        resumed leg) put the output of the earlier legs back in place instead."""
         try:
             self.f.close()
         finally:
             if os.path.exists(self.tmp):
-                os.remove(self.tmp)
+                if keep:
+                    os.replace(self.tmp, self.path)
+                else:
+                    os.remove(self.tmp)
+
+
+def _cores() -> int:
+    """CPU cores this process may use (``-t`` restricts the affinity mask)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def sensor_index_to_linear(points: np.ndarray, shape: tuple) -> np.ndarray:

@@ -15,7 +15,7 @@ from . import __version__
 from . import runner as rn
 from . import sensors as sens
 from .grid import AXES
-from .kwave_cli import _check_writable, install_stop_handlers
+from .kwave_cli import _check_writable, install_stop_handlers, restore_handlers
 from .kwave_io import read_input, to_xyz, to_zyx
 from .kwave_output import OutputFile, _set_str, write_scalar
 from .step import State
@@ -51,8 +51,15 @@ def save_checkpoint(path: str, cp: rn.Compiled, rs: rn.RunState, meta) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path: str, cp: rn.Compiled, meta) -> rn.RunState:
-    """State and running statistics from a checkpoint written by :func:`save_checkpoint`."""
+def load_checkpoint(
+    path: str, cp: rn.Compiled, meta, output_path: str | None = None
+) -> rn.RunState:
+    """State and running statistics from a checkpoint.
+
+    sonotile's own checkpoints carry the running statistics (``sonotile_aggregates``, in the
+    run's precision); a checkpoint written by k-Wave's binary does not, and then, as k-Wave
+    does, they are reloaded from the partial output file ``output_path``.
+    """
     dtype = jnp.dtype(cp.problem.dtype)
     with h5py.File(path, "r") as f:
         ftype = f.attrs.get("file_type", b"").decode() if "file_type" in f.attrs else ""
@@ -78,15 +85,52 @@ def load_checkpoint(path: str, cp: rn.Compiled, meta) -> rn.RunState:
         )
         agg0 = sens.init_aggregates(cp.layout, cp.problem.grid.shape, dtype)
         g = f.get("sonotile_aggregates")
-        agg = {}
-        for name in agg0:
-            if g is None or name not in g:
+        if g is not None:
+            missing = [n for n in agg0 if n not in g]
+            if missing:
                 raise ValueError(
-                    f"{path}: running statistic '{name}' is missing (the checkpoint "
+                    f"{path}: running statistic '{missing[0]}' is missing (the checkpoint "
                     "was written with other output flags)"
                 )
-            agg[name] = jnp.asarray(g[name][()], dtype)
+            agg = {n: jnp.asarray(g[n][()], dtype) for n in agg0}
+        else:
+            agg = _aggregates_from_output(output_path, cp, agg0, dtype)
+    if not 0 < t_index <= cp.problem.grid.nt:
+        raise ValueError(f"{path}: t_index {t_index} outside 1..Nt = {cp.problem.grid.nt}")
     return rn.RunState((state, agg), t_index)
+
+
+def _aggregates_from_output(output_path, cp: rn.Compiled, agg0: dict, dtype) -> dict:
+    """Running max/min/sum of squares as a k-Wave checkpoint leg left them in the output."""
+    if not agg0:
+        return {}
+    if output_path is None or not os.path.exists(output_path):
+        raise ValueError(
+            f"output file '{output_path}' to resume from is missing (it holds the running "
+            "statistics of the checkpointed run)"
+        )
+    agg = {}
+    with h5py.File(output_path, "r") as f:
+        for name, v0 in agg0.items():
+            if name not in f:
+                raise ValueError(
+                    f"{output_path}: dataset '{name}' to resume from is missing (the run was "
+                    "started with other output flags)"
+                )
+            obj = f[name]
+            if name.endswith("_all"):
+                v = to_xyz(obj[()])
+            elif isinstance(obj, h5py.Group):
+                n = len(cp.layout.cuboid_shapes)
+                v = np.concatenate([to_xyz(obj[str(i + 1)][()]).reshape(-1) for i in range(n)])
+            else:
+                v = np.asarray(obj[()]).reshape(-1)
+            if v.shape != tuple(v0.shape):
+                raise ValueError(
+                    f"{output_path}: dataset '{name}' holds {v.shape}, expected {tuple(v0.shape)}"
+                )
+            agg[name] = jnp.asarray(v, dtype)
+    return agg
 
 
 def _select_device(index: int | None):
@@ -99,7 +143,21 @@ def _select_device(index: int | None):
 
 
 def run_kwave(args) -> int:
-    """Run one leg; returns the exit status."""
+    """Run one leg; returns the exit status.
+
+    SIGTERM/SIGINT are caught for the whole leg: with ``--checkpoint_file`` the run writes a
+    checkpoint after the current chunk of steps and exits 0; without, it stops, leaves no
+    output and exits 1. A second signal aborts at once.
+    """
+    flag = {"stop": False}
+    previous = install_stop_handlers(flag)
+    try:
+        return _run_kwave(args, flag)
+    finally:
+        restore_handlers(previous)
+
+
+def _run_kwave(args, flag) -> int:
     t0 = time.perf_counter()
     verbose = args.verbose
     device = _select_device(args.device)
@@ -122,18 +180,14 @@ def run_kwave(args) -> int:
     with ctx:
         cp = rn.compile_problem(problem)
         if resume:
-            rs = load_checkpoint(ckpt, cp, meta)
+            rs = load_checkpoint(ckpt, cp, meta, args.output)
         out = OutputFile(
             args.output, meta, cp.layout, problem.grid.nt, args.compression, resume=resume
         )
         try:
-            status = _leg(args, cp, meta, out, rs if resume else None, t0, t_load, verbose)
+            status = _leg(args, cp, meta, out, rs if resume else None, t0, t_load, verbose, flag)
         except BaseException:
-            if resume:
-                out.f.close()
-                os.replace(out.tmp, args.output)
-            else:
-                out.abort()
+            out.abort(keep=resume)
             raise
     return status
 
@@ -146,29 +200,30 @@ class _null:
         return False
 
 
-def _leg(args, cp, meta, out, rs, t0, t_load, verbose) -> int:
+def _leg(args, cp, meta, out, rs, t0, t_load, verbose, flag) -> int:
     problem = cp.problem
     nt = problem.grid.nt
+    leg_first = 0 if rs is None else rs.next_step  # k-Wave counts step 0 (p0) in a leg
     if rs is None:
         rs, raw0 = rn.initial_run_state(cp)
         rn.emit_step0(raw0, cp.layout.start, out)
     if args.copy_sensor_mask:
         out.copy_sensor_mask()
     t_pre = time.perf_counter()
-    flag = {"stop": False}
-    install_stop_handlers(flag)
     leg_start = time.perf_counter()
     stop = nt
     if args.checkpoint_timesteps:
-        stop = min(nt, rs.next_step + args.checkpoint_timesteps)
+        stop = min(nt, leg_first + args.checkpoint_timesteps)
     checkpointing = bool(args.checkpoint_file)
 
     def should_stop():
-        if not checkpointing:
-            return False
-        if args.checkpoint_interval and time.perf_counter() - t0 > args.checkpoint_interval:
+        if flag["stop"]:
             return True
-        return flag["stop"]
+        return bool(
+            checkpointing
+            and args.checkpoint_interval
+            and time.perf_counter() - t0 > args.checkpoint_interval
+        )
 
     chunk = rn.default_chunk(problem, cp.layout)
     if checkpointing:
@@ -191,7 +246,10 @@ def _leg(args, cp, meta, out, rs, t0, t_load, verbose) -> int:
     t_sim = time.perf_counter()
     if rs.next_step < nt:
         if not checkpointing:  # interrupted without a checkpoint file: a failed run
-            raise OSError("run interrupted before the last step and no --checkpoint_file given")
+            raise InterruptedError(
+                f"stopped by signal {flag.get('signal')} at step {rs.next_step}/{nt} without "
+                "--checkpoint_file: no output written"
+            )
         save_checkpoint(args.checkpoint_file, cp, rs, meta)
         state_, agg = rs.carry
         out.write_fields({k: np.asarray(v) for k, v in agg.items()})
