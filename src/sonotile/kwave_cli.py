@@ -33,7 +33,7 @@ mandatory:
 options:
   -t <n>                     number of CPU threads (default: all)
   -g <id>                    device index (as kspaceFirstOrder-CUDA)
-  -r <1..100>                progress print interval in %% (default 5)
+  -r <1..100>                progress print interval in % (default 5)
   -c <0..9>                  deflate level of output datasets (default 0)
   -s <n>                     1-based time step at which sampling starts (default 1)
   --benchmark <n>            run n time steps instead of Nt

@@ -77,12 +77,15 @@ class _Reader:
         d = self.f[name]
         if not isinstance(d, h5py.Dataset):
             raise KwaveFileError(f"dataset '{name}': is a group, expected a dataset")
+        if d.dtype.kind not in "fiu":
+            raise KwaveFileError(
+                f"dataset '{name}': type {d.dtype} cannot be read as a number "
+                "(expected float32 or uint64)"
+            )
         if d.ndim != 3:
             raise KwaveFileError(
                 f"dataset '{name}': rank {d.ndim} (shape {d.shape}), expected rank 3"
             )
-        if d.dtype.kind not in "fiu":
-            raise KwaveFileError(f"dataset '{name}': type {d.dtype} cannot be read as a number")
         return d
 
     def scalar(self, name: str, kind: type = float):
