@@ -175,16 +175,19 @@ def test_streaming_chunks(tmp_path):
     problem, _ = read_input(inp, record=("p", "u", "p_max"), start=2)
     results = {}
     for chunk in (1, 7, None):
-        rows = []
 
         class Rec(rn.ListRecorder):
+            rows: list = []
+
             def __call__(self, name, first_row, values):
-                rows.append(values.shape[0])
+                self.rows.append(values.shape[0])
                 super().__call__(name, first_row, values)
 
-        raw, final = rn.run(problem, recorder=(rec := Rec()), chunk=chunk, progress=False)
+        rec = Rec()
+        rec.rows = []
+        raw, final = rn.run(problem, recorder=rec, chunk=chunk, progress=False)
         raw = rec.result()
-        assert max(rows) <= (chunk or 50)
+        assert max(rec.rows) <= (chunk or 50)
         results[chunk] = (raw, final)
     for chunk in (1, 7):
         for k in results[None][0]:
