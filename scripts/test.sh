@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/kwave_python_env.sh  # k-wave-python venv for tests/test_kwave_python.py (kwave drop-in)
 .venv/bin/ruff check src tests
 .venv/bin/python -m pytest -q "$@"
