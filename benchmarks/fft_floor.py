@@ -1,0 +1,140 @@
+"""The FFT floor of one k-space step on CPU: a 3-D R2C + C2R pair, XLA vs FFTW vs pocketfft.
+
+    .venv/bin/python benchmarks/fft_floor.py --size 128 --repeats 5 [--threads 2]
+
+XLA: ``jnp.fft.rfftn`` + ``irfftn`` jitted, ``--pairs`` pairs per call inside ``lax.scan``
+(dispatch amortised). FFTW: the system ``libfftw3f`` through ctypes (the library k-Wave's OMP
+binary links), FFTW_MEASURE plans, threads from ``libfftw3f_omp``. pocketfft: ``scipy.fft``
+with ``workers``. The three are timed round-robin (A B C A B C ...) so that load from other
+processes hits all of them alike; the ratios of each round are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def fftw_pair(n: int, threads: int):
+    """A callable running one FFTW R2C + C2R pair on an n^3 float32 array, or None."""
+    try:
+        lib = ctypes.CDLL("libfftw3f.so.3")
+    except OSError:
+        return None
+    try:
+        omp = ctypes.CDLL("libfftw3f_omp.so.3")
+        omp.fftwf_init_threads()
+        omp.fftwf_plan_with_nthreads(ctypes.c_int(threads))
+    except OSError:
+        pass
+    lib.fftwf_plan_dft_r2c_3d.restype = ctypes.c_void_p
+    lib.fftwf_plan_dft_c2r_3d.restype = ctypes.c_void_p
+    lib.fftwf_execute.argtypes = [ctypes.c_void_p]
+    real = np.zeros((n, n, n), np.float32)
+    back = np.zeros((n, n, n), np.float32)
+    spec = np.zeros((n, n, n // 2 + 1), np.complex64)
+    measure = 0
+    ptr = ctypes.c_void_p
+    r2c = lib.fftwf_plan_dft_r2c_3d(
+        n, n, n, ptr(real.ctypes.data), ptr(spec.ctypes.data), ctypes.c_uint(measure)
+    )
+    c2r = lib.fftwf_plan_dft_c2r_3d(
+        n, n, n, ptr(spec.ctypes.data), ptr(back.ctypes.data), ctypes.c_uint(measure)
+    )
+    real[...] = np.random.default_rng(0).standard_normal(real.shape)
+
+    def run(pairs: int) -> None:
+        for _ in range(pairs):
+            lib.fftwf_execute(r2c)
+            lib.fftwf_execute(c2r)
+
+    run.keep = (real, back, spec)  # buffers must outlive the plans
+    return run
+
+
+def xla_pair(n: int, pairs: int):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def body(x, _):
+        return jnp.fft.irfftn(jnp.fft.rfftn(x), s=x.shape) * (1.0 / x.size), None
+
+    f = jax.jit(lambda x: lax.scan(body, x, None, length=pairs)[0])
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n, n)), jnp.float32)
+    jax.block_until_ready(f(x))
+
+    def run(_pairs: int) -> None:
+        jax.block_until_ready(f(x))
+
+    return run
+
+
+def scipy_pair(n: int, threads: int):
+    try:
+        import scipy.fft as sf
+    except ImportError:
+        return None
+    x = np.random.default_rng(0).standard_normal((n, n, n)).astype(np.float32)
+
+    def run(pairs: int) -> None:
+        for _ in range(pairs):
+            sf.irfftn(sf.rfftn(x, workers=threads), s=x.shape, workers=threads)
+
+    return run
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--size", type=int, default=128)
+    p.add_argument("--pairs", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None)
+    a = p.parse_args(argv)
+    threads = a.threads or len(os.sched_getaffinity(0))
+    if a.threads:
+        from sonotile.kwave_cli import configure_threads
+
+        configure_threads(a.threads)
+    n = a.size
+    runners = {"xla": xla_pair(n, a.pairs)}
+    t0 = time.perf_counter()
+    fftw = fftw_pair(n, threads)
+    plan_s = time.perf_counter() - t0
+    if fftw is not None:
+        runners["fftw"] = fftw
+    sp = scipy_pair(n, threads)
+    if sp is not None:
+        runners["pocketfft"] = sp
+    for r in runners.values():
+        r(1)
+    times = {k: [] for k in runners}
+    for _ in range(a.repeats):
+        for k, r in runners.items():
+            t = time.perf_counter()
+            r(a.pairs)
+            times[k].append((time.perf_counter() - t) / a.pairs * 1e3)
+    print(f"{n}^3 R2C+C2R pair, {threads} thread(s), {a.pairs} pairs x {a.repeats} rounds")
+    print(f"FFTW_MEASURE planning: {plan_s:.2f} s")
+    for k, v in times.items():
+        print(
+            f"  {k:10s} median {statistics.median(v):7.2f} ms  (min {min(v):.2f}, max {max(v):.2f})"
+        )
+    if "fftw" in times:
+        r = [x / f for x, f in zip(times["xla"], times["fftw"])]
+        print(
+            f"  XLA / FFTW per round: median {statistics.median(r):.2f} "
+            f"(min {min(r):.2f}, max {max(r):.2f})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
