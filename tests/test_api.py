@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import sonotile as st
+from sonotile.filters import smooth, smoothing_window
 from sonotile.problem import ProblemError
 
 C, RHO, DX, F0, A = 1500.0, 1000.0, 1e-4, 0.5e6, 1.0e3  # m/s, kg/m^3, m, Hz, Pa or m/s
@@ -117,7 +118,7 @@ def test_pml_outside_keeps_user_grid_and_matches_inside():
         pml_inside=False,
         progress=False,
     )
-    big = np.pad(p0, pml)
+    big = np.pad(smooth(p0, restore_max=True), pml)  # k-Wave smooths before expanding
     mask_big = np.pad(mask, pml)
     grid2 = st.KWaveGrid((n + 2 * pml,) * 2, DX, dt=0.3 * DX / C, nt=80)
     ins = st.simulate(
@@ -126,6 +127,7 @@ def test_pml_outside_keeps_user_grid_and_matches_inside():
         st.KSource(p0=big),
         st.KSensor(mask=mask_big, record=("p", "p_final")),
         pml_size=pml,
+        smooth_p0=False,
         progress=False,
     )
     assert out["p_final"].shape == (n, n)
@@ -169,3 +171,17 @@ def test_unstable_time_step_warns():
             st.KSensor(mask=np.ones((64, 64), bool)),
             progress=False,
         )
+
+
+@pytest.mark.parametrize("shape", [(31,), (32, 20), (9, 12, 7)])
+def test_smoothing_window_keeps_dc_and_removes_nyquist(shape):
+    """k-Wave's smoothing window: exactly 1 at DC (a constant field is unchanged) and close to
+    0 at the highest wavenumbers; restore_max keeps the peak."""
+    win = np.fft.ifftshift(smoothing_window(shape))
+    assert win.flat[0] == pytest.approx(1.0, abs=1e-12)
+    corner = tuple(n // 2 for n in shape)
+    assert win[corner] < 0.01
+    assert np.allclose(smooth(np.full(shape, 3.0)), 3.0)
+    rng = np.random.default_rng(1)
+    a = rng.random(shape)
+    assert np.abs(smooth(a, restore_max=True)).max() == pytest.approx(np.abs(a).max())

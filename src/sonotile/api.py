@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from . import checks
+from .filters import smooth
 from .grid import AXES, Grid, make_time
 from .problem import (
     MaskSource,
@@ -252,6 +253,15 @@ def scale_sources(src: KSource, grid: Grid, c0, shape: tuple) -> Sources:
     return Sources(p0=src.p0, p=p, u=tuple(u))
 
 
+def _smoothed(v, shape: tuple, on: bool, name: str):
+    """A medium property smoothed when asked (fields only; scalars pass through)."""
+    if not on or np.ndim(v) == 0:
+        return v
+    if np.shape(v) != shape or not np.all(np.isfinite(v)):
+        raise ProblemError(f"{name}: expected finite values of the grid shape {shape}")
+    return smooth(v)
+
+
 def _pad(v, pad, mode):
     if np.ndim(v) == 0 or v is None:
         return v
@@ -267,9 +277,28 @@ def build_problem(
     pml_alpha=2.0,
     pml_inside: bool = True,
     dtype: str = "float32",
+    smooth_p0: bool = True,
+    smooth_c0: bool = False,
+    smooth_rho0: bool = False,
 ) -> tuple[Problem, dict]:
-    """The solver-ready :class:`Problem` for k-Wave-style input, and how to map results back."""
+    """The solver-ready :class:`Problem` for k-Wave-style input, and how to map results back.
+
+    Like k-Wave, p0 is smoothed (Blackman window, maximum restored) on the user's grid before
+    the PML is added outside it; sound speed and density are smoothed (maximum not restored)
+    only when asked.
+    """
     shape = tuple(kgrid.shape)
+    if source.p0 is not None and np.shape(source.p0) != shape:
+        raise ProblemError(f"source.p0: shape {np.shape(source.p0)}, expected {shape}")
+    if source.p0 is not None and smooth_p0:
+        if not np.all(np.isfinite(source.p0)):
+            raise ProblemError("source.p0: contains NaN or Inf")
+        source = replace(source, p0=smooth(source.p0, restore_max=True))
+    medium = replace(
+        medium,
+        sound_speed=_smoothed(medium.sound_speed, shape, smooth_c0, "medium.sound_speed"),
+        density=_smoothed(medium.density, shape, smooth_rho0, "medium.density"),
+    )
     nd = len(shape)
     if kgrid.dt is None or kgrid.nt is None:
         c = np.asarray(medium.sound_speed, dtype=np.float64)
@@ -321,8 +350,6 @@ def build_problem(
         u_mask=None if source.u_mask is None else _pad(source.u_mask, pad, "constant"),
         u_mode=source.u_mode,
     )
-    if source.p0 is not None and np.shape(source.p0) != shape:
-        raise ProblemError(f"source.p0: shape {np.shape(source.p0)}, expected {shape}")
     sources = scale_sources(padded, grid, m.c0, full)
     offset = np.array([a for a, _ in pad])
     record = tuple(sensor.record)
@@ -357,6 +384,9 @@ def simulate(
     pml_alpha=2.0,
     pml_inside: bool = True,
     dtype: str = "float32",
+    smooth_p0: bool = True,
+    smooth_c0: bool = False,
+    smooth_rho0: bool = False,
     progress: bool | None = None,
     quiet: bool = False,
 ) -> Results:
@@ -368,6 +398,9 @@ def simulate(
         pml_alpha: PML absorption [Np per point] (default 2).
         pml_inside: PML inside the given grid (k-Wave's default) or added around it.
         dtype: ``"float32"`` or ``"float64"`` (needs ``jax_enable_x64``).
+        smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
+            default; :func:`sonotile.filters.smooth`).
+        smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
         progress: print progress (default: when stderr is a terminal).
         quiet: do not print warnings or the memory estimate.
 
@@ -375,7 +408,17 @@ def simulate(
         :class:`Results`.
     """
     problem, mapping = build_problem(
-        kgrid, medium, source, sensor, pml_size, pml_alpha, pml_inside, dtype
+        kgrid,
+        medium,
+        source,
+        sensor,
+        pml_size,
+        pml_alpha,
+        pml_inside,
+        dtype,
+        smooth_p0,
+        smooth_c0,
+        smooth_rho0,
     )
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
     for w in notes:

@@ -1,0 +1,54 @@
+"""Spatial filters applied to inputs before a run (numpy, host side)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def blackman(m: int, alpha: float = 0.16) -> np.ndarray:
+    """The ``m``-point symmetric Blackman window (``alpha = 0.16`` is the classic one)."""
+    if m == 1:
+        return np.ones(1)
+    n = np.arange(m)
+    a0, a1, a2 = (1 - alpha) / 2, 0.5, alpha / 2
+    return a0 - a1 * np.cos(2 * np.pi * n / (m - 1)) + a2 * np.cos(4 * np.pi * n / (m - 1))
+
+
+def smoothing_window(shape: tuple[int, ...]) -> np.ndarray:
+    """k-Wave's frequency-domain smoothing window (``getWin(..., 'Blackman', 'Rotation', true)``),
+    in centred (fftshifted) order.
+
+    Along an axis of even length the window is built on ``N + 1`` points and the last dropped,
+    so that its DC value is exactly 1. In 2-D and 3-D it is the 1-D window of the longest axis,
+    rotated: evaluated (linear interpolation between its samples) at the radial distance.
+    """
+    ext = [n + (1 - n % 2) for n in shape]
+    if len(shape) == 1:
+        return blackman(ext[0])[: shape[0]]
+    length = max(ext)
+    radius = (length - 1) / 2
+    ref = np.linspace(-radius, radius, length)
+    axes = [np.linspace(-radius, radius, m)[:n] for m, n in zip(ext, shape)]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    r = np.minimum(np.sqrt(sum(x * x for x in mesh)), radius)
+    return np.abs(np.interp(r, ref, blackman(length)))
+
+
+def smooth(field: np.ndarray, restore_max: bool = False) -> np.ndarray:
+    """Low-pass a field with :func:`smoothing_window` (k-Wave's ``smooth``).
+
+    Args:
+        field: real array (any 1-3-D shape).
+        restore_max: rescale so the maximum magnitude equals the input's.
+
+    Returns:
+        The smoothed field (float64).
+    """
+    a = np.asarray(field, dtype=np.float64)
+    win = np.fft.ifftshift(smoothing_window(a.shape))
+    out = np.real(np.fft.ifftn(np.fft.fftn(a) * win))
+    if restore_max:
+        peak = np.abs(out).max()
+        if peak > 0:
+            out = out * (np.abs(a).max() / peak)
+    return out
