@@ -38,6 +38,7 @@ from .problem import (
     ProblemError,
     Sensor,
     Sources,
+    TransducerSource,
 )
 
 
@@ -111,6 +112,11 @@ class KSource:
         ux, uy, uz: velocity signal(s) [m/s], same layouts as ``p``.
         u_mask: boolean mask of the velocity source points.
         u_mode: as ``p_mode``.
+        transducer_mask: boolean mask of the points of a k-Wave transducer source (a beamformed
+            signal added to ``ux``, k-Wave's ``kWaveTransducerSimple`` as seen by its solver).
+        transducer_signal: its input signal ``(Nt_in,)`` [m/s].
+        transducer_delays: per point (mask order) delay [time steps], integers >= 0; the point
+            receives ``signal[delay + n]`` at step n.
     """
 
     p0: np.ndarray | None = None
@@ -122,6 +128,9 @@ class KSource:
     uz: np.ndarray | None = None
     u_mask: np.ndarray | None = None
     u_mode: str = "additive"
+    transducer_mask: np.ndarray | None = None
+    transducer_signal: np.ndarray | None = None
+    transducer_delays: np.ndarray | None = None
 
 
 @dataclass
@@ -250,7 +259,27 @@ def scale_sources(src: KSource, grid: Grid, c0, shape: tuple) -> Sources:
     for ax, v in enumerate((src.ux, src.uy, src.uz)[d:]):
         if v is not None:
             raise ProblemError(f"source.u{AXES[d + ax]} given for a {d}-D grid")
-    return Sources(p0=src.p0, p=p, u=tuple(u))
+    transducer = None
+    if src.transducer_mask is not None or src.transducer_signal is not None:
+        if src.transducer_mask is None or src.transducer_signal is None:
+            raise ProblemError("source.transducer_mask and source.transducer_signal go together")
+        idx = mask_points(src.transducer_mask, shape, "source.transducer_mask")
+        delays = (
+            np.zeros(idx.shape[0], np.int64)
+            if src.transducer_delays is None
+            else np.asarray(src.transducer_delays)
+        )
+        if delays.shape != (idx.shape[0],) or not np.issubdtype(delays.dtype, np.integer):
+            raise ProblemError(
+                f"source.transducer_delays: expected {idx.shape[0]} integer delays [steps], "
+                f"got {delays.shape} {delays.dtype}"
+            )
+        c = float(np.max(c0)) if np.ndim(c0) > 0 else float(c0)
+        if np.ndim(c0) > 0 and not np.allclose(_at(c0, idx), c):
+            raise ProblemError("source.transducer: sound speed must be uniform over its points")
+        sig = np.asarray(src.transducer_signal, dtype=np.float64).reshape(-1) * (2 * c * dt / dx[0])
+        transducer = TransducerSource(idx, sig, delays)
+    return Sources(p0=src.p0, p=p, u=tuple(u), transducer=transducer)
 
 
 def _smoothed(v, shape: tuple, on: bool, name: str):
@@ -339,16 +368,13 @@ def build_problem(
         absorption=mode,
         dispersion=medium.alpha_mode != "no_dispersion",
     )
-    padded = KSource(
-        p0=None if source.p0 is None else _pad(source.p0, pad, "constant"),
-        p=source.p,
-        p_mask=None if source.p_mask is None else _pad(source.p_mask, pad, "constant"),
-        p_mode=source.p_mode,
-        ux=source.ux,
-        uy=source.uy,
-        uz=source.uz,
-        u_mask=None if source.u_mask is None else _pad(source.u_mask, pad, "constant"),
-        u_mode=source.u_mode,
+    padded = replace(
+        source,
+        **{
+            k: _pad(getattr(source, k), pad, "constant")
+            for k in ("p0", "p_mask", "u_mask", "transducer_mask")
+            if getattr(source, k) is not None
+        },
     )
     sources = scale_sources(padded, grid, m.c0, full)
     offset = np.array([a for a, _ in pad])
