@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__
+from . import __version__, checks
 from . import runner as rn
 from . import sensors as sens
 from .grid import AXES
@@ -173,6 +173,11 @@ def _run_kwave(args, flag) -> int:
     )
     if args.float64:
         jax.config.update("jax_enable_x64", True)
+    for note in checks.stability_warnings(problem) + checks.resolution_warnings(problem):
+        print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
+    if args.verbose:
+        mb = checks.memory_estimate(problem) / 2**20
+        print(f"sonotile-kwave: estimated device memory {mb:.0f} MB", file=sys.stderr)
     t_load = time.perf_counter()
     ckpt = args.checkpoint_file
     resume = bool(ckpt) and os.path.exists(ckpt)
