@@ -103,8 +103,6 @@ def layout_of(sensor: Sensor, ndim: int) -> SensorLayout:
             blocks.append(np.stack([m.reshape(-1) for m in mesh], axis=1))
             shp.append(tuple(int(b - a + 1) for a, b in zip(lo, hi)))
         points, shapes = np.concatenate(blocks), tuple(shp)
-    if not (raw or stats):
-        points = points if points is not None else None
     return SensorLayout(
         points, shapes, tuple(raw), tuple(stats), tuple(whole), tuple(final), sensor.start, ndim
     )
