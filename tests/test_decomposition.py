@@ -75,10 +75,9 @@ def test_pencil_equals_single(results, name):
 @pytest.mark.parametrize("name", ["lfb_8", "lfb_2x4", "lfb_2x2x2"])
 def test_lfb_within_documented_error(results, name):
     # overlap 16, bell width 0.5: documented in docs/decomposition.md
+    # (measured on 2x2x2: worst 5.5e-4, ux)
     err = results[name]
-    assert max(err.values()) <= 1e-2, err  # worst: u_non_staggered next to a point source
-    for k in ("p", "ux", "uy", "uz", "p_max", "p_rms", "p_max_all", "p_final"):
-        assert err[k] <= 2e-3, (k, err)
+    assert max(err.values()) <= 1e-3, err
 
 
 @pytest.mark.slow
