@@ -124,6 +124,21 @@ def write_input(path: str, case: str, n: int, steps: int) -> None:
 # --------------------------------------------------------------------------- measurement
 
 
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _proc_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a running process (all threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _rss_peak_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -200,14 +215,17 @@ class SonotileCase:
         return self._jax.block_until_ready(carry)
 
     def run(self) -> float:
-        """Seconds for all steps (fresh zero state, samples copied to the host)."""
+        """Seconds for all steps (fresh zero state, samples copied to the host); the CPU
+        seconds of the process over the same interval go to ``self.last_cpu_s``."""
         carry = self._carry()
         cp = self.cp
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_s(), time.perf_counter()
         carry, raw = self.compiled(carry, self.xs, cp.consts, cp.ops, cp.index)
         self._jax.block_until_ready(carry)
         {k: np.asarray(v) for k, v in raw.items()}
-        return time.perf_counter() - t0
+        t1, c1 = time.perf_counter(), _cpu_s()
+        self.last_cpu_s = c1 - c0
+        return t1 - t0
 
 
 def fft_breakdown(shape: tuple, absorbing: bool, steps: int, dtype: str = "float32"):
@@ -256,7 +274,17 @@ def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict
         env["OMP_NUM_THREADS"] = str(threads)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    stdout = proc.stdout.read()
+    # k-Wave flushes its log: CPU time of the time loop = between the progress table header
+    # and the next "Elapsed time" line (robust to time slicing, unlike wall time)
+    lines, cpu0, cpu1 = [], None, None
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace")
+        lines.append(line)
+        if cpu0 is None and "Progress" in line:
+            cpu0 = _proc_cpu_s(proc.pid)
+        elif cpu0 is not None and cpu1 is None and "Elapsed time" in line:
+            cpu1 = _proc_cpu_s(proc.pid)
+    stdout = "".join(lines).encode()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
@@ -278,6 +306,8 @@ def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict
         "wall_s": wall,
         "peak_rss_bytes": usage.ru_maxrss * 1024,
         "total_memory_in_use_MB": mem_mb,
+        "simulation_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+        "process_cpu_s": usage.ru_utime + usage.ru_stime,
     }
 
 
@@ -353,9 +383,10 @@ def bench_case(case: str, args, workdir: str) -> dict:
     if not args.no_breakdown:
         fft = fft_breakdown(sc.problem.grid.shape, case != "lossless", steps)
     # round-robin: sonotile, FFTs alone, k-Wave; load from other processes hits all alike
-    ours, ffts, kw = [], [], []
+    ours, cpus, ffts, kw = [], [], [], []
     for _ in range(args.repeats):
         ours.append(sc.run())
+        cpus.append(sc.last_cpu_s)
         if fft is not None:
             ffts.append(fft())
         if args.kwave_binary:
@@ -363,6 +394,7 @@ def bench_case(case: str, args, workdir: str) -> dict:
     per_step = [t / steps for t in ours]
     res["ms_per_step"] = _spread([1e3 * t for t in per_step])
     res["mcells_per_s"] = _spread([cells / t / 1e6 for t in per_step])
+    res["cpu_ms_per_step"] = _spread([1e3 * c / steps for c in cpus])
     if ffts:
         frac = [f / o for f, o in zip(ffts, per_step)]
         res["breakdown_ms_per_step"] = {
@@ -386,6 +418,14 @@ def bench_case(case: str, args, workdir: str) -> dict:
             "runs": kw,
         }
         res["speed_ratio_sonotile_over_kwave"] = _spread(ratios)
+        res["speed_ratio_of_best"] = min(sim) / min(per_step)
+        kcpu = [k["simulation_cpu_s"] for k in kw]
+        if all(c is not None for c in kcpu):
+            res["kwave"]["cpu_ms_per_step"] = _spread([1e3 * c / steps for c in kcpu])
+            # CPU seconds per step, k-Wave over sonotile (> 1: sonotile does less work)
+            res["cpu_ratio_kwave_over_sonotile"] = _spread(
+                [k / c for k, c in zip(kcpu, cpus) if c > 0]
+            )
     del sc
     jax.clear_caches()
     return res
@@ -422,8 +462,16 @@ def _print(res: dict) -> None:
             f"{'':20s} k-Wave: {k['mcells_per_s']['median']:7.1f} Mcells/s "
             f"({k['ms_per_step']['median']:.1f} ms/step), peak RSS "
             f"{k['bytes_per_point_rss']:.0f} B/point; speed sonotile/k-Wave "
-            f"{r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}, {len(r['values'])} pairs)"
+            f"{r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}, {len(r['values'])} pairs; "
+            f"best/best {res['speed_ratio_of_best']:.2f})"
         )
+        if "cpu_ratio_kwave_over_sonotile" in res:
+            c = res["cpu_ratio_kwave_over_sonotile"]
+            print(
+                f"{'':20s} CPU per step: sonotile {res['cpu_ms_per_step']['median']:.1f} ms, "
+                f"k-Wave {k['cpu_ms_per_step']['median']:.1f} ms; k-Wave/sonotile "
+                f"{c['median']:.2f} (range {c['min']:.2f}-{c['max']:.2f})"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
