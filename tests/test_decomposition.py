@@ -42,6 +42,34 @@ for name, dec, mesh, kw in [
     assert set(res[0]) == set(ref[0]) and set(res[1]) == set(ref[1]), name
     assert all(res[0][k].shape == ref[0][k].shape for k in ref[0]), name
     out[name] = errors(res, ref)
+
+# initial value problem + transducer + cuboid sensor + whole-field outputs, 3-D and 2-D
+import numpy as np
+from sonotile.grid import Grid
+from sonotile.problem import Medium, Pml, Problem, Sensor, Sources, TransducerSource
+
+
+def ivp(shape, nt=30):
+    d = len(shape)
+    g = Grid(shape, (1e-4,) * d, 2e-8, nt)
+    c0 = 1500 + 50 * np.random.default_rng(1).random(shape)
+    X = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
+    p0 = 1e5 * np.exp(-sum((x - n // 2) ** 2 for x, n in zip(X, shape)) / 8)
+    tr = TransducerSource(np.array([(6,) + (16,) * (d - 1), (6,) + (17,) * (d - 1)]),
+                          1e-3 * np.sin(np.arange(nt + 5) * 0.3), np.array([0, 3]))
+    sen = Sensor(cuboids=np.array([[[4] * d, [n - 5 for n in shape]]]),
+                 record=("p", "u_max", "u_min_all", "p_final", "u_final"))
+    return Problem(g, Medium(c0, 1000.0, g, bona=5.0), Sources(p0=p0, transducer=tr), sen,
+                   Pml((4,) * d, (2.0,) * d))
+
+
+for shape, runs in [((32, 32, 32), [("pencil", (2, 4)), ("lfb", (2, 2, 2))]),
+                    ((32, 32), [("pencil", (8,)), ("lfb", (2, 4))])]:
+    prob = ivp(shape)
+    ref = run(prob)
+    for dec, mesh in runs:
+        name = f"ivp{len(shape)}d_{dec}"
+        out[name] = errors(run_decomposed(prob, dec, mesh, overlap=16), ref)
 out["auto"] = [auto((256,) * 3, 8), auto((256,) * 3, 8, accuracy=1e-6), auto((64,) * 3, 1)]
 print("RESULT" + json.dumps(out, default=str))
 """
@@ -78,6 +106,14 @@ def test_lfb_within_documented_error(results, name):
     # (measured on 2x2x2: worst 5.5e-4, ux)
     err = results[name]
     assert max(err.values()) <= 1e-3, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ivp3d_pencil", "ivp3d_lfb", "ivp2d_pencil", "ivp2d_lfb"])
+def test_ivp_transducer_cuboid(results, name):
+    # p0 start, transducer on a shard boundary, cuboid sensor, u_max, u_min_all, *_final
+    err = results[name]
+    assert max(err.values()) <= (1e-5 if "pencil" in name else 1e-3), err
 
 
 @pytest.mark.slow
