@@ -413,6 +413,10 @@ def simulate(
     smooth_p0: bool = True,
     smooth_c0: bool = False,
     smooth_rho0: bool = False,
+    decomposition: str = "single",
+    mesh: tuple | None = None,
+    overlap: int | None = None,
+    accuracy: float = 1e-3,
     progress: bool | None = None,
     quiet: bool = False,
 ) -> Results:
@@ -427,6 +431,12 @@ def simulate(
         smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
             default; :func:`sonotile.filters.smooth`).
         smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
+        decomposition: ``"single"`` (one device), ``"pencil"`` (distributed FFT, exact),
+            ``"lfb"`` (local Fourier basis, nearest-neighbour exchange) or ``"auto"`` (chosen
+            from grid, devices and ``accuracy``); see ``docs/decomposition.md``.
+        mesh: devices per split axis, e.g. ``(2, 4)`` (default: all devices on x).
+        overlap: LFB overlap [points] (default: auto's pick, else 16).
+        accuracy: relative accuracy target for ``decomposition="auto"``.
         progress: print progress (default: when stderr is a terminal).
         quiet: do not print warnings or the memory estimate.
 
@@ -455,9 +465,17 @@ def simulate(
             f"sonotile: grid {problem.grid.shape}, {problem.grid.nt} steps, about {mb:.0f} MB",
             file=sys.stderr,
         )
-    from .runner import run
+    from . import runner
 
-    raw, final = run(problem, progress=progress)
+    if decomposition == "single":
+        engine = runner.single_engine(problem)
+    else:
+        from .parallel import engine_for
+
+        engine, reason = engine_for(problem, decomposition, mesh, overlap, accuracy=accuracy)
+        if not quiet:
+            print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
+    raw, final = runner.run_engine(engine, progress=progress)
     data = _shape_results(problem, raw, final, mapping["crop"])
     t = np.arange(problem.grid.nt) * problem.grid.dt
     return Results(data, problem.grid, t, mapping["points"], notes)

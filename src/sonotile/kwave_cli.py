@@ -50,6 +50,12 @@ outputs (default --p_raw):
   --u_final
 sonotile extras:
   --float64                  compute in double precision
+  --decomposition <d>        auto | single | pencil | lfb (default single)
+  --mesh <AxBxC>             devices per split axis, e.g. 8, 2x4, 2x2x2 (default: all on x)
+  --overlap <n>              lfb overlap in points, 2..32 (default: auto's pick, else 16)
+  --bell_width <w>           lfb bell transition as a fraction of the overlap (default 0.5)
+  --accuracy <e>             accuracy target for --decomposition auto (default 1e-3)
+  --cpu_devices <n>          split the CPU into n virtual devices (testing decompositions)
 """
 
 
@@ -75,6 +81,16 @@ def _int_range(lo, hi=None):
         return v
 
     return conv
+
+
+def _mesh(s):
+    try:
+        shape = tuple(int(v) for v in s.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a mesh like 8, 2x4 or 2x2x2") from None
+    if not 1 <= len(shape) <= 3 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"'{s}': 1 to 3 positive sizes, e.g. 2x4")
+    return shape
 
 
 def _positive_float(s):
@@ -105,6 +121,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true")
     p.add_argument("-h", "--help", action="store_true")
     p.add_argument("--float64", action="store_true")
+    p.add_argument("--decomposition", choices=("auto", "single", "pencil", "lfb"), default="single")
+    p.add_argument("--mesh", type=_mesh)
+    p.add_argument("--overlap", type=_int_range(2, 32))
+    p.add_argument("--bell_width", type=_positive_float, default=0.5)
+    p.add_argument("--accuracy", type=_positive_float, default=1e-3)
+    p.add_argument("--cpu_devices", type=_int_range(1, 4096))
     for flag in OUTPUT_FLAGS:
         names = [f"--{flag}"]
         if flag == "p_raw":
@@ -131,6 +153,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise UsageError("--checkpoint_interval/--checkpoint_timesteps need --checkpoint_file")
     a.record = tuple(q for f, q in OUTPUT_FLAGS.items() if getattr(a, f)) or ("p",)
     return a
+
+
+def configure_cpu_devices(n: int | None) -> None:
+    """Ask XLA for ``n`` virtual CPU devices (read once, before JAX is imported)."""
+    if not n:
+        return
+    if "jax" in sys.modules:
+        import jax
+
+        if jax.device_count() == n or len(jax.devices("cpu")) == n:
+            return
+        raise UsageError(f"--cpu_devices {n}: JAX is already initialised in this process")
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
 
 
 def configure_threads(threads: int | None) -> None:
@@ -174,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
         return 0
     configure_threads(args.threads)
+    try:
+        configure_cpu_devices(args.cpu_devices)
+    except UsageError as e:
+        print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+        return 1
     try:
         from .kwave_run import run_kwave
 

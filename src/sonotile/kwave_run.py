@@ -21,12 +21,12 @@ from .kwave_output import OutputFile, _set_str, write_scalar
 from .step import State
 
 
-def save_checkpoint(path: str, cp: rn.Compiled, rs: rn.RunState, meta) -> None:
+def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None:
     """k-Wave checkpoint (FORMAT.md 4.4) plus sonotile's running statistics, atomically."""
     state, agg = rs.carry
     tmp = path + ".sonotile-partial"
     nx, ny, nz = meta.shape_xyz
-    du = cp.ops.div(state.u)
+    du = engine.divergence(state.u)
     with h5py.File(tmp, "w") as f:
         _set_str(f, "file_type", "checkpoint")
         _set_str(f, "created_by", f"sonotile v{__version__}")
@@ -47,12 +47,12 @@ def save_checkpoint(path: str, cp: rn.Compiled, rs: rn.RunState, meta) -> None:
         g = f.create_group("sonotile_aggregates")
         for name, v in agg.items():
             g.create_dataset(name, data=np.asarray(v))
-        g.attrs["dtype"] = cp.problem.dtype
+        g.attrs["dtype"] = engine.problem.dtype
     os.replace(tmp, path)
 
 
 def load_checkpoint(
-    path: str, cp: rn.Compiled, meta, output_path: str | None = None
+    path: str, engine: rn.Engine, meta, output_path: str | None = None
 ) -> rn.RunState:
     """State and running statistics from a checkpoint.
 
@@ -60,7 +60,7 @@ def load_checkpoint(
     run's precision); a checkpoint written by k-Wave's binary does not, and then, as k-Wave
     does, they are reloaded from the partial output file ``output_path``.
     """
-    dtype = jnp.dtype(cp.problem.dtype)
+    dtype = jnp.dtype(engine.problem.dtype)
     with h5py.File(path, "r") as f:
         ftype = f.attrs.get("file_type", b"").decode() if "file_type" in f.attrs else ""
         if ftype != "checkpoint":
@@ -71,19 +71,19 @@ def load_checkpoint(
                 f"{path}: checkpoint grid {dims} does not match input {meta.shape_xyz}"
             )
         t_index = int(f["t_index"][()].reshape(-1)[0])
-        nd = cp.problem.grid.ndim
+        nd = engine.problem.grid.ndim
 
         def field(name):
             if name not in f:
                 raise ValueError(f"{path}: dataset '{name}' is missing")
-            return jnp.asarray(to_xyz(f[name][()]), dtype)
+            return np.asarray(to_xyz(f[name][()]), dtype)
 
         state = State(
             field("p"),
             tuple(field(f"rho{AXES[a]}") for a in range(nd)),
             tuple(field(f"u{AXES[a]}_sg{AXES[a]}") for a in range(nd)),
         )
-        agg0 = sens.init_aggregates(cp.layout, cp.problem.grid.shape, dtype)
+        agg0 = sens.init_aggregates(engine.layout, engine.problem.grid.shape, dtype)
         g = f.get("sonotile_aggregates")
         if g is not None:
             missing = [n for n in agg0 if n not in g]
@@ -92,15 +92,15 @@ def load_checkpoint(
                     f"{path}: running statistic '{missing[0]}' is missing (the checkpoint "
                     "was written with other output flags)"
                 )
-            agg = {n: jnp.asarray(g[n][()], dtype) for n in agg0}
+            agg = {n: np.asarray(g[n][()], dtype) for n in agg0}
         else:
-            agg = _aggregates_from_output(output_path, cp, agg0, dtype)
-    if not 0 < t_index <= cp.problem.grid.nt:
-        raise ValueError(f"{path}: t_index {t_index} outside 1..Nt = {cp.problem.grid.nt}")
-    return rn.RunState((state, agg), t_index)
+            agg = _aggregates_from_output(output_path, engine, agg0, dtype)
+    if not 0 < t_index <= engine.problem.grid.nt:
+        raise ValueError(f"{path}: t_index {t_index} outside 1..Nt = {engine.problem.grid.nt}")
+    return rn.RunState(engine.place((state, agg)), t_index)
 
 
-def _aggregates_from_output(output_path, cp: rn.Compiled, agg0: dict, dtype) -> dict:
+def _aggregates_from_output(output_path, engine: rn.Engine, agg0: dict, dtype) -> dict:
     """Running max/min/sum of squares as a k-Wave checkpoint leg left them in the output."""
     if not agg0:
         return {}
@@ -121,7 +121,7 @@ def _aggregates_from_output(output_path, cp: rn.Compiled, agg0: dict, dtype) -> 
             if name.endswith("_all"):
                 v = to_xyz(obj[()])
             elif isinstance(obj, h5py.Group):
-                n = len(cp.layout.cuboid_shapes)
+                n = len(engine.layout.cuboid_shapes)
                 v = np.concatenate([to_xyz(obj[str(i + 1)][()]).reshape(-1) for i in range(n)])
             else:
                 v = np.asarray(obj[()]).reshape(-1)
@@ -131,6 +131,25 @@ def _aggregates_from_output(output_path, cp: rn.Compiled, agg0: dict, dtype) -> 
                 )
             agg[name] = jnp.asarray(v, dtype)
     return agg
+
+
+def make_engine(problem, args, device) -> rn.Engine:
+    """The engine for ``--decomposition`` / ``--mesh`` / ``--overlap`` (single by default)."""
+    if args.decomposition == "single" or device is not None:
+        if args.decomposition not in ("single", "auto"):
+            raise ValueError(
+                f"-g selects one device; it cannot be used with --decomposition "
+                f"{args.decomposition}"
+            )
+        return rn.single_engine(problem)
+    from .parallel import engine_for
+
+    engine, reason = engine_for(
+        problem, args.decomposition, args.mesh, args.overlap, args.bell_width, args.accuracy
+    )
+    if args.decomposition == "auto" or args.verbose:
+        print(f"sonotile-kwave: running {engine.describe} ({reason})", file=sys.stderr)
+    return engine
 
 
 def _select_device(index: int | None):
@@ -183,14 +202,16 @@ def _run_kwave(args, flag) -> int:
     resume = bool(ckpt) and os.path.exists(ckpt)
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
-        cp = rn.compile_problem(problem)
+        engine = make_engine(problem, args, device)
         if resume:
-            rs = load_checkpoint(ckpt, cp, meta, args.output)
+            rs = load_checkpoint(ckpt, engine, meta, args.output)
         out = OutputFile(
-            args.output, meta, cp.layout, problem.grid.nt, args.compression, resume=resume
+            args.output, meta, engine.layout, problem.grid.nt, args.compression, resume=resume
         )
         try:
-            status = _leg(args, cp, meta, out, rs if resume else None, t0, t_load, verbose, flag)
+            status = _leg(
+                args, engine, meta, out, rs if resume else None, t0, t_load, verbose, flag
+            )
         except BaseException:
             out.abort(keep=resume)
             raise
@@ -205,13 +226,13 @@ class _null:
         return False
 
 
-def _leg(args, cp, meta, out, rs, t0, t_load, verbose, flag) -> int:
-    problem = cp.problem
+def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
+    problem = engine.problem
     nt = problem.grid.nt
     leg_first = 0 if rs is None else rs.next_step  # k-Wave counts step 0 (p0) in a leg
     if rs is None:
-        rs, raw0 = rn.initial_run_state(cp)
-        rn.emit_step0(raw0, cp.layout.start, out)
+        rs, raw0 = engine.start()
+        rn.emit_step0(raw0, engine.layout.start, out)
     if args.copy_sensor_mask:
         out.copy_sensor_mask()
     t_pre = time.perf_counter()
@@ -230,7 +251,7 @@ def _leg(args, cp, meta, out, rs, t0, t_load, verbose, flag) -> int:
             and time.perf_counter() - t0 > args.checkpoint_interval
         )
 
-    chunk = rn.default_chunk(problem, cp.layout)
+    chunk = rn.default_chunk(problem, engine.layout)
     if checkpointing:
         chunk = min(chunk, 25)
     step_pct = max(1, int(nt * args.progress / 100))
@@ -245,9 +266,10 @@ def _leg(args, cp, meta, out, rs, t0, t_load, verbose, flag) -> int:
     if verbose:
         print(
             f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
-            f"{problem.grid.shape}, Nt {nt}, recording {cp.layout.raw + tuple(cp.layout.final)}"
+            f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
+            f"{engine.layout.raw + tuple(engine.layout.final)}"
         )
-    rs = rn.advance(cp, rs, stop, out, chunk=chunk, progress=progress, should_stop=should_stop)
+    rs = rn.advance(engine, rs, stop, out, chunk=chunk, progress=progress, should_stop=should_stop)
     t_sim = time.perf_counter()
     if rs.next_step < nt:
         if not checkpointing:  # interrupted without a checkpoint file: a failed run
@@ -255,12 +277,12 @@ def _leg(args, cp, meta, out, rs, t0, t_load, verbose, flag) -> int:
                 f"stopped by signal {flag.get('signal')} at step {rs.next_step}/{nt} without "
                 "--checkpoint_file: no output written"
             )
-        save_checkpoint(args.checkpoint_file, cp, rs, meta)
+        save_checkpoint(args.checkpoint_file, engine, rs, meta)
         state_, agg = rs.carry
         out.write_fields({k: np.asarray(v) for k, v in agg.items()})
         print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
     else:
-        final = sens.finish(rs.carry[1], rs.carry[0], cp.layout, nt)
+        final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt)
         out.write_fields(final)
     t_post = time.perf_counter()
     out.finish_leg(

@@ -490,18 +490,33 @@ def run_decomposed(
     recorder=None,
 ) -> tuple[dict, dict]:
     """Run a problem on a device mesh; returns ``(raw, final)`` exactly like
-    :func:`sonotile.runner.run`.
+    :func:`sonotile.runner.run` (see :func:`decomposed_engine` for the arguments)."""
+    if decomposition == "single":
+        engine = runner.single_engine(problem)
+    else:
+        engine = decomposed_engine(problem, decomposition, mesh_shape, overlap, bell_width, devices)
+    return runner.run_engine(engine, recorder=recorder, chunk=chunk, progress=progress)
+
+
+def decomposed_engine(
+    problem: Problem,
+    decomposition: str = "pencil",
+    mesh_shape: tuple[int, ...] | None = None,
+    overlap: int = 16,
+    bell_width: float = 0.5,
+    devices=None,
+) -> runner.Engine:
+    """A :class:`~sonotile.runner.Engine` running the one step on a device mesh.
 
     Args:
         decomposition: ``"pencil"`` (distributed FFT; ``mesh_shape`` of length 1 = slabs, 2 =
             pencils, at most ``ndim - 1``) or ``"lfb"`` (local Fourier basis; mesh of length 1 to
-            ``ndim``), or ``"single"`` (delegates to :func:`sonotile.runner.run`).
+            ``ndim``).
         mesh_shape: devices per split grid axis (axis j of the mesh splits grid axis j); default:
             all devices on axis 0.
         overlap, bell_width: LFB padding [points] and bell transition (fraction of the overlap).
+        devices: the devices to use (default: all, across processes).
     """
-    if decomposition == "single":
-        return runner.run(problem, recorder=recorder, chunk=chunk, progress=progress)
     g = problem.grid
     d = g.ndim
     devs = list(jax.devices() if devices is None else devices)
@@ -649,25 +664,38 @@ def run_decomposed(
         is_leaf=lambda s: s is None or isinstance(s, P),
     )  # fmt: skip
 
-    rec = recorder or runner.ListRecorder()
-    carry, raw0 = init_fn(*const_args)
-    n = 1 if phys.p0 else 0
-    runner.emit_step0({k: np.asarray(v) for k, v in raw0.items()}, layout.start, rec)
-    chunk = chunk or runner.default_chunk(problem, layout)
-    prog = runner.Progress(g.nt, g.size, enabled=progress)
-    while n < g.nt:
-        stop = min(g.nt, n + chunk)
-        xs = runner.step_inputs(problem, n, stop)
-        carry, raw = chunk_fn(carry, xs, *const_args)
-        keep = max(0, layout.start - n)
-        for name, v in raw.items():
-            if keep < stop - n:
-                rec(name, n + keep - layout.start, np.asarray(v[keep:]))
-        n = stop
-        prog(n)
-    final = sens.finish(carry[1], carry[0], layout, g.nt)
-    raw = rec.result() if isinstance(rec, runner.ListRecorder) else {}
-    return raw, final
+    def start():
+        carry, raw0 = init_fn(*const_args)
+        rs = runner.RunState(carry, 1 if phys.p0 else 0)
+        return rs, {k: np.asarray(v) for k, v in raw0.items()}
+
+    def chunk(carry, xs):
+        return chunk_fn(carry, xs, *const_args)
+
+    u_specs = tuple(fspec for _ in range(d))
+    div_fn = jax.jit(
+        shard_map(lambda u, ops_l: make_ops(ops_l).div(u), mesh, (u_specs, ops_specs), u_specs)
+    )
+
+    def place(carry):
+        return jax.tree_util.tree_map(
+            lambda spec, x: put(jnp.asarray(x, dtype), spec), carry_specs, carry,
+            is_leaf=lambda v: isinstance(v, P),
+        )  # fmt: skip
+
+    shape_txt = "x".join(str(k) for k in mesh_shape)
+    extra = f", overlap {overlap}, bell width {bell_width}" if decomposition == "lfb" else ""
+    return runner.Engine(
+        problem,
+        layout,
+        phys,
+        start,
+        chunk,
+        lambda u: div_fn(u, const_args[3]),
+        place,
+        f"{decomposition} on a {shape_txt} mesh of {math.prod(mesh_shape)} "
+        f"{devs[0].platform} devices{extra}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -770,3 +798,39 @@ def auto(
         "reason": f"LFB at overlap {ov} would cost {work:.2f}x the work on blocks of "
         f"{shape} / {lfb_mesh}; one process: all-to-all is cheap, pencil is exact",
     }
+
+
+DECOMPOSITIONS = ("auto", "single", "pencil", "lfb")
+
+
+def engine_for(
+    problem: Problem,
+    decomposition: str = "single",
+    mesh_shape: tuple[int, ...] | None = None,
+    overlap: int | None = None,
+    bell_width: float = 0.5,
+    accuracy: float = 1e-3,
+    devices=None,
+) -> tuple[runner.Engine, str]:
+    """The engine the user asked for, and a sentence saying what was chosen and why.
+
+    ``decomposition="auto"`` picks with :func:`auto` from the grid, the devices (all of them,
+    across processes) and the accuracy target; explicit ``mesh_shape``/``overlap`` override its
+    picks.
+    """
+    if decomposition not in DECOMPOSITIONS:
+        raise ValueError(f"decomposition = {decomposition!r}: expected one of {DECOMPOSITIONS}")
+    devs = list(jax.devices() if devices is None else devices)
+    reason = "asked for"
+    if decomposition == "auto":
+        n = len(devs) if mesh_shape is None else math.prod(mesh_shape)
+        pick = auto(problem.grid.shape, n, accuracy, processes=jax.process_count())
+        decomposition, reason = pick["decomposition"], pick["reason"]
+        mesh_shape = mesh_shape or pick["mesh_shape"]
+        overlap = overlap or pick["overlap"]
+    if decomposition == "single":
+        return runner.single_engine(problem), reason
+    engine = decomposed_engine(
+        problem, decomposition, mesh_shape, 16 if overlap is None else overlap, bell_width, devs
+    )
+    return engine, reason

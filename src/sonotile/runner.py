@@ -22,7 +22,7 @@ from jax import lax
 from . import plan as planmod
 from . import sensors as sens
 from .problem import Problem
-from .step import State, initial_pressure_state, step, zero_state
+from .step import initial_pressure_state, step, zero_state
 
 
 class ListRecorder:
@@ -76,6 +76,34 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class Engine:
+    """A problem prepared for some devices: how to start, advance and finish a run.
+
+    The same loop (:func:`advance`), recorders, progress and checkpoints serve every
+    decomposition; only these callables differ (:func:`single_engine` here, the decomposed
+    engines in :mod:`sonotile.parallel`).
+
+    Attributes:
+        problem, layout, phys: what is run.
+        start: ``() -> (RunState, raw0)``: the carry before the first chunk and the samples of
+            step 0 of an initial-value problem.
+        chunk: ``(carry, xs) -> (carry, raw)``: one scan over the steps in ``xs``.
+        divergence: ``u -> du``: per-axis velocity divergence (for k-Wave checkpoints).
+        place: ``host carry -> device carry`` (restoring a checkpoint).
+        describe: one line saying where it runs.
+    """
+
+    problem: Problem
+    layout: sens.SensorLayout
+    phys: planmod.Physics
+    start: Callable
+    chunk: Callable
+    divergence: Callable
+    place: Callable
+    describe: str = "single device"
+
+
+@dataclass(frozen=True)
 class Compiled:
     """Everything a run needs on the device, built once per problem."""
 
@@ -100,6 +128,38 @@ def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
         () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
     )
     return Compiled(problem, phys, layout, consts, ops, index)
+
+
+def single_engine(problem: Problem) -> Engine:
+    """The single-device engine: global FFTs on the default device."""
+    cp = compile_problem(problem)
+    layout, phys = cp.layout, cp.phys
+    dtype = jnp.dtype(problem.dtype)
+
+    def start():
+        agg = sens.init_aggregates(layout, problem.grid.shape, dtype)
+        if phys.p0:
+            carry, raw0 = start_ivp(agg, cp.consts, cp.ops, cp.index, phys, layout)
+            return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
+        return RunState((zero_state(problem.grid.shape, dtype), agg), 0), {}
+
+    def chunk(carry, xs):
+        return run_chunk(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
+
+    def place(carry):
+        return jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), carry)
+
+    dev = jax.devices()[0]
+    return Engine(
+        problem,
+        layout,
+        phys,
+        start,
+        chunk,
+        jax.jit(cp.ops.div),
+        place,
+        f"single device ({dev.platform}:{dev.id})",
+    )
 
 
 def _body(carry, x, c, ops, index, phys, layout):
@@ -156,19 +216,8 @@ class RunState:
     next_step: int
 
 
-def initial_run_state(cp: Compiled) -> tuple[RunState, dict]:
-    """The carry before the first scan chunk, plus raw samples of step 0 for an IVP."""
-    g = cp.problem.grid
-    dtype = jnp.dtype(cp.problem.dtype)
-    agg = sens.init_aggregates(cp.layout, g.shape, dtype)
-    if cp.phys.p0:
-        carry, raw0 = start_ivp(agg, cp.consts, cp.ops, cp.index, cp.phys, cp.layout)
-        return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
-    return RunState((zero_state(g.shape, dtype), agg), 0), {}
-
-
 def advance(
-    cp: Compiled,
+    engine: Engine,
     rs: RunState,
     stop: int,
     recorder: Callable[[str, int, np.ndarray], None],
@@ -182,14 +231,14 @@ def advance(
     sampled steps (those ``>= sensor start``); ``first_row`` is the row in the full series.
     ``should_stop()`` is checked between chunks (checkpointing, signals).
     """
-    chunk = chunk or default_chunk(cp.problem, cp.layout)
-    start = cp.layout.start
+    chunk = chunk or default_chunk(engine.problem, engine.layout)
+    start = engine.layout.start
     n = rs.next_step
     carry = rs.carry
     while n < stop:
         m = min(stop, n + chunk)
-        xs = step_inputs(cp.problem, n, m)
-        carry, raw = run_chunk(carry, xs, cp.consts, cp.ops, cp.index, cp.phys, cp.layout)
+        xs = step_inputs(engine.problem, n, m)
+        carry, raw = engine.chunk(carry, xs)
         if raw:
             keep = max(0, start - n)
             for name, v in raw.items():
@@ -210,27 +259,33 @@ def emit_step0(raw0: dict, start: int, recorder) -> None:
             recorder(name, 0, v)
 
 
+def run_engine(
+    engine: Engine,
+    recorder=None,
+    chunk: int | None = None,
+    progress: bool | None = None,
+) -> tuple[dict, dict]:
+    """Run a whole problem with an engine.
+
+    Returns ``(raw, final)``: raw time series ``{name: (Ts, Ns)}`` (when the recorder is the
+    default in-memory one) and the aggregated / whole-field / final quantities.
+    """
+    problem = engine.problem
+    rec = recorder or ListRecorder()
+    rs, raw0 = engine.start()
+    emit_step0(raw0, engine.layout.start, rec)
+    prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress)
+    rs = advance(engine, rs, problem.grid.nt, rec, chunk=chunk, progress=prog)
+    final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, problem.grid.nt)
+    raw = rec.result() if isinstance(rec, ListRecorder) else {}
+    return raw, final
+
+
 def run(
     problem: Problem,
     recorder=None,
     chunk: int | None = None,
     progress: bool | None = None,
 ) -> tuple[dict, dict]:
-    """Run a whole problem on one device.
-
-    Returns ``(raw, final)``: raw time series ``{name: (Ts, Ns)}`` (when the recorder is the
-    default in-memory one) and the aggregated / whole-field / final quantities.
-    """
-    cp = compile_problem(problem)
-    rec = recorder or ListRecorder()
-    rs, raw0 = initial_run_state(cp)
-    emit_step0(raw0, cp.layout.start, rec)
-    prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress)
-    rs = advance(cp, rs, problem.grid.nt, rec, chunk=chunk, progress=prog)
-    final = sens.finish(rs.carry[1], rs.carry[0], cp.layout, problem.grid.nt)
-    raw = rec.result() if isinstance(rec, ListRecorder) else {}
-    return raw, final
-
-
-def as_state(carry) -> State:
-    return carry[0]
+    """Run a whole problem on one device (see :func:`run_engine`)."""
+    return run_engine(single_engine(problem), recorder, chunk, progress)
