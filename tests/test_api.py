@@ -216,3 +216,19 @@ def test_transducer_source_equals_delayed_velocity_sources():
     )
     assert np.abs(tr["p"]).max() > 0
     np.testing.assert_allclose(tr["p"], ux["p"], rtol=0, atol=1e-6 * np.abs(ux["p"]).max())
+
+
+def test_sensor_points_in_given_order_equal_mask_sensor():
+    n = (64, 64)
+    x, y = np.meshgrid(np.arange(64) - 32, np.arange(64) - 32, indexing="ij")
+    src = st.KSource(p0=np.exp(-(x**2 + y**2) / 6.0))
+    pts = np.array([[40, 30], [20, 10], [33, 50]])
+    mask = np.zeros(n, bool)
+    mask[tuple(pts.T)] = True
+    grid = st.KWaveGrid(n, DX, dt=0.3 * DX / C, nt=40)
+    a = st.simulate(grid, st.KWaveMedium(C, RHO), src, st.KSensor(points=pts), progress=False)
+    b = st.simulate(grid, st.KWaveMedium(C, RHO), src, st.KSensor(mask=mask), progress=False)
+    order = np.lexsort((pts[:, 0], pts[:, 1]))  # k-Wave's mask order: x fastest
+    np.testing.assert_array_equal(a["p"][order], b["p"])
+    with pytest.raises(ProblemError, match="sensor.points"):
+        st.simulate(grid, st.KWaveMedium(C, RHO), src, st.KSensor(points=[[64, 0]]), progress=False)

@@ -138,7 +138,8 @@ class KSensor:
     """Sensor points and what to record.
 
     Attributes:
-        mask: boolean mask (points in k-Wave order), or ``None`` with ``corners``.
+        mask: boolean mask (points in k-Wave order), or ``None`` with ``corners``/``points``.
+        points: ``(N, ndim)`` integer grid indices (0-based), recorded in the given order.
         corners: list of ``(lo, hi)`` inclusive 0-based corner index pairs of cuboids.
         record: quantities (k-Wave names): p, p_max, p_min, p_rms, p_final, p_max_all,
             p_min_all, u, u_non_staggered, u_max, u_min, u_rms, u_final, u_max_all,
@@ -148,6 +149,7 @@ class KSensor:
 
     mask: np.ndarray | None = None
     corners: list | None = None
+    points: np.ndarray | None = None
     record: tuple = ("p",)
     record_start_index: int = 1
 
@@ -380,9 +382,21 @@ def build_problem(
     offset = np.array([a for a, _ in pad])
     record = tuple(sensor.record)
     if sensor.corners is not None:
-        cub = np.array([[lo, hi] for lo, hi in sensor.corners], dtype=np.int64) + offset
+        cub = np.array([[lo, hi] for lo, hi in sensor.corners], dtype=np.int64)
+        if cub.ndim != 3 or cub.shape[2] != nd or np.any(cub < 0) or np.any(cub >= shape):
+            raise ProblemError(
+                f"sensor.corners: expected (lo, hi) pairs of {nd} indices inside the grid {shape}"
+            )
+        cub = cub + offset
         sens = Sensor(cuboids=cub, record=record, start=sensor.record_start_index - 1)
         points = None
+    elif sensor.points is not None:
+        points = np.asarray(sensor.points)
+        if points.ndim != 2 or points.shape[1] != nd:
+            raise ProblemError(f"sensor.points: shape {points.shape}, expected (N, {nd})")
+        if np.any(points < 0) or np.any(points >= np.array(shape)):
+            raise ProblemError(f"sensor.points: a point lies outside the grid {shape}")
+        sens = Sensor(index=points + offset, record=record, start=sensor.record_start_index - 1)
     elif sensor.mask is not None:
         points = mask_points(sensor.mask, shape, "sensor.mask")
         sens = Sensor(index=points + offset, record=record, start=sensor.record_start_index - 1)
