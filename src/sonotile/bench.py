@@ -139,6 +139,19 @@ def _proc_cpu_s(pid: int) -> float | None:
         return None
 
 
+def _proc_hwm_bytes(pid: int) -> int:
+    """Peak RSS (VmHWM) of a running process. Unlike the child's ``ru_maxrss``, which also
+    counts the pages of the forked Python parent before ``exec``, this is the new image's."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _rss_peak_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -276,10 +289,11 @@ def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     # k-Wave flushes its log: CPU time of the time loop = between the progress table header
     # and the next "Elapsed time" line (robust to time slicing, unlike wall time)
-    lines, cpu0, cpu1 = [], None, None
+    lines, cpu0, cpu1, hwm = [], None, None, 0
     for raw in proc.stdout:
         line = raw.decode(errors="replace")
         lines.append(line)
+        hwm = max(hwm, _proc_hwm_bytes(proc.pid))
         if cpu0 is None and "Progress" in line:
             cpu0 = _proc_cpu_s(proc.pid)
         elif cpu0 is not None and cpu1 is None and "Elapsed time" in line:
@@ -304,8 +318,8 @@ def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict
         "simulation_s": sim,
         "preprocessing_s": pre,
         "wall_s": wall,
-        "peak_rss_bytes": usage.ru_maxrss * 1024,
-        "total_memory_in_use_MB": mem_mb,
+        "peak_rss_bytes": hwm,
+        "total_memory_in_use_MB": mem_mb,  # its getrusage: includes the forked parent's pages
         "simulation_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
         "process_cpu_s": usage.ru_utime + usage.ru_stime,
     }
@@ -405,6 +419,8 @@ def bench_case(case: str, args, workdir: str) -> dict:
     res["peak_rss_bytes"] = _rss_peak_bytes()
     res["rss_now_bytes"] = _rss_now_bytes()
     res["bytes_per_point_rss"] = res["peak_rss_bytes"] / cells
+    base = getattr(args, "rss_baseline", 0)
+    res["bytes_per_point_rss_above_runtime"] = (res["peak_rss_bytes"] - base) / cells
     if kw:
         # k-Wave prints 2 decimals: a 0.00 s run is below its resolution
         sim = [(k["simulation_s"] or float("nan")) / steps for k in kw]
@@ -446,7 +462,8 @@ def _print(res: dict) -> None:
             f"{m['output_size_in_bytes'] / 2**20:.0f} MiB, aliased "
             f"{m['alias_size_in_bytes'] / 2**20:.0f} MiB, temp "
             f"{m['temp_size_in_bytes'] / 2**20:.0f} MiB), process peak RSS "
-            f"{res['peak_rss_bytes'] / 2**20:.0f} MiB"
+            f"{res['peak_rss_bytes'] / 2**20:.0f} MiB "
+            f"({res['bytes_per_point_rss_above_runtime']:.0f} B/point above the JAX runtime)"
         )
     if "breakdown_ms_per_step" in res:
         b = res["breakdown_ms_per_step"]
@@ -489,7 +506,10 @@ def main(argv: list[str] | None = None) -> int:
     configure_threads(args.threads)
     import jax
 
+    jax.numpy.zeros(1).block_until_ready()
+    args.rss_baseline = _rss_now_bytes()  # the JAX runtime alone, subtracted per point
     report = {
+        "rss_runtime_baseline_bytes": args.rss_baseline,
         "machine": machine(),
         "jax": jax.__version__,
         "device": str(jax.devices()[0]),
