@@ -1,4 +1,4 @@
-"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``validate``.
+"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``validate``, ``launch``.
 
 Each subcommand lives in its own module and is imported only when used, so that options which
 configure JAX (threads, virtual devices) can act before JAX is imported.
@@ -16,6 +16,7 @@ COMMANDS = {
     ),
     "bench": ("sonotile.bench", "throughput, compile time and memory benchmarks"),
     "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
+    "launch": ("sonotile.launch", "run N local processes of one job (-n N -- <command>)"),
 }
 
 

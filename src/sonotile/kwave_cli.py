@@ -56,6 +56,8 @@ sonotile extras:
   --bell_width <w>           lfb bell transition as a fraction of the overlap (default 0.5)
   --accuracy <e>             accuracy target for --decomposition auto (default 1e-3)
   --cpu_devices <n>          split the CPU into n virtual devices (testing decompositions)
+several processes (sonotile launch -n N -- sonotile-kwave ..., mpirun, srun): detected from the
+environment; every process runs the same command line, process 0 writes the files.
 """
 
 
@@ -179,10 +181,11 @@ def configure_threads(threads: int | None) -> None:
     except (AttributeError, OSError):
         pass
     if threads == 1:
+        # (a bare "intra_op_parallelism_threads=1" here used to end XLA's flag parsing, so
+        # flags appended later, e.g. by --cpu_devices in a child process, were ignored)
         flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = (
-            flags + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        ).strip()
+        if "--xla_cpu_multi_thread_eigen" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
 
 
 def _check_writable(path: str, what: str) -> None:
@@ -214,6 +217,22 @@ def main(argv: list[str] | None = None) -> int:
         configure_cpu_devices(args.cpu_devices)
     except UsageError as e:
         print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+        return 1
+    from . import distributed
+
+    status = _run(args)
+    distributed.fail_fast(status)  # several processes: the others must not wait for this one
+    return status
+
+
+def _run(args) -> int:
+    try:
+        from . import distributed
+
+        # several processes (sonotile launch, mpirun, srun): join them before JAX starts
+        distributed.initialize(verbose=args.verbose >= 1)
+    except Exception as e:
+        print(f"sonotile-kwave: error: distributed initialisation failed: {e}", file=sys.stderr)
         return 1
     try:
         from .kwave_run import run_kwave
