@@ -13,6 +13,7 @@ import socket
 import time
 
 import h5py
+import jax
 import numpy as np
 
 from . import __version__
@@ -65,10 +66,16 @@ class OutputFile:
     ) -> None:
         self.path, self.meta, self.layout, self.nt = path, meta, layout, nt
         self.tmp = temp_path(path)
+        # several processes: process 0 owns the file; the others only write their shards of
+        # whole fields into it, in turn (write_fields)
+        self.leader = _process_index() == 0
+        self.f = None
         self.level = compression
         self.ts = nt - layout.start
         self.cuboid = bool(layout.cuboid_shapes)
         self._splits = np.cumsum([int(np.prod(s)) for s in layout.cuboid_shapes])[:-1]
+        if not self.leader:
+            return
         if resume:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"{path}: output file to resume from is missing")
@@ -152,6 +159,8 @@ class OutputFile:
 
     # -- recorder interface -----------------------------------------------------------------
     def __call__(self, name: str, first_row: int, values: np.ndarray) -> None:
+        if not self.leader:  # every process has the samples (psum); process 0 writes them
+            return
         k = values.shape[0]
         if not self.cuboid:
             self.f[name][0, first_row : first_row + k, :] = values
@@ -167,10 +176,26 @@ class OutputFile:
     # -- end of a leg -----------------------------------------------------------------------
     def write_fields(self, values: dict) -> None:
         """Aggregates (``p_max`` ...), whole-field (``*_all``) and final fields, replacing any
-        earlier values (checkpoint legs rewrite them)."""
+        earlier values (checkpoint legs rewrite them).
+
+        Whole fields may be host arrays or (global) device arrays; the latter are written shard
+        by shard, each process writing the shards on its own devices in turn (process 0 first,
+        then the others reopen the file), so no process ever holds a whole field. All processes
+        must call this with the same names.
+        """
+        sharded = []
         for name, v in values.items():
+            whole = name.endswith("_all") or name.endswith("_final")
+            if whole and isinstance(v, jax.Array):
+                sharded.append((name, v))
+                if self.leader:
+                    self._whole_dataset(name, v.shape)
+                    write_shards(self.f[name], v, zyx=True)
+                continue
+            if not self.leader:
+                continue
             v = np.asarray(v, np.float32)
-            if name.endswith("_all") or name.endswith("_final"):
+            if whole:
                 self._replace(name, to_zyx(v), None)
             elif self.cuboid:
                 if name not in self.f:
@@ -181,6 +206,34 @@ class OutputFile:
                     self._replace(f"{name}/{i + 1}", blk, blk.shape)  # k-Wave: one chunk
             else:
                 self._replace(name, v.reshape(1, 1, -1), None)
+        if sharded and _process_count() > 1:
+            self._others_write(sharded)
+
+    def _whole_dataset(self, name: str, shape_xyz: tuple):
+        zyx = tuple(reversed(tuple(shape_xyz) + (1,) * (3 - len(shape_xyz))))
+        if name not in self.f:
+            chunks = (1,) + zyx[1:] if zyx[0] > 1 else zyx
+            self._dataset(name, zyx, chunks)
+        return self.f[name]
+
+    def _others_write(self, sharded: list) -> None:
+        """Processes 1.. write their shards into the file process 0 created (closed meanwhile)."""
+        from .distributed import barrier, in_turns
+
+        if self.leader:
+            self.f.close()
+        barrier("sonotile-output-closed")
+
+        def mine():
+            if self.leader:
+                return
+            with h5py.File(self.tmp, "r+") as f:
+                for name, v in sharded:
+                    write_shards(f[name], v, zyx=True)
+
+        in_turns(mine, "sonotile-output-fields")
+        if self.leader:
+            self.f = h5py.File(self.tmp, "r+")
 
     def _replace(self, name: str, data: np.ndarray, chunks) -> None:
         if name in self.f:
@@ -192,6 +245,8 @@ class OutputFile:
         d[...] = data
 
     def copy_sensor_mask(self) -> None:
+        if not self.leader:
+            return
         m = self.meta
         write_scalar(self.f, "sensor_mask_type", m.mask_type, np.uint64)
         name = "sensor_mask_index" if m.mask_type == 0 else "sensor_mask_corners"
@@ -207,6 +262,8 @@ class OutputFile:
 
     def finish_leg(self, t_index: int, timings: dict) -> None:
         """Write ``t_index`` and the run statistics, close, and move into place."""
+        if not self.leader:
+            return
         write_scalar(self.f, "t_index", t_index, np.uint64)
         f = self.f
         _set_str(f, "host_names", f"{socket.gethostname()} (sonotile {__version__})")
@@ -236,14 +293,49 @@ class OutputFile:
     def abort(self, keep: bool = False) -> None:
         """Drop the partial file (a failed run leaves no output); with ``keep`` (a failed
         resumed leg) put the output of the earlier legs back in place instead."""
+        if not self.leader:
+            return
         try:
-            self.f.close()
+            if self.f is not None:
+                self.f.close()
         finally:
             if os.path.exists(self.tmp):
                 if keep:
                     os.replace(self.tmp, self.path)
                 else:
                     os.remove(self.tmp)
+
+
+def _process_index() -> int:
+    return jax.process_index()
+
+
+def _process_count() -> int:
+    return jax.process_count()
+
+
+def write_shards(dset: h5py.Dataset, arr, zyx: bool = True) -> None:
+    """Write the shards of ``arr`` that live on this process's devices into ``dset``.
+
+    ``arr`` is ``(x, y[, z])``-indexed: a global device array (each unique shard is written once,
+    by the process holding its replica 0) or a host array (written whole). With ``zyx`` the
+    dataset is k-Wave's ``(Nz, Ny, Nx)``; otherwise it has ``arr``'s own layout.
+    """
+    if not isinstance(arr, jax.Array):
+        a = np.asarray(arr, dset.dtype)
+        dset[...] = to_zyx(a) if zyx else a
+        return
+    for shard in arr.addressable_shards:
+        if shard.replica_id != 0:
+            continue
+        block = np.asarray(shard.data, dset.dtype)
+        index = tuple(shard.index) + (slice(None),) * (block.ndim - len(shard.index))
+        if not zyx:
+            dset[index] = block
+        elif block.ndim == 3:
+            dset[index[::-1]] = to_zyx(block)
+        else:
+            dset[(slice(0, 1),) + index[::-1]] = to_zyx(block)
 
 
 def _cores() -> int:
@@ -258,4 +350,4 @@ def sensor_index_to_linear(points: np.ndarray, shape: tuple) -> np.ndarray:
     return grid_to_linear(points, shape)
 
 
-__all__ = ["OutputFile", "temp_path", "write_scalar", "AXES"]
+__all__ = ["OutputFile", "temp_path", "write_scalar", "write_shards", "AXES"]

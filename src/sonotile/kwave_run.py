@@ -14,41 +14,65 @@ import numpy as np
 from . import __version__, checks
 from . import runner as rn
 from . import sensors as sens
+from .distributed import agree_any, barrier, in_turns
 from .grid import AXES
 from .kwave_cli import _check_writable, install_stop_handlers, restore_handlers
-from .kwave_io import read_input, to_xyz, to_zyx
-from .kwave_output import OutputFile, _set_str, write_scalar
+from .kwave_io import XyzView, read_input, to_xyz
+from .kwave_output import OutputFile, _set_str, write_scalar, write_shards
 from .step import State
 
 
 def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None:
-    """k-Wave checkpoint (FORMAT.md 4.4) plus sonotile's running statistics, atomically."""
+    """k-Wave checkpoint (FORMAT.md 4.4) plus sonotile's running statistics, atomically.
+
+    Fields are written shard by shard: process 0 creates the file and writes its shards, then
+    every other process in turn writes its own (no whole field is gathered anywhere). A
+    checkpoint written by N processes holds the same datasets as a single-process one, so it
+    resumes on any number of processes and devices.
+    """
     state, agg = rs.carry
     tmp = path + ".sonotile-partial"
     nx, ny, nz = meta.shape_xyz
     du = engine.divergence(state.u)
-    with h5py.File(tmp, "w") as f:
-        _set_str(f, "file_type", "checkpoint")
-        _set_str(f, "created_by", f"sonotile v{__version__}")
-        _set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
-        for k in ("file_description", "major_version", "minor_version"):
-            _set_str(f, k, meta.header[k])
-        write_scalar(f, "t_index", rs.next_step, np.uint64)
-        for n, v in (("Nx", nx), ("Ny", ny), ("Nz", nz)):
-            write_scalar(f, n, v, np.uint64)
-        fields = {"p": state.p}
-        for a in range(len(state.u)):
-            fields[f"rho{AXES[a]}"] = state.rho[a]
-            fields[f"u{AXES[a]}_sg{AXES[a]}"] = state.u[a]
-            fields[f"du{AXES[a]}d{AXES[a]}"] = du[a]
-        for name, v in fields.items():
-            d = f.create_dataset(name, data=to_zyx(np.asarray(v)))
-            d.attrs["data_type"], d.attrs["domain_type"] = np.bytes_(b"float"), np.bytes_(b"real")
-        g = f.create_group("sonotile_aggregates")
-        for name, v in agg.items():
-            g.create_dataset(name, data=np.asarray(v))
-        g.attrs["dtype"] = engine.problem.dtype
-    os.replace(tmp, path)
+    fields = {"p": state.p}
+    for a in range(len(state.u)):
+        fields[f"rho{AXES[a]}"] = state.rho[a]
+        fields[f"u{AXES[a]}_sg{AXES[a]}"] = state.u[a]
+        fields[f"du{AXES[a]}d{AXES[a]}"] = du[a]
+    zyx = (nz, ny, nx)
+    leader = jax.process_index() == 0
+    if leader:
+        with h5py.File(tmp, "w") as f:
+            _set_str(f, "file_type", "checkpoint")
+            _set_str(f, "created_by", f"sonotile v{__version__}")
+            _set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
+            for k in ("file_description", "major_version", "minor_version"):
+                _set_str(f, k, meta.header[k])
+            write_scalar(f, "t_index", rs.next_step, np.uint64)
+            for n, v in (("Nx", nx), ("Ny", ny), ("Nz", nz)):
+                write_scalar(f, n, v, np.uint64)
+            for name, v in fields.items():  # the run's precision (float64 with --float64)
+                d = f.create_dataset(name, shape=zyx, dtype=np.dtype(v.dtype))
+                d.attrs["data_type"], d.attrs["domain_type"] = (
+                    np.bytes_(b"float"),
+                    np.bytes_(b"real"),
+                )
+            g = f.create_group("sonotile_aggregates")
+            for name, v in agg.items():
+                g.create_dataset(name, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
+            g.attrs["dtype"] = engine.problem.dtype
+
+    def mine():
+        with h5py.File(tmp, "r+") as f:
+            for name, v in fields.items():
+                write_shards(f[name], v, zyx=True)
+            for name, v in agg.items():
+                write_shards(f["sonotile_aggregates"][name], v, zyx=False)
+
+    in_turns(mine, "sonotile-checkpoint")
+    if leader:
+        os.replace(tmp, path)
+    barrier("sonotile-checkpoint-done")
 
 
 def load_checkpoint(
@@ -73,10 +97,15 @@ def load_checkpoint(
         t_index = int(f["t_index"][()].reshape(-1)[0])
         nd = engine.problem.grid.ndim
 
-        def field(name):
+        def field(name):  # read lazily: each process reads only its hyperslabs in place()
             if name not in f:
                 raise ValueError(f"{path}: dataset '{name}' is missing")
-            return np.asarray(to_xyz(f[name][()]), dtype)
+            view = XyzView(f[name], dtype)
+            if view.shape != tuple(engine.problem.grid.shape):
+                raise ValueError(
+                    f"{path}: dataset '{name}' holds {f[name].shape}, expected the grid"
+                )
+            return view
 
         state = State(
             field("p"),
@@ -92,12 +121,15 @@ def load_checkpoint(
                     f"{path}: running statistic '{missing[0]}' is missing (the checkpoint "
                     "was written with other output flags)"
                 )
-            agg = {n: np.asarray(g[n][()], dtype) for n in agg0}
+            agg = {n: XyzView(g[n], dtype, stored_xyz=True) for n in agg0}
         else:
             agg = _aggregates_from_output(output_path, engine, agg0, dtype)
-    if not 0 < t_index <= engine.problem.grid.nt:
-        raise ValueError(f"{path}: t_index {t_index} outside 1..Nt = {engine.problem.grid.nt}")
-    return rn.RunState(engine.place((state, agg)), t_index)
+        if not 0 < t_index <= engine.problem.grid.nt:
+            raise ValueError(f"{path}: t_index {t_index} outside 1..Nt = {engine.problem.grid.nt}")
+        rs = rn.RunState(engine.place((state, agg)), t_index)
+    # process 0 moves the output file aside next: the others must have read it first
+    barrier("sonotile-checkpoint-loaded")
+    return rs
 
 
 def _aggregates_from_output(output_path, engine: rn.Engine, agg0: dict, dtype) -> dict:
@@ -129,12 +161,17 @@ def _aggregates_from_output(output_path, engine: rn.Engine, agg0: dict, dtype) -
                 raise ValueError(
                     f"{output_path}: dataset '{name}' holds {v.shape}, expected {tuple(v0.shape)}"
                 )
-            agg[name] = jnp.asarray(v, dtype)
+            agg[name] = np.asarray(v, dtype)
     return agg
 
 
 def make_engine(problem, args, device) -> rn.Engine:
     """The engine for ``--decomposition`` / ``--mesh`` / ``--overlap`` (single by default)."""
+    if jax.process_count() > 1 and (args.decomposition == "single" or device is not None):
+        raise ValueError(
+            f"{jax.process_count()} processes: use --decomposition pencil, lfb or auto (and no "
+            "-g) so that the grid is split over the devices of all of them"
+        )
     if args.decomposition == "single" or device is not None:
         if args.decomposition not in ("single", "auto"):
             raise ValueError(
@@ -147,7 +184,7 @@ def make_engine(problem, args, device) -> rn.Engine:
     engine, reason = engine_for(
         problem, args.decomposition, args.mesh, args.overlap, args.bell_width, args.accuracy
     )
-    if args.decomposition == "auto" or args.verbose:
+    if (args.decomposition == "auto" or args.verbose) and jax.process_index() == 0:
         print(f"sonotile-kwave: running {engine.describe} ({reason})", file=sys.stderr)
     return engine
 
@@ -192,9 +229,11 @@ def _run_kwave(args, flag) -> int:
     )
     if args.float64:
         jax.config.update("jax_enable_x64", True)
+    quiet = jax.process_index() > 0  # several processes: process 0 speaks for the job
     for note in checks.stability_warnings(problem) + checks.resolution_warnings(problem):
-        print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
-    if args.verbose:
+        if not quiet:
+            print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
+    if args.verbose and not quiet:
         mb = checks.memory_estimate(problem) / 2**20
         print(f"sonotile-kwave: estimated device memory {mb:.0f} MB", file=sys.stderr)
     t_load = time.perf_counter()
@@ -242,7 +281,7 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
         stop = min(nt, leg_first + args.checkpoint_timesteps)
     checkpointing = bool(args.checkpoint_file)
 
-    def should_stop():
+    def should_stop_here():
         if flag["stop"]:
             return True
         return bool(
@@ -251,19 +290,24 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
             and time.perf_counter() - t0 > args.checkpoint_interval
         )
 
+    def should_stop():  # several processes stop together (any one's signal or timer)
+        return agree_any(should_stop_here())
+
     chunk = rn.default_chunk(problem, engine.layout)
     if checkpointing:
         chunk = min(chunk, 25)
     step_pct = max(1, int(nt * args.progress / 100))
     state = {"next": rs.next_step + step_pct}
 
+    leader = jax.process_index() == 0
+
     def progress(n):
-        if n >= state["next"] or n == nt:
+        if leader and (n >= state["next"] or n == nt):
             el = time.perf_counter() - leg_start
             print(f"  {100 * n / nt:5.1f}%  step {n}/{nt}  {el:8.2f}s", flush=True)
             state["next"] = n + step_pct
 
-    if verbose:
+    if verbose and leader:
         print(
             f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
             f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
@@ -279,10 +323,11 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
             )
         save_checkpoint(args.checkpoint_file, engine, rs, meta)
         state_, agg = rs.carry
-        out.write_fields({k: np.asarray(v) for k, v in agg.items()})
-        print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
+        out.write_fields(dict(agg))  # whole fields go shard by shard
+        if leader:
+            print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
     else:
-        final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt)
+        final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)
         out.write_fields(final)
     t_post = time.perf_counter()
     out.finish_leg(
@@ -295,8 +340,9 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
             "post-processing_phase": t_post - t_sim,
         },
     )
-    if rs.next_step >= nt and checkpointing and os.path.exists(args.checkpoint_file):
+    barrier("sonotile-leg-done")  # the output is in place before any process reports success
+    if leader and rs.next_step >= nt and checkpointing and os.path.exists(args.checkpoint_file):
         os.remove(args.checkpoint_file)
-    if verbose:
+    if verbose and leader:
         print(f"done in {t_post - t0:.2f}s", file=sys.stderr)
     return 0

@@ -439,6 +439,37 @@ def _local_index(points: np.ndarray, shape, mesh_shape):
 # the decomposed run
 
 
+def global_array(x, sharding: NamedSharding, dtype=None) -> jax.Array:
+    """A global array with ``sharding`` whose shards each process makes from its own slices of
+    ``x``: a host array, a device array, or anything sliceable with ``x[index]`` to numpy (e.g.
+    :class:`sonotile.kwave_io.XyzView` over an HDF5 dataset, so that each process reads only its
+    hyperslabs)."""
+    if isinstance(x, jax.Array) and jax.process_count() == 1:
+        return jax.device_put(x if dtype is None else x.astype(dtype), sharding)
+    if isinstance(x, jax.Array):
+        x = np.asarray(x)
+    dt = np.dtype(dtype if dtype is not None else x.dtype)
+    shape = tuple(x.shape)
+
+    def piece(index):
+        return np.asarray(x[index] if shape else x, dt)
+
+    return jax.make_array_from_callback(shape, sharding, piece)
+
+
+def _check_processes(mesh: Mesh) -> None:
+    """With several processes every one must drive part of the mesh."""
+    if jax.process_count() == 1:
+        return
+    procs = {dev.process_index for dev in mesh.devices.flat}
+    missing = sorted(set(range(jax.process_count())) - procs)
+    if missing:
+        raise ValueError(
+            f"mesh {dict(mesh.shape)} uses devices of processes {sorted(procs)} only; "
+            f"process(es) {missing} would be idle: use all {jax.device_count()} devices"
+        )
+
+
 def _check_divisible(shape, mesh_shape, what):
     for a, p in enumerate(mesh_shape):
         if shape[a] % p:
@@ -547,6 +578,7 @@ def decomposed_engine(
         raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
 
     mesh = make_mesh(mesh_shape, devs)
+    _check_processes(mesh)
     layout = sens.layout_of(problem.sensor, d)
     phys = planmod.physics_of(problem)
     dtype = jnp.dtype(problem.dtype)
@@ -654,9 +686,9 @@ def decomposed_engine(
         donate_argnums=(0,),
     )
 
-    # place constants on the mesh once
+    # place constants on the mesh once: each process builds only its addressable shards
     def put(x, spec):
-        return jax.device_put(x, NamedSharding(mesh, spec))
+        return global_array(x, NamedSharding(mesh, spec))
 
     const_args = jax.tree_util.tree_map(
         lambda s, x: None if x is None else jax.tree_util.tree_map(lambda y: put(y, s), x),
@@ -679,7 +711,7 @@ def decomposed_engine(
 
     def place(carry):
         return jax.tree_util.tree_map(
-            lambda spec, x: put(jnp.asarray(x, dtype), spec), carry_specs, carry,
+            lambda spec, x: global_array(x, NamedSharding(mesh, spec), dtype), carry_specs, carry,
             is_leaf=lambda v: isinstance(v, P),
         )  # fmt: skip
 
@@ -829,6 +861,11 @@ def engine_for(
         mesh_shape = mesh_shape or pick["mesh_shape"]
         overlap = overlap or pick["overlap"]
     if decomposition == "single":
+        if jax.process_count() > 1:
+            raise ValueError(
+                f"decomposition 'single' with {jax.process_count()} processes: use pencil, lfb "
+                "or auto to run on the devices of all processes"
+            )
         return runner.single_engine(problem), reason
     engine = decomposed_engine(
         problem, decomposition, mesh_shape, 16 if overlap is None else overlap, bell_width, devs

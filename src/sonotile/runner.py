@@ -89,7 +89,8 @@ class Engine:
             step 0 of an initial-value problem.
         chunk: ``(carry, xs) -> (carry, raw)``: one scan over the steps in ``xs``.
         divergence: ``u -> du``: per-axis velocity divergence (for k-Wave checkpoints).
-        place: ``host carry -> device carry`` (restoring a checkpoint).
+        place: ``host carry -> device carry`` (restoring a checkpoint); the leaves may be
+            lazy views (``view[index] -> numpy``) so that each process reads only its shards.
         describe: one line saying where it runs.
     """
 
@@ -147,7 +148,10 @@ def single_engine(problem: Problem) -> Engine:
         return run_chunk(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
 
     def place(carry):
-        return jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), carry)
+        def put(a):  # host arrays, device arrays, or lazy views (kwave_io.XyzView)
+            return jnp.asarray(a if isinstance(a, jax.Array) else np.asarray(a), dtype)
+
+        return jax.tree_util.tree_map(put, carry)
 
     dev = jax.devices()[0]
     return Engine(

@@ -172,16 +172,24 @@ def sample(state, ops, layout: SensorLayout, index) -> tuple[dict, dict]:
     return fields, samples
 
 
-def finish(agg: dict, state, layout: SensorLayout, nt: int) -> dict:
-    """Host-side k-Wave quantities from the final carry (rms from the sum of squares)."""
+def finish(agg: dict, state, layout: SensorLayout, nt: int, gather: bool = True) -> dict:
+    """k-Wave quantities from the final carry (rms from the sum of squares).
+
+    Point statistics come back as host arrays. Whole-field quantities (``*_max_all``,
+    ``*_final``) too when ``gather`` and the field lives on this process's devices; otherwise
+    they stay (global, possibly multi-process) device arrays, which a writer takes shard by
+    shard (:meth:`sonotile.kwave_output.OutputFile.write_fields`) without gathering a whole
+    field anywhere.
+    """
     out = {}
     n_rec = nt - layout.start
     for f, kind in layout.stats:
         v = np.asarray(jax.device_get(agg[f"{f}_{kind}"]))
         out[f"{f}_{kind}"] = np.sqrt(v / n_rec) if kind == "rms" else v
-    for f, kind in layout.whole:
-        out[f"{f}_{kind}"] = np.asarray(jax.device_get(agg[f"{f}_{kind}"]))
     fields = {"p": state.p, **{f"u{AXES[a]}": u for a, u in enumerate(state.u)}}
-    for f in layout.final:
-        out[f"{f}_final"] = np.asarray(jax.device_get(fields[f]))
+    whole = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole}
+    whole.update({f"{f}_final": fields[f] for f in layout.final})
+    for name, v in whole.items():
+        local = not isinstance(v, jax.Array) or v.is_fully_addressable
+        out[name] = np.asarray(jax.device_get(v)) if gather and local else v
     return out
