@@ -38,21 +38,36 @@ def zero_state(shape: tuple[int, ...], dtype) -> State:
     return State(z(), tuple(z() for _ in range(nd)), tuple(z() for _ in range(nd)))
 
 
-def _inject(f, index, values, mode: str, active, ops):
-    """Apply one mask source to a field (values per point or one shared value)."""
+def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
+    """Apply one mask source to one or more fields (values per point or one shared value).
+
+    A pressure source enters every split density component with the same value; in additive
+    mode the k-space filtered source grid is computed once and added to each (one FFT pair).
+    """
     if mode == "dirichlet":
-        current = f[index]
-        return f.at[index].set(
-            jnp.where(active, jnp.broadcast_to(values, current.shape), current), mode="drop"
-        )
+
+        def put(f):
+            current = f[index]
+            new = jnp.where(active, jnp.broadcast_to(values, current.shape), current)
+            return f.at[index].set(new, mode="drop")
+
+        return tuple(put(f) for f in fields)
     if mode == "additive_no_correction":
-        return f.at[index].add(jnp.where(active, values, 0).astype(f.dtype), mode="drop")
+        return tuple(
+            f.at[index].add(jnp.where(active, values, 0).astype(f.dtype), mode="drop")
+            for f in fields
+        )
 
-    def add_filtered(f):
-        s = jnp.zeros_like(f).at[index].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
-        return f + ops.filter_source(s)
+    def add_filtered(fs):
+        s = (
+            jnp.zeros_like(fs[0])
+            .at[index]
+            .set(jnp.broadcast_to(values, index[0].shape), mode="drop")
+        )
+        filtered = ops.filter_source(s)
+        return tuple(f + filtered for f in fs)
 
-    return lax.cond(active, add_filtered, lambda f: f, f)
+    return lax.cond(active, add_filtered, lambda fs: fs, tuple(fields))
 
 
 def velocity_update(u, dp, c):
@@ -87,11 +102,11 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     for ax, mode in enumerate(phys.u_modes):
         if mode is not None:
             active = n < x["u_len"][ax]
-            u[ax] = _inject(u[ax], c["u_index"][ax], x["u"][ax], mode, active, ops)
+            (u[ax],) = _inject((u[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops)
     if phys.transducer:
         active = n < x["tr_len"]
         vals = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, c["tr_signal"].shape[0] - 1)]
-        u[0] = _inject(u[0], c["tr_index"], vals, "additive_no_correction", active, ops)
+        (u[0],) = _inject((u[0],), c["tr_index"], vals, "additive_no_correction", active, ops)
     u = tuple(u)
     # 4. velocity divergence (per-axis parts)
     du = ops.div(u)
@@ -105,7 +120,7 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     # 6. pressure (mass) source, into every split component
     if phys.p_mode is not None:
         active = n < x["p_len"]
-        rho = tuple(_inject(r, c["p_index"], x["p"], phys.p_mode, active, ops) for r in rho)
+        rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops)
     # 7. equation of state
     p = pressure_from_density(rho, du, c, ops, phys)
     return State(p, rho, u)
