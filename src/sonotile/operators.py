@@ -12,7 +12,11 @@ Every decomposition provides an object with the same methods:
 * ``filter_source(s)`` -> ``F^-1(cos(c_ref |k| dt / 2) F s)`` for additive sources;
 * ``unstagger(u, axis)`` -> shift a staggered component by ``-d/2`` along its own axis (1-D FFTs).
 
-:class:`FourierOps` is the single-device implementation on XLA's real FFTs (last axis halved).
+:class:`FourierOps` is the single-device implementation on real FFTs (last axis halved): XLA's
+(DUCC on the CPU, cuFFT on GPUs) or, on the CPU, FFTW through custom calls
+(:mod:`sonotile.fftw`), which also applies the k-space operators while copying the spectrum
+for the inverse transform. ``FourierOps.build(..., fft="auto")`` picks FFTW on the CPU when the
+extension is available.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from . import fftw
 from .grid import along
 
 
@@ -79,6 +84,7 @@ class FourierOps:
         nabla1, nabla2: power-law operators or ``None``.
         source_kappa: ``cos(c_ref |k| dt/2)`` or ``None``.
         unshift: per axis ``exp(-i k d/2)`` on that axis's own 1-D rfft spectrum, or ``None``.
+        fft: ``"xla"`` or ``"fftw"`` (static; resolved by :meth:`build`).
     """
 
     shift_pos: tuple
@@ -88,6 +94,7 @@ class FourierOps:
     nabla2: jax.Array | None = None
     source_kappa: jax.Array | None = None
     unshift: tuple | None = None
+    fft: str = "xla"
 
     def tree_flatten(self):
         return (
@@ -98,11 +105,11 @@ class FourierOps:
             self.nabla2,
             self.source_kappa,
             self.unshift,
-        ), None
+        ), self.fft
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children)
+        return cls(*children, fft=aux)
 
     @classmethod
     def build(
@@ -115,8 +122,14 @@ class FourierOps:
         alpha_power: float | None = None,
         source_filter: bool = False,
         unstagger: bool = False,
+        fft: str = "auto",
     ) -> FourierOps:
-        """Precompute the operators for a grid; ``alpha_power`` enables the power-law terms."""
+        """Precompute the operators for a grid; ``alpha_power`` enables the power-law terms.
+
+        ``fft``: ``"auto"`` (FFTW on the CPU when available, else XLA; see
+        :func:`sonotile.fftw.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a note
+        where FFTW cannot be used).
+        """
         ndim = len(shape)
         cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
         ks = half_wavenumbers(shape, spacing)
@@ -143,7 +156,7 @@ class FourierOps:
                 )
                 for ax, (n, d) in enumerate(zip(shape, spacing))
             )
-        return cls(pos, neg, kappa, n1, n2, skappa, unshift)
+        return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=fftw.resolve(fft, dtype))
 
     def _spec(self, f):
         return jnp.fft.rfftn(f)
@@ -151,11 +164,29 @@ class FourierOps:
     def _back(self, F, like):
         return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
 
+    def _fftw(self, like) -> bool:
+        return self.fft == "fftw" and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
+
     def grad(self, p):
+        if self._fftw(p):
+            P = fftw.r2c([p])
+            if fftw.grouped():
+                return tuple(fftw.c2r(P, p.shape, self.kappa, self.shift_pos))
+            return tuple(
+                fftw.c2r(P, p.shape, self.kappa, [s], axis=a)[0]
+                for a, s in enumerate(self.shift_pos)
+            )
         P = real_scale(self._spec(p), self.kappa)
         return tuple(self._back(P * s, p) for s in self.shift_pos)
 
     def div(self, u):
+        if self._fftw(u[0]):
+            if fftw.grouped():
+                return tuple(fftw.c2r(fftw.r2c(list(u)), u[0].shape, self.kappa, self.shift_neg))
+            return tuple(
+                fftw.c2r(fftw.r2c([ua]), ua.shape, self.kappa, [s], axis=a)[0]
+                for a, (ua, s) in enumerate(zip(u, self.shift_neg))
+            )
         return tuple(
             self._back(real_scale(self._spec(ua), self.kappa) * s, ua)
             for ua, s in zip(u, self.shift_neg)
@@ -163,9 +194,13 @@ class FourierOps:
 
     def fractional(self, f, which: int):
         nabla = self.nabla1 if which == 1 else self.nabla2
+        if self._fftw(f):
+            return fftw.c2r(fftw.r2c([f]), f.shape, nabla)[0]
         return self._back(real_scale(self._spec(f), nabla), f)
 
     def filter_source(self, s):
+        if self._fftw(s):
+            return fftw.c2r(fftw.r2c([s]), s.shape, self.source_kappa)[0]
         return self._back(real_scale(self._spec(s), self.source_kappa), s)
 
     def unstagger(self, u, axis: int):
