@@ -1,0 +1,141 @@
+"""The FFTW backend (custom calls, :mod:`sonotile.fftw`) equals XLA's FFT to round-off, and the
+solver falls back to XLA's FFT when the extension cannot be built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import jax
+import numpy as np
+import pytest
+
+from sonotile import fftw
+from sonotile.kwave_cli import main as kwave_main
+from sonotile.operators import FourierOps
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+needs_fftw = pytest.mark.skipif(
+    not fftw.available(), reason=f"FFTW extension unavailable: {fftw.reason()}"
+)
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-30))
+
+
+def _ops(shape, fft):
+    spacing = tuple(1e-4 * (1 + 0.1 * i) for i in range(len(shape)))
+    return FourierOps.build(
+        shape, spacing, 1500.0, 2e-8, alpha_power=1.5, source_filter=True, fft=fft
+    )
+
+
+@needs_fftw
+@pytest.mark.parametrize("shape", [(16,), (15,), (12, 9), (9, 12), (8, 7, 6), (9, 10, 11)])
+def test_operators_equal_xla(shape):
+    ox, of = _ops(shape, "xla"), _ops(shape, "fftw")
+    assert (ox.fft, of.fft) == ("xla", "fftw")
+    rng = np.random.default_rng(len(shape))
+    p = jax.numpy.asarray(rng.standard_normal(shape), "float32")
+    u = tuple(jax.numpy.asarray(rng.standard_normal(shape), "float32") for _ in shape)
+    for fn in (
+        lambda o: o.grad(p),
+        lambda o: o.div(u),
+        lambda o: (o.fractional(p, 1), o.fractional(p, 2)),
+        lambda o: (o.filter_source(p),),
+    ):
+        for a, b in zip(jax.jit(fn)(ox), jax.jit(fn)(of)):
+            assert a.shape == b.shape and b.dtype == np.float32
+            assert _rel(a, b) < 2e-6
+
+
+@needs_fftw
+@pytest.mark.parametrize("group,concurrent", [("1", "0"), ("1", "1")])
+def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
+    monkeypatch.setenv("SONOTILE_FFTW_GROUP", group)
+    monkeypatch.setenv("SONOTILE_FFTW_CONCURRENT", concurrent)
+    shape = (10, 9, 8)
+    ox, of = _ops(shape, "xla"), _ops(shape, "fftw")
+    u = tuple(
+        jax.numpy.asarray(np.random.default_rng(a).random(shape), "float32") for a in range(3)
+    )
+    for a, b in zip(jax.jit(ox.div)(u), jax.jit(of.div)(u)):
+        assert _rel(a, b) < 2e-6
+    for a, b in zip(jax.jit(ox.grad)(u[0]), jax.jit(of.grad)(u[0])):
+        assert _rel(a, b) < 2e-6
+
+
+@needs_fftw
+@pytest.mark.parametrize(
+    "case", ["3d_het_absorb15_nonlin_hetbona_p0_index", "2d_het_nonlin_psrc_additive_many_index"]
+)
+def test_reference_case_fftw_equals_xla(case, tmp_path, monkeypatch):
+    folder = REFERENCE / case
+    if not folder.is_dir():
+        pytest.fail(f"reference case missing: {folder}")
+    out = {}
+    for fft in ("xla", "fftw"):
+        monkeypatch.setenv("SONOTILE_FFT", fft)
+        path = tmp_path / f"{fft}.h5"
+        flags = ["--p_raw", "--p_final", "--u_final"]
+        assert kwave_main(["-i", str(folder / "input.h5"), "-o", str(path), *flags]) == 0
+        with h5py.File(path, "r") as f:
+            out[fft] = {k: f[k][()] for k in ("p", "p_final", "ux_final")}
+    for k in out["xla"]:  # float32 round-off, grown over the run (the physics is nonlinear)
+        assert _rel(out["xla"][k], out["fftw"][k]) < 5e-4, k
+
+
+@pytest.fixture
+def no_fftw(monkeypatch, tmp_path):
+    """The extension cannot be built: no FFTW library (fresh state, empty cache)."""
+    saved = dict(fftw._state)
+    fftw.reset()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(fftw, "find_library", lambda: None)
+    yield
+    fftw._state.clear()
+    fftw._state.update(saved)
+
+
+def test_fallback_to_xla_when_unavailable(no_fftw, capsys):
+    assert not fftw.available()
+    assert "libfftw3f" in fftw.reason()
+    ops = _ops((8, 6), "auto")
+    assert ops.fft == "xla"
+    assert _ops((8, 6), "fftw").fft == "xla"
+    err = capsys.readouterr().err
+    assert err.count("FFTW unavailable, using XLA's FFT") == 1
+    p = jax.numpy.asarray(np.random.default_rng(0).random((8, 6)), "float32")
+    ref = np.fft.irfftn(np.fft.rfftn(np.asarray(p)) * np.asarray(ops.source_kappa), s=(8, 6))
+    assert _rel(ref, jax.jit(ops.filter_source)(p)) < 1e-5
+
+
+def test_fallback_compiler_failure(monkeypatch, tmp_path):
+    """A compiler that fails: no extension, XLA's FFT, the reason says so."""
+    saved = dict(fftw._state)
+    fftw.reset()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CXX", "false")
+    try:
+        if fftw.find_library() is None:
+            pytest.skip("no libfftw3f: the compiler is never reached")
+        assert not fftw.available()
+        assert "compiling" in fftw.reason()
+        assert _ops((8,), "auto").fft == "xla"
+    finally:
+        fftw._state.clear()
+        fftw._state.update(saved)
+
+
+def test_xla_on_other_platforms_and_float64(monkeypatch):
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert fftw.resolve("auto", "float32") == "xla"
+    assert fftw.resolve("fftw", "float32") == "xla"
+    monkeypatch.undo()
+    assert fftw.resolve("auto", "float64") == "xla"
+    assert fftw.resolve("xla", "float32") == "xla"
+    with pytest.raises(ValueError):
+        fftw.resolve("mkl", "float32")
