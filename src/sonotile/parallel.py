@@ -30,6 +30,7 @@ does not own replaced by an out-of-range index, which ``step._inject`` drops.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -457,6 +458,14 @@ def global_array(x, sharding: NamedSharding, dtype=None) -> jax.Array:
     return jax.make_array_from_callback(shape, sharding, piece)
 
 
+def _on_host():
+    """Build whole-grid constants in host memory (the CPU backend), not on an accelerator."""
+    try:
+        return jax.default_device(jax.local_devices(backend="cpu")[0])
+    except RuntimeError:  # no CPU backend (JAX_PLATFORMS without cpu)
+        return contextlib.nullcontext()
+
+
 def _check_processes(mesh: Mesh) -> None:
     """With several processes every one must drive part of the mesh."""
     if jax.process_count() == 1:
@@ -585,9 +594,11 @@ def decomposed_engine(
     fspec = _field_spec(d, m)
     local_shape = tuple(n // mesh_shape[a] if a < m else n for a, n in enumerate(g.shape))
 
-    # constants of the medium, PML (sharded) and sources (indices localised per shard)
-    consts = planmod.medium_constants(problem)
-    srcc = planmod.source_constants(problem)
+    # constants of the medium, PML (sharded) and sources (indices localised per shard); built
+    # in host memory and sliced per shard, never whole on one accelerator
+    with _on_host():
+        consts = planmod.medium_constants(problem)
+        srcc = planmod.source_constants(problem)
     idx_keys = {}
     for key in ("p_index", "tr_index"):
         if key in srcc:
@@ -614,9 +625,10 @@ def decomposed_engine(
         sidx, sidx_specs = None, None
 
     if decomposition == "pencil":
-        ops_arrays, ops_specs, ops_meta = _pencil_constants(
-            problem, m, mesh_shape, layout.needs_unstagger
-        )
+        with _on_host():
+            ops_arrays, ops_specs, ops_meta = _pencil_constants(
+                problem, m, mesh_shape, layout.needs_unstagger
+            )
         for j in range(m):
             if layout.needs_unstagger and mesh_shape[j] > 1 and g.shape[-1] % mesh_shape[j]:
                 raise ValueError(
@@ -626,9 +638,10 @@ def decomposed_engine(
         def make_ops(arrs):
             return PencilOps(*arrs, meta=ops_meta)
     else:
-        inner, bells, unshift, lmeta = _lfb_constants(
-            problem, mesh_shape, int(overlap), float(bell_width), layout.needs_unstagger
-        )
+        with _on_host():
+            inner, bells, unshift, lmeta = _lfb_constants(
+                problem, mesh_shape, int(overlap), float(bell_width), layout.needs_unstagger
+            )
         ops_arrays = (inner, bells, unshift)
         ops_specs = jax.tree_util.tree_map(lambda _: P(), ops_arrays)
 
