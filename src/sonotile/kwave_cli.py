@@ -172,7 +172,16 @@ def configure_cpu_devices(n: int | None) -> None:
 
 
 def configure_threads(threads: int | None) -> None:
-    """Limit the CPU threads XLA uses (before JAX is imported)."""
+    """Run on ``threads`` CPU threads: XLA's and FFTW's (call before JAX is imported).
+
+    XLA sizes its thread pools from the process's CPU affinity mask (there is no thread-count
+    flag), so the mask is cut to ``threads`` of the allowed CPUs; with one thread XLA's Eigen
+    pool is switched off too. FFTW's plans get ``threads`` threads (:mod:`sonotile.fftw`).
+    Also points JAX's persistent compilation cache at ``~/.cache/sonotile/jax``.
+    """
+    from . import fftw, jaxcache
+
+    jaxcache.enable_env()
     if not threads:
         return
     try:
@@ -180,6 +189,7 @@ def configure_threads(threads: int | None) -> None:
         os.sched_setaffinity(0, cpus[: max(1, threads)])
     except (AttributeError, OSError):
         pass
+    fftw.set_threads(threads)
     if threads == 1:
         # (a bare "intra_op_parallelism_threads=1" here used to end XLA's flag parsing, so
         # flags appended later, e.g. by --cpu_devices in a child process, were ignored)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import fftw
+from . import fftw, jaxcache
 from .grid import along
 
 
@@ -130,6 +130,7 @@ class FourierOps:
         :func:`sonotile.fftw.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a note
         where FFTW cannot be used).
         """
+        jaxcache.enable()
         ndim = len(shape)
         cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
         ks = half_wavenumbers(shape, spacing)
