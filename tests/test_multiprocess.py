@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -165,6 +166,28 @@ def test_checkpoint_of_two_processes_resumes_in_one(tmp_path, single):
     assert not ck.exists()
     err = compare(out, single)
     assert max(v for k, v in err.items() if k != "p_final") <= 1e-5, err
+
+
+def test_sigterm_checkpoints_all_processes(tmp_path):
+    """SIGTERM to the launcher reaches every process; they agree to stop after the same chunk,
+    write one checkpoint together and exit 0."""
+    out, ck = tmp_path / "out.h5", tmp_path / "ck.h5"
+    cmd = [*LAUNCH, "-n", 2, "--cpu_devices", 2, "--timeout", 200, "--", *base(out),
+           "--decomposition", "pencil", "--mesh", "2x2", "--checkpoint_file", ck,
+           "--benchmark", 2000, "-r", 1]  # fmt: skip
+    p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, text=True, env=env())
+    for line in p.stdout:
+        if "step" in line:  # stepping
+            break
+    p.send_signal(signal.SIGTERM)
+    rest, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, rest
+    assert "checkpoint written at step" in rest
+    with h5py.File(ck) as f:
+        n = int(f["t_index"][()].reshape(-1)[0])
+        assert 0 < n < 2000 and f["p"].shape == (36, 40, 48)
+    with h5py.File(out) as f:
+        assert int(f["t_index"][()].reshape(-1)[0]) == n
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun not installed")
