@@ -150,6 +150,24 @@ def test_launcher_stops_on_first_failure_and_on_timeout():
     assert r.returncode == 124 and r.elapsed < 20 and "timeout" in r.stderr
 
 
+def test_uncaught_exception_in_a_script_stops_the_job(tmp_path):
+    """API script: rank 1 raises while rank 0 waits in a collective; the traceback is shown
+    and the job ends at once (no wait in JAX's shutdown barrier)."""
+    script = tmp_path / "raise.py"
+    script.write_text(
+        "import sonotile.distributed\n"
+        "sonotile.distributed.initialize()\n"
+        "import jax\n"
+        "from jax.experimental import multihost_utils\n"
+        "if jax.process_index() == 1:\n"
+        "    raise RuntimeError('rank 1 broke')\n"
+        "multihost_utils.sync_global_devices('never')\n"
+    )
+    r = launch(sys.executable, script, cpu_devices=1)
+    assert r.returncode == 1 and "[1] RuntimeError: rank 1 broke" in r.stderr, r.stderr[-2000:]
+    assert r.elapsed < 30
+
+
 def test_checkpoint_of_two_processes_resumes_in_one(tmp_path, single):
     out, ck = tmp_path / "out.h5", tmp_path / "ck.h5"
     r = ok(launch(*base(out), "--decomposition", "pencil", "--mesh", "2x2",

@@ -14,8 +14,8 @@ It recognises how the processes were started, from the environment:
 * Open MPI's ``mpirun`` (``OMPI_COMM_WORLD_SIZE`` / ``_RANK``; the coordinator is found by
   JAX's Open MPI detection from ``OMPI_MCA_orte_hnp_uri``, Open MPI 4; with Open MPI 5 set
   ``SONOTILE_COORDINATOR=<host of rank 0>:<port>``);
-* SLURM's ``srun`` (``SLURM_STEP_NUM_TASKS`` / ``SLURM_PROCID``; JAX's SLURM detection picks
-  the first node of the job as coordinator).
+* SLURM's ``srun`` (``SLURM_STEP_NUM_TASKS`` / ``SLURM_PROCID``, set by ``srun`` and not in a
+  batch script itself; JAX's SLURM detection picks the first node of the job as coordinator).
 
 On CPUs the collectives go through gloo; on GPUs through NCCL (one process per GPU is what
 ``mpirun``/``srun`` give by default). Nothing here is CPU specific.
@@ -23,8 +23,8 @@ On CPUs the collectives go through gloo; on GPUs through NCCL (one process per G
 Failure policy: a process that fails must not leave the others waiting in a collective. The
 launchers kill the job when one process exits non-zero (``sonotile launch`` does; ``mpirun``
 does; ``srun`` needs ``--kill-on-bad-exit=1``); :func:`fail_fast` exits at once without JAX's
-shutdown barrier, and the heartbeat timeout (``SONOTILE_HEARTBEAT_TIMEOUT``, default 30 s)
-ends the survivors when no launcher does.
+shutdown barrier (also after an uncaught exception in a script), and the heartbeat timeout
+(``SONOTILE_HEARTBEAT_TIMEOUT``, default 30 s) ends the survivors when no launcher does.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ def detect(environ=None) -> dict | None:
                 "mpirun: cannot find the coordinator (no OMPI_MCA_orte_hnp_uri, Open MPI >= 5?); "
                 f"set {ENV_COORDINATOR}=<host of rank 0>:<free port> for all ranks (mpirun -x)"
             )
-    elif "SLURM_STEP_ID" in env and ("SLURM_STEP_NUM_TASKS" in env or "SLURM_NTASKS" in env):
-        n = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS")))
-        rank = int(env["SLURM_PROCID"])
+    elif "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:  # set by srun, not sbatch
+        n, rank = int(env["SLURM_STEP_NUM_TASKS"]), int(env["SLURM_PROCID"])
         launcher, addr = "srun", env.get(ENV_COORDINATOR)
     else:
         return None
@@ -113,6 +112,7 @@ def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> d
         kwargs["local_device_ids"] = [int(v) for v in os.environ[ENV_LOCAL_DEVICES].split(",")]
     jax.distributed.initialize(**kwargs)
     _state["launcher"] = info
+    _fail_fast_on_uncaught_exceptions()
     if verbose:
         print(
             f"sonotile: process {info['process_id']}/{info['num_processes']} "
@@ -165,6 +165,18 @@ def agree_any(flag: bool) -> bool:
     from jax.experimental import multihost_utils
 
     return bool(np.asarray(multihost_utils.process_allgather(np.int32(bool(flag)))).any())
+
+
+def _fail_fast_on_uncaught_exceptions() -> None:
+    """An uncaught exception in a script: print it as usual, then :func:`fail_fast` (instead of
+    waiting in JAX's shutdown barrier for processes stuck in a collective with this one)."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        fail_fast(1)
+
+    sys.excepthook = hook
 
 
 def fail_fast(status: int) -> None:
