@@ -114,7 +114,9 @@ class _Reader:
             raise KwaveFileError(
                 f"dataset '{name}': shape {d.shape}, expected {want} (stored as (Nz, Ny, Nx))"
             )
-        a = np.asarray(d[()], dtype=np.float64)
+        a = np.asarray(d[()])
+        if a.dtype != np.float32:  # k-Wave's float32 fields stay float32 (half the host memory)
+            a = a.astype(np.float64)
         if not np.all(np.isfinite(a)):
             raise KwaveFileError(f"dataset '{name}': contains NaN or Inf")
         return to_xyz(a)
