@@ -740,6 +740,7 @@ def decomposed_engine(
         place,
         f"{decomposition} on a {shape_txt} mesh of {math.prod(mesh_shape)} "
         f"{devs[0].platform} devices{extra}",
+        lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
     )
 
 

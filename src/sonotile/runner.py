@@ -92,6 +92,8 @@ class Engine:
         place: ``host carry -> device carry`` (restoring a checkpoint); the leaves may be
             lazy views (``view[index] -> numpy``) so that each process reads only its shards.
         describe: one line saying where it runs.
+        lower: ``(carry, xs) -> jax.stages.Lowered`` of one chunk (for benchmarks: compiled
+            memory, collectives in the program).
     """
 
     problem: Problem
@@ -102,6 +104,7 @@ class Engine:
     divergence: Callable
     place: Callable
     describe: str = "single device"
+    lower: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,9 @@ def single_engine(problem: Problem) -> Engine:
 
         return jax.tree_util.tree_map(put, carry)
 
+    def lower(carry, xs):
+        return run_chunk.lower(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
+
     dev = jax.devices()[0]
     return Engine(
         problem,
@@ -163,6 +169,7 @@ def single_engine(problem: Problem) -> Engine:
         jax.jit(cp.ops.div),
         place,
         f"single device ({dev.platform}:{dev.id})",
+        lower,
     )
 
 
