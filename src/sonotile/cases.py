@@ -9,9 +9,14 @@ from .problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
 
 
 def heterogeneous_absorbing(
-    n: int = 48, nt: int = 80, dtype: str = "float32", seed: int = 0, pml: int = 8
+    n: int = 48,
+    nt: int = 80,
+    dtype: str = "float32",
+    seed: int = 0,
+    pml: int = 8,
+    shape: tuple | None = None,
 ) -> Problem:
-    """The 3-D heterogeneous absorbing nonlinear test problem on an ``n^3`` grid.
+    """The 3-D heterogeneous absorbing nonlinear test problem on an ``n^3`` grid (or ``shape``).
 
     Smooth heterogeneity of c0, rho0, B/A and alpha_coeff plus a sphere of other tissue,
     power-law absorption (y = 1.5), PML 8, an additive pressure source (a disc, k-space
@@ -20,7 +25,7 @@ def heterogeneous_absorbing(
     """
     rng = np.random.default_rng(seed)
     dx = 1e-4
-    shape = (n, n, n)
+    shape = (n, n, n) if shape is None else tuple(int(k) for k in shape)
     x = [np.arange(k) / k for k in shape]
     X, Y, Z = np.meshgrid(*x, indexing="ij")
     # smooth heterogeneity plus a sphere of different tissue
@@ -37,23 +42,25 @@ def heterogeneous_absorbing(
     f0 = 1.5e6
     t = np.arange(nt) * dt
     burst = np.sin(2 * np.pi * f0 * t) * np.exp(-(((t - 3 / f0) * f0 / 1.5) ** 2))
-    cy, cz = n // 2, n // 2
-    r = max(2, n // 8)
+    nx, ny, nz = shape
+    cy, cz = ny // 2, nz // 2
+    r = max(2, min(ny, nz) // 8)
     pts = [
         (pml + 2, j, k)
-        for j in range(n)
-        for k in range(n)
+        for j in range(ny)
+        for k in range(nz)
         if (j - cy) ** 2 + (k - cz) ** 2 <= r * r
     ]
     p_idx = np.array(pts)
     p_sig = 2e5 * burst / (3 * 1500.0**2) * 2 * dt * 1500 / dx  # scaled additive, ~200 kPa
-    u_idx = np.array([(n // 2, n // 3, 2 * n // 3), (n // 2 + 1, n // 3, 2 * n // 3)])
+    u_idx = np.array([(nx // 2, ny // 3, 2 * nz // 3), (nx // 2 + 1, ny // 3, 2 * nz // 3)])
     u_sig = 0.05 * burst
     src = Sources(
         p=MaskSource(p_idx, p_sig, "additive", "source.p"),
         u=(MaskSource(u_idx, u_sig, "dirichlet", "source.ux"), None, None),
     )
-    sidx = rng.integers(pml, n - pml, size=(60, 3))
+    high = shape[0] - pml if len(set(shape)) == 1 else np.array(shape) - pml
+    sidx = rng.integers(pml, high, size=(60, 3))
     sensor = Sensor(
         index=sidx, record=("p", "u", "u_non_staggered", "p_max", "p_rms", "p_max_all", "p_final")
     )
