@@ -179,9 +179,9 @@ def configure_threads(threads: int | None) -> None:
     pool is switched off too. FFTW's plans get ``threads`` threads (:mod:`sonotile.fftw`).
     Also points JAX's persistent compilation cache at ``~/.cache/sonotile/jax``.
     """
-    from . import fftw, jaxcache
+    from . import fftw, runtime
 
-    jaxcache.enable_env()
+    runtime.enable_env()
     if not threads:
         return
     try:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import fftw, jaxcache
+from . import fftw, runtime
 from .grid import along
 
 
@@ -64,13 +64,13 @@ def half_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list
     return ks
 
 
-def half_kmag(shape: tuple[int, ...], spacing: tuple[float, ...]) -> np.ndarray:
+def half_kmag(shape: tuple[int, ...], spacing: tuple[float, ...], dtype=np.float64) -> np.ndarray:
     """``|k|`` on the ``rfftn`` half spectrum [rad/m]; Nyquist counted as ``+pi/d``."""
     ndim = len(shape)
-    k2 = 0.0
+    k2 = np.zeros((1,) * ndim, dtype)
     for ax, k in enumerate(half_wavenumbers(shape, spacing)):
-        k2 = k2 + along(np.abs(k) ** 2, ax, ndim)
-    return np.sqrt(k2)
+        k2 = k2 + along((np.abs(k) ** 2).astype(dtype), ax, ndim)
+    return np.sqrt(k2, out=k2)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -130,11 +130,11 @@ class FourierOps:
         :func:`sonotile.fftw.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a note
         where FFTW cannot be used).
         """
-        jaxcache.enable()
+        runtime.enable()
         ndim = len(shape)
         cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
         ks = half_wavenumbers(shape, spacing)
-        kmag = half_kmag(shape, spacing)
+        kmag = half_kmag(shape, spacing, dtype)  # grid-sized host arrays in the run's dtype
         pos = tuple(
             jnp.asarray(along(1j * k * np.exp(0.5j * k * d), ax, ndim), cdtype)
             for ax, (k, d) in enumerate(zip(ks, spacing))

@@ -62,7 +62,7 @@ def absorption_factors(c0, alpha_coeff, y: float) -> tuple:
     a0 = 100.0 * np.asarray(alpha_coeff) * (1e-6 / (2 * math.pi)) ** y / (20 * math.log10(math.e))
     c0 = np.asarray(c0)
     tau = -2.0 * a0 * c0 ** (y - 1)
-    eta = 2.0 * a0 * c0**y * math.tan(math.pi * y / 2)
+    eta = 2.0 * math.tan(math.pi * y / 2) * a0 * c0**y
     return tau, eta
 
 
@@ -88,14 +88,23 @@ def physics_of(problem: Problem) -> Physics:
 
 
 def medium_constants(problem: Problem) -> dict:
-    """Device constants of the medium and PML (global arrays, grid-shaped or broadcastable)."""
+    """Device constants of the medium and PML (global arrays, grid-shaped or broadcastable).
+
+    Fields are computed in the run's dtype (no float64 temporaries of grid size for float32
+    runs); scalars stay Python floats.
+    """
     g, m, pml, dt = problem.grid, problem.medium, problem.pml, problem.grid.dt
     dtype = problem.dtype
+
+    def arr(v):
+        return np.asarray(v, dtype) if is_field(v) else float(np.asarray(v))
+
+    c0, rho0 = arr(m.c0), arr(m.rho0)
     c: dict = {
         "dt": float(dt),
-        "c2": _const(np.asarray(m.c0) ** 2, dtype),
-        "rho0": _const(m.rho0, dtype),
-        "dt_rho0_sg": tuple(_const(dt / np.asarray(r), dtype) for r in m.rho0_sg),
+        "c2": _const(np.square(c0), dtype),
+        "rho0": _const(rho0, dtype),
+        "dt_rho0_sg": tuple(_const(np.divide(dt, arr(r)), dtype) for r in m.rho0_sg),
         "pml": tuple(
             jnp.asarray(along(pml_profile(n, s, a, m.c_ref, d, dt, False), ax, g.ndim), dtype)
             for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
@@ -106,9 +115,9 @@ def medium_constants(problem: Problem) -> dict:
         ),
     }
     if m.nonlinear:
-        c["bona_2rho0"] = _const(np.asarray(m.bona) / (2 * np.asarray(m.rho0)), dtype)
+        c["bona_2rho0"] = _const(np.divide(arr(m.bona), np.multiply(2, rho0)), dtype)
     if m.absorption != "lossless":
-        tau, eta = absorption_factors(m.c0, m.alpha_coeff, m.alpha_power)
+        tau, eta = absorption_factors(c0, arr(m.alpha_coeff), m.alpha_power)
         c["tau"] = _const(tau, dtype)
         c["eta"] = _const(eta, dtype)
     return c

@@ -1,4 +1,6 @@
-"""JAX's persistent compilation cache under ``~/.cache/sonotile/jax`` (time to first step).
+"""Process set-up for runs: JAX's persistent compilation cache and the host allocator.
+
+Compilation cache (time to first step): ``~/.cache/sonotile/jax``.
 
 :func:`enable_env` is called by the entry points (``sonotile-kwave``, ``sonotile bench``,
 through ``kwave_cli.configure_threads``), :func:`enable` by
@@ -9,6 +11,11 @@ would need the ``filelock`` package); a second run of the
 same problem shape loads them instead of compiling. Nothing is changed when the user set a
 cache directory (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config``);
 ``SONOTILE_COMPILATION_CACHE=0`` disables it.
+
+Host allocator (peak RSS): glibc raises its mmap threshold after large blocks are freed, so
+later grid-sized buffers (numpy arrays, XLA's buffers) come from the heap and freed ones stay
+resident. :func:`fix_malloc` pins the threshold at 4 MiB: grid-sized blocks are always
+mapped and returned to the system when freed. ``SONOTILE_MALLOC_TUNE=0`` leaves it alone.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import os
 
 MIN_COMPILE_S = 0.2
-_done: list[bool] = []
+_done: list[str] = []
 
 
 def cache_path() -> str:
@@ -25,8 +32,28 @@ def cache_path() -> str:
     return os.path.join(cache_dir(), "jax")
 
 
+M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+MMAP_THRESHOLD = 4 * 1024 * 1024
+
+
+def fix_malloc() -> None:
+    """Pin glibc's mmap threshold (see above); no-op elsewhere or when disabled."""
+    if "malloc" in _done or os.environ.get("SONOTILE_MALLOC_TUNE", "1") == "0":
+        return
+    _done.append("malloc")
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        pass
+
+
 def enable_env() -> None:
-    """The same through environment variables, before JAX is imported (entry points)."""
+    """The compilation cache through environment variables, before JAX is imported (entry
+    points), and :func:`fix_malloc`."""
+    fix_malloc()
     if os.environ.get("SONOTILE_COMPILATION_CACHE", "1") == "0":
         return
     if "JAX_COMPILATION_CACHE_DIR" in os.environ:
@@ -36,10 +63,12 @@ def enable_env() -> None:
 
 
 def enable() -> None:
-    """Turn on the persistent compilation cache once per process (idempotent)."""
-    if _done or os.environ.get("SONOTILE_COMPILATION_CACHE", "1") == "0":
+    """Turn on the persistent compilation cache once per process (idempotent), and
+    :func:`fix_malloc`."""
+    fix_malloc()
+    if "cache" in _done or os.environ.get("SONOTILE_COMPILATION_CACHE", "1") == "0":
         return
-    _done.append(True)
+    _done.append("cache")
     import jax
 
     if jax.config.jax_compilation_cache_dir:
