@@ -29,12 +29,15 @@ class ProblemError(ValueError):
 
 
 def _field(name: str, value, grid: Grid, *, positive: bool = False, allow_none: bool = False):
-    """Validate a scalar-or-field property and return it as float or float64 array."""
+    """Validate a scalar-or-field property and return it as float or float32/float64 array
+    (float32 input, e.g. a k-Wave file, stays float32: no host copy at twice the size)."""
     if value is None:
         if allow_none:
             return None
         raise ProblemError(f"{name}: missing")
-    arr = np.asarray(value, dtype=np.float64)
+    arr = np.asarray(value)
+    if arr.dtype != np.float32:
+        arr = np.asarray(value, dtype=np.float64)
     if arr.size == 1:
         arr = arr.reshape(())
     elif arr.shape != grid.shape:
@@ -141,7 +144,7 @@ def staggered_density(rho0: Scalar, ndim: int) -> tuple[Scalar, ...]:
         return tuple(float(rho0) for _ in range(ndim))
     out = []
     for ax in range(ndim):
-        r = np.array(rho0, dtype=np.float64, copy=True)
+        r = np.array(rho0, dtype=np.result_type(rho0, np.float32), copy=True)
         lo = [slice(None)] * ndim
         hi = [slice(None)] * ndim
         lo[ax] = slice(0, -1)
