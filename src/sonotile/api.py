@@ -299,18 +299,25 @@ def _pad(v, pad, mode):
     return np.pad(np.asarray(v), pad, mode=mode)
 
 
+@dataclass(frozen=True)
+class Options:
+    """How k-Wave-style input becomes a solver-ready problem (see :func:`simulate`)."""
+
+    pml_size: object = None
+    pml_alpha: object = 2.0
+    pml_inside: bool = True
+    dtype: str = "float32"
+    smooth_p0: bool = True
+    smooth_c0: bool = False
+    smooth_rho0: bool = False
+
+
 def build_problem(
     kgrid: KWaveGrid,
     medium: KWaveMedium,
     source: KSource,
     sensor: KSensor,
-    pml_size=None,
-    pml_alpha=2.0,
-    pml_inside: bool = True,
-    dtype: str = "float32",
-    smooth_p0: bool = True,
-    smooth_c0: bool = False,
-    smooth_rho0: bool = False,
+    options: Options = Options(),
 ) -> tuple[Problem, dict]:
     """The solver-ready :class:`Problem` for k-Wave-style input, and how to map results back.
 
@@ -321,14 +328,14 @@ def build_problem(
     shape = tuple(kgrid.shape)
     if source.p0 is not None and np.shape(source.p0) != shape:
         raise ProblemError(f"source.p0: shape {np.shape(source.p0)}, expected {shape}")
-    if source.p0 is not None and smooth_p0:
+    if source.p0 is not None and options.smooth_p0:
         if not np.all(np.isfinite(source.p0)):
             raise ProblemError("source.p0: contains NaN or Inf")
         source = replace(source, p0=smooth(source.p0, restore_max=True))
     medium = replace(
         medium,
-        sound_speed=_smoothed(medium.sound_speed, shape, smooth_c0, "medium.sound_speed"),
-        density=_smoothed(medium.density, shape, smooth_rho0, "medium.density"),
+        sound_speed=_smoothed(medium.sound_speed, shape, options.smooth_c0, "medium.sound_speed"),
+        density=_smoothed(medium.density, shape, options.smooth_rho0, "medium.density"),
     )
     nd = len(shape)
     if kgrid.dt is None or kgrid.nt is None:
@@ -341,11 +348,16 @@ def build_problem(
     default = Pml.default(nd)
     size = (
         default.size
-        if pml_size is None
-        else ((int(pml_size),) * nd if np.isscalar(pml_size) else tuple(pml_size))
+        if options.pml_size is None
+        else (
+            (int(options.pml_size),) * nd
+            if np.isscalar(options.pml_size)
+            else tuple(options.pml_size)
+        )
     )
-    alpha = (float(pml_alpha),) * nd if np.isscalar(pml_alpha) else tuple(pml_alpha)
-    pad = [(0, 0)] * nd if pml_inside else [(s, s) for s in size]
+    a = options.pml_alpha
+    alpha = (float(a),) * nd if np.isscalar(a) else tuple(a)
+    pad = [(0, 0)] * nd if options.pml_inside else [(s, s) for s in size]
     full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
     grid = Grid(full, kgrid.spacing, kgrid.dt, kgrid.nt)
 
@@ -403,7 +415,7 @@ def build_problem(
     else:
         sens = Sensor(record=record, start=sensor.record_start_index - 1)
         points = None
-    problem = Problem(grid, m, sources, sens, Pml(size, alpha), dtype=dtype)
+    problem = Problem(grid, m, sources, sens, Pml(size, alpha), dtype=options.dtype)
     crop = tuple(slice(a, n - b) for (a, b), n in zip(pad, full))
     return problem, {"crop": crop, "points": points}
 
@@ -457,19 +469,8 @@ def simulate(
     Returns:
         :class:`Results`.
     """
-    problem, mapping = build_problem(
-        kgrid,
-        medium,
-        source,
-        sensor,
-        pml_size,
-        pml_alpha,
-        pml_inside,
-        dtype,
-        smooth_p0,
-        smooth_c0,
-        smooth_rho0,
-    )
+    options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
+    problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
     for w in notes:
         warnings.warn(w, stacklevel=2)
@@ -538,4 +539,7 @@ def _shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dic
     return out
 
 
-__all__ = ["KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "build_problem"]
+__all__ = [
+    "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Options", "Results", "simulate",
+    "build_problem",
+]  # fmt: skip
