@@ -242,6 +242,8 @@ def _run_kwave(args, flag) -> int:
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
         engine = make_engine(problem, args, device)
+        if engine.describe.startswith("single"):  # medium constants are on the device now
+            rn.planmod.release_host_medium(problem)
         if resume:
             rs = load_checkpoint(ckpt, engine, meta, args.output)
         out = OutputFile(
