@@ -93,6 +93,8 @@ def medium_constants(problem: Problem) -> dict:
     Fields are computed in the run's dtype (no float64 temporaries of grid size for float32
     runs); scalars stay Python floats.
     """
+    if problem.extras.get("host_medium_released"):
+        raise RuntimeError("the problem's host medium was released (release_host_medium)")
     g, m, pml, dt = problem.grid, problem.medium, problem.pml, problem.grid.dt
     dtype = problem.dtype
 
@@ -121,6 +123,32 @@ def medium_constants(problem: Problem) -> dict:
         c["tau"] = _const(tau, dtype)
         c["eta"] = _const(eta, dtype)
     return c
+
+
+def release_host_medium(problem: Problem) -> int:
+    """Free the Problem's grid-sized host medium arrays once a run's device constants exist.
+
+    Each field becomes a zero-stride NaN array of the same shape and dtype (4-8 bytes), so
+    shape checks still hold but the values are gone; :func:`medium_constants` refuses a
+    released problem. For one-shot runs (``sonotile-kwave``, ``sonotile bench``): a k-Wave
+    file's heterogeneous medium is 7 float32 fields, 28 bytes per grid point. Returns the bytes
+    of the arrays dropped (freed when nothing else references them).
+    """
+    m = problem.medium
+    freed = 0
+
+    def gone(v):
+        nonlocal freed
+        if isinstance(v, np.ndarray) and v.ndim > 0 and v.strides != (0,) * v.ndim:
+            freed += v.nbytes
+            return np.broadcast_to(np.array(np.nan, v.dtype), v.shape)
+        return v
+
+    for name in ("c0", "rho0", "bona", "alpha_coeff"):
+        object.__setattr__(m, name, gone(getattr(m, name)))
+    object.__setattr__(m, "rho0_sg", tuple(gone(r) for r in m.rho0_sg))
+    problem.extras["host_medium_released"] = True
+    return freed
 
 
 def source_constants(problem: Problem) -> dict:
