@@ -248,24 +248,40 @@ class SonotileCase:
 
 def fft_breakdown(shape: tuple, absorbing: bool, steps: int, dtype: str = "float32"):
     """A callable timing the step's FFTs alone (seconds per step): the same R2C/C2R transforms
-    (4 + 6, or 6 + 8 with power-law absorption) with only a scalar scaling between them
+    (4 + 6, or 6 + 8 with power-law absorption) on the solver's FFT backend (FFTW custom calls
+    when ``FourierOps`` would use them, else XLA's FFT) with only a scalar scaling between them
     (distinct per transform, so that XLA cannot merge identical ones)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
+    from . import fftw
+
     nd = len(shape)
+    if fftw.resolve("auto", dtype) == "fftw":
+
+        def fwd(x):
+            return fftw.r2c([x])[0]
+
+        def inv(X, c):  # the scaling applied in the handler's copy, as the solver's operators
+            v = jnp.full((shape[0],), c, jnp.complex64)
+            return fftw.c2r([X], shape, vecs=[v])[0]
+    else:
+
+        def fwd(x):
+            return jnp.fft.rfftn(x)
+
+        def inv(X, c):
+            return jnp.fft.irfftn(X * c, s=shape)
 
     def body(carry, _):
         p, u = carry
-        P = jnp.fft.rfftn(p)
-        g = tuple(jnp.fft.irfftn(P * (1.0 + i), s=shape) for i in range(nd))
-        d = tuple(jnp.fft.irfftn(jnp.fft.rfftn(ua) * 0.5, s=shape) for ua in u)
+        P = fwd(p)
+        g = tuple(inv(P, 1.0 + i) for i in range(nd))
+        d = tuple(inv(fwd(ua), 0.5) for ua in u)
         q = sum(d[1:], d[0])
         if absorbing:
-            q = jnp.fft.irfftn(jnp.fft.rfftn(q) * 0.3, s=shape) + jnp.fft.irfftn(
-                jnp.fft.rfftn(p) * 0.2, s=shape
-            )
+            q = inv(fwd(q), 0.3) + inv(fwd(p), 0.2)
         return (q, g), None
 
     f = jax.jit(lambda c: lax.scan(body, c, None, length=steps)[0])
