@@ -513,7 +513,12 @@ def _print(res: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--decompositions"]:  # communication and time breakdown per decomposition
+        from . import scaling
+
+        return scaling.main(argv[1:])
+    args = parser().parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in CASES]
     if bad:
