@@ -15,6 +15,8 @@ XLA's FFT (cuFFT). float64 runs use XLA's FFT (only ``fftwf`` is bound).
 Environment:
     SONOTILE_FFT            auto (default) | xla | fftw: backend for ``FourierOps.build``.
     SONOTILE_FFTW_PLAN      measure (default) | estimate | patient: FFTW planning effort.
+    SONOTILE_FFTW_POOL      1 (default): FFTW's parallel loops run on XLA's intra-op thread pool
+                            (FFTW >= 3.3.9); 0: on FFTW's own threads.
     SONOTILE_FFTW_GROUP     1: the operators pass the d transforms of grad / div to FFTW in one
                             call each; 0 (default): one call per transform.
     SONOTILE_FFTW_CONCURRENT  1: run the independent transforms of one call concurrently on
@@ -158,7 +160,9 @@ def load() -> ctypes.CDLL | None:
             import jax
 
             lib = ctypes.CDLL(so)
-            lib.sonotile_fftw_configure.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]
+            lib.sonotile_fftw_configure.argtypes = [
+                ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int
+            ]  # fmt: skip
             for name, sym in (("r2c", "SonotileFftwR2C"), ("c2r", "SonotileFftwC2R")):
                 jax.ffi.register_ffi_target(
                     f"sonotile_fftw_{name}", jax.ffi.pycapsule(getattr(lib, sym)), platform="cpu"
@@ -176,7 +180,8 @@ def _configure(lib) -> None:
     threads = _state.get("threads") or default_threads()
     effort = _EFFORT.get(os.environ.get("SONOTILE_FFTW_PLAN", "measure"), 1)
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
-    lib.sonotile_fftw_configure(threads, effort, wisdom.encode())
+    pool = int(os.environ.get("SONOTILE_FFTW_POOL", "1") == "1")
+    lib.sonotile_fftw_configure(threads, effort, wisdom.encode(), pool)
 
 
 def set_threads(threads: int | None) -> None:

@@ -21,11 +21,14 @@
 // with wisdom imported from / exported to a file.
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -55,6 +58,11 @@ int fftwf_export_wisdom_to_filename(const char* filename);
 void* fftwf_malloc(size_t n);
 void fftwf_free(void* p);
 int fftwf_alignment_of(float* p);
+// FFTW >= 3.3.9: run FFTW's parallel loops on the caller's threads (weak: absent in older ones)
+void fftwf_threads_set_callback(
+    void (*parallel_loop)(void* (*work)(char*), char* jobdata, size_t elsize, int njobs,
+                          void* data),
+    void* data) __attribute__((weak));
 }
 
 static const unsigned kMeasure = 0U, kDestroyInput = 1U, kUnaligned = 1U << 1,
@@ -69,6 +77,7 @@ int g_threads = 1;
 unsigned g_effort = kMeasure;
 std::string g_wisdom;
 bool g_threads_ok = false;
+bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callback present)
 
 using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
 std::map<Key, fftwf_plan> plans;
@@ -188,24 +197,65 @@ void scaled_copy(const Shape& s, const float* src, const float* op, const float*
   }
 }
 
-// Runs f(i) for i in [0, n) on up to `threads` threads (the caller's included).
-template <class F>
-void parallel_for(int n, int threads, F f) {
-  threads = std::max(1, std::min(threads, n));
-  if (threads == 1) {
-    for (int i = 0; i < n; ++i) f(i);
+// Parallel jobs on XLA's intra-op thread pool (the FFI context of the running custom call):
+// FFTW's threads and XLA's pool would otherwise compete for the same cores (XLA's idle
+// workers spin). Jobs are taken from a shared counter by the caller and by every scheduled
+// task; the caller never waits for a task that has not started (no deadlock when the pool is
+// busy or absent: then the caller runs every job), and late tasks find no work left.
+thread_local ffi::ThreadPool* tl_pool = nullptr;
+
+struct Jobs {
+  std::function<void(int)> fn;
+  int n;
+  std::atomic<int> next{0};
+  std::atomic<int> done{0};
+  void run() {
+    for (int i; (i = next.fetch_add(1)) < n;) {
+      fn(i);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+void run_jobs(int n, int threads, std::function<void(int)> fn) {
+  if (n <= 1 || threads <= 1) {
+    for (int i = 0; i < n; ++i) fn(i);
     return;
   }
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back([=] {
-      for (int i = t; i < n; i += threads) f(i);
-    });
-  for (int i = 0; i < n; i += threads) f(i);
-  for (auto& th : pool) th.join();
+  auto jobs = std::make_shared<Jobs>();
+  jobs->fn = std::move(fn);
+  jobs->n = n;
+  const int helpers = std::min(threads, n) - 1;
+  if (tl_pool != nullptr) {
+    for (int t = 0; t < helpers; ++t) tl_pool->Schedule([jobs] { jobs->run(); });
+    jobs->run();
+    while (jobs->done.load(std::memory_order_acquire) < n) std::this_thread::yield();
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < helpers; ++t) pool.emplace_back([jobs] { jobs->run(); });
+    jobs->run();
+    for (auto& th : pool) th.join();
+  }
 }
 
-ffi::Error R2CImpl(int64_t concurrent, ffi::RemainingArgs args, ffi::RemainingRets rets) {
+template <class F>
+void parallel_for(int n, int threads, F f) {
+  run_jobs(n, threads, std::function<void(int)>(f));
+}
+
+void fftw_loop(void* (*work)(char*), char* jobdata, size_t elsize, int njobs, void*) {
+  run_jobs(njobs, njobs, [=](int i) { work(jobdata + elsize * size_t(i)); });
+}
+
+struct PoolScope {  // makes the call's thread pool current for FFTW's loops on this thread
+  ffi::ThreadPool* prev;
+  explicit PoolScope(ffi::ThreadPool* p) : prev(tl_pool) { tl_pool = p; }
+  ~PoolScope() { tl_pool = prev; }
+};
+
+ffi::Error R2CImpl(ffi::ThreadPool pool, int64_t concurrent, ffi::RemainingArgs args,
+                   ffi::RemainingRets rets) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
   const int k = int(args.size());
   if (k == 0 || int(rets.size()) != k)
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: k inputs, k outputs");
@@ -240,8 +290,10 @@ ffi::Error R2CImpl(int64_t concurrent, ffi::RemainingArgs args, ffi::RemainingRe
   return ffi::Error::Success();
 }
 
-ffi::Error C2RImpl(int64_t n_spec, int64_t has_op, int64_t has_vec, int64_t axis,
-                   int64_t concurrent, ffi::RemainingArgs args, ffi::RemainingRets rets) {
+ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t has_vec,
+                   int64_t axis, int64_t concurrent, ffi::RemainingArgs args,
+                   ffi::RemainingRets rets) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
   const int k = int(rets.size());
   if (k == 0 || (n_spec != 1 && n_spec != k) ||
       int(args.size()) != n_spec + (has_op ? 1 : 0) + (has_vec ? k : 0))
@@ -315,13 +367,17 @@ ffi::Error C2RImpl(int64_t n_spec, int64_t has_op, int64_t has_vec, int64_t axis
 
 }  // namespace
 
-extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom) {
+extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom,
+                                       int use_pool) {
   std::lock_guard<std::mutex> g(plan_mu);
   static bool init = false;
   if (!init) {
     g_threads_ok = fftwf_init_threads() != 0;
     init = true;
   }
+  g_use_pool = use_pool != 0 && fftwf_threads_set_callback != nullptr;
+  if (fftwf_threads_set_callback != nullptr)
+    fftwf_threads_set_callback(g_use_pool ? fftw_loop : nullptr, nullptr);
   g_threads = threads > 0 ? threads : 1;
   g_effort = effort == 0 ? kEstimate : effort == 2 ? kPatient : kMeasure;
   std::string w = wisdom != nullptr ? wisdom : "";
@@ -331,15 +387,18 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
 }
 
 extern "C" int sonotile_fftw_threads() { return g_threads; }
+extern "C" int sonotile_fftw_uses_pool() { return g_use_pool ? 1 : 0; }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwR2C, R2CImpl,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("concurrent")
                                   .RemainingArgs()
                                   .RemainingRets());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwC2R, C2RImpl,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("n_spec")
                                   .Attr<int64_t>("has_op")
                                   .Attr<int64_t>("has_vec")
