@@ -3,6 +3,9 @@ solver falls back to XLA's FFT when the extension cannot be built."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import h5py
@@ -139,3 +142,24 @@ def test_xla_on_other_platforms_and_float64(monkeypatch):
     assert fftw.resolve("xla", "float32") == "xla"
     with pytest.raises(ValueError):
         fftw.resolve("mkl", "float32")
+
+
+def test_configure_threads_sets_xla_and_fftw_threads():
+    """``-t 1``: affinity of one CPU, XLA's Eigen pool off, FFTW plans on one thread, and the
+    compilation cache configured (in a child process: affinity is per process)."""
+    code = (
+        "import os\n"
+        "from sonotile.kwave_cli import configure_threads\n"
+        "from sonotile import fftw\n"
+        "configure_threads(1)\n"
+        "print(len(os.sched_getaffinity(0)), fftw.threads(),\n"
+        "      '--xla_cpu_multi_thread_eigen=false' in os.environ.get('XLA_FLAGS', ''),\n"
+        "      'intra_op' in os.environ.get('XLA_FLAGS', ''),\n"
+        "      bool(os.environ.get('JAX_COMPILATION_CACHE_DIR')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    assert out == ["1", "1", "True", "False", "True"]
