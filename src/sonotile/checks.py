@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .lazy import is_lazy
 from .problem import Problem
 
 
@@ -29,6 +30,8 @@ def stability_warnings(problem: Problem) -> list[str]:
     """
     g, m = problem.grid, problem.medium
     out = []
+    if is_lazy(m.c0) or is_lazy(m.alpha_coeff):
+        return out  # fields read per process (distributed run): no whole-field extremes here
     c_max = float(np.max(m.c0))
     k_max = math.pi * math.sqrt(sum(1 / d**2 for d in g.spacing))
     limit = math.inf
@@ -64,6 +67,8 @@ def max_supported_frequency(problem: Problem) -> float:
 def resolution_warnings(problem: Problem, energy_fraction: float = 0.01) -> list[str]:
     """Warn when a source signal has more than ``energy_fraction`` of its spectral energy above
     the grid's maximum supported frequency (fewer than 2 points per wavelength)."""
+    if is_lazy(problem.medium.c0):
+        return []  # fields read per process (distributed run): no whole-field minimum here
     f_max = max_supported_frequency(problem)
     dt = problem.grid.dt
     s = problem.sources

@@ -7,12 +7,14 @@ in MATLAB column-major order. See ``shared/kwave/FORMAT.md``.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
 
 from .grid import AXES, Grid
+from .lazy import LazyField, is_lazy
 from .problem import (
     SOURCE_MODES,
     MaskSource,
@@ -23,6 +25,7 @@ from .problem import (
     Sensor,
     Sources,
     TransducerSource,
+    is_field,
 )
 
 VERSIONS = ("0", "1", "2")
@@ -65,8 +68,8 @@ def _attr(f: h5py.File, name: str) -> str:
 class _Reader:
     """Reads datasets with the checks k-Wave does, plus the shape checks it does not."""
 
-    def __init__(self, f: h5py.File) -> None:
-        self.f = f
+    def __init__(self, f: h5py.File, lazy: bool = False) -> None:
+        self.f, self.lazy = f, lazy
 
     def has(self, name: str) -> bool:
         return name in self.f
@@ -114,6 +117,9 @@ class _Reader:
             raise KwaveFileError(
                 f"dataset '{name}': shape {d.shape}, expected {want} (stored as (Nz, Ny, Nx))"
             )
+        if self.lazy:  # read hyperslab by hyperslab, each checked when it is read
+            dt = np.float32 if d.dtype == np.float32 else np.float64
+            return LazyField.of(XyzView(d, dt), f"dataset '{name}'", "finite")
         a = np.asarray(d[()])
         if a.dtype != np.float32:  # k-Wave's float32 fields stay float32 (half the host memory)
             a = a.astype(np.float64)
@@ -233,6 +239,7 @@ def read_input(
     start: int = 1,
     record: tuple = ("p",),
     dtype: str = "float32",
+    lazy: bool = False,
 ) -> tuple[Problem, KwaveInput]:
     """Read a k-Wave input file (format 1.0, 1.1, 1.2) into a solver-ready Problem.
 
@@ -242,6 +249,9 @@ def read_input(
         start: ``-s``: first sampled step, 1-based as on k-Wave's command line.
         record: quantities to record (from :data:`sonotile.problem.RECORDABLE`).
         dtype: ``float32`` (k-Wave's precision) or ``float64``.
+        lazy: leave grid-sized fields (medium, p0) in the file as :class:`LazyField` views,
+            read and checked hyperslab by hyperslab when a process builds its shards (the file
+            stays open; distributed runs). Scalars, indices and signals are read at once.
 
     Raises:
         KwaveFileError: naming the dataset or attribute and what was expected.
@@ -250,7 +260,7 @@ def read_input(
         f = h5py.File(path, "r")
     except OSError as e:
         raise KwaveFileError(f"{path}: cannot open as HDF5 ({e})") from None
-    with f:
+    with contextlib.nullcontext(f) if lazy else f:
         header = {k: _attr(f, k) for k in HEADER}
         if header["file_type"] != "input":
             raise KwaveFileError(f"{path}: file_type is '{header['file_type']}', expected 'input'")
@@ -260,7 +270,7 @@ def read_input(
                 " is not supported (expected 1.0, 1.1 or 1.2)"
             )
         minor = int(header["minor_version"])
-        r = _Reader(f)
+        r = _Reader(f, lazy)
         nx, ny, nz = (r.scalar(n, int) for n in ("Nx", "Ny", "Nz"))
         if min(nx, ny, nz) < 1:
             raise KwaveFileError(f"grid size Nx, Ny, Nz = {nx, ny, nz}: each must be >= 1")
@@ -297,19 +307,15 @@ def read_input(
         nonlinear = r.scalar("nonlinear_flag", int)
         c0 = r.field("c0", zyx)
         rho0 = r.field("rho0", zyx)
-        for name, v in (("c0", c0), ("rho0", rho0)):
-            if np.any(np.asarray(v) <= 0):
-                raise KwaveFileError(f"dataset '{name}': must be > 0 everywhere")
-        rho_field = isinstance(rho0, np.ndarray)
+        c0, rho0 = _positive("c0", c0), _positive("rho0", rho0)
+        rho_field = is_field(rho0)
         rho0_sg = tuple(
             r.field(f"rho0_sg{a}", zyx, scalar_ok=not rho_field)
             if rho_field
             else r.scalar(f"rho0_sg{a}")
             for a in AXES[:ndim]
         )
-        for a, v in zip(AXES, rho0_sg):
-            if np.any(np.asarray(v) <= 0):
-                raise KwaveFileError(f"dataset 'rho0_sg{a}': must be > 0 everywhere")
+        rho0_sg = tuple(_positive(f"rho0_sg{a}", v) for a, v in zip(AXES, rho0_sg))
         c_ref = r.scalar("c_ref")
         if c_ref <= 0:
             raise KwaveFileError(f"dataset 'c_ref': {c_ref} m/s, expected > 0")
@@ -387,7 +393,18 @@ def read_input(
     except ProblemError as e:
         raise KwaveFileError(str(e)) from None
     meta = KwaveInput(path, header, scalars, (nx, ny, nz), mask_type, mask_raw)
+    if lazy:
+        meta.extras["file"] = f  # the lazy fields read from it
     return problem, meta
+
+
+def _positive(name: str, v):
+    """A medium field or scalar that must be > 0 (checked now, or per hyperslab when lazy)."""
+    if is_lazy(v):
+        return LazyField.of(v, f"dataset '{name}'", "positive")
+    if np.any(np.asarray(v) <= 0):
+        raise KwaveFileError(f"dataset '{name}': must be > 0 everywhere")
+    return v
 
 
 def _read_sources(r: _Reader, grid: Grid, zyx: tuple, ndim: int) -> tuple[Sources, dict]:

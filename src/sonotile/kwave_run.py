@@ -226,6 +226,7 @@ def _run_kwave(args, flag) -> int:
         start=args.start,
         record=args.record,
         dtype="float64" if args.float64 else "float32",
+        lazy=jax.process_count() > 1,  # each process reads only its hyperslabs of the fields
     )
     if args.float64:
         jax.config.update("jax_enable_x64", True)

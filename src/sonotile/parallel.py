@@ -45,6 +45,7 @@ from jax.sharding import PartitionSpec as P
 from . import plan as planmod
 from . import runner
 from . import sensors as sens
+from .lazy import LazyField
 from .operators import FourierOps
 from .problem import Problem
 from .step import zero_state
@@ -494,7 +495,7 @@ def _split_consts(consts: dict, shape, m: int):
     leaves, treedef = jax.tree_util.tree_flatten(consts)
     arrays, specs, static = [], [], []
     for leaf in leaves:
-        if not isinstance(leaf, jax.Array):
+        if not isinstance(leaf, jax.Array | LazyField):
             static.append(leaf)
             arrays.append(None)
             specs.append(None)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .grid import along
+from .lazy import LazyField, is_lazy
 from .operators import FourierOps
 from .problem import Problem, is_field
 
@@ -67,7 +68,10 @@ def absorption_factors(c0, alpha_coeff, y: float) -> tuple:
 
 
 def _const(v, dtype):
-    """A medium constant: Python float for scalars, device array for fields."""
+    """A medium constant: Python float for scalars, device array for fields (a lazily read
+    field stays lazy: each process of a distributed run makes only its shards)."""
+    if is_lazy(v):
+        return v
     if is_field(v):
         return jnp.asarray(v, dtype)
     return float(np.asarray(v))
@@ -101,12 +105,23 @@ def medium_constants(problem: Problem) -> dict:
     def arr(v):
         return np.asarray(v, dtype) if is_field(v) else float(np.asarray(v))
 
-    c0, rho0 = arr(m.c0), arr(m.rho0)
+    def field(fn, *vals, name):
+        """``fn`` of the medium values, computed now or (lazy inputs) piece by piece."""
+        lazy = [v for v in vals if is_lazy(v)]
+        if lazy:
+            return LazyField(lazy[0].shape, lambda *p: fn(*map(arr, p)), *vals, dtype=dtype,
+                             name=name)  # fmt: skip
+        return _const(fn(*map(arr, vals)), dtype)
+
+    y = m.alpha_power
     c: dict = {
         "dt": float(dt),
-        "c2": _const(np.square(c0), dtype),
-        "rho0": _const(rho0, dtype),
-        "dt_rho0_sg": tuple(_const(np.divide(dt, arr(r)), dtype) for r in m.rho0_sg),
+        "c2": field(np.square, m.c0, name="c0^2"),
+        "rho0": field(lambda r: r, m.rho0, name="rho0"),
+        "dt_rho0_sg": tuple(
+            field(lambda r: np.divide(dt, r), r, name=f"dt/rho0_sg{'xyz'[a]}")
+            for a, r in enumerate(m.rho0_sg)
+        ),
         "pml": tuple(
             jnp.asarray(along(pml_profile(n, s, a, m.c_ref, d, dt, False), ax, g.ndim), dtype)
             for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
@@ -117,11 +132,14 @@ def medium_constants(problem: Problem) -> dict:
         ),
     }
     if m.nonlinear:
-        c["bona_2rho0"] = _const(np.divide(arr(m.bona), np.multiply(2, rho0)), dtype)
+        c["bona_2rho0"] = field(
+            lambda b, r: np.divide(b, np.multiply(2, r)), m.bona, m.rho0, name="B/A/(2 rho0)"
+        )
     if m.absorption != "lossless":
-        tau, eta = absorption_factors(c0, arr(m.alpha_coeff), m.alpha_power)
-        c["tau"] = _const(tau, dtype)
-        c["eta"] = _const(eta, dtype)
+        c["tau"] = field(lambda c0, a: absorption_factors(c0, a, y)[0], m.c0, m.alpha_coeff,
+                         name="tau")  # fmt: skip
+        c["eta"] = field(lambda c0, a: absorption_factors(c0, a, y)[1], m.c0, m.alpha_coeff,
+                         name="eta")  # fmt: skip
     return c
 
 
@@ -168,7 +186,7 @@ def source_constants(problem: Problem) -> dict:
         c["tr_signal"] = jnp.asarray(t.signal, dtype)
         c["tr_delay"] = jnp.asarray(t.delay, jnp.int32)
     if s.p0 is not None:
-        c["p0"] = jnp.asarray(s.p0, dtype)
+        c["p0"] = s.p0 if is_lazy(s.p0) else jnp.asarray(s.p0, dtype)
     return c
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 
 from .grid import AXES, Grid
+from .lazy import LazyField, is_lazy
 
 Scalar = float | np.ndarray
 Absorption = Literal["lossless", "power_law", "stokes"]
@@ -35,6 +36,13 @@ def _field(name: str, value, grid: Grid, *, positive: bool = False, allow_none: 
         if allow_none:
             return None
         raise ProblemError(f"{name}: missing")
+    if is_lazy(value) or (is_field(value) and not isinstance(value, np.ndarray)):
+        # read piece by piece (a distributed run's hyperslabs), checked as each piece is made
+        if tuple(value.shape) != grid.shape:
+            raise ProblemError(
+                f"{name}: shape {tuple(value.shape)} is not the grid shape {grid.shape}"
+            )
+        return LazyField.of(value, name, check="positive" if positive else "finite")
     arr = np.asarray(value)
     if arr.dtype != np.float32:
         arr = np.asarray(value, dtype=np.float64)
@@ -52,8 +60,9 @@ def _field(name: str, value, grid: Grid, *, positive: bool = False, allow_none: 
 
 
 def is_field(v) -> bool:
-    """True when a medium property is a full grid field rather than a scalar."""
-    return isinstance(v, np.ndarray) and v.ndim > 0
+    """True when a medium property is a full grid field (an array, or a lazily read field)
+    rather than a scalar."""
+    return getattr(v, "ndim", 0) > 0 and hasattr(v, "shape")
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,8 @@ class Medium:
         set_(self, "c0", _field("medium.c0 [m/s]", self.c0, g, positive=True))
         set_(self, "rho0", _field("medium.rho0 [kg/m^3]", self.rho0, g, positive=True))
         if self.rho0_sg is None:
-            set_(self, "rho0_sg", staggered_density(self.rho0, g.ndim))
+            rho0 = np.asarray(self.rho0) if is_lazy(self.rho0) else self.rho0
+            set_(self, "rho0_sg", staggered_density(rho0, g.ndim))
         else:
             if len(self.rho0_sg) != g.ndim:
                 raise ProblemError(
@@ -105,7 +115,7 @@ class Medium:
                     for i, r in enumerate(self.rho0_sg)
                 ),
             )
-        c_ref = float(np.max(self.c0)) if self.c_ref is None else float(self.c_ref)
+        c_ref = float(np.max(np.asarray(self.c0))) if self.c_ref is None else float(self.c_ref)
         if not (np.isfinite(c_ref) and c_ref > 0):
             raise ProblemError(f"medium.c_ref = {self.c_ref}: must be finite and > 0")
         set_(self, "c_ref", c_ref)
@@ -115,9 +125,12 @@ class Medium:
                 f"medium.absorption = {self.absorption!r}: expected lossless, power_law or stokes"
             )
         if self.absorption != "lossless":
-            set_(self, "alpha_coeff", _field("medium.alpha_coeff", self.alpha_coeff, g))
-            if np.any(np.asarray(self.alpha_coeff) < 0):
+            alpha = _field("medium.alpha_coeff", self.alpha_coeff, g)
+            if is_lazy(alpha):
+                alpha = LazyField.of(alpha, "medium.alpha_coeff [dB/(MHz^y cm)]", "nonnegative")
+            elif np.any(np.asarray(alpha) < 0):
                 raise ProblemError("medium.alpha_coeff: must be >= 0 dB/(MHz^y cm)")
+            set_(self, "alpha_coeff", alpha)
             y = self.alpha_power
             if y is None or not np.isfinite(y) or not 0 <= y <= 3:
                 raise ProblemError(f"medium.alpha_power = {y}: must be in [0, 3]")
@@ -275,7 +288,14 @@ class Sources:
 
     def validate(self, grid: Grid) -> Sources:
         p0 = None
-        if self.p0 is not None:
+        if self.p0 is not None and (is_lazy(self.p0) or not isinstance(self.p0, np.ndarray)
+                                    and is_field(self.p0)):  # fmt: skip
+            if tuple(self.p0.shape) != grid.shape:
+                raise ProblemError(
+                    f"source.p0: shape {tuple(self.p0.shape)}, expected the grid shape {grid.shape}"
+                )
+            p0 = LazyField.of(self.p0, "source.p0 [Pa]")
+        elif self.p0 is not None:
             p0 = np.asarray(self.p0, dtype=np.float64)
             if p0.shape != grid.shape:
                 raise ProblemError(
