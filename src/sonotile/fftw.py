@@ -115,7 +115,8 @@ def _build(verbose: bool) -> str | None:
     src = _source()
     import jaxlib
 
-    key = "\n".join([src, inc, jaxlib.__version__, cxx, *[p or "" for p in libs]])
+    link = "rpath-disable-new-dtags"  # how the libraries are found; part of the cache key
+    key = "\n".join([src, inc, jaxlib.__version__, cxx, link, *[p or "" for p in libs]])
     tag = hashlib.sha256(key.encode()).hexdigest()[:16]
     os.makedirs(cache_dir(), exist_ok=True)
     so = os.path.join(cache_dir(), f"fftw_ffi_{tag}.so")
@@ -129,7 +130,10 @@ def _build(verbose: bool) -> str | None:
             fh.write(src)
         tmp = os.path.join(d, "fftw_ffi.so")
         cmd = [cxx, "-O3", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", cc, "-o", tmp]
-        cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths] + ["-lpthread"]
+        # RPATH (not RUNPATH): also searched for the FFTW libraries' own dependencies, e.g. the
+        # libgomp-<hash>.so that pyFFTW's wheel ships next to its libfftw3f_omp
+        cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths]
+        cmd += ["-Wl,--disable-new-dtags", "-lpthread"]
         if verbose:
             print("sonotile: building the FFTW extension:", " ".join(cmd), file=sys.stderr)
         r = subprocess.run(cmd, capture_output=True, text=True)
