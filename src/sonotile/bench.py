@@ -53,15 +53,7 @@ def write_input(path: str, case: str, n: int, steps: int) -> None:
     pml = min(10, max(2, n // 8))
     zyx = (n, n, n)
 
-    def put(f, name, value, kind):
-        a = np.asarray(value, np.float32 if kind == "float" else np.uint64)
-        if a.ndim == 0 or a.size == 1:
-            a = a.reshape(1, 1, 1)
-        elif a.ndim == 1:
-            a = a.reshape(1, 1, -1)
-        d = f.create_dataset(name, data=a)
-        d.attrs["data_type"] = np.bytes_(kind.encode())
-        d.attrs["domain_type"] = np.bytes_(b"real")
+    from .kwave_io import put_dataset as put
 
     ax = np.arange(n) - n / 2
     z, y, x = np.meshgrid(ax, ax, ax, indexing="ij")

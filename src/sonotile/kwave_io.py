@@ -460,6 +460,19 @@ def _read_sources(r: _Reader, grid: Grid, zyx: tuple, ndim: int) -> tuple[Source
     return Sources(p0=p0, p=p, u=tuple(u), transducer=transducer), copied
 
 
+def put_dataset(f: h5py.File, name: str, value, kind: str) -> None:
+    """Write one k-Wave input dataset: ``kind`` ``"float"`` (float32) or ``"long"`` (uint64),
+    rank 3 (scalars ``(1, 1, 1)``, vectors ``(1, 1, N)``), with its type attributes."""
+    a = np.asarray(value, np.float32 if kind == "float" else np.uint64)
+    if a.ndim == 0 or a.size == 1 and a.ndim <= 1:
+        a = a.reshape(1, 1, 1)
+    elif a.ndim == 1:
+        a = a.reshape(1, 1, -1)
+    d = f.create_dataset(name, data=a)
+    d.attrs["data_type"] = np.bytes_(kind.encode())
+    d.attrs["domain_type"] = np.bytes_(b"real")
+
+
 def write_input(path: str, problem: Problem, description: str = "written by sonotile") -> None:
     """Write a solver-ready :class:`Problem` as a k-Wave input file (format 1.2), the inverse of
     :func:`read_input`: what k-Wave's ``kspaceFirstOrder-OMP`` (or ``sonotile-kwave``) runs.
@@ -478,15 +491,7 @@ def write_input(path: str, problem: Problem, description: str = "written by sono
     shape3 = tuple(g.shape) + (1,) * (3 - g.ndim)
     tmp = f"{path}.sonotile-partial"
 
-    def put(f, name, value, kind):
-        a = np.asarray(value, np.float32 if kind == "float" else np.uint64)
-        if a.ndim == 0 or a.size == 1 and a.ndim <= 1:
-            a = a.reshape(1, 1, 1)
-        elif a.ndim == 1:
-            a = a.reshape(1, 1, -1)
-        d = f.create_dataset(name, data=a)
-        d.attrs["data_type"] = np.bytes_(kind.encode())
-        d.attrs["domain_type"] = np.bytes_(b"real")
+    put = put_dataset
 
     def field(v):
         return to_zyx(v) if np.ndim(v) > 0 else float(v)
