@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 
-def setup(n: int = 96):
-    """The demo problem on an ``n x 0.8n x 0.8n`` grid (0.25 mm spacing at n = 96)."""
+def setup(n: int = 128):
+    """The demo problem on an ``n x 0.8n x 0.8n`` grid (0.1875 mm spacing at n = 128)."""
     from .api import KSensor, KSource, KWaveGrid, KWaveMedium
 
     shape = (n, int(0.8 * n), int(0.8 * n))
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--out", default="sonotile-demo", help="output folder (default %(default)s)")
-    ap.add_argument("--size", type=int, default=96, help="points along the beam (default 96)")
+    ap.add_argument("--size", type=int, default=128, help="points along the beam (default 128)")
     ap.add_argument("--float64", action="store_true", help="double precision")
     a = ap.parse_args(argv)
     if a.size < 32:
