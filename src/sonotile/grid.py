@@ -72,13 +72,6 @@ class Grid:
         n, d = self.shape[axis], self.spacing[axis]
         return 2 * np.pi * np.fft.fftfreq(n, d)
 
-    def k_magnitude(self) -> np.ndarray:
-        """``|k|`` on the full spectral grid [rad/m], shape ``self.shape`` (float64)."""
-        k2 = np.zeros(self.shape)
-        for ax in range(self.ndim):
-            k2 = k2 + along(self.wavenumbers(ax) ** 2, ax, self.ndim)
-        return np.sqrt(k2)
-
     def coordinates(self, axis: int) -> np.ndarray:
         """Point positions along ``axis`` centred on the grid middle [m] (k-Wave's convention:
         index ``N//2`` is at 0)."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import __version__
 from .grid import AXES
-from .kwave_io import KwaveInput, grid_to_linear, to_zyx
+from .kwave_io import KwaveInput, to_zyx
 from .sensors import SensorLayout
 
 FLOAT_ATTRS = {"data_type": np.bytes_(b"float"), "domain_type": np.bytes_(b"real")}
@@ -344,10 +344,6 @@ def _cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
-
-
-def sensor_index_to_linear(points: np.ndarray, shape: tuple) -> np.ndarray:
-    return grid_to_linear(points, shape)
 
 
 __all__ = ["OutputFile", "temp_path", "write_scalar", "write_shards", "AXES"]

@@ -64,11 +64,3 @@ class LazyField:
 
 def is_lazy(v) -> bool:
     return isinstance(v, LazyField)
-
-
-def derive(fn, *sources, dtype, name: str = "field"):
-    """``fn(*sources)`` now when every source is in memory, else as a :class:`LazyField`."""
-    lazy = [s for s in sources if is_lazy(s)]
-    if not lazy:
-        return fn(*sources)
-    return LazyField(lazy[0].shape, fn, *sources, dtype=dtype, name=name, check="finite")
