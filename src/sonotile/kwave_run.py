@@ -325,7 +325,7 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
                 "--checkpoint_file: no output written"
             )
         save_checkpoint(args.checkpoint_file, engine, rs, meta)
-        state_, agg = rs.carry
+        agg = rs.carry[1]
         out.write_fields(dict(agg))  # whole fields go shard by shard
         if leader:
             print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")

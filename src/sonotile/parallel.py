@@ -808,15 +808,11 @@ def auto(
         pencil_mesh = (pencil_mesh[1],)
     lfb_mesh = _factor(n_devices, d, shape)
     if not ok_ov:
-        if pencil_mesh is None:
-            raise ValueError(f"no mesh of {n_devices} devices divides grid {shape}")
-        return {
-            "decomposition": "pencil",
-            "mesh_shape": pencil_mesh,
-            "overlap": 0,
-            "reason": f"accuracy target {accuracy:g} is tighter than LFB reaches "
+        return _pencil_pick(
+            pencil_mesh, n_devices, shape,
+            f"accuracy target {accuracy:g} is tighter than LFB reaches "
             f"({min(LFB_ERROR.values()):g} at overlap 32): global FFT is exact",
-        }
+        )  # fmt: skip
     ov = ok_ov[0]
     if lfb_mesh is not None:
         block = [shape[a] // lfb_mesh[a] for a in range(d)]
@@ -836,15 +832,17 @@ def auto(
             "reason": f"overlap {ov} meets accuracy {accuracy:g} "
             f"(measured {LFB_ERROR[ov]:g}); {why}",
         }
-    if pencil_mesh is None:
+    return _pencil_pick(
+        pencil_mesh, n_devices, shape,
+        f"LFB at overlap {ov} would cost {work:.2f}x the work on blocks of {shape} / "
+        f"{lfb_mesh}; one process: all-to-all is cheap, pencil is exact",
+    )  # fmt: skip
+
+
+def _pencil_pick(mesh, n_devices: int, shape: tuple, reason: str) -> dict:
+    if mesh is None:
         raise ValueError(f"no mesh of {n_devices} devices divides grid {shape}")
-    return {
-        "decomposition": "pencil",
-        "mesh_shape": pencil_mesh,
-        "overlap": 0,
-        "reason": f"LFB at overlap {ov} would cost {work:.2f}x the work on blocks of "
-        f"{shape} / {lfb_mesh}; one process: all-to-all is cheap, pencil is exact",
-    }
+    return {"decomposition": "pencil", "mesh_shape": mesh, "overlap": 0, "reason": reason}
 
 
 DECOMPOSITIONS = ("auto", "single", "pencil", "lfb")
