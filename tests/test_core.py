@@ -81,3 +81,44 @@ def test_demo_end_to_end(tmp_path):
         assert pmax.shape == (32, 25, 25)
         assert np.isfinite(pmax).all() and pmax.max() > 1e5
     assert (tmp_path / "demo.png").stat().st_size > 10_000
+
+
+def test_staggered_density_detection():
+    """dt/rho0_sg is derived in the step only when the staggered densities are k-Wave's
+    interpolation of rho0; any other values are kept as given."""
+    from sonotile.plan import staggered_is_interpolated
+    from sonotile.problem import staggered_density
+
+    rho0 = (1000 + 200 * np.random.default_rng(0).random((40, 9, 7))).astype(np.float32)
+    sg = staggered_density(rho0, 3)
+    assert staggered_is_interpolated(rho0, sg, np.float32)
+    for ax in range(3):
+        bad = [s.copy() for s in sg]
+        bad[ax][-1, -1, -1] *= 1 + 1e-4  # the last plane of each axis keeps rho0 itself
+        assert not staggered_is_interpolated(rho0, tuple(bad), np.float32)
+    assert not staggered_is_interpolated(rho0, (rho0, rho0, rho0), np.float32)
+    assert not staggered_is_interpolated(1000.0, (1000.0,) * 3, np.float32)
+
+
+def test_derived_constants_match_stored(monkeypatch):
+    """The step's on-the-fly dt/rho0_sg gives the stored constants' result, and its eta
+    (from tau and c0^2) is k-Wave's ``2 a0 c0^y tan(pi y/2)``."""
+    import sonotile.plan as planmod
+
+    problem = small_problem(shape=(30, 26, 24), nt=40)
+    c = planmod.medium_constants(problem, derive_staggered=True)
+    assert "dt_rho0_sg" not in c and "eta" not in c
+    _, eta = planmod.absorption_factors(problem.medium.c0, problem.medium.alpha_coeff, 1.5)
+    mine = c["eta_per_c0_tau"] * np.sqrt(np.asarray(c["c2"], np.float64)) * np.asarray(c["tau"])
+    assert np.abs(mine - eta).max() <= 1e-6 * np.abs(eta).max()
+    derived = run(problem, progress=False)
+
+    orig = planmod.medium_constants
+    monkeypatch.setattr(
+        planmod, "medium_constants", lambda p, derive_staggered=False: orig(p, False)
+    )
+    kept = run(problem, progress=False)
+    for i, name in ((0, "p"), (1, "p_final")):
+        a, b = np.asarray(derived[i][name]), np.asarray(kept[i][name])
+        assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max(), name
+        assert np.abs(b).max() > 0

@@ -34,6 +34,8 @@ import time
 
 import numpy as np
 
+from .problem import staggered_density
+
 CASES = {
     "lossless": "homogeneous lossless (scalar c0, rho0)",
     "absorbing_nonlinear": "heterogeneous c0/rho0/BonA, power-law absorption y=1.5, B/A",
@@ -95,8 +97,11 @@ def write_input(path: str, case: str, n: int, steps: int) -> None:
             c0 = np.where(ball, 1650.0, np.where(layer, 1540.0, 1500.0))
             rho0 = np.where(ball, 1150.0, np.where(layer, 1050.0, 1000.0))
             put(f, "c0", c0.reshape(zyx), "float")
-            for name in ("rho0", "rho0_sgx", "rho0_sgy", "rho0_sgz"):
-                put(f, name, rho0.reshape(zyx), "float")
+            put(f, "rho0", rho0.reshape(zyx), "float")
+            # as k-Wave writes them: rho0 interpolated to the staggered grids (file order z y x)
+            sg = staggered_density(np.transpose(rho0.reshape(zyx)), 3)
+            for a, r in zip("xyz", sg):
+                put(f, f"rho0_sg{a}", np.transpose(r), "float")
             put(f, "BonA", np.where(ball, 9.0, 6.0).reshape(zyx), "float")
             put(f, "alpha_coeff", 0.75, "float")
             put(f, "alpha_power", 1.5, "float")

@@ -91,11 +91,16 @@ def physics_of(problem: Problem) -> Physics:
     )
 
 
-def medium_constants(problem: Problem) -> dict:
+def medium_constants(problem: Problem, derive_staggered: bool = False) -> dict:
     """Device constants of the medium and PML (global arrays, grid-shaped or broadcastable).
 
     Fields are computed in the run's dtype (no float64 temporaries of grid size for float32
-    runs); scalars stay Python floats.
+    runs); scalars stay Python floats. ``eta`` is not stored: the step derives it from ``tau``
+    and ``c0^2`` (``eta = -tan(pi y/2) c0 tau``, ``eta_per_c0_tau``). With
+    ``derive_staggered`` (an engine whose shards hold whole axes, i.e. one device) ``dt/rho0``
+    on the staggered grids is left out when the problem's staggered densities are k-Wave's
+    interpolation of ``rho0`` (:func:`staggered_is_interpolated`); the step then computes it
+    from ``rho0`` (12 bytes per grid point less for a heterogeneous 3-D medium).
     """
     if problem.extras.get("host_medium_released"):
         raise RuntimeError("the problem's host medium was released (release_host_medium)")
@@ -118,10 +123,6 @@ def medium_constants(problem: Problem) -> dict:
         "dt": float(dt),
         "c2": field(np.square, m.c0, name="c0^2"),
         "rho0": field(lambda r: r, m.rho0, name="rho0"),
-        "dt_rho0_sg": tuple(
-            field(lambda r: np.divide(dt, r), r, name=f"dt/rho0_sg{'xyz'[a]}")
-            for a, r in enumerate(m.rho0_sg)
-        ),
         "pml": tuple(
             jnp.asarray(along(pml_profile(n, s, a, m.c_ref, d, dt, False), ax, g.ndim), dtype)
             for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
@@ -131,6 +132,11 @@ def medium_constants(problem: Problem) -> dict:
             for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
         ),
     }
+    if not (derive_staggered and staggered_is_interpolated(m.rho0, m.rho0_sg, dtype)):
+        c["dt_rho0_sg"] = tuple(
+            field(lambda r: np.divide(dt, r), r, name=f"dt/rho0_sg{'xyz'[a]}")
+            for a, r in enumerate(m.rho0_sg)
+        )
     if m.nonlinear:
         c["bona_2rho0"] = field(
             lambda b, r: np.divide(b, np.multiply(2, r)), m.bona, m.rho0, name="B/A/(2 rho0)"
@@ -138,9 +144,38 @@ def medium_constants(problem: Problem) -> dict:
     if m.absorption != "lossless":
         c["tau"] = field(lambda c0, a: absorption_factors(c0, a, y)[0], m.c0, m.alpha_coeff,
                          name="tau")  # fmt: skip
-        c["eta"] = field(lambda c0, a: absorption_factors(c0, a, y)[1], m.c0, m.alpha_coeff,
-                         name="eta")  # fmt: skip
+        c["eta_per_c0_tau"] = -math.tan(math.pi * y / 2)
     return c
+
+
+def staggered_is_interpolated(rho0, rho0_sg: tuple, dtype, chunk: int = 16) -> bool:
+    """Whether every ``rho0_sg`` field equals k-Wave's interpolation of the field ``rho0``
+    (:func:`~sonotile.problem.staggered_density`) to the rounding of ``dtype`` (4 units in
+    the last place), checked ``chunk`` planes at a time. False for scalar or lazy densities."""
+    if not is_field(rho0) or is_lazy(rho0) or any(is_lazy(r) or not is_field(r) for r in rho0_sg):
+        return False
+    tol = 4 * float(np.finfo(dtype).eps)
+    r = np.asarray(rho0)
+    n0 = r.shape[0]
+    for ax, sg in enumerate(rho0_sg):
+        sg = np.asarray(sg)
+        for lo in range(0, n0, chunk):
+            hi = min(lo + chunk, n0)
+            # planes lo..hi (+1 neighbour along axis 0); the last plane of an axis keeps rho0
+            a = r[lo:hi].astype(np.float64)
+            if ax == 0:
+                b = r[lo + 1 : hi + 1].astype(np.float64)
+                if hi == n0:
+                    b = np.concatenate([b, a[-1:]], axis=0)
+            else:
+                b = np.concatenate(
+                    [np.take(a, np.arange(1, a.shape[ax]), axis=ax), np.take(a, [-1], axis=ax)],
+                    axis=ax,
+                )
+            want = 0.5 * (a + b)
+            if not np.all(np.abs(sg[lo:hi] - want) <= tol * np.abs(want)):
+                return False
+    return True
 
 
 def release_host_medium(problem: Problem) -> int:

@@ -124,7 +124,10 @@ def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
     layout = sens.layout_of(problem.sensor, problem.grid.ndim)
     phys = planmod.physics_of(problem)
     if consts is None:
-        consts = {**planmod.medium_constants(problem), **planmod.source_constants(problem)}
+        consts = {
+            **planmod.medium_constants(problem, derive_staggered=True),
+            **planmod.source_constants(problem),
+        }
     if ops is None:
         ops = planmod.spectral_ops(problem, unstagger=layout.needs_unstagger)
     pts = layout.points

@@ -70,9 +70,39 @@ def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
     return lax.cond(active, add_filtered, lambda fs: fs, tuple(fields))
 
 
+def dt_over_rho0_sg(c: dict, axis: int):
+    """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
+    (when the plan left it out) from ``rho0`` as k-Wave interpolates it, the mean of
+    neighbours along ``axis`` with the last plane keeping ``rho0`` itself."""
+    if "dt_rho0_sg" in c:
+        return c["dt_rho0_sg"][axis]
+    r = c["rho0"]
+    nxt = lax.concatenate(
+        [lax.slice_in_dim(r, 1, None, axis=axis), lax.slice_in_dim(r, -1, None, axis=axis)], axis
+    )
+    return c["dt"] / (0.5 * (r + nxt))
+
+
+def in_step(c: dict, key: str, anchor):
+    """``c[key]`` tied to ``anchor`` (a value of this step) by an optimisation barrier, so that
+    what the step derives from it per element stays inside the time loop: otherwise XLA hoists
+    such loop-invariant fields out of the loop and keeps them in memory, which is what deriving
+    them in the step is meant to avoid."""
+    v = c[key]
+    if not isinstance(v, jax.Array) or v.ndim == 0:
+        return v, anchor
+    return lax.optimization_barrier((v, anchor))
+
+
 def velocity_update(u, dp, c):
     """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
-    return tuple(m * (m * ua - r * g) for ua, g, m, r in zip(u, dp, c["pml_sg"], c["dt_rho0_sg"]))
+    out = []
+    for a, (ua, g, m) in enumerate(zip(u, dp, c["pml_sg"])):
+        if "dt_rho0_sg" not in c:
+            rho0, g = in_step(c, "rho0", g)
+            c = {**c, "rho0": rho0}
+        out.append(m * (m * ua - dt_over_rho0_sg(c, a) * g))
+    return tuple(out)
 
 
 def pressure_from_density(rho, du, c, ops, phys: Physics):
@@ -88,7 +118,10 @@ def pressure_from_density(rho, du, c, ops, phys: Physics):
         return c["c2"] * (term + c["tau"] * rho0_div_u)
     absorb = c["tau"] * ops.fractional(rho0_div_u, 1)
     if phys.dispersion:
-        absorb = absorb - c["eta"] * ops.fractional(rho_sum, 2)
+        # eta = 2 a0 c0^y tan(pi y/2) = -tan(pi y/2) c0 tau: one constant field fewer
+        c2, rho_sum = in_step(c, "c2", rho_sum)
+        eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * c["tau"]
+        absorb = absorb - eta * ops.fractional(rho_sum, 2)
     return c["c2"] * (term + absorb)
 
 
@@ -135,5 +168,5 @@ def initial_pressure_state(c: dict, ops, phys: Physics) -> State:
     p0 = c["p0"]
     rho = p0 / (phys.ndim * c["c2"])
     dp = ops.grad(p0)
-    u = tuple(0.5 * r * g for r, g in zip(c["dt_rho0_sg"], dp))
+    u = tuple(0.5 * dt_over_rho0_sg(c, a) * g for a, g in enumerate(dp))
     return State(p0 + 0, tuple(rho + 0 for _ in range(phys.ndim)), u)
