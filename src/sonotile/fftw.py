@@ -167,9 +167,13 @@ def load() -> ctypes.CDLL | None:
             lib.sonotile_fftw_configure.argtypes = [
                 ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int
             ]  # fmt: skip
-            for name, sym in (("r2c", "SonotileFftwR2C"), ("c2r", "SonotileFftwC2R")):
+            for name, sym in (
+                ("sonotile_fftw_r2c", "SonotileFftwR2C"),
+                ("sonotile_fftw_c2r", "SonotileFftwC2R"),
+                ("sonotile_keep", "SonotileKeep"),
+            ):
                 jax.ffi.register_ffi_target(
-                    f"sonotile_fftw_{name}", jax.ffi.pycapsule(getattr(lib, sym)), platform="cpu"
+                    name, jax.ffi.pycapsule(getattr(lib, sym)), platform="cpu"
                 )
         except Exception as e:
             _state["reason"] = f"loading the FFTW extension failed: {e}"
@@ -286,6 +290,15 @@ def c2r(specs, shape, op=None, vecs=None, axis: int = 0, concurrent: int | None 
             concurrent=c,
         )
     )
+
+
+def keep(x):
+    """``x`` itself, materialised in memory at this point: a custom call aliasing its input,
+    across which XLA cannot fuse (no data is moved)."""
+    import jax
+
+    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return jax.ffi.ffi_call("sonotile_keep", out, input_output_aliases={0: 0})(x)
 
 
 def main(argv=None) -> int:

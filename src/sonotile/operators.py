@@ -204,6 +204,13 @@ class FourierOps:
             return fftw.c2r(fftw.r2c([s]), s.shape, self.source_kappa)[0]
         return self._back(real_scale(self._spec(s), self.source_kappa), s)
 
+    def keep(self, f):
+        """``f`` materialised here (a fusion boundary) on the FFTW backend; ``f`` otherwise.
+
+        XLA:CPU otherwise fuses a value shared by several updates into each of them, which
+        re-reads its inputs per consumer and keeps copies of overwritten state fields."""
+        return fftw.keep(f) if self._fftw(f) else f
+
     def unstagger(self, u, axis: int):
         n = u.shape[axis]
         F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]

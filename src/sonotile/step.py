@@ -70,6 +70,12 @@ def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
     return lax.cond(active, add_filtered, lambda fs: fs, tuple(fields))
 
 
+def _keep(ops, f):
+    """``ops.keep(f)`` where the operators provide a fusion boundary, else ``f``."""
+    keep = getattr(ops, "keep", None)
+    return f if keep is None else keep(f)
+
+
 def dt_over_rho0_sg(c: dict, axis: int):
     """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
     (when the plan left it out) from ``rho0`` as k-Wave interpolates it, the mean of
@@ -77,10 +83,13 @@ def dt_over_rho0_sg(c: dict, axis: int):
     if "dt_rho0_sg" in c:
         return c["dt_rho0_sg"][axis]
     r = c["rho0"]
-    nxt = lax.concatenate(
-        [lax.slice_in_dim(r, 1, None, axis=axis), lax.slice_in_dim(r, -1, None, axis=axis)], axis
-    )
-    return c["dt"] / (0.5 * (r + nxt))
+    # next point along the axis by slice + pad (XLA fuses these into the update; a
+    # concatenate along the contiguous axis it runs as a separate copy)
+    pad = [(0, 0, 0)] * r.ndim
+    pad[axis] = (0, 1, 0)
+    nxt = lax.pad(lax.slice_in_dim(r, 1, None, axis=axis), jnp.zeros((), r.dtype), pad)
+    last = lax.broadcasted_iota(jnp.int32, r.shape, axis) == r.shape[axis] - 1
+    return c["dt"] / jnp.where(last, r, 0.5 * (r + nxt))
 
 
 def in_step(c: dict, key: str, anchor):
@@ -145,7 +154,11 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     du = ops.div(u)
     # 5. split mass conservation with PML
     if phys.nonlinear:
-        factor = 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"]
+        # one field, made before any component changes: otherwise XLA keeps a copy of every
+        # old component for the others' updates (3 extra grids and 3 copies per step)
+        # one field, made before any component changes (else each update recomputes it and
+        # XLA keeps copies of the old components for the later ones)
+        factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"])
     else:
         factor = c["rho0"]
     dt = c["dt"]
@@ -154,7 +167,8 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     if phys.p_mode is not None:
         active = n < x["p_len"]
         rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops)
-    # 7. equation of state
+    # 7. equation of state (from the stored components: XLA would otherwise redo an update)
+    rho = tuple(_keep(ops, r) for r in rho)
     p = pressure_from_density(rho, du, c, ops, phys)
     return State(p, rho, u)
 

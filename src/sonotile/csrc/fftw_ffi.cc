@@ -365,6 +365,14 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
   return ffi::Error::Success();
 }
 
+// Identity on a buffer aliased to its output: XLA materialises the value here and cannot
+// fuse across the call (the step uses it to stop fusions re-reading and copying fields).
+ffi::Error KeepImpl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
+  if (x.untyped_data() != y->untyped_data())
+    std::memcpy(y->untyped_data(), x.untyped_data(), x.size_bytes());
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom,
@@ -406,3 +414,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwC2R, C2RImpl,
                                   .Attr<int64_t>("concurrent")
                                   .RemainingArgs()
                                   .RemainingRets());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileKeep, KeepImpl,
+                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
