@@ -167,8 +167,7 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     if phys.p_mode is not None:
         active = n < x["p_len"]
         rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops)
-    # 7. equation of state (from the stored components: XLA would otherwise redo an update)
-    rho = tuple(_keep(ops, r) for r in rho)
+    # 7. equation of state
     p = pressure_from_density(rho, du, c, ops, phys)
     return State(p, rho, u)
 
