@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sonotile.cli import main
 
 
@@ -20,3 +22,22 @@ def test_bench_smoke(tmp_path):
             assert key in case, key
         assert case["mcells_per_s"]["median"] > 0
         assert case["memory_analysis"]["alias_size_in_bytes"] > 0  # the carry is donated
+
+
+# k-Wave OMP 1.3's peak memory per grid point at 256^3 on this project's machine, less its
+# ~20 MB baseline (docs/performance.md); the issue's 512^3 target is 0.8x of these, from the
+# compiled program's own accounting, plus FFTW's scratch (one half spectrum, 4 B/point).
+KWAVE_BYTES_PER_POINT = {"lossless": 66.0, "absorbing_nonlinear": 102.0}
+
+
+@pytest.mark.parametrize("case", sorted(KWAVE_BYTES_PER_POINT))
+def test_compiled_memory_within_target(case, tmp_path):
+    from sonotile import fftw
+    from sonotile.bench import SonotileCase, write_input
+
+    if not fftw.available():
+        pytest.skip(f"FFTW extension unavailable: {fftw.reason()}")
+    path = str(tmp_path / "in.h5")
+    write_input(path, case, 48, 3)
+    per_point = SonotileCase(path, 3).memory["peak_bytes"] / 48**3 + 4.0
+    assert per_point <= 0.8 * KWAVE_BYTES_PER_POINT[case], per_point
