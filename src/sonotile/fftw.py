@@ -167,6 +167,7 @@ def load() -> ctypes.CDLL | None:
             lib.sonotile_fftw_configure.argtypes = [
                 ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int
             ]  # fmt: skip
+            lib.sonotile_fftw_prepare.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
             for name, sym in (
                 ("sonotile_fftw_r2c", "SonotileFftwR2C"),
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
@@ -290,6 +291,15 @@ def c2r(specs, shape, op=None, vecs=None, axis: int = 0, concurrent: int | None 
             concurrent=c,
         )
     )
+
+
+def prepare(shape: tuple[int, ...]) -> bool:
+    """Plan the transforms of a real grid ``shape`` now (see ``sonotile_fftw_prepare``)."""
+    lib = load()
+    if lib is None or not 1 <= len(shape) <= 3:
+        return False
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    return bool(lib.sonotile_fftw_prepare(len(shape), dims))
 
 
 def keep(x):

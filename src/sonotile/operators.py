@@ -157,7 +157,10 @@ class FourierOps:
                 )
                 for ax, (n, d) in enumerate(zip(shape, spacing))
             )
-        return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=fftw.resolve(fft, dtype))
+        backend = fftw.resolve(fft, dtype)
+        if backend == "fftw":
+            fftw.prepare(tuple(shape))  # plan now, while little memory is in use
+        return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=backend)
 
     def _spec(self, f):
         return jnp.fft.rfftn(f)

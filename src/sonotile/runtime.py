@@ -23,6 +23,12 @@ from __future__ import annotations
 import os
 
 MIN_COMPILE_S = 0.2
+
+# XLA options of the time-loop programs. XLA:CPU's concurrency-optimised scheduler orders
+# independent work (e.g. the d inverse transforms of a gradient) to run side by side, which
+# keeps all their outputs alive at once: 16 instead of 8 B/point of temporaries in the
+# lossless step, no faster here (docs/performance.md). Other backends ignore the option.
+STEP_COMPILER_OPTIONS = {"xla_cpu_enable_concurrency_optimized_scheduler": False}
 _done: list[str] = []
 
 
@@ -30,6 +36,21 @@ def cache_path() -> str:
     from .fftw import cache_dir
 
     return os.path.join(cache_dir(), "jax")
+
+
+SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
+
+
+def set_xla_flags() -> None:
+    """sonotile's XLA:CPU options, through ``XLA_FLAGS`` (XLA reads it once, when JAX creates
+    its CPU client, so this acts only if that has not happened yet; ``import sonotile`` calls
+    it). XLA:CPU's concurrency-optimised scheduler orders independent work (the d inverse
+    transforms of a gradient) to run side by side and so keeps all their outputs alive: 16
+    instead of 8 B/point of temporaries in the lossless step, and no faster here
+    (docs/performance.md). It is switched off unless ``XLA_FLAGS`` already sets it."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if SCHEDULER_FLAG not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {SCHEDULER_FLAG}=false".strip()
 
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
@@ -52,7 +73,8 @@ def fix_malloc() -> None:
 
 def enable_env() -> None:
     """The compilation cache through environment variables, before JAX is imported (entry
-    points), and :func:`fix_malloc`."""
+    points), :func:`set_xla_flags` and :func:`fix_malloc`."""
+    set_xla_flags()
     fix_malloc()
     if os.environ.get("SONOTILE_COMPILATION_CACHE", "1") == "0":
         return

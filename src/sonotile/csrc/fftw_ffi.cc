@@ -394,6 +394,18 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
   return g_threads_ok ? 1 : 0;
 }
 
+// Make the aligned R2C and C2R plans of one shape now, with the configured threads (1 on
+// success). Called when the operators are built, before the run's state exists: planning
+// allocates two grid-sized arrays, which would otherwise add to the run's peak memory.
+extern "C" int sonotile_fftw_prepare(int rank, const int64_t* dims) {
+  if (rank < 1 || rank > 3) return 0;
+  int64_t d[3] = {1, 1, 1};
+  for (int a = 0; a < rank; ++a) d[3 - rank + a] = dims[a];
+  fftwf_plan r2c = get_plan(rank, d, true, g_threads, true);
+  fftwf_plan c2r = get_plan(rank, d, false, g_threads, true);
+  return r2c != nullptr && c2r != nullptr ? 1 : 0;
+}
+
 extern "C" int sonotile_fftw_threads() { return g_threads; }
 extern "C" int sonotile_fftw_uses_pool() { return g_use_pool ? 1 : 0; }
 
