@@ -34,10 +34,14 @@ KWAVE_BYTES_PER_POINT = {"lossless": 66.0, "absorbing_nonlinear": 102.0}
 def test_compiled_memory_within_target(case, tmp_path):
     from sonotile import fftw
     from sonotile.bench import SonotileCase, write_input
+    from sonotile.checks import memory_estimate
 
     if not fftw.available():
         pytest.skip(f"FFTW extension unavailable: {fftw.reason()}")
     path = str(tmp_path / "in.h5")
     write_input(path, case, 48, 3)
-    per_point = SonotileCase(path, 3).memory["peak_bytes"] / 48**3 + 4.0
+    sc = SonotileCase(path, 3)
+    per_point = sc.memory["peak_bytes"] / 48**3 + 4.0
     assert per_point <= 0.8 * KWAVE_BYTES_PER_POINT[case], per_point
+    # the estimate printed before a run follows the compiled accounting
+    assert abs(memory_estimate(sc.problem) / 48**3 - per_point) <= 0.1 * per_point
