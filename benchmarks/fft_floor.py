@@ -1,6 +1,7 @@
 """The FFT floor of one k-space step on CPU: a 3-D R2C + C2R pair, XLA vs FFTW vs pocketfft.
 
-    .venv/bin/python benchmarks/fft_floor.py --size 128 --repeats 5 [--threads 2]
+    .venv/bin/python benchmarks/fft_floor.py --size 128 --repeats 5 [--threads 2] \
+        [--fftw-lib /path/to/libfftw3f.so.3 | /path/to/libmkl_rt.so.3]
 
 XLA: ``jnp.fft.rfftn`` + ``irfftn`` jitted, ``--pairs`` pairs per call inside ``lax.scan``
 (dispatch amortised). FFTW: the system ``libfftw3f`` through ctypes (the library k-Wave's OMP
@@ -22,18 +23,32 @@ import time
 import numpy as np
 
 
-def fftw_pair(n: int, threads: int):
-    """A callable running one FFTW R2C + C2R pair on an n^3 float32 array, or None."""
+def _threads_lib(lib, path: str):
+    """The library holding ``fftwf_init_threads``: ``lib`` itself (MKL's FFTW3 interface) or
+    FFTW's ``libfftw3f_omp`` / ``libfftw3f_threads`` next to it."""
+    if hasattr(lib, "fftwf_init_threads"):
+        return lib
+    d = os.path.dirname(path)
+    for name in ("libfftw3f_omp.so.3", "libfftw3f_threads.so.3"):
+        try:
+            return ctypes.CDLL(os.path.join(d, name) if d else name)
+        except OSError:
+            continue
+    return None
+
+
+def fftw_pair(n: int, threads: int, path: str = "libfftw3f.so.3"):
+    """A callable running one R2C + C2R pair on an n^3 float32 array through the FFTW API of
+    the library ``path`` (Debian's FFTW by default; another FFTW build, or MKL's
+    ``libmkl_rt``), or None."""
     try:
-        lib = ctypes.CDLL("libfftw3f.so.3")
+        lib = ctypes.CDLL(path)
     except OSError:
         return None
-    try:
-        omp = ctypes.CDLL("libfftw3f_omp.so.3")
-        omp.fftwf_init_threads()
-        omp.fftwf_plan_with_nthreads(ctypes.c_int(threads))
-    except OSError:
-        pass
+    thr = _threads_lib(lib, path)
+    if thr is not None:
+        thr.fftwf_init_threads()
+        thr.fftwf_plan_with_nthreads(ctypes.c_int(threads))
     lib.fftwf_plan_dft_r2c_3d.restype = ctypes.c_void_p
     lib.fftwf_plan_dft_c2r_3d.restype = ctypes.c_void_p
     lib.fftwf_execute.argtypes = [ctypes.c_void_p]
@@ -97,6 +112,12 @@ def main(argv=None) -> int:
     p.add_argument("--pairs", type=int, default=10)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument(
+        "--fftw-lib",
+        default="libfftw3f.so.3",
+        help="library whose FFTW API is timed as 'fftw' (e.g. an AVX-512 build of FFTW, or MKL's "
+        "libmkl_rt.so.3); compare libraries in alternating processes",
+    )
     a = p.parse_args(argv)
     threads = a.threads or len(os.sched_getaffinity(0))
     if a.threads:
@@ -106,7 +127,7 @@ def main(argv=None) -> int:
     n = a.size
     runners = {"xla": xla_pair(n, a.pairs)}
     t0 = time.perf_counter()
-    fftw = fftw_pair(n, threads)
+    fftw = fftw_pair(n, threads, a.fftw_lib)
     plan_s = time.perf_counter() - t0
     if fftw is not None:
         runners["fftw"] = fftw
@@ -121,7 +142,8 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             r(a.pairs)
             times[k].append((time.perf_counter() - t) / a.pairs * 1e3)
-    print(f"{n}^3 R2C+C2R pair, {threads} thread(s), {a.pairs} pairs x {a.repeats} rounds")
+    print(f"{n}^3 R2C+C2R pair, {threads} thread(s), {a.pairs} pairs x {a.repeats} rounds, "
+          f"FFTW API from {a.fftw_lib}")  # fmt: skip
     print(f"FFTW_MEASURE planning: {plan_s:.2f} s")
     for k, v in times.items():
         print(
