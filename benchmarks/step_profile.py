@@ -1,7 +1,7 @@
 """Where does a k-space step's time go on CPU? Round-robin timing of the pieces of one step.
 
     .venv/bin/python benchmarks/step_profile.py --size 128 --steps 20 --rounds 5 \
-        [--case lossless|absorbing_nonlinear] [--threads N]
+        [--case lossless|absorbing_nonlinear] [--threads N] [--trace]
 
 Variants, each a jitted ``lax.scan`` over ``--steps`` steps on the bench case's constants:
 
@@ -56,6 +56,12 @@ def main(argv=None) -> int:
     ap.add_argument("--case", default="lossless")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--variants", default="step,spectral,ffts,pointwise")
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="also trace the step variant with jax.profiler and print ms/step per XLA thunk "
+        "(FFT custom calls, loop fusions, copies)",
+    )
     a = ap.parse_args(argv)
     from sonotile.kwave_cli import configure_threads
 
@@ -150,7 +156,49 @@ def main(argv=None) -> int:
             f"{max(w):6.1f})  cpu/wall {statistics.median(util[name]):4.2f}  "
             f"{n / min(w) / 1e3:6.1f} Mcells/s best  temp {compiled[name][2] / n:5.1f} B/pt"
         )
+    if a.trace and "step" in compiled:
+        comp, st, _ = compiled["step"]
+        trace_thunks(lambda: jax.block_until_ready(comp(st, xs, c, ops)), a.steps)
     return 0
+
+
+def trace_thunks(run, steps: int, rounds: int = 3) -> None:
+    """Run ``run`` ``rounds`` times under jax.profiler; print ms per step per thunk class."""
+    import collections
+    import glob
+
+    import jax
+    from jax.profiler import ProfileData
+
+    with tempfile.TemporaryDirectory() as d:
+        jax.profiler.start_trace(d)
+        for _ in range(rounds):
+            run()
+        jax.profiler.stop_trace()
+        (pb,) = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)
+        data = ProfileData.from_file(pb)
+        per = collections.Counter()
+        for plane in data.planes:
+            for line in plane.lines:
+                if not line.name.startswith("tf_XLA"):
+                    continue
+                for ev in line.events:
+                    per[ev.name] += ev.duration_ns
+    scale = 1e-6 / (rounds * steps)
+    groups = collections.Counter()
+    for name, ns in per.items():
+        if name.startswith("ffi_call"):
+            groups["custom calls (FFTW, keep)"] += ns
+        elif "fusion" in name:
+            groups["loop fusions"] += ns
+        elif name.startswith("copy"):
+            groups["copies"] += ns
+    print(f"  trace ({rounds} x {steps} steps), ms per step:")
+    for g, ns in groups.items():
+        print(f"    {g:28s} {ns * scale:8.2f}")
+    for name, ns in per.most_common(40):
+        if name.startswith(("ffi_call", "copy")) or "fusion" in name:
+            print(f"      {name:40s} {ns * scale:8.2f}")
 
 
 if __name__ == "__main__":
