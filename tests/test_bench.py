@@ -45,3 +45,25 @@ def test_compiled_memory_within_target(case, tmp_path):
     assert per_point <= 0.8 * KWAVE_BYTES_PER_POINT[case], per_point
     # the estimate printed before a run follows the compiled accounting
     assert abs(memory_estimate(sc.problem) / 48**3 - per_point) <= 0.1 * per_point
+
+
+def test_whole_run_comparison(tmp_path):
+    """``--whole-run`` runs both command lines on files of N and 3N steps (sonotile-kwave
+    stands in for the k-Wave binary here) and reports differenced per-step costs."""
+    import sys
+
+    fake = tmp_path / "kspaceFirstOrder-OMP"
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sonotile.kwave_cli "$@"\n')
+    fake.chmod(0o755)
+    out = tmp_path / "whole.json"
+    args = ["bench", "--whole-run", "--kwave-binary", str(fake), "--size", "16", "--steps", "2",
+            "--repeats", "1", "--cases", "lossless", "--json", str(out),
+            "--workdir", str(tmp_path)]  # fmt: skip
+    assert main(args) == 0
+    (case,) = json.loads(out.read_text())["cases"]
+    assert case["steps"] == [2, 6]
+    for tool in ("kwave", "sonotile"):
+        assert len(case["runs"][tool]["1"]) == len(case["runs"][tool]["3"]) == 1
+        assert case[f"{tool}_peak_rss_bytes_per_point"] > 0
+    assert len(case["wall_ratio_kwave_over_sonotile"]["values"]) == 1
+    assert main(["bench", "--whole-run", "--kwave-binary", str(tmp_path / "missing")]) == 2

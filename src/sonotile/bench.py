@@ -16,6 +16,10 @@ alternating sonotile and k-Wave runs (``--repeats``), and reports the ratios of 
 (k-Wave's own ``simulation_phase_execution_time``, ours measured around the steps) with their
 spread, plus k-Wave's peak RSS per grid point.
 
+``sonotile bench --whole-run --kwave-binary PATH ...`` compares complete ``sonotile-kwave`` and
+k-Wave processes instead (runs of N and 3N steps, differenced; :mod:`sonotile.bench_whole`);
+``sonotile bench --decompositions ...`` measures the decompositions (:mod:`sonotile.scaling`).
+
 Thread count (``--threads``) is applied before JAX is imported, as in ``sonotile-kwave -t``.
 """
 
@@ -515,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import scaling
 
         return scaling.main(argv[1:])
+    if argv[:1] == ["--whole-run"]:  # complete sonotile-kwave and k-Wave processes, differenced
+        from . import bench_whole
+
+        return bench_whole.main(argv[1:])
     args = parser().parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in CASES]
