@@ -6,9 +6,12 @@ For each case two k-Wave input files are written that differ only in their numbe
 ``(t(3N) - t(N)) / 2N``: everything a step costs in a real run (time loop, sensor output,
 chunk boundaries) and nothing of the fixed start-up (imports, reading, planning, compiling,
 writing; a first, unrecorded round fills sonotile's compilation cache and FFTW wisdom for
-both files). Wall time and CPU time (user + system of the child, from ``wait4``) are both
-differenced; the report gives the ratio k-Wave / sonotile per round (> 1: sonotile faster)
-with its spread, and each tool's peak RSS.
+both files). Three measures are differenced: each tool's own time-loop timer
+(``simulation_phase_execution_time`` in its output file), wall time and CPU time (user +
+system of the child, from ``wait4``). k-Wave plans its FFTs with FFTW_MEASURE on every run,
+which varies by seconds at 256^3, so its wall and CPU differences are noisy there. The report
+gives the ratio k-Wave / sonotile per round (> 1: sonotile faster) with its spread, and each
+tool's peak RSS.
 """
 
 from __future__ import annotations
@@ -42,6 +45,16 @@ def run_process(cmd: list[str], env: dict) -> dict:
     }
 
 
+def simulation_phase_s(path: str) -> float:
+    """The output file's ``simulation_phase_execution_time`` [s]: the time loop as each tool
+    measures it (k-Wave's excludes its FFTW planning, whose FFTW_MEASURE time varies by seconds
+    between runs and so does not cancel in the wall-time difference)."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return float(f.attrs["simulation_phase_execution_time"].decode().strip().rstrip("s"))
+
+
 def commands(kwave: str, path: str, out: str, threads: int | None) -> dict:
     """The two command lines for one input file (same flags: pressure at the sensors)."""
     flags = ["-i", path, "-o", out, "-p"] + (["-t", str(threads)] if threads else [])
@@ -68,18 +81,19 @@ def compare_case(case: str, args, workdir: str) -> dict:
         for k in (1, 3):
             for tool, cmd in commands(args.kwave_binary, paths[k], out, args.threads).items():
                 run = run_process(cmd, env)
+                run["loop_s"] = simulation_phase_s(out)
                 os.remove(out)
                 if r >= 0:
                     runs[tool][k].append(run)
     res: dict = {"case": case, "grid": [n, n, n], "steps": [steps, 3 * steps], "runs": runs}
     for tool in ("kwave", "sonotile"):
-        for key in ("wall_s", "cpu_s"):
+        for key in ("wall_s", "cpu_s", "loop_s"):
             per = [(b[key] - a[key]) / (2 * steps) for a, b in zip(runs[tool][1], runs[tool][3])]
             res[f"{tool}_{key[:-2]}_ms_per_step"] = _spread([1e3 * x for x in per])
         res[f"{tool}_peak_rss_bytes_per_point"] = (
             max(r["peak_rss_bytes"] for r in runs[tool][3]) / n**3
         )
-    for key in ("wall", "cpu"):
+    for key in ("wall", "cpu", "loop"):
         kw = res[f"kwave_{key}_ms_per_step"]["values"]
         st = res[f"sonotile_{key}_ms_per_step"]["values"]
         res[f"{key}_ratio_kwave_over_sonotile"] = _spread([k / s for k, s in zip(kw, st)])
@@ -89,7 +103,7 @@ def compare_case(case: str, args, workdir: str) -> dict:
 def _print(res: dict) -> None:
     n, (s1, s3) = res["grid"][0], res["steps"]
     print(f"{res['case']:20s} {n}^3, {s1} and {s3} steps, differenced per step:")
-    for key in ("wall", "cpu"):
+    for key in ("loop", "wall", "cpu"):
         kw, st = res[f"kwave_{key}_ms_per_step"], res[f"sonotile_{key}_ms_per_step"]
         r = res[f"{key}_ratio_kwave_over_sonotile"]
         print(
