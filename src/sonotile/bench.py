@@ -347,7 +347,7 @@ def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict
     }
 
 
-def _spread(xs: list[float]) -> dict:
+def spread(xs: list[float]) -> dict:
     return {
         "median": statistics.median(xs),
         "min": min(xs),
@@ -428,15 +428,15 @@ def bench_case(case: str, args, workdir: str) -> dict:
         if args.kwave_binary:
             kw.append(run_kwave(args.kwave_binary, path, args.threads, workdir))
     per_step = [t / steps for t in ours]
-    res["ms_per_step"] = _spread([1e3 * t for t in per_step])
-    res["mcells_per_s"] = _spread([cells / t / 1e6 for t in per_step])
-    res["cpu_ms_per_step"] = _spread([1e3 * c / steps for c in cpus])
+    res["ms_per_step"] = spread([1e3 * t for t in per_step])
+    res["mcells_per_s"] = spread([cells / t / 1e6 for t in per_step])
+    res["cpu_ms_per_step"] = spread([1e3 * c / steps for c in cpus])
     if ffts:
         frac = [f / o for f, o in zip(ffts, per_step)]
         res["breakdown_ms_per_step"] = {
-            "ffts": _spread([1e3 * f for f in ffts]),
-            "rest": _spread([1e3 * (o - f) for f, o in zip(ffts, per_step)]),
-            "fft_fraction": _spread(frac),
+            "ffts": spread([1e3 * f for f in ffts]),
+            "rest": spread([1e3 * (o - f) for f, o in zip(ffts, per_step)]),
+            "fft_fraction": spread(frac),
         }
     res["peak_rss_bytes"] = _rss_peak_bytes()
     res["rss_now_bytes"] = _rss_now_bytes()
@@ -448,20 +448,20 @@ def bench_case(case: str, args, workdir: str) -> dict:
         sim = [(k["simulation_s"] or float("nan")) / steps for k in kw]
         ratios = [k / o for k, o in zip(sim, per_step)]  # > 1: sonotile faster
         res["kwave"] = {
-            "ms_per_step": _spread([1e3 * t for t in sim]),
-            "mcells_per_s": _spread([cells / t / 1e6 for t in sim]),
-            "preprocessing_s": _spread([k["preprocessing_s"] for k in kw]),
+            "ms_per_step": spread([1e3 * t for t in sim]),
+            "mcells_per_s": spread([cells / t / 1e6 for t in sim]),
+            "preprocessing_s": spread([k["preprocessing_s"] for k in kw]),
             "peak_rss_bytes": max(k["peak_rss_bytes"] for k in kw),
             "bytes_per_point_rss": max(k["peak_rss_bytes"] for k in kw) / cells,
             "runs": kw,
         }
-        res["speed_ratio_sonotile_over_kwave"] = _spread(ratios)
+        res["speed_ratio_sonotile_over_kwave"] = spread(ratios)
         res["speed_ratio_of_best"] = min(sim) / min(per_step)
         kcpu = [k["simulation_cpu_s"] for k in kw]
         if all(c is not None for c in kcpu):
-            res["kwave"]["cpu_ms_per_step"] = _spread([1e3 * c / steps for c in kcpu])
+            res["kwave"]["cpu_ms_per_step"] = spread([1e3 * c / steps for c in kcpu])
             # CPU seconds per step, k-Wave over sonotile (> 1: sonotile does less work)
-            res["cpu_ratio_kwave_over_sonotile"] = _spread(
+            res["cpu_ratio_kwave_over_sonotile"] = spread(
                 [k / c for k, c in zip(kcpu, cpus) if c > 0]
             )
     del sc
@@ -549,10 +549,17 @@ def main(argv: list[str] | None = None) -> int:
         "argv": list(sys.argv[1:] if argv is None else argv),
         "cases": [],
     }
+    return run_cases(report, cases, lambda c, wd: bench_case(c, args, wd), _print, args)
+
+
+def run_cases(report: dict, cases: list[str], run_one, show, args) -> int:
+    """``run_one(case, workdir)`` for each case (input files in a temporary folder under
+    ``args.workdir``), each result printed by ``show`` and appended to ``report["cases"]``;
+    the report is written to ``args.json``."""
     with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
         for case in cases:
-            res = bench_case(case, args, workdir)
-            _print(res)
+            res = run_one(case, workdir)
+            show(res)
             report["cases"].append(res)
     with open(args.json, "w") as fh:
         json.dump(report, fh, indent=1)

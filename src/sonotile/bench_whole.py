@@ -17,15 +17,12 @@ tool's peak RSS.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-from .bench import CASES, write_input
+from .bench import CASES, run_cases, spread, write_input
 
 
 def run_process(cmd: list[str], env: dict) -> dict:
@@ -62,10 +59,6 @@ def commands(kwave: str, path: str, out: str, threads: int | None) -> dict:
     return {"kwave": [kwave, *flags], "sonotile": [*sonotile, *flags]}
 
 
-def _spread(xs: list[float]) -> dict:
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "values": xs}
-
-
 def compare_case(case: str, args, workdir: str) -> dict:
     n, steps = args.size, args.steps
     env = dict(os.environ)
@@ -89,14 +82,14 @@ def compare_case(case: str, args, workdir: str) -> dict:
     for tool in ("kwave", "sonotile"):
         for key in ("wall_s", "cpu_s", "loop_s"):
             per = [(b[key] - a[key]) / (2 * steps) for a, b in zip(runs[tool][1], runs[tool][3])]
-            res[f"{tool}_{key[:-2]}_ms_per_step"] = _spread([1e3 * x for x in per])
+            res[f"{tool}_{key[:-2]}_ms_per_step"] = spread([1e3 * x for x in per])
         res[f"{tool}_peak_rss_bytes_per_point"] = (
             max(r["peak_rss_bytes"] for r in runs[tool][3]) / n**3
         )
     for key in ("wall", "cpu", "loop"):
         kw = res[f"kwave_{key}_ms_per_step"]["values"]
         st = res[f"sonotile_{key}_ms_per_step"]["values"]
-        res[f"{key}_ratio_kwave_over_sonotile"] = _spread([k / s for k, s in zip(kw, st)])
+        res[f"{key}_ratio_kwave_over_sonotile"] = spread([k / s for k, s in zip(kw, st)])
     return res
 
 
@@ -144,12 +137,4 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     report = {"argv": argv, "threads": args.threads, "cases": []}
-    with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
-        for case in cases:
-            res = compare_case(case, args, workdir)
-            _print(res)
-            report["cases"].append(res)
-    with open(args.json, "w") as fh:
-        json.dump(report, fh, indent=1)
-    print(f"wrote {args.json}")
-    return 0
+    return run_cases(report, cases, lambda c, wd: compare_case(c, args, wd), _print, args)
