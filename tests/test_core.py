@@ -3,6 +3,8 @@ the demo command end to end at a small size."""
 
 from __future__ import annotations
 
+import os
+
 import h5py
 import numpy as np
 import pytest
@@ -122,3 +124,17 @@ def test_derived_constants_match_stored(monkeypatch):
         a, b = np.asarray(derived[i][name]), np.asarray(kept[i][name])
         assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max(), name
         assert np.abs(b).max() > 0
+
+
+def test_xla_scheduler_flag(monkeypatch):
+    """import sonotile turns XLA:CPU's concurrency-optimised scheduler off unless the user's
+    XLA_FLAGS already decide it."""
+    from sonotile.runtime import SCHEDULER_FLAG, set_xla_flags
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    set_xla_flags()
+    assert f"{SCHEDULER_FLAG}=false" in os.environ["XLA_FLAGS"]
+    assert "--xla_force_host_platform_device_count=2" in os.environ["XLA_FLAGS"]
+    monkeypatch.setenv("XLA_FLAGS", f"{SCHEDULER_FLAG}=true")
+    set_xla_flags()
+    assert os.environ["XLA_FLAGS"] == f"{SCHEDULER_FLAG}=true"
