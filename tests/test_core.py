@@ -108,17 +108,17 @@ def test_derived_constants_match_stored(monkeypatch):
     import sonotile.plan as planmod
 
     problem = small_problem(shape=(30, 26, 24), nt=40)
-    c = planmod.medium_constants(problem, derive_staggered=True)
-    assert "dt_rho0_sg" not in c and "eta" not in c
+    c = planmod.medium_constants(problem, derive_axes=(0, 1, 2))
+    assert c["dt_rho0_sg"] == (None, None, None) and "eta" not in c
+    part = planmod.medium_constants(problem, derive_axes=(1, 2))["dt_rho0_sg"]
+    assert part[0] is not None and part[1:] == (None, None)
     _, eta = planmod.absorption_factors(problem.medium.c0, problem.medium.alpha_coeff, 1.5)
     mine = c["eta_per_c0_tau"] * np.sqrt(np.asarray(c["c2"], np.float64)) * np.asarray(c["tau"])
     assert np.abs(mine - eta).max() <= 1e-6 * np.abs(eta).max()
     derived = run(problem, progress=False)
 
     orig = planmod.medium_constants
-    monkeypatch.setattr(
-        planmod, "medium_constants", lambda p, derive_staggered=False: orig(p, False)
-    )
+    monkeypatch.setattr(planmod, "medium_constants", lambda p, derive_axes=(): orig(p))
     kept = run(problem, progress=False)
     for i, name in ((0, "p"), (1, "p_final")):
         a, b = np.asarray(derived[i][name]), np.asarray(kept[i][name])

@@ -598,7 +598,9 @@ def decomposed_engine(
     # constants of the medium, PML (sharded) and sources (indices localised per shard); built
     # in host memory and sliced per shard, never whole on one accelerator
     with _on_host():
-        consts = planmod.medium_constants(problem)
+        # dt/rho0_sg from rho0 in the step along the axes each pencil shard holds whole
+        derive = tuple(range(m, d)) if decomposition == "pencil" else ()
+        consts = planmod.medium_constants(problem, derive_axes=derive)
         srcc = planmod.source_constants(problem)
     idx_keys = {}
     for key in ("p_index", "tr_index"):

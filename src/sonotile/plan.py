@@ -91,16 +91,17 @@ def physics_of(problem: Problem) -> Physics:
     )
 
 
-def medium_constants(problem: Problem, derive_staggered: bool = False) -> dict:
+def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dict:
     """Device constants of the medium and PML (global arrays, grid-shaped or broadcastable).
 
     Fields are computed in the run's dtype (no float64 temporaries of grid size for float32
     runs); scalars stay Python floats. ``eta`` is not stored: the step derives it from ``tau``
-    and ``c0^2`` (``eta = -tan(pi y/2) c0 tau``, ``eta_per_c0_tau``). With
-    ``derive_staggered`` (an engine whose shards hold whole axes, i.e. one device) ``dt/rho0``
-    on the staggered grids is left out when the problem's staggered densities are k-Wave's
-    interpolation of ``rho0`` (:func:`staggered_is_interpolated`); the step then computes it
-    from ``rho0`` (12 bytes per grid point less for a heterogeneous 3-D medium).
+    and ``c0^2`` (``eta = -tan(pi y/2) c0 tau``, ``eta_per_c0_tau``). ``dt/rho0`` on the
+    staggered grid of each axis in ``derive_axes`` (axes the engine's shards hold whole: all on
+    one device, the unsplit ones of a pencil mesh) is left out (None) when the problem's
+    staggered densities are k-Wave's interpolation of ``rho0``
+    (:func:`staggered_is_interpolated`); the step then computes it from ``rho0`` (4 bytes per
+    grid point and axis less for a heterogeneous medium).
     """
     if problem.extras.get("host_medium_released"):
         raise RuntimeError("the problem's host medium was released (release_host_medium)")
@@ -132,11 +133,13 @@ def medium_constants(problem: Problem, derive_staggered: bool = False) -> dict:
             for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
         ),
     }
-    if not (derive_staggered and staggered_is_interpolated(m.rho0, m.rho0_sg, dtype)):
-        c["dt_rho0_sg"] = tuple(
-            field(lambda r: np.divide(dt, r), r, name=f"dt/rho0_sg{'xyz'[a]}")
-            for a, r in enumerate(m.rho0_sg)
-        )
+    derive = bool(derive_axes) and staggered_is_interpolated(m.rho0, m.rho0_sg, dtype)
+    c["dt_rho0_sg"] = tuple(
+        None
+        if derive and a in derive_axes
+        else field(lambda r: np.divide(dt, r), r, name=f"dt/rho0_sg{'xyz'[a]}")
+        for a, r in enumerate(m.rho0_sg)
+    )
     if m.nonlinear:
         c["bona_2rho0"] = field(
             lambda b, r: np.divide(b, np.multiply(2, r)), m.bona, m.rho0, name="B/A/(2 rho0)"

@@ -125,7 +125,7 @@ def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
     phys = planmod.physics_of(problem)
     if consts is None:
         consts = {
-            **planmod.medium_constants(problem, derive_staggered=True),
+            **planmod.medium_constants(problem, derive_axes=tuple(range(problem.grid.ndim))),
             **planmod.source_constants(problem),
         }
     if ops is None:

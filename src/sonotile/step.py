@@ -78,9 +78,10 @@ def _keep(ops, f):
 
 def dt_over_rho0_sg(c: dict, axis: int):
     """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
-    (when the plan left it out) from ``rho0`` as k-Wave interpolates it, the mean of
-    neighbours along ``axis`` with the last plane keeping ``rho0`` itself."""
-    if "dt_rho0_sg" in c:
+    (when the plan left it out, None) from ``rho0`` as k-Wave interpolates it, the mean of
+    neighbours along ``axis`` with the last plane keeping ``rho0`` itself (the shard must hold
+    the whole axis)."""
+    if c["dt_rho0_sg"][axis] is not None:
         return c["dt_rho0_sg"][axis]
     r = c["rho0"]
     # next point along the axis by slice + pad (XLA fuses these into the update; a
@@ -107,7 +108,7 @@ def velocity_update(u, dp, c):
     """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
     out = []
     for a, (ua, g, m) in enumerate(zip(u, dp, c["pml_sg"])):
-        if "dt_rho0_sg" not in c:
+        if c["dt_rho0_sg"][a] is None:
             rho0, g = in_step(c, "rho0", g)
             c = {**c, "rho0": rho0}
         out.append(m * (m * ua - dt_over_rho0_sg(c, a) * g))
