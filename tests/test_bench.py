@@ -65,5 +65,7 @@ def test_whole_run_comparison(tmp_path):
     for tool in ("kwave", "sonotile"):
         assert len(case["runs"][tool]["1"]) == len(case["runs"][tool]["3"]) == 1
         assert case[f"{tool}_peak_rss_bytes_per_point"] > 0
-    assert len(case["wall_ratio_kwave_over_sonotile"]["values"]) == 1
+    for key in ("loop", "wall", "cpu"):  # per-step differences of both tools, one round
+        assert len(case[f"sonotile_{key}_ms_per_step"]["values"]) == 1
+        assert f"{key}_ratio_kwave_over_sonotile" in case  # None when a difference is <= 0
     assert main(["bench", "--whole-run", "--kwave-binary", str(tmp_path / "missing")]) == 2

@@ -89,7 +89,10 @@ def compare_case(case: str, args, workdir: str) -> dict:
     for key in ("wall", "cpu", "loop"):
         kw = res[f"kwave_{key}_ms_per_step"]["values"]
         st = res[f"sonotile_{key}_ms_per_step"]["values"]
-        res[f"{key}_ratio_kwave_over_sonotile"] = spread([k / s for k, s in zip(kw, st)])
+        # a round whose differences are not positive (steps too short against the start-up's
+        # spread, or below k-Wave's 10 ms timer resolution) gives no ratio
+        ratios = [k / s for k, s in zip(kw, st) if k > 0 and s > 0]
+        res[f"{key}_ratio_kwave_over_sonotile"] = spread(ratios) if ratios else None
     return res
 
 
@@ -99,10 +102,15 @@ def _print(res: dict) -> None:
     for key in ("loop", "wall", "cpu"):
         kw, st = res[f"kwave_{key}_ms_per_step"], res[f"sonotile_{key}_ms_per_step"]
         r = res[f"{key}_ratio_kwave_over_sonotile"]
+        ratio = (
+            "no round with positive differences: use more steps"
+            if r is None
+            else f"k-Wave/sonotile {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}, "
+            f"{len(r['values'])} rounds)"
+        )
         print(
             f"{'':20s} {key:4s}: sonotile {st['median']:8.1f} ms, k-Wave {kw['median']:8.1f} ms;"
-            f" k-Wave/sonotile {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}, "
-            f"{len(r['values'])} rounds)"
+            f" {ratio}"
         )
     print(
         f"{'':20s} peak RSS: sonotile {res['sonotile_peak_rss_bytes_per_point']:.0f}, k-Wave "

@@ -76,14 +76,14 @@ def _keep(ops, f):
     return f if keep is None else keep(f)
 
 
-def dt_over_rho0_sg(c: dict, axis: int):
+def dt_over_rho0_sg(c: dict, axis: int, rho0=None):
     """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
-    (when the plan left it out, None) from ``rho0`` as k-Wave interpolates it, the mean of
-    neighbours along ``axis`` with the last plane keeping ``rho0`` itself (the shard must hold
-    the whole axis)."""
+    (when the plan left it out, None) from ``rho0`` (default ``c["rho0"]``) as k-Wave
+    interpolates it, the mean of neighbours along ``axis`` with the last plane keeping ``rho0``
+    itself (the shard must hold the whole axis)."""
     if c["dt_rho0_sg"][axis] is not None:
         return c["dt_rho0_sg"][axis]
-    r = c["rho0"]
+    r = c["rho0"] if rho0 is None else rho0
     # next point along the axis by slice + pad (XLA fuses these into the update; a
     # concatenate along the contiguous axis it runs as a separate copy)
     pad = [(0, 0, 0)] * r.ndim
@@ -108,10 +108,10 @@ def velocity_update(u, dp, c):
     """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
     out = []
     for a, (ua, g, m) in enumerate(zip(u, dp, c["pml_sg"])):
+        rho0 = None
         if c["dt_rho0_sg"][a] is None:
             rho0, g = in_step(c, "rho0", g)
-            c = {**c, "rho0": rho0}
-        out.append(m * (m * ua - dt_over_rho0_sg(c, a) * g))
+        out.append(m * (m * ua - dt_over_rho0_sg(c, a, rho0) * g))
     return tuple(out)
 
 
@@ -130,7 +130,8 @@ def pressure_from_density(rho, du, c, ops, phys: Physics):
     if phys.dispersion:
         # eta = 2 a0 c0^y tan(pi y/2) = -tan(pi y/2) c0 tau: one constant field fewer
         c2, rho_sum = in_step(c, "c2", rho_sum)
-        eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * c["tau"]
+        tau, rho_sum = in_step(c, "tau", rho_sum)
+        eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * tau
         absorb = absorb - eta * ops.fractional(rho_sum, 2)
     return c["c2"] * (term + absorb)
 
@@ -155,10 +156,8 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     du = ops.div(u)
     # 5. split mass conservation with PML
     if phys.nonlinear:
-        # one field, made before any component changes: otherwise XLA keeps a copy of every
-        # old component for the others' updates (3 extra grids and 3 copies per step)
-        # one field, made before any component changes (else each update recomputes it and
-        # XLA keeps copies of the old components for the later ones)
+        # one field, made before any component changes: otherwise each update recomputes it
+        # and XLA keeps a copy of every old component for the later ones (3 grids per step)
         factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"])
     else:
         factor = c["rho0"]
