@@ -243,6 +243,19 @@ void parallel_for(int n, int threads, F f) {
   run_jobs(n, threads, std::function<void(int)>(f));
 }
 
+// The k transforms of one call: with `concurrent`, T at a time on 1-thread plans (the rest
+// one after another), otherwise one after another on T-thread plans. run(i, threads).
+template <typename F>
+void run_transforms(int k, int T, bool concurrent, F run) {
+  int done = 0;
+  if (concurrent && T > 1 && k > 1) {
+    const int batch = (k / T) * T;
+    for (int b = 0; b < batch; b += T) parallel_for(T, T, [&](int j) { run(b + j, 1); });
+    done = batch;
+  }
+  for (int i = done; i < k; ++i) run(i, T);
+}
+
 void fftw_loop(void* (*work)(char*), char* jobdata, size_t elsize, int njobs, void*) {
   run_jobs(njobs, njobs, [=](int i) { work(jobdata + elsize * size_t(i)); });
 }
@@ -280,13 +293,7 @@ ffi::Error R2CImpl(ffi::ThreadPool pool, int64_t concurrent, ffi::RemainingArgs 
     fftwf_plan p = get_plan(s.rank, s.d, true, threads, al);
     fftwf_execute_dft_r2c(p, const_cast<float*>(in[i]), reinterpret_cast<fftwf_complex*>(out[i]));
   };
-  int done = 0;
-  if (concurrent && T > 1 && k > 1) {
-    const int batch = (k / T) * T;
-    for (int b = 0; b < batch; b += T) parallel_for(T, T, [&](int j) { run(b + j, 1); });
-    done = batch;
-  }
-  for (int i = done; i < k; ++i) run(i, T);
+  run_transforms(k, T, concurrent != 0, run);
   return ffi::Error::Success();
 }
 
@@ -355,13 +362,7 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
     fftwf_execute_dft_c2r(p, reinterpret_cast<fftwf_complex*>(scr), out[i]);
     give_scratch(scr, 2 * s.nc);
   };
-  int done = 0;
-  if (concurrent && T > 1 && k > 1) {
-    const int batch = (k / T) * T;
-    for (int b = 0; b < batch; b += T) parallel_for(T, T, [&](int j) { run(b + j, 1); });
-    done = batch;
-  }
-  for (int i = done; i < k; ++i) run(i, T);
+  run_transforms(k, T, concurrent != 0, run);
   return ffi::Error::Success();
 }
 
