@@ -37,8 +37,10 @@ def _ops(shape, fft):
 
 
 @needs_fftw
+@pytest.mark.parametrize("fused", ["1", "0"])
 @pytest.mark.parametrize("shape", [(16,), (15,), (12, 9), (9, 12), (8, 7, 6), (9, 10, 11)])
-def test_operators_equal_xla(shape):
+def test_operators_equal_xla(shape, fused, monkeypatch):
+    monkeypatch.setenv("SONOTILE_FFTW_FUSED", fused)  # 1: sonotile_fftw_conv on rank 2-3
     ox, of = _ops(shape, "xla"), _ops(shape, "fftw")
     assert (ox.fft, of.fft) == ("xla", "fftw")
     rng = np.random.default_rng(len(shape))
@@ -58,6 +60,7 @@ def test_operators_equal_xla(shape):
 @needs_fftw
 @pytest.mark.parametrize("group,concurrent", [("1", "0"), ("1", "1")])
 def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
+    monkeypatch.setenv("SONOTILE_FFTW_FUSED", "0")  # the R2C / C2R calls
     monkeypatch.setenv("SONOTILE_FFTW_GROUP", group)
     monkeypatch.setenv("SONOTILE_FFTW_CONCURRENT", concurrent)
     shape = (10, 9, 8)
@@ -69,6 +72,40 @@ def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
         assert _rel(a, b) < 2e-6
     for a, b in zip(jax.jit(ox.grad)(u[0]), jax.jit(of.grad)(u[0])):
         assert _rel(a, b) < 2e-6
+
+
+@needs_fftw
+@pytest.mark.parametrize("shape", [(12, 10, 8), (9, 7, 5), (11, 6)])
+def test_conv_general_outputs_equal_numpy(shape):
+    """One ``conv`` call with several inputs, several vectors along x for one input (each its
+    own pass product), shared outputs with and without a vector along a plane axis, and no
+    operator: every output equals numpy's transforms, and the inputs are left intact."""
+    rng = np.random.default_rng(7)
+    nd = len(shape)
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
+    op = rng.random(half).astype(np.float32)
+    vec = [
+        (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64) for n in half
+    ]
+    outs = [(0, 0, vec[0]), (0, nd - 1, vec[-1]), (0, None, None), (1, 0, vec[0] * 2),
+            (0, 0, vec[0].conj()), (1, 1, vec[1])]  # fmt: skip
+
+    def ref(src, axis, v, with_op=True):
+        spec = np.fft.rfftn(xs[src].astype(np.float64)) * (op if with_op else 1.0)
+        if axis is not None:
+            spec = spec * v.reshape([-1 if a == axis else 1 for a in range(nd)])
+        return np.fft.irfftn(spec, s=shape, axes=tuple(range(nd)))
+
+    keep = [x.copy() for x in xs]
+    jx = [jax.numpy.asarray(x) for x in xs]
+    got = jax.jit(lambda a, b, k: fftw.conv([a, b], k, outs))(*jx, op)
+    for (src, axis, v), g in zip(outs, got):
+        assert _rel(ref(src, axis, v), g) < 2e-6
+    (g,) = jax.jit(lambda a: fftw.conv([a], None, [(0, 1, vec[1])]))(jx[1])
+    assert _rel(ref(1, 1, vec[1], with_op=False), g) < 2e-6
+    for x, k in zip(jx, keep):
+        np.testing.assert_array_equal(np.asarray(x), k)
 
 
 @needs_fftw

@@ -100,10 +100,10 @@ def resolution_warnings(problem: Problem, energy_fraction: float = 0.01) -> list
 
 def memory_estimate(problem: Problem) -> int:
     """Device memory of a single-device run [bytes], from the compiled program's measured
-    accounting (docs/performance.md): state, step temporaries, medium fields, half-spectrum
-    operators, one FFT scratch spectrum and whole-field aggregates. 3-D float32: 42 B/point
-    homogeneous lossless, 78 B/point heterogeneous absorbing nonlinear. A rough figure for
-    decompositions (halos, transposes and stored dt/rho0_sg come on top)."""
+    accounting (docs/performance.md): state, step temporaries (the d gradient components live
+    together), medium fields, half-spectrum operators and whole-field aggregates. 3-D float32:
+    42 B/point homogeneous lossless, 70 B/point heterogeneous absorbing nonlinear. A rough
+    figure for decompositions (halos, transposes and stored dt/rho0_sg come on top)."""
     g, m = problem.grid, problem.medium
     item = np.dtype(problem.dtype).itemsize
     d = g.ndim
@@ -113,14 +113,13 @@ def memory_estimate(problem: Problem) -> int:
         return isinstance(v, np.ndarray) and np.ndim(v) > 0
 
     state = 1 + 2 * d
-    temps = (2 if not absorbing else 4) + (2 if m.nonlinear else 0)
+    temps = d + (2 if absorbing else 0)
     medium = sum(field(v) for v in (m.c0, m.rho0))  # c0^2, rho0
     medium += m.nonlinear and (field(m.bona) or field(m.rho0))  # B/A / (2 rho0)
     medium += absorbing and (field(m.c0) or field(m.alpha_coeff))  # tau
     # dt/rho0_sg: assumed derived from rho0 in the step (staggered densities that are k-Wave's
     # interpolation of rho0, the usual case); other given ones add d fields
     operators = 0.5 * (1 + (2 if absorbing else 0))  # kappa (and two nablas), half spectra
-    scratch = 1
     rec = problem.sensor.record
     whole = sum(q.endswith("_all") for q in rec) * (1 if any(q.startswith("p") for q in rec) else d)
-    return int(g.size * item * (state + temps + medium + operators + scratch + whole))
+    return int(g.size * item * (state + temps + medium + operators + whole))

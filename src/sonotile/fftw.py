@@ -21,6 +21,8 @@ Environment:
                             call each; 0 (default): one call per transform.
     SONOTILE_FFTW_CONCURRENT  1: run the independent transforms of one call concurrently on
                             1-thread plans; 0 (default): one after another on threaded plans.
+    SONOTILE_FFTW_FUSED     1 (default): operators on 2-D / 3-D grids in one call each
+                            (:func:`conv`); 0: a 3-D R2C, then a multiply-and-C2R call.
 """
 
 from __future__ import annotations
@@ -167,10 +169,13 @@ def load() -> ctypes.CDLL | None:
             lib.sonotile_fftw_configure.argtypes = [
                 ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int
             ]  # fmt: skip
-            lib.sonotile_fftw_prepare.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+            lib.sonotile_fftw_prepare.argtypes = [
+                ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int
+            ]  # fmt: skip
             for name, sym in (
                 ("sonotile_fftw_r2c", "SonotileFftwR2C"),
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
+                ("sonotile_fftw_conv", "SonotileFftwConv"),
                 ("sonotile_keep", "SonotileKeep"),
             ):
                 jax.ffi.register_ffi_target(
@@ -252,6 +257,39 @@ def concurrent_default() -> int:
     return int(os.environ.get("SONOTILE_FFTW_CONCURRENT", "0") == "1")
 
 
+def fused() -> bool:
+    return os.environ.get("SONOTILE_FFTW_FUSED", "1") != "0"
+
+
+def conv(xs, op=None, outs=((0, None, None),)) -> list:
+    """Spectral operators on 2-D / 3-D float32 grids of one shape, in one custom call.
+
+    Output ``o`` of ``outs = ((src, axis, vec), ...)`` is ``irfftn(rfftn(xs[src]) * op *
+    vec[k_axis])``: ``op`` real on the half spectrum (or None), ``vec`` a 1-D complex vector
+    along grid ``axis`` (its half length on the last axis), or ``axis`` and ``vec`` None. Outputs
+    of one input share its forward transform (see ``sonotile_fftw_conv`` in the C++ source).
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    shape = xs[0].shape
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    args = list(xs)
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for _, a, v in outs if a is not None]
+    out = [jax.ShapeDtypeStruct(shape, jnp.float32) for _ in outs]
+    return list(
+        jax.ffi.ffi_call("sonotile_fftw_conv", out)(
+            *args,
+            has_op=int(op is not None),
+            src=np.array([s for s, _, _ in outs], np.int64),
+            axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64),
+        )
+    )
+
+
 def r2c(xs, concurrent: int | None = None) -> list:
     """Half spectra (last axis halved) of float32 arrays of one shape, in one custom call."""
     import jax
@@ -299,7 +337,7 @@ def prepare(shape: tuple[int, ...]) -> bool:
     if lib is None or not 1 <= len(shape) <= 3:
         return False
     dims = (ctypes.c_int64 * len(shape))(*shape)
-    return bool(lib.sonotile_fftw_prepare(len(shape), dims))
+    return bool(lib.sonotile_fftw_prepare(len(shape), dims, int(fused())))
 
 
 def keep(x):

@@ -171,7 +171,14 @@ class FourierOps:
     def _fftw(self, like) -> bool:
         return self.fft == "fftw" and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
 
+    def _conv(self, like) -> bool:
+        return self._fftw(like) and like.ndim >= 2 and fftw.fused()
+
     def grad(self, p):
+        if self._conv(p):
+            return tuple(
+                fftw.conv([p], self.kappa, [(0, a, s) for a, s in enumerate(self.shift_pos)])
+            )
         if self._fftw(p):
             P = fftw.r2c([p])
             if fftw.grouped():
@@ -184,6 +191,12 @@ class FourierOps:
         return tuple(self._back(P * s, p) for s in self.shift_pos)
 
     def div(self, u):
+        if self._conv(u[0]):
+            # one call per component: XLA can then use each part before the next exists
+            return tuple(
+                fftw.conv([ua], self.kappa, [(0, a, s)])[0]
+                for a, (ua, s) in enumerate(zip(u, self.shift_neg))
+            )
         if self._fftw(u[0]):
             if fftw.grouped():
                 return tuple(fftw.c2r(fftw.r2c(list(u)), u[0].shape, self.kappa, self.shift_neg))
@@ -198,11 +211,15 @@ class FourierOps:
 
     def fractional(self, f, which: int):
         nabla = self.nabla1 if which == 1 else self.nabla2
+        if self._conv(f):
+            return fftw.conv([f], nabla)[0]
         if self._fftw(f):
             return fftw.c2r(fftw.r2c([f]), f.shape, nabla)[0]
         return self._back(real_scale(self._spec(f), nabla), f)
 
     def filter_source(self, s):
+        if self._conv(s):
+            return fftw.conv([s], self.source_kappa)[0]
         if self._fftw(s):
             return fftw.c2r(fftw.r2c([s]), s.shape, self.source_kappa)[0]
         return self._back(real_scale(self._spec(s), self.source_kappa), s)

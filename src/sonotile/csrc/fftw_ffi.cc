@@ -4,7 +4,10 @@
 // libfftw3f shared library (Debian's libfftw3-dev or the copy inside the pyFFTW wheel). The
 // FFTW prototypes are declared here, so no fftw3.h is needed.
 //
-// Two handlers, each doing k transforms of one real shape (rank 1-3) in one call:
+// sonotile_fftw_conv (grids of rank 2-3, what the operators use there) applies whole spectral
+// operators, input to outputs, in one call; see its section below. Two more handlers do k
+// transforms of one real shape (rank 1-3) in one call (rank 1, and the SONOTILE_FFTW_FUSED=0
+// path):
 //
 //   sonotile_fftw_r2c: k real fields -> k half spectra (the last axis halved).
 //   sonotile_fftw_c2r: n_spec spectra (1 or k), an optional real operator on the half spectrum
@@ -49,6 +52,11 @@ fftwf_plan fftwf_plan_many_dft_r2c(int rank, const int* n, int howmany, float* i
 fftwf_plan fftwf_plan_many_dft_c2r(int rank, const int* n, int howmany, fftwf_complex* in,
                                    const int* inembed, int istride, int idist, float* out,
                                    const int* onembed, int ostride, int odist, unsigned flags);
+fftwf_plan fftwf_plan_many_dft(int rank, const int* n, int howmany, fftwf_complex* in,
+                               const int* inembed, int istride, int idist, fftwf_complex* out,
+                               const int* onembed, int ostride, int odist, int sign,
+                               unsigned flags);
+void fftwf_execute_dft(const fftwf_plan p, fftwf_complex* in, fftwf_complex* out);
 void fftwf_execute_dft_r2c(const fftwf_plan p, float* in, fftwf_complex* out);
 void fftwf_execute_dft_c2r(const fftwf_plan p, fftwf_complex* in, float* out);
 int fftwf_init_threads(void);
@@ -82,6 +90,13 @@ bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callb
 using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
 std::map<Key, fftwf_plan> plans;
 
+// Exports the wisdom to its file (plan_mu held).
+void save_wisdom_locked() {
+  if (g_wisdom.empty() || g_effort == kEstimate) return;
+  std::string tmp = g_wisdom + ".tmp" + std::to_string(long(getpid()));
+  if (fftwf_export_wisdom_to_filename(tmp.c_str())) std::rename(tmp.c_str(), g_wisdom.c_str());
+}
+
 // dims: real shape padded to rank 3 with leading 1s; rank: the real rank.
 fftwf_plan get_plan(int rank, const int64_t* dims, bool r2c, int threads, bool aligned) {
   std::lock_guard<std::mutex> g(plan_mu);
@@ -104,10 +119,7 @@ fftwf_plan get_plan(int rank, const int64_t* dims, bool r2c, int threads, bool a
   fftwf_free(c);
   if (p != nullptr) {
     plans[key] = p;
-    if (!g_wisdom.empty() && g_effort != kEstimate) {
-      std::string tmp = g_wisdom + ".tmp" + std::to_string(long(getpid()));
-      if (fftwf_export_wisdom_to_filename(tmp.c_str())) std::rename(tmp.c_str(), g_wisdom.c_str());
-    }
+    save_wisdom_locked();
   }
   return p;
 }
@@ -366,6 +378,295 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
   return ffi::Error::Success();
 }
 
+// ---------------------------------------------------------------------------------------------
+// sonotile_fftw_conv: spectral operators on grids of rank 2-3, with the transforms split at the
+// outer axis x (the slowest in memory):
+//
+//   out_o = C2R(op * vec_o * R2C(in_src[o])) / N
+//
+//   1. planes forward: the (rank-1)-D R2C of every plane x = const (a plane fits in cache)
+//      into the spectrum array C;
+//   2. one pass along x: blocks of kBlock adjacent plane bins are gathered for all x,
+//      transformed along x, multiplied by op (and by the output's vector where it runs along x),
+//      transformed back along x and scattered, one result array per distinct product;
+//   3. planes back: each plane is copied to a buffer, multiplied by the output's vector where it
+//      runs along a plane axis, and C2R-transformed into the output's plane.
+//
+// A 3-D R2C, a multiply and a 3-D C2R sweep the grid-sized spectrum three more times: the R2C's
+// last pass along x and the C2R's first (done here on a block in cache) and the multiply.
+// Outputs of one input share its forward transform; those whose vectors run along plane axes
+// (or that have none) also share the pass along x. Between the passes a spectrum waits in the
+// buffer of the output it becomes (see Store): no grid-sized scratch. All FFTW plans here are
+// 1-thread plans run on many planes / blocks at once.
+
+constexpr int64_t kBlock = 16;  // plane bins per block of the pass along x (128 B of complex64)
+
+struct ConvPlans {
+  fftwf_plan plane_r2c, plane_c2r, x_fwd, x_bwd;
+};
+using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int>;
+std::map<ConvKey, ConvPlans> conv_plans;  // guarded by plan_mu; entries never move
+
+struct Grid {  // a real grid (X, plane...) of rank 2 or 3 and its half spectrum
+  int rank = 0;
+  int64_t d[3] = {1, 1, 1};  // real dims, rank entries used
+  int64_t X = 1;             // outer axis
+  int64_t pr = 1, pc = 1;    // real / complex elements per plane
+  int64_t cols = 1;          // halved last axis (the contiguous axis of a spectrum plane)
+  size_t nr = 0, nc = 0;     // real / complex elements of the grid
+};
+
+bool grid_from(int rank, const int64_t* dims, Grid* g) {
+  if (rank < 2 || rank > 3) return false;
+  g->rank = rank;
+  for (int a = 0; a < g->rank; ++a) g->d[a] = dims[a];
+  g->X = g->d[0];
+  g->cols = g->d[g->rank - 1] / 2 + 1;
+  g->pr = g->d[g->rank - 1] * (g->rank == 3 ? g->d[1] : 1);
+  g->pc = g->cols * (g->rank == 3 ? g->d[1] : 1);
+  g->nr = size_t(g->X) * g->pr;
+  g->nc = size_t(g->X) * g->pc;
+  return true;
+}
+
+bool grid_of(ffi::Span<const int64_t> dims, Grid* g) {
+  return grid_from(int(dims.size()), dims.begin(), g);
+}
+
+const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
+  std::lock_guard<std::mutex> lock(plan_mu);
+  ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned)};
+  auto it = conv_plans.find(key);
+  if (it != conv_plans.end()) return &it->second;
+  int n[2] = {0, 0};
+  for (int a = 1; a < g.rank; ++a) n[a - 1] = int(g.d[a]);
+  const int nx = int(g.X), howmany = int(kBlock);
+  float* r = static_cast<float*>(fftwf_malloc(sizeof(float) * g.pr));
+  auto* c = static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * g.pc));
+  auto* b = static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * g.X * kBlock));
+  if (g_threads_ok) fftwf_plan_with_nthreads(1);
+  const unsigned f = g_effort | (aligned ? 0U : kUnaligned);
+  ConvPlans p{};
+  p.plane_r2c = fftwf_plan_many_dft_r2c(g.rank - 1, n, 1, r, nullptr, 1, 0, c, nullptr, 1, 0, f);
+  p.plane_c2r = fftwf_plan_many_dft_c2r(g.rank - 1, n, 1, c, nullptr, 1, 0, r, nullptr, 1, 0,
+                                        f | kDestroyInput);
+  p.x_fwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
+                                -1, g_effort);
+  p.x_bwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
+                                +1, g_effort);
+  fftwf_free(r);
+  fftwf_free(c);
+  fftwf_free(b);
+  if (!p.plane_r2c || !p.plane_c2r || !p.x_fwd || !p.x_bwd) return nullptr;
+  save_wisdom_locked();
+  return &(conv_plans[key] = p);
+}
+
+struct FBuf {  // FFTW-aligned, zeroed scratch owned by one worker
+  float* p = nullptr;
+  explicit FBuf(size_t floats) {
+    if (floats == 0) return;
+    p = static_cast<float*>(fftwf_malloc(sizeof(float) * floats));
+    std::memset(p, 0, sizeof(float) * floats);
+  }
+  ~FBuf() { fftwf_free(p); }
+  FBuf(const FBuf&) = delete;
+  FBuf& operator=(const FBuf&) = delete;
+};
+
+// body(scratch, i) for i in [0, n) on up to `threads` workers, each with its own scratch of
+// `floats` floats; items are taken from a shared counter (the machine's other load is uneven).
+template <class Body>
+void parallel_items(int64_t n, int threads, size_t floats, Body body) {
+  std::atomic<int64_t> next{0};
+  const int w = int(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
+  run_jobs(w, w, [&](int) {
+    FBuf buf(floats);
+    for (int64_t i; (i = next.fetch_add(1)) < n;) body(buf.p, i);
+  });
+}
+
+// t[x, j] = s[x, j] * op[x, c0 + j] * w_x for the x-block (X rows of kBlock bins, b valid).
+void multiply_block(const Grid& g, const float* s, const float* op, const float* vecx,
+                    float scale, int64_t c0, int64_t b, float* t) {
+  for (int64_t x = 0; x < g.X; ++x) {
+    const float wr = vecx ? vecx[2 * x] * scale : scale, wi = vecx ? vecx[2 * x + 1] * scale : 0.f;
+    const float* a = s + 2 * x * kBlock;
+    float* o = t + 2 * x * kBlock;
+    const float* k = op ? op + x * g.pc + c0 : nullptr;
+    for (int64_t j = 0; j < b; ++j) {
+      const float m = k ? k[j] : 1.f;
+      const float xr = a[2 * j] * m, xi = a[2 * j + 1] * m;
+      o[2 * j] = xr * wr - xi * wi;
+      o[2 * j + 1] = xr * wi + xi * wr;
+    }
+  }
+}
+
+// dst = src * vec along plane axis `axis` (1: rows of a rank-3 plane, last: columns), or a copy.
+void plane_times(const Grid& g, const float* src, const float* vec, int axis, float* dst) {
+  if (vec == nullptr) {
+    std::memcpy(dst, src, sizeof(float) * 2 * g.pc);
+    return;
+  }
+  const int64_t rows = g.pc / g.cols;
+  const bool by_col = axis == g.rank - 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = src + 2 * r * g.cols;
+    float* o = dst + 2 * r * g.cols;
+    for (int64_t j = 0; j < g.cols; ++j) {
+      const float* w = vec + 2 * (by_col ? j : r);
+      const float xr = a[2 * j], xi = a[2 * j + 1];
+      o[2 * j] = xr * w[0] - xi * w[1];
+      o[2 * j + 1] = xr * w[1] + xi * w[0];
+    }
+  }
+}
+
+// Where a product's spectrum waits between the passes: in the output it becomes (plane x of
+// the spectrum in the output's plane x, the 2 pc - pr floats that do not fit in `side`), so
+// the operators need no grid-sized scratch.
+struct Store {
+  float* main;
+  float* side;
+  int64_t pr, ov;
+  // floats [f, f + n) of spectrum plane x to / from dst
+  void get(int64_t x, int64_t f, int64_t n, float* dst) const {
+    const int64_t n1 = std::max<int64_t>(0, std::min(n, pr - f));
+    if (n1 > 0) std::memcpy(dst, main + x * pr + f, sizeof(float) * n1);
+    if (n > n1) std::memcpy(dst + n1, side + x * ov + (f + n1 - pr), sizeof(float) * (n - n1));
+  }
+  void put(int64_t x, int64_t f, int64_t n, const float* src) const {
+    const int64_t n1 = std::max<int64_t>(0, std::min(n, pr - f));
+    if (n1 > 0) std::memcpy(main + x * pr + f, src, sizeof(float) * n1);
+    if (n > n1) std::memcpy(side + x * ov + (f + n1 - pr), src + n1, sizeof(float) * (n - n1));
+  }
+};
+
+struct Prod {
+  const float* vecx;  // vector along x applied in the pass along x, or nullptr
+  int out;            // the output whose buffer stores it
+};
+
+ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_t> src,
+                    ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
+                    ffi::RemainingRets rets) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  const int m = int(rets.size());
+  if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("conv: src/axis per output");
+  int k = 0, n_vec = 0;
+  for (int o = 0; o < m; ++o) {
+    if (src[o] < 0) return bad("conv: negative src");
+    k = std::max(k, int(src[o]) + 1);
+    n_vec += axis[o] >= 0 ? 1 : 0;
+  }
+  if (int(args.size()) != k + (has_op ? 1 : 0) + n_vec) return bad("conv: argument count");
+  Grid g;
+  std::vector<float*> out(m);
+  for (int o = 0; o < m; ++o) {
+    auto y = rets.get<ffi::Buffer<ffi::F32>>(o);
+    if (y.has_error()) return bad("conv: float32 outputs");
+    if (o == 0 && !grid_of((*y)->dimensions(), &g)) return bad("conv: rank 2-3 only");
+    if ((*y)->element_count() != g.nr) return bad("conv: output shapes differ");
+    out[o] = (*y)->typed_data();
+  }
+  std::vector<const float*> in(k);
+  int a = 0;
+  for (int j = 0; j < k; ++j, ++a) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a);
+    if (x.has_error() || x->element_count() != g.nr) return bad("conv: input shape");
+    in[j] = x->typed_data();
+  }
+  const float* op = nullptr;
+  if (has_op) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (x.has_error() || x->element_count() != g.nc) return bad("conv: operator shape");
+    op = x->typed_data();
+  }
+  std::vector<const float*> vec(m, nullptr);
+  for (int o = 0; o < m; ++o) {
+    if (axis[o] < 0) continue;
+    auto x = args.get<ffi::Buffer<ffi::C64>>(a++);
+    if (axis[o] >= g.rank) return bad("conv: vector axis beyond the rank");
+    const int64_t len = axis[o] == g.rank - 1 ? g.cols : g.d[axis[o]];
+    if (x.has_error() || int64_t(x->element_count()) != len) return bad("conv: vector length");
+    vec[o] = reinterpret_cast<const float*>(x->typed_data());
+  }
+  bool aligned = true;
+  for (const float* p : in) aligned = aligned && is_aligned(p) && is_aligned(p + g.pr);
+  for (float* p : out) aligned = aligned && is_aligned(p) && is_aligned(p + g.pr);
+  const ConvPlans* P = get_conv_plans(g, aligned);
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kInternal, "conv: FFTW planning failed");
+
+  const float scale = float(1.0 / double(g.nr));
+  const int T = g_threads;
+  const int64_t nblocks = (g.pc + kBlock - 1) / kBlock;
+  const int64_t ov = 2 * g.pc - g.pr;  // floats of a spectrum plane beyond a real plane
+  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * kBlock);
+  std::vector<float*> sides;  // the overflow of each product's storage, X * ov floats
+  for (int j = 0; j < k; ++j) {
+    // products: [shared: op only, for outputs with no vector or one along a plane axis]
+    //           + one per output with a vector along x (op * vector)
+    std::vector<int> shared_users;
+    std::vector<Prod> prods;
+    for (int o = 0; o < m; ++o)
+      if (src[o] == j && axis[o] != 0) shared_users.push_back(o);
+    if (!shared_users.empty()) prods.push_back({nullptr, shared_users[0]});
+    for (int o = 0; o < m; ++o)
+      if (src[o] == j && axis[o] == 0) prods.push_back({vec[o], o});
+    if (prods.empty()) continue;
+    while (sides.size() < prods.size()) sides.push_back(take_scratch(size_t(g.X * ov)));
+    std::vector<Store> store;
+    for (size_t q = 0; q < prods.size(); ++q) store.push_back({out[prods[q].out], sides[q], g.pr, ov});
+    const float* x_in = in[j];
+    // 1. planes forward, into the storage of product 0 (the pass along x makes it last)
+    parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
+      fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(x_in) + x * g.pr,
+                            reinterpret_cast<fftwf_complex*>(pb));
+      store[0].put(x, 0, 2 * g.pc, pb);
+    });
+    // 2. along x, block by block
+    parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
+      float* tmp = buf + blk;
+      const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
+      for (int64_t x = 0; x < g.X; ++x) store[0].get(x, 2 * c0, 2 * b, buf + 2 * x * kBlock);
+      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
+                        reinterpret_cast<fftwf_complex*>(buf));
+      for (int q = int(prods.size()) - 1; q >= 0; --q) {  // product 0 last, in place
+        float* t = q == 0 ? buf : tmp;
+        multiply_block(g, buf, op, prods[q].vecx, scale, c0, b, t);
+        fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(t),
+                          reinterpret_cast<fftwf_complex*>(t));
+        for (int64_t x = 0; x < g.X; ++x) store[q].put(x, 2 * c0, 2 * b, t + 2 * x * kBlock);
+      }
+    });
+    // 3. planes back; each plane of a storage is read before its output plane is written
+    const bool keep_shared = shared_users.size() > 1;
+    parallel_items(g.X, T, keep_shared ? 2 * plane : plane, [&](float* pb, int64_t x) {
+      float* sp = pb + plane;
+      for (size_t q = 0; q < prods.size(); ++q) {
+        const bool shared = !shared_users.empty() && q == 0;
+        if (!shared) {  // an x product: op and vector applied
+          store[q].get(x, 0, 2 * g.pc, pb);
+          fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb),
+                                out[prods[q].out] + x * g.pr);
+          continue;
+        }
+        store[q].get(x, 0, 2 * g.pc, keep_shared ? sp : pb);
+        for (int o : shared_users) {
+          const float* v = axis[o] >= 1 ? vec[o] : nullptr;
+          if (keep_shared || v != nullptr) plane_times(g, keep_shared ? sp : pb, v, int(axis[o]), pb);
+          fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb),
+                                out[o] + x * g.pr);
+        }
+      }
+    });
+  }
+  for (float* p : sides) give_scratch(p, size_t(g.X * ov));
+  return ffi::Error::Success();
+}
+
 // Identity on a buffer aliased to its output: XLA materialises the value here and cannot
 // fuse across the call (the step uses it to stop fusions re-reading and copying fields).
 ffi::Error KeepImpl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
@@ -395,13 +696,16 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
   return g_threads_ok ? 1 : 0;
 }
 
-// Make the aligned R2C and C2R plans of one shape now, with the configured threads (1 on
+// Make the aligned plans of one shape now (those of sonotile_fftw_conv if `fused` and the rank
+// is 2-3, else the R2C and C2R ones), with the configured threads (1 on
 // success). Called when the operators are built, before the run's state exists: planning
 // allocates two grid-sized arrays, which would otherwise add to the run's peak memory.
-extern "C" int sonotile_fftw_prepare(int rank, const int64_t* dims) {
+extern "C" int sonotile_fftw_prepare(int rank, const int64_t* dims, int fused) {
   if (rank < 1 || rank > 3) return 0;
   int64_t d[3] = {1, 1, 1};
   for (int a = 0; a < rank; ++a) d[3 - rank + a] = dims[a];
+  Grid g;
+  if (fused && grid_from(rank, dims, &g)) return get_conv_plans(g, true) != nullptr ? 1 : 0;
   fftwf_plan r2c = get_plan(rank, d, true, g_threads, true);
   fftwf_plan c2r = get_plan(rank, d, false, g_threads, true);
   return r2c != nullptr && c2r != nullptr ? 1 : 0;
@@ -425,6 +729,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwC2R, C2RImpl,
                                   .Attr<int64_t>("has_vec")
                                   .Attr<int64_t>("axis")
                                   .Attr<int64_t>("concurrent")
+                                  .RemainingArgs()
+                                  .RemainingRets());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("has_op")
+                                  .Attr<ffi::Span<const int64_t>>("src")
+                                  .Attr<ffi::Span<const int64_t>>("axis")
                                   .RemainingArgs()
                                   .RemainingRets());
 
