@@ -1,10 +1,13 @@
-"""Step time of the solver with XLA's FFT vs FFTW (sequential threaded / concurrent transforms).
+"""Step time of the solver with XLA's FFT vs FFTW's operator calls vs FFTW's transform calls.
 
     .venv/bin/python benchmarks/fft_backends.py --size 128 --steps 20 --rounds 6 \
-        --case lossless --threads 1 [--variants xla,fftw,fftw_conc]
+        --case lossless --threads 1 [--variants xla,fftw,fftw_calls,fftw_group,fftw_conc]
 
+``fftw``: one call per operator (the default, ``sonotile_fftw_conv``); ``fftw_calls``: an R2C
+call and a multiply-and-C2R call per transform (``SONOTILE_FFTW_FUSED=0``), ``fftw_group`` /
+``fftw_conc`` those grouped per grad / div, run one after another / concurrently.
 Each variant is the whole ``sonotile bench`` case (same input file, same ``runner.run_chunk``)
-compiled under its own ``SONOTILE_FFT`` / ``SONOTILE_FFTW_CONCURRENT`` setting; the runs
+compiled under its own environment; the runs
 alternate round-robin in one process and the speed of each variant relative to ``xla`` is
 given per round (median, min, max), with CPU time / wall time and the compiled memory.
 """
@@ -17,19 +20,13 @@ import statistics
 import sys
 import tempfile
 
+CALLS = {"SONOTILE_FFT": "fftw", "SONOTILE_FFTW_FUSED": "0"}  # one R2C / C2R call per transform
 VARIANTS = {
     "xla": {"SONOTILE_FFT": "xla"},
-    "fftw": {"SONOTILE_FFT": "fftw", "SONOTILE_FFTW_GROUP": "0", "SONOTILE_FFTW_CONCURRENT": "0"},
-    "fftw_group": {
-        "SONOTILE_FFT": "fftw",
-        "SONOTILE_FFTW_GROUP": "1",
-        "SONOTILE_FFTW_CONCURRENT": "0",
-    },
-    "fftw_conc": {
-        "SONOTILE_FFT": "fftw",
-        "SONOTILE_FFTW_GROUP": "1",
-        "SONOTILE_FFTW_CONCURRENT": "1",
-    },
+    "fftw": {"SONOTILE_FFT": "fftw", "SONOTILE_FFTW_FUSED": "1"},  # one call per operator
+    "fftw_calls": {**CALLS, "SONOTILE_FFTW_GROUP": "0", "SONOTILE_FFTW_CONCURRENT": "0"},
+    "fftw_group": {**CALLS, "SONOTILE_FFTW_GROUP": "1", "SONOTILE_FFTW_CONCURRENT": "0"},
+    "fftw_conc": {**CALLS, "SONOTILE_FFTW_GROUP": "1", "SONOTILE_FFTW_CONCURRENT": "1"},
 }
 
 

@@ -458,7 +458,8 @@ def bench_case(case: str, args, workdir: str) -> dict:
         res["speed_ratio_sonotile_over_kwave"] = spread(ratios)
         res["speed_ratio_of_best"] = min(sim) / min(per_step)
         kcpu = [k["simulation_cpu_s"] for k in kw]
-        if all(c is not None for c in kcpu):
+        # a run too short for k-Wave to print its progress table gives no CPU interval (0)
+        if all(c is not None and c > 0 for c in kcpu):
             res["kwave"]["cpu_ms_per_step"] = spread([1e3 * c / steps for c in kcpu])
             # CPU seconds per step, k-Wave over sonotile (> 1: sonotile does less work)
             res["cpu_ratio_kwave_over_sonotile"] = spread(
