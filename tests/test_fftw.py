@@ -79,7 +79,8 @@ def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
 def test_conv_general_outputs_equal_numpy(shape):
     """One ``conv`` call with several inputs, several vectors along x for one input (each its
     own pass product), shared outputs with and without a vector along a plane axis, and no
-    operator: every output equals numpy's transforms, and the inputs are left intact."""
+    operator; a spectrum output and ``planes_c2r`` from it: every output equals numpy's
+    transforms, and the inputs are left intact."""
     rng = np.random.default_rng(7)
     nd = len(shape)
     half = (*shape[:-1], shape[-1] // 2 + 1)
@@ -104,6 +105,15 @@ def test_conv_general_outputs_equal_numpy(shape):
         assert _rel(ref(src, axis, v), g) < 2e-6
     (g,) = jax.jit(lambda a: fftw.conv([a], None, [(0, 1, vec[1])]))(jx[1])
     assert _rel(ref(1, 1, vec[1], with_op=False), g) < 2e-6
+    # the spectrum after the pass along x, then the plane transforms from it, one at a time
+    gx, spec = jax.jit(lambda a, k: fftw.conv([a], k, [(0, 0, vec[0]), (0, "spectrum", None)]))(
+        jx[0], op
+    )
+    assert spec.shape == half and spec.dtype == np.complex64
+    assert _rel(ref(0, 0, vec[0]), gx) < 2e-6
+    back = jax.jit(lambda s, v: fftw.planes_c2r(s, shape, nd - 1, v))(spec, vec[-1])
+    assert _rel(ref(0, nd - 1, vec[-1]), back) < 2e-6
+    assert _rel(ref(0, None, None), jax.jit(lambda s: fftw.planes_c2r(s, shape))(spec)) < 2e-6
     for x, k in zip(jx, keep):
         np.testing.assert_array_equal(np.asarray(x), k)
 

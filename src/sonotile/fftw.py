@@ -176,6 +176,7 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_r2c", "SonotileFftwR2C"),
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
                 ("sonotile_fftw_conv", "SonotileFftwConv"),
+                ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),
                 ("sonotile_keep", "SonotileKeep"),
             ):
                 jax.ffi.register_ffi_target(
@@ -268,6 +269,8 @@ def conv(xs, op=None, outs=((0, None, None),)) -> list:
     vec[k_axis])``: ``op`` real on the half spectrum (or None), ``vec`` a 1-D complex vector
     along grid ``axis`` (its half length on the last axis), or ``axis`` and ``vec`` None. Outputs
     of one input share its forward transform (see ``sonotile_fftw_conv`` in the C++ source).
+    ``axis = "spectrum"`` (at most one per input) returns instead the complex64 half spectrum
+    ``rfftn(xs[src]) * op / N`` transformed back along axis 0 only, for :func:`planes_c2r`.
     """
     import jax
     import jax.numpy as jnp
@@ -278,15 +281,35 @@ def conv(xs, op=None, outs=((0, None, None),)) -> list:
     args = list(xs)
     if op is not None:
         args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
-    args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for _, a, v in outs if a is not None]
-    out = [jax.ShapeDtypeStruct(shape, jnp.float32) for _ in outs]
+    vector = [a is not None and a != "spectrum" for _, a, _ in outs]
+    args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for (_, _, v), w in zip(outs, vector) if w]
+    out = [
+        jax.ShapeDtypeStruct(half, jnp.complex64)
+        if a == "spectrum"
+        else jax.ShapeDtypeStruct(shape, jnp.float32)
+        for _, a, _ in outs
+    ]
+    codes = {None: -1, "spectrum": -2}
     return list(
         jax.ffi.ffi_call("sonotile_fftw_conv", out)(
             *args,
             has_op=int(op is not None),
             src=np.array([s for s, _, _ in outs], np.int64),
-            axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64),
+            axis=np.array([codes.get(a, a) for _, a, _ in outs], np.int64),
         )
+    )
+
+
+def planes_c2r(spec, shape, axis: int | None = None, vec=None):
+    """``irfftn`` of a spectrum from :func:`conv` (``axis="spectrum"``) times the 1-D complex
+    vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only."""
+    import jax
+    import jax.numpy as jnp
+
+    args = [spec] + ([] if vec is None else [jnp.reshape(vec, (-1,)).astype(jnp.complex64)])
+    out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+    return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out)(
+        *args, axis=-1 if axis is None else int(axis)
     )
 
 

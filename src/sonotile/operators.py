@@ -176,9 +176,13 @@ class FourierOps:
 
     def grad(self, p):
         if self._conv(p):
-            return tuple(
-                fftw.conv([p], self.kappa, [(0, a, s) for a, s in enumerate(self.shift_pos)])
+            # the x component and the spectrum after the pass along x in one call, then each
+            # other component from that spectrum: one gradient component exists at a time
+            gx, spec = fftw.conv(
+                [p], self.kappa, [(0, 0, self.shift_pos[0]), (0, "spectrum", None)]
             )
+            rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(self.shift_pos) if a]
+            return (gx, *rest)
         if self._fftw(p):
             P = fftw.r2c([p])
             if fftw.grouped():

@@ -399,7 +399,8 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 // buffer of the output it becomes (see Store): no grid-sized scratch. All FFTW plans here are
 // 1-thread plans run on many planes / blocks at once.
 
-constexpr int64_t kBlock = 16;  // plane bins per block of the pass along x (128 B of complex64)
+constexpr int64_t kBlock = 16;
+constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum  // plane bins per block of the pass along x (128 B of complex64)
 
 struct ConvPlans {
   fftwf_plan plane_r2c, plane_c2r, x_fwd, x_bwd;
@@ -563,20 +564,27 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   }
   if (int(args.size()) != k + (has_op ? 1 : 0) + n_vec) return bad("conv: argument count");
   Grid g;
-  std::vector<float*> out(m);
-  for (int o = 0; o < m; ++o) {
-    auto y = rets.get<ffi::Buffer<ffi::F32>>(o);
-    if (y.has_error()) return bad("conv: float32 outputs");
-    if (o == 0 && !grid_of((*y)->dimensions(), &g)) return bad("conv: rank 2-3 only");
-    if ((*y)->element_count() != g.nr) return bad("conv: output shapes differ");
-    out[o] = (*y)->typed_data();
-  }
   std::vector<const float*> in(k);
   int a = 0;
   for (int j = 0; j < k; ++j, ++a) {
     auto x = args.get<ffi::Buffer<ffi::F32>>(a);
-    if (x.has_error() || x->element_count() != g.nr) return bad("conv: input shape");
+    if (x.has_error()) return bad("conv: float32 inputs");
+    if (j == 0 && !grid_of(x->dimensions(), &g)) return bad("conv: rank 2-3 only");
+    if (x->element_count() != g.nr) return bad("conv: input shapes differ");
     in[j] = x->typed_data();
+  }
+  std::vector<float*> out(m);
+  for (int o = 0; o < m; ++o) {
+    if (axis[o] == kSpectrum) {  // the shared product after the pass along x, complex64
+      auto y = rets.get<ffi::Buffer<ffi::C64>>(o);
+      if (y.has_error() || (*y)->element_count() != g.nc) return bad("conv: spectrum output");
+      out[o] = reinterpret_cast<float*>((*y)->typed_data());
+      continue;
+    }
+    if (axis[o] < -1) return bad("conv: axis -1 (none), -2 (spectrum) or a grid axis");
+    auto y = rets.get<ffi::Buffer<ffi::F32>>(o);
+    if (y.has_error() || (*y)->element_count() != g.nr) return bad("conv: real output shape");
+    out[o] = (*y)->typed_data();
   }
   const float* op = nullptr;
   if (has_op) {
@@ -595,7 +603,8 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   }
   bool aligned = true;
   for (const float* p : in) aligned = aligned && is_aligned(p) && is_aligned(p + g.pr);
-  for (float* p : out) aligned = aligned && is_aligned(p) && is_aligned(p + g.pr);
+  for (int o = 0; o < m; ++o)
+    if (axis[o] != kSpectrum) aligned = aligned && is_aligned(out[o]) && is_aligned(out[o] + g.pr);
   const ConvPlans* P = get_conv_plans(g, aligned);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kInternal, "conv: FFTW planning failed");
 
@@ -608,17 +617,28 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   for (int j = 0; j < k; ++j) {
     // products: [shared: op only, for outputs with no vector or one along a plane axis]
     //           + one per output with a vector along x (op * vector)
-    std::vector<int> shared_users;
+    std::vector<int> shared_users;  // real outputs of the shared product
+    int spectrum = -1;              // an output returning the shared product itself
     std::vector<Prod> prods;
-    for (int o = 0; o < m; ++o)
-      if (src[o] == j && axis[o] != 0) shared_users.push_back(o);
-    if (!shared_users.empty()) prods.push_back({nullptr, shared_users[0]});
+    for (int o = 0; o < m; ++o) {
+      if (src[o] != j || axis[o] == 0) continue;
+      if (axis[o] != kSpectrum) shared_users.push_back(o);
+      else if (spectrum >= 0) return bad("conv: one spectrum output per input");
+      else spectrum = o;
+    }
+    if (spectrum >= 0) prods.push_back({nullptr, spectrum});
+    else if (!shared_users.empty()) prods.push_back({nullptr, shared_users[0]});
     for (int o = 0; o < m; ++o)
       if (src[o] == j && axis[o] == 0) prods.push_back({vec[o], o});
     if (prods.empty()) continue;
     while (sides.size() < prods.size()) sides.push_back(take_scratch(size_t(g.X * ov)));
     std::vector<Store> store;
-    for (size_t q = 0; q < prods.size(); ++q) store.push_back({out[prods[q].out], sides[q], g.pr, ov});
+    for (size_t q = 0; q < prods.size(); ++q) {
+      if (prods[q].out == spectrum)  // a whole spectrum buffer: nothing overflows
+        store.push_back({out[spectrum], nullptr, 2 * g.pc, 0});
+      else
+        store.push_back({out[prods[q].out], sides[q], g.pr, ov});
+    }
     const float* x_in = in[j];
     // 1. planes forward, into the storage of product 0 (the pass along x makes it last)
     parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
@@ -643,16 +663,18 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     });
     // 3. planes back; each plane of a storage is read before its output plane is written
     const bool keep_shared = shared_users.size() > 1;
+    const bool shared0 = spectrum >= 0 || !shared_users.empty();  // product 0 is the shared one
     parallel_items(g.X, T, keep_shared ? 2 * plane : plane, [&](float* pb, int64_t x) {
       float* sp = pb + plane;
       for (size_t q = 0; q < prods.size(); ++q) {
-        const bool shared = !shared_users.empty() && q == 0;
+        const bool shared = shared0 && q == 0;
         if (!shared) {  // an x product: op and vector applied
           store[q].get(x, 0, 2 * g.pc, pb);
           fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb),
                                 out[prods[q].out] + x * g.pr);
           continue;
         }
+        if (shared_users.empty()) continue;  // returned as a spectrum only
         store[q].get(x, 0, 2 * g.pc, keep_shared ? sp : pb);
         for (int o : shared_users) {
           const float* v = axis[o] >= 1 ? vec[o] : nullptr;
@@ -664,6 +686,40 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     });
   }
   for (float* p : sides) give_scratch(p, size_t(g.X * ov));
+  return ffi::Error::Success();
+}
+
+// sonotile_fftw_planes_c2r: the last stage of sonotile_fftw_conv on its own, for a spectrum
+// that conv returned after its pass along x (axis -2): out = plane C2R(spec * vec_axis), the
+// vector along a plane axis (1 .. rank-1) or none (axis -1). The spectrum is left intact, so
+// several outputs can be made from it one at a time (the gradient: XLA can consume each
+// component before the next exists).
+ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C64> spec,
+                         ffi::RemainingArgs args, ffi::Result<ffi::Buffer<ffi::F32>> out) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  Grid g;
+  if (!grid_of(out->dimensions(), &g)) return bad("planes_c2r: rank 2-3 only");
+  if (spec.element_count() != g.nc) return bad("planes_c2r: spectrum shape");
+  const float* vec = nullptr;
+  if (axis >= 0) {
+    if (axis < 1 || axis >= g.rank || args.size() != 1) return bad("planes_c2r: a plane axis");
+    auto v = args.get<ffi::Buffer<ffi::C64>>(0);
+    const int64_t len = axis == g.rank - 1 ? g.cols : g.d[axis];
+    if (v.has_error() || int64_t(v->element_count()) != len) return bad("planes_c2r: vector");
+    vec = reinterpret_cast<const float*>(v->typed_data());
+  } else if (args.size() != 0) {
+    return bad("planes_c2r: a vector needs its axis");
+  }
+  float* o = out->typed_data();
+  const bool aligned = is_aligned(o) && is_aligned(o + g.pr);
+  const ConvPlans* P = get_conv_plans(g, aligned);
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kInternal, "planes_c2r: FFTW planning");
+  const float* s = reinterpret_cast<const float*>(spec.typed_data());
+  parallel_items(g.X, g_threads, size_t(2 * g.pc), [&](float* pb, int64_t x) {
+    plane_times(g, s + 2 * x * g.pc, vec, int(axis), pb);
+    fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb), o + x * g.pr);
+  });
   return ffi::Error::Success();
 }
 
@@ -740,6 +796,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
                                   .Attr<ffi::Span<const int64_t>>("axis")
                                   .RemainingArgs()
                                   .RemainingRets());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("axis")
+                                  .Arg<ffi::Buffer<ffi::C64>>()
+                                  .RemainingArgs()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileKeep, KeepImpl,
                               ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
