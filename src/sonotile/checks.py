@@ -102,8 +102,8 @@ def memory_estimate(problem: Problem) -> int:
     """Device memory of a single-device run [bytes], from the compiled program's measured
     accounting (docs/performance.md): state, step temporaries, medium fields, half-spectrum
     operators and whole-field aggregates. 3-D float32: 38 B/point homogeneous lossless, 70
-    B/point heterogeneous absorbing nonlinear. A rough
-    figure for decompositions (halos, transposes and stored dt/rho0_sg come on top)."""
+    B/point heterogeneous absorbing nonlinear. A rough figure for decompositions (halos,
+    transposes and stored dt/rho0_sg come on top)."""
     g, m = problem.grid, problem.medium
     item = np.dtype(problem.dtype).itemsize
     d = g.ndim

@@ -14,9 +14,10 @@ Every decomposition provides an object with the same methods:
 
 :class:`FourierOps` is the single-device implementation on real FFTs (last axis halved): XLA's
 (DUCC on the CPU, cuFFT on GPUs) or, on the CPU, FFTW through custom calls
-(:mod:`sonotile.fftw`), which also applies the k-space operators while copying the spectrum
-for the inverse transform. ``FourierOps.build(..., fft="auto")`` picks FFTW on the CPU when the
-extension is available.
+(:mod:`sonotile.fftw`): on 2-D / 3-D grids one call per operator (plane transforms and one pass
+along the outer axis, the k-space operator applied inside), on 1-D grids an R2C call and a
+C2R call that applies the operator while copying the spectrum.
+``FourierOps.build(..., fft="auto")`` picks FFTW on the CPU when the extension is available.
 """
 
 from __future__ import annotations

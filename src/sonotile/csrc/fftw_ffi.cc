@@ -5,7 +5,8 @@
 // FFTW prototypes are declared here, so no fftw3.h is needed.
 //
 // sonotile_fftw_conv (grids of rank 2-3, what the operators use there) applies whole spectral
-// operators, input to outputs, in one call; see its section below. Two more handlers do k
+// operators, input to outputs, in one call, and sonotile_fftw_planes_c2r finishes one more
+// output from a spectrum conv returned; see their section below. Two more handlers do k
 // transforms of one real shape (rank 1-3) in one call (rank 1, and the SONOTILE_FFTW_FUSED=0
 // path):
 //
