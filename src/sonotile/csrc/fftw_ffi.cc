@@ -400,8 +400,8 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 // buffer of the output it becomes (see Store): no grid-sized scratch. All FFTW plans here are
 // 1-thread plans run on many planes / blocks at once.
 
-constexpr int64_t kBlock = 16;
-constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum  // plane bins per block of the pass along x (128 B of complex64)
+constexpr int64_t kBlock = 16;     // plane bins per block of the pass along x (128 B of complex64)
+constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum
 
 struct ConvPlans {
   fftwf_plan plane_r2c, plane_c2r, x_fwd, x_bwd;
