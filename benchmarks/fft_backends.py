@@ -39,13 +39,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--variants", default="xla,fftw")
     a = ap.parse_args(argv)
-    from sonotile.kwave_cli import configure_threads
+    from sonotile.runtime import configure_threads
 
     configure_threads(a.threads)
     import numpy as np
 
-    from sonotile import fftw
-    from sonotile.bench import SonotileCase, write_input
+    from sonotile.bench.inprocess import SonotileCase, write_input
+    from sonotile.fft import fftw
 
     names = [v.strip() for v in a.variants.split(",")]
     cases = {}

@@ -21,11 +21,11 @@ import time
 
 import numpy as np
 
-from sonotile.cases import heterogeneous_absorbing
+from sonotile.bench.cases import heterogeneous_absorbing
 
 
 def make_case(n: int = 48, nt: int = 80, dtype: str = "float32", seed: int = 0, pml: int = 8):
-    """The shared test problem (:func:`sonotile.cases.heterogeneous_absorbing`)."""
+    """The shared test problem (:func:`sonotile.bench.cases.heterogeneous_absorbing`)."""
     return heterogeneous_absorbing(n, nt, dtype, seed, pml)
 
 
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from sonotile.parallel import run_decomposed
-    from sonotile.runner import run
+    from sonotile.solver.runner import run
 
     prob = make_case(args.shape, args.nt)
     t0 = time.perf_counter()

@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--applications", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=4)
     a = ap.parse_args(argv)
-    from sonotile.kwave_cli import configure_threads
+    from sonotile.runtime import configure_threads
 
     configure_threads(a.threads)
     import jax
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     import numpy as np
     from jax import lax
 
-    from sonotile import fftw
+    from sonotile.fft import fftw
 
     if not fftw.available():
         print(f"FFTW extension unavailable: {fftw.reason()}")

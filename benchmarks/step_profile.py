@@ -5,7 +5,7 @@
 
 Variants, each a jitted ``lax.scan`` over ``--steps`` steps on the bench case's constants:
 
-* ``step``     the real step (``sonotile.step.step``), no sensors;
+* ``step``     the real step (``sonotile.solver.step.step``), no sensors;
 * ``spectral`` only the spectral operators in the same sequence (grad, div, fractional): FFTs plus
   the k-space multiplications, no PML/medium updates;
 * ``ffts``     the same FFTs with nothing but a scalar scaling between them;
@@ -63,17 +63,17 @@ def main(argv=None) -> int:
         "(FFT custom calls, loop fusions, copies)",
     )
     a = ap.parse_args(argv)
-    from sonotile.kwave_cli import configure_threads
+    from sonotile.runtime import configure_threads
 
     configure_threads(a.threads)
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    from sonotile import runner as rn
-    from sonotile.bench import write_input
-    from sonotile.kwave_io import read_input
-    from sonotile.step import step, zero_state
+    from sonotile.bench.inprocess import write_input
+    from sonotile.kwave.reader import read_input
+    from sonotile.solver import runner as rn
+    from sonotile.solver.step import step, zero_state
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "in.h5")

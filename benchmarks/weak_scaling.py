@@ -1,6 +1,6 @@
 """Weak scaling 1 -> 2 processes (1 device, 1 thread each) through the k-Wave command line.
 
-One process runs the heterogeneous absorbing nonlinear case (``sonotile.cases``) on an
+One process runs the heterogeneous absorbing nonlinear case (``sonotile.bench.cases``) on an
 ``N x N x N`` grid; two processes (``sonotile launch -n 2``) run it on ``2N x N x N`` with
 ``--decomposition pencil|lfb --mesh 2``. Runs alternate (A B A B ...); the time per step is
 k-Wave's ``simulation_phase_execution_time`` attribute of each output divided by the steps.
@@ -21,8 +21,8 @@ import tempfile
 
 import h5py
 
-from sonotile.cases import heterogeneous_absorbing
-from sonotile.kwave_io import write_input
+from sonotile.bench.cases import heterogeneous_absorbing
+from sonotile.kwave.writer import write_input
 
 
 def seconds(out: str) -> float:

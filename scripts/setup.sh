@@ -10,7 +10,7 @@ fi
 .venv/bin/python -m pip install -q -e ".[dev]"
 # FFTW custom calls for the CPU FFT (compiled once into ~/.cache/sonotile; without a compiler
 # or libfftw3f sonotile uses XLA's FFT). pyFFTW's wheel carries libfftw3f where the system has none.
-if ! .venv/bin/python -c "import sys, sonotile.fftw as f; sys.exit(f.find_library() is None)"; then
+if ! .venv/bin/python -c "import sys, sonotile.fft.fftw as f; sys.exit(f.find_library() is None)"; then
   .venv/bin/python -m pip install -q pyfftw || echo "setup.sh: no pyfftw wheel; XLA's FFT will be used" >&2
 fi
-.venv/bin/python -m sonotile.fftw || true
+.venv/bin/python -m sonotile.fft.fftw || true

@@ -2,10 +2,10 @@
 
 __version__ = "0.1.0"
 
-from .runtime import set_xla_flags  # noqa: E402
+from sonotile.runtime import set_xla_flags  # noqa: E402
 
 set_xla_flags()  # before JAX creates its CPU client
 
-from .api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simulate  # noqa: E402
+from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simulate  # noqa: E402
 
 __all__ = ["KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "__version__"]

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import checks
-from .filters import smooth
-from .grid import AXES, Grid, make_time
-from .problem import (
+from sonotile.model import checks
+from sonotile.model.filters import smooth
+from sonotile.model.grid import AXES, Grid, make_time
+from sonotile.model.problem import (
     MaskSource,
     Medium,
     Pml,
@@ -455,7 +455,7 @@ def simulate(
         pml_inside: PML inside the given grid (k-Wave's default) or added around it.
         dtype: ``"float32"`` or ``"float64"`` (needs ``jax_enable_x64``).
         smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
-            default; :func:`sonotile.filters.smooth`).
+            default; :func:`sonotile.model.filters.smooth`).
         smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
         decomposition: ``"single"`` (one device), ``"pencil"`` (distributed FFT, exact),
             ``"lfb"`` (local Fourier basis, nearest-neighbour exchange) or ``"auto"`` (chosen
@@ -480,12 +480,12 @@ def simulate(
             f"sonotile: grid {problem.grid.shape}, {problem.grid.nt} steps, about {mb:.0f} MB",
             file=sys.stderr,
         )
-    from . import runner
+    from sonotile.solver import runner
 
     if decomposition == "single":
         engine = runner.single_engine(problem)
     else:
-        from .parallel import engine_for
+        from sonotile.parallel.engine import engine_for
 
         engine, reason = engine_for(problem, decomposition, mesh, overlap, accuracy=accuracy)
         if not quiet:

@@ -11,12 +11,12 @@ import sys
 COMMANDS = {
     "demo": ("sonotile.demo", "3-D focused ultrasound through a tissue layer (about a minute)"),
     "kwave": (
-        "sonotile.kwave_cli",
+        "sonotile.kwave.cli",
         "k-Wave compatible solver (same flags as kspaceFirstOrder-OMP)",
     ),
-    "bench": ("sonotile.bench", "throughput, compile time and memory benchmarks"),
+    "bench": ("sonotile.bench.inprocess", "throughput, compile time and memory benchmarks"),
     "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
-    "launch": ("sonotile.launch", "run N local processes of one job (-n N -- <command>)"),
+    "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),
 }
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0
     if argv[0] == "--version":
-        from . import __version__
+        from sonotile import __version__
 
         print(f"sonotile {__version__}")
         return 0

@@ -21,7 +21,7 @@ import numpy as np
 
 def setup(n: int = 128):
     """The demo problem on an ``n x 0.8n x 0.8n`` grid (0.1875 mm spacing at n = 128)."""
-    from .api import KSensor, KSource, KWaveGrid, KWaveMedium
+    from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium
 
     shape = (n, int(0.8 * n), int(0.8 * n))
     dx = 24e-3 / n
@@ -44,7 +44,7 @@ def setup(n: int = 128):
     disc = (yy**2 + zz**2) * dx**2 <= (7e-3) ** 2
     mask = np.zeros(shape, bool)
     mask[x0][disc] = True
-    from .api import mask_points
+    from sonotile.api import mask_points
 
     pts = mask_points(mask, shape, "demo source")
     focus = np.array([x0 * dx + 14e-3, shape[1] // 2 * dx, shape[2] // 2 * dx])
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         import jax
 
         jax.config.update("jax_enable_x64", True)
-    from .api import simulate
+    from sonotile.api import simulate
 
     grid, medium, source, sensor = setup(a.size)
     print(

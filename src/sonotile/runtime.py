@@ -4,7 +4,7 @@ Compilation cache (time to first step): ``~/.cache/sonotile/jax``.
 
 :func:`enable_env` is called by the entry points (``sonotile-kwave``, ``sonotile bench``,
 through ``kwave_cli.configure_threads``), :func:`enable` by
-:meth:`sonotile.operators.FourierOps.build`, i.e. before any solver program is compiled
+:meth:`sonotile.solver.operators.FourierOps.build`, i.e. before any solver program is compiled
 (``simulate``, ``sonotile demo``, every decomposition that uses ``FourierOps``). Programs
 that took at least 0.2 s to compile are stored (JAX's default: no size limit; an LRU limit
 would need the ``filelock`` package); a second run of the
@@ -21,6 +21,8 @@ mapped and returned to the system when freed. ``SONOTILE_MALLOC_TUNE=0`` leaves 
 from __future__ import annotations
 
 import os
+import signal
+import sys
 
 MIN_COMPILE_S = 0.2
 
@@ -33,7 +35,7 @@ _done: list[str] = []
 
 
 def cache_path() -> str:
-    from .fftw import cache_dir
+    from sonotile.fft.fftw import cache_dir
 
     return os.path.join(cache_dir(), "jax")
 
@@ -101,3 +103,68 @@ def enable() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
     except (OSError, AttributeError):
         pass
+
+
+def configure_cpu_devices(n: int | None) -> None:
+    """Ask XLA for ``n`` virtual CPU devices (read once, before JAX is imported)."""
+    if not n:
+        return
+    if "jax" in sys.modules:
+        import jax
+
+        if jax.device_count() == n or len(jax.devices("cpu")) == n:
+            return
+        raise ValueError(f"--cpu_devices {n}: JAX is already initialised in this process")
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+
+
+def configure_threads(threads: int | None) -> None:
+    """Run on ``threads`` CPU threads: XLA's and FFTW's (call before JAX is imported).
+
+    XLA sizes its thread pools from the process's CPU affinity mask (there is no thread-count
+    flag), so the mask is cut to ``threads`` of the allowed CPUs; with one thread XLA's Eigen
+    pool is switched off too. FFTW's plans get ``threads`` threads (:mod:`sonotile.fft.fftw`).
+    Also points JAX's persistent compilation cache at ``~/.cache/sonotile/jax``.
+    """
+    from sonotile.fft import fftw
+
+    enable_env()
+    if not threads:
+        return
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, cpus[: max(1, threads)])
+    except (AttributeError, OSError):
+        pass
+    fftw.set_threads(threads)
+    if threads == 1:
+        # (a bare "intra_op_parallelism_threads=1" here used to end XLA's flag parsing, so
+        # flags appended later, e.g. by --cpu_devices in a child process, were ignored)
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "--xla_cpu_multi_thread_eigen" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+
+
+def install_stop_handlers(flag: dict) -> dict:
+    """SIGTERM/SIGINT set ``flag['stop']`` (the run checkpoints, or fails, between chunks of
+    steps); a second signal raises KeyboardInterrupt at once. Returns the previous handlers."""
+
+    def handler(signum, frame):
+        if flag.get("stop"):
+            raise KeyboardInterrupt(f"signal {signum}")
+        flag["stop"] = True
+        flag["signal"] = signum
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: no signal handling
+            pass
+    return previous
+
+
+def restore_handlers(previous: dict) -> None:
+    for sig, h in previous.items():
+        signal.signal(sig, h)

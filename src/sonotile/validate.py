@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if not compare.is_file():
         print(f"sonotile validate: comparison tool not found: {compare}", file=sys.stderr)
         return 1
-    from .kwave_cli import main as kwave
+    from sonotile.kwave.cli import main as kwave
 
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,572 @@
+"""``sonotile bench``: throughput, compile time and memory of the single-device solver.
+
+For each case a k-Wave input file is written (FORMAT.md 2.7, a single-point pressure source and
+a few index sensors), read back with sonotile's reader and run in-process:
+
+* ``Mcells/s`` = grid points x steps / wall time of the steps (after compilation),
+* ``ms/step``, ``compile_s`` (lower + XLA compile of the scan chunk) and ``first_step_s``
+  (plan + compile + one chunk: what a user waits before the solver is at full speed),
+* memory: peak process RSS and the compiled program's ``memory_analysis()`` (arguments, outputs,
+  aliased = donated bytes, temporaries) as bytes per grid point,
+* a breakdown of one step: the step's FFTs alone (same count and sizes, nothing else) versus the
+  rest (element-wise work, copies).
+
+``--kwave-binary PATH`` runs k-Wave's ``kspaceFirstOrder-OMP`` on the same input file,
+alternating sonotile and k-Wave runs (``--repeats``), and reports the ratios of their step times
+(k-Wave's own ``simulation_phase_execution_time``, ours measured around the steps) with their
+spread, plus k-Wave's peak RSS per grid point.
+
+``sonotile bench --whole-run --kwave-binary PATH ...`` compares complete ``sonotile-kwave`` and
+k-Wave processes instead (runs of N and 3N steps, differenced; :mod:`sonotile.bench.whole`);
+``sonotile bench --decompositions ...`` measures the decompositions (:mod:`sonotile.bench.scaling`).
+
+Thread count (``--threads``) is applied before JAX is imported, as in ``sonotile-kwave -t``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from sonotile.model.problem import staggered_density
+
+CASES = {
+    "lossless": "homogeneous lossless (scalar c0, rho0)",
+    "absorbing_nonlinear": "heterogeneous c0/rho0/BonA, power-law absorption y=1.5, B/A",
+}
+
+
+# --------------------------------------------------------------------------- input files
+
+
+def write_input(path: str, case: str, n: int, steps: int) -> None:
+    """A k-Wave 1.2 input file for ``case`` on an ``n^3`` grid with ``steps`` time steps."""
+    import h5py
+
+    dx = 1e-4
+    c_max = 1650.0 if case != "lossless" else 1500.0
+    dt = 0.3 * dx / c_max
+    pml = min(10, max(2, n // 8))
+    zyx = (n, n, n)
+
+    from sonotile.kwave.writer import put_dataset as put
+
+    ax = np.arange(n) - n / 2
+    z, y, x = np.meshgrid(ax, ax, ax, indexing="ij")
+    ball = (x**2 + y**2 + z**2) < (n / 4) ** 2
+    layer = z > n / 8
+    t = np.arange(steps) * dt
+    f0 = 1e6
+    sig = 1e3 * np.sin(2 * np.pi * f0 * t) * np.exp(-(((t - 3 / f0) * f0 / 1.5) ** 2))
+    with h5py.File(path, "w") as f:
+        for k, v in {
+            "file_type": "input",
+            "created_by": "sonotile bench",
+            "creation_date": "01/01/26, 00:00:00",
+            "file_description": f"sonotile bench {case} {n}^3",
+            "major_version": "1",
+            "minor_version": "2",
+        }.items():
+            f.attrs[k] = np.bytes_(v.encode())
+        for name, v in (("Nx", n), ("Ny", n), ("Nz", n), ("Nt", steps)):
+            put(f, name, v, "long")
+        for name in ("ux_source_flag", "uy_source_flag", "uz_source_flag", "p0_source_flag"):
+            put(f, name, 0, "long")
+        for name in ("transducer_source_flag", "nonuniform_grid_flag", "axisymmetric_flag"):
+            put(f, name, 0, "long")
+        for name, v in (("dt", dt), ("dx", dx), ("dy", dx), ("dz", dx), ("c_ref", c_max)):
+            put(f, name, v, "float")
+        for a in "xyz":
+            put(f, f"pml_{a}_size", pml, "long")
+            put(f, f"pml_{a}_alpha", 2.0, "float")
+        if case == "lossless":
+            put(f, "nonlinear_flag", 0, "long")
+            put(f, "absorbing_flag", 0, "long")
+            put(f, "c0", 1500.0, "float")
+            for name in ("rho0", "rho0_sgx", "rho0_sgy", "rho0_sgz"):
+                put(f, name, 1000.0, "float")
+        else:
+            put(f, "nonlinear_flag", 1, "long")
+            put(f, "absorbing_flag", 1, "long")
+            c0 = np.where(ball, 1650.0, np.where(layer, 1540.0, 1500.0))
+            rho0 = np.where(ball, 1150.0, np.where(layer, 1050.0, 1000.0))
+            put(f, "c0", c0.reshape(zyx), "float")
+            put(f, "rho0", rho0.reshape(zyx), "float")
+            # as k-Wave writes them: rho0 interpolated to the staggered grids (file order z y x)
+            sg = staggered_density(np.transpose(rho0.reshape(zyx)), 3)
+            for a, r in zip("xyz", sg):
+                put(f, f"rho0_sg{a}", np.transpose(r), "float")
+            put(f, "BonA", np.where(ball, 9.0, 6.0).reshape(zyx), "float")
+            put(f, "alpha_coeff", 0.75, "float")
+            put(f, "alpha_power", 1.5, "float")
+        # one additive-no-correction pressure source point, 1-based linear index
+        c = n // 2
+        put(f, "p_source_flag", steps, "long")
+        put(f, "p_source_mode", 1, "long")
+        put(f, "p_source_many", 0, "long")
+        put(f, "p_source_index", [1 + (pml + 2) + n * c + n * n * c], "long")
+        put(f, "p_source_input", sig.reshape(1, 1, -1), "float")
+        # 8 index sensors on a line
+        xs = np.linspace(pml + 4, n - pml - 4, 8).astype(np.int64)
+        put(f, "sensor_mask_type", 0, "long")
+        put(f, "sensor_mask_index", 1 + xs + n * c + n * n * c, "long")
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _proc_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a running process (all threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _proc_hwm_bytes(pid: int) -> int:
+    """Peak RSS (VmHWM) of a running process. Unlike the child's ``ru_maxrss``, which also
+    counts the pages of the forked Python parent before ``exec``, this is the new image's."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _rss_peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _rss_now_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def _memory(compiled) -> dict:
+    try:
+        ma = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - not every backend implements it
+        return {}
+    if ma is None:
+        return {}
+    keys = (
+        "argument_size_in_bytes",
+        "output_size_in_bytes",
+        "alias_size_in_bytes",
+        "temp_size_in_bytes",
+        "generated_code_size_in_bytes",
+    )
+    out = {k: int(getattr(ma, k, 0) or 0) for k in keys}
+    out["peak_bytes"] = (
+        out["argument_size_in_bytes"]
+        + out["output_size_in_bytes"]
+        - out["alias_size_in_bytes"]
+        + out["temp_size_in_bytes"]
+    )
+    return out
+
+
+class SonotileCase:
+    """A case compiled once; :meth:`run` times one scan over all steps from a fresh state."""
+
+    def __init__(self, path: str, steps: int) -> None:
+        import jax
+
+        from sonotile.kwave.reader import read_input
+        from sonotile.solver import plan as planmod
+        from sonotile.solver import runner as rn
+        from sonotile.solver import sensors as sens
+        from sonotile.solver.step import zero_state
+
+        self._jax, self._rn, self._sens, self._zero = jax, rn, sens, zero_state
+        t0 = time.perf_counter()
+        problem, _ = read_input(path, record=("p",))
+        self.problem = problem
+        self.cp = cp = rn.compile_problem(problem)
+        jax.block_until_ready((cp.consts, cp.ops))
+        self.xs = rn.step_inputs(problem, 0, steps)
+        planmod.release_host_medium(problem)  # as sonotile-kwave does
+        t1 = time.perf_counter()
+        g, dt = problem.grid, jax.numpy.dtype(problem.dtype)
+        carry = jax.eval_shape(  # shapes only: no second state alive during the first run
+            lambda: (zero_state(g.shape, dt), sens.init_aggregates(cp.layout, g.shape, dt))
+        )
+        lowered = rn.run_chunk.lower(
+            carry, self.xs, cp.consts, cp.ops, cp.index, phys=cp.phys, layout=cp.layout
+        )
+        self.compiled = lowered.compile()
+        t2 = time.perf_counter()
+        self.plan_s, self.compile_s = t1 - t0, t2 - t1
+        self.memory = _memory(self.compiled)
+        self.steps = steps
+        self.first_run_s = self.run()
+        self.first_step_s = self.plan_s + self.compile_s + self.first_run_s / steps
+
+    def _carry(self):
+        g, dtype = self.problem.grid, self._jax.numpy.dtype(self.problem.dtype)
+        carry = (
+            self._zero(g.shape, dtype),
+            self._sens.init_aggregates(self.cp.layout, g.shape, dtype),
+        )
+        return self._jax.block_until_ready(carry)
+
+    def run(self) -> float:
+        """Seconds for all steps (fresh zero state, samples copied to the host); the CPU
+        seconds of the process over the same interval go to ``self.last_cpu_s``."""
+        carry = self._carry()
+        cp = self.cp
+        c0, t0 = _cpu_s(), time.perf_counter()
+        carry, raw = self.compiled(carry, self.xs, cp.consts, cp.ops, cp.index)
+        self._jax.block_until_ready(carry)
+        {k: np.asarray(v) for k, v in raw.items()}
+        t1, c1 = time.perf_counter(), _cpu_s()
+        self.last_cpu_s = c1 - c0
+        return t1 - t0
+
+
+def fft_breakdown(shape: tuple, absorbing: bool, steps: int, dtype: str = "float32"):
+    """A callable timing the step's FFTs alone (seconds per step): the same R2C/C2R transforms
+    (4 + 6, or 6 + 8 with power-law absorption) on the solver's FFT backend (FFTW custom calls
+    when ``FourierOps`` would use them, else XLA's FFT) with only a scalar scaling between them
+    (distinct per transform, so that XLA cannot merge identical ones)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from sonotile.fft import fftw
+
+    nd = len(shape)
+    if fftw.resolve("auto", dtype) == "fftw":
+
+        def fwd(x):
+            return fftw.r2c([x])[0]
+
+        def inv(X, c):  # the scaling applied in the handler's copy, as the solver's operators
+            v = jnp.full((shape[0],), c, jnp.complex64)
+            return fftw.c2r([X], shape, vecs=[v])[0]
+    else:
+
+        def fwd(x):
+            return jnp.fft.rfftn(x)
+
+        def inv(X, c):
+            return jnp.fft.irfftn(X * c, s=shape)
+
+    def body(carry, _):
+        p, u = carry
+        P = fwd(p)
+        g = tuple(inv(P, 1.0 + i) for i in range(nd))
+        d = tuple(inv(fwd(ua), 0.5) for ua in u)
+        q = sum(d[1:], d[0])
+        if absorbing:
+            q = inv(fwd(q), 0.3) + inv(fwd(p), 0.2)
+        return (q, g), None
+
+    f = jax.jit(lambda c: lax.scan(body, c, None, length=steps)[0])
+    carry = (jnp.ones(shape, dtype), tuple(jnp.ones(shape, dtype) for _ in range(nd)))
+    jax.block_until_ready(f(carry))
+
+    def timed() -> float:
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(carry))
+        return (time.perf_counter() - t0) / steps
+
+    return timed
+
+
+def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict:
+    """Run the k-Wave binary on ``path``; its own timings and peak RSS (from wait4)."""
+    import h5py
+
+    out = os.path.join(workdir, "kwave_out.h5")
+    cmd = [binary, "-i", path, "-o", out, "-p"]
+    env = dict(os.environ)
+    if threads:
+        cmd += ["-t", str(threads)]
+        env["OMP_NUM_THREADS"] = str(threads)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    # k-Wave flushes its log: CPU time of the time loop = between the progress table header
+    # and the next "Elapsed time" line (robust to time slicing, unlike wall time)
+    lines, cpu0, cpu1, hwm = [], None, None, 0
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace")
+        lines.append(line)
+        hwm = max(hwm, _proc_hwm_bytes(proc.pid))
+        if cpu0 is None and "Progress" in line:
+            cpu0 = _proc_cpu_s(proc.pid)
+        elif cpu0 is not None and cpu1 is None and "Elapsed time" in line:
+            cpu1 = _proc_cpu_s(proc.pid)
+    stdout = "".join(lines).encode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{binary} failed ({proc.returncode}):\n{stdout.decode()[-2000:]}")
+    with h5py.File(out, "r") as f:
+
+        def attr(k):
+            v = f.attrs[k]
+            return float(v.decode().strip().rstrip("s"))
+
+        sim = attr("simulation_phase_execution_time")
+        pre = attr("pre-processing_phase_execution_time")
+        mem_mb = float(f.attrs["total_memory_in_use"].decode().split()[0])
+    os.remove(out)
+    return {
+        "simulation_s": sim,
+        "preprocessing_s": pre,
+        "wall_s": wall,
+        "peak_rss_bytes": hwm,
+        "total_memory_in_use_MB": mem_mb,  # its getrusage: includes the forked parent's pages
+        "simulation_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+        "process_cpu_s": usage.ru_utime + usage.ru_stime,
+    }
+
+
+def spread(xs: list[float]) -> dict:
+    return {
+        "median": statistics.median(xs),
+        "min": min(xs),
+        "max": max(xs),
+        "values": xs,
+    }
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sonotile bench", description=__doc__.split("\n")[0])
+    p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
+    p.add_argument("--steps", type=int, default=50, help="time steps per run (default 50)")
+    p.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help=f"comma-separated cases from {', '.join(CASES)} (default all)",
+    )
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default all)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per case (default 3)")
+    p.add_argument("--json", default="bench.json", help="output JSON file (default bench.json)")
+    p.add_argument("--kwave-binary", default=None, help="k-Wave binary to compare against")
+    p.add_argument("--no-breakdown", action="store_true", help="skip the FFT-only timing")
+    p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
+    return p
+
+
+def machine() -> dict:
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count()
+    return {"cpu": model, "cpus_usable": cpus, "cpu_count": os.cpu_count()}
+
+
+def bench_case(case: str, args, workdir: str) -> dict:
+    import jax
+
+    n, steps = args.size, args.steps
+    path = os.path.join(workdir, f"bench_{case}_{n}.h5")
+    write_input(path, case, n, steps)
+    cells = n**3
+    sc = SonotileCase(path, steps)
+    res: dict = {
+        "case": case,
+        "description": CASES[case],
+        "grid": [n, n, n],
+        "steps": steps,
+        "plan_s": sc.plan_s,
+        "compile_s": sc.compile_s,
+        "first_step_s": sc.first_step_s,
+        "memory_analysis": sc.memory,
+    }
+    mem = sc.memory
+    if mem:
+        res["bytes_per_point_compiled"] = mem["peak_bytes"] / cells
+    fft = None
+    if not args.no_breakdown:
+        fft = fft_breakdown(sc.problem.grid.shape, case != "lossless", steps)
+    # round-robin: sonotile, FFTs alone, k-Wave; load from other processes hits all alike
+    ours, cpus, ffts, kw = [], [], [], []
+    for _ in range(args.repeats):
+        ours.append(sc.run())
+        cpus.append(sc.last_cpu_s)
+        if fft is not None:
+            ffts.append(fft())
+        if args.kwave_binary:
+            kw.append(run_kwave(args.kwave_binary, path, args.threads, workdir))
+    per_step = [t / steps for t in ours]
+    res["ms_per_step"] = spread([1e3 * t for t in per_step])
+    res["mcells_per_s"] = spread([cells / t / 1e6 for t in per_step])
+    res["cpu_ms_per_step"] = spread([1e3 * c / steps for c in cpus])
+    if ffts:
+        frac = [f / o for f, o in zip(ffts, per_step)]
+        res["breakdown_ms_per_step"] = {
+            "ffts": spread([1e3 * f for f in ffts]),
+            "rest": spread([1e3 * (o - f) for f, o in zip(ffts, per_step)]),
+            "fft_fraction": spread(frac),
+        }
+    res["peak_rss_bytes"] = _rss_peak_bytes()
+    res["rss_now_bytes"] = _rss_now_bytes()
+    res["bytes_per_point_rss"] = res["peak_rss_bytes"] / cells
+    base = getattr(args, "rss_baseline", 0)
+    res["bytes_per_point_rss_above_runtime"] = (res["peak_rss_bytes"] - base) / cells
+    if kw:
+        # k-Wave prints 2 decimals: a 0.00 s run is below its resolution
+        sim = [(k["simulation_s"] or float("nan")) / steps for k in kw]
+        ratios = [k / o for k, o in zip(sim, per_step)]  # > 1: sonotile faster
+        res["kwave"] = {
+            "ms_per_step": spread([1e3 * t for t in sim]),
+            "mcells_per_s": spread([cells / t / 1e6 for t in sim]),
+            "preprocessing_s": spread([k["preprocessing_s"] for k in kw]),
+            "peak_rss_bytes": max(k["peak_rss_bytes"] for k in kw),
+            "bytes_per_point_rss": max(k["peak_rss_bytes"] for k in kw) / cells,
+            "runs": kw,
+        }
+        res["speed_ratio_sonotile_over_kwave"] = spread(ratios)
+        res["speed_ratio_of_best"] = min(sim) / min(per_step)
+        kcpu = [k["simulation_cpu_s"] for k in kw]
+        # a run too short for k-Wave to print its progress table gives no CPU interval (0)
+        if all(c is not None and c > 0 for c in kcpu):
+            res["kwave"]["cpu_ms_per_step"] = spread([1e3 * c / steps for c in kcpu])
+            # CPU seconds per step, k-Wave over sonotile (> 1: sonotile does less work)
+            res["cpu_ratio_kwave_over_sonotile"] = spread(
+                [k / c for k, c in zip(kcpu, cpus) if c > 0]
+            )
+    del sc
+    jax.clear_caches()
+    return res
+
+
+def _print(res: dict) -> None:
+    ms, mc = res["ms_per_step"], res["mcells_per_s"]
+    print(
+        f"{res['case']:20s} {res['grid'][0]}^3 x {res['steps']}: {mc['median']:7.1f} Mcells/s "
+        f"({ms['median']:.1f} ms/step, range {ms['min']:.1f}-{ms['max']:.1f}), compile "
+        f"{res['compile_s']:.1f} s, first step after {res['first_step_s']:.1f} s"
+    )
+    if "bytes_per_point_compiled" in res:
+        m = res["memory_analysis"]
+        print(
+            f"{'':20s} memory: {res['bytes_per_point_compiled']:.0f} B/point compiled "
+            f"(args {m['argument_size_in_bytes'] / 2**20:.0f} MiB, out "
+            f"{m['output_size_in_bytes'] / 2**20:.0f} MiB, aliased "
+            f"{m['alias_size_in_bytes'] / 2**20:.0f} MiB, temp "
+            f"{m['temp_size_in_bytes'] / 2**20:.0f} MiB), process peak RSS "
+            f"{res['peak_rss_bytes'] / 2**20:.0f} MiB "
+            f"({res['bytes_per_point_rss_above_runtime']:.0f} B/point above the JAX runtime)"
+        )
+    if "breakdown_ms_per_step" in res:
+        b = res["breakdown_ms_per_step"]
+        print(
+            f"{'':20s} per step: FFTs alone {b['ffts']['median']:.1f} ms, "
+            f"{100 * b['fft_fraction']['median']:.0f}% of the step (range "
+            f"{100 * b['fft_fraction']['min']:.0f}-{100 * b['fft_fraction']['max']:.0f}%), "
+            f"rest {b['rest']['median']:.1f} ms"
+        )
+    if "kwave" in res:
+        k, r = res["kwave"], res["speed_ratio_sonotile_over_kwave"]
+        print(
+            f"{'':20s} k-Wave: {k['mcells_per_s']['median']:7.1f} Mcells/s "
+            f"({k['ms_per_step']['median']:.1f} ms/step), peak RSS "
+            f"{k['bytes_per_point_rss']:.0f} B/point; speed sonotile/k-Wave "
+            f"{r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}, {len(r['values'])} pairs; "
+            f"best/best {res['speed_ratio_of_best']:.2f})"
+        )
+        if "cpu_ratio_kwave_over_sonotile" in res:
+            c = res["cpu_ratio_kwave_over_sonotile"]
+            print(
+                f"{'':20s} CPU per step: sonotile {res['cpu_ms_per_step']['median']:.1f} ms, "
+                f"k-Wave {k['cpu_ms_per_step']['median']:.1f} ms; k-Wave/sonotile "
+                f"{c['median']:.2f} (range {c['min']:.2f}-{c['max']:.2f})"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--decompositions"]:  # communication and time breakdown per decomposition
+        from sonotile.bench import scaling
+
+        return scaling.main(argv[1:])
+    if argv[:1] == ["--whole-run"]:  # complete sonotile-kwave and k-Wave processes, differenced
+        from sonotile.bench import whole as bench_whole
+
+        return bench_whole.main(argv[1:])
+    args = parser().parse_args(argv)
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    bad = [c for c in cases if c not in CASES]
+    if bad:
+        print(f"sonotile bench: unknown case(s) {bad}; known: {list(CASES)}", file=sys.stderr)
+        return 2
+    if args.size < 8 or args.steps < 1 or args.repeats < 1:
+        print("sonotile bench: need --size >= 8, --steps >= 1, --repeats >= 1", file=sys.stderr)
+        return 2
+    from sonotile.runtime import configure_threads
+
+    configure_threads(args.threads)
+    import jax
+
+    jax.numpy.zeros(1).block_until_ready()
+    args.rss_baseline = _rss_now_bytes()  # the JAX runtime alone, subtracted per point
+    report = {
+        "rss_runtime_baseline_bytes": args.rss_baseline,
+        "machine": machine(),
+        "jax": jax.__version__,
+        "device": str(jax.devices()[0]),
+        "threads": args.threads,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "argv": list(sys.argv[1:] if argv is None else argv),
+        "cases": [],
+    }
+    return run_cases(report, cases, lambda c, wd: bench_case(c, args, wd), _print, args)
+
+
+def run_cases(report: dict, cases: list[str], run_one, show, args) -> int:
+    """``run_one(case, workdir)`` for each case (input files in a temporary folder under
+    ``args.workdir``), each result printed by ``show`` and appended to ``report["cases"]``;
+    the report is written to ``args.json``."""
+    with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
+        for case in cases:
+            res = run_one(case, workdir)
+            show(res)
+            report["cases"].append(res)
+    with open(args.json, "w") as fh:
+        json.dump(report, fh, indent=1)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

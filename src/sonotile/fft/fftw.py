@@ -1,0 +1,387 @@
+"""FFTW on the CPU as XLA custom calls (the FFT backend of
+:class:`~sonotile.solver.operators.FourierOps`).
+
+The C++ source (``csrc/fftw_ffi.cc``, shipped with the package) is compiled on first use, or by
+``scripts/setup.sh``, with the system C++ compiler against jaxlib's FFI headers and a
+single-precision FFTW shared library: Debian's ``libfftw3f`` (package ``libfftw3-dev`` /
+``libfftw3-single3``) or the copy inside the pyFFTW wheel (``pip install pyfftw``). The
+library goes to ``$XDG_CACHE_HOME/sonotile`` (default ``~/.cache/sonotile``), keyed by a hash
+of the source, the headers and the FFTW library, together with FFTW's wisdom file, so repeat
+runs neither compile nor measure plans again.
+
+Where it cannot be built (no compiler, no FFTW, no jaxlib FFI headers) :func:`available`
+returns False after one line on stderr and the operators use XLA's FFT. GPU runs always use
+XLA's FFT (cuFFT). float64 runs use XLA's FFT (only ``fftwf`` is bound).
+
+Environment:
+    SONOTILE_FFT            auto (default) | xla | fftw: backend for ``FourierOps.build``.
+    SONOTILE_FFTW_PLAN      measure (default) | estimate | patient: FFTW planning effort.
+    SONOTILE_FFTW_POOL      1 (default): FFTW's parallel loops run on XLA's intra-op thread pool
+                            (FFTW >= 3.3.9); 0: on FFTW's own threads.
+    SONOTILE_FFTW_GROUP     1: the operators pass the d transforms of grad / div to FFTW in one
+                            call each; 0 (default): one call per transform.
+    SONOTILE_FFTW_CONCURRENT  1: run the independent transforms of one call concurrently on
+                            1-thread plans; 0 (default): one after another on threaded plans.
+    SONOTILE_FFTW_FUSED     1 (default): operators on 2-D / 3-D grids in one call each
+                            (:func:`conv`); 0: a 3-D R2C, then a multiply-and-C2R call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import resources
+
+_EFFORT = {"estimate": 0, "measure": 1, "patient": 2}
+_state: dict = {}  # "lib", "path", "reason", "threads", "noted"
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "sonotile")
+
+
+def _source() -> str:
+    return resources.files("sonotile.fft").joinpath("csrc/fftw_ffi.cc").read_text()
+
+
+def _lib_dirs() -> list[str]:
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += [os.path.join(sys.prefix, "lib"), "/usr/local/lib", "/usr/lib64", "/usr/lib"]
+    dirs += sorted(glob.glob("/usr/lib/*-linux-gnu"))
+    dirs += ["/opt/homebrew/lib", "/usr/local/opt/fftw/lib"]
+    return dirs
+
+
+def find_library() -> tuple[str, str | None] | None:
+    """``(libfftw3f, libfftw3f_threads or None)`` paths: the system's, else pyFFTW's."""
+    for d in _lib_dirs():
+        for ext in (".so.3", ".so", ".3.dylib", ".dylib"):
+            main = os.path.join(d, "libfftw3f" + ext)
+            if os.path.exists(main):
+                thr = [os.path.join(d, f"libfftw3f_{t}{ext}") for t in ("threads", "omp")]
+                thr = [t for t in thr if os.path.exists(t)]
+                return main, (thr[0] if thr else None)
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyfftw")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        libs = os.path.join(os.path.dirname(os.path.dirname(spec.origin)), "pyfftw.libs")
+        main = [p for p in glob.glob(os.path.join(libs, "libfftw3f-*.so*"))]
+        thr = glob.glob(os.path.join(libs, "libfftw3f_omp-*.so*"))
+        if main:
+            return main[0], (thr[0] if thr else None)
+    return None
+
+
+def build(verbose: bool = False) -> str | None:
+    """Path of the compiled extension (compiling it if needed), or None with ``reason()`` set."""
+    if "path" in _state:
+        return _state["path"]
+    path = None
+    try:
+        path = _build(verbose)
+    except Exception as e:  # anything unexpected: keep XLA's FFT
+        _state["reason"] = f"build error: {e}"
+    _state["path"] = path
+    return path
+
+
+def _build(verbose: bool) -> str | None:
+    try:
+        import jax.ffi
+
+        inc = jax.ffi.include_dir()
+    except (ImportError, AttributeError) as e:
+        _state["reason"] = f"no jaxlib FFI headers ({e})"
+        return None
+    if not os.path.exists(os.path.join(inc, "xla", "ffi", "api", "ffi.h")):
+        _state["reason"] = f"no xla/ffi/api/ffi.h under {inc}"
+        return None
+    libs = find_library()
+    if libs is None:
+        _state["reason"] = "no libfftw3f found (apt install libfftw3-dev, or pip install pyfftw)"
+        return None
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        _state["reason"] = "no C++ compiler (g++ / c++)"
+        return None
+    src = _source()
+    import jaxlib
+
+    link = "rpath-disable-new-dtags"  # how the libraries are found; part of the cache key
+    key = "\n".join([src, inc, jaxlib.__version__, cxx, link, *[p or "" for p in libs]])
+    tag = hashlib.sha256(key.encode()).hexdigest()[:16]
+    os.makedirs(cache_dir(), exist_ok=True)
+    so = os.path.join(cache_dir(), f"fftw_ffi_{tag}.so")
+    if os.path.exists(so):
+        return so
+    main, thr = libs
+    rpaths = sorted({os.path.dirname(main)} | ({os.path.dirname(thr)} if thr else set()))
+    with tempfile.TemporaryDirectory() as d:
+        cc = os.path.join(d, "fftw_ffi.cc")
+        with open(cc, "w") as fh:
+            fh.write(src)
+        tmp = os.path.join(d, "fftw_ffi.so")
+        cmd = [cxx, "-O3", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", cc, "-o", tmp]
+        # RPATH (not RUNPATH): also searched for the FFTW libraries' own dependencies, e.g. the
+        # libgomp-<hash>.so that pyFFTW's wheel ships next to its libfftw3f_omp
+        cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths]
+        cmd += ["-Wl,--disable-new-dtags", "-lpthread"]
+        if verbose:
+            print("sonotile: building the FFTW extension:", " ".join(cmd), file=sys.stderr)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            _state["reason"] = f"compiling the FFTW extension failed: {r.stderr.strip()[-400:]}"
+            return None
+        part = f"{so}.{os.getpid()}"
+        shutil.copy(tmp, part)
+        os.replace(part, so)
+    return so
+
+
+def default_threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def load() -> ctypes.CDLL | None:
+    """Build, load and register the custom calls once per process; None if unavailable."""
+    if "lib" in _state:
+        return _state["lib"]
+    lib = None
+    so = build()
+    if so is not None:
+        try:
+            import jax
+
+            lib = ctypes.CDLL(so)
+            lib.sonotile_fftw_configure.argtypes = [
+                ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int
+            ]  # fmt: skip
+            lib.sonotile_fftw_prepare.argtypes = [
+                ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int
+            ]  # fmt: skip
+            for name, sym in (
+                ("sonotile_fftw_r2c", "SonotileFftwR2C"),
+                ("sonotile_fftw_c2r", "SonotileFftwC2R"),
+                ("sonotile_fftw_conv", "SonotileFftwConv"),
+                ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),
+                ("sonotile_keep", "SonotileKeep"),
+            ):
+                jax.ffi.register_ffi_target(
+                    name, jax.ffi.pycapsule(getattr(lib, sym)), platform="cpu"
+                )
+        except Exception as e:
+            _state["reason"] = f"loading the FFTW extension failed: {e}"
+            lib = None
+    _state["lib"] = lib
+    if lib is not None:
+        _configure(lib)
+    return lib
+
+
+def _configure(lib) -> None:
+    threads = _state.get("threads") or default_threads()
+    effort = _EFFORT.get(os.environ.get("SONOTILE_FFTW_PLAN", "measure"), 1)
+    wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
+    pool = int(os.environ.get("SONOTILE_FFTW_POOL", "1") == "1")
+    lib.sonotile_fftw_configure(threads, effort, wisdom.encode(), pool)
+
+
+def set_threads(threads: int | None) -> None:
+    """Threads for FFTW's plans (default: the CPUs in this process's affinity mask)."""
+    _state["threads"] = threads
+    if _state.get("lib") is not None:
+        _configure(_state["lib"])
+
+
+def threads() -> int:
+    return _state.get("threads") or default_threads()
+
+
+def available() -> bool:
+    return load() is not None
+
+
+def reason() -> str | None:
+    """Why the extension is unavailable (None if it is available or was not tried)."""
+    return _state.get("reason")
+
+
+def note_fallback() -> None:
+    """One line on stderr, once per process: FFTW was wanted but XLA's FFT is used."""
+    if not _state.get("noted"):
+        _state["noted"] = True
+        print(f"sonotile: FFTW unavailable, using XLA's FFT ({reason()})", file=sys.stderr)
+
+
+def reset() -> None:
+    """Forget the loaded state (tests)."""
+    _state.clear()
+
+
+def resolve(fft: str | None, dtype: str) -> str:
+    """The backend to use: ``fftw`` on the CPU for float32 when the extension works, else xla."""
+    fft = fft or "auto"
+    if fft == "auto":
+        fft = os.environ.get("SONOTILE_FFT", "auto")
+    if fft not in ("auto", "xla", "fftw"):
+        raise ValueError(f"fft must be auto, xla or fftw, not {fft!r}")
+    if fft == "xla":
+        return "xla"
+    import jax
+
+    if jax.default_backend() != "cpu" or str(dtype) != "float32":
+        return "xla"
+    if available():
+        return "fftw"
+    note_fallback()
+    return "xla"
+
+
+def grouped() -> bool:
+    return os.environ.get("SONOTILE_FFTW_GROUP", "0") == "1"
+
+
+def concurrent_default() -> int:
+    return int(os.environ.get("SONOTILE_FFTW_CONCURRENT", "0") == "1")
+
+
+def fused() -> bool:
+    return os.environ.get("SONOTILE_FFTW_FUSED", "1") != "0"
+
+
+def conv(xs, op=None, outs=((0, None, None),)) -> list:
+    """Spectral operators on 2-D / 3-D float32 grids of one shape, in one custom call.
+
+    Output ``o`` of ``outs = ((src, axis, vec), ...)`` is ``irfftn(rfftn(xs[src]) * op *
+    vec[k_axis])``: ``op`` real on the half spectrum (or None), ``vec`` a 1-D complex vector
+    along grid ``axis`` (its half length on the last axis), or ``axis`` and ``vec`` None. Outputs
+    of one input share its forward transform (see ``sonotile_fftw_conv`` in the C++ source).
+    ``axis = "spectrum"`` (at most one per input) returns instead the complex64 half spectrum
+    ``rfftn(xs[src]) * op / N`` transformed back along axis 0 only, for :func:`planes_c2r`.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    shape = xs[0].shape
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    args = list(xs)
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    vector = [a is not None and a != "spectrum" for _, a, _ in outs]
+    args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for (_, _, v), w in zip(outs, vector) if w]
+    out = [
+        jax.ShapeDtypeStruct(half, jnp.complex64)
+        if a == "spectrum"
+        else jax.ShapeDtypeStruct(shape, jnp.float32)
+        for _, a, _ in outs
+    ]
+    codes = {None: -1, "spectrum": -2}
+    return list(
+        jax.ffi.ffi_call("sonotile_fftw_conv", out)(
+            *args,
+            has_op=int(op is not None),
+            src=np.array([s for s, _, _ in outs], np.int64),
+            axis=np.array([codes.get(a, a) for _, a, _ in outs], np.int64),
+        )
+    )
+
+
+def planes_c2r(spec, shape, axis: int | None = None, vec=None):
+    """``irfftn`` of a spectrum from :func:`conv` (``axis="spectrum"``) times the 1-D complex
+    vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only."""
+    import jax
+    import jax.numpy as jnp
+
+    args = [spec] + ([] if vec is None else [jnp.reshape(vec, (-1,)).astype(jnp.complex64)])
+    out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+    return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out)(
+        *args, axis=-1 if axis is None else int(axis)
+    )
+
+
+def r2c(xs, concurrent: int | None = None) -> list:
+    """Half spectra (last axis halved) of float32 arrays of one shape, in one custom call."""
+    import jax
+    import jax.numpy as jnp
+
+    shape = xs[0].shape
+    out = [jax.ShapeDtypeStruct((*shape[:-1], shape[-1] // 2 + 1), jnp.complex64) for _ in xs]
+    c = concurrent_default() if concurrent is None else concurrent
+    return list(jax.ffi.ffi_call("sonotile_fftw_r2c", out)(*xs, concurrent=c))
+
+
+def c2r(specs, shape, op=None, vecs=None, axis: int = 0, concurrent: int | None = None) -> list:
+    """``irfftn(spec_i * op * vec_i)`` for ``i < len(vecs)`` (or ``len(specs)``), one call.
+
+    ``specs``: one half spectrum (shared) or one per output; ``op``: real, half-spectrum
+    shaped; ``vecs``: output i multiplies by the 1-D complex vector ``vecs[i]`` along grid axis
+    ``axis + i``.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    k = len(vecs) if vecs is not None else len(specs)
+    args = list(specs)
+    if op is not None:
+        args.append(jnp.broadcast_to(op, specs[0].shape).astype(jnp.float32))
+    if vecs is not None:
+        args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for v in vecs]
+    out = [jax.ShapeDtypeStruct(tuple(shape), jnp.float32) for _ in range(k)]
+    c = concurrent_default() if concurrent is None else concurrent
+    return list(
+        jax.ffi.ffi_call("sonotile_fftw_c2r", out)(
+            *args,
+            n_spec=len(specs),
+            has_op=int(op is not None),
+            has_vec=int(vecs is not None),
+            axis=axis,
+            concurrent=c,
+        )
+    )
+
+
+def prepare(shape: tuple[int, ...]) -> bool:
+    """Plan the transforms of a real grid ``shape`` now (see ``sonotile_fftw_prepare``)."""
+    lib = load()
+    if lib is None or not 1 <= len(shape) <= 3:
+        return False
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    return bool(lib.sonotile_fftw_prepare(len(shape), dims, int(fused())))
+
+
+def keep(x):
+    """``x`` itself, materialised in memory at this point: a custom call aliasing its input,
+    across which XLA cannot fuse (no data is moved)."""
+    import jax
+
+    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return jax.ffi.ffi_call("sonotile_keep", out, input_output_aliases={0: 0})(x)
+
+
+def main(argv=None) -> int:
+    """``python -m sonotile.fft.fftw``: build the extension now (scripts/setup.sh calls this)."""
+    so = build(verbose=True)
+    if so is None:
+        print(f"sonotile: FFTW extension not built, XLA's FFT will be used ({reason()})")
+        return 0
+    print(f"sonotile: FFTW extension {so}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

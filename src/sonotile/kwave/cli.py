@@ -1,0 +1,230 @@
+"""``sonotile-kwave``: a drop-in for k-Wave's ``kspaceFirstOrder-OMP`` / ``-CUDA`` binaries.
+
+Same flags, same defaults (no output flag means ``--p_raw``), same exit codes (0 on success and
+after a checkpoint, 1 on error), same files (see ``shared/kwave/FORMAT.md``). JAX is imported
+only after the command line is parsed so that ``-t`` and ``-g`` can configure it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from sonotile import __version__
+from sonotile.runtime import configure_cpu_devices, configure_threads
+
+OUTPUT_FLAGS = {
+    "p_raw": "p", "p_rms": "p_rms", "p_max": "p_max", "p_min": "p_min",
+    "p_max_all": "p_max_all", "p_min_all": "p_min_all", "p_final": "p_final",
+    "u_raw": "u", "u_non_staggered_raw": "u_non_staggered", "u_rms": "u_rms",
+    "u_max": "u_max", "u_min": "u_min", "u_max_all": "u_max_all", "u_min_all": "u_min_all",
+    "u_final": "u_final",
+}  # fmt: skip
+
+USAGE = """usage: sonotile-kwave -i <input.h5> -o <output.h5> [options]
+
+k-Wave (kspaceFirstOrder-OMP 1.3 / -CUDA) compatible solver, sonotile v{v}.
+
+mandatory:
+  -i <file>                  input file (k-Wave format 1.0, 1.1, 1.2)
+  -o <file>                  output file
+options:
+  -t <n>                     number of CPU threads (default: all)
+  -g <id>                    device index (as kspaceFirstOrder-CUDA)
+  -r <1..100>                progress print interval in % (default 5)
+  -c <0..9>                  deflate level of output datasets (default 0)
+  -s <n>                     1-based time step at which sampling starts (default 1)
+  --benchmark <n>            run n time steps instead of Nt
+  --copy_sensor_mask         copy the sensor mask into the output file
+  --checkpoint_file <file>   checkpoint file (enables checkpoint-restart)
+  --checkpoint_interval <s>  checkpoint after this many seconds of this leg
+  --checkpoint_timesteps <n> checkpoint after this many steps of this leg
+  --verbose <0..2>           log level
+  --version                  print version and exit
+  -h, --help                 print this help and exit
+outputs (default --p_raw):
+  -p, --p_raw  --p_rms  --p_max  --p_min  --p_max_all  --p_min_all  --p_final
+  -u, --u_raw  --u_non_staggered_raw  --u_rms  --u_max  --u_min  --u_max_all  --u_min_all
+  --u_final
+sonotile extras:
+  --float64                  compute in double precision
+  --decomposition <d>        auto | single | pencil | lfb (default single)
+  --mesh <AxBxC>             devices per split axis, e.g. 8, 2x4, 2x2x2 (default: all on x)
+  --overlap <n>              lfb overlap in points, 2..32 (default: auto's pick, else 16)
+  --bell_width <w>           lfb bell transition as a fraction of the overlap (default 0.5)
+  --accuracy <e>             accuracy target for --decomposition auto (default 1e-3)
+  --cpu_devices <n>          split the CPU into n virtual devices (testing decompositions)
+several processes (sonotile launch -n N -- sonotile-kwave ..., mpirun, srun): detected from the
+environment; every process runs the same command line, process 0 writes the files.
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # k-Wave prints usage and exits 1
+        raise UsageError(message)
+
+
+def _int_range(lo, hi=None):
+    def conv(s):
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{s}' is not an integer") from None
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(
+                f"{v} out of range {lo}..{hi if hi is not None else 'inf'}"
+            )
+        return v
+
+    return conv
+
+
+def _mesh(s):
+    try:
+        shape = tuple(int(v) for v in s.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a mesh like 8, 2x4 or 2x2x2") from None
+    if not 1 <= len(shape) <= 3 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"'{s}': 1 to 3 positive sizes, e.g. 2x4")
+    return shape
+
+
+def _positive_float(s):
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{v} must be > 0")
+    return v
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="sonotile-kwave", add_help=False)
+    p.add_argument("-i", dest="input")
+    p.add_argument("-o", dest="output")
+    p.add_argument("-t", dest="threads", type=_int_range(1))
+    p.add_argument("-g", dest="device", type=_int_range(0))
+    p.add_argument("-r", dest="progress", type=_int_range(1, 100), default=5)
+    p.add_argument("-c", dest="compression", type=_int_range(0, 9), default=0)
+    p.add_argument("-s", dest="start", type=_int_range(1), default=1)
+    p.add_argument("--benchmark", type=_int_range(1))
+    p.add_argument("--copy_sensor_mask", action="store_true")
+    p.add_argument("--checkpoint_file")
+    p.add_argument("--checkpoint_interval", type=_positive_float)
+    p.add_argument("--checkpoint_timesteps", type=_int_range(1))
+    p.add_argument("--verbose", type=_int_range(0, 2), default=0)
+    p.add_argument("--version", action="store_true")
+    p.add_argument("-h", "--help", action="store_true")
+    p.add_argument("--float64", action="store_true")
+    p.add_argument("--decomposition", choices=("auto", "single", "pencil", "lfb"), default="single")
+    p.add_argument("--mesh", type=_mesh)
+    p.add_argument("--overlap", type=_int_range(2, 32))
+    p.add_argument("--bell_width", type=_positive_float, default=0.5)
+    p.add_argument("--accuracy", type=_positive_float, default=1e-3)
+    p.add_argument("--cpu_devices", type=_int_range(1, 4096))
+    for flag in OUTPUT_FLAGS:
+        names = [f"--{flag}"]
+        if flag == "p_raw":
+            names.insert(0, "-p")
+        if flag == "u_raw":
+            names.insert(0, "-u")
+        p.add_argument(*names, dest=flag, action="store_true")
+    return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    a = parser().parse_args(argv)
+    if a.help or a.version:
+        return a
+    if not a.input:
+        raise UsageError("input file (-i) is mandatory")
+    if not a.output:
+        raise UsageError("output file (-o) is mandatory")
+    for name in ("input", "output", "checkpoint_file"):
+        v = getattr(a, name)
+        if v is not None and v.startswith("-"):
+            raise UsageError(f"file name '{v}' for {name} must not start with '-'")
+    if (a.checkpoint_interval or a.checkpoint_timesteps) and not a.checkpoint_file:
+        raise UsageError("--checkpoint_interval/--checkpoint_timesteps need --checkpoint_file")
+    a.record = tuple(q for f, q in OUTPUT_FLAGS.items() if getattr(a, f)) or ("p",)
+    return a
+
+
+def check_writable(path: str, what: str) -> None:
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(d):
+        raise OSError(f"{what} '{path}': directory '{d}' does not exist")
+    if not os.access(d, os.W_OK):
+        raise OSError(f"{what} '{path}': directory '{d}' is not writable")
+    if os.path.isdir(path):
+        raise OSError(f"{what} '{path}': is a directory")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse(argv)
+    except UsageError as e:
+        print(USAGE.format(v=__version__), file=sys.stderr)
+        print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+        return 1
+    if args.help:
+        print(USAGE.format(v=__version__))
+        return 0
+    if args.version:
+        print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
+        return 0
+    configure_threads(args.threads)
+    try:
+        configure_cpu_devices(args.cpu_devices)
+    except ValueError as e:
+        print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+        return 1
+    from sonotile.parallel import distributed
+
+    status = _run(args)
+    distributed.fail_fast(status)  # several processes: the others must not wait for this one
+    return status
+
+
+def _run(args) -> int:
+    try:
+        from sonotile.parallel import distributed
+
+        # several processes (sonotile launch, mpirun, srun): join them before JAX starts
+        distributed.initialize(verbose=args.verbose >= 1)
+    except Exception as e:
+        print(f"sonotile-kwave: error: distributed initialisation failed: {e}", file=sys.stderr)
+        return 1
+    try:
+        from sonotile.kwave.run import run_kwave
+
+        return run_kwave(args)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
+        print(f"sonotile-kwave: error: interrupted ({e}), no output written", file=sys.stderr)
+        return 1
+    except Exception as e:  # anything unexpected: still one line and exit 1 (k-Wave style)
+        if args.verbose >= 2:
+            import traceback
+
+            traceback.print_exc()
+        print(f"sonotile-kwave: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""k-Wave output files: streamed sensor series, aggregates, whole-field outputs, header.
+
+The file is written under a temporary name next to the target and renamed into place only when
+a run (or a checkpoint leg) ends, so a failed run never leaves a file that looks complete and
+never destroys a file already at the target path.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import time
+
+import h5py
+import jax
+import numpy as np
+
+from sonotile import __version__
+from sonotile.kwave.layout import to_zyx
+from sonotile.kwave.reader import KwaveInput
+from sonotile.model.grid import AXES
+from sonotile.solver.sensors import SensorLayout
+
+FLOAT_ATTRS = {"data_type": np.bytes_(b"float"), "domain_type": np.bytes_(b"real")}
+LONG_ATTRS = {"data_type": np.bytes_(b"long"), "domain_type": np.bytes_(b"real")}
+
+
+def temp_path(path: str) -> str:
+    d, b = os.path.split(os.path.abspath(path))
+    return os.path.join(d, f".{b}.sonotile-partial")
+
+
+def set_str(obj, name: str, value: str) -> None:
+    obj.attrs[name] = np.bytes_(value.encode())
+
+
+def write_scalar(f: h5py.File, name: str, value, dtype) -> None:
+    arr = np.asarray(value, dtype=dtype).reshape(1, 1, 1)
+    if name in f:
+        del f[name]
+    d = f.create_dataset(name, data=arr)
+    for k, v in (LONG_ATTRS if np.dtype(dtype).kind in "iu" else FLOAT_ATTRS).items():
+        d.attrs[k] = v
+
+
+class OutputFile:
+    """An open k-Wave output file being filled by a run (``recorder`` interface for raw data).
+
+    Args:
+        path: final output path; data goes to :func:`temp_path` until :meth:`commit`.
+        meta: the input file's header and scalars.
+        layout: the sensor layout of the run.
+        nt: number of steps; ``ts = nt - start`` rows per raw series.
+        compression: deflate level 0-9 (``-c``).
+        resume: reopen an existing partial file (checkpoint restart) instead of creating one.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        meta: KwaveInput,
+        layout: SensorLayout,
+        nt: int,
+        compression: int = 0,
+        resume: bool = False,
+    ) -> None:
+        self.path, self.meta, self.layout, self.nt = path, meta, layout, nt
+        self.tmp = temp_path(path)
+        # several processes: process 0 owns the file; the others only write their shards of
+        # whole fields into it, in turn (write_fields)
+        self.leader = _process_index() == 0
+        self.f = None
+        self.level = compression
+        self.ts = nt - layout.start
+        self.cuboid = bool(layout.cuboid_shapes)
+        self._splits = np.cumsum([int(np.prod(s)) for s in layout.cuboid_shapes])[:-1]
+        if not self.leader:
+            return
+        if resume:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{path}: output file to resume from is missing")
+            self._check_resumable(path)
+            os.replace(path, self.tmp)
+            self.f = h5py.File(self.tmp, "r+")
+        else:
+            self.f = h5py.File(self.tmp, "w")
+            self._create()
+
+    def _check_resumable(self, path: str) -> None:
+        """The partial output of a checkpointed run: same grid, same raw datasets."""
+        try:
+            f = h5py.File(path, "r")
+        except OSError as e:
+            raise OSError(f"{path}: output file to resume from cannot be opened ({e})") from None
+        with f:
+            ftype = f.attrs.get("file_type", b"")
+            ftype = ftype.decode() if isinstance(ftype, bytes) else str(ftype)
+            if ftype != "output":
+                raise ValueError(f"{path}: file_type '{ftype}', expected 'output' to resume")
+            for n, v in zip(("Nx", "Ny", "Nz"), self.meta.shape_xyz):
+                if n not in f or int(f[n][()].reshape(-1)[0]) != v:
+                    raise ValueError(f"{path}: '{n}' does not match the input file ({v})")
+            ns = self.layout.n_points
+            for name in self.layout.raw:
+                if self.cuboid:
+                    ok = name in f and all(
+                        str(i + 1) in f[name] and f[name][str(i + 1)].shape[0] == self.ts
+                        for i in range(len(self.layout.cuboid_shapes))
+                    )
+                else:
+                    ok = name in f and f[name].shape == (1, self.ts, ns)
+                if not ok:
+                    raise ValueError(
+                        f"{path}: dataset '{name}' missing or of another shape than this run "
+                        f"needs ({self.ts} rows); resume with the same command line"
+                    )
+
+    # -- layout -----------------------------------------------------------------------------
+    def _dataset(self, name: str, shape: tuple, chunks: tuple):
+        d = self.f.create_dataset(
+            name,
+            shape=shape,
+            dtype=np.float32,
+            chunks=chunks,
+            compression="gzip",
+            compression_opts=self.level,
+        )
+        for k, v in FLOAT_ATTRS.items():
+            d.attrs[k] = v
+        return d
+
+    def _create(self) -> None:
+        f, m = self.f, self.meta
+        for k in ("file_description", "major_version", "minor_version"):
+            set_str(
+                f,
+                k,
+                m.header[k]
+                if k == "file_description"
+                else {"major_version": "1", "minor_version": "2"}[k],
+            )
+        set_str(f, "file_type", "output")
+        set_str(f, "created_by", f"sonotile v{__version__}")
+        set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
+        for name, (value, dtype) in m.scalars.items():
+            write_scalar(f, name, value, dtype)
+        write_scalar(f, "Nz", m.shape_xyz[2], np.uint64)
+        write_scalar(f, "t_index", 0, np.uint64)
+        ns = self.layout.n_points
+        for name in self.layout.raw:
+            if self.cuboid:
+                g = f.create_group(name)
+                for i, shp in enumerate(self.layout.cuboid_shapes):
+                    zyx = tuple(reversed(shp + (1,) * (3 - len(shp))))
+                    self._dataset(f"{name}/{i + 1}", (self.ts,) + zyx, (1,) + zyx)
+                del g
+            else:
+                self._dataset(name, (1, self.ts, ns), (1, 1, ns))
+
+    # -- recorder interface -----------------------------------------------------------------
+    def __call__(self, name: str, first_row: int, values: np.ndarray) -> None:
+        if not self.leader:  # every process has the samples (psum); process 0 writes them
+            return
+        k = values.shape[0]
+        if not self.cuboid:
+            self.f[name][0, first_row : first_row + k, :] = values
+            return
+        for i, (part, shp) in enumerate(
+            zip(np.split(values, self._splits, axis=1), self.layout.cuboid_shapes)
+        ):
+            block = part.reshape((k,) + shp)
+            if block.ndim == 3:
+                block = block[..., None]
+            self.f[f"{name}/{i + 1}"][first_row : first_row + k] = np.transpose(block, (0, 3, 2, 1))
+
+    # -- end of a leg -----------------------------------------------------------------------
+    def write_fields(self, values: dict) -> None:
+        """Aggregates (``p_max`` ...), whole-field (``*_all``) and final fields, replacing any
+        earlier values (checkpoint legs rewrite them).
+
+        Whole fields may be host arrays or (global) device arrays; the latter are written shard
+        by shard, each process writing the shards on its own devices in turn (process 0 first,
+        then the others reopen the file), so no process ever holds a whole field. All processes
+        must call this with the same names.
+        """
+        sharded = []
+        for name, v in values.items():
+            whole = name.endswith("_all") or name.endswith("_final")
+            if whole and isinstance(v, jax.Array):
+                sharded.append((name, v))
+                if self.leader:
+                    self._whole_dataset(name, v.shape)
+                    write_shards(self.f[name], v, zyx=True)
+                continue
+            if not self.leader:
+                continue
+            v = np.asarray(v, np.float32)
+            if whole:
+                self._replace(name, to_zyx(v), None)
+            elif self.cuboid:
+                if name not in self.f:
+                    self.f.create_group(name)
+                parts = np.split(v, self._splits)
+                for i, (part, shp) in enumerate(zip(parts, self.layout.cuboid_shapes)):
+                    blk = to_zyx(part.reshape(shp))
+                    self._replace(f"{name}/{i + 1}", blk, blk.shape)  # k-Wave: one chunk
+            else:
+                self._replace(name, v.reshape(1, 1, -1), None)
+        if sharded and _process_count() > 1:
+            self._others_write(sharded)
+
+    def _whole_dataset(self, name: str, shape_xyz: tuple):
+        zyx = tuple(reversed(tuple(shape_xyz) + (1,) * (3 - len(shape_xyz))))
+        if name not in self.f:
+            chunks = (1,) + zyx[1:] if zyx[0] > 1 else zyx
+            self._dataset(name, zyx, chunks)
+        return self.f[name]
+
+    def _others_write(self, sharded: list) -> None:
+        """Processes 1.. write their shards into the file process 0 created (closed meanwhile)."""
+        from sonotile.parallel.distributed import barrier, in_turns
+
+        if self.leader:
+            self.f.close()
+        barrier("sonotile-output-closed")
+
+        def mine():
+            if self.leader:
+                return
+            with h5py.File(self.tmp, "r+") as f:
+                for name, v in sharded:
+                    write_shards(f[name], v, zyx=True)
+
+        in_turns(mine, "sonotile-output-fields")
+        if self.leader:
+            self.f = h5py.File(self.tmp, "r+")
+
+    def _replace(self, name: str, data: np.ndarray, chunks) -> None:
+        if name in self.f:
+            self.f[name][...] = data
+            return
+        if chunks is None:
+            chunks = (1,) + data.shape[1:] if data.shape[0] > 1 else data.shape
+        d = self._dataset(name, data.shape, chunks)
+        d[...] = data
+
+    def copy_sensor_mask(self) -> None:
+        if not self.leader:
+            return
+        m = self.meta
+        write_scalar(self.f, "sensor_mask_type", m.mask_type, np.uint64)
+        name = "sensor_mask_index" if m.mask_type == 0 else "sensor_mask_corners"
+        raw = np.asarray(m.mask_raw, np.uint64)
+        data = raw.reshape(1, 1, -1) if m.mask_type == 0 else raw.reshape(1, -1, 6)
+        if name in self.f:
+            del self.f[name]
+        d = self.f.create_dataset(  # k-Wave: one chunk, deflate level -c
+            name, data=data, chunks=data.shape, compression="gzip", compression_opts=self.level
+        )
+        for k, v in LONG_ATTRS.items():
+            d.attrs[k] = v
+
+    def finish_leg(self, t_index: int, timings: dict) -> None:
+        """Write ``t_index`` and the run statistics, close, and move into place."""
+        if not self.leader:
+            return
+        write_scalar(self.f, "t_index", t_index, np.uint64)
+        f = self.f
+        set_str(f, "host_names", f"{socket.gethostname()} (sonotile {__version__})")
+        cores = _cores()
+        set_str(f, "number_of_cpu_cores", str(cores))
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        set_str(f, "total_memory_in_use", f"{rss} MB")
+        set_str(f, "peak_core_memory_in_use", f"{rss // cores} MB")
+        for key in (
+            "total",
+            "data_loading_phase",
+            "pre-processing_phase",
+            "simulation_phase",
+            "post-processing_phase",
+        ):
+            prev = 0.0
+            attr = f"{key}_execution_time"
+            if attr in f.attrs:
+                try:
+                    prev = float(f.attrs[attr].decode().strip().rstrip("s"))
+                except ValueError:
+                    prev = 0.0
+            set_str(f, attr, f"{prev + timings.get(key, 0.0):8.2f}s")
+        f.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self, keep: bool = False) -> None:
+        """Drop the partial file (a failed run leaves no output); with ``keep`` (a failed
+        resumed leg) put the output of the earlier legs back in place instead."""
+        if not self.leader:
+            return
+        try:
+            if self.f is not None:
+                self.f.close()
+        finally:
+            if os.path.exists(self.tmp):
+                if keep:
+                    os.replace(self.tmp, self.path)
+                else:
+                    os.remove(self.tmp)
+
+
+def _process_index() -> int:
+    return jax.process_index()
+
+
+def _process_count() -> int:
+    return jax.process_count()
+
+
+def write_shards(dset: h5py.Dataset, arr, zyx: bool = True) -> None:
+    """Write the shards of ``arr`` that live on this process's devices into ``dset``.
+
+    ``arr`` is ``(x, y[, z])``-indexed: a global device array (each unique shard is written once,
+    by the process holding its replica 0) or a host array (written whole). With ``zyx`` the
+    dataset is k-Wave's ``(Nz, Ny, Nx)``; otherwise it has ``arr``'s own layout.
+    """
+    if not isinstance(arr, jax.Array):
+        a = np.asarray(arr, dset.dtype)
+        dset[...] = to_zyx(a) if zyx else a
+        return
+    for shard in arr.addressable_shards:
+        if shard.replica_id != 0:
+            continue
+        block = np.asarray(shard.data, dset.dtype)
+        index = tuple(shard.index) + (slice(None),) * (block.ndim - len(shard.index))
+        if not zyx:
+            dset[index] = block
+        elif block.ndim == 3:
+            dset[index[::-1]] = to_zyx(block)
+        else:
+            dset[(slice(0, 1),) + index[::-1]] = to_zyx(block)
+
+
+def _cores() -> int:
+    """CPU cores this process may use (``-t`` restricts the affinity mask)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+__all__ = ["OutputFile", "temp_path", "write_scalar", "write_shards", "AXES"]

@@ -1,0 +1,397 @@
+"""Read a k-Wave HDF5 input file (format 1.0-1.2) into a solver-ready Problem, with the
+checks k-Wave does plus the shape checks it does not. See ``docs/kwave.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import h5py
+import numpy as np
+
+from sonotile.kwave.layout import XyzView, linear_to_grid, to_xyz
+from sonotile.model.grid import AXES, Grid
+from sonotile.model.lazy import LazyField, is_lazy
+from sonotile.model.problem import (
+    SOURCE_MODES,
+    MaskSource,
+    Medium,
+    Pml,
+    Problem,
+    ProblemError,
+    Sensor,
+    Sources,
+    TransducerSource,
+    is_field,
+)
+
+VERSIONS = ("0", "1", "2")
+HEADER = (
+    "file_type",
+    "created_by",
+    "creation_date",
+    "file_description",
+    "major_version",
+    "minor_version",
+)
+
+
+class KwaveFileError(ProblemError):
+    """A k-Wave file is missing something or holds something the solver cannot use."""
+
+
+@dataclass
+class KwaveInput:
+    """What a k-Wave input file says besides the Problem: header and scalars to copy back."""
+
+    path: str
+    header: dict
+    scalars: dict  # name -> (value, numpy dtype) of the scalars copied to the output
+    shape_xyz: tuple
+    mask_type: int
+    mask_raw: np.ndarray | None  # 1-based as stored, for --copy_sensor_mask
+    extras: dict = field(default_factory=dict)
+
+
+def _attr(f: h5py.File, name: str) -> str:
+    if name not in f.attrs:
+        raise KwaveFileError(f"{f.filename}: root attribute '{name}' is missing")
+    v = f.attrs[name]
+    if isinstance(v, np.ndarray):
+        v = v.reshape(-1)[0]
+    return v.decode() if isinstance(v, bytes | np.bytes_) else str(v)
+
+
+class _Reader:
+    """Reads datasets with the checks k-Wave does, plus the shape checks it does not."""
+
+    def __init__(self, f: h5py.File, lazy: bool = False) -> None:
+        self.f, self.lazy = f, lazy
+
+    def has(self, name: str) -> bool:
+        return name in self.f
+
+    def raw(self, name: str) -> h5py.Dataset:
+        if name not in self.f:
+            raise KwaveFileError(f"{self.f.filename}: dataset '{name}' is missing")
+        d = self.f[name]
+        if not isinstance(d, h5py.Dataset):
+            raise KwaveFileError(f"dataset '{name}': is a group, expected a dataset")
+        if d.dtype.kind not in "fiu":
+            raise KwaveFileError(
+                f"dataset '{name}': type {d.dtype} cannot be read as a number "
+                "(expected float32 or uint64)"
+            )
+        if d.ndim != 3:
+            raise KwaveFileError(
+                f"dataset '{name}': rank {d.ndim} (shape {d.shape}), expected rank 3"
+            )
+        return d
+
+    def scalar(self, name: str, kind: type = float):
+        d = self.raw(name)
+        if d.shape != (1, 1, 1):
+            raise KwaveFileError(f"dataset '{name}': shape {d.shape}, expected a scalar (1, 1, 1)")
+        v = d[()].reshape(-1)[0]
+        if kind is int:
+            if d.dtype.kind == "f" and (not np.isfinite(v) or v != np.floor(v)):
+                raise KwaveFileError(f"dataset '{name}': {v} is not an integer")
+            if v < 0:
+                raise KwaveFileError(f"dataset '{name}': {v} is negative")
+            return int(v)
+        v = float(v)
+        if not np.isfinite(v):
+            raise KwaveFileError(f"dataset '{name}': {v} is not finite")
+        return v
+
+    def field(self, name: str, zyx: tuple, scalar_ok: bool = True):
+        """A scalar (1,1,1) or a field stored (Nz, Ny, Nx); returned as float or (x, y[, z])."""
+        d = self.raw(name)
+        if scalar_ok and d.shape == (1, 1, 1):
+            return self.scalar(name)
+        if d.shape != zyx:
+            want = f"(1, 1, 1) or {zyx}" if scalar_ok else f"{zyx}"
+            raise KwaveFileError(
+                f"dataset '{name}': shape {d.shape}, expected {want} (stored as (Nz, Ny, Nx))"
+            )
+        if self.lazy:  # read hyperslab by hyperslab, each checked when it is read
+            dt = np.float32 if d.dtype == np.float32 else np.float64
+            return LazyField.of(XyzView(d, dt), f"dataset '{name}'", "finite")
+        a = np.asarray(d[()])
+        if a.dtype != np.float32:  # k-Wave's float32 fields stay float32 (half the host memory)
+            a = a.astype(np.float64)
+        if not np.all(np.isfinite(a)):
+            raise KwaveFileError(f"dataset '{name}': contains NaN or Inf")
+        return to_xyz(a)
+
+    def vector(self, name: str, count: int | None = None) -> np.ndarray:
+        """Any rank-3 dataset read as a flat vector (k-Wave checks the element count only)."""
+        d = self.raw(name)
+        v = np.asarray(d[()]).reshape(-1)
+        if count is not None and v.size != count:
+            raise KwaveFileError(f"dataset '{name}': {v.size} elements, expected {count}")
+        return v
+
+    def indices(self, name: str, n_points: int) -> np.ndarray:
+        v = self.vector(name)
+        if v.size == 0:
+            raise KwaveFileError(f"dataset '{name}': empty")
+        if v.dtype.kind == "f" and np.any(v != np.floor(v)):
+            raise KwaveFileError(f"dataset '{name}': indices must be integers")
+        v = v.astype(np.int64)
+        bad = (v < 1) | (v > n_points)
+        if np.any(bad):
+            raise KwaveFileError(
+                f"dataset '{name}': index {int(v[np.argmax(bad)])} out of range 1..{n_points}"
+            )
+        return v
+
+
+SCALARS_COPIED = (
+    "Nx", "Ny", "Nz", "axisymmetric_flag", "Nt", "dt", "dx", "dy", "dz", "c_ref",
+    "pml_x_size", "pml_y_size", "pml_z_size", "pml_x_alpha", "pml_y_alpha", "pml_z_alpha",
+    "p_source_flag", "p0_source_flag", "transducer_source_flag", "ux_source_flag",
+    "uy_source_flag", "uz_source_flag", "nonuniform_grid_flag", "absorbing_flag",
+    "nonlinear_flag", "u_source_many", "u_source_mode", "p_source_many", "p_source_mode",
+)  # fmt: skip
+
+
+def _signal(r: _Reader, name: str, flag: int, many: int, n_src: int) -> np.ndarray:
+    """A source signal: ``(flag,)`` when shared, ``(flag, Nsrc)`` when one per point."""
+    if many:
+        v = r.vector(name, flag * n_src)
+        return v.astype(np.float64).reshape(flag, n_src)
+    d = r.raw(name)
+    if d.size != flag:
+        raise KwaveFileError(
+            f"dataset '{name}': {d.size} samples, expected {flag} (its source flag)"
+        )
+    return r.vector(name).astype(np.float64)
+
+
+def read_input(
+    path: str,
+    nt_override: int | None = None,
+    start: int = 1,
+    record: tuple = ("p",),
+    dtype: str = "float32",
+    lazy: bool = False,
+) -> tuple[Problem, KwaveInput]:
+    """Read a k-Wave input file (format 1.0, 1.1, 1.2) into a solver-ready Problem.
+
+    Args:
+        path: input file.
+        nt_override: ``--benchmark N``: number of steps instead of ``Nt``.
+        start: ``-s``: first sampled step, 1-based as on k-Wave's command line.
+        record: quantities to record (from :data:`sonotile.model.problem.RECORDABLE`).
+        dtype: ``float32`` (k-Wave's precision) or ``float64``.
+        lazy: leave grid-sized fields (medium, p0) in the file as :class:`LazyField` views,
+            read and checked hyperslab by hyperslab when a process builds its shards (the file
+            stays open; distributed runs). Scalars, indices and signals are read at once.
+
+    Raises:
+        KwaveFileError: naming the dataset or attribute and what was expected.
+    """
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise KwaveFileError(f"{path}: cannot open as HDF5 ({e})") from None
+    with contextlib.nullcontext(f) if lazy else f:
+        header = {k: _attr(f, k) for k in HEADER}
+        if header["file_type"] != "input":
+            raise KwaveFileError(f"{path}: file_type is '{header['file_type']}', expected 'input'")
+        if header["major_version"] != "1" or header["minor_version"] not in VERSIONS:
+            raise KwaveFileError(
+                f"{path}: file format version {header['major_version']}.{header['minor_version']}"
+                " is not supported (expected 1.0, 1.1 or 1.2)"
+            )
+        minor = int(header["minor_version"])
+        r = _Reader(f, lazy)
+        nx, ny, nz = (r.scalar(n, int) for n in ("Nx", "Ny", "Nz"))
+        if min(nx, ny, nz) < 1:
+            raise KwaveFileError(f"grid size Nx, Ny, Nz = {nx, ny, nz}: each must be >= 1")
+        ndim = 2 if nz == 1 else 3
+        shape = (nx, ny) if ndim == 2 else (nx, ny, nz)
+        zyx = (nz, ny, nx)
+        if minor == 2 and r.has("axisymmetric_flag") and r.scalar("axisymmetric_flag", int):
+            if ndim == 2:
+                raise KwaveFileError(
+                    "dataset 'axisymmetric_flag': axisymmetric simulations are not supported "
+                    "by sonotile"
+                )
+        if r.has("nonuniform_grid_flag") and r.scalar("nonuniform_grid_flag", int):
+            raise KwaveFileError(
+                "dataset 'nonuniform_grid_flag': non-uniform grids are not supported"
+            )
+        nt = r.scalar("Nt", int)
+        if nt < 1:
+            raise KwaveFileError(f"dataset 'Nt': {nt}, expected >= 1")
+        if nt_override is not None:
+            nt = int(nt_override)
+        spacing = tuple(r.scalar(f"d{a}") for a in AXES[:ndim])
+        for a, d in zip(AXES, spacing):
+            if d <= 0:
+                raise KwaveFileError(f"dataset 'd{a}': {d} m, expected > 0")
+        dt = r.scalar("dt")
+        if dt <= 0:
+            raise KwaveFileError(f"dataset 'dt': {dt} s, expected > 0")
+        grid = Grid(shape, spacing, dt, nt)
+
+        absorbing = r.scalar("absorbing_flag", int)
+        if absorbing > 2:
+            raise KwaveFileError(f"dataset 'absorbing_flag': {absorbing}, expected 0, 1 or 2")
+        nonlinear = r.scalar("nonlinear_flag", int)
+        c0 = r.field("c0", zyx)
+        rho0 = r.field("rho0", zyx)
+        c0, rho0 = _positive("c0", c0), _positive("rho0", rho0)
+        rho_field = is_field(rho0)
+        rho0_sg = tuple(
+            r.field(f"rho0_sg{a}", zyx, scalar_ok=not rho_field)
+            if rho_field
+            else r.scalar(f"rho0_sg{a}")
+            for a in AXES[:ndim]
+        )
+        rho0_sg = tuple(_positive(f"rho0_sg{a}", v) for a, v in zip(AXES, rho0_sg))
+        c_ref = r.scalar("c_ref")
+        if c_ref <= 0:
+            raise KwaveFileError(f"dataset 'c_ref': {c_ref} m/s, expected > 0")
+        mode = {0: "lossless", 1: "power_law", 2: "stokes"}[absorbing]
+        alpha_coeff = alpha_power = None
+        if absorbing:
+            alpha_coeff = r.field("alpha_coeff", zyx)
+            alpha_power = r.scalar("alpha_power")
+            if absorbing == 1 and alpha_power == 1.0:
+                raise KwaveFileError(
+                    "dataset 'alpha_power': 1.0 is not allowed with power-law "
+                    "absorption (tan(pi y/2) is infinite)"
+                )
+        bona = r.field("BonA", zyx) if nonlinear else None
+        try:
+            medium = Medium(
+                c0,
+                rho0,
+                grid,
+                rho0_sg=rho0_sg,
+                c_ref=c_ref,
+                bona=bona,
+                alpha_coeff=alpha_coeff,
+                alpha_power=alpha_power,
+                absorption=mode,
+            )
+        except ProblemError as e:
+            raise KwaveFileError(str(e)) from None
+
+        pml = Pml(
+            tuple(r.scalar(f"pml_{a}_size", int) for a in AXES[:ndim]),
+            tuple(r.scalar(f"pml_{a}_alpha") for a in AXES[:ndim]),
+        )
+        sources, scalars_src = _read_sources(r, grid, zyx, ndim)
+        mask_type = r.scalar("sensor_mask_type", int) if minor >= 1 else 0
+        n_points = nx * ny * nz
+        if mask_type == 0:
+            lin = r.indices("sensor_mask_index", n_points)
+            sensor = Sensor(index=linear_to_grid(lin, shape), record=record, start=start - 1)
+            mask_raw = lin
+        elif mask_type == 1:
+            d = r.raw("sensor_mask_corners")
+            if d.size % 6 or d.size == 0:
+                raise KwaveFileError(
+                    f"dataset 'sensor_mask_corners': {d.size} elements, expected 6 per cuboid"
+                )
+            c = r.vector("sensor_mask_corners").astype(np.int64).reshape(-1, 2, 3)
+            dims = np.array([nx, ny, nz])
+            if np.any(c < 1) or np.any(c > dims):
+                raise KwaveFileError(
+                    f"dataset 'sensor_mask_corners': corner outside the grid 1..{(nx, ny, nz)}"
+                )
+            if np.any(c[:, 1] < c[:, 0]):
+                raise KwaveFileError("dataset 'sensor_mask_corners': second corner below first")
+            sensor = Sensor(cuboids=(c - 1)[:, :, :ndim], record=record, start=start - 1)
+            mask_raw = c.reshape(-1)
+        else:
+            raise KwaveFileError(f"dataset 'sensor_mask_type': {mask_type}, expected 0 or 1")
+        if not 1 <= start <= nt:
+            raise KwaveFileError(f"-s {start}: the start step must be in 1..Nt = 1..{nt}")
+        scalars = {}
+        for name in SCALARS_COPIED:
+            if name in f and f[name].shape == (1, 1, 1):
+                if name.endswith("source_many") or name.endswith("source_mode"):
+                    continue
+                scalars[name] = (f[name][()], f[name].dtype)
+        scalars.update(scalars_src)
+        if ndim == 2:
+            for name in ("dz", "pml_z_size", "pml_z_alpha", "uz_source_flag"):
+                scalars.pop(name, None)
+        if nt_override is not None:
+            scalars["Nt"] = (np.full((1, 1, 1), nt, np.uint64), np.dtype(np.uint64))
+    try:
+        problem = Problem(grid, medium, sources, sensor, pml, dtype=dtype)
+    except ProblemError as e:
+        raise KwaveFileError(str(e)) from None
+    meta = KwaveInput(path, header, scalars, (nx, ny, nz), mask_type, mask_raw)
+    if lazy:
+        meta.extras["file"] = f  # the lazy fields read from it
+    return problem, meta
+
+
+def _positive(name: str, v):
+    """A medium field or scalar that must be > 0 (checked now, or per hyperslab when lazy)."""
+    if is_lazy(v):
+        return LazyField.of(v, f"dataset '{name}'", "positive")
+    if np.any(np.asarray(v) <= 0):
+        raise KwaveFileError(f"dataset '{name}': must be > 0 everywhere")
+    return v
+
+
+def _read_sources(r: _Reader, grid: Grid, zyx: tuple, ndim: int) -> tuple[Sources, dict]:
+    n_points = int(np.prod(zyx))
+    shape = grid.shape
+    copied: dict = {}
+    p0 = None
+    if r.scalar("p0_source_flag", int) == 1:
+        p0 = r.field("p0_source_input", zyx, scalar_ok=False)
+    p = None
+    p_flag = r.scalar("p_source_flag", int)
+    if p_flag:
+        mode = r.scalar("p_source_mode", int)
+        many = r.scalar("p_source_many", int)
+        if mode > 2:
+            raise KwaveFileError(f"dataset 'p_source_mode': {mode}, expected 0, 1 or 2")
+        idx = linear_to_grid(r.indices("p_source_index", n_points), shape)
+        sig = _signal(r, "p_source_input", p_flag, many, idx.shape[0])
+        p = MaskSource(idx, sig, SOURCE_MODES[mode], "p_source")
+        for n in ("p_source_mode", "p_source_many"):
+            copied[n] = (r.raw(n)[()], r.raw(n).dtype)
+    u_flags = [r.scalar(f"u{a}_source_flag", int) for a in AXES[:ndim]]
+    tr_flag = r.scalar("transducer_source_flag", int)
+    u: list = [None] * ndim
+    transducer = None
+    if any(u_flags) or tr_flag:
+        idx = linear_to_grid(r.indices("u_source_index", n_points), shape)
+    if any(u_flags):
+        mode = r.scalar("u_source_mode", int)
+        many = r.scalar("u_source_many", int)
+        if mode > 2:
+            raise KwaveFileError(f"dataset 'u_source_mode': {mode}, expected 0, 1 or 2")
+        for ax, flag in enumerate(u_flags):
+            if flag:
+                name = f"u{AXES[ax]}_source_input"
+                u[ax] = MaskSource(
+                    idx, _signal(r, name, flag, many, idx.shape[0]), SOURCE_MODES[mode], name
+                )
+        for n in ("u_source_mode", "u_source_many"):
+            copied[n] = (r.raw(n)[()], r.raw(n).dtype)
+    if tr_flag:
+        sig = r.vector("transducer_source_input").astype(np.float64)
+        delay = r.vector("delay_mask", idx.shape[0])
+        if np.any(delay < 1):
+            raise KwaveFileError("dataset 'delay_mask': delays are 1-based, found a value < 1")
+        delay = delay.astype(np.int64) - 1
+        if delay.max() + tr_flag > sig.size:
+            raise KwaveFileError(
+                f"dataset 'transducer_source_input': {sig.size} samples, expected at least "
+                f"max(delay_mask) + transducer_source_flag = {int(delay.max()) + tr_flag}"
+            )
+        transducer = TransducerSource(idx, sig, delay, tr_flag)
+    return Sources(p0=p0, p=p, u=tuple(u), transducer=transducer), copied

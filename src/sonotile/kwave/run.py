@@ -1,0 +1,206 @@
+"""One leg of a k-Wave-compatible run: read, validate, compile, step, write, checkpoint."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import jax
+
+from sonotile import __version__
+from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
+from sonotile.kwave.cli import check_writable
+from sonotile.kwave.output import OutputFile
+from sonotile.kwave.reader import read_input
+from sonotile.model import checks
+from sonotile.parallel.distributed import agree_any, barrier
+from sonotile.runtime import install_stop_handlers, restore_handlers
+from sonotile.solver import runner as rn
+from sonotile.solver import sensors as sens
+
+
+def make_engine(problem, args, device) -> rn.Engine:
+    """The engine for ``--decomposition`` / ``--mesh`` / ``--overlap`` (single by default)."""
+    if jax.process_count() > 1 and (args.decomposition == "single" or device is not None):
+        raise ValueError(
+            f"{jax.process_count()} processes: use --decomposition pencil, lfb or auto (and no "
+            "-g) so that the grid is split over the devices of all of them"
+        )
+    if args.decomposition == "single" or device is not None:
+        if args.decomposition not in ("single", "auto"):
+            raise ValueError(
+                f"-g selects one device; it cannot be used with --decomposition "
+                f"{args.decomposition}"
+            )
+        return rn.single_engine(problem)
+    from sonotile.parallel.engine import engine_for
+
+    engine, reason = engine_for(
+        problem, args.decomposition, args.mesh, args.overlap, args.bell_width, args.accuracy
+    )
+    if (args.decomposition == "auto" or args.verbose) and jax.process_index() == 0:
+        print(f"sonotile-kwave: running {engine.describe} ({reason})", file=sys.stderr)
+    return engine
+
+
+def _select_device(index: int | None):
+    if index is None:
+        return None
+    devs = jax.devices()
+    if index >= len(devs):
+        raise ValueError(f"-g {index}: only {len(devs)} device(s) available ({devs})")
+    return devs[index]
+
+
+def run_kwave(args) -> int:
+    """Run one leg; returns the exit status.
+
+    SIGTERM/SIGINT are caught for the whole leg: with ``--checkpoint_file`` the run writes a
+    checkpoint after the current chunk of steps and exits 0; without, it stops, leaves no
+    output and exits 1. A second signal aborts at once.
+    """
+    flag = {"stop": False}
+    previous = install_stop_handlers(flag)
+    try:
+        return _run_kwave(args, flag)
+    finally:
+        restore_handlers(previous)
+
+
+def _run_kwave(args, flag) -> int:
+    t0 = time.perf_counter()
+    verbose = args.verbose
+    device = _select_device(args.device)
+    check_writable(args.output, "output file")
+    if args.checkpoint_file:
+        check_writable(args.checkpoint_file, "checkpoint file")
+    problem, meta = read_input(
+        args.input,
+        nt_override=args.benchmark,
+        start=args.start,
+        record=args.record,
+        dtype="float64" if args.float64 else "float32",
+        lazy=jax.process_count() > 1,  # each process reads only its hyperslabs of the fields
+    )
+    if args.float64:
+        jax.config.update("jax_enable_x64", True)
+    quiet = jax.process_index() > 0  # several processes: process 0 speaks for the job
+    for note in checks.stability_warnings(problem) + checks.resolution_warnings(problem):
+        if not quiet:
+            print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
+    if args.verbose and not quiet:
+        mb = checks.memory_estimate(problem) / 2**20
+        print(f"sonotile-kwave: estimated device memory {mb:.0f} MB", file=sys.stderr)
+    t_load = time.perf_counter()
+    ckpt = args.checkpoint_file
+    resume = bool(ckpt) and os.path.exists(ckpt)
+    ctx = jax.default_device(device) if device is not None else _null()
+    with ctx:
+        engine = make_engine(problem, args, device)
+        if engine.describe.startswith("single"):  # medium constants are on the device now
+            rn.planmod.release_host_medium(problem)
+        if resume:
+            rs = load_checkpoint(ckpt, engine, meta, args.output)
+        out = OutputFile(
+            args.output, meta, engine.layout, problem.grid.nt, args.compression, resume=resume
+        )
+        try:
+            status = _leg(
+                args, engine, meta, out, rs if resume else None, t0, t_load, verbose, flag
+            )
+        except BaseException:
+            out.abort(keep=resume)
+            raise
+    return status
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
+    problem = engine.problem
+    nt = problem.grid.nt
+    leg_first = 0 if rs is None else rs.next_step  # k-Wave counts step 0 (p0) in a leg
+    if rs is None:
+        rs, raw0 = engine.start()
+        rn.emit_step0(raw0, engine.layout.start, out)
+    if args.copy_sensor_mask:
+        out.copy_sensor_mask()
+    t_pre = time.perf_counter()
+    leg_start = time.perf_counter()
+    stop = nt
+    if args.checkpoint_timesteps:
+        stop = min(nt, leg_first + args.checkpoint_timesteps)
+    checkpointing = bool(args.checkpoint_file)
+
+    def should_stop_here():
+        if flag["stop"]:
+            return True
+        return bool(
+            checkpointing
+            and args.checkpoint_interval
+            and time.perf_counter() - t0 > args.checkpoint_interval
+        )
+
+    def should_stop():  # several processes stop together (any one's signal or timer)
+        return agree_any(should_stop_here())
+
+    chunk = rn.default_chunk(problem, engine.layout)
+    if checkpointing:
+        chunk = min(chunk, 25)
+    step_pct = max(1, int(nt * args.progress / 100))
+    state = {"next": rs.next_step + step_pct}
+
+    leader = jax.process_index() == 0
+
+    def progress(n):
+        if leader and (n >= state["next"] or n == nt):
+            el = time.perf_counter() - leg_start
+            print(f"  {100 * n / nt:5.1f}%  step {n}/{nt}  {el:8.2f}s", flush=True)
+            state["next"] = n + step_pct
+
+    if verbose and leader:
+        print(
+            f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
+            f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
+            f"{engine.layout.raw + tuple(engine.layout.final)}"
+        )
+    rs = rn.advance(engine, rs, stop, out, chunk=chunk, progress=progress, should_stop=should_stop)
+    t_sim = time.perf_counter()
+    if rs.next_step < nt:
+        if not checkpointing:  # interrupted without a checkpoint file: a failed run
+            raise InterruptedError(
+                f"stopped by signal {flag.get('signal')} at step {rs.next_step}/{nt} without "
+                "--checkpoint_file: no output written"
+            )
+        save_checkpoint(args.checkpoint_file, engine, rs, meta)
+        agg = rs.carry[1]
+        out.write_fields(dict(agg))  # whole fields go shard by shard
+        if leader:
+            print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
+    else:
+        final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)
+        out.write_fields(final)
+    t_post = time.perf_counter()
+    out.finish_leg(
+        rs.next_step,
+        {
+            "total": t_post - t0,
+            "data_loading_phase": t_load - t0,
+            "pre-processing_phase": t_pre - t_load,
+            "simulation_phase": t_sim - t_pre,
+            "post-processing_phase": t_post - t_sim,
+        },
+    )
+    barrier("sonotile-leg-done")  # the output is in place before any process reports success
+    if leader and rs.next_step >= nt and checkpointing and os.path.exists(args.checkpoint_file):
+        os.remove(args.checkpoint_file)
+    if verbose and leader:
+        print(f"done in {t_post - t0:.2f}s", file=sys.stderr)
+    return 0

@@ -1,0 +1,188 @@
+"""Several processes, each driving its local devices: JAX's distributed runtime.
+
+Call :func:`initialize` first, before any JAX computation (``sonotile-kwave`` does it itself)::
+
+    import sonotile.parallel.distributed
+    sonotile.parallel.distributed.initialize()      # no-op in a single process
+    ...                                    # then build problems and run as usual
+
+It recognises how the processes were started, from the environment:
+
+* ``sonotile launch -n N -- <command>`` (one machine): ``SONOTILE_COORDINATOR``,
+  ``SONOTILE_NUM_PROCESSES``, ``SONOTILE_PROCESS_ID`` and ``SONOTILE_LOCAL_DEVICE_IDS`` (the
+  GPU(s) of this process; one per process by default);
+* Open MPI's ``mpirun`` (``OMPI_COMM_WORLD_SIZE`` / ``_RANK``; the coordinator is found by
+  JAX's Open MPI detection from ``OMPI_MCA_orte_hnp_uri``, Open MPI 4; with Open MPI 5 set
+  ``SONOTILE_COORDINATOR=<host of rank 0>:<port>``);
+* SLURM's ``srun`` (``SLURM_STEP_NUM_TASKS`` / ``SLURM_PROCID``, set by ``srun`` and not in a
+  batch script itself; JAX's SLURM detection picks the first node of the job as coordinator).
+
+On CPUs the collectives go through gloo; on GPUs through NCCL (one process per GPU is what
+``mpirun``/``srun`` give by default). Nothing here is CPU specific.
+
+Failure policy: a process that fails must not leave the others waiting in a collective. The
+launchers kill the job when one process exits non-zero (``sonotile launch`` does; ``mpirun``
+does; ``srun`` needs ``--kill-on-bad-exit=1``); :func:`fail_fast` exits at once without JAX's
+shutdown barrier (also after an uncaught exception in a script), and the heartbeat timeout
+(``SONOTILE_HEARTBEAT_TIMEOUT``, default 30 s) ends the survivors when no launcher does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ENV_COORDINATOR = "SONOTILE_COORDINATOR"
+ENV_NUM_PROCESSES = "SONOTILE_NUM_PROCESSES"
+ENV_PROCESS_ID = "SONOTILE_PROCESS_ID"
+ENV_LOCAL_DEVICES = "SONOTILE_LOCAL_DEVICE_IDS"
+ENV_HEARTBEAT = "SONOTILE_HEARTBEAT_TIMEOUT"
+ENV_INIT_TIMEOUT = "SONOTILE_INIT_TIMEOUT"
+
+_state = {"initialized": False, "launcher": None}
+
+
+def detect(environ=None) -> dict | None:
+    """What the environment says about a multi-process job, or None for a single process.
+
+    Returns ``{"launcher", "coordinator_address", "num_processes", "process_id"}`` (the address
+    may be None when JAX's own cluster detection finds it).
+    """
+    env = os.environ if environ is None else environ
+    if ENV_NUM_PROCESSES in env:
+        n, rank = int(env[ENV_NUM_PROCESSES]), int(env.get(ENV_PROCESS_ID, "0"))
+        if n > 1 and ENV_COORDINATOR not in env:
+            raise RuntimeError(f"{ENV_NUM_PROCESSES}={n} but {ENV_COORDINATOR} is not set")
+        launcher, addr = "sonotile launch", env.get(ENV_COORDINATOR)
+    elif "OMPI_COMM_WORLD_SIZE" in env:
+        n, rank = int(env["OMPI_COMM_WORLD_SIZE"]), int(env["OMPI_COMM_WORLD_RANK"])
+        launcher, addr = "mpirun", env.get(ENV_COORDINATOR)
+        if n > 1 and addr is None and "OMPI_MCA_orte_hnp_uri" not in env:
+            raise RuntimeError(
+                "mpirun: cannot find the coordinator (no OMPI_MCA_orte_hnp_uri, Open MPI >= 5?); "
+                f"set {ENV_COORDINATOR}=<host of rank 0>:<free port> for all ranks (mpirun -x)"
+            )
+    elif "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:  # set by srun, not sbatch
+        n, rank = int(env["SLURM_STEP_NUM_TASKS"]), int(env["SLURM_PROCID"])
+        launcher, addr = "srun", env.get(ENV_COORDINATOR)
+    else:
+        return None
+    if n <= 1:
+        return None
+    if not 0 <= rank < n:
+        raise RuntimeError(f"{launcher}: process id {rank} outside 0..{n - 1}")
+    return {
+        "launcher": launcher,
+        "coordinator_address": addr,
+        "num_processes": n,
+        "process_id": rank,
+    }
+
+
+def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> dict | None:
+    """Join the job's other processes (``jax.distributed.initialize``); no-op in one process.
+
+    Must run before any JAX computation (before ``jax.devices()``, ``jnp`` arrays ...). Safe to
+    call twice. Returns what :func:`detect` found (None for a single process).
+    """
+    if _state["initialized"]:
+        return _state["launcher"]
+    info = detect()
+    _state["initialized"] = True
+    if info is None:
+        return None
+    import jax
+
+    # gloo for CPU collectives (the default in recent JAX; say so for older ones); GPUs use NCCL
+    try:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except Exception:  # pragma: no cover - option missing in this JAX
+        pass
+    hb = int(heartbeat_timeout or os.environ.get(ENV_HEARTBEAT, 30))
+    kwargs = dict(
+        num_processes=info["num_processes"],
+        process_id=info["process_id"],
+        initialization_timeout=int(os.environ.get(ENV_INIT_TIMEOUT, 120)),
+        heartbeat_timeout_seconds=hb,
+        shutdown_timeout_seconds=max(hb, 30),
+    )
+    if info["coordinator_address"] is not None:
+        kwargs["coordinator_address"] = info["coordinator_address"]
+    if os.environ.get(ENV_LOCAL_DEVICES):  # GPUs this process drives (no effect on CPUs)
+        kwargs["local_device_ids"] = [int(v) for v in os.environ[ENV_LOCAL_DEVICES].split(",")]
+    jax.distributed.initialize(**kwargs)
+    _state["launcher"] = info
+    _fail_fast_on_uncaught_exceptions()
+    if verbose:
+        print(
+            f"sonotile: process {info['process_id']}/{info['num_processes']} "
+            f"({info['launcher']}), {jax.local_device_count()} local of "
+            f"{jax.device_count()} devices",
+            file=sys.stderr,
+        )
+    return info
+
+
+def is_multiprocess() -> bool:
+    """True when this process is one of several (after :func:`initialize`)."""
+    return _state["launcher"] is not None
+
+
+def _count() -> int:
+    import jax
+
+    return jax.process_count()
+
+
+def barrier(name: str) -> None:
+    """Wait until every process gets here (no-op in a single process)."""
+    if _count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def in_turns(fn, name: str) -> None:
+    """Call ``fn()`` on each process in turn, process 0 first (serialised file writes)."""
+    import jax
+
+    n = _count()
+    if n == 1:
+        fn()
+        return
+    me = jax.process_index()
+    for r in range(n):
+        if r == me:
+            fn()
+        barrier(f"{name}:{r}")
+
+
+def agree_any(flag: bool) -> bool:
+    """True on every process when ``flag`` is true on any (e.g. a stop request)."""
+    if _count() == 1:
+        return bool(flag)
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    return bool(np.asarray(multihost_utils.process_allgather(np.int32(bool(flag)))).any())
+
+
+def _fail_fast_on_uncaught_exceptions() -> None:
+    """An uncaught exception in a script: print it as usual, then :func:`fail_fast` (instead of
+    waiting in JAX's shutdown barrier for processes stuck in a collective with this one)."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        fail_fast(1)
+
+    sys.excepthook = hook
+
+
+def fail_fast(status: int) -> None:
+    """End a failed process of a multi-process job now: flush, exit with ``status``, skip the
+    shutdown barrier (the other processes are in a collective and will never reach it)."""
+    if _state["launcher"] is not None and status:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)

@@ -1,0 +1,212 @@
+"""``lfb``: local Fourier basis (Jaros, Vaverka, Treeby).
+
+Cuboid subdomains on a 1-, 2- or 3-D mesh, grid axis ``j`` split over mesh axis ``j``. Before
+every spectral operation each block is padded with ``overlap`` points from its neighbours
+(``lax.ppermute`` on a periodic torus, axis by axis so edges and corners come along), multiplied
+by a bell that is 1 inside and falls to 0 across the overlap (Boyd's erf bell), differentiated
+with local FFTs and the padded block's own wavenumbers (shift operators and kappa included),
+and cropped to the interior. Communication is nearest-neighbour; the error is set by overlap
+and bell (see ``docs/decomposition.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from sonotile.model.problem import Problem
+from sonotile.parallel.mesh import AXIS_NAMES
+from sonotile.solver.operators import FourierOps
+
+
+def erf_bell(n: int, overlap: int, width: float = 1.0) -> np.ndarray:
+    """Boyd's erf bell on a padded axis of ``n + 2 overlap`` points.
+
+    1 on the ``n`` interior points and on the inner ``(1 - width)`` part of each overlap; across
+    the outer ``width`` fraction it rises from ~0 to 1 as ``erfc(-s / sqrt(1 - s^2)) / 2`` with
+    ``s`` running over (-1, 1) — infinitely smooth, and ~0 at both ends so that the padded block
+    is periodic.
+    """
+    if not 0 < width <= 1:
+        raise ValueError(f"bell_width = {width}: must be in (0, 1]")
+    length = n + 2 * overlap
+    b = np.ones(length)
+    t = max(width * overlap, 1.0)  # transition length [points]
+    i = np.arange(overlap)
+    s = 2 * (i + 0.5) / t - 1
+    left = np.array(
+        [
+            0.0 if v <= -1 else 1.0 if v >= 1 else 0.5 * math.erfc(-v / math.sqrt(1 - v * v))
+            for v in s
+        ]
+    )
+    b[:overlap] = left
+    b[length - overlap :] = left[::-1]
+    return b
+
+
+@dataclass(frozen=True)
+class LfbMeta:
+    names: tuple  # mesh axis names; mesh axis j splits grid axis j
+    sizes: tuple
+    overlap: int
+    ndim: int
+
+    def padded(self, a: int) -> bool:
+        return a < len(self.names) and self.sizes[a] > 1
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class LfbOps:
+    """Spectral operators on a local Fourier basis: exchange overlaps, window with the bell,
+    apply :class:`FourierOps` of the padded block (its own wavenumbers), keep the interior."""
+
+    inner: FourierOps
+    bells: tuple  # per grid axis: broadcastable bell on the padded length, or None
+    unshift: tuple | None = None  # per axis exp(-i k d/2) on the global rfft length, or None
+    meta: LfbMeta | None = None
+
+    def tree_flatten(self):
+        return (self.inner, self.bells, self.unshift), self.meta
+
+    @classmethod
+    def tree_unflatten(cls, meta, children):
+        return cls(*children, meta=meta)
+
+    # --- communication
+    def _halo(self, f, a: int, side: int):
+        """``overlap`` planes along axis ``a`` from the neighbour on ``side`` (-1 left, +1 right),
+        taken from as many hops as needed when a block is thinner than the overlap."""
+        mt = self.meta
+        name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
+        n = f.shape[a]
+        hops = -(-ov // n)
+        pieces = []
+        for h in range(1, hops + 1):
+            # shard i receives the block of shard i + side*h
+            perm = [((i + side * h) % size, i) for i in range(size)]
+            pieces.append(lax.ppermute(f, name, perm))
+        if side < 0:
+            halo = jnp.concatenate(pieces[::-1], axis=a) if hops > 1 else pieces[0]
+            return lax.slice_in_dim(halo, hops * n - ov, hops * n, axis=a)
+        halo = jnp.concatenate(pieces, axis=a) if hops > 1 else pieces[0]
+        return lax.slice_in_dim(halo, 0, ov, axis=a)
+
+    def _halo_fast(self, f, a: int, side: int):
+        mt = self.meta
+        name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
+        n = f.shape[a]
+        if ov > n:
+            return self._halo(f, a, side)
+        if side < 0:  # my left halo = right edge of the left neighbour
+            edge = lax.slice_in_dim(f, n - ov, n, axis=a)
+            perm = [(i, (i + 1) % size) for i in range(size)]
+        else:
+            edge = lax.slice_in_dim(f, 0, ov, axis=a)
+            perm = [(i, (i - 1) % size) for i in range(size)]
+        return lax.ppermute(edge, name, perm)
+
+    def _pad(self, f, axes=None):
+        for a in range(len(self.meta.names)):
+            if not self.meta.padded(a) or (axes is not None and a not in axes):
+                continue
+            f = jnp.concatenate([self._halo_fast(f, a, -1), f, self._halo_fast(f, a, +1)], axis=a)
+        return f
+
+    def _window(self, f, axes=None):
+        for a, b in enumerate(self.bells):
+            if b is not None and (axes is None or a in axes):
+                f = f * b
+        return f
+
+    def _crop(self, f, axes=None):
+        ov = self.meta.overlap
+        for a in range(len(self.meta.names)):
+            if self.meta.padded(a) and (axes is None or a in axes):
+                f = lax.slice_in_dim(f, ov, f.shape[a] - ov, axis=a)
+        return f
+
+    def _local(self, fs):
+        """Pad all fields first (all exchanges issued before any is used), then window."""
+        padded = [self._pad(f) for f in fs]
+        return [self._window(p) for p in padded]
+
+    # --- the FourierOps interface
+    def grad(self, p):
+        (q,) = self._local([p])
+        return tuple(self._crop(g) for g in self.inner.grad(q))
+
+    def div(self, u):
+        q = self._local(list(u))
+        return tuple(self._crop(x) for x in self.inner.div(tuple(q)))
+
+    def fractional(self, f, which: int):
+        (q,) = self._local([f])
+        return self._crop(self.inner.fractional(q, which))
+
+    def filter_source(self, s):
+        (q,) = self._local([s])
+        return self._crop(self.inner.filter_source(q))
+
+    def unstagger(self, u, axis: int):
+        """Half-cell shift along ``axis`` (sensor output only). Exact when possible: a transpose
+        over the one mesh axis that splits ``axis`` makes it local (the shift's kernel decays
+        only like 1/r, so an overlap cannot localise it); otherwise pad + bell."""
+        mt = self.meta
+        if not mt.padded(axis):
+            return self.inner.unstagger(u, axis)
+        size = mt.sizes[axis]
+        other = [b for b in range(mt.ndim) if b != axis and u.shape[b] % size == 0]
+        if other and self.unshift is not None:
+            b, name = other[-1], mt.names[axis]
+            v = lax.all_to_all(u, name, b, axis, tiled=True)
+            n = v.shape[axis]
+            F = jnp.fft.rfft(v, axis=axis) * self.unshift[axis]
+            v = jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)
+            return lax.all_to_all(v, name, axis, b, tiled=True)
+        ax = (axis,)
+        q = self._window(self._pad(u, ax), ax)
+        return self._crop(self.inner.unstagger(q, axis), ax)
+
+
+def lfb_constants(problem: Problem, mesh_shape, overlap: int, bell_width: float, unstagger: bool):
+    g = problem.grid
+    d, m = g.ndim, len(mesh_shape)
+    local = [n // mesh_shape[a] if a < m else n for a, n in enumerate(g.shape)]
+    padded = [n + 2 * overlap if a < m and mesh_shape[a] > 1 else n for a, n in enumerate(local)]
+    s, med = problem.sources, problem.medium
+    additive = (s.p is not None and s.p.mode == "additive") or any(
+        u is not None and u.mode == "additive" for u in s.u
+    )
+    inner = FourierOps.build(
+        tuple(padded), g.spacing, med.c_ref, g.dt, problem.dtype,
+        alpha_power=med.alpha_power if med.absorption == "power_law" else None,
+        source_filter=additive, unstagger=unstagger,
+    )  # fmt: skip
+    bells = []
+    for a in range(d):
+        if a < m and mesh_shape[a] > 1:
+            b = erf_bell(local[a], overlap, bell_width)
+            shape = [1] * d
+            shape[a] = b.shape[0]
+            bells.append(jnp.asarray(b.reshape(shape), problem.dtype))
+        else:
+            bells.append(None)
+    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d)
+    unshift = None
+    if unstagger:
+        cdtype = jnp.complex64 if problem.dtype == "float32" else jnp.complex128
+        unshift = []
+        for a, (n, dx) in enumerate(zip(g.shape, g.spacing)):
+            k = 2 * np.pi * np.fft.rfftfreq(n, dx)
+            shape = [1] * d
+            shape[a] = k.shape[0]
+            unshift.append(jnp.asarray(np.exp(-0.5j * k * dx).reshape(shape), cdtype))
+        unshift = tuple(unshift)
+    return inner, tuple(bells), unshift, meta

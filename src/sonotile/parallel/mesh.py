@@ -1,0 +1,144 @@
+"""The device mesh and what every decomposition needs of it: axis names, field
+specs, global arrays built shard by shard, sensor/source indices per shard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+try:  # jax >= 0.6
+    from jax import shard_map as _shard_map
+
+    def shard_map(f, mesh, in_specs, out_specs):
+        return _shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+except ImportError:  # pragma: no cover - older jax
+    from jax.experimental.shard_map import shard_map as _shard_map
+
+    def shard_map(f, mesh, in_specs, out_specs):
+        return _shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+
+
+AXIS_NAMES = ("a0", "a1", "a2")
+#: Index used for points a shard does not own: beyond any block, dropped by scatters.
+OUT_OF_RANGE = 2**30
+
+
+# ---------------------------------------------------------------------------------------------
+# mesh
+
+
+def make_mesh(mesh_shape: tuple[int, ...], devices=None) -> Mesh:
+    """A mesh of ``prod(mesh_shape)`` devices with axes ``a0, a1, ...`` (grid axis j <-> aj)."""
+    mesh_shape = tuple(int(s) for s in mesh_shape)
+    devices = list(jax.devices() if devices is None else devices)
+    need = math.prod(mesh_shape)
+    if not 1 <= len(mesh_shape) <= 3 or any(s < 1 for s in mesh_shape):
+        raise ValueError(f"mesh_shape {mesh_shape}: expected 1 to 3 positive sizes")
+    if len(devices) < need:
+        raise ValueError(f"mesh_shape {mesh_shape} needs {need} devices, {len(devices)} available")
+    arr = np.array(devices[:need], dtype=object).reshape(mesh_shape)
+    return Mesh(arr, AXIS_NAMES[: len(mesh_shape)])
+
+
+def field_spec(ndim: int, m: int) -> P:
+    return P(*(AXIS_NAMES[a] if a < m else None for a in range(ndim)))
+
+
+# ---------------------------------------------------------------------------------------------
+# sensor and source indices per shard
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class ShardIndex:
+    """Sensor points seen from one shard: local indices (clipped) and an ownership mask;
+    ``gather`` returns the global sample vector on every shard (psum over the mesh)."""
+
+    index: tuple
+    owned: jax.Array
+    names: tuple = ()
+
+    def tree_flatten(self):
+        return (self.index, self.owned), self.names
+
+    @classmethod
+    def tree_unflatten(cls, names, children):
+        return cls(*children, names=names)
+
+    def gather(self, field):
+        idx = tuple(jnp.clip(i, 0, n - 1) for i, n in zip(self.index, field.shape))
+        v = jnp.where(self.owned, field[idx], jnp.zeros((), field.dtype))
+        return lax.psum(v, self.names)
+
+
+def local_index(points: np.ndarray, shape, mesh_shape):
+    """Per-shard local indices ``(mesh..., Ns)`` per axis (OUT_OF_RANGE where not owned) and the
+    ownership mask ``(mesh..., Ns)``."""
+    m = len(mesh_shape)
+    block = [n // mesh_shape[a] if a < m else n for a, n in enumerate(shape)]
+    owner = [points[:, a] // block[a] for a in range(m)]
+    ns = points.shape[0]
+    owned = np.zeros(tuple(mesh_shape) + (ns,), bool)
+    for coords in np.ndindex(*mesh_shape):
+        ok = np.ones(ns, bool)
+        for a in range(m):
+            ok &= owner[a] == coords[a]
+        owned[coords] = ok
+    idx = []
+    for a in range(points.shape[1]):
+        loc = np.broadcast_to(points[:, a] % block[a], owned.shape)
+        idx.append(np.where(owned, loc, OUT_OF_RANGE).astype(np.int32))
+    return tuple(idx), owned
+
+
+# ---------------------------------------------------------------------------------------------
+# the decomposed run
+
+
+def global_array(x, sharding: NamedSharding, dtype=None) -> jax.Array:
+    """A global array with ``sharding`` whose shards each process makes from its own slices of
+    ``x``: a host array, a device array, or anything sliceable with ``x[index]`` to numpy (e.g.
+    :class:`sonotile.kwave.layout.XyzView` over an HDF5 dataset, so that each process reads only its
+    hyperslabs)."""
+    if isinstance(x, jax.Array) and jax.process_count() == 1:
+        return jax.device_put(x if dtype is None else x.astype(dtype), sharding)
+    if isinstance(x, jax.Array):
+        x = np.asarray(x)
+    dt = np.dtype(dtype if dtype is not None else x.dtype)
+    shape = tuple(x.shape)
+
+    def piece(index):
+        return np.asarray(x[index] if shape else x, dt)
+
+    return jax.make_array_from_callback(shape, sharding, piece)
+
+
+def on_host():
+    """Build whole-grid constants in host memory (the CPU backend), not on an accelerator."""
+    try:
+        return jax.default_device(jax.local_devices(backend="cpu")[0])
+    except RuntimeError:  # no CPU backend (JAX_PLATFORMS without cpu)
+        return contextlib.nullcontext()
+
+
+def check_processes(mesh: Mesh) -> None:
+    """With several processes every one must drive part of the mesh."""
+    if jax.process_count() == 1:
+        return
+    procs = {dev.process_index for dev in mesh.devices.flat}
+    missing = sorted(set(range(jax.process_count())) - procs)
+    if missing:
+        raise ValueError(
+            f"mesh {dict(mesh.shape)} uses devices of processes {sorted(procs)} only; "
+            f"process(es) {missing} would be idle: use all {jax.device_count()} devices"
+        )

@@ -1,0 +1,244 @@
+"""Spectral operators of the k-space scheme: the only place that knows how a derivative is taken.
+
+The step (:mod:`sonotile.solver.step`) calls these methods and never sees FFT layouts or
+communication.
+Every decomposition provides an object with the same methods:
+
+* ``grad(p)`` -> per-axis derivative of a collocated field, evaluated on the staggered grids
+  (``x + dx/2``), with the k-space correction kappa;
+* ``div(u)`` -> per-axis derivative of each staggered velocity component back on the collocated
+  grid (``x - dx/2`` shift), with kappa;
+* ``fractional(f, which)`` -> the power-law operators ``F^-1(|k|^(y-2) F f)`` (``which=1``) and
+  ``F^-1(|k|^(y-1) F f)`` (``which=2``);
+* ``filter_source(s)`` -> ``F^-1(cos(c_ref |k| dt / 2) F s)`` for additive sources;
+* ``unstagger(u, axis)`` -> shift a staggered component by ``-d/2`` along its own axis (1-D FFTs).
+
+:class:`FourierOps` is the single-device implementation on real FFTs (last axis halved): XLA's
+(DUCC on the CPU, cuFFT on GPUs) or, on the CPU, FFTW through custom calls
+(:mod:`sonotile.fft.fftw`): on 2-D / 3-D grids one call per operator (plane transforms and one pass
+along the outer axis, the k-space operator applied inside), on 1-D grids an R2C call and a
+C2R call that applies the operator while copying the spectrum.
+``FourierOps.build(..., fft="auto")`` picks FFTW on the CPU when the extension is available.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from sonotile import runtime
+from sonotile.fft import fftw
+from sonotile.model.grid import along
+
+
+def kappa_of(kmag: np.ndarray, c_ref: float, dt: float) -> np.ndarray:
+    """k-space correction ``sinc(c_ref |k| dt / 2)`` (unnormalised sinc, 1 at k = 0)."""
+    return np.sinc(c_ref * kmag * dt / (2 * np.pi))
+
+
+def power_law_nablas(kmag: np.ndarray, y: float) -> tuple[np.ndarray, np.ndarray]:
+    """``|k|^(y-2)`` and ``|k|^(y-1)`` with the k = 0 singularity set to 0 (k-Wave's rule)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n1 = np.where(kmag > 0, kmag ** (y - 2.0), 0.0)
+        n2 = np.where(kmag > 0, kmag ** (y - 1.0), 0.0)
+    n1[~np.isfinite(n1)] = 0.0
+    n2[~np.isfinite(n2)] = 0.0
+    return n1, n2
+
+
+def real_scale(F, k):
+    """``F * k`` for a complex spectrum ``F`` and a real operator ``k``, component-wise.
+
+    ``complex * real`` makes XLA convert ``k`` to a complex array (hoisted out of the time
+    loop: a second, twice as large copy of every real operator, read at 8 bytes per point);
+    scaling the real and imaginary parts reads the real operator as stored. Same values.
+    """
+    return lax.complex(F.real * k, F.imag * k)
+
+
+def half_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list[np.ndarray]:
+    """Per-axis wavenumbers [rad/m] of an ``rfftn`` spectrum (last axis halved)."""
+    ks = [2 * np.pi * np.fft.fftfreq(n, d) for n, d in zip(shape[:-1], spacing[:-1])]
+    ks.append(2 * np.pi * np.fft.rfftfreq(shape[-1], spacing[-1]))
+    return ks
+
+
+def half_kmag(shape: tuple[int, ...], spacing: tuple[float, ...], dtype=np.float64) -> np.ndarray:
+    """``|k|`` on the ``rfftn`` half spectrum [rad/m]; Nyquist counted as ``+pi/d``."""
+    ndim = len(shape)
+    k2 = np.zeros((1,) * ndim, dtype)
+    for ax, k in enumerate(half_wavenumbers(shape, spacing)):
+        k2 = k2 + along((np.abs(k) ** 2).astype(dtype), ax, ndim)
+    return np.sqrt(k2, out=k2)
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class FourierOps:
+    """Global Fourier collocation on one device.
+
+    Attributes (all on the ``rfftn`` half spectrum, broadcastable):
+        shift_pos, shift_neg: per axis ``i k exp(+-i k d/2)`` as 1-D vectors.
+        kappa: ``sinc(c_ref |k| dt/2)``, or ``None`` to skip it.
+        nabla1, nabla2: power-law operators or ``None``.
+        source_kappa: ``cos(c_ref |k| dt/2)`` or ``None``.
+        unshift: per axis ``exp(-i k d/2)`` on that axis's own 1-D rfft spectrum, or ``None``.
+        fft: ``"xla"`` or ``"fftw"`` (static; resolved by :meth:`build`).
+    """
+
+    shift_pos: tuple
+    shift_neg: tuple
+    kappa: jax.Array | None
+    nabla1: jax.Array | None = None
+    nabla2: jax.Array | None = None
+    source_kappa: jax.Array | None = None
+    unshift: tuple | None = None
+    fft: str = "xla"
+
+    def tree_flatten(self):
+        return (
+            self.shift_pos,
+            self.shift_neg,
+            self.kappa,
+            self.nabla1,
+            self.nabla2,
+            self.source_kappa,
+            self.unshift,
+        ), self.fft
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, fft=aux)
+
+    @classmethod
+    def build(
+        cls,
+        shape: tuple[int, ...],
+        spacing: tuple[float, ...],
+        c_ref: float,
+        dt: float,
+        dtype: str = "float32",
+        alpha_power: float | None = None,
+        source_filter: bool = False,
+        unstagger: bool = False,
+        fft: str = "auto",
+    ) -> FourierOps:
+        """Precompute the operators for a grid; ``alpha_power`` enables the power-law terms.
+
+        ``fft``: ``"auto"`` (FFTW on the CPU when available, else XLA; see
+        :func:`sonotile.fft.fftw.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a note
+        where FFTW cannot be used).
+        """
+        runtime.enable()
+        ndim = len(shape)
+        cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
+        ks = half_wavenumbers(shape, spacing)
+        kmag = half_kmag(shape, spacing, dtype)  # grid-sized host arrays in the run's dtype
+        pos = tuple(
+            jnp.asarray(along(1j * k * np.exp(0.5j * k * d), ax, ndim), cdtype)
+            for ax, (k, d) in enumerate(zip(ks, spacing))
+        )
+        neg = tuple(
+            jnp.asarray(along(1j * k * np.exp(-0.5j * k * d), ax, ndim), cdtype)
+            for ax, (k, d) in enumerate(zip(ks, spacing))
+        )
+        kappa = jnp.asarray(kappa_of(kmag, c_ref, dt), dtype)
+        n1 = n2 = None
+        if alpha_power is not None:
+            a, b = power_law_nablas(kmag, alpha_power)
+            n1, n2 = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
+        skappa = jnp.asarray(np.cos(c_ref * kmag * dt / 2), dtype) if source_filter else None
+        unshift = None
+        if unstagger:
+            unshift = tuple(
+                jnp.asarray(
+                    along(np.exp(-0.5j * 2 * np.pi * np.fft.rfftfreq(n, d) * d), ax, ndim), cdtype
+                )
+                for ax, (n, d) in enumerate(zip(shape, spacing))
+            )
+        backend = fftw.resolve(fft, dtype)
+        if backend == "fftw":
+            fftw.prepare(tuple(shape))  # plan now, while little memory is in use
+        return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=backend)
+
+    def _spec(self, f):
+        return jnp.fft.rfftn(f)
+
+    def _back(self, F, like):
+        return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
+
+    def _fftw(self, like) -> bool:
+        return self.fft == "fftw" and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
+
+    def _conv(self, like) -> bool:
+        return self._fftw(like) and like.ndim >= 2 and fftw.fused()
+
+    def grad(self, p):
+        if self._conv(p):
+            # the x component and the spectrum after the pass along x in one call, then each
+            # other component from that spectrum: one gradient component exists at a time
+            gx, spec = fftw.conv(
+                [p], self.kappa, [(0, 0, self.shift_pos[0]), (0, "spectrum", None)]
+            )
+            rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(self.shift_pos) if a]
+            return (gx, *rest)
+        if self._fftw(p):
+            P = fftw.r2c([p])
+            if fftw.grouped():
+                return tuple(fftw.c2r(P, p.shape, self.kappa, self.shift_pos))
+            return tuple(
+                fftw.c2r(P, p.shape, self.kappa, [s], axis=a)[0]
+                for a, s in enumerate(self.shift_pos)
+            )
+        P = real_scale(self._spec(p), self.kappa)
+        return tuple(self._back(P * s, p) for s in self.shift_pos)
+
+    def div(self, u):
+        if self._conv(u[0]):
+            # one call per component: XLA can then use each part before the next exists
+            return tuple(
+                fftw.conv([ua], self.kappa, [(0, a, s)])[0]
+                for a, (ua, s) in enumerate(zip(u, self.shift_neg))
+            )
+        if self._fftw(u[0]):
+            if fftw.grouped():
+                return tuple(fftw.c2r(fftw.r2c(list(u)), u[0].shape, self.kappa, self.shift_neg))
+            return tuple(
+                fftw.c2r(fftw.r2c([ua]), ua.shape, self.kappa, [s], axis=a)[0]
+                for a, (ua, s) in enumerate(zip(u, self.shift_neg))
+            )
+        return tuple(
+            self._back(real_scale(self._spec(ua), self.kappa) * s, ua)
+            for ua, s in zip(u, self.shift_neg)
+        )
+
+    def fractional(self, f, which: int):
+        nabla = self.nabla1 if which == 1 else self.nabla2
+        if self._conv(f):
+            return fftw.conv([f], nabla)[0]
+        if self._fftw(f):
+            return fftw.c2r(fftw.r2c([f]), f.shape, nabla)[0]
+        return self._back(real_scale(self._spec(f), nabla), f)
+
+    def filter_source(self, s):
+        if self._conv(s):
+            return fftw.conv([s], self.source_kappa)[0]
+        if self._fftw(s):
+            return fftw.c2r(fftw.r2c([s]), s.shape, self.source_kappa)[0]
+        return self._back(real_scale(self._spec(s), self.source_kappa), s)
+
+    def keep(self, f):
+        """``f`` materialised here (a fusion boundary) on the FFTW backend; ``f`` otherwise.
+
+        XLA:CPU otherwise fuses a value shared by several updates into each of them, which
+        re-reads its inputs per consumer and keeps copies of overwritten state fields."""
+        return fftw.keep(f) if self._fftw(f) else f
+
+    def unstagger(self, u, axis: int):
+        n = u.shape[axis]
+        F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]
+        return jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)

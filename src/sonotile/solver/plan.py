@@ -1,0 +1,277 @@
+"""Plan: turn a validated :class:`~sonotile.model.problem.Problem` into device constants.
+
+Everything the time step needs that does not change in time is computed here once: PML
+profiles, ``c0^2``, ``dt/rho0`` on the staggered grids, the absorption factors tau and eta,
+``B/A / (2 rho0)``, source and sensor index arrays. Medium values stay scalars when the medium
+is homogeneous (k-Wave's scalar fast path) and become fields otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.model.grid import along
+from sonotile.model.lazy import LazyField, is_lazy
+from sonotile.model.problem import Problem, is_field
+from sonotile.solver.operators import FourierOps
+
+
+@dataclass(frozen=True)
+class Physics:
+    """Static switches of the step (hashable; they select code paths at trace time)."""
+
+    ndim: int
+    nonlinear: bool
+    absorption: str  # lossless | power_law | stokes
+    dispersion: bool
+    p_mode: str | None  # pressure source mode, None when absent
+    u_modes: tuple  # per axis: mode or None
+    transducer: bool
+    p0: bool
+
+
+def pml_profile(
+    n: int, size: int, alpha: float, c_ref: float, d: float, dt: float, staggered: bool
+) -> np.ndarray:
+    """k-Wave's PML multiplier along one axis (1 outside the layer), shape ``(n,)``.
+
+    ``exp(-alpha (c_ref/d) (dt/2) (x/size)^4)`` with x the depth into the layer in points,
+    shifted by +1/2 on the staggered grid.
+    """
+    prof = np.ones(n)
+    if size == 0 or alpha == 0:
+        return prof
+    i = np.arange(size, dtype=np.float64)
+    shift = 0.5 if staggered else 0.0
+    left = ((size - i - shift) / size) ** 4
+    right = ((i + 1 + shift) / size) ** 4
+    rate = alpha * (c_ref / d) * (dt / 2)
+    prof[:size] = np.exp(-rate * left)
+    prof[n - size :] = np.exp(-rate * right)
+    return prof
+
+
+def absorption_factors(c0, alpha_coeff, y: float) -> tuple:
+    """k-Wave's power-law factors ``tau = -2 a0 c0^(y-1)``, ``eta = 2 a0 c0^y tan(pi y/2)``.
+
+    ``a0`` is ``alpha_coeff`` [dB/(MHz^y cm)] converted to Np/((rad/s)^y m).
+    """
+    a0 = 100.0 * np.asarray(alpha_coeff) * (1e-6 / (2 * math.pi)) ** y / (20 * math.log10(math.e))
+    c0 = np.asarray(c0)
+    tau = -2.0 * a0 * c0 ** (y - 1)
+    eta = 2.0 * math.tan(math.pi * y / 2) * a0 * c0**y
+    return tau, eta
+
+
+def _const(v, dtype):
+    """A medium constant: Python float for scalars, device array for fields (a lazily read
+    field stays lazy: each process of a distributed run makes only its shards)."""
+    if is_lazy(v):
+        return v
+    if is_field(v):
+        return jnp.asarray(v, dtype)
+    return float(np.asarray(v))
+
+
+def physics_of(problem: Problem) -> Physics:
+    s, m = problem.sources, problem.medium
+    return Physics(
+        ndim=problem.grid.ndim,
+        nonlinear=m.nonlinear,
+        absorption=m.absorption,
+        dispersion=m.dispersion,
+        p_mode=None if s.p is None else s.p.mode,
+        u_modes=tuple(None if u is None else u.mode for u in s.u),
+        transducer=s.transducer is not None,
+        p0=s.p0 is not None,
+    )
+
+
+def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dict:
+    """Device constants of the medium and PML (global arrays, grid-shaped or broadcastable).
+
+    Fields are computed in the run's dtype (no float64 temporaries of grid size for float32
+    runs); scalars stay Python floats. ``eta`` is not stored: the step derives it from ``tau``
+    and ``c0^2`` (``eta = -tan(pi y/2) c0 tau``, ``eta_per_c0_tau``). ``dt/rho0`` on the
+    staggered grid of each axis in ``derive_axes`` (axes the engine's shards hold whole: all on
+    one device, the unsplit ones of a pencil mesh) is left out (None) when the problem's
+    staggered densities are k-Wave's interpolation of ``rho0``
+    (:func:`staggered_is_interpolated`); the step then computes it from ``rho0`` (4 bytes per
+    grid point and axis less for a heterogeneous medium).
+    """
+    if problem.extras.get("host_medium_released"):
+        raise RuntimeError("the problem's host medium was released (release_host_medium)")
+    g, m, pml, dt = problem.grid, problem.medium, problem.pml, problem.grid.dt
+    dtype = problem.dtype
+
+    def arr(v):
+        return np.asarray(v, dtype) if is_field(v) else float(np.asarray(v))
+
+    def field(fn, *vals, name):
+        """``fn`` of the medium values, computed now or (lazy inputs) piece by piece."""
+        lazy = [v for v in vals if is_lazy(v)]
+        if lazy:
+            return LazyField(lazy[0].shape, lambda *p: fn(*map(arr, p)), *vals, dtype=dtype,
+                             name=name)  # fmt: skip
+        return _const(fn(*map(arr, vals)), dtype)
+
+    y = m.alpha_power
+    c: dict = {
+        "dt": float(dt),
+        "c2": field(np.square, m.c0, name="c0^2"),
+        "rho0": field(lambda r: r, m.rho0, name="rho0"),
+        "pml": tuple(
+            jnp.asarray(along(pml_profile(n, s, a, m.c_ref, d, dt, False), ax, g.ndim), dtype)
+            for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
+        ),
+        "pml_sg": tuple(
+            jnp.asarray(along(pml_profile(n, s, a, m.c_ref, d, dt, True), ax, g.ndim), dtype)
+            for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
+        ),
+    }
+    derive = bool(derive_axes) and staggered_is_interpolated(m.rho0, m.rho0_sg, dtype)
+    c["dt_rho0_sg"] = tuple(
+        None
+        if derive and a in derive_axes
+        else field(lambda r: np.divide(dt, r), r, name=f"dt/rho0_sg{'xyz'[a]}")
+        for a, r in enumerate(m.rho0_sg)
+    )
+    if m.nonlinear:
+        c["bona_2rho0"] = field(
+            lambda b, r: np.divide(b, np.multiply(2, r)), m.bona, m.rho0, name="B/A/(2 rho0)"
+        )
+    if m.absorption != "lossless":
+        c["tau"] = field(lambda c0, a: absorption_factors(c0, a, y)[0], m.c0, m.alpha_coeff,
+                         name="tau")  # fmt: skip
+        c["eta_per_c0_tau"] = -math.tan(math.pi * y / 2)
+    return c
+
+
+def staggered_is_interpolated(rho0, rho0_sg: tuple, dtype, chunk: int = 16) -> bool:
+    """Whether every ``rho0_sg`` field equals k-Wave's interpolation of the field ``rho0``
+    (:func:`~sonotile.model.problem.staggered_density`) to the rounding of ``dtype`` (4 units in
+    the last place), checked ``chunk`` planes at a time. False for scalar or lazy densities."""
+    if not is_field(rho0) or is_lazy(rho0) or any(is_lazy(r) or not is_field(r) for r in rho0_sg):
+        return False
+    tol = 4 * float(np.finfo(dtype).eps)
+    r = np.asarray(rho0)
+    n0 = r.shape[0]
+    for ax, sg in enumerate(rho0_sg):
+        sg = np.asarray(sg)
+        for lo in range(0, n0, chunk):
+            hi = min(lo + chunk, n0)
+            # planes lo..hi (+1 neighbour along axis 0); the last plane of an axis keeps rho0
+            a = r[lo:hi].astype(np.float64)
+            if ax == 0:
+                b = r[lo + 1 : hi + 1].astype(np.float64)
+                if hi == n0:
+                    b = np.concatenate([b, a[-1:]], axis=0)
+            else:
+                b = np.concatenate(
+                    [np.take(a, np.arange(1, a.shape[ax]), axis=ax), np.take(a, [-1], axis=ax)],
+                    axis=ax,
+                )
+            want = 0.5 * (a + b)
+            if not np.all(np.abs(sg[lo:hi] - want) <= tol * np.abs(want)):
+                return False
+    return True
+
+
+def release_host_medium(problem: Problem) -> int:
+    """Free the Problem's grid-sized host medium arrays once a run's device constants exist.
+
+    Each field becomes a zero-stride NaN array of the same shape and dtype (4-8 bytes), so
+    shape checks still hold but the values are gone; :func:`medium_constants` refuses a
+    released problem. For one-shot runs (``sonotile-kwave``, ``sonotile bench``): a k-Wave
+    file's heterogeneous medium is 7 float32 fields, 28 bytes per grid point. Returns the bytes
+    of the arrays dropped (freed when nothing else references them).
+    """
+    m = problem.medium
+    freed = 0
+
+    def gone(v):
+        nonlocal freed
+        if isinstance(v, np.ndarray) and v.ndim > 0 and v.strides != (0,) * v.ndim:
+            freed += v.nbytes
+            return np.broadcast_to(np.array(np.nan, v.dtype), v.shape)
+        return v
+
+    for name in ("c0", "rho0", "bona", "alpha_coeff"):
+        object.__setattr__(m, name, gone(getattr(m, name)))
+    object.__setattr__(m, "rho0_sg", tuple(gone(r) for r in m.rho0_sg))
+    problem.extras["host_medium_released"] = True
+    return freed
+
+
+def source_constants(problem: Problem) -> dict:
+    """Device index arrays of the sources (0-based, one int32 array per axis)."""
+    s, dtype = problem.sources, problem.dtype
+    c: dict = {}
+
+    def idx(index):
+        return tuple(jnp.asarray(index[:, ax], jnp.int32) for ax in range(index.shape[1]))
+
+    if s.p is not None:
+        c["p_index"] = idx(s.p.index)
+    c["u_index"] = tuple(None if u is None else idx(u.index) for u in s.u)
+    if s.transducer is not None:
+        t = s.transducer
+        c["tr_index"] = idx(t.index)
+        c["tr_signal"] = jnp.asarray(t.signal, dtype)
+        c["tr_delay"] = jnp.asarray(t.delay, jnp.int32)
+    if s.p0 is not None:
+        c["p0"] = s.p0 if is_lazy(s.p0) else jnp.asarray(s.p0, dtype)
+    return c
+
+
+def spectral_ops(problem: Problem, unstagger: bool) -> FourierOps:
+    """Single-device operators for the problem."""
+    g, m, s = problem.grid, problem.medium, problem.sources
+    additive = (s.p is not None and s.p.mode == "additive") or any(
+        u is not None and u.mode == "additive" for u in s.u
+    )
+    return FourierOps.build(
+        g.shape,
+        g.spacing,
+        m.c_ref,
+        g.dt,
+        problem.dtype,
+        alpha_power=m.alpha_power if m.absorption == "power_law" else None,
+        source_filter=additive,
+        unstagger=unstagger,
+    )
+
+
+def signal_rows(problem: Problem, n0: int, n1: int) -> dict:
+    """Source signal values for steps ``n0 <= n < n1`` (host arrays, zero past a signal's end).
+
+    Returns ``{"p": (n1-n0, Nsrc|1), "u": tuple per axis or None}``; the step multiplies
+    nothing here: values are injected as given while ``n < length``.
+    """
+    s = problem.sources
+
+    def rows(src):
+        if src is None:
+            return None
+        sig = np.asarray(src.signal)
+        sig2 = sig[:, None] if sig.ndim == 1 else sig
+        out = np.zeros((n1 - n0, sig2.shape[1]), dtype=problem.dtype)
+        lo, hi = n0, min(n1, sig2.shape[0])
+        if hi > lo:
+            out[: hi - lo] = sig2[lo:hi]
+        return out
+
+    return {"p": rows(s.p), "u": tuple(rows(u) for u in s.u)}
+
+
+def source_lengths(problem: Problem) -> dict:
+    s = problem.sources
+    return {
+        "p": 0 if s.p is None else s.p.length,
+        "u": tuple(0 if u is None else u.length for u in s.u),
+        "tr": 0 if s.transducer is None else s.transducer.length,
+    }

@@ -1,0 +1,305 @@
+"""Runner: jit-compiled chunks of steps under ``lax.scan``, sensors sampled inside the scan.
+
+Between chunks the raw sensor samples go to a recorder (memory does not grow with the number of
+steps on the device), progress is reported, and a caller may checkpoint or stop. The step
+itself is :func:`sonotile.solver.step.step`; the operators come from the plan.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from sonotile.model.problem import Problem
+from sonotile.solver import plan as planmod
+from sonotile.solver import sensors as sens
+from sonotile.solver.step import initial_pressure_state, step, zero_state
+
+
+class ListRecorder:
+    """Collects raw sensor chunks in host memory: ``{name: [array (steps, Ns), ...]}``."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, list[np.ndarray]] = {}
+
+    def __call__(self, name: str, first_row: int, values: np.ndarray) -> None:
+        self.chunks.setdefault(name, []).append(values)
+
+    def result(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v, axis=0) for k, v in self.chunks.items()}
+
+
+@dataclass
+class Progress:
+    """Prints step, steps/s, cells/s and ETA to stderr (only on a terminal unless forced)."""
+
+    total: int
+    cells: int
+    enabled: bool | None = None
+    interval: float = 2.0
+    stream: object = field(default_factory=lambda: sys.stderr)
+
+    def __post_init__(self) -> None:
+        if self.enabled is None:
+            self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._t0 = time.perf_counter()
+        self._last = -math.inf
+        self._n0 = None
+
+    def __call__(self, done: int, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if self._n0 is None:
+            self._n0, self._t0 = done, now
+            return
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        rate = (done - self._n0) / max(now - self._t0, 1e-9)
+        eta = (self.total - done) / rate if rate > 0 else math.inf
+        print(
+            f"  step {done}/{self.total}  {rate:8.1f} steps/s  {rate * self.cells / 1e6:8.1f} "
+            f"Mcells/s  ETA {eta:6.1f} s",
+            file=self.stream,
+            flush=True,
+        )
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A problem prepared for some devices: how to start, advance and finish a run.
+
+    The same loop (:func:`advance`), recorders, progress and checkpoints serve every
+    decomposition; only these callables differ (:func:`single_engine` here, the decomposed
+    engines in :mod:`sonotile.parallel`).
+
+    Attributes:
+        problem, layout, phys: what is run.
+        start: ``() -> (RunState, raw0)``: the carry before the first chunk and the samples of
+            step 0 of an initial-value problem.
+        chunk: ``(carry, xs) -> (carry, raw)``: one scan over the steps in ``xs``.
+        divergence: ``u -> du``: per-axis velocity divergence (for k-Wave checkpoints).
+        place: ``host carry -> device carry`` (restoring a checkpoint); the leaves may be
+            lazy views (``view[index] -> numpy``) so that each process reads only its shards.
+        describe: one line saying where it runs.
+        lower: ``(carry, xs) -> jax.stages.Lowered`` of one chunk (for benchmarks: compiled
+            memory, collectives in the program).
+    """
+
+    problem: Problem
+    layout: sens.SensorLayout
+    phys: planmod.Physics
+    start: Callable
+    chunk: Callable
+    divergence: Callable
+    place: Callable
+    describe: str = "single device"
+    lower: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Everything a run needs on the device, built once per problem."""
+
+    problem: Problem
+    phys: planmod.Physics
+    layout: sens.SensorLayout
+    consts: dict
+    ops: object
+    index: tuple
+
+
+def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
+    """Build constants, operators and the sensor layout for a problem."""
+    layout = sens.layout_of(problem.sensor, problem.grid.ndim)
+    phys = planmod.physics_of(problem)
+    if consts is None:
+        consts = {
+            **planmod.medium_constants(problem, derive_axes=tuple(range(problem.grid.ndim))),
+            **planmod.source_constants(problem),
+        }
+    if ops is None:
+        ops = planmod.spectral_ops(problem, unstagger=layout.needs_unstagger)
+    pts = layout.points
+    index = (
+        () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
+    )
+    return Compiled(problem, phys, layout, consts, ops, index)
+
+
+def single_engine(problem: Problem) -> Engine:
+    """The single-device engine: global FFTs on the default device."""
+    cp = compile_problem(problem)
+    layout, phys = cp.layout, cp.phys
+    dtype = jnp.dtype(problem.dtype)
+
+    def start():
+        agg = sens.init_aggregates(layout, problem.grid.shape, dtype)
+        if phys.p0:
+            carry, raw0 = start_ivp(agg, cp.consts, cp.ops, cp.index, phys, layout)
+            return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
+        return RunState((zero_state(problem.grid.shape, dtype), agg), 0), {}
+
+    def chunk(carry, xs):
+        return run_chunk(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
+
+    def place(carry):
+        def put(a):  # host arrays, device arrays, or lazy views (kwave_io.XyzView)
+            return jnp.asarray(a if isinstance(a, jax.Array) else np.asarray(a), dtype)
+
+        return jax.tree_util.tree_map(put, carry)
+
+    def lower(carry, xs):
+        return run_chunk.lower(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
+
+    dev = jax.devices()[0]
+    return Engine(
+        problem,
+        layout,
+        phys,
+        start,
+        chunk,
+        jax.jit(cp.ops.div),
+        place,
+        f"single device ({dev.platform}:{dev.id})",
+        lower,
+    )
+
+
+def scan_body(carry, x, c, ops, index, phys, layout):
+    state, agg = carry
+    state = step(state, x, c, ops, phys)
+    fields, samples = sens.sample(state, ops, layout, index)
+    agg = sens.update(agg, fields, samples, x["n"] >= layout.start, layout)
+    raw = {f: samples[f] for f in layout.raw}
+    return (state, agg), raw
+
+
+@partial(jax.jit, static_argnames=("phys", "layout"), donate_argnums=(0,))
+def run_chunk(carry, xs, c, ops, index, phys, layout):
+    """Advance ``carry = (state, aggregates)`` through the steps in ``xs`` (one scan)."""
+    body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+    return lax.scan(body, carry, xs)
+
+
+@partial(jax.jit, static_argnames=("phys", "layout"))
+def start_ivp(agg, c, ops, index, phys, layout):
+    """Step 0 of an initial-value problem: the p0 state, sampled."""
+    state = initial_pressure_state(c, ops, phys)
+    fields, samples = sens.sample(state, ops, layout, index)
+    agg = sens.update(agg, fields, samples, 0 >= layout.start, layout)
+    return (state, agg), {f: samples[f][None] for f in layout.raw}
+
+
+def step_inputs(problem: Problem, n0: int, n1: int) -> dict:
+    """Scan inputs for steps ``n0 <= n < n1``: step index and source values."""
+    rows = planmod.signal_rows(problem, n0, n1)
+    lens = planmod.source_lengths(problem)
+    xs = {"n": np.arange(n0, n1, dtype=np.int32)}
+    k = n1 - n0
+    if rows["p"] is not None:
+        xs["p"] = rows["p"]
+        xs["p_len"] = np.full(k, lens["p"], np.int32)
+    xs["u"] = tuple(r if r is not None else np.zeros((k, 0), problem.dtype) for r in rows["u"])
+    xs["u_len"] = tuple(np.full(k, n, np.int32) for n in lens["u"])
+    xs["tr_len"] = np.full(k, lens["tr"], np.int32)
+    return xs
+
+
+def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: float = 64e6) -> int:
+    """Steps per chunk: raw samples of one chunk stay under ``budget_bytes`` on the device."""
+    per_step = max(1, len(layout.raw) * layout.n_points * np.dtype(problem.dtype).itemsize)
+    return int(max(1, min(problem.grid.nt, budget_bytes // per_step, 1000)))
+
+
+@dataclass
+class RunState:
+    """Where a run stands: the carry and the next step index (for checkpoints)."""
+
+    carry: tuple
+    next_step: int
+
+
+def advance(
+    engine: Engine,
+    rs: RunState,
+    stop: int,
+    recorder: Callable[[str, int, np.ndarray], None],
+    chunk: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> RunState:
+    """Run steps ``rs.next_step .. stop-1`` in chunks, streaming raw samples to ``recorder``.
+
+    ``recorder(name, first_row, values)`` receives ``values`` of shape ``(steps, Ns)`` for the
+    sampled steps (those ``>= sensor start``); ``first_row`` is the row in the full series.
+    ``should_stop()`` is checked between chunks (checkpointing, signals).
+    """
+    chunk = chunk or default_chunk(engine.problem, engine.layout)
+    start = engine.layout.start
+    n = rs.next_step
+    carry = rs.carry
+    while n < stop:
+        m = min(stop, n + chunk)
+        xs = step_inputs(engine.problem, n, m)
+        carry, raw = engine.chunk(carry, xs)
+        if raw:
+            keep = max(0, start - n)
+            for name, v in raw.items():
+                if keep < m - n:
+                    recorder(name, n + keep - start, np.asarray(v[keep:]))
+        n = m
+        if progress:
+            progress(n)
+        if should_stop is not None and should_stop():
+            break
+    return RunState(carry, n)
+
+
+def emit_step0(raw0: dict, start: int, recorder) -> None:
+    """Hand the step-0 samples of an IVP to the recorder when step 0 is recorded."""
+    if start == 0:
+        for name, v in raw0.items():
+            recorder(name, 0, v)
+
+
+def run_engine(
+    engine: Engine,
+    recorder=None,
+    chunk: int | None = None,
+    progress: bool | None = None,
+) -> tuple[dict, dict]:
+    """Run a whole problem with an engine.
+
+    Returns ``(raw, final)``: raw time series ``{name: (Ts, Ns)}`` (when the recorder is the
+    default in-memory one) and the aggregated / whole-field / final quantities.
+    """
+    problem = engine.problem
+    rec = recorder or ListRecorder()
+    rs, raw0 = engine.start()
+    emit_step0(raw0, engine.layout.start, rec)
+    prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress)
+    rs = advance(engine, rs, problem.grid.nt, rec, chunk=chunk, progress=prog)
+    final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, problem.grid.nt)
+    raw = rec.result() if isinstance(rec, ListRecorder) else {}
+    return raw, final
+
+
+def run(
+    problem: Problem,
+    recorder=None,
+    chunk: int | None = None,
+    progress: bool | None = None,
+) -> tuple[dict, dict]:
+    """Run a whole problem on one device (see :func:`run_engine`)."""
+    return run_engine(single_engine(problem), recorder, chunk, progress)

@@ -1,0 +1,185 @@
+"""One time step of k-Wave's first-order k-space scheme, written once, per shard.
+
+``step(state, x, c, ops, phys) -> state`` follows kspaceFirstOrder-OMP 1.3 (see
+``shared/kwave/ALGORITHM.md`` §2 and Treeby et al., JASA 131, 2012): pressure gradient on the
+staggered grids, velocity update with split PML, velocity sources, velocity divergence, split
+mass conservation with PML, pressure sources, equation of state with power-law or Stokes
+absorption and B/A nonlinearity. All derivatives come from ``ops`` (see
+:mod:`sonotile.solver.operators`), so the same function runs on one device or on a shard of a
+decomposed grid.
+
+State fields: ``p`` [Pa], ``rho`` (split density per axis) [kg/m^3], ``u`` (staggered velocity
+per axis) [m/s]. ``x`` carries the step index ``n`` and the source values of that step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from sonotile.solver.plan import Physics
+
+
+class State(NamedTuple):
+    p: jax.Array
+    rho: tuple
+    u: tuple
+
+
+def zero_state(shape: tuple[int, ...], dtype) -> State:
+    nd = len(shape)
+
+    def z():
+        return jnp.zeros(shape, dtype)
+
+    return State(z(), tuple(z() for _ in range(nd)), tuple(z() for _ in range(nd)))
+
+
+def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
+    """Apply one mask source to one or more fields (values per point or one shared value).
+
+    A pressure source enters every split density component with the same value; in additive
+    mode the k-space filtered source grid is computed once and added to each (one FFT pair).
+    """
+    if mode == "dirichlet":
+
+        def put(f):
+            current = f[index]
+            new = jnp.where(active, jnp.broadcast_to(values, current.shape), current)
+            return f.at[index].set(new, mode="drop")
+
+        return tuple(put(f) for f in fields)
+    if mode == "additive_no_correction":
+        return tuple(
+            f.at[index].add(jnp.where(active, values, 0).astype(f.dtype), mode="drop")
+            for f in fields
+        )
+
+    def add_filtered(fs):
+        s = (
+            jnp.zeros_like(fs[0])
+            .at[index]
+            .set(jnp.broadcast_to(values, index[0].shape), mode="drop")
+        )
+        filtered = ops.filter_source(s)
+        return tuple(f + filtered for f in fs)
+
+    return lax.cond(active, add_filtered, lambda fs: fs, tuple(fields))
+
+
+def _keep(ops, f):
+    """``ops.keep(f)`` where the operators provide a fusion boundary, else ``f``."""
+    keep = getattr(ops, "keep", None)
+    return f if keep is None else keep(f)
+
+
+def dt_over_rho0_sg(c: dict, axis: int, rho0=None):
+    """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
+    (when the plan left it out, None) from ``rho0`` (default ``c["rho0"]``) as k-Wave
+    interpolates it, the mean of neighbours along ``axis`` with the last plane keeping ``rho0``
+    itself (the shard must hold the whole axis)."""
+    if c["dt_rho0_sg"][axis] is not None:
+        return c["dt_rho0_sg"][axis]
+    r = c["rho0"] if rho0 is None else rho0
+    # next point along the axis by slice + pad (XLA fuses these into the update; a
+    # concatenate along the contiguous axis it runs as a separate copy)
+    pad = [(0, 0, 0)] * r.ndim
+    pad[axis] = (0, 1, 0)
+    nxt = lax.pad(lax.slice_in_dim(r, 1, None, axis=axis), jnp.zeros((), r.dtype), pad)
+    last = lax.broadcasted_iota(jnp.int32, r.shape, axis) == r.shape[axis] - 1
+    return c["dt"] / jnp.where(last, r, 0.5 * (r + nxt))
+
+
+def in_step(c: dict, key: str, anchor):
+    """``c[key]`` tied to ``anchor`` (a value of this step) by an optimisation barrier, so that
+    what the step derives from it per element stays inside the time loop: otherwise XLA hoists
+    such loop-invariant fields out of the loop and keeps them in memory, which is what deriving
+    them in the step is meant to avoid."""
+    v = c[key]
+    if not isinstance(v, jax.Array) or v.ndim == 0:
+        return v, anchor
+    return lax.optimization_barrier((v, anchor))
+
+
+def velocity_update(u, dp, c):
+    """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
+    out = []
+    for a, (ua, g, m) in enumerate(zip(u, dp, c["pml_sg"])):
+        rho0 = None
+        if c["dt_rho0_sg"][a] is None:
+            rho0, g = in_step(c, "rho0", g)
+        out.append(m * (m * ua - dt_over_rho0_sg(c, a, rho0) * g))
+    return tuple(out)
+
+
+def pressure_from_density(rho, du, c, ops, phys: Physics):
+    """Equation of state with optional B/A nonlinearity and power-law or Stokes absorption."""
+    rho_sum = sum(rho[1:], rho[0])
+    term = rho_sum
+    if phys.nonlinear:
+        term = term + c["bona_2rho0"] * rho_sum * rho_sum
+    if phys.absorption == "lossless":
+        return c["c2"] * term
+    rho0_div_u = c["rho0"] * sum(du[1:], du[0])
+    if phys.absorption == "stokes":
+        return c["c2"] * (term + c["tau"] * rho0_div_u)
+    absorb = c["tau"] * ops.fractional(rho0_div_u, 1)
+    if phys.dispersion:
+        # eta = 2 a0 c0^y tan(pi y/2) = -tan(pi y/2) c0 tau: one constant field fewer
+        c2, rho_sum = in_step(c, "c2", rho_sum)
+        tau, rho_sum = in_step(c, "tau", rho_sum)
+        eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * tau
+        absorb = absorb - eta * ops.fractional(rho_sum, 2)
+    return c["c2"] * (term + absorb)
+
+
+def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
+    """Advance ``state`` from step ``n-1`` to step ``n = x["n"]``."""
+    n = x["n"]
+    # 1-2. pressure gradient on the staggered grids, velocity update with PML
+    u = velocity_update(state.u, ops.grad(state.p), c)
+    # 3. velocity sources and transducer
+    u = list(u)
+    for ax, mode in enumerate(phys.u_modes):
+        if mode is not None:
+            active = n < x["u_len"][ax]
+            (u[ax],) = _inject((u[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops)
+    if phys.transducer:
+        active = n < x["tr_len"]
+        vals = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, c["tr_signal"].shape[0] - 1)]
+        (u[0],) = _inject((u[0],), c["tr_index"], vals, "additive_no_correction", active, ops)
+    u = tuple(u)
+    # 4. velocity divergence (per-axis parts)
+    du = ops.div(u)
+    # 5. split mass conservation with PML
+    if phys.nonlinear:
+        # one field, made before any component changes: otherwise each update recomputes it
+        # and XLA keeps a copy of every old component for the later ones (3 grids per step)
+        factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"])
+    else:
+        factor = c["rho0"]
+    dt = c["dt"]
+    rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
+    # 6. pressure (mass) source, into every split component
+    if phys.p_mode is not None:
+        active = n < x["p_len"]
+        rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops)
+    # 7. equation of state
+    p = pressure_from_density(rho, du, c, ops, phys)
+    return State(p, rho, u)
+
+
+def initial_pressure_state(c: dict, ops, phys: Physics) -> State:
+    """State after step 0 of an initial-value problem (k-Wave's p0 start).
+
+    ``p = p0``, ``rho_i = p0 / (D c0^2)``, and the velocity at ``t = -dt/2``:
+    ``u_i = (dt / (2 rho0_sg)) dp0/dx_i`` (gradient with kappa on the staggered grid).
+    """
+    p0 = c["p0"]
+    rho = p0 / (phys.ndim * c["c2"])
+    dp = ops.grad(p0)
+    u = tuple(0.5 * dt_over_rho0_sg(c, a) * g for a, g in enumerate(dp))
+    return State(p0 + 0, tuple(rho + 0 for _ in range(phys.ndim)), u)

@@ -1,0 +1,9 @@
+"""Where the tests find the repository, their data and the k-Wave reference cases."""
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+DATA = TESTS / "data"
+#: k-Wave reference cases: input.h5, output.h5 and case.json per case.
+REFERENCE = REPO.parent / "shared" / "reference"

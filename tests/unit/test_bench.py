@@ -1,0 +1,72 @@
+"""Smoke test of ``sonotile bench`` (not a benchmark): a 16^3 grid, 3 steps, JSON keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sonotile.cli import main
+
+
+def test_bench_smoke(tmp_path):
+    out = tmp_path / "bench.json"
+    args = ["bench", "--size", "16", "--steps", "3", "--repeats", "1", "--json", str(out)]
+    assert main([*args, "--workdir", str(tmp_path)]) == 0
+    report = json.loads(out.read_text())
+    assert {"machine", "jax", "device", "cases"} <= set(report)
+    assert [c["case"] for c in report["cases"]] == ["lossless", "absorbing_nonlinear"]
+    for case in report["cases"]:
+        for key in ("mcells_per_s", "ms_per_step", "compile_s", "first_step_s", "peak_rss_bytes",
+                    "bytes_per_point_rss", "breakdown_ms_per_step"):  # fmt: skip
+            assert key in case, key
+        assert case["mcells_per_s"]["median"] > 0
+        assert case["memory_analysis"]["alias_size_in_bytes"] > 0  # the carry is donated
+
+
+# k-Wave OMP 1.3's peak memory per grid point at 256^3 on this project's machine, less its
+# ~20 MB baseline (docs/performance.md); the issue's 512^3 target is 0.8x of these, from the
+# compiled program's own accounting (the FFTW operators keep spectra in their outputs' buffers
+# between passes: no grid-sized scratch outside it).
+KWAVE_BYTES_PER_POINT = {"lossless": 66.0, "absorbing_nonlinear": 102.0}
+
+
+@pytest.mark.parametrize("case", sorted(KWAVE_BYTES_PER_POINT))
+def test_compiled_memory_within_target(case, tmp_path):
+    from sonotile.bench.inprocess import SonotileCase, write_input
+    from sonotile.fft import fftw
+    from sonotile.model.checks import memory_estimate
+
+    if not fftw.available():
+        pytest.skip(f"FFTW extension unavailable: {fftw.reason()}")
+    path = str(tmp_path / "in.h5")
+    write_input(path, case, 48, 3)
+    sc = SonotileCase(path, 3)
+    per_point = sc.memory["peak_bytes"] / 48**3
+    assert per_point <= 0.8 * KWAVE_BYTES_PER_POINT[case], per_point
+    # the estimate printed before a run follows the compiled accounting
+    assert abs(memory_estimate(sc.problem) / 48**3 - per_point) <= 0.1 * per_point
+
+
+def test_whole_run_comparison(tmp_path):
+    """``--whole-run`` runs both command lines on files of N and 3N steps (sonotile-kwave
+    stands in for the k-Wave binary here) and reports differenced per-step costs."""
+    import sys
+
+    fake = tmp_path / "kspaceFirstOrder-OMP"
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sonotile.kwave.cli "$@"\n')
+    fake.chmod(0o755)
+    out = tmp_path / "whole.json"
+    args = ["bench", "--whole-run", "--kwave-binary", str(fake), "--size", "16", "--steps", "2",
+            "--repeats", "1", "--cases", "lossless", "--json", str(out),
+            "--workdir", str(tmp_path)]  # fmt: skip
+    assert main(args) == 0
+    (case,) = json.loads(out.read_text())["cases"]
+    assert case["steps"] == [2, 6]
+    for tool in ("kwave", "sonotile"):
+        assert len(case["runs"][tool]["1"]) == len(case["runs"][tool]["3"]) == 1
+        assert case[f"{tool}_peak_rss_bytes_per_point"] > 0
+    for key in ("loop", "wall", "cpu"):  # per-step differences of both tools, one round
+        assert len(case[f"sonotile_{key}_ms_per_step"]["values"]) == 1
+        assert f"{key}_ratio_kwave_over_sonotile" in case  # None when a difference is <= 0
+    assert main(["bench", "--whole-run", "--kwave-binary", str(tmp_path / "missing")]) == 2

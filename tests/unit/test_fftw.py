@@ -1,0 +1,240 @@
+"""The FFTW backend (custom calls, :mod:`sonotile.fft.fftw`) equals XLA's FFT to round-off, and the
+solver falls back to XLA's FFT when the extension cannot be built."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import h5py
+import jax
+import numpy as np
+import pytest
+from paths import REFERENCE
+
+from sonotile.fft import fftw
+from sonotile.kwave.cli import main as kwave_main
+from sonotile.solver.operators import FourierOps
+
+REFERENCE = REFERENCE
+
+needs_fftw = pytest.mark.skipif(
+    not fftw.available(), reason=f"FFTW extension unavailable: {fftw.reason()}"
+)
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-30))
+
+
+def _ops(shape, fft):
+    spacing = tuple(1e-4 * (1 + 0.1 * i) for i in range(len(shape)))
+    return FourierOps.build(
+        shape, spacing, 1500.0, 2e-8, alpha_power=1.5, source_filter=True, fft=fft
+    )
+
+
+@needs_fftw
+@pytest.mark.parametrize("fused", ["1", "0"])
+@pytest.mark.parametrize("shape", [(16,), (15,), (12, 9), (9, 12), (8, 7, 6), (9, 10, 11)])
+def test_operators_equal_xla(shape, fused, monkeypatch):
+    monkeypatch.setenv("SONOTILE_FFTW_FUSED", fused)  # 1: sonotile_fftw_conv on rank 2-3
+    ox, of = _ops(shape, "xla"), _ops(shape, "fftw")
+    assert (ox.fft, of.fft) == ("xla", "fftw")
+    rng = np.random.default_rng(len(shape))
+    p = jax.numpy.asarray(rng.standard_normal(shape), "float32")
+    u = tuple(jax.numpy.asarray(rng.standard_normal(shape), "float32") for _ in shape)
+    for fn in (
+        lambda o: o.grad(p),
+        lambda o: o.div(u),
+        lambda o: (o.fractional(p, 1), o.fractional(p, 2)),
+        lambda o: (o.filter_source(p),),
+    ):
+        for a, b in zip(jax.jit(fn)(ox), jax.jit(fn)(of)):
+            assert a.shape == b.shape and b.dtype == np.float32
+            assert _rel(a, b) < 2e-6
+
+
+@needs_fftw
+@pytest.mark.parametrize("group,concurrent", [("1", "0"), ("1", "1")])
+def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
+    monkeypatch.setenv("SONOTILE_FFTW_FUSED", "0")  # the R2C / C2R calls
+    monkeypatch.setenv("SONOTILE_FFTW_GROUP", group)
+    monkeypatch.setenv("SONOTILE_FFTW_CONCURRENT", concurrent)
+    shape = (10, 9, 8)
+    ox, of = _ops(shape, "xla"), _ops(shape, "fftw")
+    u = tuple(
+        jax.numpy.asarray(np.random.default_rng(a).random(shape), "float32") for a in range(3)
+    )
+    for a, b in zip(jax.jit(ox.div)(u), jax.jit(of.div)(u)):
+        assert _rel(a, b) < 2e-6
+    for a, b in zip(jax.jit(ox.grad)(u[0]), jax.jit(of.grad)(u[0])):
+        assert _rel(a, b) < 2e-6
+
+
+@needs_fftw
+@pytest.mark.parametrize("shape", [(12, 10, 8), (9, 7, 5), (11, 6)])
+def test_conv_general_outputs_equal_numpy(shape):
+    """One ``conv`` call with several inputs, several vectors along x for one input (each its
+    own pass product), shared outputs with and without a vector along a plane axis, and no
+    operator; a spectrum output and ``planes_c2r`` from it: every output equals numpy's
+    transforms, and the inputs are left intact."""
+    rng = np.random.default_rng(7)
+    nd = len(shape)
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
+    op = rng.random(half).astype(np.float32)
+    vec = [
+        (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64) for n in half
+    ]
+    outs = [(0, 0, vec[0]), (0, nd - 1, vec[-1]), (0, None, None), (1, 0, vec[0] * 2),
+            (0, 0, vec[0].conj()), (1, 1, vec[1])]  # fmt: skip
+
+    def ref(src, axis, v, with_op=True):
+        spec = np.fft.rfftn(xs[src].astype(np.float64)) * (op if with_op else 1.0)
+        if axis is not None:
+            spec = spec * v.reshape([-1 if a == axis else 1 for a in range(nd)])
+        return np.fft.irfftn(spec, s=shape, axes=tuple(range(nd)))
+
+    keep = [x.copy() for x in xs]
+    jx = [jax.numpy.asarray(x) for x in xs]
+    got = jax.jit(lambda a, b, k: fftw.conv([a, b], k, outs))(*jx, op)
+    for (src, axis, v), g in zip(outs, got):
+        assert _rel(ref(src, axis, v), g) < 2e-6
+    (g,) = jax.jit(lambda a: fftw.conv([a], None, [(0, 1, vec[1])]))(jx[1])
+    assert _rel(ref(1, 1, vec[1], with_op=False), g) < 2e-6
+    # the spectrum after the pass along x, then the plane transforms from it, one at a time
+    gx, spec = jax.jit(lambda a, k: fftw.conv([a], k, [(0, 0, vec[0]), (0, "spectrum", None)]))(
+        jx[0], op
+    )
+    assert spec.shape == half and spec.dtype == np.complex64
+    assert _rel(ref(0, 0, vec[0]), gx) < 2e-6
+    back = jax.jit(lambda s, v: fftw.planes_c2r(s, shape, nd - 1, v))(spec, vec[-1])
+    assert _rel(ref(0, nd - 1, vec[-1]), back) < 2e-6
+    assert _rel(ref(0, None, None), jax.jit(lambda s: fftw.planes_c2r(s, shape))(spec)) < 2e-6
+    for x, k in zip(jx, keep):
+        np.testing.assert_array_equal(np.asarray(x), k)
+
+
+@needs_fftw
+@pytest.mark.parametrize(
+    "case", ["3d_het_absorb15_nonlin_hetbona_p0_index", "2d_het_nonlin_psrc_additive_many_index"]
+)
+def test_reference_case_fftw_equals_xla(case, tmp_path, monkeypatch):
+    folder = REFERENCE / case
+    if not folder.is_dir():
+        pytest.fail(f"reference case missing: {folder}")
+    out = {}
+    for fft in ("xla", "fftw"):
+        monkeypatch.setenv("SONOTILE_FFT", fft)
+        path = tmp_path / f"{fft}.h5"
+        flags = ["--p_raw", "--p_final", "--u_final"]
+        assert kwave_main(["-i", str(folder / "input.h5"), "-o", str(path), *flags]) == 0
+        with h5py.File(path, "r") as f:
+            out[fft] = {k: f[k][()] for k in ("p", "p_final", "ux_final")}
+    for k in out["xla"]:  # float32 round-off, grown over the run (the physics is nonlinear)
+        assert _rel(out["xla"][k], out["fftw"][k]) < 5e-4, k
+
+
+@pytest.fixture
+def no_fftw(monkeypatch, tmp_path):
+    """The extension cannot be built: no FFTW library (fresh state, empty cache)."""
+    saved = dict(fftw._state)
+    fftw.reset()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(fftw, "find_library", lambda: None)
+    yield
+    fftw._state.clear()
+    fftw._state.update(saved)
+
+
+def test_fallback_to_xla_when_unavailable(no_fftw, capsys):
+    assert not fftw.available()
+    assert "libfftw3f" in fftw.reason()
+    ops = _ops((8, 6), "auto")
+    assert ops.fft == "xla"
+    assert _ops((8, 6), "fftw").fft == "xla"
+    err = capsys.readouterr().err
+    assert err.count("FFTW unavailable, using XLA's FFT") == 1
+    p = jax.numpy.asarray(np.random.default_rng(0).random((8, 6)), "float32")
+    ref = np.fft.irfftn(
+        np.fft.rfftn(np.asarray(p)) * np.asarray(ops.source_kappa), s=(8, 6), axes=(0, 1)
+    )
+    assert _rel(ref, jax.jit(ops.filter_source)(p)) < 1e-5
+
+
+def test_fallback_compiler_failure(monkeypatch, tmp_path):
+    """A compiler that fails: no extension, XLA's FFT, the reason says so."""
+    saved = dict(fftw._state)
+    fftw.reset()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CXX", "false")
+    try:
+        if fftw.find_library() is None:
+            pytest.skip("no libfftw3f: the compiler is never reached")
+        assert not fftw.available()
+        assert "compiling" in fftw.reason()
+        assert _ops((8,), "auto").fft == "xla"
+    finally:
+        fftw._state.clear()
+        fftw._state.update(saved)
+
+
+def test_xla_on_other_platforms_and_float64(monkeypatch):
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert fftw.resolve("auto", "float32") == "xla"
+    assert fftw.resolve("fftw", "float32") == "xla"
+    monkeypatch.undo()
+    assert fftw.resolve("auto", "float64") == "xla"
+    assert fftw.resolve("xla", "float32") == "xla"
+    with pytest.raises(ValueError):
+        fftw.resolve("mkl", "float32")
+
+
+def test_configure_threads_sets_xla_and_fftw_threads():
+    """``-t 1``: affinity of one CPU, XLA's Eigen pool off, FFTW plans on one thread, and the
+    compilation cache configured (in a child process: affinity is per process)."""
+    code = (
+        "import os\n"
+        "from sonotile.kwave.cli import configure_threads\n"
+        "from sonotile.fft import fftw\n"
+        "configure_threads(1)\n"
+        "print(len(os.sched_getaffinity(0)), fftw.threads(),\n"
+        "      '--xla_cpu_multi_thread_eigen=false' in os.environ.get('XLA_FLAGS', ''),\n"
+        "      'intra_op' in os.environ.get('XLA_FLAGS', ''),\n"
+        "      bool(os.environ.get('JAX_COMPILATION_CACHE_DIR')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    assert out == ["1", "1", "True", "False", "True"]
+
+
+def test_pyfftw_wheel_library_builds_and_loads(tmp_path):
+    """Where the system has no libfftw3f, the copy in pyFFTW's wheel is used (setup.sh installs
+    it): the extension must find that wheel's private libgomp too, and match XLA."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyfftw") is None:
+        pytest.skip("pyfftw not installed (setup.sh installs it only without a system FFTW)")
+    code = """
+import numpy as np, jax.numpy as jnp
+import sonotile.fft.fftw as f
+f._lib_dirs = lambda: []
+assert "pyfftw.libs" in f.find_library()[0]
+from sonotile.solver.operators import FourierOps
+a = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
+b = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="xla")
+assert f._state.get("lib") is not None, f._state.get("reason")
+p = jnp.asarray(np.random.default_rng(0).random((20, 18, 12)), jnp.float32)
+err = max(float(jnp.abs(x - y).max() / jnp.abs(y).max()) for x, y in zip(a.grad(p), b.grad(p)))
+assert err < 2e-6, err
+"""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
