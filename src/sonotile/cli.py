@@ -15,6 +15,7 @@ COMMANDS = {
         "k-Wave compatible solver (same flags as kspaceFirstOrder-OMP)",
     ),
     "bench": ("sonotile.bench.inprocess", "throughput, compile time and memory benchmarks"),
+    "batch": ("sonotile.batch.cli", "many k-Wave input files at once, on subsets of the devices"),
     "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
     "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),
 }
