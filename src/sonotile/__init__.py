@@ -8,4 +8,16 @@ set_xla_flags()  # before JAX creates its CPU client
 
 from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simulate  # noqa: E402
 
-__all__ = ["KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "__version__"]
+__all__ = [
+    "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
+    "__version__",
+]  # fmt: skip
+
+
+def __getattr__(name: str):
+    """Heavier entry points, imported when first used (``import sonotile`` stays light)."""
+    if name == "simulate_many":
+        from sonotile.batch.many import simulate_many
+
+        return simulate_many
+    raise AttributeError(f"module 'sonotile' has no attribute {name!r}")

@@ -491,12 +491,14 @@ def simulate(
         if not quiet:
             print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
     raw, final = runner.run_engine(engine, progress=progress)
-    data = _shape_results(problem, raw, final, mapping["crop"])
+    data = shape_results(problem, raw, final, mapping["crop"])
     t = np.arange(problem.grid.nt) * problem.grid.dt
     return Results(data, problem.grid, t, mapping["points"], notes)
 
 
-def _shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict:
+def shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict:
+    """The runner's raw series and final quantities in the user's layout (see :class:`Results`),
+    whole fields cropped to the user's grid."""
     sensor = problem.sensor
     nd = problem.grid.ndim
     shapes = None

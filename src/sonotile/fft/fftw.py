@@ -292,7 +292,7 @@ def conv(xs, op=None, outs=((0, None, None),)) -> list:
     ]
     codes = {None: -1, "spectrum": -2}
     return list(
-        jax.ffi.ffi_call("sonotile_fftw_conv", out)(
+        jax.ffi.ffi_call("sonotile_fftw_conv", out, vmap_method="sequential")(
             *args,
             has_op=int(op is not None),
             src=np.array([s for s, _, _ in outs], np.int64),
@@ -309,7 +309,7 @@ def planes_c2r(spec, shape, axis: int | None = None, vec=None):
 
     args = [spec] + ([] if vec is None else [jnp.reshape(vec, (-1,)).astype(jnp.complex64)])
     out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
-    return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out)(
+    return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out, vmap_method="sequential")(
         *args, axis=-1 if axis is None else int(axis)
     )
 
@@ -322,7 +322,8 @@ def r2c(xs, concurrent: int | None = None) -> list:
     shape = xs[0].shape
     out = [jax.ShapeDtypeStruct((*shape[:-1], shape[-1] // 2 + 1), jnp.complex64) for _ in xs]
     c = concurrent_default() if concurrent is None else concurrent
-    return list(jax.ffi.ffi_call("sonotile_fftw_r2c", out)(*xs, concurrent=c))
+    call = jax.ffi.ffi_call("sonotile_fftw_r2c", out, vmap_method="sequential")
+    return list(call(*xs, concurrent=c))
 
 
 def c2r(specs, shape, op=None, vecs=None, axis: int = 0, concurrent: int | None = None) -> list:
@@ -344,7 +345,7 @@ def c2r(specs, shape, op=None, vecs=None, axis: int = 0, concurrent: int | None 
     out = [jax.ShapeDtypeStruct(tuple(shape), jnp.float32) for _ in range(k)]
     c = concurrent_default() if concurrent is None else concurrent
     return list(
-        jax.ffi.ffi_call("sonotile_fftw_c2r", out)(
+        jax.ffi.ffi_call("sonotile_fftw_c2r", out, vmap_method="sequential")(
             *args,
             n_spec=len(specs),
             has_op=int(op is not None),
@@ -370,7 +371,10 @@ def keep(x):
     import jax
 
     out = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    return jax.ffi.ffi_call("sonotile_keep", out, input_output_aliases={0: 0})(x)
+    call = jax.ffi.ffi_call(
+        "sonotile_keep", out, input_output_aliases={0: 0}, vmap_method="sequential"
+    )
+    return call(x)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,208 @@
+"""``simulate_many``: one grid and sensor, many media or sources, in one process.
+
+Two ways to run the set, same results:
+
+* ``"loop"`` — one run after another on one device. The compiled step is shared by every run
+  of the same grid, so each run after the first costs only its time steps.
+* ``"vmap"`` — all runs as one vectorised program (``jax.vmap`` over the medium constants,
+  the source signals and the state): one launch per chunk of steps for the whole set, which
+  pays on accelerators, where a small grid leaves most of the device idle.
+
+``vectorize="auto"`` takes ``"vmap"`` on accelerators and ``"loop"`` on CPUs, where the
+vectorised program was measured slower (docs/batch.md: 0.77x with FFTW, 0.61x with XLA's FFT,
+4 runs of 64^3 on 2 cores): a CPU's cores are already busy with one grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from sonotile.api import (
+    KSensor,
+    KSource,
+    KWaveGrid,
+    KWaveMedium,
+    Options,
+    Results,
+    build_problem,
+    shape_results,
+)
+from sonotile.model.grid import make_time
+from sonotile.model.problem import Problem, ProblemError
+from sonotile.solver import runner
+from sonotile.solver import sensors as sens
+
+VECTORIZE = ("auto", "loop", "vmap")
+
+
+def _broadcast(media, sources) -> tuple[list, list]:
+    media = [media] if isinstance(media, KWaveMedium) else list(media)
+    sources = [sources] if isinstance(sources, KSource) else list(sources)
+    n = max(len(media), len(sources))
+    for what, v in (("media", media), ("sources", sources)):
+        if len(v) not in (1, n):
+            raise ProblemError(f"simulate_many: {len(v)} {what} for {n} runs (give 1 or {n})")
+        if not v:
+            raise ProblemError(f"simulate_many: no {what}")
+    return media * (n // len(media)), sources * (n // len(sources))
+
+
+def _time_axis(kgrid: KWaveGrid, media: list) -> KWaveGrid:
+    """One time axis for every run: k-Wave's default from the extreme sound speeds of all media
+    (a step stable for the fastest medium), unless the grid has one."""
+    if kgrid.dt is not None and kgrid.nt is not None:
+        return kgrid
+    cs = [np.asarray(m.sound_speed, np.float64) for m in media]
+    for i, c in enumerate(cs):
+        if not np.all(np.isfinite(c)) or np.any(c <= 0):
+            raise ProblemError(f"media[{i}].sound_speed: must be finite and > 0")
+    dt, nt = make_time(
+        tuple(kgrid.shape), kgrid.spacing, max(float(c.max()) for c in cs),
+        min(float(c.min()) for c in cs),
+    )  # fmt: skip
+    return replace(kgrid, dt=kgrid.dt or dt, nt=kgrid.nt or nt)
+
+
+def _resolve(vectorize: str) -> str:
+    if vectorize not in VECTORIZE:
+        raise ValueError(f"vectorize = {vectorize!r}: expected one of {VECTORIZE}")
+    if vectorize != "auto":
+        return vectorize
+    return "loop" if jax.devices()[0].platform == "cpu" else "vmap"
+
+
+def simulate_many(
+    kgrid: KWaveGrid,
+    media: KWaveMedium | Sequence[KWaveMedium],
+    sources: KSource | Sequence[KSource],
+    sensor: KSensor,
+    vectorize: str = "auto",
+    pml_size=None,
+    pml_alpha=2.0,
+    pml_inside: bool = True,
+    dtype: str = "float32",
+    smooth_p0: bool = True,
+    smooth_c0: bool = False,
+    smooth_rho0: bool = False,
+) -> list[Results]:
+    """Run one simulation per medium / source pair on one grid with one sensor.
+
+    Args:
+        kgrid, sensor: shared by every run. Without ``dt``/``Nt`` the time axis is k-Wave's
+            default for the fastest and slowest of all media, the same for every run.
+        media, sources: one each, or sequences of equal length (a single one is shared).
+        vectorize: ``"loop"``, ``"vmap"`` (runs must have equally shaped inputs: same kinds of
+            medium fields and source masks of the same sizes) or ``"auto"`` (vmap on
+            accelerators, loop on CPUs).
+        pml_size ... smooth_rho0: as :func:`sonotile.simulate`.
+
+    Returns:
+        one :class:`sonotile.Results` per run, in order; equal to :func:`sonotile.simulate` of
+        each run (bit for bit in ``"loop"``, to round-off in ``"vmap"``).
+    """
+    media, sources = _broadcast(media, sources)
+    grid = _time_axis(kgrid, media)
+    options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
+    built = [build_problem(replace(grid), m, s, sensor, options) for m, s in zip(media, sources)]
+    problems = [p for p, _ in built]
+    how = _resolve(vectorize)
+    if how == "loop":
+        outs = [runner.run(p) for p in problems]
+    else:
+        outs = run_vmapped(problems)
+    results = []
+    for (problem, mapping), (raw, final) in zip(built, outs):
+        data = shape_results(problem, raw, final, mapping["crop"])
+        t = np.arange(problem.grid.nt) * problem.grid.dt
+        results.append(Results(data, problem.grid, t, mapping["points"]))
+    return results
+
+
+# --------------------------------------------------------------------------- vectorised
+
+
+def _stack(trees: list):
+    """Stack equally shaped pytrees along a new axis 0 (every array leaf batched)."""
+    return _batch(trees, share=False)[0]
+
+
+def _batch(trees: list, share: bool = True) -> tuple:
+    """``(tree, in_axes)``: leaves equal in every run kept once (axis None) when ``share``,
+    the others stacked along a new axis 0; Python numbers that differ become arrays."""
+    flat = [jax.tree_util.tree_flatten(t) for t in trees]
+    treedef = flat[0][1]
+    if any(f[1] != treedef for f in flat[1:]):
+        raise ProblemError(
+            "simulate_many(vectorize='vmap'): the runs' inputs differ in kind (a field in one, "
+            "a scalar in another, or different sources); use vectorize='loop'"
+        )
+    values, axes = [], []
+    for xs in zip(*(f[0] for f in flat)):
+        if isinstance(xs[0], jax.Array | np.ndarray):
+            shapes = {np.shape(x) for x in xs}
+            if len(shapes) > 1:
+                raise ProblemError(
+                    f"simulate_many(vectorize='vmap'): inputs of different shapes {shapes}; "
+                    "use vectorize='loop'"
+                )
+            same = share and all(np.array_equal(xs[0], x) for x in xs[1:])
+            values.append(xs[0] if same else jnp.stack([jnp.asarray(x) for x in xs]))
+            axes.append(None if same else 0)
+        elif all(x == xs[0] for x in xs[1:]):
+            values.append(xs[0])
+            axes.append(None)
+        elif all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs):
+            values.append(jnp.asarray(xs))  # e.g. a homogeneous sound speed per run
+            axes.append(0)
+        else:
+            raise ProblemError("simulate_many(vectorize='vmap'): runs differ in a setting")
+    unflatten = jax.tree_util.tree_unflatten
+    return unflatten(treedef, values), unflatten(treedef, axes)
+
+
+def run_vmapped(problems: list[Problem]) -> list[tuple[dict, dict]]:
+    """All problems as one vmapped program; ``[(raw, final)]`` as :func:`runner.run` gives."""
+    cps = [runner.compile_problem(p) for p in problems]
+    first = cps[0]
+    if any(cp.phys != first.phys or cp.layout != first.layout for cp in cps):
+        raise ProblemError("simulate_many(vectorize='vmap'): runs differ in physics or sensor")
+    phys, layout, index = first.phys, first.layout, first.index
+    consts, c_axes = _batch([cp.consts for cp in cps])
+    ops, o_axes = _batch([cp.ops for cp in cps])  # kappa differs when c_ref does
+    engines = [runner.single_engine(p) for p in problems]
+    starts = [e.start() for e in engines]
+    carry = _stack([rs.carry for rs, _ in starts])
+    nt = problems[0].grid.nt
+
+    def chunk(carry, xs, c, ops):
+        body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+        return lax.scan(body, carry, xs)
+
+    fn = jax.jit(jax.vmap(chunk, in_axes=(0, 0, c_axes, o_axes)), donate_argnums=(0,))
+    recs = [runner.ListRecorder() for _ in problems]
+    for rec, (_, raw0) in zip(recs, starts):
+        runner.emit_step0(raw0, layout.start, rec)
+    n = starts[0][0].next_step
+    size = runner.default_chunk(problems[0], layout) // len(problems) or 1
+    while n < nt:
+        m = min(nt, n + size)
+        xs = _stack([runner.step_inputs(p, n, m) for p in problems])
+        carry, raw = fn(carry, xs, consts, ops)
+        keep = max(0, layout.start - n)
+        for b, rec in enumerate(recs):
+            for name, v in raw.items():
+                if keep < m - n:
+                    rec(name, n + keep - layout.start, np.asarray(v[b, keep:]))
+        n = m
+    outs = []
+    for b, rec in enumerate(recs):
+        state, agg = jax.tree_util.tree_map(lambda x, b=b: x[b], carry)
+        outs.append((rec.result(), sens.finish(agg, state, layout, nt)))
+    return outs
