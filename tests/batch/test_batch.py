@@ -147,3 +147,23 @@ def test_runs_spread_over_launched_processes(folder, tmp_path):
     assert [x["status"] for x in summary["runs"]] == ["ok"] * 3
     for n in ("a", "b", "c"):
         assert "p" in datasets(tmp_path / "out" / f"{n}.h5")
+
+
+def test_interrupt_stops_workers_and_keeps_finished_runs(folder, tmp_path):
+    import signal
+    import time
+
+    shutil.copy(folder / "a.h5", tmp_path / "a.h5")
+    for n in ("long1", "long2"):  # each far longer than the test waits
+        write_input(tmp_path / f"{n}.h5", shape=(96, 96), nt=200000)
+    proc = subprocess.Popen(
+        BATCH + [str(tmp_path), "--max_parallel", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out + err
+    assert "start the batch again" in err
+    assert (tmp_path / "out" / "a.h5").exists()  # finished before the interrupt: kept
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.h5*")) == ["a.h5"]

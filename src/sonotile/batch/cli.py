@@ -290,7 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     out = output_folder(args.spec, args.out, runs)
     for r in runs:
         Path(r.output).parent.mkdir(parents=True, exist_ok=True)
-    return execute(runs, out, args)
+    try:
+        return execute(runs, out, args)
+    except KeyboardInterrupt:
+        print(
+            "sonotile batch: interrupted; finished runs are kept, start the batch again to "
+            "run the rest",
+            file=sys.stderr,
+        )
+        return 130
 
 
 if __name__ == "__main__":

@@ -168,6 +168,10 @@ class Pool:
                         on_start(run, w.slot)
                 for key, _ in sel.select(timeout=1.0):
                     self._collect(key.data, sel, on_done)
+        except BaseException:  # Ctrl-C / SIGTERM: runs in progress stop, no output of theirs
+            for w in self.workers:
+                w.proc.terminate()
+            raise
         finally:
             for w in self.workers:
                 stop_worker(w)
