@@ -7,10 +7,32 @@ from sonotile.runtime import set_xla_flags  # noqa: E402
 set_xla_flags()  # before JAX creates its CPU client
 
 from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simulate  # noqa: E402
+from sonotile.model.array import KWaveArray  # noqa: E402
+from sonotile.model.geometry import (  # noqa: E402
+    make_arc,
+    make_ball,
+    make_bowl,
+    make_cart_arc,
+    make_cart_bowl,
+    make_cart_circle,
+    make_cart_disc,
+    make_cart_rect,
+    make_cart_sphere,
+    make_cart_spherical_segment,
+    make_circle,
+    make_disc,
+    make_line,
+    make_sphere,
+)
+from sonotile.model.signals import create_cw_signals, extract_amp_phase, tone_burst  # noqa: E402
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
     "__version__",
+    "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
+    "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
+    "make_cart_circle", "make_cart_sphere", "make_cart_bowl", "make_cart_arc", "make_cart_disc",
+    "make_cart_rect", "make_cart_spherical_segment",
 ]  # fmt: skip
 
 
