@@ -112,9 +112,7 @@ def case_input(name: str, dx: float) -> tuple:
         p_mask=karray.get_array_binary_mask(kgrid),
         p=karray.get_distributed_source_signal(kgrid, sig),
     )
-    medium = st.KWaveMedium(
-        sound_speed=c, density=rho, alpha_coeff=alpha / 0.5**2, alpha_power=2.0
-    )
+    medium = st.KWaveMedium(sound_speed=c, density=rho, alpha_coeff=alpha / 0.5**2, alpha_power=2.0)
     focus = np.zeros((nx, ny, ny), bool)
     focus[apex + int(round(ROC / dx)), ny // 2, ny // 2] = True
     sensor = st.KSensor(mask=focus, record=("p",))
@@ -234,7 +232,9 @@ def run_case(name: str, args) -> dict:
     )
     if args.plots:
         plot(name, outs["kwave"], outs["sonotile"], apex, dx, f"{args.plots}/tc_{name}.png")
-    np.save(os.path.join(args.out, f"{name}_fields.npy"), np.stack([outs["kwave"], outs["sonotile"]]))
+    np.save(
+        os.path.join(args.out, f"{name}_fields.npy"), np.stack([outs["kwave"], outs["sonotile"]])
+    )
     return m
 
 

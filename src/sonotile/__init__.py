@@ -9,6 +9,8 @@ set_xla_flags()  # before JAX creates its CPU client
 from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simulate  # noqa: E402
 from sonotile.model.array import KWaveArray  # noqa: E402
 from sonotile.model.geometry import (  # noqa: E402
+    focused_annulus_oneil,
+    focused_bowl_oneil,
     make_arc,
     make_ball,
     make_bowl,
@@ -32,7 +34,7 @@ __all__ = [
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
     "make_cart_circle", "make_cart_sphere", "make_cart_bowl", "make_cart_arc", "make_cart_disc",
-    "make_cart_rect", "make_cart_spherical_segment",
+    "make_cart_rect", "make_cart_spherical_segment", "focused_bowl_oneil", "focused_annulus_oneil",
 ]  # fmt: skip
 
 

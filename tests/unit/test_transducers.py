@@ -229,3 +229,16 @@ def test_array_rejects_bad_input():
         ka.add_arc_element((0, 0), 5e-3, 4e-3, (1, 0))
     with pytest.raises(ProblemError, match="equal spacing"):
         ka.get_array_binary_mask(st.KWaveGrid((8, 8, 8), (1e-3, 1e-3, 2e-3)))
+
+
+def test_oneil_limits():
+    """Focal gain k h, the far field of a flat-ish cap, annuli summing to the whole bowl."""
+    r, d, u, f, c, rho = 64e-3, 64e-3, 0.04, 5e5, 1500.0, 1000.0
+    k, h = 2 * np.pi * f / c, r - np.sqrt(r**2 - (d / 2) ** 2)
+    z = np.array([10e-3, r, 2 * r, 300e-3])
+    pa, pl, pc = st.focused_bowl_oneil(r, d, u, f, c, rho, z, np.array([0.0, 5e-3]))
+    assert pa[1] == pytest.approx(rho * c * u * k * h, rel=1e-12) == pl[0]
+    near = st.focused_bowl_oneil(r, d, u, f, c, rho, np.array([r * (1 + 1e-7)]))[0]
+    assert near[0] == pytest.approx(pa[1], rel=1e-5)  # continuous through the focus
+    rings = st.focused_annulus_oneil(r, [(0, 20e-3), (20e-3, d)], [u, u], [0.0, 0.0], f, c, rho, z)
+    np.testing.assert_allclose(rings, pc, rtol=1e-12)

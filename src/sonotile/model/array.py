@@ -278,7 +278,11 @@ class KWaveArray:
         if key not in self._cache:
             el = self.elements[element_num]
             m_grid = el.measure / dx**el.dim
-            n = el.points.shape[1] if el.kind == "custom" else int(np.ceil(m_grid * self.upsampling_rate))
+            n = (
+                el.points.shape[1]
+                if el.kind == "custom"
+                else int(np.ceil(m_grid * self.upsampling_rate))
+            )
             pts = el.sample(n)
             scale = np.full(pts.shape[1], m_grid / pts.shape[1])
             w = bli_weights(pts, scale, shape, dx, self.bli_tolerance)

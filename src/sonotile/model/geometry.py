@@ -218,8 +218,9 @@ def make_cart_circle(
     radius: float, num_points: int, center_pos=(0.0, 0.0), arc_angle: float = 2 * np.pi
 ) -> np.ndarray:
     """``(2, num_points)`` points [m] evenly spaced on a circle or arc (k-Wave's
-    ``makeCartCircle``): the first at +y... as k-Wave, angles ``pi/2 + i arc_angle / n``
-    clockwise (``n = num_points`` for a full circle, ``num_points - 1`` for an arc)."""
+    ``makeCartCircle``): as k-Wave, the first at ``(0, -radius)`` from the centre, then
+    clockwise by ``arc_angle / n`` (``n = num_points`` for a full circle, else
+    ``num_points - 1``)."""
     radius = positive("radius", radius)
     c = vector("center_pos", center_pos, 2)
     full = np.isclose(arc_angle, 2 * np.pi)
@@ -386,8 +387,81 @@ def make_cart_rect(rect_pos, Lx: float, Ly: float, theta=None, num_points: int =
     return p + pos[:, None]
 
 
+# --- analytic fields of focused bowls (O'Neil 1949) -----------------------------------------
+
+
+def focused_annulus_oneil(
+    radius: float, diameters, velocities, phases, frequency: float, sound_speed: float,
+    density: float, axial_positions,
+) -> np.ndarray:  # fmt: skip
+    """Complex on-axis pressure [Pa] of annuli of one spherical bowl (O'Neil's solution).
+
+    Each zone between apertures ``(inner, outer)`` [m] vibrates with normal velocity
+    ``velocities[i] sin(w t + phases[i])`` [m/s, rad]; the field is the phasor ``P`` with
+    ``p(t) = Im(P exp(i w t))``.
+
+    Args:
+        radius: radius of curvature [m].
+        diameters: ``(N, 2)`` inner and outer aperture diameters [m] (inner 0: a bowl).
+        velocities: ``(N,)`` [m/s]. phases: ``(N,)`` [rad].
+        frequency [Hz], sound_speed [m/s], density [kg/m^3].
+        axial_positions: distances from the bowl's apex along its axis [m].
+    """
+    k = 2 * np.pi * frequency / sound_speed
+    z = np.asarray(axial_positions, dtype=np.float64)
+    near = np.abs(1 - z / radius) < 1e-9
+    lead = np.where(near, 0.5, 1 - z / radius)
+    total = np.zeros(z.shape, dtype=complex)
+    for (inner, outer), u, ph in zip(np.reshape(diameters, (-1, 2)), velocities, phases):
+        rims = []
+        for d in (inner, outer):
+            h = radius - np.sqrt(radius**2 - (d / 2) ** 2)
+            rims.append((np.sqrt((z - h) ** 2 + (d / 2) ** 2), (radius - h) / radius))
+        (r1, c1), (r2, c2) = rims
+        field = (np.exp(-1j * k * r1) - np.exp(-1j * k * r2)) / lead
+        at_focus = 1j * k * radius * np.exp(-1j * k * radius) * (c1 - c2)
+        total += density * sound_speed * u * np.exp(1j * ph) * np.where(near, at_focus, field)
+    return total
+
+
+def focused_bowl_oneil(
+    radius: float, diameter: float, velocity: float, frequency: float, sound_speed: float,
+    density: float, axial_positions=None, lateral_positions=None,
+) -> tuple:  # fmt: skip
+    """O'Neil's amplitude [Pa] of a bowl with uniform normal velocity ``velocity`` [m/s]:
+    on its axis (``axial_positions`` [m] from the apex) and across the geometric focus
+    (``lateral_positions`` [m] from the axis; ``p_focus |2 J1(v) / v|``, ``v = k a r / R``).
+
+    Returns:
+        ``(p_axial, p_lateral, p_axial_complex)`` (``None`` where positions were not given).
+    """
+    from scipy.special import j1
+
+    p_ax = p_lat = p_c = None
+    if axial_positions is not None:
+        p_c = focused_annulus_oneil(
+            radius, [(0.0, diameter)], [velocity], [0.0], frequency, sound_speed, density,
+            axial_positions,
+        )  # fmt: skip
+        p_ax = np.abs(p_c)
+    if lateral_positions is not None:
+        k = 2 * np.pi * frequency / sound_speed
+        h = radius - np.sqrt(radius**2 - (diameter / 2) ** 2)
+        v = k * (diameter / 2) * np.asarray(lateral_positions, dtype=np.float64) / radius
+        safe = np.where(v == 0, 1.0, v)
+        p_lat = (
+            density
+            * sound_speed
+            * velocity
+            * k
+            * h
+            * np.abs(np.where(v == 0, 1.0, 2 * j1(safe) / safe))
+        )
+    return p_ax, p_lat, p_c
+
+
 __all__ = [
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
     "make_cart_circle", "make_cart_sphere", "make_cart_bowl", "make_cart_arc", "make_cart_disc",
-    "make_cart_rect", "make_cart_spherical_segment",
+    "make_cart_rect", "make_cart_spherical_segment", "focused_bowl_oneil", "focused_annulus_oneil",
 ]  # fmt: skip
