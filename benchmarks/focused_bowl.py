@@ -4,9 +4,9 @@ k-Wave's example ``at_focused_bowl_3D``: bowl of radius of curvature R = 30 mm a
 D = 30 mm, 1 MHz continuous wave, 3 points per wavelength, CFL 0.5 (6 steps per period), an
 off-grid :class:`sonotile.KWaveArray` bowl with BLI tolerance 0.01 and upsampling 4, amplitude
 from the last 3 periods (:func:`sonotile.extract_amp_phase`). Reports the largest on-axis
-error (from one wavelength in front of the apex) as % of the analytic focal amplitude, the focal amplitude ratio,
-and the largest error of the normalised lateral profile across the focus against
-``|2 J1(v) / v|`` out to its second zero.
+error (from one wavelength in front of the apex) as % of the analytic focal amplitude, the
+focal amplitude ratio, and the largest error of the normalised lateral profile across the focus
+against ``|2 J1(v) / v|`` over its main lobe and out to its second zero.
 
 Run (grid 96 x 90 x 90 + a 10-point PML outside, 266 steps; about a minute on 2 cores)::
 
