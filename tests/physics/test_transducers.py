@@ -4,8 +4,9 @@ k-Wave's own check (example ``at_focused_bowl_3D``): a bowl of R = D = 30 mm at 
 per wavelength, CFL 0.5, BLI tolerance 0.01, upsampling 4, amplitude from the last 3 periods;
 on-axis error <= 1 % of the focal amplitude (here from one wavelength in front of the apex:
 closer, the field is inside the band-limited source's own footprint). That run (96 x 90 x 90
-+ PML, 266 steps) takes about a minute here, so CI runs the same set-up with R = D = 15 mm (ka = 31 instead of 63);
-the full-size figure is in docs/transducers.md (``benchmarks/focused_bowl.py``).
++ PML, 266 steps) takes about a minute here, so CI runs the same set-up with R = D = 15 mm
+(ka = 31 instead of 63); the full-size figure is in docs/transducers.md
+(``benchmarks/focused_bowl.py``).
 """
 
 from __future__ import annotations
