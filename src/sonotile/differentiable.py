@@ -17,19 +17,19 @@ reference sound speed of the k-space correction and the PML (k-Wave's default: t
 the given sound speed), which effects are on (absorption, nonlinearity, which sources), source
 and sensor positions, and transducer sources.
 
-Memory: the time loop runs in checkpointed chunks (:func:`sonotile.solver.adjoint.checkpointed_scan`):
-the backward pass stores the state every ``chunk`` steps and recomputes one chunk at a time.
+Memory: the time loop runs in checkpointed chunks
+(:func:`sonotile.solver.adjoint.checkpointed_scan`): the backward pass stores the state every
+``chunk`` steps and recomputes one chunk at a time.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Options, build_problem
 from sonotile.model.filters import smoothing_window

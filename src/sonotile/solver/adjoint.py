@@ -32,8 +32,8 @@ def staggered(r, axis: int):
     keeping ``r``); scalars pass through."""
     if jnp.ndim(r) == 0:
         return r
-    nxt = jnp.concatenate([lax.slice_in_dim(r, 1, None, axis=axis),
-                           lax.slice_in_dim(r, r.shape[axis] - 1, None, axis=axis)], axis=axis)  # fmt: skip
+    last = lax.slice_in_dim(r, r.shape[axis] - 1, None, axis=axis)
+    nxt = jnp.concatenate([lax.slice_in_dim(r, 1, None, axis=axis), last], axis=axis)
     return 0.5 * (r + nxt)
 
 
