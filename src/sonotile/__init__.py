@@ -10,6 +10,7 @@ from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simu
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
+    "make_simulator",
     "__version__",
 ]  # fmt: skip
 
@@ -20,4 +21,8 @@ def __getattr__(name: str):
         from sonotile.batch.many import simulate_many
 
         return simulate_many
+    if name == "make_simulator":
+        from sonotile.differentiable import make_simulator
+
+        return make_simulator
     raise AttributeError(f"module 'sonotile' has no attribute {name!r}")
