@@ -56,6 +56,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--chunk", default="auto", help="steps per checkpointed chunk, or none")
     ap.add_argument("--remat-step", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--compile-only", action="store_true", help="memory only, no runs")
     a = ap.parse_args(argv)
     import jax
     import jax.numpy as jnp
@@ -77,6 +78,10 @@ def main(argv=None) -> dict:
         compiled = f.lower(params).compile()
         out[f"{name}_compile_s"] = time.perf_counter() - t0
         out[f"{name}_memory_mb"] = memory_mb(compiled)
+    if a.compile_only:
+        out["memory_ratio"] = out["gradient_memory_mb"] / out["forward_memory_mb"]
+        print(json.dumps(out, indent=1))
+        return out
     times = {"forward": [], "gradient": []}
     jax.block_until_ready(fwd(params))
     jax.block_until_ready(grad(params))
