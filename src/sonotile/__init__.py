@@ -30,6 +30,7 @@ from sonotile.model.signals import create_cw_signals, extract_amp_phase, tone_bu
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
+    "make_simulator",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
@@ -44,4 +45,8 @@ def __getattr__(name: str):
         from sonotile.batch.many import simulate_many
 
         return simulate_many
+    if name == "make_simulator":
+        from sonotile.differentiable import make_simulator
+
+        return make_simulator
     raise AttributeError(f"module 'sonotile' has no attribute {name!r}")

@@ -1,0 +1,363 @@
+"""Differentiable simulation: ``make_simulator(...)`` returns ``sim(params) -> sensor data``.
+
+``params`` is a dict (a pytree) holding any of the medium properties ``sound_speed`` [m/s],
+``density`` [kg/m^3], ``alpha_coeff`` [dB/(MHz^y cm)], ``BonA`` [-] (scalars or arrays of the
+user's grid shape) and the source terms ``p0`` [Pa] (grid-shaped), ``p`` [Pa], ``ux``, ``uy``,
+``uz`` [m/s] (signals in the layouts :class:`sonotile.api.KSource` takes); entries left out take
+the values given to :func:`make_simulator`. The output is the dict :func:`sonotile.simulate`
+returns (same names, shapes and units) as JAX arrays, so ``jax.grad``, ``jax.vjp``,
+``jax.jvp``, ``jax.jit`` and ``jax.vmap`` apply to any function of it, on one device or on a
+``pencil`` or ``lfb`` mesh, in float32 or float64.
+
+Everything the plan derives from the medium and the sources (``c0^2``, ``dt/rho0`` on the
+staggered grids, absorption, B/A, the scaling of source signals by the sound speed at the
+source, k-Wave's smoothing of p0) is computed inside the traced function from ``params``. Fixed
+when the simulator is made (not differentiated): the grid, the time step and step count, the
+reference sound speed of the k-space correction and the PML (k-Wave's default: the maximum of
+the given sound speed), which effects are on (absorption, nonlinearity, which sources), source
+and sensor positions, and transducer sources.
+
+Memory: the time loop runs in checkpointed chunks
+(:func:`sonotile.solver.adjoint.checkpointed_scan`): the backward pass stores the state every
+``chunk`` steps and recomputes one chunk at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Options, build_problem
+from sonotile.model.filters import smoothing_window
+from sonotile.model.grid import AXES
+from sonotile.model.problem import Problem, ProblemError
+from sonotile.solver import adjoint, runner
+from sonotile.solver import plan as planmod
+from sonotile.solver import sensors as sens
+from sonotile.solver.linear import AdjointOps
+from sonotile.solver.step import initial_pressure_state, zero_state
+
+MEDIUM_KEYS = {"sound_speed": "sound_speed", "density": "density",
+               "alpha_coeff": "alpha_coeff", "BonA": "BonA"}  # fmt: skip
+SOURCE_KEYS = ("p0", "p", "ux", "uy", "uz")
+
+
+@dataclass(frozen=True)
+class Static:
+    """What :func:`make_simulator` fixes: the problem and how user input maps onto it."""
+
+    problem: Problem
+    layout: sens.SensorLayout
+    phys: planmod.Physics
+    pad: tuple  # per axis (before, after) points of an outside PML
+    crop: tuple
+    shape: tuple  # the user's grid shape
+    sources: dict  # source index arrays and transducer constants (fixed)
+    smooth_p0: bool
+    chunk: int | None
+    remat_step: bool
+
+
+def _smooth_p0(p0, shape: tuple):
+    """k-Wave's smoothing of p0 (Blackman window, maximum restored) in JAX; see
+    :func:`sonotile.model.filters.smooth`."""
+    win = jnp.asarray(np.fft.ifftshift(smoothing_window(shape)), p0.dtype)
+    out = jnp.real(jnp.fft.ifftn(jnp.fft.fftn(p0) * win)).astype(p0.dtype)
+    return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
+
+
+def _padded(v, st: Static, mode: str):
+    if jnp.ndim(v) == 0 or not any(a or b for a, b in st.pad):
+        return v
+    return jnp.pad(v, st.pad, mode=mode)
+
+
+def _at(c, index: tuple):
+    """Values of a field at the source points ``(Nsrc,)``; a scalar as ``(1,)``."""
+    return c[index] if jnp.ndim(c) > 0 else jnp.reshape(c, (1,))
+
+
+def _rows(sig, n_points: int, name: str, dtype):
+    """User signal ``(Nt,)`` / ``(Nsrc, Nt)`` -> solver rows ``(Nt, 1)`` / ``(Nt, Nsrc)``."""
+    s = jnp.asarray(sig, dtype)
+    if s.ndim == 2 and s.shape[0] == 1:
+        s = s[0]
+    if s.ndim == 1:
+        return s[:, None]
+    if s.ndim != 2 or s.shape[0] != n_points:
+        raise ProblemError(f"params[{name!r}]: shape {s.shape}, expected (Nt,) or ({n_points}, Nt)")
+    return s.T
+
+
+def _scaled(rows, scale):
+    """Rows ``(Nt, 1 | Nsrc)`` times the per-point scale ``(1 | Nsrc,)``."""
+    return rows * scale[None, :]
+
+
+def _step_rows(rows, n0: int, nt: int):
+    """Signal rows for steps ``n0 <= n < nt`` (zero past the signal's end)."""
+    length = rows.shape[0]
+    if length < nt:
+        rows = jnp.concatenate([rows, jnp.zeros((nt - length, rows.shape[1]), rows.dtype)])
+    return rows[n0:nt]
+
+
+def step_inputs(st: Static, params: dict, c0) -> dict:
+    """The scan inputs (see :func:`sonotile.solver.runner.step_inputs`) from traced signals,
+    scaled as k-Wave's ``scaleSourceTerms`` scales them with the (traced) sound speed."""
+    pb = st.problem
+    g, s, dtype = pb.grid, pb.sources, jnp.dtype(pb.dtype)
+    d, dt, dx = g.ndim, g.dt, g.spacing
+    n0 = 1 if st.phys.p0 else 0
+    k = g.nt - n0
+    xs: dict = {"n": jnp.arange(n0, g.nt, dtype=jnp.int32)}
+    if s.p is not None:
+        idx = tuple(jnp.asarray(s.p.index[:, a]) for a in range(d))
+        c = _at(c0, idx)
+        scale = 1 / (d * c * c) if s.p.mode == "dirichlet" else 2 * dt / (d * c * dx[0])
+        rows = _scaled(_rows(params["p"], idx[0].shape[0], "p", dtype), scale)
+        xs["p"] = _step_rows(rows, n0, g.nt)
+        xs["p_len"] = jnp.full(k, rows.shape[0], jnp.int32)
+    us, lens = [], []
+    for a, src in enumerate(s.u):
+        if src is None:
+            us.append(jnp.zeros((k, 0), dtype))
+            lens.append(jnp.zeros(k, jnp.int32))
+            continue
+        idx = tuple(jnp.asarray(src.index[:, b]) for b in range(d))
+        rows = _rows(params[f"u{AXES[a]}"], idx[0].shape[0], f"u{AXES[a]}", dtype)
+        if src.mode != "dirichlet":
+            rows = _scaled(rows, 2 * _at(c0, idx) * dt / dx[a])
+        us.append(_step_rows(rows, n0, g.nt))
+        lens.append(jnp.full(k, rows.shape[0], jnp.int32))
+    xs["u"], xs["u_len"] = tuple(us), tuple(lens)
+    xs["tr_len"] = jnp.full(k, 0 if s.transducer is None else s.transducer.length, jnp.int32)
+    return xs
+
+
+def constants(st: Static, params: dict, derive_axes: tuple) -> tuple[dict, jax.Array]:
+    """The step's constants from ``params`` (medium padded like the problem's) and ``c0``."""
+    pb = st.problem
+
+    def med(key):
+        return _padded(jnp.asarray(params[key], pb.dtype), st, "edge")
+
+    c0 = med("sound_speed")
+    m = pb.medium
+    c = adjoint.medium_constants(
+        pb, c0, med("density"),
+        bona=med("BonA") if m.nonlinear else None,
+        alpha_coeff=med("alpha_coeff") if m.absorption != "lossless" else None,
+        derive_axes=derive_axes,
+    )  # fmt: skip
+    c.update(st.sources)
+    if st.phys.p0:
+        p0 = jnp.asarray(params["p0"], pb.dtype)
+        if p0.shape != st.shape:
+            raise ProblemError(f"params['p0']: shape {p0.shape}, expected the grid {st.shape}")
+        c["p0"] = _padded(_smooth_p0(p0, st.shape) if st.smooth_p0 else p0, st, "constant")
+    return c, c0
+
+
+def local_run(st: Static, c: dict, index, ops, xs: dict, shape: tuple):
+    """The time loop on one device or shard: ``(raw (Ts, Ns) per name, aggregates, state)``."""
+    layout, phys, dtype = st.layout, st.phys, jnp.dtype(st.problem.dtype)
+    agg = sens.init_aggregates(layout, shape, dtype)
+    raw0 = {}
+    if phys.p0:
+        state = initial_pressure_state(c, ops, phys)
+        fields, samples = sens.sample(state, ops, layout, index)
+        agg = sens.update(agg, fields, samples, 0 >= layout.start, layout)
+        raw0 = {f: samples[f][None] for f in layout.raw}
+    else:
+        state = zero_state(shape, dtype)
+    body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+    (state, agg), raw = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
+    if raw0:
+        raw = {k: jnp.concatenate([raw0[k], v]) for k, v in raw.items()}
+    return {k: v[layout.start :] for k, v in raw.items()}, agg, state
+
+
+def _fourier_shift(x, shift: float):
+    n = x.shape[-1]
+    k = 2 * np.pi * np.fft.rfftfreq(n)
+    ph = jnp.asarray(np.exp(1j * k * shift))
+    return jnp.fft.irfft(jnp.fft.rfft(x, axis=-1) * ph, n=n, axis=-1).astype(x.dtype)
+
+
+def shaped_results(st: Static, raw: dict, agg: dict, state) -> dict:
+    """:func:`sonotile.simulate`'s output layout (JAX arrays; see :class:`sonotile.api.Results`)."""
+    layout, nd, nt = st.layout, st.problem.grid.ndim, st.problem.grid.nt
+    shapes = layout.cuboid_shapes or None
+    splits = None if shapes is None else np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
+
+    def series(v):  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
+        if shapes is None:
+            return v.T
+        return [jnp.moveaxis(b.reshape((v.shape[0],) + s), 0, -1)
+                for b, s in zip(jnp.split(v, splits, axis=1), shapes)]  # fmt: skip
+
+    def stat(v):
+        return v if shapes is None else [b.reshape(s) for b, s in zip(jnp.split(v, splits), shapes)]
+
+    rec, out = set(st.problem.sensor.record), {}
+    for name, v in raw.items():
+        base = "u_non_staggered" if name.endswith("_non_staggered") else name[:1]
+        if base in rec:
+            out[name] = series(v)
+    for f, kind in layout.stats:
+        v = agg[f"{f}_{kind}"]
+        out[f"{f}_{kind}"] = stat(jnp.sqrt(v / (nt - layout.start)) if kind == "rms" else v)
+    fields = {"p": state[0], **{f"u{AXES[a]}": u for a, u in enumerate(state[2])}}
+    for f, kind in layout.whole:
+        out[f"{f}_{kind}"] = agg[f"{f}_{kind}"][st.crop]
+    for f in layout.final:
+        out[f"{f}_final"] = fields[f][st.crop]
+    if {"I", "I_avg"} & rec:
+        for a in range(nd):
+            inten = raw["p"].T * _fourier_shift(raw[f"u{AXES[a]}_non_staggered"].T, 0.5)
+            if "I" in rec:
+                out[f"I{AXES[a]}"] = series(inten.T)
+            if "I_avg" in rec:
+                out[f"I{AXES[a]}_avg"] = stat(inten.mean(axis=-1))
+    return out
+
+
+class Simulator:
+    """``sim(params) -> dict`` of JAX arrays (see the module docstring); jit-compiled.
+
+    Attributes:
+        params: the default parameters (the values given to :func:`make_simulator`), a dict.
+        problem: the solver-ready problem (grid, time step, PML, sources, sensor).
+        t: time of each step [s], ``(nt,)``.
+        sensor_points: ``(Ns, ndim)`` sensor grid indices (user grid), or None.
+        describe: where it runs.
+    """
+
+    def __init__(self, st: Static, params: dict, run, fixed, derive: tuple, describe: str):
+        self.static, self.params, self.describe = st, params, describe
+        self.problem = st.problem
+        self.t = np.arange(st.problem.grid.nt) * st.problem.grid.dt
+        self.sensor_points = None
+        self._fixed = fixed
+        self._fn = jax.jit(partial(_simulate, st, run, derive))
+
+    def __call__(self, params: dict | None = None) -> dict:
+        params = {} if params is None else dict(params)
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise ProblemError(
+                f"params: {sorted(unknown)} not parameters of this simulation "
+                f"(it takes {sorted(self.params)}; absent effects and sources cannot be added)"
+            )
+        return self._fn({**self.params, **params}, self._fixed)
+
+
+def _simulate(st: Static, run, derive: tuple, params: dict, fixed) -> dict:
+    c, c0 = constants(st, params, derive)
+    xs = step_inputs(st, params, c0)
+    raw, agg, state = run(c, xs, fixed)
+    return shaped_results(st, raw, agg, state)
+
+
+def default_params(medium: KWaveMedium, source: KSource, problem: Problem, dtype) -> dict:
+    """The parameters the simulation has, with the values given (user grid, user layouts)."""
+    m = problem.medium
+    out = {"sound_speed": medium.sound_speed, "density": medium.density}
+    if m.absorption != "lossless":
+        out["alpha_coeff"] = medium.alpha_coeff
+    if m.nonlinear:
+        out["BonA"] = medium.BonA
+    for k in SOURCE_KEYS:
+        if getattr(source, k) is not None:
+            out[k] = getattr(source, k)
+    return {k: jnp.asarray(np.asarray(v, np.float64), dtype) for k, v in out.items()}
+
+
+def _single(st: Static):
+    pb, layout = st.problem, st.layout
+    ops = AdjointOps(planmod.spectral_ops(pb, unstagger=layout.needs_unstagger))
+    pts = layout.points
+    index = (
+        () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pb.grid.ndim))
+    )
+
+    def run(c, xs, fixed):
+        return local_run(st, c, fixed[1], fixed[0], xs, pb.grid.shape)
+
+    dev = jax.devices()[0]
+    return run, (ops, index), f"single device ({dev.platform}:{dev.id})"
+
+
+def make_simulator(
+    kgrid: KWaveGrid,
+    medium: KWaveMedium,
+    source: KSource,
+    sensor: KSensor,
+    *,
+    pml_size=None,
+    pml_alpha=2.0,
+    pml_inside: bool = True,
+    dtype: str = "float32",
+    smooth_p0: bool = True,
+    decomposition: str = "single",
+    mesh: tuple | None = None,
+    overlap: int = 16,
+    bell_width: float = 0.5,
+    chunk: int | str | None = "auto",
+    remat_step: bool = False,
+) -> Simulator:
+    """A differentiable simulation of k-Wave-style input (arguments as :func:`sonotile.simulate`).
+
+    Args:
+        decomposition: ``"single"``, ``"pencil"`` or ``"lfb"`` (``mesh``: devices per split
+            axis, default all devices on x; ``overlap``, ``bell_width``: LFB's).
+        chunk: steps per checkpointed chunk of the time loop (``"auto"``: ``ceil(sqrt(nt))``;
+            ``None``: no checkpointing, every step's intermediates kept for the backward pass).
+        remat_step: also recompute each step in the backward pass (less memory, more time).
+
+    Returns:
+        A :class:`Simulator`: ``sim(params)`` with ``params`` a dict of any of ``sound_speed``,
+        ``density``, ``alpha_coeff``, ``BonA``, ``p0``, ``p``, ``ux``, ``uy``, ``uz`` present
+        in the input; ``sim.params`` holds the given values.
+    """
+    if decomposition not in ("single", "pencil", "lfb"):
+        raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
+    opts = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0=False)
+    problem, mapping = build_problem(kgrid, medium, source, sensor, opts)
+    shape = tuple(kgrid.shape)
+    full = problem.grid.shape
+    start = [sl.start for sl in mapping["crop"]]
+    pad = tuple((a, n - a - s) for a, n, s in zip(start, full, shape))
+    srcc = planmod.source_constants(problem)
+    srcc.pop("p0", None)
+    nt = problem.grid.nt
+    st = Static(
+        problem, sens.layout_of(problem.sensor, problem.grid.ndim), planmod.physics_of(problem),
+        pad, mapping["crop"], shape, srcc, smooth_p0,
+        adjoint.default_chunk(nt) if chunk == "auto" else chunk, remat_step,
+    )  # fmt: skip
+    if decomposition == "single":
+        run, fixed, describe = _single(st)
+        derive = tuple(range(problem.grid.ndim))
+    else:
+        from sonotile.parallel.differentiable import mesh_runner
+
+        mesh = tuple(mesh) if mesh is not None else (len(jax.devices()),)
+        run, fixed = mesh_runner(
+            problem, st.layout, partial(local_run, st), decomposition, mesh, overlap, bell_width
+        )
+        derive = tuple(range(len(mesh), problem.grid.ndim)) if decomposition == "pencil" else ()
+        describe = f"{decomposition} on a {'x'.join(map(str, mesh))} mesh"
+    sim = Simulator(
+        st, default_params(medium, source, problem, dtype), run, fixed, derive, describe
+    )
+    sim.sensor_points = mapping["points"]
+    return sim
+
+
+__all__ = ["Simulator", "make_simulator"]

@@ -1,0 +1,152 @@
+"""A whole run on a device mesh as one traced, differentiable function of its constants.
+
+The engines of :mod:`sonotile.parallel.engine` place host-built constants on the mesh once and
+advance chunk by chunk from Python. For gradients the medium constants are functions of traced
+parameters and the whole time loop is one function, so :func:`mesh_runner` returns
+``run(consts, xs) -> (raw, aggregates, state)`` that shards the constants it is given (fields
+like the state, 1-D PML profiles along their axis, the rest replicated) and runs the shared
+time loop (:func:`sonotile.solver.runner.scan_body` under
+:func:`sonotile.solver.adjoint.checkpointed_scan`) inside :func:`shard_map`. Overlap exchange
+(``ppermute``), transposes (``all_to_all``) and sensor gathers (``psum``) are differentiated by
+JAX; the FFTW operators of LFB blocks by :class:`sonotile.solver.linear.AdjointOps`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from sonotile.model.problem import Problem
+from sonotile.parallel.engine import check_divisible
+from sonotile.parallel.lfb import LfbOps, lfb_constants
+from sonotile.parallel.mesh import AXIS_NAMES, ShardIndex, field_spec, local_index, make_mesh
+from sonotile.parallel.mesh import shard_map as smap
+from sonotile.parallel.pencil import PencilOps, pencil_constants
+from sonotile.solver import sensors as sens
+from sonotile.solver.linear import AdjointOps
+
+INDEX_KEYS = ("p_index", "tr_index")
+
+
+def const_spec(leaf, shape: tuple, m: int) -> P:
+    """How a constant is sharded: grid-shaped like the state, a broadcastable 1-D profile
+    along its axis (when that axis is split), anything else replicated."""
+    shp, d = tuple(jnp.shape(leaf)), len(shape)
+    if shp == tuple(shape):
+        return field_spec(d, m)
+    if len(shp) == d and sum(s != 1 for s in shp) == 1:
+        a = next(i for i, s in enumerate(shp) if s != 1)
+        if a < m and shp[a] == shape[a]:
+            return P(*(AXIS_NAMES[a] if i == a else None for i in range(d)))
+    return P()
+
+
+def _check(problem: Problem, decomposition: str, mesh_shape: tuple) -> None:
+    d, m = problem.grid.ndim, len(mesh_shape)
+    if decomposition not in ("pencil", "lfb"):
+        raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
+    if d < 2:
+        raise ValueError("decomposed runs need a 2-D or 3-D grid")
+    if m > (d - 1 if decomposition == "pencil" else d):
+        raise ValueError(f"{decomposition}: mesh {mesh_shape} has too many axes for a {d}-D grid")
+    check_divisible(problem.grid.shape, mesh_shape, decomposition)
+
+
+def _ops_parts(problem, decomposition, mesh_shape, overlap, bell_width, unstagger):
+    """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
+    if decomposition == "pencil":
+        arrays, specs, meta = pencil_constants(problem, len(mesh_shape), mesh_shape, unstagger)
+        return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)
+    inner, bells, unshift, meta = lfb_constants(
+        problem, mesh_shape, int(overlap), float(bell_width), unstagger
+    )
+    arrays = (inner, bells, unshift)
+    specs = jax.tree_util.tree_map(lambda _: P(), arrays)
+    return arrays, specs, lambda a: LfbOps(AdjointOps(a[0]), a[1], a[2], meta=meta)
+
+
+def _localised(consts: dict, shape, mesh_shape) -> tuple[dict, dict]:
+    """Source index arrays per shard ``(mesh..., Nsrc)`` (global order, out-of-range where not
+    owned) taken out of ``consts``; returns ``(rest, indices)``."""
+    rest = dict(consts)
+    idx = {}
+
+    def loc(t):
+        pts = np.stack([np.asarray(i) for i in t], axis=1)
+        return tuple(jnp.asarray(x) for x in local_index(pts, shape, mesh_shape)[0])
+
+    for k in INDEX_KEYS:
+        if k in rest:
+            idx[k] = loc(rest.pop(k))
+    idx["u_index"] = tuple(None if v is None else loc(v) for v in rest.pop("u_index"))
+    return rest, idx
+
+
+def mesh_runner(
+    problem: Problem,
+    layout: sens.SensorLayout,
+    local_run: Callable,
+    decomposition: str,
+    mesh_shape: tuple,
+    overlap: int = 16,
+    bell_width: float = 0.5,
+    devices=None,
+) -> tuple[Callable, tuple]:
+    """``(run, fixed)``: ``run(consts, xs, fixed) -> (raw, aggregates, state)`` on a mesh
+    (global arrays in and out); ``fixed`` holds the operators and sensor indices (pass it as an
+    argument of a jitted caller rather than closing over it: no constants in the program).
+
+    ``local_run(consts, index, ops, xs, local_shape)`` is the per-shard time loop; ``consts``
+    the step's constants as global arrays (grid-shaped fields, broadcastable profiles, source
+    index tuples ``(Nsrc,)`` per axis in global coordinates) and Python floats.
+    """
+    mesh_shape = tuple(int(s) for s in mesh_shape)
+    _check(problem, decomposition, mesh_shape)
+    g, m = problem.grid, len(mesh_shape)
+    mesh = make_mesh(mesh_shape, devices)
+    fspec, names = field_spec(g.ndim, m), AXIS_NAMES[:m]
+    local_shape = tuple(n // mesh_shape[a] if a < m else n for a, n in enumerate(g.shape))
+    ops_arrays, ops_specs, make_ops = _ops_parts(
+        problem, decomposition, mesh_shape, overlap, bell_width, layout.needs_unstagger
+    )
+    ispec = P(*names, None)
+    sidx = sidx_specs = None
+    if layout.points is not None:
+        loc, owned = local_index(layout.points, g.shape, mesh_shape)
+        sidx = (tuple(jnp.asarray(x) for x in loc), jnp.asarray(owned))
+        sidx_specs = (tuple(ispec for _ in loc), ispec)
+    state_spec = (fspec, tuple(fspec for _ in range(g.ndim)), tuple(fspec for _ in range(g.ndim)))
+    whole = {f"{f}_{k}" for f, k in layout.whole}
+    agg_keys = [f"{f}_{k}" for f, k in layout.stats + layout.whole]
+    agg_specs = {k: fspec if k in whole else P() for k in agg_keys}
+    out_specs = ({f: P() for f in layout.raw}, agg_specs, state_spec)
+
+    def run(consts: dict, xs: dict, fixed: tuple):
+        rest, idx = _localised(consts, g.shape, mesh_shape)
+        leaves, treedef = jax.tree_util.tree_flatten(rest)
+        traced = [isinstance(v, jax.Array) for v in leaves]
+        arrays = [v for v, t in zip(leaves, traced) if t]
+        specs = [const_spec(v, g.shape, m) for v in arrays]
+        idx_specs = jax.tree_util.tree_map(lambda _: ispec, idx)
+
+        def local(arrs, idx_l, sidx_l, ops_l, xs_l):
+            it = iter(arrs)
+            c = jax.tree_util.tree_unflatten(
+                treedef, [next(it) if t else v for v, t in zip(leaves, traced)]
+            )
+            c.update(jax.tree_util.tree_map(lambda i: i.reshape(-1), idx_l))
+            index = () if sidx_l is None else ShardIndex(
+                tuple(i.reshape(-1) for i in sidx_l[0]), sidx_l[1].reshape(-1), names
+            )  # fmt: skip
+            raw, agg, state = local_run(c, index, make_ops(ops_l), xs_l, local_shape)
+            return raw, agg, tuple(state)
+
+        in_specs = (specs, idx_specs, sidx_specs, ops_specs, P())
+        f = smap(local, mesh, in_specs, out_specs)
+        return f(arrays, idx, fixed[0], fixed[1], xs)
+
+    return run, (sidx, ops_arrays)
