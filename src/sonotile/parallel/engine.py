@@ -339,9 +339,11 @@ def decomposed_engine(
 def _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks: Blocks) -> str:
     shape_txt = "x".join(str(k) for k in mesh_shape)
     extra = f", overlap {overlap}, bell width {bell_width}" if decomposition == "lfb" else ""
-    if not blocks.all_even:
-        extra += ", uneven blocks " + " x ".join(
-            f"{blocks.counts(a).min()}-{blocks.counts(a).max()}" for a in range(len(mesh_shape))
+    uneven = [a for a in range(len(mesh_shape)) if not blocks.even(a)]
+    if uneven:
+        extra += ", blocks of " + ", ".join(
+            f"{blocks.counts(a).min()}-{blocks.counts(a).max()} points along {'xyz'[a]}"
+            for a in uneven
         )
     return (
         f"{decomposition} on a {shape_txt} mesh of {math.prod(mesh_shape)} "
