@@ -30,6 +30,7 @@ def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None
     resumes on any number of processes and devices.
     """
     state, agg = rs.carry
+    blocks = engine.blocks
     tmp = path + ".sonotile-partial"
     nx, ny, nz = meta.shape_xyz
     du = engine.divergence(state.u)
@@ -58,15 +59,16 @@ def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None
                 )
             g = f.create_group("sonotile_aggregates")
             for name, v in agg.items():
-                g.create_dataset(name, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
+                shape = tuple(v.shape) if blocks is None else blocks.true_shape_of(v.shape)
+                g.create_dataset(name, shape=shape, dtype=np.dtype(v.dtype))
             g.attrs["dtype"] = engine.problem.dtype
 
     def mine():
         with h5py.File(tmp, "r+") as f:
             for name, v in fields.items():
-                write_shards(f[name], v, zyx=True)
+                write_shards(f[name], v, zyx=True, blocks=blocks)
             for name, v in agg.items():
-                write_shards(f["sonotile_aggregates"][name], v, zyx=False)
+                write_shards(f["sonotile_aggregates"][name], v, zyx=False, blocks=blocks)
 
     in_turns(mine, "sonotile-checkpoint")
     if leader:

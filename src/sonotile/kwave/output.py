@@ -175,14 +175,15 @@ class OutputFile:
             self.f[f"{name}/{i + 1}"][first_row : first_row + k] = np.transpose(block, (0, 3, 2, 1))
 
     # -- end of a leg -----------------------------------------------------------------------
-    def write_fields(self, values: dict) -> None:
+    def write_fields(self, values: dict, blocks=None) -> None:
         """Aggregates (``p_max`` ...), whole-field (``*_all``) and final fields, replacing any
         earlier values (checkpoint legs rewrite them).
 
         Whole fields may be host arrays or (global) device arrays; the latter are written shard
         by shard, each process writing the shards on its own devices in turn (process 0 first,
         then the others reopen the file), so no process ever holds a whole field. All processes
-        must call this with the same names.
+        must call this with the same names. ``blocks`` (:class:`sonotile.parallel.blocks.Blocks`)
+        says where device arrays carry dead points (a grid cut into uneven blocks).
         """
         sharded = []
         for name, v in values.items():
@@ -190,12 +191,15 @@ class OutputFile:
             if whole and isinstance(v, jax.Array):
                 sharded.append((name, v))
                 if self.leader:
-                    self._whole_dataset(name, v.shape)
-                    write_shards(self.f[name], v, zyx=True)
+                    shape = v.shape if blocks is None else blocks.true_shape_of(v.shape)
+                    self._whole_dataset(name, shape)
+                    write_shards(self.f[name], v, zyx=True, blocks=blocks)
                 continue
             if not self.leader:
                 continue
             v = np.asarray(v, np.float32)
+            if whole and blocks is not None:
+                v = blocks.to_true(v)
             if whole:
                 self._replace(name, to_zyx(v), None)
             elif self.cuboid:
@@ -208,7 +212,7 @@ class OutputFile:
             else:
                 self._replace(name, v.reshape(1, 1, -1), None)
         if sharded and _process_count() > 1:
-            self._others_write(sharded)
+            self._others_write(sharded, blocks)
 
     def _whole_dataset(self, name: str, shape_xyz: tuple):
         zyx = tuple(reversed(tuple(shape_xyz) + (1,) * (3 - len(shape_xyz))))
@@ -217,7 +221,7 @@ class OutputFile:
             self._dataset(name, zyx, chunks)
         return self.f[name]
 
-    def _others_write(self, sharded: list) -> None:
+    def _others_write(self, sharded: list, blocks=None) -> None:
         """Processes 1.. write their shards into the file process 0 created (closed meanwhile)."""
         from sonotile.parallel.distributed import barrier, in_turns
 
@@ -230,7 +234,7 @@ class OutputFile:
                 return
             with h5py.File(self.tmp, "r+") as f:
                 for name, v in sharded:
-                    write_shards(f[name], v, zyx=True)
+                    write_shards(f[name], v, zyx=True, blocks=blocks)
 
         in_turns(mine, "sonotile-output-fields")
         if self.leader:
@@ -315,15 +319,17 @@ def _process_count() -> int:
     return jax.process_count()
 
 
-def write_shards(dset: h5py.Dataset, arr, zyx: bool = True) -> None:
+def write_shards(dset: h5py.Dataset, arr, zyx: bool = True, blocks=None) -> None:
     """Write the shards of ``arr`` that live on this process's devices into ``dset``.
 
     ``arr`` is ``(x, y[, z])``-indexed: a global device array (each unique shard is written once,
     by the process holding its replica 0) or a host array (written whole). With ``zyx`` the
-    dataset is k-Wave's ``(Nz, Ny, Nx)``; otherwise it has ``arr``'s own layout.
+    dataset is k-Wave's ``(Nz, Ny, Nx)``; otherwise it has ``arr``'s own layout. With uneven
+    ``blocks`` the dead points of each shard are left out.
     """
     if not isinstance(arr, jax.Array):
         a = np.asarray(arr, dset.dtype)
+        a = a if blocks is None else blocks.to_true(a)
         dset[...] = to_zyx(a) if zyx else a
         return
     for shard in arr.addressable_shards:
@@ -331,6 +337,9 @@ def write_shards(dset: h5py.Dataset, arr, zyx: bool = True) -> None:
             continue
         block = np.asarray(shard.data, dset.dtype)
         index = tuple(shard.index) + (slice(None),) * (block.ndim - len(shard.index))
+        if blocks is not None:
+            index = tuple(sl if isinstance(sl, slice) else slice(None) for sl in index)
+            index, block = blocks.true_piece(index, block, arr.shape)
         if not zyx:
             dset[index] = block
         elif block.ndim == 3:

@@ -181,12 +181,12 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
             )
         save_checkpoint(args.checkpoint_file, engine, rs, meta)
         agg = rs.carry[1]
-        out.write_fields(dict(agg))  # whole fields go shard by shard
+        out.write_fields(dict(agg), engine.blocks)  # whole fields go shard by shard
         if leader:
             print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
     else:
         final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)
-        out.write_fields(final)
+        out.write_fields(final, engine.blocks)
     t_post = time.perf_counter()
     out.finish_leg(
         rs.next_step,

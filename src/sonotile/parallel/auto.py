@@ -14,8 +14,9 @@ LFB_ERROR = {2: 5.1e-2, 4: 2.9e-3, 8: 2.1e-3, 16: 7.1e-4, 32: 3.2e-4}
 
 
 def factor_mesh(n: int, k: int, shape) -> tuple[int, ...] | None:
-    """Near-balanced factorisation of ``n`` devices over the first ``k`` grid axes, each factor
-    dividing its axis (and, for the FFT layout, the next axis); None when impossible."""
+    """Near-balanced factorisation of ``n`` devices over the first ``k`` grid axes, at most one
+    device per grid point along each axis; among equally balanced ones those that cut the axes
+    evenly (no dead points) first. None when impossible (fewer points than devices)."""
     best = None
     divisors = [p for p in range(1, n + 1) if n % p == 0]
 
@@ -23,8 +24,9 @@ def factor_mesh(n: int, k: int, shape) -> tuple[int, ...] | None:
         nonlocal best
         if len(prefix) == k - 1:
             cand = tuple(prefix) + (rest,)
-            if all(shape[a] % c == 0 for a, c in enumerate(cand)):
-                score = max(cand) / min(cand)
+            if all(c <= shape[a] for a, c in enumerate(cand)):
+                uneven = sum(shape[a] % c != 0 for a, c in enumerate(cand))
+                score = (max(cand) / min(cand), uneven)
                 if best is None or score < best[0]:
                     best = (score, cand)
             return
@@ -74,7 +76,7 @@ def auto(
         )  # fmt: skip
     ov = ok_ov[0]
     if lfb_mesh is not None:
-        block = [shape[a] // lfb_mesh[a] for a in range(d)]
+        block = [-(-shape[a] // lfb_mesh[a]) for a in range(d)]
         work = math.prod((b + 2 * ov) / b for b, p in zip(block, lfb_mesh) if p > 1)
     else:
         work = math.inf
@@ -100,5 +102,5 @@ def auto(
 
 def pencil_pick(mesh, n_devices: int, shape: tuple, reason: str) -> dict:
     if mesh is None:
-        raise ValueError(f"no mesh of {n_devices} devices divides grid {shape}")
+        raise ValueError(f"grid {shape} has fewer points than {n_devices} devices along its axes")
     return {"decomposition": "pencil", "mesh_shape": mesh, "overlap": 0, "reason": reason}

@@ -12,6 +12,7 @@ injection drops.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import partial
 
 import jax
@@ -24,6 +25,7 @@ from jax.sharding import PartitionSpec as P
 from sonotile.model.lazy import LazyField
 from sonotile.model.problem import Problem
 from sonotile.parallel.auto import auto
+from sonotile.parallel.blocks import Blocks
 from sonotile.parallel.lfb import LfbOps, lfb_constants
 from sonotile.parallel.mesh import (
     AXIS_NAMES,
@@ -43,12 +45,38 @@ from sonotile.solver import sensors as sens
 from sonotile.solver.step import zero_state
 
 
-def check_divisible(shape, mesh_shape, what):
-    for a, p in enumerate(mesh_shape):
-        if shape[a] % p:
-            raise ValueError(
-                f"{what}: grid axis {a} has {shape[a]} points, not divisible by mesh size {p}"
-            )
+def normalise_mesh(decomposition: str, mesh_shape, n_devices: int, ndim: int) -> tuple:
+    """The mesh as the engine uses it: all devices on axis 0 by default, trailing 1s dropped
+    (``2x4x1`` is a 2-D mesh), at most ``ndim - 1`` axes for pencil and ``ndim`` for lfb."""
+    if mesh_shape is None:
+        mesh_shape = (n_devices,)
+    mesh_shape = tuple(int(s) for s in mesh_shape)
+    if not mesh_shape or any(s < 1 for s in mesh_shape):
+        raise ValueError(f"{decomposition}: mesh {mesh_shape}: expected positive sizes")
+    while len(mesh_shape) > 1 and mesh_shape[-1] == 1:
+        mesh_shape = mesh_shape[:-1]
+    most = ndim - 1 if decomposition == "pencil" else ndim
+    if len(mesh_shape) > most:
+        raise ValueError(
+            f"{decomposition}: mesh {'x'.join(map(str, mesh_shape))} splits {len(mesh_shape)} "
+            f"axes of a {ndim}-D grid (at most {most}"
+            + (": the last axis is never split" if decomposition == "pencil" else "")
+            + ")"
+        )
+    return mesh_shape
+
+
+def validate(problem: Problem, decomposition: str, blocks: Blocks, overlap: int) -> None:
+    """Refuse what the decomposition cannot run, before anything is built."""
+    if problem.grid.ndim < 2:
+        raise ValueError("decomposed runs need a 2-D or 3-D grid")
+    if decomposition not in ("pencil", "lfb"):
+        raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
+    blocks.check(decomposition)
+    if decomposition == "pencil":
+        return
+    if not 1 <= int(overlap) <= 64:
+        raise ValueError(f"lfb: overlap = {overlap} points, expected 1..64")
 
 
 def _split_consts(consts: dict, shape, m: int):
@@ -102,6 +130,125 @@ def run_decomposed(
     return runner.run_engine(engine, recorder=recorder, chunk=chunk, progress=progress)
 
 
+@dataclass
+class _Parts:
+    """Everything a shard needs besides the state, as global (host or device) arrays + specs."""
+
+    arrays: list  # medium, PML and source constants (None where static)
+    specs: list
+    static: list  # Python values of the static leaves
+    treedef: object
+    src_idx: dict  # source indices localised per shard
+    sidx: tuple | None  # sensor indices and ownership per shard
+    ops: tuple  # operator arrays
+    ops_specs: object
+    make_ops: object  # local operator arrays -> operators object
+    names: tuple  # mesh axis names
+
+    def args(self) -> tuple:
+        return (self.arrays, self.src_idx, self.sidx, self.ops)
+
+    def arg_specs(self, m: int) -> tuple:
+        ispec = P(*AXIS_NAMES[:m], None)
+        src = jax.tree_util.tree_map(lambda _: ispec, self.src_idx)
+        sidx = None if self.sidx is None else (tuple(ispec for _ in self.sidx[0]), ispec)
+        return (self.specs, src, sidx, self.ops_specs)
+
+    def rebuild(self, arr_l, src_l, sidx_l) -> tuple:
+        """Inside a shard: the constants dict and the sensor index object."""
+        leaves = [s if a is None else a for a, s in zip(arr_l, self.static)]
+        c = jax.tree_util.tree_unflatten(self.treedef, leaves)
+        for k, v in src_l.items():
+            if k == "u_index":
+                c[k] = tuple(None if x is None else tuple(i.reshape(-1) for i in x) for x in v)
+            else:
+                c[k] = tuple(i.reshape(-1) for i in v)
+        if sidx_l is None:
+            return c, ()
+        index = ShardIndex(
+            tuple(i.reshape(-1) for i in sidx_l[0]), sidx_l[1].reshape(-1), self.names
+        )
+        return c, index
+
+
+def _localise(index_tuple, blocks: Blocks) -> tuple:
+    pts = np.stack([np.asarray(i) for i in index_tuple], axis=1)
+    loc, _ = local_index(pts, blocks.shape, blocks.mesh_shape)
+    return tuple(jnp.asarray(x) for x in loc)
+
+
+def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
+               bell_width: float, unstagger: bool) -> tuple:  # fmt: skip
+    """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
+    with on_host():
+        if decomposition == "pencil":
+            arrays, specs, meta = pencil_constants(problem, blocks, unstagger)
+            return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)
+        inner, bells, unshift, lmeta = lfb_constants(
+            problem, blocks, int(overlap), float(bell_width), unstagger
+        )
+    arrays = (inner, bells, unshift)
+    specs = jax.tree_util.tree_map(lambda _: P(), arrays)
+    return arrays, specs, lambda arrs: LfbOps(arrs[0], arrs[1], arrs[2], meta=lmeta)
+
+
+def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
+           bell_width: float, layout) -> _Parts:  # fmt: skip
+    """Constants of the medium, PML (sharded) and sources (indices localised per shard); built
+    in host memory and sliced per shard, never whole on one accelerator."""
+    d, m = problem.grid.ndim, len(blocks.mesh_shape)
+    with on_host():
+        # dt/rho0_sg from rho0 in the step along the axes each pencil shard holds whole
+        derive = tuple(range(m, d)) if decomposition == "pencil" else ()
+        consts = planmod.medium_constants(problem, derive_axes=derive)
+        srcc = planmod.source_constants(problem)
+    idx_keys = {k: srcc.pop(k) for k in ("p_index", "tr_index") if k in srcc}
+    u_index = srcc.pop("u_index")
+    consts.update(srcc)
+    arrays, specs, static, treedef = _split_consts(consts, problem.grid.shape, m)
+    src_idx = {k: _localise(v, blocks) for k, v in idx_keys.items()}
+    src_idx["u_index"] = tuple(None if v is None else _localise(v, blocks) for v in u_index)
+    sidx = None
+    if layout.points is not None:
+        loc, owned = local_index(layout.points, blocks.shape, blocks.mesh_shape)
+        sidx = (tuple(jnp.asarray(x) for x in loc), jnp.asarray(owned))
+    ops, ops_specs, make_ops = _operators(
+        problem, decomposition, blocks, overlap, bell_width, layout.needs_unstagger
+    )
+    return _Parts(arrays, specs, static, treedef, src_idx, sidx, ops, ops_specs, make_ops,
+                  AXIS_NAMES[:m])  # fmt: skip
+
+
+def _carry_specs(layout, d: int, m: int) -> tuple:
+    fspec = field_spec(d, m)
+    whole = {f"{f}_{k}" for f, k in layout.whole}
+    keys = [f"{f}_{k}" for f, k in layout.stats] + [f"{f}_{k}" for f, k in layout.whole]
+    agg = {k: (fspec if k in whole else P()) for k in keys}
+    state = type(zero_state((2,) * d, jnp.float32))(
+        fspec, tuple(fspec for _ in range(d)), tuple(fspec for _ in range(d))
+    )
+    return state, agg
+
+
+def _place_args(parts: _Parts, specs: tuple, mesh, blocks: Blocks) -> tuple:
+    """Each process builds only its addressable shards; real-space arrays padded by blocks."""
+
+    def put(spec, x, pad):
+        return global_array(x, NamedSharding(mesh, spec), blocks=blocks if pad else None)
+
+    out = []
+    for k, (sp, args) in enumerate(zip(specs, parts.args())):
+        pad = k == 0  # medium / PML / source constants: real space. Indices, operators: not.
+        out.append(
+            jax.tree_util.tree_map(
+                lambda s, x, pad=pad: None if x is None
+                else jax.tree_util.tree_map(lambda y: put(s, y, pad), x),
+                sp, args, is_leaf=lambda s: s is None or isinstance(s, P),
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
 def decomposed_engine(
     problem: Problem,
     decomposition: str = "pencil",
@@ -112,10 +259,12 @@ def decomposed_engine(
 ) -> runner.Engine:
     """A :class:`~sonotile.solver.runner.Engine` running the one step on a device mesh.
 
+    Any grid runs on any mesh: blocks differ by at most one point (:mod:`.blocks`).
+
     Args:
         decomposition: ``"pencil"`` (distributed FFT; ``mesh_shape`` of length 1 = slabs, 2 =
             pencils, at most ``ndim - 1``) or ``"lfb"`` (local Fourier basis; mesh of length 1 to
-            ``ndim``).
+            ``ndim``). Trailing 1s of the mesh are ignored.
         mesh_shape: devices per split grid axis (axis j of the mesh splits grid axis j); default:
             all devices on axis 0.
         overlap, bell_width: LFB padding [points] and bell transition (fraction of the overlap).
@@ -124,138 +273,33 @@ def decomposed_engine(
     g = problem.grid
     d = g.ndim
     devs = list(jax.devices() if devices is None else devices)
-    if mesh_shape is None:
-        mesh_shape = (len(devs),)
-    mesh_shape = tuple(int(s) for s in mesh_shape)
+    mesh_shape = normalise_mesh(decomposition, mesh_shape, len(devs), d)
     m = len(mesh_shape)
-    if d < 2:
-        raise ValueError("decomposed runs need a 2-D or 3-D grid")
-    if decomposition == "pencil":
-        if m > d - 1:
-            raise ValueError(f"pencil: mesh of {m} axes for a {d}-D grid (at most {d - 1})")
-        check_divisible(g.shape, mesh_shape, "pencil (real layout)")
-        # k-space layout: grid axis j+1 split over mesh axis j (last axis padded)
-        for j in range(m):
-            if j + 1 < d - 1 and g.shape[j + 1] % mesh_shape[j]:
-                raise ValueError(
-                    f"pencil: grid axis {j + 1} ({g.shape[j + 1]} points) not divisible by mesh "
-                    f"axis {j} ({mesh_shape[j]} devices) needed for the transposed layout"
-                )
-    elif decomposition == "lfb":
-        if m > d:
-            raise ValueError(f"lfb: mesh of {m} axes for a {d}-D grid")
-        check_divisible(g.shape, mesh_shape, "lfb")
-        if not 1 <= int(overlap) <= 64:
-            raise ValueError(f"lfb: overlap = {overlap} points, expected 1..64")
-    else:
-        raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
-
-    mesh = make_mesh(mesh_shape, devs)
-    check_processes(mesh)
+    blocks = Blocks(tuple(g.shape), mesh_shape)
     layout = sens.layout_of(problem.sensor, d)
+    mesh = make_mesh(mesh_shape, devs)
+    validate(problem, decomposition, blocks, overlap)
+    check_processes(mesh)
     phys = planmod.physics_of(problem)
     dtype = jnp.dtype(problem.dtype)
-    fspec = field_spec(d, m)
-    local_shape = tuple(n // mesh_shape[a] if a < m else n for a, n in enumerate(g.shape))
-
-    # constants of the medium, PML (sharded) and sources (indices localised per shard); built
-    # in host memory and sliced per shard, never whole on one accelerator
-    with on_host():
-        # dt/rho0_sg from rho0 in the step along the axes each pencil shard holds whole
-        derive = tuple(range(m, d)) if decomposition == "pencil" else ()
-        consts = planmod.medium_constants(problem, derive_axes=derive)
-        srcc = planmod.source_constants(problem)
-    idx_keys = {}
-    for key in ("p_index", "tr_index"):
-        if key in srcc:
-            idx_keys[key] = srcc.pop(key)
-    u_index = srcc.pop("u_index")
-    consts.update(srcc)
-    arrays, aspecs, static, treedef = _split_consts(consts, g.shape, m)
-    ispec = P(*AXIS_NAMES[:m], None)
-
-    def localise(index_tuple):
-        pts = np.stack([np.asarray(i) for i in index_tuple], axis=1)
-        loc, _ = local_index(pts, g.shape, mesh_shape)
-        return tuple(jnp.asarray(x) for x in loc)
-
-    src_idx = {k: localise(v) for k, v in idx_keys.items()}
-    src_idx["u_index"] = tuple(None if v is None else localise(v) for v in u_index)
-    src_specs = jax.tree_util.tree_map(lambda _: ispec, src_idx)
-
-    if layout.points is not None:
-        loc, owned = local_index(layout.points, g.shape, mesh_shape)
-        sidx = (tuple(jnp.asarray(x) for x in loc), jnp.asarray(owned))
-        sidx_specs = (tuple(ispec for _ in loc), ispec)
-    else:
-        sidx, sidx_specs = None, None
-
-    if decomposition == "pencil":
-        with on_host():
-            ops_arrays, ops_specs, ops_meta = pencil_constants(
-                problem, m, mesh_shape, layout.needs_unstagger
-            )
-        for j in range(m):
-            if layout.needs_unstagger and mesh_shape[j] > 1 and g.shape[-1] % mesh_shape[j]:
-                raise ValueError(
-                    f"pencil: u_non_staggered needs the last axis divisible by mesh axis {j}"
-                )
-
-        def make_ops(arrs):
-            return PencilOps(*arrs, meta=ops_meta)
-    else:
-        with on_host():
-            inner, bells, unshift, lmeta = lfb_constants(
-                problem, mesh_shape, int(overlap), float(bell_width), layout.needs_unstagger
-            )
-        ops_arrays = (inner, bells, unshift)
-        ops_specs = jax.tree_util.tree_map(lambda _: P(), ops_arrays)
-
-        def make_ops(arrs):
-            return LfbOps(arrs[0], arrs[1], arrs[2], meta=lmeta)
-
-    names = AXIS_NAMES[:m]
-
-    def rebuild(arr_local, src_local, sidx_local):
-        leaves = [s if a is None else a for a, s in zip(arr_local, static)]
-        c = jax.tree_util.tree_unflatten(treedef, leaves)
-        for k, v in src_local.items():
-            if k == "u_index":
-                c[k] = tuple(None if x is None else tuple(i.reshape(-1) for i in x) for x in v)
-            else:
-                c[k] = tuple(i.reshape(-1) for i in v)
-        if sidx_local is None:
-            index = ()
-        else:
-            index = ShardIndex(
-                tuple(i.reshape(-1) for i in sidx_local[0]), sidx_local[1].reshape(-1), names
-            )
-        return c, index
-
-    whole_keys = {f"{f}_{k}" for f, k in layout.whole}
-    agg_keys = [f"{f}_{k}" for f, k in layout.stats] + [f"{f}_{k}" for f, k in layout.whole]
-    agg_specs = {k: (fspec if k in whole_keys else P()) for k in agg_keys}
-    state_specs = type(zero_state((2,) * d, dtype))(
-        fspec, tuple(fspec for _ in range(d)), tuple(fspec for _ in range(d))
-    )
-    carry_specs = (state_specs, agg_specs)
-    const_specs = (aspecs, src_specs, sidx_specs, ops_specs)
-    const_args = (arrays, src_idx, sidx, ops_arrays)
+    local_shape = blocks.local_shape
+    parts = _parts(problem, decomposition, blocks, overlap, bell_width, layout)
+    carry_specs = _carry_specs(layout, d, m)
+    const_specs = parts.arg_specs(m)
 
     def local_init(arr_l, src_l, sidx_l, ops_l):
-        c, index = rebuild(arr_l, src_l, sidx_l)
-        ops = make_ops(ops_l)
+        c, index = parts.rebuild(arr_l, src_l, sidx_l)
         agg = sens.init_aggregates(layout, local_shape, dtype)
         if phys.p0:
-            return runner.start_ivp(agg, c, ops, index, phys, layout)
+            return runner.start_ivp(agg, c, parts.make_ops(ops_l), index, phys, layout)
         return (zero_state(local_shape, dtype), agg), {}
 
     raw0_specs = {f: P() for f in layout.raw} if phys.p0 else {}
     init_fn = jax.jit(shard_map(local_init, mesh, const_specs, (carry_specs, raw0_specs)))
 
     def local_chunk(carry, xs, arr_l, src_l, sidx_l, ops_l):
-        c, index = rebuild(arr_l, src_l, sidx_l)
-        ops = make_ops(ops_l)
+        c, index = parts.rebuild(arr_l, src_l, sidx_l)
+        ops = parts.make_ops(ops_l)
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return lax.scan(body, carry, xs)
 
@@ -264,49 +308,46 @@ def decomposed_engine(
         shard_map(local_chunk, mesh, (carry_specs, P()) + const_specs, (carry_specs, raw_specs)),
         donate_argnums=(0,),
     )
-
-    # place constants on the mesh once: each process builds only its addressable shards
-    def put(x, spec):
-        return global_array(x, NamedSharding(mesh, spec))
-
-    const_args = jax.tree_util.tree_map(
-        lambda s, x: None if x is None else jax.tree_util.tree_map(lambda y: put(y, s), x),
-        const_specs, const_args,
-        is_leaf=lambda s: s is None or isinstance(s, P),
-    )  # fmt: skip
+    const_args = _place_args(parts, const_specs, mesh, blocks)
 
     def start():
         carry, raw0 = init_fn(*const_args)
-        rs = runner.RunState(carry, 1 if phys.p0 else 0)
-        return rs, {k: np.asarray(v) for k, v in raw0.items()}
+        return runner.RunState(carry, 1 if phys.p0 else 0), {
+            k: np.asarray(v) for k, v in raw0.items()
+        }
 
-    def chunk(carry, xs):
-        return chunk_fn(carry, xs, *const_args)
-
-    u_specs = tuple(fspec for _ in range(d))
+    u_specs = carry_specs[0].u
     div_fn = jax.jit(
-        shard_map(lambda u, ops_l: make_ops(ops_l).div(u), mesh, (u_specs, ops_specs), u_specs)
+        shard_map(lambda u, o: parts.make_ops(o).div(u), mesh, (u_specs, parts.ops_specs), u_specs)
     )
 
     def place(carry):
         return jax.tree_util.tree_map(
-            lambda spec, x: global_array(x, NamedSharding(mesh, spec), dtype), carry_specs, carry,
-            is_leaf=lambda v: isinstance(v, P),
+            lambda spec, x: global_array(x, NamedSharding(mesh, spec), dtype, blocks),
+            carry_specs, carry, is_leaf=lambda v: isinstance(v, P),
         )  # fmt: skip
 
+    return runner.Engine(
+        problem, layout, phys, start, lambda carry, xs: chunk_fn(carry, xs, *const_args),
+        lambda u: div_fn(u, const_args[3]), place,
+        _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks),
+        lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
+        blocks=None if blocks.all_even else blocks,
+    )  # fmt: skip
+
+
+def _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks: Blocks) -> str:
     shape_txt = "x".join(str(k) for k in mesh_shape)
     extra = f", overlap {overlap}, bell width {bell_width}" if decomposition == "lfb" else ""
-    return runner.Engine(
-        problem,
-        layout,
-        phys,
-        start,
-        chunk,
-        lambda u: div_fn(u, const_args[3]),
-        place,
+    uneven = [a for a in range(len(mesh_shape)) if not blocks.even(a)]
+    if uneven:
+        extra += ", blocks of " + ", ".join(
+            f"{blocks.counts(a).min()}-{blocks.counts(a).max()} points along {'xyz'[a]}"
+            for a in uneven
+        )
+    return (
         f"{decomposition} on a {shape_txt} mesh of {math.prod(mesh_shape)} "
-        f"{devs[0].platform} devices{extra}",
-        lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
+        f"{devs[0].platform} devices{extra}"
     )
 
 

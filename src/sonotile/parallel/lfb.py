@@ -20,6 +20,7 @@ import numpy as np
 from jax import lax
 
 from sonotile.model.problem import Problem
+from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver.operators import FourierOps
 
@@ -56,9 +57,14 @@ class LfbMeta:
     sizes: tuple
     overlap: int
     ndim: int
+    #: per split axis: real points of each block when the blocks differ (n % p != 0), else None
+    counts: tuple = ()
 
     def padded(self, a: int) -> bool:
         return a < len(self.names) and self.sizes[a] > 1
+
+    def uneven(self, a: int) -> bool:
+        return a < len(self.counts) and self.counts[a] is not None
 
 
 @jax.tree_util.register_pytree_node_class
@@ -98,13 +104,41 @@ class LfbOps:
         halo = jnp.concatenate(pieces, axis=a) if hops > 1 else pieces[0]
         return lax.slice_in_dim(halo, 0, ov, axis=a)
 
+    def _count(self, a: int):
+        """This block's real points along axis ``a`` (traced: it depends on the shard)."""
+        counts = jnp.asarray(self.meta.counts[a], jnp.int32)
+        return counts[lax.axis_index(self.meta.names[a])]
+
+    def _halo_uneven(self, f, a: int, side: int):
+        """:meth:`_halo` for blocks of different sizes: the ``overlap`` real points nearest to
+        this block, gathered over as many neighbours as the thinnest block needs."""
+        mt = self.meta
+        name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
+        b = f.shape[a]
+        counts = jnp.asarray(mt.counts[a], jnp.int32)
+        me = lax.axis_index(name)
+        hops = -(-ov // min(mt.counts[a]))
+        ks = range(hops, 0, -1) if side < 0 else range(1, hops + 1)  # in grid order
+        pieces = [lax.ppermute(f, name, [((i + side * k) % size, i) for i in range(size)])
+                  for k in ks]  # fmt: skip
+        real = jnp.concatenate([jnp.arange(b) < counts[(me + side * k) % size] for k in ks])
+        order = jnp.argsort(~real, stable=True)  # real points first, in grid order
+        first = jnp.sum(real) - ov if side < 0 else 0
+        pick = lax.dynamic_slice_in_dim(order, first, ov)
+        return jnp.take(jnp.concatenate(pieces, axis=a), pick, axis=a)
+
     def _halo_fast(self, f, a: int, side: int):
         mt = self.meta
         name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
         n = f.shape[a]
+        if mt.uneven(a) and ov > min(mt.counts[a]):
+            return self._halo_uneven(f, a, side)
         if ov > n:
             return self._halo(f, a, side)
-        if side < 0:  # my left halo = right edge of the left neighbour
+        if side < 0 and mt.uneven(a):  # the real end of the block (dead points after it)
+            edge = lax.dynamic_slice_in_dim(f, self._count(a) - ov, ov, axis=a)
+            perm = [(i, (i + 1) % size) for i in range(size)]
+        elif side < 0:  # my left halo = right edge of the left neighbour
             edge = lax.slice_in_dim(f, n - ov, n, axis=a)
             perm = [(i, (i + 1) % size) for i in range(size)]
         else:
@@ -116,13 +150,23 @@ class LfbOps:
         for a in range(len(self.meta.names)):
             if not self.meta.padded(a) or (axes is not None and a not in axes):
                 continue
-            f = jnp.concatenate([self._halo_fast(f, a, -1), f, self._halo_fast(f, a, +1)], axis=a)
+            left, right = self._halo_fast(f, a, -1), self._halo_fast(f, a, +1)
+            if not self.meta.uneven(a):
+                f = jnp.concatenate([left, f, right], axis=a)
+                continue
+            # [left halo | real points | right halo | zeros]: the right halo follows the real
+            # points (it overwrites the dead one); the box keeps one length on every shard
+            f = jnp.concatenate([left, f, jnp.zeros_like(right)], axis=a)
+            f = lax.dynamic_update_slice_in_dim(f, right, self.meta.overlap + self._count(a), a)
         return f
 
     def _window(self, f, axes=None):
         for a, b in enumerate(self.bells):
-            if b is not None and (axes is None or a in axes):
-                f = f * b
+            if b is None or (axes is not None and a not in axes):
+                continue
+            if self.meta.uneven(a):  # (full block, block one point short): this shard's bell
+                b = jnp.where(self._count(a) == f.shape[a] - 2 * self.meta.overlap, b[0], b[1])
+            f = f * b
         return f
 
     def _crop(self, f, axes=None):
@@ -162,23 +206,41 @@ class LfbOps:
         if not mt.padded(axis):
             return self.inner.unstagger(u, axis)
         size = mt.sizes[axis]
-        other = [b for b in range(mt.ndim) if b != axis and u.shape[b] % size == 0]
-        if other and self.unshift is not None:
-            b, name = other[-1], mt.names[axis]
-            v = lax.all_to_all(u, name, b, axis, tiled=True)
-            n = v.shape[axis]
+        if self.unshift is not None:
+            # another axis, cut into `size` pieces (zero-padded: each line shifts on its own)
+            b, name = max(c for c in range(mt.ndim) if c != axis), mt.names[axis]
+            nb = u.shape[b]
+            v = lax.all_to_all(resize(u, -(-nb // size) * size, b), name, b, axis, tiled=True)
+            if mt.uneven(axis):
+                v = compact(v, mt.counts[axis], axis)
             F = jnp.fft.rfft(v, axis=axis) * self.unshift[axis]
-            v = jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)
-            return lax.all_to_all(v, name, axis, b, tiled=True)
+            v = jnp.fft.irfft(F, n=v.shape[axis], axis=axis).astype(u.dtype)
+            if mt.uneven(axis):
+                v = expand(v, mt.counts[axis], axis)
+            return resize(lax.all_to_all(v, name, axis, b, tiled=True), nb, b)
         ax = (axis,)
         q = self._window(self._pad(u, ax), ax)
         return self._crop(self.inner.unstagger(q, axis), ax)
 
 
-def lfb_constants(problem: Problem, mesh_shape, overlap: int, bell_width: float, unstagger: bool):
+def _bell(n: int, overlap: int, width: float, axis: int, d: int, dtype) -> jax.Array:
+    """The bell of a block of ``n`` points, broadcastable along ``axis`` of a ``d``-D box."""
+    b = erf_bell(n, overlap, width)
+    shape = [1] * d
+    shape[axis] = b.shape[0]
+    return jnp.asarray(b.reshape(shape), dtype)
+
+
+def lfb_constants(
+    problem: Problem, blocks: Blocks, overlap: int, bell_width: float, unstagger: bool
+):
+    """Per-shard LFB operators: the padded box's :class:`FourierOps`, the bells (on uneven axes
+    the pair for a full block and a block one point short, zero-filled to the box), the
+    unstagger shifts, and the static layout."""
     g = problem.grid
+    mesh_shape = blocks.mesh_shape
     d, m = g.ndim, len(mesh_shape)
-    local = [n // mesh_shape[a] if a < m else n for a, n in enumerate(g.shape)]
+    local = blocks.local_shape
     padded = [n + 2 * overlap if a < m and mesh_shape[a] > 1 else n for a, n in enumerate(local)]
     s, med = problem.sources, problem.medium
     additive = (s.p is not None and s.p.mode == "additive") or any(
@@ -189,16 +251,22 @@ def lfb_constants(problem: Problem, mesh_shape, overlap: int, bell_width: float,
         alpha_power=med.alpha_power if med.absorption == "power_law" else None,
         source_filter=additive, unstagger=unstagger,
     )  # fmt: skip
-    bells = []
+    bells: list = []
     for a in range(d):
-        if a < m and mesh_shape[a] > 1:
-            b = erf_bell(local[a], overlap, bell_width)
-            shape = [1] * d
-            shape[a] = b.shape[0]
-            bells.append(jnp.asarray(b.reshape(shape), problem.dtype))
-        else:
+        if not (a < m and mesh_shape[a] > 1):
             bells.append(None)
-    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d)
+        elif blocks.even(a):
+            bells.append(_bell(local[a], overlap, bell_width, a, d, problem.dtype))
+        else:
+            full = _bell(local[a], overlap, bell_width, a, d, problem.dtype)
+            short = _bell(local[a] - 1, overlap, bell_width, a, d, problem.dtype)
+            pad = [(0, 0)] * d
+            pad[a] = (0, 1)
+            bells.append((full, jnp.pad(short, pad)))
+    counts = tuple(
+        None if blocks.even(a) else tuple(int(c) for c in blocks.counts(a)) for a in range(m)
+    )
+    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts)
     unshift = None
     if unstagger:
         cdtype = jnp.complex64 if problem.dtype == "float32" else jnp.complex128

@@ -15,6 +15,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from sonotile.parallel.blocks import Blocks
+
 try:  # jax >= 0.6
     from jax import shard_map as _shard_map
 
@@ -83,20 +85,15 @@ class ShardIndex:
 
 def local_index(points: np.ndarray, shape, mesh_shape):
     """Per-shard local indices ``(mesh..., Ns)`` per axis (OUT_OF_RANGE where not owned) and the
-    ownership mask ``(mesh..., Ns)``."""
-    m = len(mesh_shape)
-    block = [n // mesh_shape[a] if a < m else n for a, n in enumerate(shape)]
-    owner = [points[:, a] // block[a] for a in range(m)]
+    ownership mask ``(mesh..., Ns)``, for blocks of any size (:class:`Blocks`)."""
+    owner, local = Blocks(tuple(shape), tuple(mesh_shape)).owner(np.asarray(points))
     ns = points.shape[0]
     owned = np.zeros(tuple(mesh_shape) + (ns,), bool)
     for coords in np.ndindex(*mesh_shape):
-        ok = np.ones(ns, bool)
-        for a in range(m):
-            ok &= owner[a] == coords[a]
-        owned[coords] = ok
+        owned[coords] = np.all(owner == np.array(coords, np.int64), axis=1)
     idx = []
     for a in range(points.shape[1]):
-        loc = np.broadcast_to(points[:, a] % block[a], owned.shape)
+        loc = np.broadcast_to(local[:, a], owned.shape)
         idx.append(np.where(owned, loc, OUT_OF_RANGE).astype(np.int32))
     return tuple(idx), owned
 
@@ -105,22 +102,36 @@ def local_index(points: np.ndarray, shape, mesh_shape):
 # the decomposed run
 
 
-def global_array(x, sharding: NamedSharding, dtype=None) -> jax.Array:
+def global_array(x, sharding: NamedSharding, dtype=None, blocks: Blocks | None = None) -> jax.Array:
     """A global array with ``sharding`` whose shards each process makes from its own slices of
     ``x``: a host array, a device array, or anything sliceable with ``x[index]`` to numpy (e.g.
-    :class:`sonotile.kwave.layout.XyzView` over an HDF5 dataset, so that each process reads only its
-    hyperslabs)."""
-    if isinstance(x, jax.Array) and jax.process_count() == 1:
-        return jax.device_put(x if dtype is None else x.astype(dtype), sharding)
-    if isinstance(x, jax.Array):
-        x = np.asarray(x)
+    :class:`sonotile.kwave.layout.XyzView` over an HDF5 dataset, so that each process reads only
+    its hyperslabs). With uneven ``blocks`` the axes the sharding splits are padded
+    (:class:`Blocks`): ``x`` has the true shape, the result the padded one."""
     dt = np.dtype(dtype if dtype is not None else x.dtype)
     shape = tuple(x.shape)
+    spec = tuple(sharding.spec) + (None,) * (len(shape) - len(sharding.spec))
+    if blocks is not None and not blocks.all_even and shape:
+        padded = blocks.padded_shape_of(shape, tuple(s is not None for s in spec))
+    else:
+        padded = shape
+    if padded == shape:
+        if isinstance(x, jax.Array) and jax.process_count() == 1:
+            return jax.device_put(x if dtype is None else x.astype(dtype), sharding)
+        if isinstance(x, jax.Array):
+            x = np.asarray(x)
 
-    def piece(index):
-        return np.asarray(x[index] if shape else x, dt)
+        def piece(index):
+            return np.asarray(x[index] if shape else x, dt)
 
-    return jax.make_array_from_callback(shape, sharding, piece)
+        return jax.make_array_from_callback(shape, sharding, piece)
+    if isinstance(x, jax.Array):
+        x = np.asarray(x)
+
+    def padded_piece(index):
+        return blocks.read_padded(x, index, padded, dt)
+
+    return jax.make_array_from_callback(padded, sharding, padded_piece)
 
 
 def on_host():

@@ -20,6 +20,7 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from sonotile.model.problem import Problem
+from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver import plan as planmod
 from sonotile.solver.operators import FourierOps
@@ -32,8 +33,9 @@ class PencilMeta:
     shape: tuple  # global grid shape
     names: tuple  # mesh axis names, mesh axis j splits grid axis j in real space
     sizes: tuple  # mesh axis sizes
-    nh: int  # rfft length of the last axis
-    nh_pad: int  # ... padded to a multiple of the mesh size that splits it in k-space
+    klen: tuple  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
+    kpad: tuple  # ... padded to a multiple of the mesh size that splits it in k-space
+    blocks: Blocks  # real-space blocks (dead points of uneven axes)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -52,6 +54,16 @@ class PencilOps(FourierOps):
     def tree_unflatten(cls, meta, children):
         return cls(*children, meta=meta)
 
+    def _compact(self, F, a: int):
+        """Axis ``a`` made whole by a transpose: drop the dead points of uneven blocks."""
+        bl = self.meta.blocks
+        return F if bl.even(a) else compact(F, bl.counts(a), a)
+
+    def _expand(self, F, a: int):
+        """Inverse of :meth:`_compact`: zeros at the dead points."""
+        bl = self.meta.blocks
+        return F if bl.even(a) else expand(F, bl.counts(a), a)
+
     def _spec(self, f):
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
@@ -59,22 +71,18 @@ class PencilOps(FourierOps):
         for a in range(d - 2, m - 1, -1):
             F = jnp.fft.fft(F, axis=a)
         for j in range(m - 1, -1, -1):
-            if j + 1 == d - 1 and mt.nh_pad > mt.nh:
-                pad = [(0, 0)] * d
-                pad[d - 1] = (0, mt.nh_pad - mt.nh)
-                F = jnp.pad(F, pad)
+            F = resize(F, mt.kpad[j + 1], j + 1)
             F = lax.all_to_all(F, mt.names[j], j + 1, j, tiled=True)
-            F = jnp.fft.fft(F, axis=j)
+            F = jnp.fft.fft(self._compact(F, j), axis=j)
         return F
 
     def _back(self, F, like):
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         for j in range(m):
-            F = jnp.fft.ifft(F, axis=j)
+            F = self._expand(jnp.fft.ifft(F, axis=j), j)
             F = lax.all_to_all(F, mt.names[j], j, j + 1, tiled=True)
-            if j + 1 == d - 1 and mt.nh_pad > mt.nh:
-                F = lax.slice_in_dim(F, 0, mt.nh, axis=d - 1)
+            F = resize(F, mt.klen[j + 1], j + 1)
         for a in range(m, d - 1):
             F = jnp.fft.ifft(F, axis=a)
         return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
@@ -84,30 +92,31 @@ class PencilOps(FourierOps):
         d, m = len(mt.shape), len(mt.names)
         if axis >= m or mt.sizes[axis] == 1:
             return super().unstagger(u, axis)
-        name = mt.names[axis]
-        v = lax.all_to_all(u, name, d - 1, axis, tiled=True)  # make `axis` local
-        v = super().unstagger(v, axis)
-        return lax.all_to_all(v, name, axis, d - 1, tiled=True)
+        name, size, n_last = mt.names[axis], mt.sizes[axis], u.shape[d - 1]
+        v = resize(u, -(-n_last // size) * size, d - 1)  # zeros: each line shifts on its own
+        v = lax.all_to_all(v, name, d - 1, axis, tiled=True)  # make `axis` local
+        v = self._expand(super().unstagger(self._compact(v, axis), axis), axis)
+        return resize(lax.all_to_all(v, name, axis, d - 1, tiled=True), n_last, d - 1)
 
 
-def pencil_constants(problem: Problem, m: int, sizes: tuple, unstagger: bool):
+def pencil_constants(problem: Problem, blocks: Blocks, unstagger: bool):
     """Global spectral constants in the transposed, padded layout, and their specs."""
     g = problem.grid
     d = g.ndim
+    sizes = blocks.mesh_shape
+    m = len(sizes)
     full = planmod.spectral_ops(problem, unstagger=unstagger)
-    nh = g.shape[-1] // 2 + 1
-    nh_pad = nh
-    if m == d - 1:
-        q = sizes[d - 2]
-        nh_pad = -(-nh // q) * q
+    klen = tuple(g.shape[a] if a < d - 1 else g.shape[a] // 2 + 1 for a in range(d))
+    kpad = tuple(
+        -(-klen[a] // sizes[a - 1]) * sizes[a - 1] if 1 <= a <= m else klen[a] for a in range(d)
+    )
 
     def spectral(x):
         if x is None:
             return None, None
         x = np.asarray(x)
-        if x.shape[-1] == nh and nh_pad > nh:
-            pad = [(0, 0)] * d
-            pad[-1] = (0, nh_pad - nh)
+        pad = [(0, kpad[a] - n if n == klen[a] and a >= 1 else 0) for a, n in enumerate(x.shape)]
+        if any(p for _, p in pad):
             x = np.pad(x, pad)
         spec = P(*(AXIS_NAMES[a - 1] if 1 <= a <= m and x.shape[a] > 1 else None for a in range(d)))
         return x, spec
@@ -126,5 +135,5 @@ def pencil_constants(problem: Problem, m: int, sizes: tuple, unstagger: bool):
             a, s = spectral(kid)
             arrays.append(a)
             specs.append(s)
-    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), nh, nh_pad)
+    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks)
     return arrays, specs, meta

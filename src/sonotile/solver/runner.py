@@ -94,6 +94,9 @@ class Engine:
         describe: one line saying where it runs.
         lower: ``(carry, xs) -> jax.stages.Lowered`` of one chunk (for benchmarks: compiled
             memory, collectives in the program).
+        blocks: how whole fields are padded on the devices when the grid is cut into blocks of
+            different sizes (:class:`sonotile.parallel.blocks.Blocks`: ``to_true`` removes the
+            dead points), or None when device arrays have the grid's shape.
     """
 
     problem: Problem
@@ -105,6 +108,13 @@ class Engine:
     place: Callable
     describe: str = "single device"
     lower: Callable | None = None
+    blocks: object = None
+
+    def to_true(self, fields: dict) -> dict:
+        """Gathered whole fields (host arrays) in the grid's shape."""
+        if self.blocks is None:
+            return fields
+        return {k: self.blocks.to_true(v) for k, v in fields.items()}
 
 
 @dataclass(frozen=True)
@@ -290,7 +300,7 @@ def run_engine(
     emit_step0(raw0, engine.layout.start, rec)
     prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress)
     rs = advance(engine, rs, problem.grid.nt, rec, chunk=chunk, progress=prog)
-    final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, problem.grid.nt)
+    final = engine.to_true(sens.finish(rs.carry[1], rs.carry[0], engine.layout, problem.grid.nt))
     raw = rec.result() if isinstance(rec, ListRecorder) else {}
     return raw, final
 
