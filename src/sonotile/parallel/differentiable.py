@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from sonotile.model.problem import Problem
-from sonotile.parallel.engine import check_divisible
+from sonotile.parallel.blocks import Blocks
 from sonotile.parallel.lfb import LfbOps, lfb_constants
 from sonotile.parallel.mesh import AXIS_NAMES, ShardIndex, field_spec, local_index, make_mesh
 from sonotile.parallel.mesh import shard_map as smap
@@ -53,16 +53,22 @@ def _check(problem: Problem, decomposition: str, mesh_shape: tuple) -> None:
         raise ValueError("decomposed runs need a 2-D or 3-D grid")
     if m > (d - 1 if decomposition == "pencil" else d):
         raise ValueError(f"{decomposition}: mesh {mesh_shape} has too many axes for a {d}-D grid")
-    check_divisible(problem.grid.shape, mesh_shape, decomposition)
+    for a, p in enumerate(mesh_shape):  # uneven blocks: forward runs only (docs/decomposition.md)
+        if problem.grid.shape[a] % p:
+            raise ValueError(
+                f"{decomposition} gradients: grid axis {a} has {problem.grid.shape[a]} points, "
+                f"not divisible by mesh size {p} (differentiable runs need even blocks)"
+            )
 
 
 def _ops_parts(problem, decomposition, mesh_shape, overlap, bell_width, unstagger):
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     if decomposition == "pencil":
-        arrays, specs, meta = pencil_constants(problem, len(mesh_shape), mesh_shape, unstagger)
+        arrays, specs, meta = pencil_constants(problem, Blocks(problem.grid.shape, mesh_shape),
+                                               unstagger)  # fmt: skip
         return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)
     inner, bells, unshift, meta = lfb_constants(
-        problem, mesh_shape, int(overlap), float(bell_width), unstagger
+        problem, Blocks(problem.grid.shape, mesh_shape), int(overlap), float(bell_width), unstagger
     )
     arrays = (inner, bells, unshift)
     specs = jax.tree_util.tree_map(lambda _: P(), arrays)
