@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from sonotile import user_input
 from sonotile.model import checks
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, Grid, make_time
@@ -325,9 +326,17 @@ def build_problem(
     the PML is added outside it; sound speed and density are smoothed (maximum not restored)
     only when asked.
     """
+    try:
+        return _build(kgrid, medium, source, sensor, options)
+    except ProblemError as e:  # the solver layer's names -> the ones the user wrote
+        raise user_input.user_error(e) from None
+
+
+def _build(kgrid, medium, source, sensor, options) -> tuple[Problem, dict]:
     shape = tuple(kgrid.shape)
-    if source.p0 is not None and np.shape(source.p0) != shape:
-        raise ProblemError(f"source.p0: shape {np.shape(source.p0)}, expected {shape}")
+    user_input.check_medium(medium, shape)
+    user_input.check_sources(source, shape)
+    user_input.check_sensor(sensor, shape)
     if source.p0 is not None and options.smooth_p0:
         if not np.all(np.isfinite(source.p0)):
             raise ProblemError("source.p0: contains NaN or Inf")
@@ -343,6 +352,9 @@ def build_problem(
         if not np.all(np.isfinite(c)) or np.any(c <= 0):
             raise ProblemError("medium.sound_speed: must be finite and > 0")
         dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()))
+        if kgrid.dt is not None and kgrid.nt is None:  # k-Wave: the default end time, given dt
+            _, nt = make_time(shape, kgrid.spacing, kgrid.spacing[0] / kgrid.dt, float(c.min()),
+                              cfl=1.0)  # fmt: skip
         kgrid.dt = kgrid.dt or dt
         kgrid.nt = kgrid.nt or nt
     default = Pml.default(nd)
@@ -445,6 +457,8 @@ def simulate(
     accuracy: float = 1e-3,
     progress: bool | None = None,
     quiet: bool = False,
+    device=None,
+    devices=None,
 ) -> Results:
     """Run a simulation (k-Wave's ``kspaceFirstOrder1D/2D/3D``) on the default device.
 
@@ -453,7 +467,7 @@ def simulate(
         pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D).
         pml_alpha: PML absorption [Np per point] (default 2).
         pml_inside: PML inside the given grid (k-Wave's default) or added around it.
-        dtype: ``"float32"`` or ``"float64"`` (needs ``jax_enable_x64``).
+        dtype: ``"float32"`` or ``"float64"`` (JAX's 64-bit mode is switched on for the run).
         smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
             default; :func:`sonotile.model.filters.smooth`).
         smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
@@ -465,6 +479,8 @@ def simulate(
         accuracy: relative accuracy target for ``decomposition="auto"``.
         progress: print progress (default: when stderr is a terminal).
         quiet: do not print warnings or the memory estimate.
+        device: the one device to run on (a ``jax.Device``; default: JAX's default device).
+        devices: the devices of a decomposition (default: all).
 
     Returns:
         :class:`Results`.
@@ -472,6 +488,7 @@ def simulate(
     options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
+    notes += user_input.input_warnings(problem, tuple(sensor.record))
     for w in notes:
         warnings.warn(w, stacklevel=2)
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):
@@ -480,20 +497,43 @@ def simulate(
             f"sonotile: grid {problem.grid.shape}, {problem.grid.nt} steps, about {mb:.0f} MB",
             file=sys.stderr,
         )
+    raw, final = _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device,
+                      devices)  # fmt: skip
+    data = shape_results(problem, raw, final, mapping["crop"])
+    t = np.arange(problem.sensor.start, problem.grid.nt) * problem.grid.dt  # recorded steps
+    return Results(data, problem.grid, t, mapping["points"], notes)
+
+
+def _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device, devices):
+    """Run on the device(s) asked for; float64 runs switch JAX's 64-bit mode on for the run."""
+    import contextlib
+
+    import jax
+
     from sonotile.solver import runner
 
-    if decomposition == "single":
-        engine = runner.single_engine(problem)
-    else:
+    x64 = contextlib.nullcontext()
+    if problem.dtype == "float64" and not jax.config.jax_enable_x64:
+        x64 = jax.enable_x64(True)
+    with x64:
+        if decomposition == "single":
+            if devices is not None and len(devices) > 1:
+                raise ValueError(
+                    f"devices: {len(devices)} devices for decomposition 'single'; choose "
+                    "pencil, lfb or auto, or pass device="
+                )
+            dev = device if device is not None else (devices[0] if devices else None)
+            ctx = jax.default_device(dev) if dev is not None else contextlib.nullcontext()
+            with ctx:
+                return runner.run_engine(runner.single_engine(problem), progress=progress)
         from sonotile.parallel.engine import engine_for
 
-        engine, reason = engine_for(problem, decomposition, mesh, overlap, accuracy=accuracy)
+        engine, reason = engine_for(
+            problem, decomposition, mesh, overlap, accuracy=accuracy, devices=devices
+        )
         if not quiet:
             print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
-    raw, final = runner.run_engine(engine, progress=progress)
-    data = shape_results(problem, raw, final, mapping["crop"])
-    t = np.arange(problem.grid.nt) * problem.grid.dt
-    return Results(data, problem.grid, t, mapping["points"], notes)
+        return runner.run_engine(engine, progress=progress)
 
 
 def shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict:

@@ -30,7 +30,10 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:  # a usage error: say what there is, on stderr
+        print(usage(), file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
         print(usage())
         return 0
     if argv[0] == "--version":
@@ -41,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(usage(), file=sys.stderr)
-        print(f"sonotile: error: unknown command '{name}'", file=sys.stderr)
+        from sonotile.cliargs import closest
+
+        print(f"sonotile: error: unknown command '{name}'{closest(name, list(COMMANDS))}",
+              file=sys.stderr)  # fmt: skip
         return 2
     import importlib
 

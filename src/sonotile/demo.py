@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from sonotile.cliargs import Parser
+
 
 def setup(n: int = 128):
     """The demo problem on an ``n x 0.8n x 0.8n`` grid (0.1875 mm spacing at n = 128)."""
@@ -63,7 +65,7 @@ def setup(n: int = 128):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="sonotile demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from sonotile.cliargs import Parser
 from sonotile.model.problem import staggered_density
 
 CASES = {
@@ -360,7 +361,7 @@ def spread(xs: list[float]) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sonotile bench", description=__doc__.split("\n")[0])
+    p = Parser(prog="sonotile bench", description=__doc__.split("\n")[0])
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
     p.add_argument("--steps", type=int, default=50, help="time steps per run (default 50)")
     p.add_argument(

@@ -23,6 +23,8 @@ import sys
 import time
 from contextlib import contextmanager
 
+from sonotile.cliargs import Parser
+
 ITEM = {"f32": 4, "f64": 8, "c64": 8, "c128": 16, "s32": 4, "u32": 4, "pred": 1}
 _SHAPE = re.compile(r"(f32|f64|c64|c128|s32|u32|pred)\[([0-9,]*)\]")
 _COLL = re.compile(
@@ -357,7 +359,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="sonotile bench --decompositions",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -67,6 +67,13 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # k-Wave prints usage and exits 1
+        unknown = message.split("unrecognized arguments: ")
+        if len(unknown) == 2:
+            from sonotile.cliargs import closest
+
+            word = unknown[1].split()[0]
+            flags = [s for a in self._actions for s in a.option_strings]
+            message = f"unknown option {word}{closest(word, flags)}"
         raise UsageError(message)
 
 

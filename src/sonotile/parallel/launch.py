@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from sonotile.cliargs import Parser
 from sonotile.parallel.distributed import (
     ENV_COORDINATOR,
     ENV_LOCAL_DEVICES,
@@ -41,7 +42,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="sonotile launch",
         description="Run N local processes of one JAX job (sonotile-kwave, Python scripts ...).",
         usage="sonotile launch -n N [--cpu_devices K] [--timeout S] -- <command ...>",
