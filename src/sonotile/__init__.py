@@ -30,7 +30,7 @@ from sonotile.model.signals import create_cw_signals, extract_amp_phase, tone_bu
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
-    "make_simulator",
+    "make_simulator", "load_input", "load_results",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
@@ -45,6 +45,10 @@ def __getattr__(name: str):
         from sonotile.batch.many import simulate_many
 
         return simulate_many
+    if name in ("load_input", "load_results"):
+        from sonotile import results_io
+
+        return getattr(results_io, name)
     if name == "make_simulator":
         from sonotile.differentiable import make_simulator
 

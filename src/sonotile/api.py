@@ -169,6 +169,15 @@ class Results:
     t: np.ndarray
     sensor_points: np.ndarray | None
     warnings: list = field(default_factory=list)
+    inputs: tuple | None = None  # (kgrid, medium, source, sensor) as given to simulate
+    options: dict = field(default_factory=dict)  # simulate's keyword options
+
+    def save(self, path: str) -> None:
+        """Write every quantity with its unit, and the input, to an HDF5 file that
+        :func:`sonotile.load_input` reads back for a re-run (see :mod:`sonotile.results_io`)."""
+        from sonotile.results_io import save_results
+
+        save_results(path, self, self.inputs, self.options)
 
     def __getitem__(self, k: str):
         return self.data[k]
@@ -501,7 +510,10 @@ def simulate(
                       devices)  # fmt: skip
     data = shape_results(problem, raw, final, mapping["crop"])
     t = np.arange(problem.sensor.start, problem.grid.nt) * problem.grid.dt  # recorded steps
-    return Results(data, problem.grid, t, mapping["points"], notes)
+    opts = dict(pml_size=pml_size, pml_alpha=pml_alpha, pml_inside=pml_inside, dtype=dtype,
+                smooth_p0=smooth_p0, smooth_c0=smooth_c0, smooth_rho0=smooth_rho0)  # fmt: skip
+    inputs = (kgrid, medium, source, sensor)
+    return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
 
 
 def _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device, devices):

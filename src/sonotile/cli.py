@@ -16,6 +16,7 @@ COMMANDS = {
     ),
     "bench": ("sonotile.bench.inprocess", "throughput, compile time and memory benchmarks"),
     "batch": ("sonotile.batch.cli", "many k-Wave input files at once, on subsets of the devices"),
+    "plot": ("sonotile.plot", "figures of a result or k-Wave output file (PNG)"),
     "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
     "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),
 }
