@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0
     if argv[0] == "--version":
-        from sonotile import __version__
+        from sonotile.version import __version__
 
         print(f"sonotile {__version__}")
         return 0

@@ -79,7 +79,7 @@ def save_results(path: str, res, inputs: tuple | None = None, options: dict | No
     tmp = path + ".sonotile-partial"
     try:
         with h5py.File(tmp, "w") as f:
-            from sonotile import __version__
+            from sonotile.version import __version__
 
             f.attrs["format"], f.attrs["version"] = FORMAT, 1
             f.attrs["created_by"] = f"sonotile {__version__}"

@@ -358,7 +358,7 @@ def measure(
     }  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> Parser:
     ap = Parser(
         prog="sonotile bench --decompositions",
         description=__doc__,
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
-        "--cpu-devices",
+        "--cpu_devices",
         type=int,
         default=8,
         help="virtual CPU devices when JAX is not yet started (default 8)",
@@ -381,7 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overlap", type=int, default=16)
     ap.add_argument("--json", default="bench-decompositions.json")
     ap.add_argument("--bytes-only", action="store_true", help="skip the timings")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     if "jax" not in sys.modules:
         import os
 
@@ -408,11 +412,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['bytes_sent_per_device_per_step'] / 1e6:8.2f} "
               f"{r['bytes_predicted'] / 1e6:8.2f}")  # fmt: skip
     model = model_rows(overlap=a.overlap)
-    print("\nmodel, 1024^3 absorbing step, MB sent per device per step:")
-    for m in model:
-        print(f"  {m['devices']:4d} devices  pencil {m['pencil_mesh']} {m['pencil_MB']:9.1f}   "
-              f"lfb {m['lfb_mesh']} {m['lfb_MB']:8.1f}   pencil/lfb {m['ratio']:5.1f}   "
-              f"lfb work x{m['lfb_work']:.2f}")  # fmt: skip
+    _print_model(model)
     with open(a.json, "w") as f:
         json.dump(
             {"size": a.size, "devices": len(jax.devices()), "runs": rows, "model": model},
@@ -422,6 +422,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"written {a.json}")
     return 0
+
+
+def _print_model(model: list) -> None:
+    print("\nmodel, 1024^3 absorbing step, MB sent per device per step:")
+    for m in model:
+        print(f"  {m['devices']:4d} devices  pencil {m['pencil_mesh']} {m['pencil_MB']:9.1f}   "
+              f"lfb {m['lfb_mesh']} {m['lfb_MB']:8.1f}   pencil/lfb {m['ratio']:5.1f}   "
+              f"lfb work x{m['lfb_work']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ import os
 import sys
 import time
 
-from sonotile import __version__
 from sonotile.runtime import configure_cpu_devices, configure_threads
+from sonotile.version import __version__
 
 OUTPUT_FLAGS = {
     "p_raw": "p", "p_rms": "p_rms", "p_max": "p_max", "p_min": "p_min",

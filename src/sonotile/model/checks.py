@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from sonotile.model.absorption import absorption_factors
 from sonotile.model.lazy import is_lazy
 from sonotile.model.problem import Problem
 
@@ -38,8 +39,6 @@ def stability_warnings(problem: Problem) -> list[str]:
     if m.c_ref < c_max:
         limit = 2 / (m.c_ref * k_max) * math.asin(m.c_ref / c_max)
     if m.absorption == "stokes":
-        from sonotile.solver.plan import absorption_factors
-
         tau, _ = absorption_factors(m.c0, m.alpha_coeff, m.alpha_power)
         tau_max = float(np.max(np.abs(tau)))
         if tau_max > 0:

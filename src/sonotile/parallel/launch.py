@@ -151,26 +151,7 @@ def launch(
                 )
                 t.start()
                 pumps.append(t)
-        t0 = time.monotonic()
-        status = 0
-        while True:
-            codes = [p.poll() for p in procs]
-            bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if bad:
-                rank, code = bad[0]
-                status = _status(code)
-                if any(c is None for c in codes):
-                    say(f"process {rank} exited with status {status}; stopping the others")
-                terminate(procs)
-                break
-            if all(c == 0 for c in codes):
-                break
-            if timeout is not None and time.monotonic() - t0 > timeout:
-                say(f"timeout after {timeout:g} s; stopping all processes")
-                terminate(procs)
-                status = 124
-                break
-            time.sleep(0.05)
+        status = _watch(procs, timeout, say)
         for t in pumps:
             t.join(timeout=2.0)
         return status
@@ -179,6 +160,29 @@ def launch(
             terminate(procs)
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _watch(procs: list, timeout: float | None, say) -> int:
+    """Wait for the processes: all succeed (0), one fails (its status; the others are stopped)
+    or the time runs out (124)."""
+    t0 = time.monotonic()
+    while True:
+        codes = [p.poll() for p in procs]
+        bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+        if bad:
+            rank, code = bad[0]
+            status = _status(code)
+            if any(c is None for c in codes):
+                say(f"process {rank} exited with status {status}; stopping the others")
+            terminate(procs)
+            return status
+        if all(c == 0 for c in codes):
+            return 0
+        if timeout is not None and time.monotonic() - t0 > timeout:
+            say(f"timeout after {timeout:g} s; stopping all processes")
+            terminate(procs)
+            return 124
+        time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> int:
