@@ -84,10 +84,9 @@ class Settings:
         def flag(name: str, default: bool) -> bool:
             return env.get(name, "1" if default else "0") not in ("0", "", "false", "no")
 
-        d = cls.__dataclass_fields__
-        values = dict(
-            fft=env.get("SONOTILE_FFT", d["fft"].default),
-            fftw_plan=env.get("SONOTILE_FFTW_PLAN", d["fftw_plan"].default),
+        values: dict[str, object] = dict(
+            fft=env.get("SONOTILE_FFT", "auto"),
+            fftw_plan=env.get("SONOTILE_FFTW_PLAN", "measure"),
             fftw_pool=flag("SONOTILE_FFTW_POOL", True),
             fftw_fused=flag("SONOTILE_FFTW_FUSED", True),
             fftw_grouped=flag("SONOTILE_FFTW_GROUP", False),
@@ -97,7 +96,7 @@ class Settings:
             malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
         )
         values.update(overrides)
-        return cls(**values)
+        return cls(**values)  # type: ignore[arg-type]  # checked in __post_init__
 
     def fft_mode(self) -> str:
         """The FFTW options that change compiled programs, as a static tag (``fused``,

@@ -96,7 +96,7 @@ def enable() -> None:
     _done.append("cache")
     import jax
 
-    if jax.config.jax_compilation_cache_dir:
+    if getattr(jax.config, "jax_compilation_cache_dir", None):
         return
     try:
         os.makedirs(cache_path(), exist_ok=True)

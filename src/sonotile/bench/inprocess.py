@@ -494,7 +494,10 @@ def main(argv: list[str] | None = None) -> int:
         from sonotile.bench import scaling
 
         return scaling.main(argv[1:])
-    if argv[:1] in (["--whole-run"], ["--whole_run"]):  # complete sonotile-kwave and k-Wave processes, differenced
+    if argv[:1] in (
+        ["--whole-run"],
+        ["--whole_run"],
+    ):  # complete sonotile-kwave and k-Wave processes, differenced
         from sonotile.bench import whole as bench_whole
 
         return bench_whole.main(argv[1:])

@@ -69,10 +69,10 @@ def find_library() -> tuple[str, str | None] | None:
         spec = None
     if spec is not None and spec.origin:
         libs = os.path.join(os.path.dirname(os.path.dirname(spec.origin)), "pyfftw.libs")
-        main = [p for p in glob.glob(os.path.join(libs, "libfftw3f-*.so*"))]
+        found = glob.glob(os.path.join(libs, "libfftw3f-*.so*"))
         thr = glob.glob(os.path.join(libs, "libfftw3f_omp-*.so*"))
-        if main:
-            return main[0], (thr[0] if thr else None)
+        if found:
+            return found[0], (thr[0] if thr else None)
     return None
 
 

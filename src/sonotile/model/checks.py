@@ -30,7 +30,7 @@ def stability_warnings(problem: Problem) -> list[str]:
     flagged as inaccurate.
     """
     g, m = problem.grid, problem.medium
-    out = []
+    out: list[str] = []
     if is_lazy(m.c0) or is_lazy(m.alpha_coeff):
         return out  # fields read per process (distributed run): no whole-field extremes here
     c_max = float(np.max(m.c0))
