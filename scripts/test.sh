@@ -13,4 +13,5 @@ if ! command -v mpirun >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; th
         || echo "test.sh: could not install openmpi-bin; the mpirun test will be skipped" >&2
 fi
 .venv/bin/ruff check src tests
+.venv/bin/mypy  # the lower layers' types (pyproject.toml [tool.mypy])
 .venv/bin/python -m pytest -q "$@"

@@ -1,11 +1,5 @@
 """sonotile: nonlinear ultrasound in tissue with k-Wave's k-space pseudospectral method on JAX."""
 
-__version__ = "0.1.0"
-
-from sonotile.runtime import set_xla_flags  # noqa: E402
-
-set_xla_flags()  # before JAX creates its CPU client
-
 from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simulate  # noqa: E402
 from sonotile.model.array import KWaveArray  # noqa: E402
 from sonotile.model.geometry import (  # noqa: E402
@@ -27,10 +21,11 @@ from sonotile.model.geometry import (  # noqa: E402
     make_sphere,
 )
 from sonotile.model.signals import create_cw_signals, extract_amp_phase, tone_burst  # noqa: E402
+from sonotile.version import __version__
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
-    "make_simulator",
+    "make_simulator", "load_input", "load_results",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
@@ -45,6 +40,10 @@ def __getattr__(name: str):
         from sonotile.batch.many import simulate_many
 
         return simulate_many
+    if name in ("load_input", "load_results"):
+        from sonotile import results_io
+
+        return getattr(results_io, name)
     if name == "make_simulator":
         from sonotile.differentiable import make_simulator
 

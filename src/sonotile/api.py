@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from sonotile import user_input
 from sonotile.model import checks
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, Grid, make_time
@@ -168,6 +169,15 @@ class Results:
     t: np.ndarray
     sensor_points: np.ndarray | None
     warnings: list = field(default_factory=list)
+    inputs: tuple | None = None  # (kgrid, medium, source, sensor) as given to simulate
+    options: dict = field(default_factory=dict)  # simulate's keyword options
+
+    def save(self, path: str) -> None:
+        """Write every quantity with its unit, and the input, to an HDF5 file that
+        :func:`sonotile.load_input` reads back for a re-run (see :mod:`sonotile.results_io`)."""
+        from sonotile.results_io import save_results
+
+        save_results(path, self, self.inputs, self.options)
 
     def __getitem__(self, k: str):
         return self.data[k]
@@ -214,74 +224,90 @@ def _signal(sig, n_points: int, name: str) -> np.ndarray:
     return s.T
 
 
-def scale_sources(src: KSource, grid: Grid, c0, shape: tuple) -> Sources:
-    """k-Wave's ``scaleSourceTerms``: pressure to density units per split component, additive
-    velocity to the injected increment."""
+def _scaled(sig: np.ndarray, scale: np.ndarray, c0) -> np.ndarray:
+    """A signal ``(Nt,)`` or ``(Nt, Nsrc)`` times a per-point ``scale`` ``(Nsrc,)``."""
+    if sig.ndim == 1 and np.ndim(c0) > 0:
+        return sig[:, None] * scale[None, :]
+    return sig * (scale if sig.ndim == 2 else scale[0])
+
+
+def _mode(mode: str, name: str) -> str:
+    if mode not in MODES:
+        raise ProblemError(f"{name} = {mode!r}: expected one of {list(MODES)}")
+    return MODES[mode]
+
+
+def _pressure_source(src: KSource, grid: Grid, c0, shape: tuple) -> MaskSource | None:
+    """``p`` in density units per split component (k-Wave's ``scaleSourceTerms``)."""
+    if src.p is None:
+        return None
+    if src.p_mask is None:
+        raise ProblemError("source.p given without source.p_mask")
     d, dt, dx = grid.ndim, grid.dt, grid.spacing
-    p = None
-    if src.p is not None:
-        if src.p_mask is None:
-            raise ProblemError("source.p given without source.p_mask")
-        idx = mask_points(src.p_mask, shape, "source.p_mask")
-        mode = MODES.get(src.p_mode)
-        if mode is None:
-            raise ProblemError(f"source.p_mode = {src.p_mode!r}: expected one of {list(MODES)}")
-        sig = _signal(src.p, idx.shape[0], "source.p")
-        c = _at(c0, idx)
-        scale = 1 / (d * c**2) if mode == "dirichlet" else 2 * dt / (d * c * dx[0])
-        sig = (
-            sig[:, None] * scale[None, :]
-            if (sig.ndim == 1 and np.ndim(c0) > 0)
-            else (sig * (scale if sig.ndim == 2 else scale[0]))
-        )
-        p = MaskSource(idx, sig, mode, "source.p")
-    u = []
-    comps = (src.ux, src.uy, src.uz)[:d]
-    if any(v is not None for v in comps):
-        if src.u_mask is None:
-            raise ProblemError("source.ux/uy/uz given without source.u_mask")
-        idx = mask_points(src.u_mask, shape, "source.u_mask")
-        mode = MODES.get(src.u_mode)
-        if mode is None:
-            raise ProblemError(f"source.u_mode = {src.u_mode!r}: expected one of {list(MODES)}")
-        c = _at(c0, idx)
-        for ax, v in enumerate(comps):
-            if v is None:
-                u.append(None)
-                continue
-            sig = _signal(v, idx.shape[0], f"source.u{AXES[ax]}")
-            if mode != "dirichlet":
-                scale = 2 * c * dt / dx[ax]
-                sig = (
-                    sig[:, None] * scale[None, :]
-                    if (sig.ndim == 1 and np.ndim(c0) > 0)
-                    else (sig * (scale if sig.ndim == 2 else scale[0]))
-                )
-            u.append(MaskSource(idx, sig, mode, f"source.u{AXES[ax]}"))
+    idx = mask_points(src.p_mask, shape, "source.p_mask")
+    mode = _mode(src.p_mode, "source.p_mode")
+    c = _at(c0, idx)
+    scale = 1 / (d * c**2) if mode == "dirichlet" else 2 * dt / (d * c * dx[0])
+    sig = _signal(src.p, idx.shape[0], "source.p")
+    return MaskSource(idx, _scaled(sig, scale, c0), mode, "source.p")
+
+
+def _velocity_sources(src: KSource, grid: Grid, c0, shape: tuple) -> list:
+    """``ux``/``uy``/``uz``: additive ones as the injected increment ``2 c dt / dx``."""
+    d, dt, dx = grid.ndim, grid.dt, grid.spacing
     for ax, v in enumerate((src.ux, src.uy, src.uz)[d:]):
         if v is not None:
             raise ProblemError(f"source.u{AXES[d + ax]} given for a {d}-D grid")
-    transducer = None
-    if src.transducer_mask is not None or src.transducer_signal is not None:
-        if src.transducer_mask is None or src.transducer_signal is None:
-            raise ProblemError("source.transducer_mask and source.transducer_signal go together")
-        idx = mask_points(src.transducer_mask, shape, "source.transducer_mask")
-        delays = (
-            np.zeros(idx.shape[0], np.int64)
-            if src.transducer_delays is None
-            else np.asarray(src.transducer_delays)
+    comps = (src.ux, src.uy, src.uz)[:d]
+    if all(v is None for v in comps):
+        return []
+    if src.u_mask is None:
+        raise ProblemError("source.ux/uy/uz given without source.u_mask")
+    idx = mask_points(src.u_mask, shape, "source.u_mask")
+    mode = _mode(src.u_mode, "source.u_mode")
+    c = _at(c0, idx)
+    out: list = []
+    for ax, v in enumerate(comps):
+        if v is None:
+            out.append(None)
+            continue
+        sig = _signal(v, idx.shape[0], f"source.u{AXES[ax]}")
+        if mode != "dirichlet":
+            sig = _scaled(sig, 2 * c * dt / dx[ax], c0)
+        out.append(MaskSource(idx, sig, mode, f"source.u{AXES[ax]}"))
+    return out
+
+
+def _transducer_source(src: KSource, grid: Grid, c0, shape: tuple) -> TransducerSource | None:
+    if src.transducer_mask is None and src.transducer_signal is None:
+        return None
+    if src.transducer_mask is None or src.transducer_signal is None:
+        raise ProblemError("source.transducer_mask and source.transducer_signal go together")
+    idx = mask_points(src.transducer_mask, shape, "source.transducer_mask")
+    delays = src.transducer_delays
+    delays = np.zeros(idx.shape[0], np.int64) if delays is None else np.asarray(delays)
+    if delays.shape != (idx.shape[0],) or not np.issubdtype(delays.dtype, np.integer):
+        raise ProblemError(
+            f"source.transducer_delays: expected {idx.shape[0]} integer delays [steps], "
+            f"got {delays.shape} {delays.dtype}"
         )
-        if delays.shape != (idx.shape[0],) or not np.issubdtype(delays.dtype, np.integer):
-            raise ProblemError(
-                f"source.transducer_delays: expected {idx.shape[0]} integer delays [steps], "
-                f"got {delays.shape} {delays.dtype}"
-            )
-        c = float(np.max(c0)) if np.ndim(c0) > 0 else float(c0)
-        if np.ndim(c0) > 0 and not np.allclose(_at(c0, idx), c):
-            raise ProblemError("source.transducer: sound speed must be uniform over its points")
-        sig = np.asarray(src.transducer_signal, dtype=np.float64).reshape(-1) * (2 * c * dt / dx[0])
-        transducer = TransducerSource(idx, sig, delays)
-    return Sources(p0=src.p0, p=p, u=tuple(u), transducer=transducer)
+    c = float(np.max(c0)) if np.ndim(c0) > 0 else float(c0)
+    if np.ndim(c0) > 0 and not np.allclose(_at(c0, idx), c):
+        raise ProblemError("source.transducer: sound speed must be uniform over its points")
+    scale = 2 * c * grid.dt / grid.spacing[0]
+    sig = np.asarray(src.transducer_signal, dtype=np.float64).reshape(-1) * scale
+    return TransducerSource(idx, sig, delays)
+
+
+def scale_sources(src: KSource, grid: Grid, c0, shape: tuple) -> Sources:
+    """k-Wave's ``scaleSourceTerms``: pressure to density units per split component, additive
+    velocity to the injected increment."""
+    return Sources(
+        p0=src.p0,
+        p=_pressure_source(src, grid, c0, shape),
+        u=tuple(_velocity_sources(src, grid, c0, shape)),
+        transducer=_transducer_source(src, grid, c0, shape),
+    )
 
 
 def _smoothed(v, shape: tuple, on: bool, name: str):
@@ -325,9 +351,17 @@ def build_problem(
     the PML is added outside it; sound speed and density are smoothed (maximum not restored)
     only when asked.
     """
+    try:
+        return _build(kgrid, medium, source, sensor, options)
+    except ProblemError as e:  # the solver layer's names -> the ones the user wrote
+        raise user_input.user_error(e) from None
+
+
+def _build(kgrid, medium, source, sensor, options) -> tuple[Problem, dict]:
     shape = tuple(kgrid.shape)
-    if source.p0 is not None and np.shape(source.p0) != shape:
-        raise ProblemError(f"source.p0: shape {np.shape(source.p0)}, expected {shape}")
+    user_input.check_medium(medium, shape)
+    user_input.check_sources(source, shape)
+    user_input.check_sensor(sensor, shape)
     if source.p0 is not None and options.smooth_p0:
         if not np.all(np.isfinite(source.p0)):
             raise ProblemError("source.p0: contains NaN or Inf")
@@ -337,51 +371,12 @@ def build_problem(
         sound_speed=_smoothed(medium.sound_speed, shape, options.smooth_c0, "medium.sound_speed"),
         density=_smoothed(medium.density, shape, options.smooth_rho0, "medium.density"),
     )
-    nd = len(shape)
-    if kgrid.dt is None or kgrid.nt is None:
-        c = np.asarray(medium.sound_speed, dtype=np.float64)
-        if not np.all(np.isfinite(c)) or np.any(c <= 0):
-            raise ProblemError("medium.sound_speed: must be finite and > 0")
-        dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()))
-        kgrid.dt = kgrid.dt or dt
-        kgrid.nt = kgrid.nt or nt
-    default = Pml.default(nd)
-    size = (
-        default.size
-        if options.pml_size is None
-        else (
-            (int(options.pml_size),) * nd
-            if np.isscalar(options.pml_size)
-            else tuple(options.pml_size)
-        )
-    )
-    a = options.pml_alpha
-    alpha = (float(a),) * nd if np.isscalar(a) else tuple(a)
-    pad = [(0, 0)] * nd if options.pml_inside else [(s, s) for s in size]
+    _time_axis(kgrid, medium)
+    pml = _pml(options, len(shape))
+    pad = [(0, 0)] * len(shape) if options.pml_inside else [(s, s) for s in pml.size]
     full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
     grid = Grid(full, kgrid.spacing, kgrid.dt, kgrid.nt)
-
-    c0 = _pad(medium.sound_speed, pad, "edge")
-    absorbing = medium.alpha_coeff is not None and np.any(np.asarray(medium.alpha_coeff) != 0)
-    mode = "lossless"
-    if absorbing:
-        mode = "stokes" if medium.alpha_mode == "stokes" else "power_law"
-        if medium.alpha_mode not in (None, "no_dispersion", "stokes"):
-            raise ProblemError(
-                f"medium.alpha_mode = {medium.alpha_mode!r}: expected None, "
-                "'no_dispersion' or 'stokes'"
-            )
-    m = Medium(
-        c0=c0,
-        rho0=_pad(medium.density, pad, "edge"),
-        grid=grid,
-        c_ref=medium.sound_speed_ref,
-        bona=_pad(medium.BonA, pad, "edge"),
-        alpha_coeff=_pad(medium.alpha_coeff, pad, "edge") if absorbing else None,
-        alpha_power=medium.alpha_power if absorbing else None,
-        absorption=mode,
-        dispersion=medium.alpha_mode != "no_dispersion",
-    )
+    m = _medium(medium, grid, pad)
     padded = replace(
         source,
         **{
@@ -391,33 +386,81 @@ def build_problem(
         },
     )
     sources = scale_sources(padded, grid, m.c0, full)
-    offset = np.array([a for a, _ in pad])
-    record = tuple(sensor.record)
+    sens, points = _sensor(sensor, shape, np.array([a for a, _ in pad]))
+    problem = Problem(grid, m, sources, sens, pml, dtype=options.dtype)
+    crop = tuple(slice(a, n - b) for (a, b), n in zip(pad, full))
+    return problem, {"crop": crop, "points": points}
+
+
+def _time_axis(kgrid: KWaveGrid, medium: KWaveMedium) -> None:
+    """k-Wave's default ``dt`` (CFL 0.3) and ``Nt`` (time to cross the diagonal at the
+    slowest sound speed) where the grid has none; a given ``dt`` keeps that end time."""
+    if kgrid.dt is not None and kgrid.nt is not None:
+        return
+    shape = tuple(kgrid.shape)
+    c = np.asarray(medium.sound_speed, dtype=np.float64)
+    if not np.all(np.isfinite(c)) or np.any(c <= 0):
+        raise ProblemError("medium.sound_speed: must be finite and > 0")
+    dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()))
+    if kgrid.dt is not None:
+        _, nt = make_time(shape, kgrid.spacing, kgrid.spacing[0] / kgrid.dt, float(c.min()),
+                          cfl=1.0)  # fmt: skip
+    kgrid.dt = kgrid.dt or dt
+    kgrid.nt = kgrid.nt or nt
+
+
+def _pml(options: Options, nd: int) -> Pml:
+    size = options.pml_size
+    if size is None:
+        size = Pml.default(nd).size
+    elif np.isscalar(size):
+        size = (int(size),) * nd
+    a = options.pml_alpha
+    return Pml(tuple(size), (float(a),) * nd if np.isscalar(a) else tuple(a))
+
+
+def _medium(medium: KWaveMedium, grid: Grid, pad: list) -> Medium:
+    """The solver's medium on the (possibly PML-padded) grid."""
+    absorbing = medium.alpha_coeff is not None and np.any(np.asarray(medium.alpha_coeff) != 0)
+    if absorbing and medium.alpha_mode not in (None, "no_dispersion", "stokes"):
+        raise ProblemError(
+            f"medium.alpha_mode = {medium.alpha_mode!r}: expected None, 'no_dispersion' or 'stokes'"
+        )
+    mode = ("stokes" if medium.alpha_mode == "stokes" else "power_law") if absorbing else "lossless"
+    return Medium(
+        c0=_pad(medium.sound_speed, pad, "edge"),
+        rho0=_pad(medium.density, pad, "edge"),
+        grid=grid,
+        c_ref=medium.sound_speed_ref,
+        bona=_pad(medium.BonA, pad, "edge"),
+        alpha_coeff=_pad(medium.alpha_coeff, pad, "edge") if absorbing else None,
+        alpha_power=medium.alpha_power if absorbing else None,
+        absorption=mode,
+        dispersion=medium.alpha_mode != "no_dispersion",
+    )
+
+
+def _sensor(sensor: KSensor, shape: tuple, offset: np.ndarray) -> tuple[Sensor, np.ndarray | None]:
+    """The solver's sensor (indices shifted by an outside PML) and the user's points."""
+    nd, record, start = len(shape), tuple(sensor.record), sensor.record_start_index - 1
     if sensor.corners is not None:
         cub = np.array([[lo, hi] for lo, hi in sensor.corners], dtype=np.int64)
         if cub.ndim != 3 or cub.shape[2] != nd or np.any(cub < 0) or np.any(cub >= shape):
             raise ProblemError(
                 f"sensor.corners: expected (lo, hi) pairs of {nd} indices inside the grid {shape}"
             )
-        cub = cub + offset
-        sens = Sensor(cuboids=cub, record=record, start=sensor.record_start_index - 1)
-        points = None
-    elif sensor.points is not None:
+        return Sensor(cuboids=cub + offset, record=record, start=start), None
+    if sensor.points is not None:
         points = np.asarray(sensor.points)
         if points.ndim != 2 or points.shape[1] != nd:
             raise ProblemError(f"sensor.points: shape {points.shape}, expected (N, {nd})")
         if np.any(points < 0) or np.any(points >= np.array(shape)):
             raise ProblemError(f"sensor.points: a point lies outside the grid {shape}")
-        sens = Sensor(index=points + offset, record=record, start=sensor.record_start_index - 1)
     elif sensor.mask is not None:
         points = mask_points(sensor.mask, shape, "sensor.mask")
-        sens = Sensor(index=points + offset, record=record, start=sensor.record_start_index - 1)
     else:
-        sens = Sensor(record=record, start=sensor.record_start_index - 1)
-        points = None
-    problem = Problem(grid, m, sources, sens, Pml(size, alpha), dtype=options.dtype)
-    crop = tuple(slice(a, n - b) for (a, b), n in zip(pad, full))
-    return problem, {"crop": crop, "points": points}
+        return Sensor(record=record, start=start), None
+    return Sensor(index=points + offset, record=record, start=start), points
 
 
 def fourier_shift(x: np.ndarray, shift: float) -> np.ndarray:
@@ -445,6 +488,8 @@ def simulate(
     accuracy: float = 1e-3,
     progress: bool | None = None,
     quiet: bool = False,
+    device=None,
+    devices=None,
 ) -> Results:
     """Run a simulation (k-Wave's ``kspaceFirstOrder1D/2D/3D``) on the default device.
 
@@ -453,7 +498,7 @@ def simulate(
         pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D).
         pml_alpha: PML absorption [Np per point] (default 2).
         pml_inside: PML inside the given grid (k-Wave's default) or added around it.
-        dtype: ``"float32"`` or ``"float64"`` (needs ``jax_enable_x64``).
+        dtype: ``"float32"`` or ``"float64"`` (JAX's 64-bit mode is switched on for the run).
         smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
             default; :func:`sonotile.model.filters.smooth`).
         smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
@@ -465,13 +510,19 @@ def simulate(
         accuracy: relative accuracy target for ``decomposition="auto"``.
         progress: print progress (default: when stderr is a terminal).
         quiet: do not print warnings or the memory estimate.
+        device: the one device to run on (a ``jax.Device``; default: JAX's default device).
+        devices: the devices of a decomposition (default: all).
 
     Returns:
         :class:`Results`.
     """
+    from sonotile import runtime
+
+    runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
+    notes += user_input.input_warnings(problem, tuple(sensor.record))
     for w in notes:
         warnings.warn(w, stacklevel=2)
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):
@@ -480,20 +531,46 @@ def simulate(
             f"sonotile: grid {problem.grid.shape}, {problem.grid.nt} steps, about {mb:.0f} MB",
             file=sys.stderr,
         )
+    raw, final = _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device,
+                      devices)  # fmt: skip
+    data = shape_results(problem, raw, final, mapping["crop"])
+    t = np.arange(problem.sensor.start, problem.grid.nt) * problem.grid.dt  # recorded steps
+    opts = dict(pml_size=pml_size, pml_alpha=pml_alpha, pml_inside=pml_inside, dtype=dtype,
+                smooth_p0=smooth_p0, smooth_c0=smooth_c0, smooth_rho0=smooth_rho0)  # fmt: skip
+    inputs = (kgrid, medium, source, sensor)
+    return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
+
+
+def _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device, devices):
+    """Run on the device(s) asked for; float64 runs switch JAX's 64-bit mode on for the run."""
+    import contextlib
+
+    import jax
+
     from sonotile.solver import runner
 
-    if decomposition == "single":
-        engine = runner.single_engine(problem)
-    else:
+    x64 = contextlib.nullcontext()
+    if problem.dtype == "float64" and not jax.config.jax_enable_x64:
+        x64 = jax.enable_x64(True)
+    with x64:
+        if decomposition == "single":
+            if devices is not None and len(devices) > 1:
+                raise ValueError(
+                    f"devices: {len(devices)} devices for decomposition 'single'; choose "
+                    "pencil, lfb or auto, or pass device="
+                )
+            dev = device if device is not None else (devices[0] if devices else None)
+            ctx = jax.default_device(dev) if dev is not None else contextlib.nullcontext()
+            with ctx:
+                return runner.run_engine(runner.single_engine(problem), progress=progress)
         from sonotile.parallel.engine import engine_for
 
-        engine, reason = engine_for(problem, decomposition, mesh, overlap, accuracy=accuracy)
+        engine, reason = engine_for(
+            problem, decomposition, mesh, overlap, accuracy=accuracy, devices=devices
+        )
         if not quiet:
             print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
-    raw, final = runner.run_engine(engine, progress=progress)
-    data = shape_results(problem, raw, final, mapping["crop"])
-    t = np.arange(problem.grid.nt) * problem.grid.dt
-    return Results(data, problem.grid, t, mapping["points"], notes)
+        return runner.run_engine(engine, progress=progress)
 
 
 def shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict:

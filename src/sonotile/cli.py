@@ -16,6 +16,7 @@ COMMANDS = {
     ),
     "bench": ("sonotile.bench.inprocess", "throughput, compile time and memory benchmarks"),
     "batch": ("sonotile.batch.cli", "many k-Wave input files at once, on subsets of the devices"),
+    "plot": ("sonotile.plot", "figures of a result or k-Wave output file (PNG)"),
     "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
     "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),
 }
@@ -30,18 +31,24 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:  # a usage error: say what there is, on stderr
+        print(usage(), file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
         print(usage())
         return 0
     if argv[0] == "--version":
-        from sonotile import __version__
+        from sonotile.version import __version__
 
         print(f"sonotile {__version__}")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(usage(), file=sys.stderr)
-        print(f"sonotile: error: unknown command '{name}'", file=sys.stderr)
+        from sonotile.cliargs import closest
+
+        print(f"sonotile: error: unknown command '{name}'{closest(name, list(COMMANDS))}",
+              file=sys.stderr)  # fmt: skip
         return 2
     import importlib
 

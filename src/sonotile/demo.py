@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from sonotile.cliargs import Parser
+
 
 def setup(n: int = 128):
     """The demo problem on an ``n x 0.8n x 0.8n`` grid (0.1875 mm spacing at n = 128)."""
@@ -63,7 +65,7 @@ def setup(n: int = 128):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="sonotile demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -102,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     cells = np.prod(grid.shape) * grid.nt
     print(f"done in {el:.1f} s ({cells / el / 1e6:.1f} Mcells/s incl. compile)")
     h5, png = os.path.join(a.out, "results.h5"), os.path.join(a.out, "demo.png")
-    _write(h5, grid, medium, res)
-    _plot(png, grid, medium, res)
+    res.save(h5)
+    src = np.argwhere(source.p_mask)
+    focus = np.unravel_index(np.argmax(res["p_max_all"]), res["p_max_all"].shape)
+    _plot(png, grid, medium, res, src, focus)
     pmax = float(res["p_max_all"].max())
     print(f"peak pressure {pmax / 1e6:.2f} MPa")
     print(f"results: {os.path.abspath(h5)}")
@@ -111,50 +115,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write(path, grid, medium, res) -> None:
-    import h5py
-
-    tmp = path + ".partial"
-    with h5py.File(tmp, "w") as f:
-        f.attrs["created_by"] = "sonotile demo"
-        f.attrs["dx_m"], f.attrs["dt_s"] = grid.spacing[0], grid.dt
-        f.create_dataset("p", data=res["p"], compression="gzip")
-        f.create_dataset("p_max", data=res["p_max"])
-        f.create_dataset("p_max_all", data=res["p_max_all"], compression="gzip")
-        f.create_dataset("t", data=res.t)
-        f.create_dataset("sensor_points", data=res.sensor_points)
-        f.create_dataset("sound_speed", data=medium.sound_speed, compression="gzip")
-    os.replace(tmp, path)
-
-
-def _plot(path, grid, medium, res) -> None:
+def _plot(path, grid, medium, res, source_points, focus) -> None:
+    """Max pressure on the x-y plane through the beam axis (tissue layer, source and focus
+    marked) and pressure traces along the axis."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    dx = grid.spacing[0] * 1e3
-    pm = res["p_max_all"][:, :, grid.shape[2] // 2] / 1e6
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-    ext = [0, grid.shape[1] * dx, grid.shape[0] * dx, 0]
-    im = ax[0].imshow(pm, extent=ext, cmap="inferno", aspect="equal")
-    c = medium.sound_speed[:, :, grid.shape[2] // 2]
-    ax[0].contour(
-        np.linspace(0, ext[1], c.shape[1]),
-        np.linspace(0, ext[2], c.shape[0]),
-        c,
-        levels=[1540],
-        colors="c",
-        linewidths=0.8,
-    )
-    ax[0].set(xlabel="y [mm]", ylabel="x (beam axis) [mm]", title="max pressure [MPa]")
-    fig.colorbar(im, ax=ax[0])
+    from sonotile.plot import field_map, traces
+
+    dx = grid.spacing[0]
+    kz = grid.shape[2] // 2
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.4))
+    field_map(
+        ax[0], res["p_max_all"][:, :, kz], grid.spacing[:2], ("x (beam axis)", "y"),
+        f"max pressure, plane z = {kz * dx * 1e3:.1f} mm (through the beam axis)",
+        marks={"focus": focus[:2]},
+    )  # fmt: skip
+    layer = np.nonzero(medium.sound_speed[:, 0, 0] > 1540)[0]
+    if layer.size:
+        for edge in (layer[0], layer[-1] + 1):
+            ax[0].axhline(edge * dx * 1e3, color="c", lw=0.8, ls="--")
+        ax[0].text(0.5, (layer.mean() + 0.5) * dx * 1e3, "tissue layer", color="c", fontsize=8)
+    on_plane = source_points[source_points[:, 2] == kz]
+    ax[0].plot((on_plane[:, 1] + 0.5) * dx * 1e3, (on_plane[:, 0] + 0.5) * dx * 1e3, "w-",
+               lw=2, label="source")  # fmt: skip
+    ax[0].legend(fontsize=8, loc="lower right")
     pts = res.sensor_points
-    picks = np.linspace(0, len(pts) - 1, 4).astype(int)
-    for i in picks:
-        ax[1].plot(res.t * 1e6, res["p"][i] / 1e6, lw=0.8, label=f"x = {pts[i, 0] * dx:.1f} mm")
-    ax[1].set(xlabel="t [us]", ylabel="p [MPa]", title="pressure on the beam axis")
-    ax[1].legend(fontsize=8)
+    traces(ax[1], res.t, res["p"], [f"x = {p[0] * dx * 1e3:.1f} mm" for p in pts])
+    ax[1].set_title("pressure on the beam axis")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -327,6 +327,9 @@ def make_simulator(
     """
     if decomposition not in ("single", "pencil", "lfb"):
         raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
+    from sonotile import runtime
+
+    runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     opts = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0=False)
     problem, mapping = build_problem(kgrid, medium, source, sensor, opts)
     shape = tuple(kgrid.shape)

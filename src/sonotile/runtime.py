@@ -2,10 +2,10 @@
 
 Compilation cache (time to first step): ``~/.cache/sonotile/jax``.
 
-:func:`enable_env` is called by the entry points (``sonotile-kwave``, ``sonotile bench``,
-through ``kwave_cli.configure_threads``), :func:`enable` by
-:meth:`sonotile.solver.operators.FourierOps.build`, i.e. before any solver program is compiled
-(``simulate``, ``sonotile demo``, every decomposition that uses ``FourierOps``). Programs
+:func:`enable_env` is called by the entry points (``sonotile-kwave`` and the ``sonotile``
+commands, through :func:`configure_threads`), :func:`prepare` by the Python API (``simulate``,
+``simulate_many``, ``make_simulator``) before its first run; importing sonotile changes nothing.
+What they do follows the installed :class:`sonotile.config.Settings`. Programs
 that took at least 0.2 s to compile are stored (JAX's default: no size limit; an LRU limit
 would need the ``filelock`` package); a second run of the
 same problem shape loads them instead of compiling. Nothing is changed when the user set a
@@ -24,6 +24,8 @@ import os
 import signal
 import sys
 
+from sonotile import config
+
 MIN_COMPILE_S = 0.2
 
 # XLA options of the time-loop programs. XLA:CPU's concurrency-optimised scheduler orders
@@ -35,9 +37,8 @@ _done: list[str] = []
 
 
 def cache_path() -> str:
-    from sonotile.fft.fftw import cache_dir
-
-    return os.path.join(cache_dir(), "jax")
+    """JAX's persistent compilation cache: ``<Settings.cache_dir>/jax``."""
+    return os.path.join(config.current().cache_dir, "jax")
 
 
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
@@ -51,7 +52,7 @@ def set_xla_flags() -> None:
     instead of 8 B/point of temporaries in the lossless step, and no faster here
     (docs/performance.md). It is switched off unless ``XLA_FLAGS`` already sets it."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if SCHEDULER_FLAG not in flags:
+    if config.current().xla_scheduler_off and SCHEDULER_FLAG not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {SCHEDULER_FLAG}=false".strip()
 
 
@@ -61,7 +62,7 @@ MMAP_THRESHOLD = 4 * 1024 * 1024
 
 def fix_malloc() -> None:
     """Pin glibc's mmap threshold (see above); no-op elsewhere or when disabled."""
-    if "malloc" in _done or os.environ.get("SONOTILE_MALLOC_TUNE", "1") == "0":
+    if "malloc" in _done or not config.current().malloc_tune:
         return
     _done.append("malloc")
     try:
@@ -78,7 +79,7 @@ def enable_env() -> None:
     points), :func:`set_xla_flags` and :func:`fix_malloc`."""
     set_xla_flags()
     fix_malloc()
-    if os.environ.get("SONOTILE_COMPILATION_CACHE", "1") == "0":
+    if not config.current().compilation_cache:
         return
     if "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
@@ -90,12 +91,12 @@ def enable() -> None:
     """Turn on the persistent compilation cache once per process (idempotent), and
     :func:`fix_malloc`."""
     fix_malloc()
-    if "cache" in _done or os.environ.get("SONOTILE_COMPILATION_CACHE", "1") == "0":
+    if "cache" in _done or not config.current().compilation_cache:
         return
     _done.append("cache")
     import jax
 
-    if jax.config.jax_compilation_cache_dir:
+    if getattr(jax.config, "jax_compilation_cache_dir", None):
         return
     try:
         os.makedirs(cache_path(), exist_ok=True)
@@ -124,20 +125,18 @@ def configure_threads(threads: int | None) -> None:
 
     XLA sizes its thread pools from the process's CPU affinity mask (there is no thread-count
     flag), so the mask is cut to ``threads`` of the allowed CPUs; with one thread XLA's Eigen
-    pool is switched off too. FFTW's plans get ``threads`` threads (:mod:`sonotile.fft.fftw`).
+    pool is switched off too. FFTW's plans get ``threads`` threads (``Settings.threads``).
     Also points JAX's persistent compilation cache at ``~/.cache/sonotile/jax``.
     """
-    from sonotile.fft import fftw
-
     enable_env()
     if not threads:
         return
+    config.configure(threads=threads)
     try:
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, cpus[: max(1, threads)])
     except (AttributeError, OSError):
         pass
-    fftw.set_threads(threads)
     if threads == 1:
         # (a bare "intra_op_parallelism_threads=1" here used to end XLA's flag parsing, so
         # flags appended later, e.g. by --cpu_devices in a child process, were ignored)
@@ -168,3 +167,14 @@ def install_stop_handlers(flag: dict) -> dict:
 def restore_handlers(previous: dict) -> None:
     for sig, h in previous.items():
         signal.signal(sig, h)
+
+
+def prepare() -> None:
+    """What the Python API does before its first run: sonotile's XLA flags if JAX has not
+    started its CPU client yet (they would be ignored after), the host allocator and the
+    compilation cache, all as the installed :class:`sonotile.config.Settings` say."""
+    import jax._src.xla_bridge as xb
+
+    if not xb.backends_are_initialized():
+        set_xla_flags()
+    enable()

@@ -6,18 +6,19 @@ the comparison is ``shared/tools/kwave_compare.py`` (max|ours - ref| / max|ref| 
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from sonotile.cliargs import Parser
+
 DEFAULT = Path(__file__).resolve().parents[3] / "shared" / "reference"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="sonotile validate", description=__doc__)
+    ap = Parser(prog="sonotile validate", description=__doc__)
     ap.add_argument(
         "folder",
         nargs="?",

@@ -79,7 +79,9 @@ def test_demo_end_to_end(tmp_path):
 
     assert main(["demo", "--size", "32", "--out", str(tmp_path)]) == 0
     with h5py.File(tmp_path / "results.h5") as f:
-        pmax = f["p_max_all"][()]
+        pmax = f["results/p_max_all"][()]
+        assert f["results/p_max_all"].attrs["units"] == "Pa"
+        assert f["input/medium/sound_speed"].shape == (32, 25, 25)  # the input, for a re-run
         assert pmax.shape == (32, 25, 25)
         assert np.isfinite(pmax).all() and pmax.max() > 1e5
     assert (tmp_path / "demo.png").stat().st_size > 10_000
@@ -127,9 +129,18 @@ def test_derived_constants_match_stored(monkeypatch):
 
 
 def test_xla_scheduler_flag(monkeypatch):
-    """import sonotile turns XLA:CPU's concurrency-optimised scheduler off unless the user's
-    XLA_FLAGS already decide it."""
+    """Entry points turn XLA:CPU's concurrency-optimised scheduler off unless the user's
+    XLA_FLAGS already decide it (or the settings say not to); importing sonotile does not."""
+    import subprocess
+    import sys
+
+    from sonotile import config
     from sonotile.runtime import SCHEDULER_FLAG, set_xla_flags
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    code = "import os, sonotile; print(os.environ['XLA_FLAGS'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "--xla_force_host_platform_device_count=2"  # import: untouched
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     set_xla_flags()
@@ -138,3 +149,11 @@ def test_xla_scheduler_flag(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", f"{SCHEDULER_FLAG}=true")
     set_xla_flags()
     assert os.environ["XLA_FLAGS"] == f"{SCHEDULER_FLAG}=true"
+    monkeypatch.setenv("XLA_FLAGS", "")
+    saved = config.current()
+    try:
+        config.configure(xla_scheduler_off=False)
+        set_xla_flags()
+        assert SCHEDULER_FLAG not in os.environ["XLA_FLAGS"]
+    finally:
+        config.configure(saved)

@@ -24,12 +24,13 @@ from pathlib import Path
 
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
 from sonotile.batch.spec import Run, SpecError, load
+from sonotile.cliargs import Parser
 
 STATE = ".sonotile-batch"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="sonotile batch",
         description="Run many k-Wave input files, each on a subset of the devices.",
         epilog="Flags after '--' go to every run's sonotile-kwave command line "

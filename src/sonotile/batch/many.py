@@ -107,6 +107,9 @@ def simulate_many(
         one :class:`sonotile.Results` per run, in order; equal to :func:`sonotile.simulate` of
         each run (bit for bit in ``"loop"``, to round-off in ``"vmap"``).
     """
+    from sonotile import runtime
+
+    runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     media, sources = _broadcast(media, sources)
     grid = _time_axis(kgrid, media)
     options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)

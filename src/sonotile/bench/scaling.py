@@ -23,6 +23,8 @@ import sys
 import time
 from contextlib import contextmanager
 
+from sonotile.cliargs import Parser
+
 ITEM = {"f32": 4, "f64": 8, "c64": 8, "c128": 16, "s32": 4, "u32": 4, "pred": 1}
 _SHAPE = re.compile(r"(f32|f64|c64|c128|s32|u32|pred)\[([0-9,]*)\]")
 _COLL = re.compile(
@@ -356,8 +358,8 @@ def measure(
     }  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+def parser() -> Parser:
+    ap = Parser(
         prog="sonotile bench --decompositions",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -366,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
-        "--cpu-devices",
+        "--cpu_devices",
         type=int,
         default=8,
         help="virtual CPU devices when JAX is not yet started (default 8)",
@@ -379,7 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overlap", type=int, default=16)
     ap.add_argument("--json", default="bench-decompositions.json")
     ap.add_argument("--bytes-only", action="store_true", help="skip the timings")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     if "jax" not in sys.modules:
         import os
 
@@ -406,11 +412,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['bytes_sent_per_device_per_step'] / 1e6:8.2f} "
               f"{r['bytes_predicted'] / 1e6:8.2f}")  # fmt: skip
     model = model_rows(overlap=a.overlap)
-    print("\nmodel, 1024^3 absorbing step, MB sent per device per step:")
-    for m in model:
-        print(f"  {m['devices']:4d} devices  pencil {m['pencil_mesh']} {m['pencil_MB']:9.1f}   "
-              f"lfb {m['lfb_mesh']} {m['lfb_MB']:8.1f}   pencil/lfb {m['ratio']:5.1f}   "
-              f"lfb work x{m['lfb_work']:.2f}")  # fmt: skip
+    _print_model(model)
     with open(a.json, "w") as f:
         json.dump(
             {"size": a.size, "devices": len(jax.devices()), "runs": rows, "model": model},
@@ -420,6 +422,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"written {a.json}")
     return 0
+
+
+def _print_model(model: list) -> None:
+    print("\nmodel, 1024^3 absorbing step, MB sent per device per step:")
+    for m in model:
+        print(f"  {m['devices']:4d} devices  pencil {m['pencil_mesh']} {m['pencil_MB']:9.1f}   "
+              f"lfb {m['lfb_mesh']} {m['lfb_MB']:8.1f}   pencil/lfb {m['ratio']:5.1f}   "
+              f"lfb work x{m['lfb_work']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -16,13 +16,13 @@ tool's peak RSS.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 
 from sonotile.bench.inprocess import CASES, run_cases, spread, write_input
+from sonotile.cliargs import Parser
 
 
 def run_process(cmd: list[str], env: dict) -> dict:
@@ -119,9 +119,7 @@ def _print(res: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="sonotile bench --whole-run", description=__doc__.split("\n")[0]
-    )
+    p = Parser(prog="sonotile bench --whole-run", description=__doc__.split("\n")[0])
     p.add_argument("--kwave-binary", required=True, help="k-Wave binary to compare against")
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
     p.add_argument("--steps", type=int, default=20, help="N: runs of N and 3N steps (default 20)")

@@ -13,17 +13,8 @@ Where it cannot be built (no compiler, no FFTW, no jaxlib FFI headers) :func:`av
 returns False after one line on stderr and the operators use XLA's FFT. GPU runs always use
 XLA's FFT (cuFFT). float64 runs use XLA's FFT (only ``fftwf`` is bound).
 
-Environment:
-    SONOTILE_FFT            auto (default) | xla | fftw: backend for ``FourierOps.build``.
-    SONOTILE_FFTW_PLAN      measure (default) | estimate | patient: FFTW planning effort.
-    SONOTILE_FFTW_POOL      1 (default): FFTW's parallel loops run on XLA's intra-op thread pool
-                            (FFTW >= 3.3.9); 0: on FFTW's own threads.
-    SONOTILE_FFTW_GROUP     1: the operators pass the d transforms of grad / div to FFTW in one
-                            call each; 0 (default): one call per transform.
-    SONOTILE_FFTW_CONCURRENT  1: run the independent transforms of one call concurrently on
-                            1-thread plans; 0 (default): one after another on threaded plans.
-    SONOTILE_FFTW_FUSED     1 (default): operators on 2-D / 3-D grids in one call each
-                            (:func:`conv`); 0: a 3-D R2C, then a multiply-and-C2R call.
+Settings (backend, plan effort, thread pool, fused / grouped / concurrent calls, threads, cache
+folder) come from :class:`sonotile.config.Settings` (environment variables are its defaults).
 """
 
 from __future__ import annotations
@@ -38,13 +29,15 @@ import sys
 import tempfile
 from importlib import resources
 
+from sonotile import config
+
 _EFFORT = {"estimate": 0, "measure": 1, "patient": 2}
 _state: dict = {}  # "lib", "path", "reason", "threads", "noted"
 
 
 def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return os.path.join(base, "sonotile")
+    """Where the extension and FFTW's wisdom live (:attr:`sonotile.config.Settings.cache_dir`)."""
+    return config.current().cache_dir
 
 
 def _source() -> str:
@@ -76,10 +69,10 @@ def find_library() -> tuple[str, str | None] | None:
         spec = None
     if spec is not None and spec.origin:
         libs = os.path.join(os.path.dirname(os.path.dirname(spec.origin)), "pyfftw.libs")
-        main = [p for p in glob.glob(os.path.join(libs, "libfftw3f-*.so*"))]
+        found = glob.glob(os.path.join(libs, "libfftw3f-*.so*"))
         thr = glob.glob(os.path.join(libs, "libfftw3f_omp-*.so*"))
-        if main:
-            return main[0], (thr[0] if thr else None)
+        if found:
+            return found[0], (thr[0] if thr else None)
     return None
 
 
@@ -193,22 +186,20 @@ def load() -> ctypes.CDLL | None:
 
 
 def _configure(lib) -> None:
-    threads = _state.get("threads") or default_threads()
-    effort = _EFFORT.get(os.environ.get("SONOTILE_FFTW_PLAN", "measure"), 1)
+    s = config.current()
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
-    pool = int(os.environ.get("SONOTILE_FFTW_POOL", "1") == "1")
-    lib.sonotile_fftw_configure(threads, effort, wisdom.encode(), pool)
+    lib.sonotile_fftw_configure(threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool))
 
 
-def set_threads(threads: int | None) -> None:
-    """Threads for FFTW's plans (default: the CPUs in this process's affinity mask)."""
-    _state["threads"] = threads
+def reconfigure() -> None:
+    """Apply changed settings (threads, plan effort) to a loaded extension."""
     if _state.get("lib") is not None:
         _configure(_state["lib"])
 
 
 def threads() -> int:
-    return _state.get("threads") or default_threads()
+    """FFTW's threads: :attr:`sonotile.config.Settings.threads`, else the affinity mask's CPUs."""
+    return config.current().threads or default_threads()
 
 
 def available() -> bool:
@@ -233,10 +224,11 @@ def reset() -> None:
 
 
 def resolve(fft: str | None, dtype: str) -> str:
-    """The backend to use: ``fftw`` on the CPU for float32 when the extension works, else xla."""
+    """The backend to use: ``fftw`` on the CPU for float32 when the extension works, else xla
+    (``fft`` ``"auto"``/None: :attr:`sonotile.config.Settings.fft` decides)."""
     fft = fft or "auto"
     if fft == "auto":
-        fft = os.environ.get("SONOTILE_FFT", "auto")
+        fft = config.current().fft
     if fft not in ("auto", "xla", "fftw"):
         raise ValueError(f"fft must be auto, xla or fftw, not {fft!r}")
     if fft == "xla":
@@ -249,18 +241,6 @@ def resolve(fft: str | None, dtype: str) -> str:
         return "fftw"
     note_fallback()
     return "xla"
-
-
-def grouped() -> bool:
-    return os.environ.get("SONOTILE_FFTW_GROUP", "0") == "1"
-
-
-def concurrent_default() -> int:
-    return int(os.environ.get("SONOTILE_FFTW_CONCURRENT", "0") == "1")
-
-
-def fused() -> bool:
-    return os.environ.get("SONOTILE_FFTW_FUSED", "1") != "0"
 
 
 def conv(xs, op=None, outs=((0, None, None),)) -> list:
@@ -321,7 +301,7 @@ def r2c(xs, concurrent: int | None = None) -> list:
 
     shape = xs[0].shape
     out = [jax.ShapeDtypeStruct((*shape[:-1], shape[-1] // 2 + 1), jnp.complex64) for _ in xs]
-    c = concurrent_default() if concurrent is None else concurrent
+    c = 0 if concurrent is None else concurrent
     call = jax.ffi.ffi_call("sonotile_fftw_r2c", out, vmap_method="sequential")
     return list(call(*xs, concurrent=c))
 
@@ -343,7 +323,7 @@ def c2r(specs, shape, op=None, vecs=None, axis: int = 0, concurrent: int | None 
     if vecs is not None:
         args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for v in vecs]
     out = [jax.ShapeDtypeStruct(tuple(shape), jnp.float32) for _ in range(k)]
-    c = concurrent_default() if concurrent is None else concurrent
+    c = 0 if concurrent is None else concurrent
     return list(
         jax.ffi.ffi_call("sonotile_fftw_c2r", out, vmap_method="sequential")(
             *args,
@@ -362,7 +342,7 @@ def prepare(shape: tuple[int, ...]) -> bool:
     if lib is None or not 1 <= len(shape) <= 3:
         return False
     dims = (ctypes.c_int64 * len(shape))(*shape)
-    return bool(lib.sonotile_fftw_prepare(len(shape), dims, int(fused())))
+    return bool(lib.sonotile_fftw_prepare(len(shape), dims, int(config.current().fftw_fused)))
 
 
 def keep(x):

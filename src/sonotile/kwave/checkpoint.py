@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile import __version__
 from sonotile.kwave.layout import XyzView, to_xyz
 from sonotile.kwave.output import set_str, write_scalar, write_shards
 from sonotile.model.grid import AXES
@@ -19,6 +18,7 @@ from sonotile.parallel.distributed import barrier, in_turns
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
 from sonotile.solver.step import State
+from sonotile.version import __version__
 
 
 def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None:

@@ -12,8 +12,8 @@ import os
 import sys
 import time
 
-from sonotile import __version__
 from sonotile.runtime import configure_cpu_devices, configure_threads
+from sonotile.version import __version__
 
 OUTPUT_FLAGS = {
     "p_raw": "p", "p_rms": "p_rms", "p_max": "p_max", "p_min": "p_min",
@@ -67,6 +67,13 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # k-Wave prints usage and exits 1
+        unknown = message.split("unrecognized arguments: ")
+        if len(unknown) == 2:
+            from sonotile.cliargs import closest
+
+            word = unknown[1].split()[0]
+            flags = [s for a in self._actions for s in a.option_strings]
+            message = f"unknown option {word}{closest(word, flags)}"
         raise UsageError(message)
 
 

@@ -16,11 +16,11 @@ import h5py
 import jax
 import numpy as np
 
-from sonotile import __version__
 from sonotile.kwave.layout import to_zyx
 from sonotile.kwave.reader import KwaveInput
 from sonotile.model.grid import AXES
 from sonotile.solver.sensors import SensorLayout
+from sonotile.version import __version__
 
 FLOAT_ATTRS = {"data_type": np.bytes_(b"float"), "domain_type": np.bytes_(b"real")}
 LONG_ATTRS = {"data_type": np.bytes_(b"long"), "domain_type": np.bytes_(b"real")}

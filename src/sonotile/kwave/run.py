@@ -8,7 +8,6 @@ import time
 
 import jax
 
-from sonotile import __version__
 from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
 from sonotile.kwave.cli import check_writable
 from sonotile.kwave.output import OutputFile
@@ -18,6 +17,7 @@ from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.runtime import install_stop_handlers, restore_handlers
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
+from sonotile.version import __version__
 
 
 def make_engine(problem, args, device) -> rn.Engine:

@@ -39,7 +39,7 @@ def write_input(path: str, problem: Problem, description: str = "written by sono
     import os
     import time as _time
 
-    from sonotile import __version__
+    from sonotile.version import __version__
 
     g, m, s, sen = problem.grid, problem.medium, problem.sources, problem.sensor
     if g.ndim not in (2, 3):

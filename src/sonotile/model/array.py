@@ -295,7 +295,10 @@ class KWaveArray:
 
     def get_array_grid_weights(self, kgrid) -> np.ndarray:
         """Sum of all elements' grid weights (grid-shaped)."""
-        return sum(self.get_element_grid_weights(kgrid, i) for i in range(self.number_elements))
+        total = np.zeros(tuple(kgrid.shape))
+        for i in range(self.number_elements):
+            total = total + self.get_element_grid_weights(kgrid, i)
+        return total
 
     def get_array_binary_mask(self, kgrid) -> np.ndarray:
         """Union of the elements' masks: the source or sensor mask of the array (bool)."""

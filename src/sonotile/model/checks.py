@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from sonotile.model.absorption import absorption_factors
 from sonotile.model.lazy import is_lazy
 from sonotile.model.problem import Problem
 
@@ -29,7 +30,7 @@ def stability_warnings(problem: Problem) -> list[str]:
     flagged as inaccurate.
     """
     g, m = problem.grid, problem.medium
-    out = []
+    out: list[str] = []
     if is_lazy(m.c0) or is_lazy(m.alpha_coeff):
         return out  # fields read per process (distributed run): no whole-field extremes here
     c_max = float(np.max(m.c0))
@@ -38,8 +39,6 @@ def stability_warnings(problem: Problem) -> list[str]:
     if m.c_ref < c_max:
         limit = 2 / (m.c_ref * k_max) * math.asin(m.c_ref / c_max)
     if m.absorption == "stokes":
-        from sonotile.solver.plan import absorption_factors
-
         tau, _ = absorption_factors(m.c0, m.alpha_coeff, m.alpha_power)
         tau_max = float(np.max(np.abs(tau)))
         if tau_max > 0:

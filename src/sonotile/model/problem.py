@@ -155,14 +155,15 @@ def staggered_density(rho0: Scalar, ndim: int) -> tuple[Scalar, ...]:
     (linear interpolation to ``x + dx/2``), the last plane keeping ``rho0`` itself."""
     if not is_field(rho0):
         return tuple(float(rho0) for _ in range(ndim))
-    out = []
+    rho = np.asarray(rho0)
+    out: list[Scalar] = []
     for ax in range(ndim):
-        r = np.array(rho0, dtype=np.result_type(rho0, np.float32), copy=True)
+        r = np.array(rho, dtype=np.result_type(rho, np.float32), copy=True)
         lo = [slice(None)] * ndim
         hi = [slice(None)] * ndim
         lo[ax] = slice(0, -1)
         hi[ax] = slice(1, None)
-        r[tuple(lo)] = 0.5 * (rho0[tuple(lo)] + rho0[tuple(hi)])
+        r[tuple(lo)] = 0.5 * (rho[tuple(lo)] + rho[tuple(hi)])
         out.append(r)
     return tuple(out)
 
@@ -281,13 +282,13 @@ class Sources:
         transducer: k-Wave transducer source on ``ux``, or ``None``.
     """
 
-    p0: np.ndarray | None = None
+    p0: np.ndarray | LazyField | None = None
     p: MaskSource | None = None
     u: tuple[MaskSource | None, ...] = ()
     transducer: TransducerSource | None = None
 
     def validate(self, grid: Grid) -> Sources:
-        p0 = None
+        p0: np.ndarray | LazyField | None = None
         if self.p0 is not None and (is_lazy(self.p0) or not isinstance(self.p0, np.ndarray)
                                     and is_field(self.p0)):  # fmt: skip
             if tuple(self.p0.shape) != grid.shape:

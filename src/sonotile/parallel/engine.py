@@ -282,32 +282,10 @@ def decomposed_engine(
     check_processes(mesh)
     phys = planmod.physics_of(problem)
     dtype = jnp.dtype(problem.dtype)
-    local_shape = blocks.local_shape
     parts = _parts(problem, decomposition, blocks, overlap, bell_width, layout)
     carry_specs = _carry_specs(layout, d, m)
     const_specs = parts.arg_specs(m)
-
-    def local_init(arr_l, src_l, sidx_l, ops_l):
-        c, index = parts.rebuild(arr_l, src_l, sidx_l)
-        agg = sens.init_aggregates(layout, local_shape, dtype)
-        if phys.p0:
-            return runner.start_ivp(agg, c, parts.make_ops(ops_l), index, phys, layout)
-        return (zero_state(local_shape, dtype), agg), {}
-
-    raw0_specs = {f: P() for f in layout.raw} if phys.p0 else {}
-    init_fn = jax.jit(shard_map(local_init, mesh, const_specs, (carry_specs, raw0_specs)))
-
-    def local_chunk(carry, xs, arr_l, src_l, sidx_l, ops_l):
-        c, index = parts.rebuild(arr_l, src_l, sidx_l)
-        ops = parts.make_ops(ops_l)
-        body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-        return lax.scan(body, carry, xs)
-
-    raw_specs = {f: P() for f in layout.raw}
-    chunk_fn = jax.jit(
-        shard_map(local_chunk, mesh, (carry_specs, P()) + const_specs, (carry_specs, raw_specs)),
-        donate_argnums=(0,),
-    )
+    init_fn, chunk_fn = _programs(parts, mesh, layout, phys, blocks.local_shape, dtype)
     const_args = _place_args(parts, const_specs, mesh, blocks)
 
     def start():
@@ -334,6 +312,36 @@ def decomposed_engine(
         lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
         blocks=None if blocks.all_even else blocks,
     )  # fmt: skip
+
+
+def _programs(parts: _Parts, mesh, layout, phys, local_shape: tuple, dtype) -> tuple:
+    """The jitted ``shard_map`` programs: ``init(*consts) -> (carry, raw0)`` (step 0) and
+    ``chunk(carry, xs, *consts) -> (carry, raw)`` (one scan, donated carry)."""
+    m = len(parts.names)
+    carry_specs = _carry_specs(layout, len(local_shape), m)
+    const_specs = parts.arg_specs(m)
+
+    def local_init(arr_l, src_l, sidx_l, ops_l):
+        c, index = parts.rebuild(arr_l, src_l, sidx_l)
+        agg = sens.init_aggregates(layout, local_shape, dtype)
+        if phys.p0:
+            return runner.start_ivp(agg, c, parts.make_ops(ops_l), index, phys, layout)
+        return (zero_state(local_shape, dtype), agg), {}
+
+    def local_chunk(carry, xs, arr_l, src_l, sidx_l, ops_l):
+        c, index = parts.rebuild(arr_l, src_l, sidx_l)
+        ops = parts.make_ops(ops_l)
+        body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+        return lax.scan(body, carry, xs)
+
+    raw0_specs = {f: P() for f in layout.raw} if phys.p0 else {}
+    raw_specs = {f: P() for f in layout.raw}
+    init_fn = jax.jit(shard_map(local_init, mesh, const_specs, (carry_specs, raw0_specs)))
+    chunk_fn = jax.jit(
+        shard_map(local_chunk, mesh, (carry_specs, P()) + const_specs, (carry_specs, raw_specs)),
+        donate_argnums=(0,),
+    )
+    return init_fn, chunk_fn
 
 
 def _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks: Blocks) -> str:

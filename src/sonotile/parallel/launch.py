@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from sonotile.cliargs import Parser
 from sonotile.parallel.distributed import (
     ENV_COORDINATOR,
     ENV_LOCAL_DEVICES,
@@ -41,7 +42,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="sonotile launch",
         description="Run N local processes of one JAX job (sonotile-kwave, Python scripts ...).",
         usage="sonotile launch -n N [--cpu_devices K] [--timeout S] -- <command ...>",
@@ -150,26 +151,7 @@ def launch(
                 )
                 t.start()
                 pumps.append(t)
-        t0 = time.monotonic()
-        status = 0
-        while True:
-            codes = [p.poll() for p in procs]
-            bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if bad:
-                rank, code = bad[0]
-                status = _status(code)
-                if any(c is None for c in codes):
-                    say(f"process {rank} exited with status {status}; stopping the others")
-                terminate(procs)
-                break
-            if all(c == 0 for c in codes):
-                break
-            if timeout is not None and time.monotonic() - t0 > timeout:
-                say(f"timeout after {timeout:g} s; stopping all processes")
-                terminate(procs)
-                status = 124
-                break
-            time.sleep(0.05)
+        status = _watch(procs, timeout, say)
         for t in pumps:
             t.join(timeout=2.0)
         return status
@@ -178,6 +160,29 @@ def launch(
             terminate(procs)
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _watch(procs: list, timeout: float | None, say) -> int:
+    """Wait for the processes: all succeed (0), one fails (its status; the others are stopped)
+    or the time runs out (124)."""
+    t0 = time.monotonic()
+    while True:
+        codes = [p.poll() for p in procs]
+        bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+        if bad:
+            rank, code = bad[0]
+            status = _status(code)
+            if any(c is None for c in codes):
+                say(f"process {rank} exited with status {status}; stopping the others")
+            terminate(procs)
+            return status
+        if all(c == 0 for c in codes):
+            return 0
+        if timeout is not None and time.monotonic() - t0 > timeout:
+            say(f"timeout after {timeout:g} s; stopping all processes")
+            terminate(procs)
+            return 124
+        time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> int:

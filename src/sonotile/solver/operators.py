@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from sonotile import runtime
+from sonotile import config
 from sonotile.fft import fftw
 from sonotile.model.grid import along
 
@@ -126,14 +126,16 @@ class FourierOps:
         source_filter: bool = False,
         unstagger: bool = False,
         fft: str = "auto",
+        settings: config.Settings | None = None,
     ) -> FourierOps:
         """Precompute the operators for a grid; ``alpha_power`` enables the power-law terms.
 
-        ``fft``: ``"auto"`` (FFTW on the CPU when available, else XLA; see
+        ``fft``: ``"auto"`` (``settings.fft``: FFTW on the CPU when available, else XLA; see
         :func:`sonotile.fft.fftw.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a note
-        where FFTW cannot be used).
+        where FFTW cannot be used). ``settings`` (default :func:`sonotile.config.current`): the
+        FFTW options, recorded in the operators' static part (hence in every program's key).
         """
-        runtime.enable()
+        settings = settings or config.current()
         ndim = len(shape)
         cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
         ks = half_wavenumbers(shape, spacing)
@@ -160,9 +162,11 @@ class FourierOps:
                 )
                 for ax, (n, d) in enumerate(zip(shape, spacing))
             )
-        backend = fftw.resolve(fft, dtype)
+        backend = fftw.resolve(fft if fft != "auto" else settings.fft, dtype)
         if backend == "fftw":
             fftw.prepare(tuple(shape))  # plan now, while little memory is in use
+            mode = settings.fft_mode()
+            backend = f"fftw-{mode}" if mode else "fftw"
         return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=backend)
 
     def _spec(self, f):
@@ -171,11 +175,15 @@ class FourierOps:
     def _back(self, F, like):
         return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
 
+    @property
+    def _concurrent(self) -> int:
+        return int("concurrent" in self.fft)
+
     def _fftw(self, like) -> bool:
-        return self.fft == "fftw" and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
+        return self.fft.startswith("fftw") and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
 
     def _conv(self, like) -> bool:
-        return self._fftw(like) and like.ndim >= 2 and fftw.fused()
+        return self._fftw(like) and like.ndim >= 2 and "unfused" not in self.fft
 
     def grad(self, p):
         if self._conv(p):
@@ -187,11 +195,13 @@ class FourierOps:
             rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(self.shift_pos) if a]
             return (gx, *rest)
         if self._fftw(p):
-            P = fftw.r2c([p])
-            if fftw.grouped():
-                return tuple(fftw.c2r(P, p.shape, self.kappa, self.shift_pos))
+            P = fftw.r2c([p], self._concurrent)
+            if "grouped" in self.fft:
+                return tuple(
+                    fftw.c2r(P, p.shape, self.kappa, self.shift_pos, concurrent=self._concurrent)
+                )
             return tuple(
-                fftw.c2r(P, p.shape, self.kappa, [s], axis=a)[0]
+                fftw.c2r(P, p.shape, self.kappa, [s], axis=a, concurrent=self._concurrent)[0]
                 for a, s in enumerate(self.shift_pos)
             )
         P = real_scale(self._spec(p), self.kappa)
@@ -205,10 +215,25 @@ class FourierOps:
                 for a, (ua, s) in enumerate(zip(u, self.shift_neg))
             )
         if self._fftw(u[0]):
-            if fftw.grouped():
-                return tuple(fftw.c2r(fftw.r2c(list(u)), u[0].shape, self.kappa, self.shift_neg))
+            if "grouped" in self.fft:
+                return tuple(
+                    fftw.c2r(
+                        fftw.r2c(list(u), self._concurrent),
+                        u[0].shape,
+                        self.kappa,
+                        self.shift_neg,
+                        concurrent=self._concurrent,
+                    )
+                )
             return tuple(
-                fftw.c2r(fftw.r2c([ua]), ua.shape, self.kappa, [s], axis=a)[0]
+                fftw.c2r(
+                    fftw.r2c([ua], self._concurrent),
+                    ua.shape,
+                    self.kappa,
+                    [s],
+                    axis=a,
+                    concurrent=self._concurrent,
+                )[0]
                 for a, (ua, s) in enumerate(zip(u, self.shift_neg))
             )
         return tuple(
@@ -221,14 +246,21 @@ class FourierOps:
         if self._conv(f):
             return fftw.conv([f], nabla)[0]
         if self._fftw(f):
-            return fftw.c2r(fftw.r2c([f]), f.shape, nabla)[0]
+            return fftw.c2r(
+                fftw.r2c([f], self._concurrent), f.shape, nabla, concurrent=self._concurrent
+            )[0]
         return self._back(real_scale(self._spec(f), nabla), f)
 
     def filter_source(self, s):
         if self._conv(s):
             return fftw.conv([s], self.source_kappa)[0]
         if self._fftw(s):
-            return fftw.c2r(fftw.r2c([s]), s.shape, self.source_kappa)[0]
+            return fftw.c2r(
+                fftw.r2c([s], self._concurrent),
+                s.shape,
+                self.source_kappa,
+                concurrent=self._concurrent,
+            )[0]
         return self._back(real_scale(self._spec(s), self.source_kappa), s)
 
     def keep(self, f):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.model.absorption import absorption_factors
 from sonotile.model.grid import along
 from sonotile.model.lazy import LazyField, is_lazy
 from sonotile.model.problem import Problem, is_field
@@ -53,18 +54,6 @@ def pml_profile(
     prof[:size] = np.exp(-rate * left)
     prof[n - size :] = np.exp(-rate * right)
     return prof
-
-
-def absorption_factors(c0, alpha_coeff, y: float) -> tuple:
-    """k-Wave's power-law factors ``tau = -2 a0 c0^(y-1)``, ``eta = 2 a0 c0^y tan(pi y/2)``.
-
-    ``a0`` is ``alpha_coeff`` [dB/(MHz^y cm)] converted to Np/((rad/s)^y m).
-    """
-    a0 = 100.0 * np.asarray(alpha_coeff) * (1e-6 / (2 * math.pi)) ** y / (20 * math.log10(math.e))
-    c0 = np.asarray(c0)
-    tau = -2.0 * a0 * c0 ** (y - 1)
-    eta = 2.0 * math.tan(math.pi * y / 2) * a0 * c0**y
-    return tau, eta
 
 
 def _const(v, dtype):

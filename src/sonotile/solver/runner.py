@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -46,14 +47,14 @@ class Progress:
     cells: int
     enabled: bool | None = None
     interval: float = 2.0
-    stream: object = field(default_factory=lambda: sys.stderr)
+    stream: Any = field(default_factory=lambda: sys.stderr)
 
     def __post_init__(self) -> None:
         if self.enabled is None:
             self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._t0 = time.perf_counter()
         self._last = -math.inf
-        self._n0 = None
+        self._n0: int | None = None
 
     def __call__(self, done: int, force: bool = False) -> None:
         if not self.enabled:
@@ -108,7 +109,7 @@ class Engine:
     place: Callable
     describe: str = "single device"
     lower: Callable | None = None
-    blocks: object = None
+    blocks: Any = None
 
     def to_true(self, fields: dict) -> dict:
         """Gathered whole fields (host arrays) in the grid's shape."""
@@ -125,7 +126,7 @@ class Compiled:
     phys: planmod.Physics
     layout: sens.SensorLayout
     consts: dict
-    ops: object
+    ops: Any
     index: tuple
 
 
@@ -215,7 +216,7 @@ def step_inputs(problem: Problem, n0: int, n1: int) -> dict:
     """Scan inputs for steps ``n0 <= n < n1``: step index and source values."""
     rows = planmod.signal_rows(problem, n0, n1)
     lens = planmod.source_lengths(problem)
-    xs = {"n": np.arange(n0, n1, dtype=np.int32)}
+    xs: dict[str, Any] = {"n": np.arange(n0, n1, dtype=np.int32)}
     k = n1 - n0
     if rows["p"] is not None:
         xs["p"] = rows["p"]

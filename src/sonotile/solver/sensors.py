@@ -91,7 +91,8 @@ def layout_of(sensor: Sensor, ndim: int) -> SensorLayout:
                 whole += [(f, kind) for f in fields]
         if f"{base}_final" in rec:
             final += fields
-    points, shapes = sensor.index, ()
+    points = sensor.index
+    shapes: tuple[tuple[int, ...], ...] = ()
     if sensor.cuboids is not None:
         blocks, shp = [], []
         for lo, hi in sensor.cuboids:
@@ -131,7 +132,7 @@ def gather(field, index):
 
 def init_aggregates(layout: SensorLayout, shape: tuple, dtype) -> dict:
     """Initial carry of running statistics (k-Wave starts max/min at -/+ FLT_MAX)."""
-    big = jnp.finfo(dtype).max
+    big = float(jnp.finfo(dtype).max)
     agg = {}
     for f, kind in layout.stats:
         init = {"max": -big, "min": big, "rms": 0.0}[kind]
@@ -184,9 +185,9 @@ def finish(agg: dict, state, layout: SensorLayout, nt: int, gather: bool = True)
         v = np.asarray(jax.device_get(agg[f"{f}_{kind}"]))
         out[f"{f}_{kind}"] = np.sqrt(v / n_rec) if kind == "rms" else v
     fields = {"p": state.p, **{f"u{AXES[a]}": u for a, u in enumerate(state.u)}}
-    whole = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole}
+    whole: dict = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole}
     whole.update({f"{f}_final": fields[f] for f in layout.final})
     for name, v in whole.items():
-        local = not isinstance(v, jax.Array) or v.is_fully_addressable
+        local = getattr(v, "is_fully_addressable", True)  # host arrays: always
         out[name] = np.asarray(jax.device_get(v)) if gather and local else v
     return out

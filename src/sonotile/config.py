@@ -1,0 +1,128 @@
+"""sonotile's settings: one explicit, documented object.
+
+Every setting has a default; the ``SONOTILE_*`` environment variables override defaults, and are
+read here only (:meth:`Settings.from_env`). Front ends (``sonotile-kwave``, ``sonotile``
+commands, ``simulate``) make the settings once and install them with :func:`configure`;
+:class:`~sonotile.solver.operators.FourierOps` records the FFT choices it was built with in its
+static (hashable) part, so they are part of every compiled program's cache key.
+
+Nothing here changes the process: :mod:`sonotile.runtime` applies the process-wide ones (XLA
+flags, threads, compilation cache, allocator) when an entry point asks it to.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+PLAN_EFFORTS = ("estimate", "measure", "patient")
+FFT_BACKENDS = ("auto", "xla", "fftw")
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """``$XDG_CACHE_HOME/sonotile`` or ``~/.cache/sonotile``."""
+    env = os.environ if environ is None else environ
+    return os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sonotile")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How sonotile runs (not what it simulates).
+
+    Attributes:
+        fft: FFT backend, ``"auto"`` (FFTW on a CPU for float32 when its extension builds, XLA's
+            FFT otherwise and on GPUs), ``"xla"`` or ``"fftw"``. Env: ``SONOTILE_FFT``.
+        fftw_plan: FFTW planning effort, ``estimate`` | ``measure`` | ``patient``. Env:
+            ``SONOTILE_FFTW_PLAN``.
+        fftw_pool: FFTW's threads run on XLA's intra-op thread pool (else FFTW's own threads).
+            Env: ``SONOTILE_FFTW_POOL`` (1/0).
+        fftw_fused: each spectral operator as one FFTW call (else R2C / C2R calls). Env:
+            ``SONOTILE_FFTW_FUSED`` (1/0).
+        fftw_grouped: a gradient's inverse transforms in one call (R2C / C2R mode only). Env:
+            ``SONOTILE_FFTW_GROUP`` (1/0).
+        fftw_concurrent: independent transforms of one call run side by side. Env:
+            ``SONOTILE_FFTW_CONCURRENT`` (1/0).
+        threads: CPU threads for XLA and FFTW (None: the CPUs of the affinity mask; ``-t``).
+        compilation_cache: keep compiled programs in ``cache_dir/jax`` (time to first step).
+            Env: ``SONOTILE_COMPILATION_CACHE`` (1/0).
+        cache_dir: the FFTW extension, FFTW wisdom and compiled programs. Env:
+            ``XDG_CACHE_HOME`` (``$XDG_CACHE_HOME/sonotile``).
+        malloc_tune: pin glibc's mmap threshold so freed grid-sized buffers return to the
+            system (peak RSS). Env: ``SONOTILE_MALLOC_TUNE`` (1/0).
+        xla_scheduler_off: switch XLA:CPU's concurrency-optimised scheduler off (less memory per
+            grid point, same speed; ignored when ``XLA_FLAGS`` sets it already).
+    """
+
+    fft: str = "auto"
+    fftw_plan: str = "measure"
+    fftw_pool: bool = True
+    fftw_fused: bool = True
+    fftw_grouped: bool = False
+    fftw_concurrent: bool = False
+    threads: int | None = None
+    compilation_cache: bool = True
+    cache_dir: str = ""
+    malloc_tune: bool = True
+    xla_scheduler_off: bool = True
+
+    def __post_init__(self) -> None:
+        if self.fft not in FFT_BACKENDS:
+            raise ValueError(f"fft = {self.fft!r}: expected one of {FFT_BACKENDS}")
+        if self.fftw_plan not in PLAN_EFFORTS:
+            raise ValueError(f"fftw_plan = {self.fftw_plan!r}: expected one of {PLAN_EFFORTS}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads = {self.threads}: expected a positive number")
+        if not self.cache_dir:
+            object.__setattr__(self, "cache_dir", default_cache_dir())
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> Settings:
+        """Defaults, then ``SONOTILE_*`` variables, then ``overrides``."""
+        env = os.environ if environ is None else environ
+
+        def flag(name: str, default: bool) -> bool:
+            return env.get(name, "1" if default else "0") not in ("0", "", "false", "no")
+
+        values: dict[str, object] = dict(
+            fft=env.get("SONOTILE_FFT", "auto"),
+            fftw_plan=env.get("SONOTILE_FFTW_PLAN", "measure"),
+            fftw_pool=flag("SONOTILE_FFTW_POOL", True),
+            fftw_fused=flag("SONOTILE_FFTW_FUSED", True),
+            fftw_grouped=flag("SONOTILE_FFTW_GROUP", False),
+            fftw_concurrent=flag("SONOTILE_FFTW_CONCURRENT", False),
+            compilation_cache=flag("SONOTILE_COMPILATION_CACHE", True),
+            cache_dir=default_cache_dir(env),
+            malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
+        )
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]  # checked in __post_init__
+
+    def fft_mode(self) -> str:
+        """The FFTW options that change compiled programs, as a static tag (``fused``,
+        ``grouped``, ``concurrent``)."""
+        tags = [t for t, on in (("unfused", not self.fftw_fused), ("grouped", self.fftw_grouped),
+                                ("concurrent", self.fftw_concurrent)) if on]  # fmt: skip
+        return "-".join(tags)
+
+
+_active: list[Settings] = []
+
+
+def current() -> Settings:
+    """The installed settings (from the environment, the first time nothing was installed)."""
+    if not _active:
+        _active.append(Settings.from_env())
+    return _active[0]
+
+
+def configure(settings: Settings | None = None, **changes) -> Settings:
+    """Install ``settings`` (default: the current ones) with ``changes``; returns them."""
+    new = replace(settings or current(), **changes)
+    _active[:] = [new]
+    return new
+
+
+def describe(settings: Settings) -> str:
+    """One line per setting (for ``--verbose`` and bug reports)."""
+    return "\n".join(f"{f.name} = {getattr(settings, f.name)!r}" for f in fields(settings))

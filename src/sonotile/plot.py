@@ -1,0 +1,202 @@
+"""Figures of results: maximum-pressure (or CW-amplitude) maps on the planes through the focus
+and sensor traces, with mm axes, units on the colour bar and, optionally, dB.
+
+Python helpers (matplotlib ``Axes`` in, nothing global) and the ``sonotile plot FILE`` command,
+which reads a sonotile result file (``Results.save``, ``sonotile demo``) or a k-Wave / ``sonotile-
+kwave`` output file and writes a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from sonotile.cliargs import Parser
+
+PLANES = ("y-z", "x-z", "x-y")  # the plane normal to x, y, z
+
+
+def _to_db(field: np.ndarray) -> np.ndarray:
+    ref = np.max(np.abs(field)) or 1.0
+    return 20 * np.log10(np.maximum(np.abs(field) / ref, 1e-6))
+
+
+def field_map(ax, field2d: np.ndarray, spacing: tuple, axes_names: tuple, title: str,
+              units: str = "Pa", db: bool = False, marks: dict | None = None):  # fmt: skip
+    """One 2-D map ``field2d[i, j]`` (first index down the image) with mm axes, a colour bar
+    with ``units`` (MPa/kPa chosen by the peak) or dB re the peak, and ``marks`` ``{label:
+    (i, j)}`` in grid points (e.g. source, focus)."""
+    import matplotlib.pyplot as plt
+
+    d0, d1 = (s * 1e3 for s in spacing)
+    ext = [0, field2d.shape[1] * d1, field2d.shape[0] * d0, 0]
+    if db:
+        data, label = _to_db(field2d), "dB re max"
+        im = ax.imshow(data, extent=ext, cmap="inferno", vmin=-40, vmax=0, aspect="equal")
+    else:
+        scale, prefix = _scale(np.max(np.abs(field2d)))
+        im = ax.imshow(field2d / scale, extent=ext, cmap="inferno", aspect="equal")
+        label = f"{prefix}{units}"
+    plt.colorbar(im, ax=ax, label=label, shrink=0.85)
+    ax.set(xlabel=f"{axes_names[1]} [mm]", ylabel=f"{axes_names[0]} [mm]", title=title)
+    for name, (i, j) in (marks or {}).items():
+        ax.plot((j + 0.5) * d1, (i + 0.5) * d0, "c+" if name == "focus" else "wx", ms=10, mew=2)
+        ax.annotate(name, ((j + 0.5) * d1, (i + 0.5) * d0), color="w", fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
+    return im
+
+
+def _scale(peak: float) -> tuple[float, str]:
+    for s, prefix in ((1e6, "M"), (1e3, "k")):
+        if peak >= s:
+            return s, prefix
+    return 1.0, ""
+
+
+def planes_through(field: np.ndarray, spacing: tuple, point=None, title: str = "max pressure",
+                   units: str = "Pa", db: bool = False, source=None):  # fmt: skip
+    """A figure of a 3-D ``field`` on the three planes through ``point`` (grid index; default
+    its maximum, marked as the focus), or of a 2-D field as it is. ``source``: grid indices
+    ``(N, d)`` of source points, marked where they cross each plane."""
+    import matplotlib.pyplot as plt
+
+    field = np.asarray(field)
+    focus = np.unravel_index(np.argmax(np.abs(field)), field.shape) if point is None else point
+    if field.ndim == 2:
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        field_map(ax, field, spacing, ("x", "y"), title, units, db, {"focus": focus})
+        _mark_sources(ax, source, spacing, (0, 1))
+        fig.tight_layout()
+        return fig
+    fig, axs = plt.subplots(1, 3, figsize=(15, 4.5))
+    names = ("x", "y", "z")
+    for normal, ax in enumerate(axs):
+        keep = [a for a in range(3) if a != normal]
+        sl = [slice(None)] * 3
+        sl[normal] = focus[normal]
+        field_map(
+            ax, field[tuple(sl)], tuple(spacing[a] for a in keep), tuple(names[a] for a in keep),
+            f"{title}, {names[normal]} = {focus[normal] * spacing[normal] * 1e3:.1f} mm",
+            units, db, {"focus": tuple(focus[a] for a in keep)},
+        )  # fmt: skip
+        if source is not None:
+            near = np.abs(np.asarray(source)[:, normal] - focus[normal]) <= 0.5
+            _mark_sources(ax, np.asarray(source)[near], spacing, keep)
+    fig.tight_layout()
+    return fig
+
+
+def _mark_sources(ax, source, spacing, keep) -> None:
+    if source is None or len(source) == 0:
+        return
+    s = np.asarray(source)
+    ax.plot((s[:, keep[1]] + 0.5) * spacing[keep[1]] * 1e3,
+            (s[:, keep[0]] + 0.5) * spacing[keep[0]] * 1e3, "w.", ms=2, label="source")  # fmt: skip
+
+
+def traces(ax, t: np.ndarray, p: np.ndarray, labels=None, units: str = "Pa", n: int = 4):
+    """Up to ``n`` sensor time series ``p (N, T)`` against ``t [s]`` (µs axis)."""
+    p = np.atleast_2d(p)
+    picks = np.unique(np.linspace(0, len(p) - 1, min(n, len(p))).astype(int))
+    scale, prefix = _scale(np.max(np.abs(p)))
+    for i in picks:
+        label = labels[i] if labels is not None else f"sensor {i + 1}"
+        ax.plot(t * 1e6, p[i] / scale, lw=0.8, label=label)
+    ax.set(xlabel="t [µs]", ylabel=f"p [{prefix}{units}]", title="sensor traces")
+    ax.legend(fontsize=8)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def read_any(path: str) -> dict:
+    """``{"field", "spacing", "p", "t", "kind"}`` from a sonotile result or a k-Wave output file
+    (fields in ``(x, y[, z])`` order)."""
+    import h5py
+
+    from sonotile.results_io import FORMAT
+
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("format") == FORMAT:
+            r, g = f["results"], f["input/grid"].attrs if "input" in f else {}
+            name = next((k for k in ("p_max_all", "p_final", "p_cw_amp") if k in r), None)
+            return {
+                "kind": "sonotile",
+                "field": r[name][()] if name else None,
+                "name": name,
+                "spacing": tuple(g["spacing"]) if "spacing" in g else None,
+                "p": r["p"][()] if "p" in r and isinstance(r["p"], h5py.Dataset) else None,
+                "t": r["t"][()] if "t" in r else None,
+            }
+        return _read_kwave(f)
+
+
+def _read_kwave(f) -> dict:
+    from sonotile.kwave.layout import to_xyz
+
+    if "Nx" not in f:
+        raise ValueError(f"{f.filename}: neither a sonotile result nor a k-Wave output file")
+    spacing = tuple(float(f[k][()].reshape(-1)[0]) for k in ("dx", "dy", "dz") if k in f)
+    nz = int(f["Nz"][()].reshape(-1)[0])
+    spacing = spacing[:2] if nz == 1 else spacing
+    name = next((k for k in ("p_max_all", "p_final") if k in f), None)
+    p = f["p"][()] if "p" in f and hasattr(f["p"], "shape") else None
+    if p is not None:
+        p = p.reshape(-1, p.shape[-1]).T if p.ndim == 3 else p  # (1, Nt, Ns) -> (Ns, Nt)
+    dt = float(f["dt"][()].reshape(-1)[0]) if "dt" in f else None
+    t = None if p is None or dt is None else np.arange(p.shape[-1]) * dt  # from the first sample
+    return {"kind": "k-Wave", "field": to_xyz(f[name][()]) if name else None, "name": name,
+            "spacing": spacing, "p": p, "t": t}  # fmt: skip
+
+
+def plot_file(path: str, out: str, db: bool = False) -> str:
+    """Write the figure of a result / output file to ``out`` (PNG); returns ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = read_any(path)
+    if d["field"] is None and d["p"] is None:
+        raise ValueError(f"{path}: no whole field (p_max_all, p_final) and no pressure traces")
+    figs = []
+    if d["field"] is not None:
+        spacing = d["spacing"] or (1e-3,) * d["field"].ndim
+        figs.append(planes_through(d["field"], spacing, title=d["name"], db=db))
+    if d["p"] is not None and d["t"] is not None:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        traces(ax, d["t"], d["p"])
+        fig.tight_layout()
+        figs.append(fig)
+    base, ext = os.path.splitext(out)
+    paths = [out] + [f"{base}_{i + 1}{ext}" for i in range(1, len(figs))]
+    for fig, p in zip(figs, paths):
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+    return ", ".join(paths)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="sonotile plot", description="Figures of a sonotile result or k-Wave output "
+                "file: maximum-pressure map(s) on the planes through the maximum (mm, colour bar "
+                "with units) and sensor traces, as PNG.",
+                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("file", help="result file (sonotile) or output file (k-Wave, sonotile-kwave)")
+    ap.add_argument("--out", help="PNG to write (default: FILE with .png)")
+    ap.add_argument("--db", action="store_true", help="maps in dB re their maximum")
+    a = ap.parse_args(argv)
+    out = a.out or os.path.splitext(a.file)[0] + ".png"
+    try:
+        written = plot_file(a.file, out, a.db)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"sonotile plot: error: {e}", file=sys.stderr)
+        return 1
+    print(f"figure: {written}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

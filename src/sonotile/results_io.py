@@ -1,0 +1,162 @@
+"""Result files a user can read, re-plot and re-run: every recorded quantity with its unit, and
+the whole input (grid, medium, source, sensor) beside it.
+
+Layout (HDF5)::
+
+    /                     attrs: format = "sonotile-results", version, created_by
+    /results/<name>       recorded quantities, attrs: units, description
+    /results/t            time of each recorded sample [s]
+    /results/sensor_points  grid indices of the sensor points (when a mask or points were used)
+    /input/grid           attrs: shape, spacing [m], dt [s], nt
+    /input/medium/<name>  scalars or fields, attrs: units
+    /input/source/<name>, /input/sensor/<name>   as given to ``simulate`` (signals in Pa, m/s)
+    /input/options        attrs: the keyword options of the run (pml_size, dtype, ...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import h5py
+import numpy as np
+
+FORMAT = "sonotile-results"
+
+UNITS = {
+    "p": "Pa", "p_max": "Pa", "p_min": "Pa", "p_rms": "Pa", "p_final": "Pa", "p_max_all": "Pa",
+    "p_min_all": "Pa", "u": "m/s", "t": "s", "I": "W/m^2", "sound_speed": "m/s",
+    "density": "kg/m^3", "alpha_coeff": "dB/(MHz^y cm)", "alpha_power": "1", "BonA": "1",
+    "sound_speed_ref": "m/s", "p0": "Pa", "ux": "m/s", "uy": "m/s", "uz": "m/s",
+    "sensor_points": "grid index (0-based)",
+}  # fmt: skip
+
+
+def unit_of(name: str) -> str:
+    """Unit of a recorded quantity or input by its (k-Wave) name."""
+    if name in UNITS:
+        return UNITS[name]
+    if name.startswith("u"):
+        return "m/s"
+    if name.startswith("I"):
+        return "W/m^2"
+    return UNITS.get(name.split("_")[0], "")
+
+
+def _put(group: h5py.Group, name: str, value) -> None:
+    if value is None:
+        return
+    if isinstance(value, list | tuple) and value and isinstance(value[0], np.ndarray):
+        sub = group.create_group(name)  # per-cuboid lists
+        for i, v in enumerate(value):
+            sub.create_dataset(str(i + 1), data=v)
+        sub.attrs["units"] = unit_of(name)
+        return
+    if isinstance(value, str):
+        group.attrs[name] = value
+        return
+    a = np.asarray(value)
+    if a.dtype.kind == "U":
+        a = a.astype("S")
+    d = group.create_dataset(name, data=a, compression="gzip" if a.size > 4096 else None)
+    d.attrs["units"] = unit_of(name)
+
+
+def _put_dataclass(group: h5py.Group, obj) -> None:
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if v is None:
+            continue
+        if isinstance(v, str | bool | int | float) and not isinstance(v, np.ndarray):
+            group.attrs[f.name] = v
+        else:
+            _put(group, f.name, v)
+
+
+def save_results(path: str, res, inputs: tuple | None = None, options: dict | None = None) -> None:
+    """Write ``res`` (a :class:`sonotile.Results`) and the input it came from to ``path``
+    (atomically: a failed write leaves no file)."""
+    tmp = path + ".sonotile-partial"
+    try:
+        with h5py.File(tmp, "w") as f:
+            from sonotile.version import __version__
+
+            f.attrs["format"], f.attrs["version"] = FORMAT, 1
+            f.attrs["created_by"] = f"sonotile {__version__}"
+            r = f.create_group("results")
+            for name, v in res.data.items():
+                _put(r, name, v)
+            _put(r, "t", res.t)
+            _put(r, "sensor_points", res.sensor_points)
+            if inputs is not None:
+                _write_input(f.create_group("input"), inputs, options or {})
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_input(g: h5py.Group, inputs: tuple, options: dict) -> None:
+    kgrid, medium, source, sensor = inputs
+    grid = g.create_group("grid")
+    grid.attrs["shape"] = np.asarray(kgrid.shape)
+    grid.attrs["spacing"] = np.asarray(kgrid.spacing)
+    grid.attrs["spacing_units"] = "m"
+    if kgrid.dt is not None:
+        grid.attrs["dt"], grid.attrs["nt"] = kgrid.dt, kgrid.nt
+    for name, obj in (("medium", medium), ("source", source), ("sensor", sensor)):
+        _put_dataclass(g.create_group(name), obj)
+    opts = g.create_group("options")
+    for k, v in options.items():
+        if v is not None:
+            opts.attrs[k] = v if not isinstance(v, tuple | list) else np.asarray(v)
+
+
+def _read_group(g: h5py.Group) -> dict:
+    out = {k: v for k, v in g.attrs.items()}
+    for k, v in g.items():
+        if isinstance(v, h5py.Group):
+            out[k] = [v[str(i + 1)][()] for i in range(len(v))]
+        else:
+            out[k] = v[()]
+
+    def plain(v):
+        if isinstance(v, np.ndarray) and v.dtype.kind == "S":
+            return tuple(x.decode() for x in v.reshape(-1))
+        if isinstance(v, bytes):
+            return v.decode()
+        return v.item() if isinstance(v, np.generic) else v
+
+    return {k: plain(v) for k, v in out.items()}
+
+
+def load_input(path: str) -> tuple[tuple, dict]:
+    """``((kgrid, medium, source, sensor), options)`` of a result file, ready for
+    ``simulate(*inputs, **options)``."""
+    from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium
+
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("format") != FORMAT or "input" not in f:
+            raise ValueError(f"{path}: not a sonotile result file with its input")
+        g = f["input"]
+        ga = g["grid"].attrs
+        kgrid = KWaveGrid(
+            tuple(int(n) for n in ga["shape"]), tuple(float(d) for d in ga["spacing"]),
+            float(ga["dt"]) if "dt" in ga else None, int(ga["nt"]) if "nt" in ga else None,
+        )  # fmt: skip
+        medium = KWaveMedium(**_read_group(g["medium"]))
+        source = KSource(**_read_group(g["source"]))
+        sen = _read_group(g["sensor"])
+        if "record" in sen:
+            sen["record"] = tuple(str(x) for x in np.atleast_1d(sen["record"]))
+        sensor = KSensor(**sen)
+        options = _read_group(g["options"])
+    return (kgrid, medium, source, sensor), options
+
+
+def load_results(path: str) -> dict:
+    """The recorded quantities of a result file as ``{name: array}`` (``t`` included)."""
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a sonotile result file")
+        return _read_group(f["results"])

@@ -1,0 +1,126 @@
+"""Checks of the Python API's input in the user's own terms (``medium.sound_speed``, masks,
+grid indices), and warnings about input that runs but is probably not what was meant.
+
+The solver-ready layer (:mod:`sonotile.model.problem`) names things as the solver sees them
+(``medium.c0``); :func:`user_error` translates its messages for API users.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sonotile.model.problem import Problem, ProblemError
+
+#: Solver-layer names -> the API's names.
+USER_NAMES = {
+    "medium.c0": "medium.sound_speed",
+    "medium.rho0": "medium.density",
+    "medium.bona": "medium.BonA",
+    "medium.c_ref": "medium.sound_speed_ref",
+    "sensor.index": "sensor.points",
+    "sensor.cuboids": "sensor.corners",
+    "sensor.start": "sensor.record_start_index - 1",
+    "source.p.index": "source.p_mask",
+    "source.p.signal": "source.p",
+}
+
+
+def user_error(e: ProblemError) -> ProblemError:
+    """The same error with the API's names for what the user passed."""
+    msg = str(e)
+    for solver, user in USER_NAMES.items():
+        msg = msg.replace(solver, user)
+    return ProblemError(msg)
+
+
+def check_shape(name: str, value, shape: tuple, scalar_ok: bool = True) -> None:
+    """A scalar (when allowed) or an array of the grid ``shape``; suggests the transpose when
+    that is what matches (arrays are indexed ``(x, y, z)``)."""
+    if value is None or (scalar_ok and np.ndim(value) == 0):
+        return
+    got = tuple(np.shape(value))
+    if got == tuple(shape):
+        return
+    hint = ""
+    if got == tuple(shape)[::-1]:
+        hint = (
+            f"; its transpose has the grid shape: sonotile indexes arrays (x, y, z) like "
+            f"k-Wave, pass {name}.T"
+        )
+    what = "a scalar or " if scalar_ok else ""
+    raise ProblemError(f"{name}: shape {got}, expected {what}the grid shape {tuple(shape)}{hint}")
+
+
+def check_medium(medium, shape: tuple) -> None:
+    """Shapes and values of the medium, named as the user named them."""
+    for attr in ("sound_speed", "density", "alpha_coeff", "BonA"):
+        v = getattr(medium, attr)
+        check_shape(f"medium.{attr}", v, shape)
+        if v is None:
+            continue
+        a = np.asarray(v, dtype=np.float64)
+        if not np.all(np.isfinite(a)):
+            raise ProblemError(f"medium.{attr}: contains NaN or Inf")
+        if attr in ("sound_speed", "density") and np.any(a <= 0):
+            raise ProblemError(f"medium.{attr}: must be > 0 everywhere (min {a.min():g})")
+
+
+def check_sources(source, shape: tuple) -> None:
+    for attr in ("p0", "p_mask", "u_mask", "transducer_mask"):
+        check_shape(f"source.{attr}", getattr(source, attr), shape, scalar_ok=False)
+
+
+def check_sensor(sensor, shape: tuple) -> None:
+    """Masks of the grid shape; points are 0-based grid indices (not metres)."""
+    if sensor.mask is not None:
+        m = np.asarray(sensor.mask)
+        if (
+            m.ndim == 2
+            and m.shape[0] == len(shape)
+            and m.dtype.kind == "f"
+            and (m.shape != tuple(shape))
+        ):
+            raise ProblemError(
+                f"sensor.mask: shape {m.shape} of floats looks like Cartesian positions in "
+                f"metres ({len(shape)}, N); give a boolean mask of the grid shape {shape}, or "
+                "grid indices as sensor.points"
+            )
+        check_shape("sensor.mask", m, shape, scalar_ok=False)
+    if sensor.points is not None:
+        p = np.asarray(sensor.points)
+        if p.dtype.kind == "f" and np.any(p != np.round(p)):
+            raise ProblemError(
+                "sensor.points: non-integer values; points are 0-based grid indices "
+                f"(N, {len(shape)}), not positions in metres"
+            )
+
+
+def input_warnings(problem: Problem, record: tuple) -> list[str]:
+    """Input that runs but probably is not what was meant: nothing emitted, sources or sensors
+    inside the PML (absorbed there), a sensor that records nothing."""
+    out = []
+    s, g, pml = problem.sources, problem.grid, problem.pml
+    emits = [
+        s.p0 is not None and np.any(np.asarray(s.p0) != 0),
+        s.p is not None and np.any(s.p.signal != 0),
+        any(u is not None and np.any(u.signal != 0) for u in s.u),
+        s.transducer is not None and np.any(s.transducer.signal != 0),
+    ]
+    if not any(emits):
+        out.append("source: nothing is emitted (no source, or all source values are zero)")
+
+    def in_pml(points: np.ndarray) -> int:
+        lo = np.array(pml.size)
+        hi = np.array(g.shape) - lo
+        return int(np.sum(np.any((points < lo) | (points >= hi), axis=1)))
+
+    for name, src in (("source.p_mask", s.p), ("source.u_mask", next(iter(
+            [u for u in s.u if u is not None]), None))):  # fmt: skip
+        if src is not None and (k := in_pml(np.asarray(src.index))):
+            out.append(f"{name}: {k} point(s) inside the PML, where the wave is absorbed")
+    sen = problem.sensor
+    if sen.index is not None and (k := in_pml(np.asarray(sen.index))):
+        out.append(f"sensor: {k} point(s) inside the PML record absorbed (wrong) values")
+    if not record:
+        out.append("sensor.record is empty: nothing will be recorded")
+    return out

@@ -1,0 +1,154 @@
+"""The Python API in the details a user hits: float64 without x64, device choice, the time axis
+of recorded samples, k-Wave's Nt for a given dt, errors in the user's names, and warnings for
+input that runs but is probably not what was meant."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import sonotile as st
+from sonotile.model.problem import ProblemError
+
+SHAPE = (64, 56)
+
+
+def case(record=("p",), start=1, **medium):
+    grid = st.KWaveGrid(SHAPE, spacing=1e-4)
+    med = st.KWaveMedium(**{"sound_speed": 1500.0, "density": 1000.0, **medium})
+    x, y = np.meshgrid(*(np.arange(n) - n // 2 for n in SHAPE), indexing="ij")
+    src = st.KSource(p0=1e5 * (x**2 + y**2 <= 9))
+    mask = np.zeros(SHAPE, bool)
+    mask[32, 24:32] = True
+    return grid, med, src, st.KSensor(mask=mask, record=record, record_start_index=start)
+
+
+def test_float64_without_x64_runs_in_float64_and_restores_the_mode():
+    assert not jax.config.jax_enable_x64
+    res = st.simulate(*case(), dtype="float64", quiet=True)
+    assert res["p"].dtype == np.float64
+    assert not jax.config.jax_enable_x64
+    ref = st.simulate(*case(), quiet=True)
+    assert np.abs(res["p"] - ref["p"]).max() < 1e-4 * np.abs(ref["p"]).max()
+
+
+def test_device_choice():
+    dev = jax.devices()[0]
+    res = st.simulate(*case(), device=dev, quiet=True)
+    assert res["p"].shape[0] == 8
+    with pytest.raises(ValueError, match="decomposition 'single'"):
+        st.simulate(*case(), devices=[dev, dev], quiet=True)
+
+
+def test_time_axis_matches_recorded_samples_when_recording_starts_late():
+    res = st.simulate(*case(start=11), quiet=True)
+    assert res["p"].shape[1] == len(res.t)
+    assert res.t[0] == pytest.approx(10 * res.grid.dt)
+    assert res.t[-1] == pytest.approx((res.grid.nt - 1) * res.grid.dt)
+
+
+def test_given_dt_without_nt_gives_kwaves_nt():
+    grid, med, src, sen = case()
+    grid.dt = 2e-8
+    res = st.simulate(grid, med, src, sen, quiet=True)
+    t_end = math.hypot(*(n * 1e-4 for n in SHAPE)) / 1500.0  # k-Wave: diagonal at min c
+    assert res.grid.dt == 2e-8
+    assert res.grid.nt == math.floor(t_end / 2e-8) + 1
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(sound_speed=np.full(SHAPE[::-1], 1500.0)), "pass medium.sound_speed.T"),
+        (dict(sound_speed=np.full((3, 3), 1500.0)), "medium.sound_speed: shape (3, 3)"),
+        (dict(density=-1.0), "medium.density: must be > 0"),
+        (dict(BonA=np.nan), "medium.BonA: contains NaN"),
+        (dict(sound_speed_ref=-5.0), "medium.sound_speed_ref"),
+    ],
+)
+def test_errors_name_the_users_parameter(change, message):
+    with pytest.raises(ProblemError) as e:
+        st.simulate(*case(**change), quiet=True)
+    assert message in str(e.value)
+    assert "medium.c0" not in str(e.value) and "medium.rho0" not in str(e.value)
+
+
+def test_points_are_grid_indices_not_metres():
+    grid, med, src, _ = case()
+    with pytest.raises(ProblemError, match="grid indices"):
+        st.simulate(grid, med, src, st.KSensor(points=np.array([[1.5e-3, 2e-3]])), quiet=True)
+    with pytest.raises(ProblemError, match="Cartesian positions in metres"):
+        st.simulate(grid, med, src, st.KSensor(mask=np.zeros((2, 10))), quiet=True)
+
+
+def test_warnings_for_input_that_is_probably_wrong():
+    grid, med, src, sen = case()
+    pml_sensor = np.zeros(SHAPE, bool)
+    pml_sensor[2, 30] = pml_sensor[30, 30] = True
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        st.simulate(grid, med, st.KSource(p0=np.zeros(SHAPE)), sen, quiet=True)
+        st.simulate(grid, med, src, st.KSensor(mask=pml_sensor), quiet=True)
+        st.simulate(grid, med, src, st.KSensor(mask=sen.mask, record=()), quiet=True)
+    text = " | ".join(str(x.message) for x in w)
+    assert "nothing is emitted" in text
+    assert "sensor: 1 point(s) inside the PML" in text
+    assert "nothing will be recorded" in text
+
+
+def test_stokes_absorption_matches_the_analytic_plane_wave_decay():
+    """1-D CW plane wave in a Stokes (frequency-squared) absorbing medium: the amplitude ratio of
+    two points 10 mm apart is exp(-alpha dx), alpha = a0 f^2 in dB/(MHz^2 cm) -> Np/m."""
+    n, dx, f0, a0 = 800, 5e-5, 1e6, 5.0
+    grid = st.KWaveGrid((n,), spacing=dx)
+    grid.dt, grid.nt = 0.3 * dx / 1500, 4400
+    med = st.KWaveMedium(sound_speed=1500.0, density=1000.0, alpha_coeff=a0, alpha_mode="stokes",
+                         alpha_power=2.0)  # fmt: skip
+    t = np.arange(grid.nt) * grid.dt
+    mask = np.zeros(n, bool)
+    mask[40] = True
+    src = st.KSource(p=1e3 * np.sin(2 * np.pi * f0 * t) * np.minimum(1, t * f0 / 3),
+                     p_mask=mask)  # fmt: skip
+    sen_mask = np.zeros(n, bool)
+    x1, x2 = 200, 400
+    sen_mask[[x1, x2]] = True
+    res = st.simulate(grid, med, src, st.KSensor(mask=sen_mask), pml_size=30, quiet=True)
+    period = int(round(1 / (f0 * grid.dt)))
+    last = res["p"][:, -6 * period :]
+    amp = np.abs(last).max(axis=1)
+    alpha = a0 * (f0 / 1e6) ** 2 * 100 / (20 / np.log(10))  # Np/m
+    expected = math.exp(-alpha * (x2 - x1) * dx)
+    assert amp[1] / amp[0] == pytest.approx(expected, rel=0.02)
+    lossless = st.simulate(grid, st.KWaveMedium(sound_speed=1500.0, density=1000.0), src,
+                           st.KSensor(mask=sen_mask), pml_size=30, quiet=True)  # fmt: skip
+    ratio = np.abs(lossless["p"][:, -6 * period :]).max(axis=1)
+    assert ratio[1] / ratio[0] == pytest.approx(1.0, rel=0.01)  # the decay is the absorption
+
+
+def test_command_line_spelling_and_unknown_flags():
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "sonotile.cli", *args], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
+    r = run()
+    assert r.returncode == 2 and "usage: sonotile <command>" in r.stderr
+    r = run("bach")
+    assert r.returncode == 2 and "did you mean batch?" in r.stderr
+    r = run("demo", "--sise", "3")
+    assert r.returncode == 2 and "did you mean --size?" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run("kwave", "-i", "a.h5", "-o", "b.h5", "--p_mx")
+    assert r.returncode == 1 and "did you mean --p_max?" in r.stderr
+    # k-Wave's underscore spelling everywhere, the hyphenated one accepted too
+    assert "--cpu_devices" in run("launch", "-h").stdout
+    assert "[--kwave_binary KWAVE_BINARY]" in run("bench", "-h").stdout
+    assert "[--devices_per_run DEVICES_PER_RUN]" in run("batch", "-h").stdout
+    r = run("launch", "-n", "1", "--cpu-devices", "1", "--", sys.executable, "-c", "pass")
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,93 @@
+"""The package's architecture, checked: imports point down the layers, no module takes another
+module's private names, and functions stay short (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+
+from paths import REPO
+
+PKG = REPO / "src" / "sonotile"
+
+#: Layers from the bottom; a module may import its own layer and the ones below.
+LAYERS = [
+    {"sonotile.runtime", "sonotile.cliargs", "sonotile.config", "sonotile.version"},
+    {"sonotile.model"},
+    {"sonotile.fft"},
+    {"sonotile.solver"},
+    {"sonotile.parallel"},
+    {"sonotile.kwave"},
+    {"sonotile.bench", "sonotile.batch", "sonotile.api", "sonotile.user_input",
+     "sonotile.results_io", "sonotile.differentiable", "sonotile.plot", "sonotile.demo",
+     "sonotile.validate", "sonotile.cli", "sonotile"},
+]  # fmt: skip
+
+#: Functions longer than MAX_LINES (docstrings not counted), each with its reason; the list
+#: only shrinks.
+LONG_OK = {
+    "sonotile.kwave.reader.read_input": "one reader of every dataset, in FORMAT.md's order",
+}
+MAX_LINES = 60
+
+
+def modules():
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        yield name.removesuffix(".__init__"), ast.parse(path.read_text()), path
+
+
+def layer(name: str) -> int:
+    for i, group in enumerate(LAYERS):
+        for g in group:
+            if name == g or (g != "sonotile" and name.startswith(g + ".")):
+                return i
+    return len(LAYERS) - 1  # sonotile itself
+
+
+def imports(tree: ast.AST, name: str):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sonotile"):
+            for a in node.names:
+                yield node.module, a.name, node.lineno
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("sonotile"):
+                    yield a.name, None, node.lineno
+
+
+def test_imports_point_down_the_layers():
+    bad = []
+    for name, tree, _ in modules():
+        if name == "sonotile":  # the package's front door re-exports the front ends
+            continue
+        for mod, what, line in imports(tree, name):
+            target = f"{mod}.{what}" if what and layer(f"{mod}.{what}") != layer(mod) else mod
+            if layer(target) > layer(name):
+                bad.append(f"{name}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_private_names_from_other_modules():
+    bad = [
+        f"{name}:{line} takes {mod}.{what}"
+        for name, tree, _ in modules()
+        for mod, what, line in imports(tree, name)
+        if what and what.startswith("_") and what != "__version__"
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_functions_are_short():
+    long = []
+    for name, tree, _ in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1
+                doc = node.body[0]
+                if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                    n -= doc.end_lineno - doc.lineno + 1  # the docstring does not count
+                key = f"{name}.{node.name}"
+                if n > MAX_LINES and key not in LONG_OK:
+                    long.append(f"{key}: {n} lines")
+    assert not long, "\n".join(long)

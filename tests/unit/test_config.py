@@ -1,0 +1,57 @@
+"""The settings object: defaults, the environment read in one place, validation, and the FFT
+options recorded in the operators (so compiled programs are keyed by them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sonotile import config
+from sonotile.config import Settings
+
+
+def test_defaults_then_environment_then_overrides():
+    s = Settings.from_env({})
+    assert (s.fft, s.fftw_plan, s.fftw_fused, s.compilation_cache) == (
+        "auto",
+        "measure",
+        True,
+        True,
+    )
+    env = {"SONOTILE_FFT": "xla", "SONOTILE_FFTW_PLAN": "estimate", "SONOTILE_FFTW_FUSED": "0",
+           "SONOTILE_COMPILATION_CACHE": "0", "XDG_CACHE_HOME": "/tmp/xdg"}  # fmt: skip
+    s = Settings.from_env(env, threads=3)
+    assert (s.fft, s.fftw_plan, s.fftw_fused, s.compilation_cache) == (
+        "xla",
+        "estimate",
+        False,
+        False,
+    )
+    assert s.threads == 3 and s.cache_dir == "/tmp/xdg/sonotile"
+    assert s.fft_mode() == "unfused"
+
+
+@pytest.mark.parametrize("bad", [dict(fft="cufft"), dict(fftw_plan="fast"), dict(threads=0)])
+def test_bad_settings_are_refused(bad):
+    with pytest.raises(ValueError, match=list(bad)[0]):
+        Settings(**bad)
+
+
+def test_operators_record_the_fft_options():
+    from sonotile.fft import fftw
+    from sonotile.solver.operators import FourierOps
+
+    if not fftw.available():
+        pytest.skip("FFTW extension unavailable")
+    saved = config.current()
+    try:
+        fused = FourierOps.build((16, 12), (1e-4, 1e-4), 1500.0, 1e-8, settings=Settings())
+        unfused = Settings(fftw_fused=False, fftw_grouped=True)
+        calls = FourierOps.build((16, 12), (1e-4, 1e-4), 1500.0, 1e-8, settings=unfused)
+        assert fused.fft == "fftw" and calls.fft == "fftw-unfused-grouped"
+        # the options are static: two operator objects of different options never share a
+        # compiled program
+        import jax
+
+        assert jax.tree_util.tree_structure(fused) != jax.tree_util.tree_structure(calls)
+    finally:
+        config.configure(saved)

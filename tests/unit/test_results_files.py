@@ -1,0 +1,112 @@
+"""Result files a user can read and re-run, ``sonotile plot``, and checks without tests so far:
+resolution warnings, smoothing of the sound speed and density, ``--float64``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import h5py
+import numpy as np
+import pytest
+from paths import REFERENCE
+
+import sonotile as st
+
+SHAPE = (64, 56)
+
+
+def case():
+    grid = st.KWaveGrid(SHAPE, spacing=1e-4)
+    c = np.full(SHAPE, 1500.0)
+    c[40:] = 1600.0
+    med = st.KWaveMedium(sound_speed=c, density=1000.0, alpha_coeff=0.5, BonA=6.0)
+    x, y = np.meshgrid(*(np.arange(n) - n // 2 for n in SHAPE), indexing="ij")
+    src = st.KSource(p0=1e5 * (x**2 + y**2 <= 9))
+    mask = np.zeros(SHAPE, bool)
+    mask[32, 24:32] = True
+    return grid, med, src, st.KSensor(mask=mask, record=("p", "p_max", "p_max_all"))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    path = tmp_path_factory.mktemp("res") / "res.h5"
+    res = st.simulate(*case(), pml_alpha=1.5, quiet=True)
+    res.save(str(path))
+    return path, res
+
+
+def test_result_file_has_units_and_reruns_bit_identically(saved):
+    path, res = saved
+    with h5py.File(path, "r") as f:
+        assert f.attrs["format"] == "sonotile-results"
+        assert f["results/p"].attrs["units"] == "Pa" and f["results/t"].attrs["units"] == "s"
+        assert f["input/medium/sound_speed"].attrs["units"] == "m/s"
+        assert tuple(f["input/grid"].attrs["shape"]) == SHAPE
+    inputs, options = st.load_input(str(path))
+    assert options["pml_alpha"] == 1.5 and inputs[3].record == ("p", "p_max", "p_max_all")
+    again = st.simulate(*inputs, **options, quiet=True)
+    np.testing.assert_array_equal(again["p"], res["p"])
+    np.testing.assert_array_equal(st.load_results(str(path))["p_max_all"], res["p_max_all"])
+
+
+@pytest.mark.parametrize("which", ["sonotile", "kwave"])
+def test_plot_command_writes_pngs(saved, tmp_path, which):
+    src = saved[0] if which == "sonotile" else (
+        REFERENCE / "3d_het_lossless_p0_cuboid_allfields_s25" / "output.h5")  # fmt: skip
+    out = tmp_path / "fig.png"
+    r = subprocess.run([sys.executable, "-m", "sonotile.cli", "plot", str(src), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_command_refuses_other_files(tmp_path):
+    bad = tmp_path / "x.h5"
+    with h5py.File(bad, "w") as f:
+        f["a"] = 1
+    r = subprocess.run([sys.executable, "-m", "sonotile.cli", "plot", str(bad)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "k-Wave output" in r.stderr
+
+
+def test_resolution_warning_for_a_signal_above_the_grid_frequency():
+    grid, med, _, sen = case()
+    grid.dt, grid.nt = 1e-8, 200
+    t = np.arange(200) * 1e-8
+    mask = np.zeros(SHAPE, bool)
+    mask[30, 28] = True
+    for f0, warned in ((2e6, False), (12e6, True)):  # the grid resolves 7.5 MHz at 1500 m/s
+        src = st.KSource(p=1e3 * np.sin(2 * np.pi * f0 * t), p_mask=mask)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            st.simulate(grid, med, src, sen, quiet=True)
+        assert any("energy lies above" in str(x.message) for x in w) == warned, f0
+
+
+def test_smoothing_sound_speed_and_density_acts_at_the_steps_only():
+    from sonotile.api import Options, build_problem
+
+    grid, med, src, sen = case()
+    plain, _ = build_problem(grid, med, src, sen, Options())
+    smooth, _ = build_problem(grid, med, src, sen, Options(smooth_c0=True, smooth_rho0=True))
+    c0, c1 = np.asarray(plain.medium.c0), np.asarray(smooth.medium.c0)
+    assert np.array_equal(c0, med.sound_speed)
+    edge = np.abs(c1 - c0)[38:42].max()
+    assert 5 < edge < 100  # the step at x = 40 is smoothed ...
+    # ... and at the periodic wrap (x = 63 | 0, k-Wave's smoothing is spectral), nowhere else
+    assert np.abs(c1 - c0)[8:30].max() < 1 and np.abs(c1 - c0)[50:56].max() < 1
+    assert np.abs(np.asarray(smooth.medium.rho0) - 1000.0).max() < 1e-9  # uniform: unchanged
+
+
+def test_float64_command_line_run_matches_kwave(tmp_path):
+    case_dir = REFERENCE / "2d_homog_lossless_p0_index"
+    out = tmp_path / "o.h5"
+    r = subprocess.run([sys.executable, "-m", "sonotile.kwave.cli", "-i",
+                        str(case_dir / "input.h5"), "-o", str(out), "--float64"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f, h5py.File(case_dir / "output.h5") as g:
+        p, ref = f["p"][()].astype(np.float64), g["p"][()].astype(np.float64)
+    assert np.abs(p - ref).max() / np.abs(ref).max() < 1e-4
