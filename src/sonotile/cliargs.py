@@ -11,7 +11,7 @@ import sys
 
 def closest(word: str, choices: list[str]) -> str:
     """`` (did you mean --x?)`` for the closest of ``choices``, or ``""``."""
-    match = difflib.get_close_matches(word.split("=")[0], choices, n=1, cutoff=0.5)
+    match = difflib.get_close_matches(word.split("=")[0], choices, n=1, cutoff=0.7)
     return f" (did you mean {match[0]}?)" if match else ""
 
 

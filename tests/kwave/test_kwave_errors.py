@@ -245,7 +245,7 @@ def test_checkpoint_file_not_a_checkpoint(tmp_path, capsys):
 
 
 BAD_FLAGS = [
-    (["--no_such_flag"], "unrecognized arguments: --no_such_flag"),
+    (["--no_such_flag"], "unknown option --no_such_flag"),
     (["-c", "10"], "10 out of range 0..9"),
     (["-r", "0"], "0 out of range 1..100"),
     (["-t", "0"], "0 out of range 1..inf"),
