@@ -31,7 +31,7 @@ class Parser(argparse.ArgumentParser):
     def flags(self) -> list[str]:
         return [s for a in self._actions for s in a.option_strings if "_" in s or "-" not in s[2:]]
 
-    def error(self, message: str):
+    def error(self, message: str) -> None:
         unknown = message.split("unrecognized arguments: ")
         if len(unknown) == 2:
             word = unknown[1].split()[0]

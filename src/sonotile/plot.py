@@ -97,7 +97,7 @@ def _mark_sources(ax, source, spacing, keep) -> None:
             (s[:, keep[0]] + 0.5) * spacing[keep[0]] * 1e3, "w.", ms=2, label="source")  # fmt: skip
 
 
-def traces(ax, t: np.ndarray, p: np.ndarray, labels=None, units: str = "Pa", n: int = 4):
+def traces(ax, t: np.ndarray, p: np.ndarray, labels=None, units: str = "Pa", n: int = 4) -> None:
     """Up to ``n`` sensor time series ``p (N, T)`` against ``t [s]`` (µs axis)."""
     p = np.atleast_2d(p)
     picks = np.unique(np.linspace(0, len(p) - 1, min(n, len(p))).astype(int))

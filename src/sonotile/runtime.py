@@ -149,7 +149,7 @@ def install_stop_handlers(flag: dict) -> dict:
     """SIGTERM/SIGINT set ``flag['stop']`` (the run checkpoints, or fails, between chunks of
     steps); a second signal raises KeyboardInterrupt at once. Returns the previous handlers."""
 
-    def handler(signum, frame):
+    def handler(signum, frame) -> None:
         if flag.get("stop"):
             raise KeyboardInterrupt(f"signal {signum}")
         flag["stop"] = True

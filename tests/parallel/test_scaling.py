@@ -54,3 +54,27 @@ def test_measured_bytes_match_the_method(tmp_path):
             sent,
             pred,
         )
+
+
+def test_bench_scaling_two_processes(tmp_path):
+    """``sonotile bench --scaling`` on a tiny grid: 1 process, 2 independent processes and 2
+    coupled ones (lfb) run; the parts of a step add up to it, the bytes sent are the halos, the
+    efficiencies are the time ratios, and the PNG is written."""
+    out, png = tmp_path / "s.json", tmp_path / "s.png"
+    r = subprocess.run(
+        [sys.executable, "-m", "sonotile.cli", "bench", "--scaling", "--size", "16", "--strong",
+         "0", "--steps", "2", "--repeats", "1", "--rounds", "1", "--decompositions", "lfb",
+         "--overlap", "4", "--json", str(out), "--png", str(png)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    s = json.loads(out.read_text())["summary"]
+    assert set(s) == {"weak/single", "weak/control", "weak/lfb"}
+    lfb = s["weak/lfb"]
+    parts = lfb["fft_ms"] + lfb["elementwise_ms"] + lfb["exchange_ms"]
+    assert abs(parts - lfb["ms_per_step"]) <= 1e-6 * lfb["ms_per_step"]
+    assert lfb["exchange_ms"] > 0  # two processes do exchange (gloo over loopback)
+    assert lfb["mb_sent_per_step"] > 0 and s["weak/single"]["mb_sent_per_step"] == 0
+    ceiling = s["weak/control"]["ms_per_step"] / lfb["ms_per_step"]
+    assert abs(lfb["efficiency_vs_ceiling"] - ceiling) < 1e-9
+    assert png.read_bytes()[:4] == b"\x89PNG"

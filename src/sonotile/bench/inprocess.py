@@ -490,6 +490,10 @@ def _print(res: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--scaling"]:  # 1 -> 2 processes: weak, strong, time by part
+        from sonotile.bench import processes
+
+        return processes.main(argv[1:])
     if argv[:1] in (["--decompositions"],):  # communication and time breakdown per decomposition
         from sonotile.bench import scaling
 

@@ -170,6 +170,23 @@ def model_rows(
     return rows
 
 
+def time_rows(
+    n: int, devices, bandwidth_gb_s: float, rate_gcells_s: float, overlap: int = 16
+) -> list[dict]:
+    """Predicted time per step [ms] of an ``n^3`` absorbing step on ``devices`` devices:
+    local work (``n^3 / p`` points, times LFB's padding factor) at ``rate_gcells_s`` per device
+    plus the bytes each device sends (:func:`model_rows`) at ``bandwidth_gb_s``, no overlap of
+    the two (a pessimistic bound)."""
+    out = []
+    for r in model_rows(n, devices, overlap):
+        p = r["devices"]
+        local_ms = n**3 / p / (rate_gcells_s * 1e9) * 1e3
+        pencil = local_ms + r["pencil_MB"] / (bandwidth_gb_s * 1e3) * 1e3
+        lfb = local_ms * r["lfb_work"] + r["lfb_MB"] / (bandwidth_gb_s * 1e3) * 1e3
+        out.append({**r, "local_ms": local_ms, "pencil_ms": pencil, "lfb_ms": lfb})
+    return out
+
+
 def _near_square(p: int) -> tuple:
     a = int(math.isqrt(p))
     while p % a:
@@ -193,9 +210,9 @@ def _near_cube(p: int) -> tuple:
 def local_collectives():
     """Replace the collectives the decompositions use by local copies of the same size (for
     timing the step without communication; results are then wrong)."""
-    from sonotile import parallel
+    from jax import lax as real
 
-    real = parallel.lax
+    from sonotile.parallel import lfb, mesh, pencil
 
     class _Shim:
         def __getattr__(self, name):
@@ -213,11 +230,15 @@ def local_collectives():
         def ppermute(x, axis_name, perm):
             return x + 0
 
-    parallel.lax = _Shim()
+        @staticmethod
+        def psum(x, axis_name):  # sensor gathers: this shard's part only
+            return x + 0 if hasattr(x, "shape") else real.psum(x, axis_name)
+
+    lfb.lax = pencil.lax = mesh.lax = _Shim()  # type: ignore[assignment]
     try:
         yield
     finally:
-        parallel.lax = real
+        lfb.lax = pencil.lax = mesh.lax = real
 
 
 def _time_chunks(engine, problem, steps: int, repeats: int) -> float:

@@ -63,7 +63,7 @@ def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None
                 g.create_dataset(name, shape=shape, dtype=np.dtype(v.dtype))
             g.attrs["dtype"] = engine.problem.dtype
 
-    def mine():
+    def mine() -> None:
         with h5py.File(tmp, "r+") as f:
             for name, v in fields.items():
                 write_shards(f[name], v, zyx=True, blocks=blocks)

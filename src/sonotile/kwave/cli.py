@@ -66,7 +66,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # k-Wave prints usage and exits 1
+    def error(self, message) -> None:  # k-Wave prints usage and exits 1
         unknown = message.split("unrecognized arguments: ")
         if len(unknown) == 2:
             from sonotile.cliargs import closest

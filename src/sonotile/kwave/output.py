@@ -229,7 +229,7 @@ class OutputFile:
             self.f.close()
         barrier("sonotile-output-closed")
 
-        def mine():
+        def mine() -> None:
             if self.leader:
                 return
             with h5py.File(self.tmp, "r+") as f:

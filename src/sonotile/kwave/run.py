@@ -159,7 +159,7 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
 
     leader = jax.process_index() == 0
 
-    def progress(n):
+    def progress(n) -> None:
         if leader and (n >= state["next"] or n == nt):
             el = time.perf_counter() - leg_start
             print(f"  {100 * n / nt:5.1f}%  step {n}/{nt}  {el:8.2f}s", flush=True)

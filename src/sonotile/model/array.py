@@ -245,7 +245,9 @@ class KWaveArray:
         length = float(np.linalg.norm(b - a))
         self._add(Element("line", 1, length, dict(start=a, end=b)), a.size)
 
-    def add_custom_element(self, integration_points, measure: float, element_dim: int, label=""):
+    def add_custom_element(
+        self, integration_points, measure: float, element_dim: int, label=""
+    ) -> None:
         """An element given by its own integration points ``(D, N)`` [m], its ``measure``
         (length [m], area [m^2] or volume [m^3]) and ``element_dim`` (1, 2 or 3)."""
         p = np.asarray(integration_points, dtype=np.float64)

@@ -20,7 +20,7 @@ def factor_mesh(n: int, k: int, shape) -> tuple[int, ...] | None:
     best = None
     divisors = [p for p in range(1, n + 1) if n % p == 0]
 
-    def rec(prefix, rest):
+    def rec(prefix, rest) -> None:
         nonlocal best
         if len(prefix) == k - 1:
             cand = tuple(prefix) + (rest,)

@@ -172,7 +172,7 @@ def _fail_fast_on_uncaught_exceptions() -> None:
     waiting in JAX's shutdown barrier for processes stuck in a collective with this one)."""
     previous = sys.excepthook
 
-    def hook(kind, value, tb):
+    def hook(kind, value, tb) -> None:
         previous(kind, value, tb)
         fail_fast(1)
 

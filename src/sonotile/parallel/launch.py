@@ -130,7 +130,7 @@ def launch(
             err.write(f"sonotile launch: {msg}\n".encode())
             err.flush()
 
-    def on_signal(signum, frame):
+    def on_signal(signum, frame) -> None:
         stop["signals"] += 1
         _kill(procs, signal.SIGTERM if stop["signals"] == 1 else signal.SIGKILL)
 

@@ -1,0 +1,224 @@
+"""``sonotile bench --scaling``: weak and strong scaling from 1 to 2 processes, with where the
+time of a step goes.
+
+Every process runs with 1 thread and 1 CPU device. Runs, alternating in each round:
+
+* ``single``: one process on ``N^3`` (weak) or ``M^3`` (strong);
+* ``control``: two independent single-process runs of ``N^3`` at the same time (what this
+  machine gives two processes that never talk: shared memory bandwidth, the ceiling);
+* ``lfb`` and ``pencil`` on 2 processes (``sonotile launch -n 2``, mesh ``2``): ``2N x N x N``
+  (weak) and ``M^3`` (strong).
+
+Per step each run reports (``sonotile.bench.scaling.measure``): the whole step, the step with
+its collectives replaced by local copies (the local work), the FFTs alone (same count and sizes);
+so ``FFTs``, ``element-wise`` (local work minus FFTs) and ``exchange + waiting`` (whole minus
+local work) add up to the step. Weak-scaling efficiency against the ceiling is
+``t(control) / t(coupled)``; against one process alone ``t(single) / t(coupled)``. The figures
+go to a JSON file and a PNG of time per step by part.
+
+    sonotile bench --scaling --size 128 --strong 192 --steps 10 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from sonotile.cliargs import Parser
+
+PARTS = ("fft_ms", "elementwise_ms", "exchange_ms")
+
+
+def _worker(spec: dict) -> dict:
+    """One measurement in this process (one of a launched pair, or alone), on one CPU: a
+    launched process pins itself to the CPU of its rank, a lone one was pinned by its parent."""
+    from sonotile import config
+
+    rank = os.environ.get("SONOTILE_PROCESS_ID")
+    if rank is not None:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[int(rank) % len(cpus)]})
+    config.configure(threads=1)
+    from sonotile.parallel import distributed
+
+    distributed.initialize()
+    import jax
+
+    from sonotile.bench.cases import heterogeneous_absorbing
+    from sonotile.bench.scaling import measure
+
+    problem = heterogeneous_absorbing(shape=tuple(spec["shape"]), nt=spec["steps"] + 2)
+    mesh = tuple(spec["mesh"])
+    r = measure(problem, spec["decomposition"], mesh, spec["overlap"], spec["steps"],
+                spec["repeats"])  # fmt: skip
+    step = r["ms_per_step"]
+    local = step - r["comm_ms"] if spec["decomposition"] != "single" else step
+    local = min(max(local, 0.0), step)  # separately timed parts, clipped to add up to the step
+    fft = min(r["fft_ms"], local)
+    return {
+        "process": jax.process_index(),
+        "ms_per_step": step,
+        "fft_ms": fft,
+        "elementwise_ms": local - fft,
+        "exchange_ms": step - local,
+        "mb_sent_per_step": r["bytes_sent_per_device_per_step"] / 1e6,
+    }
+
+
+def _command(spec: dict) -> list[str]:
+    return [sys.executable, "-m", "sonotile.bench.processes", "--worker", json.dumps(spec)]
+
+
+def _env() -> dict:
+    env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false", JAX_PLATFORMS="cpu")
+    env.pop("SONOTILE_NUM_PROCESSES", None)
+    return env
+
+
+def _results(out: str) -> list[dict]:
+    return [json.loads(ln.split("RESULT", 1)[1]) for ln in out.splitlines() if "RESULT" in ln]
+
+
+def _run(kind: str, spec: dict) -> dict:
+    """One run of a kind: single, control (two at once) or coupled (2 processes)."""
+    env = _env()
+    if kind == "control":
+        procs = [subprocess.Popen(["taskset", "-c", str(i)] + _command(spec), env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(2)]  # fmt: skip
+        outs = [p.communicate(timeout=3600) for p in procs]
+        if any(p.returncode for p in procs):
+            raise RuntimeError(f"control run failed: {outs[0][1][-1500:]}{outs[1][1][-1500:]}")
+        rows = [r for o, _ in outs for r in _results(o)]
+    elif kind == "single":
+        r = subprocess.run(["taskset", "-c", "0"] + _command(spec), env=env, capture_output=True,
+                           text=True, timeout=3600)  # fmt: skip
+        if r.returncode:
+            raise RuntimeError(f"single run failed: {r.stderr[-2000:]}")
+        rows = _results(r.stdout)
+    else:
+        cmd = [sys.executable, "-m", "sonotile.parallel.launch", "-n", "2", "--"] + _command(spec)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+        if r.returncode:
+            raise RuntimeError(f"{kind} run failed: {r.stdout[-1500:]}{r.stderr[-1500:]}")
+        rows = _results(r.stdout)
+    worst = max(rows, key=lambda x: x["ms_per_step"])  # the slower process sets the pace
+    return {"kind": kind, **{k: worst[k] for k in ("ms_per_step", "mb_sent_per_step", *PARTS)}}
+
+
+def _plan(a) -> list[tuple[str, str, dict]]:
+    n, m = a.size, a.strong
+    base = {"steps": a.steps, "repeats": a.repeats, "overlap": a.overlap}
+    plan = [("weak", "single", {**base, "shape": [n, n, n], "decomposition": "single", "mesh": []}),
+            ("weak", "control", {**base, "shape": [n, n, n], "decomposition": "single",
+                                 "mesh": []})]  # fmt: skip
+    for dec in a.decompositions.split(","):
+        plan.append(("weak", dec, {**base, "shape": [2 * n, n, n], "decomposition": dec,
+                                   "mesh": [2]}))  # fmt: skip
+    if m:
+        plan.append(("strong", "single", {**base, "shape": [m, m, m], "decomposition": "single",
+                                          "mesh": []}))  # fmt: skip
+        for dec in a.decompositions.split(","):
+            plan.append(("strong", dec, {**base, "shape": [m, m, m], "decomposition": dec,
+                                         "mesh": [2]}))  # fmt: skip
+    return plan
+
+
+def _summary(rows: list[dict]) -> dict:
+    """Median figures per (study, kind) and the efficiencies / speed-ups."""
+    import statistics
+
+    out: dict = {}
+    for study, kind in {(r["study"], r["kind"]) for r in rows}:
+        sel = [r for r in rows if r["study"] == study and r["kind"] == kind]
+        out[f"{study}/{kind}"] = {k: statistics.median(r[k] for r in sel)
+                                  for k in ("ms_per_step", "mb_sent_per_step", *PARTS)}  # fmt: skip
+    for key, v in list(out.items()):
+        study, kind = key.split("/")
+        if study == "weak" and kind not in ("single", "control"):
+            v["efficiency_vs_ceiling"] = out["weak/control"]["ms_per_step"] / v["ms_per_step"]
+            v["efficiency_vs_one_process"] = out["weak/single"]["ms_per_step"] / v["ms_per_step"]
+        if study == "strong" and kind != "single":
+            v["speedup"] = out["strong/single"]["ms_per_step"] / v["ms_per_step"]
+    return out
+
+
+def _plot(summary: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(summary)
+    fig, ax = plt.subplots(figsize=(1.6 * len(keys) + 2, 4.5))
+    bottom = [0.0] * len(keys)
+    for part, color in zip(PARTS, ("tab:blue", "tab:orange", "tab:red")):
+        vals = [summary[k][part] for k in keys]
+        ax.bar(keys, vals, bottom=bottom, color=color, label=part.removesuffix("_ms"))
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set(ylabel="ms per step (slowest process)", title="time per step by part, 1 thread each")
+    ax.tick_params(axis="x", rotation=30)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _report(summary: dict) -> None:
+    head = f"{'run':16s} {'ms/step':>8s} {'fft':>7s} {'elem':>7s} {'exch+wait':>9s}"
+    print(f"\n{head} {'MB sent':>8s}  efficiency / speed-up")
+    for k in sorted(summary):
+        v = summary[k]
+        extra = "  ".join(f"{n} {v[n]:.2f}" for n in ("efficiency_vs_ceiling",
+                          "efficiency_vs_one_process", "speedup") if n in v)  # fmt: skip
+        print(f"{k:16s} {v['ms_per_step']:8.1f} {v['fft_ms']:7.1f} {v['elementwise_ms']:7.1f} "
+              f"{v['exchange_ms']:9.1f} {v['mb_sent_per_step']:8.2f}  {extra}")  # fmt: skip
+
+
+def parser() -> Parser:
+    ap = Parser(prog="sonotile bench --scaling", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("--size", type=int, default=128, help="weak scaling: N^3 per process")
+    ap.add_argument("--strong", type=int, default=192, help="strong scaling: M^3 (0: skip)")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=2, help="timed chunks per run")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of all runs")
+    ap.add_argument("--overlap", type=int, default=16)
+    ap.add_argument("--decompositions", default="lfb,pencil")
+    ap.add_argument("--json", default="bench-scaling.json")
+    ap.add_argument("--png", default="bench-scaling.png")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        print("RESULT" + json.dumps(_worker(json.loads(argv[1]))), flush=True)
+        return 0
+    a = parser().parse_args(argv)
+    rows = []
+    plan = _plan(a)
+    for rnd in range(a.rounds):
+        order = plan if rnd % 2 == 0 else plan[::-1]  # alternate: drift hits all runs alike
+        for study, kind, spec in order:
+            t0 = time.perf_counter()
+            r = {"study": study, "round": rnd, **_run(kind, spec)}
+            rows.append(r)
+            print(f"round {rnd + 1} {study:6s} {kind:8s} {r['ms_per_step']:8.1f} ms/step "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+    summary = _summary(rows)
+    _report(summary)
+    with open(a.json, "w") as f:
+        json.dump({"command": "sonotile bench --scaling " + " ".join(argv), "rows": rows,
+                   "summary": summary, "load": os.getloadavg()}, f, indent=1)  # fmt: skip
+    _plot(summary, a.png)
+    print(f"written {a.json}, {a.png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
