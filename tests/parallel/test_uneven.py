@@ -22,8 +22,6 @@ import jax
 import numpy as np
 from lfb_error import errors
 from sonotile.bench.cases import heterogeneous_absorbing
-from sonotile.model.grid import Grid
-from sonotile.model.problem import Medium, Pml, Problem, Sensor, Sources, TransducerSource
 from sonotile.parallel import auto, engine_for, run_decomposed
 from sonotile.solver.runner import run
 
@@ -40,26 +38,18 @@ for dec, mesh in [("pencil", (2,)), ("pencil", (3,)), ("pencil", (2, 3)), ("penc
     out[f"het3d_{dec}_{'x'.join(map(str, mesh))}"] = errors(res, ref)
 
 
-def ivp(shape, nt=30):
-    # p0, a transducer across a block boundary, a cuboid sensor over many blocks, whole fields
-    d = len(shape)
-    g = Grid(shape, (1e-4,) * d, 2e-8, nt)
-    c0 = 1500 + 50 * np.random.default_rng(1).random(shape)
-    X = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
-    p0 = 1e5 * np.exp(-sum((x - n // 2) ** 2 for x, n in zip(X, shape)) / 8)
-    tr = TransducerSource(np.array([(6,) + (16,) * (d - 1), (6,) + (17,) * (d - 1)]),
-                          1e-3 * np.sin(np.arange(nt + 5) * 0.3), np.array([0, 3]))
-    sen = Sensor(cuboids=np.array([[[4] * d, [n - 5 for n in shape]]]),
-                 record=("p", "u_max", "p_max_all", "u_min_all", "p_final", "u_final"))
-    return Problem(g, Medium(c0, 1000.0, g, bona=5.0), Sources(p0=p0, transducer=tr), sen,
-                   Pml((4,) * d, (2.0,) * d))
+sys.path.insert(0, sys.argv[2])
+from ivp_case import ivp
 
+
+def ivp_all(shape, nt=30):
+    return ivp(shape, nt, ("p", "u_max", "p_max_all", "u_min_all", "p_final", "u_final"))
 
 for shape, runs in [((45, 53), [("pencil", (3,)), ("pencil", (8,)), ("lfb", (2, 4)),
                                 ("lfb", (3, 1))]),
                     ((97, 53), [("pencil", (4,)), ("lfb", (8,))]),
                     ((29, 31, 23), [("pencil", (2, 2)), ("lfb", (2, 2, 2))])]:
-    p = ivp(shape)
+    p = ivp_all(shape)
     r = run(p)
     for dec, mesh in runs:
         res = run_decomposed(p, dec, mesh, overlap=16)
@@ -68,7 +58,7 @@ for shape, runs in [((45, 53), [("pencil", (3,)), ("pencil", (8,)), ("lfb", (2, 
 # auto: every pick builds an engine, for odd and prime shapes and 2, 3, 4, 8 devices
 picks = []
 for shape in [(45, 53), (97, 53), (53, 53, 53), (45, 37, 29), (7, 97)]:
-    small = ivp(shape, nt=2) if min(shape) > 20 else None
+    small = ivp_all(shape, nt=2) if min(shape) > 20 else None
     for n in (2, 3, 4, 8):
         pick = auto(shape, n)
         if small is not None:
@@ -83,8 +73,9 @@ print("RESULT" + json.dumps(out, default=str))
 def results():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
                JAX_PLATFORMS="cpu")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(REPO / "benchmarks")], env=env,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    paths = [str(REPO / "benchmarks"), str(REPO / "tests" / "helpers")]
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, *paths], env=env, capture_output=True,
+                          text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
     return json.loads(line[len("RESULT") :])
