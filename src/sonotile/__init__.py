@@ -1,27 +1,49 @@
-"""sonotile: nonlinear ultrasound in tissue with k-Wave's k-space pseudospectral method on JAX."""
+"""sonotile: nonlinear ultrasound in tissue with k-Wave's k-space pseudospectral method on JAX.
 
-from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Results, simulate  # noqa: E402
-from sonotile.model.array import KWaveArray  # noqa: E402
-from sonotile.model.geometry import (  # noqa: E402
-    focused_annulus_oneil,
-    focused_bowl_oneil,
-    make_arc,
-    make_ball,
-    make_bowl,
-    make_cart_arc,
-    make_cart_bowl,
-    make_cart_circle,
-    make_cart_disc,
-    make_cart_rect,
-    make_cart_sphere,
-    make_cart_spherical_segment,
-    make_circle,
-    make_disc,
-    make_line,
-    make_sphere,
-)
-from sonotile.model.signals import create_cw_signals, extract_amp_phase, tone_burst  # noqa: E402
+The public names are imported when first used (PEP 562), so that ``sonotile-kwave`` and other
+entry points that import a submodule (``sonotile.kwave.run``) do not pay for the user API,
+geometry and signal helpers at start-up (time to first step).
+"""
+
+from importlib import import_module
+
 from sonotile.version import __version__
+
+# public name -> module that defines it
+_WHERE = {
+    **dict.fromkeys(
+        ("KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Results", "simulate"), "sonotile.api"
+    ),
+    "KWaveArray": "sonotile.model.array",
+    **dict.fromkeys(  # fmt: skip
+        (
+            "focused_annulus_oneil",
+            "focused_bowl_oneil",
+            "make_arc",
+            "make_ball",
+            "make_bowl",
+            "make_cart_arc",
+            "make_cart_bowl",
+            "make_cart_circle",
+            "make_cart_disc",
+            "make_cart_rect",
+            "make_cart_sphere",
+            "make_cart_spherical_segment",
+            "make_circle",
+            "make_disc",
+            "make_line",
+            "make_sphere",
+        ),
+        "sonotile.model.geometry",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("create_cw_signals", "extract_amp_phase", "tone_burst"), "sonotile.model.signals"
+    ),
+    "simulate_many": "sonotile.batch.many",
+    "load_input": "sonotile.results_io",
+    "load_results": "sonotile.results_io",
+    "make_simulator": "sonotile.differentiable",
+}
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
@@ -35,17 +57,14 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """Heavier entry points, imported when first used (``import sonotile`` stays light)."""
-    if name == "simulate_many":
-        from sonotile.batch.many import simulate_many
+    """Public names, imported from their module when first used (``import sonotile`` is light)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sonotile' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return simulate_many
-    if name in ("load_input", "load_results"):
-        from sonotile import results_io
 
-        return getattr(results_io, name)
-    if name == "make_simulator":
-        from sonotile.differentiable import make_simulator
-
-        return make_simulator
-    raise AttributeError(f"module 'sonotile' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

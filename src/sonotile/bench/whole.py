@@ -12,6 +12,15 @@ system of the child, from ``wait4``). k-Wave plans its FFTs with FFTW_MEASURE on
 which varies by seconds at 256^3, so its wall and CPU differences are noisy there. The report
 gives the ratio k-Wave / sonotile per round (> 1: sonotile faster) with its spread, and each
 tool's peak RSS.
+
+The headline is the whole run as a user waits for it: the ratio of the two processes' wall
+times on the ``3 N`` file (start-up, planning and compilation included) and of their own
+time-loop timers (sonotile's includes compiling the step, k-Wave's has nothing to compile),
+per round. Each tool's fixed cost (``(3 t(N) - t(3N)) / 2``: imports, reading, planning,
+compiling, writing) is its own column. ``--first-step`` also times ``sonotile-kwave
+--benchmark 1`` on the ``N`` file with a fresh (cold) and a filled (warm) compilation cache:
+the whole process up to and including one step, an upper bound of the time to first step.
+The load average is recorded before every round.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from sonotile.bench.inprocess import CASES, run_cases, spread, write_input
@@ -70,7 +80,9 @@ def compare_case(case: str, args, workdir: str) -> dict:
         write_input(paths[k], case, n, k * steps)
     out = os.path.join(workdir, "out.h5")
     runs: dict = {"kwave": {1: [], 3: []}, "sonotile": {1: [], 3: []}}
+    loads = []
     for r in range(-1, args.repeats):  # round -1 warms caches (compiled programs, wisdom)
+        loads.append(os.getloadavg()[0])
         for k in (1, 3):
             for tool, cmd in commands(args.kwave_binary, paths[k], out, args.threads).items():
                 run = run_process(cmd, env)
@@ -79,10 +91,25 @@ def compare_case(case: str, args, workdir: str) -> dict:
                 if r >= 0:
                     runs[tool][k].append(run)
     res: dict = {"case": case, "grid": [n, n, n], "steps": [steps, 3 * steps], "runs": runs}
+    res["load_average_1min"] = spread(loads)
+    res.update(differenced(runs, steps, n))
+    res.update(whole_ratios(runs, steps))
+    if args.first_step:
+        res["first_step_s"] = first_step(paths[1], out, args.threads, env)
+    return res
+
+
+def differenced(runs: dict, steps: int, n: int) -> dict:
+    """Per-step costs ``(t(3N) - t(N)) / 2N`` and fixed costs ``(3 t(N) - t(3N)) / 2`` of each
+    tool and measure, the per-round ratios of the per-step costs, and peak RSS per point."""
+    res: dict = {}
     for tool in ("kwave", "sonotile"):
         for key in ("wall_s", "cpu_s", "loop_s"):
-            per = [(b[key] - a[key]) / (2 * steps) for a, b in zip(runs[tool][1], runs[tool][3])]
+            pairs = list(zip(runs[tool][1], runs[tool][3]))
+            per = [(b[key] - a[key]) / (2 * steps) for a, b in pairs]
             res[f"{tool}_{key[:-2]}_ms_per_step"] = spread([1e3 * x for x in per])
+            fixed = [(3 * a[key] - b[key]) / 2 for a, b in pairs]
+            res[f"{tool}_{key[:-2]}_fixed_s"] = spread(fixed)
         res[f"{tool}_peak_rss_bytes_per_point"] = (
             max(r["peak_rss_bytes"] for r in runs[tool][3]) / n**3
         )
@@ -96,36 +123,85 @@ def compare_case(case: str, args, workdir: str) -> dict:
     return res
 
 
+def whole_ratios(runs: dict, steps: int) -> dict:
+    """k-Wave / sonotile of whole runs of ``N`` and ``3 N`` steps, per round: wall time of the
+    processes and each tool's time-loop timer (sonotile's includes compiling the step)."""
+    res: dict = {}
+    for k in (1, 3):
+        for key in ("wall_s", "loop_s"):
+            pairs = zip(runs["kwave"][k], runs["sonotile"][k])
+            ratios = [a[key] / b[key] for a, b in pairs if b[key] > 0]
+            res[f"whole_{k * steps}_{key[:-2]}_ratio_kwave_over_sonotile"] = spread(ratios)
+            for tool in ("kwave", "sonotile"):
+                res[f"{tool}_whole_{k * steps}_{key}"] = spread([r[key] for r in runs[tool][k]])
+    return res
+
+
+def first_step(path: str, out: str, threads: int | None, env: dict) -> dict:
+    """Wall seconds of ``sonotile-kwave --benchmark 1`` (imports, reading, planning, compiling
+    or loading the compiled step, one step, writing): with an empty compilation cache (cold),
+    then twice with the cache that run filled (warm). FFTW's wisdom is kept (warm) in both."""
+    cmd = commands("", path, out, threads)["sonotile"] + ["--benchmark", "1"]
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**env, "JAX_COMPILATION_CACHE_DIR": cache}
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"  # as sonotile's own cache
+        walls = []
+        for _ in range(3):
+            walls.append(run_process(cmd, env)["wall_s"])
+            os.remove(out)
+    return {"cold": walls[0], "warm": spread(walls[1:])}
+
+
+def _ratio_text(r: dict | None) -> str:
+    if r is None:
+        return "no round with positive differences: use more steps"
+    return f"{r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}, {len(r['values'])} rounds)"
+
+
 def _print(res: dict) -> None:
     n, (s1, s3) = res["grid"][0], res["steps"]
-    print(f"{res['case']:20s} {n}^3, {s1} and {s3} steps, differenced per step:")
+    load = res["load_average_1min"]
+    print(f"{res['case']:20s} {n}^3, load average {load['min']:.1f}-{load['max']:.1f}")
+    for k in (s1, s3):
+        wall, loop = (res[f"whole_{k}_{m}_ratio_kwave_over_sonotile"] for m in ("wall", "loop"))
+        sw, kw = res[f"sonotile_whole_{k}_wall_s"], res[f"kwave_whole_{k}_wall_s"]
+        print(
+            f"{'':20s} whole run of {k} steps: wall sonotile {sw['median']:.2f} s, k-Wave "
+            f"{kw['median']:.2f} s; k-Wave/sonotile wall {_ratio_text(wall)}, "
+            f"loop timer {_ratio_text(loop)}"
+        )
+    print(f"{'':20s} differenced ({s1} and {s3} steps) per step, and fixed cost per run:")
     for key in ("loop", "wall", "cpu"):
         kw, st = res[f"kwave_{key}_ms_per_step"], res[f"sonotile_{key}_ms_per_step"]
-        r = res[f"{key}_ratio_kwave_over_sonotile"]
-        ratio = (
-            "no round with positive differences: use more steps"
-            if r is None
-            else f"k-Wave/sonotile {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}, "
-            f"{len(r['values'])} rounds)"
-        )
+        kf, sf = res[f"kwave_{key}_fixed_s"], res[f"sonotile_{key}_fixed_s"]
         print(
-            f"{'':20s} {key:4s}: sonotile {st['median']:8.1f} ms, k-Wave {kw['median']:8.1f} ms;"
-            f" {ratio}"
+            f"{'':20s} {key:4s}: sonotile {st['median']:8.1f} ms + {sf['median']:5.2f} s, k-Wave "
+            f"{kw['median']:8.1f} ms + {kf['median']:5.2f} s; k-Wave/sonotile per step "
+            f"{_ratio_text(res[f'{key}_ratio_kwave_over_sonotile'])}"
         )
     print(
         f"{'':20s} peak RSS: sonotile {res['sonotile_peak_rss_bytes_per_point']:.0f}, k-Wave "
         f"{res['kwave_peak_rss_bytes_per_point']:.0f} B/point (whole processes)"
     )
+    if "first_step_s" in res:
+        fs = res["first_step_s"]
+        print(
+            f"{'':20s} sonotile-kwave --benchmark 1 (whole process): cold cache "
+            f"{fs['cold']:.2f} s, warm {fs['warm']['median']:.2f} s"
+        )
 
 
 def main(argv: list[str]) -> int:
     p = Parser(prog="sonotile bench --whole-run", description=__doc__.split("\n")[0])
     p.add_argument("--kwave-binary", required=True, help="k-Wave binary to compare against")
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
-    p.add_argument("--steps", type=int, default=20, help="N: runs of N and 3N steps (default 20)")
+    p.add_argument("--steps", type=int, default=100, help="N: runs of N and 3N steps (default 100)")
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated cases (default all)")
     p.add_argument("--threads", type=int, default=None, help="-t for both tools (default all)")
     p.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
+    p.add_argument(
+        "--first-step", action="store_true", help="also time sonotile-kwave --benchmark 1"
+    )
     p.add_argument("--json", default="bench_whole.json", help="output JSON file")
     p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
     args = p.parse_args(argv)
