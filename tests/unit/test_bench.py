@@ -59,7 +59,7 @@ def test_whole_run_comparison(tmp_path):
     out = tmp_path / "whole.json"
     args = ["bench", "--whole-run", "--kwave-binary", str(fake), "--size", "16", "--steps", "2",
             "--repeats", "1", "--cases", "lossless", "--json", str(out),
-            "--workdir", str(tmp_path)]  # fmt: skip
+            "--workdir", str(tmp_path), "--first-step"]  # fmt: skip
     assert main(args) == 0
     (case,) = json.loads(out.read_text())["cases"]
     assert case["steps"] == [2, 6]
@@ -69,4 +69,35 @@ def test_whole_run_comparison(tmp_path):
     for key in ("loop", "wall", "cpu"):  # per-step differences of both tools, one round
         assert len(case[f"sonotile_{key}_ms_per_step"]["values"]) == 1
         assert f"{key}_ratio_kwave_over_sonotile" in case  # None when a difference is <= 0
+    for k in (2, 6):  # whole runs, compile included: one ratio per round
+        assert len(case[f"whole_{k}_wall_ratio_kwave_over_sonotile"]["values"]) == 1
+    first = case["first_step_s"]
+    assert first["cold"] > 0 and len(first["warm"]["values"]) == 2
     assert main(["bench", "--whole-run", "--kwave-binary", str(tmp_path / "missing")]) == 2
+
+
+def test_whole_run_arithmetic():
+    """Runs of N and 3N steps with a fixed cost F and a per-step cost s (t = F + n s): the
+    differences give s and F back for each tool and measure, the ratios are per round."""
+    from sonotile.bench.whole import differenced, whole_ratios
+
+    n = 10
+
+    def run(fixed, per_step, steps):
+        t = fixed + per_step * steps
+        return {"wall_s": t, "cpu_s": 2 * t, "loop_s": t - fixed / 2, "peak_rss_bytes": 8 * 4**3}
+
+    runs = {
+        tool: {k: [run(f, s, k * n), run(f, 1.5 * s, k * n)] for k in (1, 3)}
+        for tool, f, s in (("kwave", 1.0, 0.04), ("sonotile", 3.0, 0.02))
+    }
+    res = differenced(runs, n, 4)
+    assert res["sonotile_wall_ms_per_step"]["values"] == pytest.approx([20.0, 30.0])
+    assert res["kwave_wall_fixed_s"]["values"] == pytest.approx([1.0, 1.0])
+    assert res["sonotile_loop_fixed_s"]["values"] == pytest.approx([1.5, 1.5])
+    assert res["wall_ratio_kwave_over_sonotile"]["values"] == pytest.approx([2.0, 2.0])
+    assert res["kwave_peak_rss_bytes_per_point"] == 8
+    whole = whole_ratios(runs, n)
+    # 3N steps: k-Wave 1 + 30 * 0.04 = 2.2 s, sonotile 3 + 30 * 0.02 = 3.6 s (first round)
+    assert whole["whole_30_wall_ratio_kwave_over_sonotile"]["values"][0] == pytest.approx(2.2 / 3.6)
+    assert whole["sonotile_whole_10_wall_s"]["values"] == pytest.approx([3.2, 3.3])
