@@ -101,3 +101,4 @@ def test_whole_run_arithmetic():
     # 3N steps: k-Wave 1 + 30 * 0.04 = 2.2 s, sonotile 3 + 30 * 0.02 = 3.6 s (first round)
     assert whole["whole_30_wall_ratio_kwave_over_sonotile"]["values"][0] == pytest.approx(2.2 / 3.6)
     assert whole["sonotile_whole_10_wall_s"]["values"] == pytest.approx([3.2, 3.3])
+    assert whole["whole_30_cpu_ratio_kwave_over_sonotile"]["values"][0] == pytest.approx(2.2 / 3.6)
