@@ -57,10 +57,15 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """Public names, imported from their module when first used (``import sonotile`` is light)."""
+    """Public names and submodules, imported when first used (``import sonotile`` is light)."""
     module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sonotile' has no attribute {name!r}")
+    if module is None:  # a submodule (``sonotile.api`` after a bare ``import sonotile``)
+        try:
+            return import_module(f"sonotile.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"sonotile.{name}":
+                raise
+            raise AttributeError(f"module 'sonotile' has no attribute {name!r}") from None
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value
