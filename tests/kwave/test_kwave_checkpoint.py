@@ -200,8 +200,7 @@ def test_streaming_chunks(tmp_path):
 def test_default_chunk_bounded():
     """The default chunk keeps one chunk of raw samples under 64 MB whatever Nt is."""
     problem, _ = read_input(
-        str(REFERENCE
-            / "2d_homog_lossless_p0_index" / "input.h5"),
+        str(REFERENCE / "2d_homog_lossless_p0_index" / "input.h5"),
         nt_override=10**7, record=("p", "u"),
     )  # fmt: skip
     cp = rn.compile_problem(problem)

@@ -3,8 +3,9 @@
 The output layout (every dataset and group: shape, dtype, chunking, deflate level, attributes)
 must equal what kspaceFirstOrder-OMP 1.3 writes for the same input and flags. The k-Wave
 layouts are stored in ``tests/data/kwave_layout.json`` (written by running this file as a
-script next to a k-Wave binary: ``python tests/test_kwave_cli.py /path/to/kspaceFirstOrder-OMP``),
-and the public reference outputs in ``shared/reference`` are checked too.
+script next to a k-Wave binary:
+``python tests/kwave/test_kwave_cli.py /path/to/kspaceFirstOrder-OMP``), and the k-Wave
+reference outputs in ``tests/data/kwave-reference`` are checked too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from sonotile import __version__
 from sonotile.kwave.cli import main as kwave_main
 
 LAYOUT_JSON = DATA / "kwave_layout.json"
-REFERENCE = REFERENCE
 ALL_OUT = ["--p_raw", "--p_max", "--p_min", "--p_rms", "--p_max_all", "--p_min_all", "--p_final",
            "-u", "--u_non_staggered_raw", "--u_rms", "--u_max", "--u_min", "--u_max_all",
            "--u_min_all", "--u_final"]  # fmt: skip

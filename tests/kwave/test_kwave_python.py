@@ -10,10 +10,12 @@ writing, binary call, output parsing, PML cropping: all k-wave-python's code).
 Checked: the data k-wave-python hands back is finite and non-zero, equals sonotile's
 Python-level run (``read_input`` + ``runner.run``) on the very input file k-wave-python wrote,
 and obeys simple physics (arrival times at c0, rms = sqrt(mean p^2)).
+Skipped when ``SONOTILE_TEST_KWAVE_PYTHON=0`` (no PyPI, or no wish for a second environment).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import numpy as np
@@ -31,6 +33,8 @@ DRIVER = TESTS / "helpers" / "kwave_python_driver.py"
 @pytest.fixture(scope="module")
 def kwave_python():
     """The k-wave-python environment; built on first use (needs PyPI access once)."""
+    if os.environ.get("SONOTILE_TEST_KWAVE_PYTHON") == "0":
+        pytest.skip("SONOTILE_TEST_KWAVE_PYTHON=0: the k-wave-python environment is not built")
     if not ENV_PY.exists():
         r = subprocess.run(["bash", str(ROOT / "scripts" / "kwave_python_env.sh")],
                            capture_output=True, text=True)  # fmt: skip

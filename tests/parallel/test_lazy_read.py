@@ -14,8 +14,7 @@ import h5py
 import numpy as np
 from paths import REFERENCE
 
-CASE = REFERENCE
-CASE = CASE / "3d_het_absorb15_nonlin_hetbona_p0_index" / "input.h5"
+CASE = REFERENCE / "3d_het_absorb15_nonlin_hetbona_p0_index" / "input.h5"
 
 SCRIPT = r"""
 import json, sys

@@ -3,7 +3,7 @@
 
 Each run is a ``sonotile-kwave`` subprocess (the virtual device count is fixed when JAX starts).
 Reference: k-Wave's own output for the 3-D heterogeneous absorbing nonlinear reference case,
-compared with ``shared/tools/kwave_compare.py`` (pencil must meet the case's tolerance; LFB
+compared with :mod:`sonotile.kwave.compare` (pencil must meet the case's tolerance; LFB
 its documented sensor error)."""
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from paths import REFERENCE, REPO
 
 ROOT = REPO
 CASE = REFERENCE / "3d_het_absorb15_nonlin_hetbona_p0_index"
-COMPARE = REFERENCE.parent / "tools" / "kwave_compare.py"
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
 
 
@@ -49,7 +48,7 @@ def test_pencil_cli_matches_kwave_reference(tmp_path, decomposition, mesh):
     out = tmp_path / "out.h5"
     kwave("-i", CASE / "input.h5", "-o", out, *flags(), "--cpu_devices", 8,
           "--decomposition", decomposition, "--mesh", mesh)  # fmt: skip
-    cmd = [sys.executable, str(COMPARE), str(CASE / "output.h5"), str(out),
+    cmd = [sys.executable, "-m", "sonotile.kwave.compare", str(CASE / "output.h5"), str(out),
            "--case", str(CASE / "case.json")]  # fmt: skip
     cmp = subprocess.run(cmd, capture_output=True, text=True)
     assert cmp.returncode == 0, cmp.stdout

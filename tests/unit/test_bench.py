@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from require import require_fftw
 
 from sonotile.cli import main
 
@@ -37,8 +38,7 @@ def test_compiled_memory_within_target(case, tmp_path):
     from sonotile.fft import fftw
     from sonotile.model.checks import memory_estimate
 
-    if not fftw.available():
-        pytest.skip(f"FFTW extension unavailable: {fftw.reason()}")
+    require_fftw(fftw.available(), f"FFTW extension unavailable: {fftw.reason()}")
     path = str(tmp_path / "in.h5")
     write_input(path, case, 48, 3)
     sc = SonotileCase(path, 3)

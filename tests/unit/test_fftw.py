@@ -12,16 +12,19 @@ import jax
 import numpy as np
 import pytest
 from paths import REFERENCE
+from require import require_fftw
 
 from sonotile.fft import fftw
 from sonotile.kwave.cli import main as kwave_main
 from sonotile.solver.operators import FourierOps
 
-REFERENCE = REFERENCE
 
-needs_fftw = pytest.mark.skipif(
-    not fftw.available(), reason=f"FFTW extension unavailable: {fftw.reason()}"
-)
+@pytest.fixture
+def fftw_ok():
+    require_fftw(fftw.available(), f"FFTW extension unavailable: {fftw.reason()}")
+
+
+needs_fftw = pytest.mark.usefixtures("fftw_ok")
 
 
 def _rel(a, b) -> float:
@@ -173,7 +176,7 @@ def test_fallback_compiler_failure(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", "false")
     try:
         if fftw.find_library() is None:
-            pytest.skip("no libfftw3f: the compiler is never reached")
+            require_fftw(False, "no libfftw3f: the compiler is never reached")
         assert not fftw.available()
         assert "compiling" in fftw.reason()
         assert _ops((8,), "auto").fft == "xla"
@@ -220,7 +223,7 @@ def test_pyfftw_wheel_library_builds_and_loads(tmp_path):
     import importlib.util
 
     if importlib.util.find_spec("pyfftw") is None:
-        pytest.skip("pyfftw not installed (setup.sh installs it only without a system FFTW)")
+        require_fftw(False, "pyfftw not installed (setup.sh installs it only with no system FFTW)")
     code = """
 import numpy as np, jax.numpy as jnp
 import sonotile.fft.fftw as f
