@@ -90,7 +90,8 @@ def test_resume_bit_identical(kind, kw, flags, tmp_path):
 
 
 def test_checkpoint_interval(tmp_path):
-    """A tiny --checkpoint_interval checkpoints after the first chunk of each leg."""
+    """A tiny --checkpoint_interval checkpoints after the first chunk of each leg (chunks are
+    sized by time, at most half of this short run: at least two legs)."""
     inp = write_input(tmp_path / "in.h5", cuboid=True)
     full, out, ck = tmp_path / "full.h5", tmp_path / "out.h5", tmp_path / "ck.h5"
     flags = ["--p_raw", "--p_max", "--p_min_all"]
@@ -104,7 +105,7 @@ def test_checkpoint_interval(tmp_path):
         if not ck.exists():
             break
         assert t_index(out) < 60
-    assert legs >= 3
+    assert legs >= 2
     assert_identical(full, out)
 
 

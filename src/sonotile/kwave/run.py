@@ -53,12 +53,34 @@ def _select_device(index: int | None):
     return devs[index]
 
 
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name the same file (the same path, a symlink or a hard link to it)."""
+    if os.path.abspath(a) == os.path.abspath(b) or os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_distinct(args) -> None:
+    """Refuse an output or checkpoint path that is the input file (or each other)."""
+    named = [("-i", args.input), ("-o", args.output)]
+    if args.checkpoint_file:
+        named.append(("--checkpoint_file", args.checkpoint_file))
+    for i, (fa, a) in enumerate(named):
+        for fb, b in named[i + 1 :]:
+            if same_file(a, b):
+                raise ValueError(f"{fb} '{b}' is the same file as {fa} '{a}': give another path")
+
+
 def run_kwave(args) -> int:
     """Run one leg; returns the exit status.
 
     SIGTERM/SIGINT are caught for the whole leg: with ``--checkpoint_file`` the run writes a
-    checkpoint after the current chunk of steps and exits 0; without, it stops, leaves no
-    output and exits 1. A second signal aborts at once.
+    checkpoint after the current chunk of steps and exits 0; without, it stops at once (within
+    the 20 ms poll of a running chunk), leaves no output and exits 1. A second signal aborts at
+    once.
     """
     flag = {"stop": False}
     previous = install_stop_handlers(flag)
@@ -71,6 +93,7 @@ def run_kwave(args) -> int:
 def _run_kwave(args, flag) -> int:
     t0 = time.perf_counter()
     verbose = args.verbose
+    check_distinct(args)
     device = _select_device(args.device)
     check_writable(args.output, "output file")
     if args.checkpoint_file:
@@ -97,6 +120,8 @@ def _run_kwave(args, flag) -> int:
     resume = bool(ckpt) and os.path.exists(ckpt)
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
+        n_dev = 1 if args.decomposition == "single" or device is not None else jax.device_count()
+        rn.check_memory(problem, n_dev, device)  # before any work
         engine = make_engine(problem, args, device)
         if engine.describe.startswith("single"):  # medium constants are on the device now
             rn.planmod.release_host_medium(problem)
@@ -133,7 +158,6 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
     if args.copy_sensor_mask:
         out.copy_sensor_mask()
     t_pre = time.perf_counter()
-    leg_start = time.perf_counter()
     stop = nt
     if args.checkpoint_timesteps:
         stop = min(nt, leg_first + args.checkpoint_timesteps)
@@ -151,19 +175,23 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
     def should_stop():  # several processes stop together (any one's signal or timer)
         return agree_any(should_stop_here())
 
-    chunk = rn.default_chunk(problem, engine.layout)
-    if checkpointing:
-        chunk = min(chunk, 25)
-    step_pct = max(1, int(nt * args.progress / 100))
-    state = {"next": rs.next_step + step_pct}
+    def should_abort():  # without a checkpoint file a signal ends the run at once
+        if flag["stop"] and not checkpointing:
+            raise InterruptedError(
+                f"stopped by signal {flag.get('signal')} after step {done['n']}/{nt} without "
+                "--checkpoint_file: no output written"
+            )
+        return False
 
     leader = jax.process_index() == 0
+    report = rn.Progress(
+        nt, problem.grid.size, enabled=leader, stream=sys.stdout, every_pct=args.progress
+    )
+    done = {"n": rs.next_step}
 
     def progress(n) -> None:
-        if leader and (n >= state["next"] or n == nt):
-            el = time.perf_counter() - leg_start
-            print(f"  {100 * n / nt:5.1f}%  step {n}/{nt}  {el:8.2f}s", flush=True)
-            state["next"] = n + step_pct
+        done["n"] = n
+        report(n)
 
     if verbose and leader:
         print(
@@ -171,7 +199,10 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
             f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
             f"{engine.layout.raw + tuple(engine.layout.final)}"
         )
-    rs = rn.advance(engine, rs, stop, out, chunk=chunk, progress=progress, should_stop=should_stop)
+    sizer = rn.make_sizer(engine)
+    rs = rn.advance(
+        engine, rs, stop, out, sizer, progress, should_stop=should_stop, should_abort=should_abort
+    )
     t_sim = time.perf_counter()
     if rs.next_step < nt:
         if not checkpointing:  # interrupted without a checkpoint file: a failed run

@@ -8,6 +8,7 @@ itself is :func:`sonotile.solver.step.step`; the operators come from the plan.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -41,39 +42,70 @@ class ListRecorder:
 
 @dataclass
 class Progress:
-    """Prints step, steps/s, cells/s and ETA to stderr (only on a terminal unless forced)."""
+    """Reports how far a run is: percent, step, steps/s and ETA.
+
+    On a terminal one bar is redrawn in place (at most every 0.2 s); in a log (a file, a pipe)
+    a plain line is written each ``every_pct`` percent of the steps (k-Wave's ``-r``) or, when
+    that is not given, every ``interval`` seconds. ``enabled=None``: only on a terminal.
+    """
 
     total: int
     cells: int
     enabled: bool | None = None
-    interval: float = 2.0
+    interval: float = 10.0
     stream: Any = field(default_factory=lambda: sys.stderr)
+    every_pct: float | None = None
 
     def __post_init__(self) -> None:
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         if self.enabled is None:
-            self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+            self.enabled = self.tty
         self._t0 = time.perf_counter()
-        self._last = -math.inf
         self._n0: int | None = None
+        self._last_t = -math.inf
+        self._next_n = 0
 
     def __call__(self, done: int, force: bool = False) -> None:
+        """Report that ``done`` steps of ``total`` are complete."""
         if not self.enabled:
             return
         now = time.perf_counter()
-        if self._n0 is None:
+        if self._n0 is None:  # the first report sets the origin of the rate (compile excluded)
             self._n0, self._t0 = done, now
+            self._next_n = done + self._step_gap()
+        due = done >= self.total or force
+        if self.tty:
+            due = due or now - self._last_t >= 0.2
+        elif self.every_pct:
+            due = due or done >= self._next_n
+        else:
+            due = due or now - self._last_t >= self.interval
+        if not due:
             return
-        if not force and now - self._last < self.interval:
-            return
-        self._last = now
-        rate = (done - self._n0) / max(now - self._t0, 1e-9)
+        self._last_t = now
+        self._next_n = done + self._step_gap()
+        self.stream.write(self.line(done, now))
+        self.stream.flush()
+
+    def _step_gap(self) -> int:
+        return max(1, int(self.total * (self.every_pct or 100) / 100))
+
+    def line(self, done: int, now: float) -> str:
+        """The bar (terminal) or line (log) for ``done`` steps at time ``now``."""
+        el = now - self._t0
+        rate = (done - (self._n0 or 0)) / el if el > 0 else 0.0
         eta = (self.total - done) / rate if rate > 0 else math.inf
-        print(
-            f"  step {done}/{self.total}  {rate:8.1f} steps/s  {rate * self.cells / 1e6:8.1f} "
-            f"Mcells/s  ETA {eta:6.1f} s",
-            file=self.stream,
-            flush=True,
+        eta_s = "--" if not math.isfinite(eta) else f"{eta:.1f}s"
+        pct = 100 * done / max(self.total, 1)
+        stats = (
+            f"step {done}/{self.total}  {rate:.1f} steps/s  "
+            f"{rate * self.cells / 1e6:.1f} Mcells/s  ETA {eta_s}"
         )
+        if not self.tty:
+            return f"  {pct:5.1f}%  {stats}\n"
+        filled = int(30 * done / max(self.total, 1))
+        end = "\n" if done >= self.total else ""
+        return f"\r  [{'#' * filled}{'.' * (30 - filled)}] {pct:5.1f}%  {stats}  {end}"
 
 
 @dataclass(frozen=True)
@@ -233,6 +265,66 @@ def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: flo
     return int(max(1, min(problem.grid.nt, budget_bytes // per_step, 1000)))
 
 
+#: seconds of work per chunk: signals, progress and checkpoints are handled between chunks
+CHUNK_SECONDS = 0.5
+#: rate assumed before anything is measured [cell-steps/s]: low, so that the first chunk is short
+ASSUMED_RATE = 1e7
+
+
+def _pow2_at_most(x: float, limit: int) -> int:
+    n = 1
+    while 2 * n <= min(x, limit):
+        n *= 2
+    return max(1, min(n, limit))
+
+
+@dataclass
+class ChunkSizer:
+    """Steps per chunk from the measured time per step: about ``seconds`` of work per chunk.
+
+    The first chunk's length comes from :data:`ASSUMED_RATE`; the second chunk (the first
+    without compilation) is timed, and when it took outside ``[seconds/8, 2 seconds]`` the
+    length is set once from the measured time per step (a power of two, at most ``limit``,
+    the memory bound on raw samples). Each distinct length compiles once. ``fixed`` turns
+    sizing off. ``agree(n)`` makes the processes of a job use the same length (the minimum).
+    """
+
+    cells: int
+    limit: int
+    seconds: float = CHUNK_SECONDS
+    fixed: int | None = None
+    agree: Callable[[int], int] = field(default=lambda n: n)
+    length: int = 0
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        if self.fixed:
+            self.length = self.fixed
+        else:
+            guess = self.seconds * ASSUMED_RATE / max(self.cells, 1)
+            self.length = _pow2_at_most(guess, self.limit)
+
+    def observe(self, steps: int, seconds: float) -> None:
+        """Record that a chunk of ``steps`` steps took ``seconds`` (dispatch to results)."""
+        self.calls += 1
+        if self.fixed or self.calls != 2 or steps != self.length:
+            return
+        new = self.length
+        if not self.seconds / 8 <= seconds <= 2 * self.seconds:
+            new = _pow2_at_most(self.seconds * steps / max(seconds, 1e-9), self.limit)
+        self.length = self.agree(new)
+
+
+def wait_ready(tree, should_abort: Callable[[], bool] | None) -> None:
+    """Block until every array of ``tree`` is computed, checking ``should_abort`` every 20 ms
+    (so that signal handlers run and an abandoned run returns at once)."""
+    leaves = [x for x in jax.tree_util.tree_leaves(tree) if isinstance(x, jax.Array)]
+    while not all(x.is_ready() for x in leaves):
+        if should_abort is not None and should_abort():
+            raise InterruptedError("stopped during a chunk of steps")
+        time.sleep(0.02)
+
+
 @dataclass
 class RunState:
     """Where a run stands: the carry and the next step index (for checkpoints)."""
@@ -246,24 +338,31 @@ def advance(
     rs: RunState,
     stop: int,
     recorder: Callable[[str, int, np.ndarray], None],
-    chunk: int | None = None,
+    chunk: int | ChunkSizer | None = None,
     progress: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    should_abort: Callable[[], bool] | None = None,
 ) -> RunState:
     """Run steps ``rs.next_step .. stop-1`` in chunks, streaming raw samples to ``recorder``.
 
     ``recorder(name, first_row, values)`` receives ``values`` of shape ``(steps, Ns)`` for the
     sampled steps (those ``>= sensor start``); ``first_row`` is the row in the full series.
-    ``should_stop()`` is checked between chunks (checkpointing, signals).
+    ``chunk``: steps per chunk, or a :class:`ChunkSizer` (default: about
+    :data:`CHUNK_SECONDS` of work per chunk). ``should_stop()`` is checked between chunks
+    (checkpointing, signals); ``should_abort()`` while a chunk runs: when true, the run is
+    abandoned at once with :class:`InterruptedError` (its state is lost).
     """
-    chunk = chunk or default_chunk(engine.problem, engine.layout)
+    sizer = chunk if isinstance(chunk, ChunkSizer) else make_sizer(engine, chunk)
     start = engine.layout.start
     n = rs.next_step
     carry = rs.carry
     while n < stop:
-        m = min(stop, n + chunk)
+        m = min(stop, n + sizer.length)
         xs = step_inputs(engine.problem, n, m)
+        t = time.perf_counter()
         carry, raw = engine.chunk(carry, xs)
+        wait_ready((carry, raw), should_abort)
+        sizer.observe(m - n, time.perf_counter() - t)
         if raw:
             keep = max(0, start - n)
             for name, v in raw.items():
@@ -275,6 +374,62 @@ def advance(
         if should_stop is not None and should_stop():
             break
     return RunState(carry, n)
+
+
+def agree_min(n: int) -> int:
+    """The smallest ``n`` over the processes of a job (``n`` itself with one process)."""
+    if jax.process_count() == 1:
+        return n
+    from jax.experimental import multihost_utils
+
+    return int(np.min(multihost_utils.process_allgather(np.int64(n))))
+
+
+def make_sizer(engine: Engine, chunk: int | None = None) -> ChunkSizer:
+    """The chunk sizer of a run: ``chunk`` fixed steps, or sized by time (default)."""
+    limit = default_chunk(engine.problem, engine.layout)
+    return ChunkSizer(engine.problem.grid.size, limit, fixed=chunk, agree=agree_min)
+
+
+def available_memory(device=None) -> tuple[int | None, str]:
+    """Free memory of ``device`` (default: JAX's first) [bytes] and where the figure comes from.
+
+    CPU: the host's ``MemAvailable`` (/proc/meminfo); GPU/TPU: the device's limit minus what
+    is in use (``memory_stats``). ``SONOTILE_MEMORY_LIMIT=BYTES`` replaces the figure (a cap,
+    or a test); ``(None, ...)`` when nothing is known."""
+    if os.environ.get("SONOTILE_MEMORY_LIMIT"):
+        return int(float(os.environ["SONOTILE_MEMORY_LIMIT"])), "SONOTILE_MEMORY_LIMIT"
+    dev = device or jax.devices()[0]
+    if dev.platform == "cpu":
+        try:
+            with open("/proc/meminfo") as f:
+                kb = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:"))
+            return kb * 1024, "host RAM available (MemAvailable)"
+        except (OSError, StopIteration, ValueError):
+            return None, "host RAM unknown"
+    stats = dev.memory_stats() or {}
+    if "bytes_limit" not in stats:
+        return None, f"{dev.platform} memory unknown"
+    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    return free, f"free memory of {dev.platform}:{dev.id}"
+
+
+def check_memory(problem: Problem, n_devices: int = 1, device=None) -> None:
+    """Raise :class:`MemoryError` (one line) when the run's estimated memory
+    (:func:`sonotile.model.checks.memory_estimate`) exceeds what the device has free; on
+    accelerators the estimate is shared over ``n_devices``, on a CPU all share the host's RAM."""
+    from sonotile.model.checks import memory_estimate
+
+    need = memory_estimate(problem)
+    have, what = available_memory(device)
+    dev = device or jax.devices()[0]
+    per_device = need if dev.platform == "cpu" else need / max(n_devices, 1)
+    if have is not None and per_device > have:
+        raise MemoryError(
+            f"grid {problem.grid.shape} needs about {per_device / 2**20:.0f} MB "
+            f"(estimate), more than the {have / 2**20:.0f} MB of {what}: use a smaller grid, "
+            "float32, or more devices (--decomposition)"
+        )
 
 
 def emit_step0(raw0: dict, start: int, recorder) -> None:
@@ -296,6 +451,7 @@ def run_engine(
     default in-memory one) and the aggregated / whole-field / final quantities.
     """
     problem = engine.problem
+    check_memory(problem, n_devices=len(jax.devices()) if engine.describe[:6] != "single" else 1)
     rec = recorder or ListRecorder()
     rs, raw0 = engine.start()
     emit_step0(raw0, engine.layout.start, rec)
