@@ -214,7 +214,7 @@ def _run(args) -> int:
         from sonotile.kwave.run import run_kwave
 
         return run_kwave(args)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, MemoryError) as e:
         print(f"sonotile-kwave: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:

@@ -199,7 +199,7 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
             f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
             f"{engine.layout.raw + tuple(engine.layout.final)}"
         )
-    sizer = rn.make_sizer(engine)
+    sizer = rn.make_sizer(engine, limit=nt * args.progress // 100)  # a chunk per -r at most
     rs = rn.advance(
         engine, rs, stop, out, sizer, progress, should_stop=should_stop, should_abort=should_abort
     )

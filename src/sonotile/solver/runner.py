@@ -385,10 +385,12 @@ def agree_min(n: int) -> int:
     return int(np.min(multihost_utils.process_allgather(np.int64(n))))
 
 
-def make_sizer(engine: Engine, chunk: int | None = None) -> ChunkSizer:
-    """The chunk sizer of a run: ``chunk`` fixed steps, or sized by time (default)."""
-    limit = default_chunk(engine.problem, engine.layout)
-    return ChunkSizer(engine.problem.grid.size, limit, fixed=chunk, agree=agree_min)
+def make_sizer(engine: Engine, chunk: int | None = None, limit: int | None = None) -> ChunkSizer:
+    """The chunk sizer of a run: ``chunk`` fixed steps, or sized by time (default), at most
+    ``limit`` steps (e.g. the progress interval) and the memory bound on raw samples."""
+    bound = default_chunk(engine.problem, engine.layout)
+    bound = min(bound, max(1, limit)) if limit else bound
+    return ChunkSizer(engine.problem.grid.size, bound, fixed=chunk, agree=agree_min)
 
 
 def available_memory(device=None) -> tuple[int | None, str]:
@@ -426,8 +428,8 @@ def check_memory(problem: Problem, n_devices: int = 1, device=None) -> None:
     per_device = need if dev.platform == "cpu" else need / max(n_devices, 1)
     if have is not None and per_device > have:
         raise MemoryError(
-            f"grid {problem.grid.shape} needs about {per_device / 2**20:.0f} MB "
-            f"(estimate), more than the {have / 2**20:.0f} MB of {what}: use a smaller grid, "
+            f"grid {problem.grid.shape} needs about {per_device / 2**20:.3g} MB "
+            f"(estimate), more than the {have / 2**20:.3g} MB of {what}: use a smaller grid, "
             "float32, or more devices (--decomposition)"
         )
 
@@ -455,7 +457,7 @@ def run_engine(
     rec = recorder or ListRecorder()
     rs, raw0 = engine.start()
     emit_step0(raw0, engine.layout.start, rec)
-    prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress)
+    prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress, every_pct=10)
     rs = advance(engine, rs, problem.grid.nt, rec, chunk=chunk, progress=prog)
     final = engine.to_true(sens.finish(rs.carry[1], rs.carry[0], engine.layout, problem.grid.nt))
     raw = rec.result() if isinstance(rec, ListRecorder) else {}

@@ -1,0 +1,125 @@
+"""``sonotile-kwave`` and ``simulate`` under a user's hand: Ctrl-C / SIGTERM stop a long run on a
+large grid within about a second (no output, exit 1; ``simulate`` raises KeyboardInterrupt),
+``-r`` prints real progress with an ETA during the run, a run that cannot fit in memory stops
+before any work, and an output path that is the input file is refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import pytest
+from kwave_inputs import write_input
+
+from sonotile.kwave.cli import main as kwave_main
+
+KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def _first_line_with(proc, text: str, timeout: float = 120.0) -> str:
+    t0 = time.time()
+    for line in proc.stdout:
+        if text in line:
+            return line
+        assert time.time() - t0 < timeout, "no progress line"
+    raise AssertionError("ended before printing progress: " + proc.stderr.read())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_a_large_run_within_a_second(tmp_path, sig):
+    """64^3, 100000 steps: the old 1000-step chunks took ~30 s here; now the run ends within
+    about a second of the signal, exits 1 and leaves nothing at the output path."""
+    inp = write_input(tmp_path / "in.h5", shape=(64, 64, 64), nt=100000)
+    out = tmp_path / "out.h5"
+    proc = subprocess.Popen([*KWAVE, "-i", inp, "-o", str(out), "-r", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)  # fmt: skip
+    _first_line_with(proc, "step ")
+    time.sleep(0.3)  # well inside a chunk
+    t = time.perf_counter()
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    elapsed = time.perf_counter() - t
+    assert proc.returncode == 1, stderr
+    assert f"stopped by signal {int(sig)}" in stderr and "no output written" in stderr
+    assert stderr.count("\n") == 1, stderr  # one line, no traceback
+    assert elapsed < 2.0, f"took {elapsed:.2f} s to stop"
+    assert sorted(os.listdir(tmp_path)) == ["in.h5"]
+
+
+SIMULATE = """
+import numpy as np, sonotile as st, sys
+grid = st.KWaveGrid((64, 64, 64), spacing=1e-4, dt=2e-8, nt=100000)
+src = st.KSource(p0=np.pad(np.ones((4, 4, 4)) * 1e5, 30))
+mask = np.zeros(grid.shape, bool); mask[32, 32, 50] = True
+try:
+    st.simulate(grid, st.KWaveMedium(1500.0, 1000.0), src, st.KSensor(mask=mask), progress=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(3)
+"""
+
+
+def test_simulate_raises_keyboard_interrupt_promptly(tmp_path):
+    """``simulate(progress=True)`` in a log prints progress lines during the run, and Ctrl-C
+    raises KeyboardInterrupt in the caller within about a second."""
+    proc = subprocess.Popen([sys.executable, "-c", SIMULATE], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)  # fmt: skip
+    t0 = time.time()
+    while time.time() - t0 < 120:  # progress lines go to stderr (10 % apart: too far); wait
+        time.sleep(0.5)  # for the run to be stepping: the estimate line, then compile
+        if proc.poll() is not None or time.time() - t0 > 12:
+            break
+    assert proc.poll() is None, proc.communicate()
+    t = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    elapsed = time.perf_counter() - t
+    assert proc.returncode == 3 and "KeyboardInterrupt" in stdout, stderr[-2000:]
+    assert "about" in stderr and "MB" in stderr  # the pre-run line
+    assert elapsed < 2.0, f"took {elapsed:.2f} s to stop"
+
+
+def test_progress_interval_r(tmp_path):
+    """``-r 10``: ten lines during the run, each with percent, step, rate and ETA."""
+    inp = write_input(tmp_path / "in.h5", shape=(24, 20, 16), nt=200)
+    r = subprocess.run([*KWAVE, "-i", inp, "-o", str(tmp_path / "o.h5"), "-r", "10"],
+                       capture_output=True, text=True, env=ENV, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "% " in ln]
+    # chunks end on step boundaries: at least every 10 % a line, never more than one per chunk
+    assert 5 <= len(lines) <= 11, r.stdout
+    assert lines[-1].startswith("  100.0%  step 200/200") and all("ETA" in ln for ln in lines)
+
+
+def test_run_that_cannot_fit_stops_before_any_work(tmp_path, capsys, monkeypatch):
+    inp = write_input(tmp_path / "in.h5", shape=(32, 32, 32), nt=20)
+    out = tmp_path / "out.h5"
+    monkeypatch.setenv("SONOTILE_MEMORY_LIMIT", "1e5")
+    assert kwave_main(["-i", inp, "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sonotile-kwave: error: grid (32, 32, 32) needs about")
+    assert "SONOTILE_MEMORY_LIMIT" in err and "\n" not in err
+    assert sorted(os.listdir(tmp_path)) == ["in.h5"]
+
+
+def test_output_that_is_the_input_is_refused(tmp_path, capsys):
+    """-o equal to -i, a symlink to it, a hard link to it, or another spelling: refused; the
+    input is untouched. The checkpoint file may not be the input or output either."""
+    inp = write_input(tmp_path / "in.h5", nt=10)
+    before = (tmp_path / "in.h5").read_bytes()
+    os.symlink(inp, tmp_path / "sym.h5")
+    os.link(inp, tmp_path / "hard.h5")
+    spelled = str(tmp_path / "." / "in.h5")
+    for out in (inp, str(tmp_path / "sym.h5"), str(tmp_path / "hard.h5"), spelled):
+        assert kwave_main(["-i", inp, "-o", out]) == 1
+        assert "is the same file as -i" in capsys.readouterr().err
+    assert kwave_main(["-i", inp, "-o", str(tmp_path / "o.h5"), "--checkpoint_file", inp]) == 1
+    assert "--checkpoint_file" in capsys.readouterr().err
+    assert (tmp_path / "in.h5").read_bytes() == before
+    with h5py.File(inp) as f:
+        assert f.attrs["file_type"] in (b"input", "input")

@@ -1,0 +1,87 @@
+"""What runs between chunks of steps: chunk sizing by measured time, progress lines and bar,
+and the memory check before a run (:mod:`sonotile.solver.runner`)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from sonotile.solver import runner as rn
+
+
+class Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_chunk_sizer_follows_measured_time():
+    """First chunk from the assumed rate; the second (compiled already) is timed and sets the
+    length to about 0.5 s of work, a power of two within the memory limit; then it stays."""
+    s = rn.ChunkSizer(cells=10**6, limit=1000)
+    assert s.length == 4  # 0.5 s at 1e7 cell-steps/s: 5 steps, rounded down to a power of two
+    s.observe(4, 30.0)  # compile included: ignored
+    assert s.length == 4
+    s.observe(4, 0.004)  # 1 ms per step: 500 steps make 0.5 s
+    assert s.length == 256
+    s.observe(256, 10.0)  # settled: later timings do not recompile
+    assert s.length == 256
+    slow = rn.ChunkSizer(cells=10**6, limit=1000)
+    slow.observe(4, 1.0)
+    slow.observe(4, 8.0)  # 2 s per step: one step per chunk
+    assert slow.length == 1
+    fast = rn.ChunkSizer(cells=10, limit=300)
+    assert fast.length == 256  # capped by the limit (a power of two below it)
+    assert rn.ChunkSizer(cells=10**9, limit=1000, fixed=7).length == 7
+
+
+def test_chunk_sizer_processes_agree():
+    """The length after timing goes through ``agree`` (the minimum over processes)."""
+    s = rn.ChunkSizer(cells=10**6, limit=1000, agree=lambda n: min(n, 16))
+    s.observe(4, 1.0)
+    s.observe(4, 0.004)
+    assert s.length == 16
+
+
+def test_progress_lines_in_a_log():
+    """In a log: one plain line per ``every_pct`` percent, with steps/s and ETA."""
+    out = io.StringIO()
+    p = rn.Progress(total=100, cells=1000, enabled=True, stream=out, every_pct=10)
+    for n in range(5, 101, 5):
+        p(n)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 10, lines
+    assert lines[-1].startswith("  100.0%  step 100/100") and "ETA" in lines[0]
+    assert all("steps/s" in ln and "\r" not in ln for ln in lines)
+
+
+def test_progress_bar_on_a_terminal():
+    """On a terminal: a bar redrawn in place (carriage returns), ending with a newline."""
+    out = Tty()
+    p = rn.Progress(total=40, cells=1000, stream=out)  # enabled: a terminal
+    assert p.enabled
+    for n in range(1, 41):
+        p(n)
+    text = out.getvalue()
+    assert text.startswith("\r  [") and text.endswith("\n") and "ETA" in text
+    assert "[" + "#" * 30 + "] 100.0%" in text
+    assert not rn.Progress(total=40, cells=1, stream=io.StringIO()).enabled  # a log: off
+
+
+def test_memory_check_refuses_what_does_not_fit(monkeypatch, tmp_path):
+    """The estimate is compared with the device's free memory before any work."""
+    from kwave_inputs import write_input
+
+    from sonotile.kwave.reader import read_input
+    from sonotile.model.checks import memory_estimate
+
+    problem, _ = read_input(write_input(tmp_path / "in.h5", shape=(32, 32, 32), nt=10))
+    have, what = rn.available_memory()
+    assert have is None or have > 0
+    assert "MemAvailable" in what or "memory" in what
+    rn.check_memory(problem)  # a 32^3 grid fits anywhere
+    monkeypatch.setenv("SONOTILE_MEMORY_LIMIT", str(memory_estimate(problem) // 2))
+    with pytest.raises(MemoryError, match=r"grid \(32, 32, 32\) needs about .* MB"):
+        rn.check_memory(problem)
+    with pytest.raises(MemoryError, match="SONOTILE_MEMORY_LIMIT"):
+        rn.run(problem, progress=False)
