@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.kwave.layout import XyzView, to_xyz
-from sonotile.kwave.output import set_str, write_scalar, write_shards
+from sonotile.kwave.output import set_str, temp_path, write_scalar, write_shards
 from sonotile.model.grid import AXES
 from sonotile.parallel.distributed import barrier, in_turns
 from sonotile.solver import runner as rn
@@ -29,9 +29,18 @@ def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None
     checkpoint written by N processes holds the same datasets as a single-process one, so it
     resumes on any number of processes and devices.
     """
+    try:
+        _write_checkpoint(path, temp_path(path), engine, rs, meta)
+    except BaseException:
+        if jax.process_index() == 0 and os.path.exists(temp_path(path)):
+            os.remove(temp_path(path))  # no half-written checkpoint left behind
+        raise
+    barrier("sonotile-checkpoint-done")
+
+
+def _write_checkpoint(path: str, tmp: str, engine: rn.Engine, rs: rn.RunState, meta) -> None:
     state, agg = rs.carry
     blocks = engine.blocks
-    tmp = path + ".sonotile-partial"
     nx, ny, nz = meta.shape_xyz
     du = engine.divergence(state.u)
     fields = {"p": state.p}
@@ -73,7 +82,6 @@ def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None
     in_turns(mine, "sonotile-checkpoint")
     if leader:
         os.replace(tmp, path)
-    barrier("sonotile-checkpoint-done")
 
 
 def load_checkpoint(

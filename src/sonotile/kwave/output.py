@@ -1,16 +1,20 @@
 """k-Wave output files: streamed sensor series, aggregates, whole-field outputs, header.
 
 The file is written under a temporary name next to the target and renamed into place only when
-a run (or a checkpoint leg) ends, so a failed run never leaves a file that looks complete and
-never destroys a file already at the target path.
+a run (or a checkpoint leg) ends, so a failed or killed run never leaves a file that looks
+complete and never destroys a file already at the target path. A resumed leg writes a copy of
+the earlier legs' output, so that file stays intact until the leg has ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
+import shutil
 import socket
 import time
+from collections.abc import Iterator
 
 import h5py
 import jax
@@ -29,6 +33,20 @@ LONG_ATTRS = {"data_type": np.bytes_(b"long"), "domain_type": np.bytes_(b"real")
 def temp_path(path: str) -> str:
     d, b = os.path.split(os.path.abspath(path))
     return os.path.join(d, f".{b}.sonotile-partial")
+
+
+@contextlib.contextmanager
+def partial_file(path: str) -> Iterator[str]:
+    """The temporary name to write ``path`` under: renamed into place when the block ends,
+    removed when it fails (nothing half-written is left, an earlier file survives)."""
+    tmp = temp_path(path)
+    try:
+        yield tmp
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, path)
 
 
 def set_str(obj, name: str, value: str) -> None:
@@ -81,11 +99,21 @@ class OutputFile:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"{path}: output file to resume from is missing")
             self._check_resumable(path)
-            os.replace(path, self.tmp)
-            self.f = h5py.File(self.tmp, "r+")
+            # the output of the earlier legs stays in place, untouched, until this leg has
+            # ended: the leg writes a copy (a kill at any moment leaves a resumable file)
+            try:
+                shutil.copyfile(path, self.tmp)
+                self.f = h5py.File(self.tmp, "r+")
+            except OSError as e:
+                self.abort()
+                raise OSError(f"{path}: output file cannot be reopened for writing ({e})") from None
         else:
-            self.f = h5py.File(self.tmp, "w")
-            self._create()
+            try:
+                self.f = h5py.File(self.tmp, "w")
+                self._create()
+            except BaseException:
+                self.abort()
+                raise
 
     def _check_resumable(self, path: str) -> None:
         """The partial output of a checkpointed run: same grid, same raw datasets."""
@@ -295,9 +323,9 @@ class OutputFile:
         f.close()
         os.replace(self.tmp, self.path)
 
-    def abort(self, keep: bool = False) -> None:
-        """Drop the partial file (a failed run leaves no output); with ``keep`` (a failed
-        resumed leg) put the output of the earlier legs back in place instead."""
+    def abort(self) -> None:
+        """Drop the partial file: a failed run leaves no output, a failed resumed leg leaves
+        the output of the earlier legs as it was."""
         if not self.leader:
             return
         try:
@@ -305,10 +333,7 @@ class OutputFile:
                 self.f.close()
         finally:
             if os.path.exists(self.tmp):
-                if keep:
-                    os.replace(self.tmp, self.path)
-                else:
-                    os.remove(self.tmp)
+                os.remove(self.tmp)
 
 
 def _process_index() -> int:

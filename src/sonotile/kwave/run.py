@@ -6,6 +6,7 @@ import os
 import sys
 import time
 
+import h5py
 import jax
 
 from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
@@ -127,6 +128,7 @@ def _run_kwave(args, flag) -> int:
             rn.planmod.release_host_medium(problem)
         if resume:
             rs = load_checkpoint(ckpt, engine, meta, args.output)
+            check_output_covers(args.output, rs.next_step)
         out = OutputFile(
             args.output, meta, engine.layout, problem.grid.nt, args.compression, resume=resume
         )
@@ -135,9 +137,25 @@ def _run_kwave(args, flag) -> int:
                 args, engine, meta, out, rs if resume else None, t0, t_load, verbose, flag
             )
         except BaseException:
-            out.abort(keep=resume)
+            out.abort()
             raise
     return status
+
+
+def check_output_covers(path: str, t_index: int) -> None:
+    """The partial output must hold the steps before the checkpoint (it is written first)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: output file to resume from is missing")
+    try:
+        with h5py.File(path, "r") as f:
+            done = int(f["t_index"][()].reshape(-1)[0]) if "t_index" in f else -1
+    except OSError as e:
+        raise OSError(f"{path}: output file to resume from cannot be opened ({e})") from None
+    if done < t_index:
+        raise ValueError(
+            f"{path}: output holds {done} steps, fewer than the checkpoint's {t_index}: it is "
+            "not the output of this checkpointed run"
+        )
 
 
 class _null:
@@ -210,15 +228,13 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
                 f"stopped by signal {flag.get('signal')} at step {rs.next_step}/{nt} without "
                 "--checkpoint_file: no output written"
             )
-        save_checkpoint(args.checkpoint_file, engine, rs, meta)
-        agg = rs.carry[1]
-        out.write_fields(dict(agg), engine.blocks)  # whole fields go shard by shard
-        if leader:
-            print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
+        out.write_fields(dict(rs.carry[1]), engine.blocks)  # whole fields go shard by shard
     else:
         final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)
         out.write_fields(final, engine.blocks)
     t_post = time.perf_counter()
+    # the output goes into place before the checkpoint: a kill between the two leaves an
+    # output ahead of the checkpoint, and the resumed leg rewrites those steps identically
     out.finish_leg(
         rs.next_step,
         {
@@ -230,6 +246,10 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
         },
     )
     barrier("sonotile-leg-done")  # the output is in place before any process reports success
+    if rs.next_step < nt:
+        save_checkpoint(args.checkpoint_file, engine, rs, meta)
+        if leader:
+            print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
     if leader and rs.next_step >= nt and checkpointing and os.path.exists(args.checkpoint_file):
         os.remove(args.checkpoint_file)
     if verbose and leader:

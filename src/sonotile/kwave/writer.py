@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 
 from sonotile.kwave.layout import grid_to_linear, to_zyx
+from sonotile.kwave.output import partial_file
 from sonotile.model.grid import AXES
 from sonotile.model.problem import (
     SOURCE_MODES,
@@ -36,7 +37,6 @@ def write_input(path: str, problem: Problem, description: str = "written by sono
     Supports 2-D and 3-D grids, index or cuboid sensors, every source of the file format. The
     file is written under a temporary name and renamed when complete.
     """
-    import os
     import time as _time
 
     from sonotile.version import __version__
@@ -45,7 +45,6 @@ def write_input(path: str, problem: Problem, description: str = "written by sono
     if g.ndim not in (2, 3):
         raise ProblemError(f"k-Wave input files are 2-D or 3-D; this grid is {g.ndim}-D")
     shape3 = tuple(g.shape) + (1,) * (3 - g.ndim)
-    tmp = f"{path}.sonotile-partial"
 
     put = put_dataset
 
@@ -59,7 +58,7 @@ def write_input(path: str, problem: Problem, description: str = "written by sono
         sig = np.asarray(src.signal)
         return sig.reshape(1, 1, -1) if sig.ndim == 1 else sig.reshape(1, sig.shape[0], -1)
 
-    with h5py.File(tmp, "w") as f:
+    with partial_file(path) as tmp, h5py.File(tmp, "w") as f:
         header = {
             "file_type": "input",
             "created_by": f"sonotile {__version__}",
@@ -140,4 +139,3 @@ def write_input(path: str, problem: Problem, description: str = "written by sono
                 raise ProblemError("k-Wave input files need sensor points (index or cuboids)")
             put(f, "sensor_mask_type", 0, "long")
             put(f, "sensor_mask_index", lin(sen.index), "long")
-    os.replace(tmp, path)
