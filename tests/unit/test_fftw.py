@@ -241,3 +241,48 @@ assert err < 2e-6, err
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+FAILING_ALLOC = """
+import os
+import jax, jax.numpy as jnp, numpy as np
+from sonotile.fft import fftw
+from sonotile.solver.operators import FourierOps
+assert fftw.available(), fftw.reason()
+ops = FourierOps.build((24, 20, 16), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
+p = jnp.asarray(np.random.default_rng(0).random((24, 20, 16)), jnp.float32)
+grad = jax.jit(ops.grad)
+good = [np.asarray(g) for g in grad(p)]
+os.environ["SONOTILE_FFTW_TEST_FAIL_ALLOC"] = "1"   # every fftwf_malloc fails from now on
+for what, f, x in (("scratch", grad, p),
+                   ("plan", jax.jit(FourierOps.build((18, 14, 10), (1e-4,) * 3, 1500.0, 2e-8,
+                                                     fft="fftw").grad),
+                    jnp.ones((18, 14, 10), jnp.float32)),
+                   ("r2c", jax.jit(lambda a: fftw.r2c([a])[0]),
+                    jnp.ones((6, 10, 12), jnp.float32))):
+    try:
+        jax.block_until_ready(f(x))
+        print(what, "NO ERROR")
+    except Exception as e:
+        print(what, type(e).__name__, str(e).splitlines()[0][:200])
+del os.environ["SONOTILE_FFTW_TEST_FAIL_ALLOC"]
+again = [np.asarray(g) for g in grad(p)]   # the process is intact and recovers
+print("recovered", all(np.array_equal(a, b) for a, b in zip(good, again)))
+"""
+
+
+@needs_fftw
+def test_allocation_or_plan_failure_is_an_xla_error_not_a_crash(tmp_path):
+    """``fftwf_malloc`` failing (forced by ``SONOTILE_FFTW_TEST_FAIL_ALLOC``) in a custom call's
+    scratch or in planning a new shape: the call raises an XLA error naming the cause, the
+    process survives, and works again once memory is back."""
+    env = dict(os.environ, XDG_CACHE_HOME=os.environ.get("XDG_CACHE_HOME", ""))
+    env.pop("SONOTILE_FFTW_TEST_FAIL_ALLOC", None)
+    r = subprocess.run([sys.executable, "-c", FAILING_ALLOC], capture_output=True, text=True,
+                       timeout=300, env={k: v for k, v in env.items() if v})  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(ln.split(" ", 1) for ln in r.stdout.splitlines())
+    assert "out of memory" in lines["scratch"] and "Error" in lines["scratch"], lines
+    assert "planning failed" in lines["plan"], lines
+    assert "planning failed" in lines["r2c"], lines
+    assert lines["recovered"] == "True"

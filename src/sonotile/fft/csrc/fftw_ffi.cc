@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -88,6 +89,17 @@ std::string g_wisdom;
 bool g_threads_ok = false;
 bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callback present)
 
+// Every FFTW-aligned allocation. A null result (out of memory) becomes an XLA error of the call,
+// never a crash. SONOTILE_FFTW_TEST_FAIL_ALLOC set in the environment makes every allocation
+// fail from then on (read at each allocation; for tests of these error paths).
+void* fft_alloc(size_t bytes) {
+  if (std::getenv("SONOTILE_FFTW_TEST_FAIL_ALLOC") != nullptr) return nullptr;
+  return fftwf_malloc(bytes);
+}
+
+const char* const kNoMemory = "sonotile FFTW: out of memory (fftwf_malloc failed)";
+const char* const kNoPlan = "sonotile FFTW: planning failed (out of memory or unsupported size)";
+
 using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
 std::map<Key, fftwf_plan> plans;
 
@@ -108,8 +120,13 @@ fftwf_plan get_plan(int rank, const int64_t* dims, bool r2c, int threads, bool a
   for (int a = 0; a < rank; ++a) n[a] = int(dims[3 - rank + a]);
   size_t nr = size_t(dims[0]) * dims[1] * dims[2];
   size_t nc = size_t(dims[0]) * dims[1] * (dims[2] / 2 + 1);
-  float* r = static_cast<float*>(fftwf_malloc(sizeof(float) * nr));
-  fftwf_complex* c = static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * nc));
+  float* r = static_cast<float*>(fft_alloc(sizeof(float) * nr));
+  fftwf_complex* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * nc));
+  if (r == nullptr || c == nullptr) {  // no plan: the caller returns an error to XLA
+    fftwf_free(r);
+    fftwf_free(c);
+    return nullptr;
+  }
   if (g_threads_ok) fftwf_plan_with_nthreads(threads);
   unsigned flags = g_effort | (aligned ? 0U : kUnaligned);
   fftwf_plan p = r2c ? fftwf_plan_many_dft_r2c(rank, n, 1, r, nullptr, 1, 0, c, nullptr, 1, 0,
@@ -140,7 +157,7 @@ float* take_scratch(size_t floats) {
       }
     }
   }
-  return static_cast<float*>(fftwf_malloc(sizeof(float) * floats));
+  return static_cast<float*>(fft_alloc(sizeof(float) * floats));  // null: out of memory
 }
 
 void give_scratch(float* p, size_t floats) {
@@ -301,12 +318,18 @@ ffi::Error R2CImpl(ffi::ThreadPool pool, int64_t concurrent, ffi::RemainingArgs 
     out[i] = reinterpret_cast<float*>((*y)->typed_data());
   }
   const int T = g_threads;
+  std::atomic<bool> no_plan{false};
   auto run = [&](int i, int threads) {
     const bool al = is_aligned(in[i]) && is_aligned(out[i]);
     fftwf_plan p = get_plan(s.rank, s.d, true, threads, al);
+    if (p == nullptr) {
+      no_plan = true;
+      return;
+    }
     fftwf_execute_dft_r2c(p, const_cast<float*>(in[i]), reinterpret_cast<fftwf_complex*>(out[i]));
   };
   run_transforms(k, T, concurrent != 0, run);
+  if (no_plan) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
   return ffi::Error::Success();
 }
 
@@ -358,8 +381,15 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
   const float scale = float(1.0 / double(s.nr));
   const int T = g_threads;
   const int64_t rows = s.d[0] * s.d[1];
+  std::atomic<int> failed{0};  // 1: no memory, 2: no plan
   auto run = [&](int i, int threads) {
-    float* scr = take_scratch(2 * s.nc);
+    const bool al = is_aligned(out[i]);  // scratch is FFTW-aligned
+    fftwf_plan p = get_plan(s.rank, s.d, false, threads, al);
+    float* scr = p != nullptr ? take_scratch(2 * s.nc) : nullptr;
+    if (scr == nullptr) {
+      failed = p == nullptr ? 2 : 1;
+      return;
+    }
     const float* src = spec[n_spec == 1 ? 0 : i];
     const int ax = 3 - s.rank + int(axis) + i;
     if (threads > 1 && rows >= threads) {
@@ -370,12 +400,12 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
     } else {
       scaled_copy(s, src, op, vec[i], ax, scale, scr, 0, rows);
     }
-    const bool al = is_aligned(out[i]);  // scratch is FFTW-aligned
-    fftwf_plan p = get_plan(s.rank, s.d, false, threads, al);
     fftwf_execute_dft_c2r(p, reinterpret_cast<fftwf_complex*>(scr), out[i]);
     give_scratch(scr, 2 * s.nc);
   };
   run_transforms(k, T, concurrent != 0, run);
+  if (failed != 0)
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, failed == 2 ? kNoPlan : kNoMemory);
   return ffi::Error::Success();
 }
 
@@ -443,9 +473,15 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   int n[2] = {0, 0};
   for (int a = 1; a < g.rank; ++a) n[a - 1] = int(g.d[a]);
   const int nx = int(g.X), howmany = int(kBlock);
-  float* r = static_cast<float*>(fftwf_malloc(sizeof(float) * g.pr));
-  auto* c = static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * g.pc));
-  auto* b = static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * g.X * kBlock));
+  float* r = static_cast<float*>(fft_alloc(sizeof(float) * g.pr));
+  auto* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.pc));
+  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.X * kBlock));
+  if (r == nullptr || c == nullptr || b == nullptr) {  // no plans: the caller's error
+    fftwf_free(r);
+    fftwf_free(c);
+    fftwf_free(b);
+    return nullptr;
+  }
   if (g_threads_ok) fftwf_plan_with_nthreads(1);
   const unsigned f = g_effort | (aligned ? 0U : kUnaligned);
   ConvPlans p{};
@@ -468,8 +504,8 @@ struct FBuf {  // FFTW-aligned, zeroed scratch owned by one worker
   float* p = nullptr;
   explicit FBuf(size_t floats) {
     if (floats == 0) return;
-    p = static_cast<float*>(fftwf_malloc(sizeof(float) * floats));
-    std::memset(p, 0, sizeof(float) * floats);
+    p = static_cast<float*>(fft_alloc(sizeof(float) * floats));
+    if (p != nullptr) std::memset(p, 0, sizeof(float) * floats);
   }
   ~FBuf() { fftwf_free(p); }
   FBuf(const FBuf&) = delete;
@@ -478,14 +514,21 @@ struct FBuf {  // FFTW-aligned, zeroed scratch owned by one worker
 
 // body(scratch, i) for i in [0, n) on up to `threads` workers, each with its own scratch of
 // `floats` floats; items are taken from a shared counter (the machine's other load is uneven).
+// False when a worker's scratch could not be allocated (its items are then not done).
 template <class Body>
-void parallel_items(int64_t n, int threads, size_t floats, Body body) {
+bool parallel_items(int64_t n, int threads, size_t floats, Body body) {
   std::atomic<int64_t> next{0};
+  std::atomic<bool> ok{true};
   const int w = int(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
   run_jobs(w, w, [&](int) {
     FBuf buf(floats);
+    if (floats > 0 && buf.p == nullptr) {
+      ok = false;
+      return;
+    }
     for (int64_t i; (i = next.fetch_add(1)) < n;) body(buf.p, i);
   });
+  return ok;
 }
 
 // t[x, j] = s[x, j] * op[x, c0 + j] * w_x for the x-block (X rows of kBlock bins, b valid).
@@ -607,7 +650,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   for (int o = 0; o < m; ++o)
     if (axis[o] != kSpectrum) aligned = aligned && is_aligned(out[o]) && is_aligned(out[o] + g.pr);
   const ConvPlans* P = get_conv_plans(g, aligned);
-  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kInternal, "conv: FFTW planning failed");
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
 
   const float scale = float(1.0 / double(g.nr));
   const int T = g_threads;
@@ -633,6 +676,11 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
       if (src[o] == j && axis[o] == 0) prods.push_back({vec[o], o});
     if (prods.empty()) continue;
     while (sides.size() < prods.size()) sides.push_back(take_scratch(size_t(g.X * ov)));
+    if (std::find(sides.begin(), sides.end(), nullptr) != sides.end()) {
+      for (float* p : sides)
+        if (p != nullptr) give_scratch(p, size_t(g.X * ov));
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+    }
     std::vector<Store> store;
     for (size_t q = 0; q < prods.size(); ++q) {
       if (prods[q].out == spectrum)  // a whole spectrum buffer: nothing overflows
@@ -642,13 +690,13 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     }
     const float* x_in = in[j];
     // 1. planes forward, into the storage of product 0 (the pass along x makes it last)
-    parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
+    bool ok = parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
       fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(x_in) + x * g.pr,
                             reinterpret_cast<fftwf_complex*>(pb));
       store[0].put(x, 0, 2 * g.pc, pb);
     });
     // 2. along x, block by block
-    parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
+    ok = ok && parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
       float* tmp = buf + blk;
       const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
       for (int64_t x = 0; x < g.X; ++x) store[0].get(x, 2 * c0, 2 * b, buf + 2 * x * kBlock);
@@ -665,7 +713,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     // 3. planes back; each plane of a storage is read before its output plane is written
     const bool keep_shared = shared_users.size() > 1;
     const bool shared0 = spectrum >= 0 || !shared_users.empty();  // product 0 is the shared one
-    parallel_items(g.X, T, keep_shared ? 2 * plane : plane, [&](float* pb, int64_t x) {
+    ok = ok && parallel_items(g.X, T, keep_shared ? 2 * plane : plane, [&](float* pb, int64_t x) {
       float* sp = pb + plane;
       for (size_t q = 0; q < prods.size(); ++q) {
         const bool shared = shared0 && q == 0;
@@ -685,6 +733,10 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
         }
       }
     });
+    if (!ok) {
+      for (float* p : sides) give_scratch(p, size_t(g.X * ov));
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+    }
   }
   for (float* p : sides) give_scratch(p, size_t(g.X * ov));
   return ffi::Error::Success();
@@ -715,12 +767,13 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C6
   float* o = out->typed_data();
   const bool aligned = is_aligned(o) && is_aligned(o + g.pr);
   const ConvPlans* P = get_conv_plans(g, aligned);
-  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kInternal, "planes_c2r: FFTW planning");
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
   const float* s = reinterpret_cast<const float*>(spec.typed_data());
-  parallel_items(g.X, g_threads, size_t(2 * g.pc), [&](float* pb, int64_t x) {
+  const bool ok = parallel_items(g.X, g_threads, size_t(2 * g.pc), [&](float* pb, int64_t x) {
     plane_times(g, s + 2 * x * g.pc, vec, int(axis), pb);
     fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb), o + x * g.pr);
   });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();
 }
 
