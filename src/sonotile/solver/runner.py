@@ -97,10 +97,9 @@ class Progress:
         eta = (self.total - done) / rate if rate > 0 else math.inf
         eta_s = "--" if not math.isfinite(eta) else f"{eta:.1f}s"
         pct = 100 * done / max(self.total, 1)
-        stats = (
-            f"step {done}/{self.total}  {rate:.1f} steps/s  "
-            f"{rate * self.cells / 1e6:.1f} Mcells/s  ETA {eta_s}"
-        )
+        stats = f"step {done}/{self.total}"
+        if rate > 0:  # known once two reports are apart
+            stats += f"  {rate:.1f} steps/s  {rate * self.cells / 1e6:.1f} Mcells/s  ETA {eta_s}"
         if not self.tty:
             return f"  {pct:5.1f}%  {stats}\n"
         filled = int(30 * done / max(self.total, 1))
