@@ -1,6 +1,6 @@
 """``sonotile demo``: focused ultrasound through a tissue layer in water (3-D, about a minute).
 
-Equation: k-Wave's nonlinear, power-law absorbing acoustic model (see ALGORITHM.md). Set-up: a
+Equation: k-Wave's nonlinear, power-law absorbing acoustic model (see docs/method.md). Set-up: a
 phased disc (delays focus it 14 mm away) radiates a 1 MHz, 0.5 MPa tone burst through water
 into a 6 mm tissue layer (faster, denser, more absorbing and more nonlinear than water). The
 run records the pressure along the beam axis and the maximum pressure everywhere, and writes

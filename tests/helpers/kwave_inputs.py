@@ -1,6 +1,6 @@
 """Small synthetic k-Wave input files (format 1.2 unless told) for the sonotile-kwave tests.
 
-``write_input(path, ...)`` writes a valid 2-D (or 3-D) input exactly as FORMAT.md §2 asks
+``write_input(path, ...)`` writes a valid 2-D (or 3-D) input exactly as docs/kwave-format.md asks
 (rank-3 datasets, uint64 integers, float32 reals, data_type/domain_type attributes, root header
 attributes); keyword arguments change single items so that each test can break one thing.
 """

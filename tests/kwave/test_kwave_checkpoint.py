@@ -1,4 +1,4 @@
-"""Checkpoint-restart of ``sonotile-kwave`` (FORMAT.md §4.4), signals and streamed output.
+"""Checkpoint-restart of ``sonotile-kwave`` (docs/kwave-format.md), signals and streamed output.
 
 * ``--checkpoint_timesteps`` / ``--checkpoint_interval``: a leg writes a k-Wave checkpoint,
   exits 0 with ``t_index < Nt`` in the output, and the same command resumes; the resumed output

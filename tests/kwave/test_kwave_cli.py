@@ -1,4 +1,4 @@
-"""``sonotile-kwave`` command line and output layout against k-Wave (FORMAT.md §3, §4).
+"""``sonotile-kwave`` command line and output layout against k-Wave (docs/kwave-format.md).
 
 The output layout (every dataset and group: shape, dtype, chunking, deflate level, attributes)
 must equal what kspaceFirstOrder-OMP 1.3 writes for the same input and flags. The k-Wave

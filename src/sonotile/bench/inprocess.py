@@ -1,7 +1,7 @@
 """``sonotile bench``: throughput, compile time and memory of the single-device solver.
 
-For each case a k-Wave input file is written (FORMAT.md 2.7, a single-point pressure source and
-a few index sensors), read back with sonotile's reader and run in-process:
+For each case a k-Wave input file is written (docs/kwave-format.md, a single-point pressure source
+and a few index sensors), read back with sonotile's reader and run in-process:
 
 * ``Mcells/s`` = grid points x steps / wall time of the steps (after compilation),
 * ``ms/step``, ``compile_s`` (lower + XLA compile of the scan chunk) and ``first_step_s``

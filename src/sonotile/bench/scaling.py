@@ -81,7 +81,7 @@ def fft_ops(hlo: str) -> list[tuple[str, tuple, tuple]]:
 
 
 def transforms_per_step(problem) -> int:
-    """Global 3-D transforms one step needs (ALGORITHM.md: 10 lossless/Stokes, 14 power law,
+    """Global 3-D transforms one step needs (docs/method.md: 10 lossless/Stokes, 14 power law,
     +2 per additive-mode source component)."""
     s, m, d = problem.sources, problem.medium, problem.grid.ndim
     n = 1 + 3 * d + (4 if m.absorption == "power_law" else 0)

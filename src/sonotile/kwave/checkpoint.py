@@ -22,7 +22,7 @@ from sonotile.version import __version__
 
 
 def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None:
-    """k-Wave checkpoint (FORMAT.md 4.4) plus sonotile's running statistics, atomically.
+    """k-Wave checkpoint (docs/kwave-format.md) plus sonotile's running statistics, atomically.
 
     Fields are written shard by shard: process 0 creates the file and writes its shards, then
     every other process in turn writes its own (no whole field is gathered anywhere). A

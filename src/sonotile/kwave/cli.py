@@ -1,7 +1,7 @@
 """``sonotile-kwave``: a drop-in for k-Wave's ``kspaceFirstOrder-OMP`` / ``-CUDA`` binaries.
 
 Same flags, same defaults (no output flag means ``--p_raw``), same exit codes (0 on success and
-after a checkpoint, 1 on error), same files (see ``shared/kwave/FORMAT.md``). JAX is imported
+after a checkpoint, 1 on error), same files (see ``docs/kwave-format.md``). JAX is imported
 only after the command line is parsed so that ``-t`` and ``-g`` can configure it.
 """
 

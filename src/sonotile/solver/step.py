@@ -1,7 +1,7 @@
 """One time step of k-Wave's first-order k-space scheme, written once, per shard.
 
 ``step(state, x, c, ops, phys) -> state`` follows kspaceFirstOrder-OMP 1.3 (see
-``shared/kwave/ALGORITHM.md`` §2 and Treeby et al., JASA 131, 2012): pressure gradient on the
+``docs/method.md`` and Treeby et al., JASA 131, 2012): pressure gradient on the
 staggered grids, velocity update with split PML, velocity sources, velocity divergence, split
 mass conservation with PML, pressure sources, equation of state with power-law or Stokes
 absorption and B/A nonlinearity. All derivatives come from ``ops`` (see
