@@ -52,6 +52,8 @@ class Settings:
             system (peak RSS). Env: ``SONOTILE_MALLOC_TUNE`` (1/0).
         xla_scheduler_off: switch XLA:CPU's concurrency-optimised scheduler off (less memory per
             grid point, same speed; ignored when ``XLA_FLAGS`` sets it already).
+        memory_limit: memory a run may use [bytes], in place of the device's free memory in
+            the check before a run (None: the device's). Env: ``SONOTILE_MEMORY_LIMIT``.
     """
 
     fft: str = "auto"
@@ -65,6 +67,7 @@ class Settings:
     cache_dir: str = ""
     malloc_tune: bool = True
     xla_scheduler_off: bool = True
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.fft not in FFT_BACKENDS:
@@ -95,6 +98,8 @@ class Settings:
             cache_dir=default_cache_dir(env),
             malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
         )
+        if env.get("SONOTILE_MEMORY_LIMIT"):
+            values["memory_limit"] = int(float(env["SONOTILE_MEMORY_LIMIT"]))
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]  # checked in __post_init__
 

@@ -15,6 +15,7 @@ import h5py
 import pytest
 from kwave_inputs import write_input
 
+from sonotile import config
 from sonotile.kwave.cli import main as kwave_main
 
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
@@ -96,11 +97,15 @@ def test_progress_interval_r(tmp_path):
     assert lines[-1].startswith("  100.0%  step 200/200") and all("ETA" in ln for ln in lines)
 
 
-def test_run_that_cannot_fit_stops_before_any_work(tmp_path, capsys, monkeypatch):
+def test_run_that_cannot_fit_stops_before_any_work(tmp_path, capsys):
     inp = write_input(tmp_path / "in.h5", shape=(32, 32, 32), nt=20)
     out = tmp_path / "out.h5"
-    monkeypatch.setenv("SONOTILE_MEMORY_LIMIT", "1e5")
-    assert kwave_main(["-i", inp, "-o", str(out)]) == 1
+    saved = config.current()
+    config.configure(memory_limit=100_000)  # what SONOTILE_MEMORY_LIMIT=1e5 sets
+    try:
+        assert kwave_main(["-i", inp, "-o", str(out)]) == 1
+    finally:
+        config.configure(saved)
     err = capsys.readouterr().err.strip()
     assert err.startswith("sonotile-kwave: error: grid (32, 32, 32) needs about")
     assert "SONOTILE_MEMORY_LIMIT" in err and "\n" not in err

@@ -7,6 +7,7 @@ import io
 
 import pytest
 
+from sonotile import config
 from sonotile.solver import runner as rn
 
 
@@ -68,7 +69,7 @@ def test_progress_bar_on_a_terminal():
     assert not rn.Progress(total=40, cells=1, stream=io.StringIO()).enabled  # a log: off
 
 
-def test_memory_check_refuses_what_does_not_fit(monkeypatch, tmp_path):
+def test_memory_check_refuses_what_does_not_fit(tmp_path):
     """The estimate is compared with the device's free memory before any work."""
     from kwave_inputs import write_input
 
@@ -80,8 +81,14 @@ def test_memory_check_refuses_what_does_not_fit(monkeypatch, tmp_path):
     assert have is None or have > 0
     assert "MemAvailable" in what or "memory" in what
     rn.check_memory(problem)  # a 32^3 grid fits anywhere
-    monkeypatch.setenv("SONOTILE_MEMORY_LIMIT", str(memory_estimate(problem) // 2))
-    with pytest.raises(MemoryError, match=r"grid \(32, 32, 32\) needs about .* MB"):
-        rn.check_memory(problem)
-    with pytest.raises(MemoryError, match="SONOTILE_MEMORY_LIMIT"):
-        rn.run(problem, progress=False)
+    limit = str(memory_estimate(problem) // 2)
+    assert config.Settings.from_env({"SONOTILE_MEMORY_LIMIT": limit}).memory_limit == int(limit)
+    saved = config.current()
+    config.configure(memory_limit=int(limit))
+    try:
+        with pytest.raises(MemoryError, match=r"grid \(32, 32, 32\) needs about .* MB"):
+            rn.check_memory(problem)
+        with pytest.raises(MemoryError, match="SONOTILE_MEMORY_LIMIT"):
+            rn.run(problem, progress=False)
+    finally:
+        config.configure(saved)

@@ -166,6 +166,55 @@ class _null:
         return False
 
 
+class LegControl:
+    """What the loop of one leg asks between and during chunks: stop (a signal, or the
+    checkpoint interval; all processes together), abort at once (a signal without a checkpoint
+    file), and progress (``-r`` lines or a bar, process 0 only)."""
+
+    def __init__(self, args, nt: int, cells: int, first: int, t0: float, flag: dict) -> None:
+        self.args, self.nt, self.t0, self.flag = args, nt, t0, flag
+        self.checkpointing = bool(args.checkpoint_file)
+        self.done = first
+        self.report = rn.Progress(
+            nt, cells, enabled=jax.process_index() == 0, stream=sys.stdout,
+            every_pct=args.progress,
+        )  # fmt: skip
+
+    def interrupted(self, where: str) -> InterruptedError:
+        return InterruptedError(
+            f"stopped by signal {self.flag.get('signal')} {where}/{self.nt} without "
+            "--checkpoint_file: no output written"
+        )
+
+    def should_stop(self) -> bool:
+        a = self.args
+        timer = bool(
+            self.checkpointing
+            and a.checkpoint_interval
+            and time.perf_counter() - self.t0 > a.checkpoint_interval
+        )
+        return agree_any(self.flag["stop"] or timer)  # any process's signal or timer
+
+    def should_abort(self) -> bool:
+        if self.flag["stop"] and not self.checkpointing:
+            raise self.interrupted(f"after step {self.done}")
+        return False
+
+    def progress(self, n: int) -> None:
+        self.done = n
+        self.report(n)
+
+
+def _step(args, engine, out, rs, stop: int, ctl: LegControl):
+    """The steps of one leg up to ``stop``; a leg stopped early without a checkpoint fails."""
+    nt = engine.problem.grid.nt
+    sizer = rn.make_sizer(engine, limit=nt * args.progress // 100)  # a chunk per -r at most
+    rs = rn.advance(engine, rs, stop, out, sizer, ctl.progress, ctl.should_stop, ctl.should_abort)
+    if rs.next_step < nt and not ctl.checkpointing:
+        raise ctl.interrupted(f"at step {rs.next_step}")
+    return rs
+
+
 def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
     problem = engine.problem
     nt = problem.grid.nt
@@ -180,54 +229,17 @@ def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
     if args.checkpoint_timesteps:
         stop = min(nt, leg_first + args.checkpoint_timesteps)
     checkpointing = bool(args.checkpoint_file)
-
-    def should_stop_here():
-        if flag["stop"]:
-            return True
-        return bool(
-            checkpointing
-            and args.checkpoint_interval
-            and time.perf_counter() - t0 > args.checkpoint_interval
-        )
-
-    def should_stop():  # several processes stop together (any one's signal or timer)
-        return agree_any(should_stop_here())
-
-    def should_abort():  # without a checkpoint file a signal ends the run at once
-        if flag["stop"] and not checkpointing:
-            raise InterruptedError(
-                f"stopped by signal {flag.get('signal')} after step {done['n']}/{nt} without "
-                "--checkpoint_file: no output written"
-            )
-        return False
-
     leader = jax.process_index() == 0
-    report = rn.Progress(
-        nt, problem.grid.size, enabled=leader, stream=sys.stdout, every_pct=args.progress
-    )
-    done = {"n": rs.next_step}
-
-    def progress(n) -> None:
-        done["n"] = n
-        report(n)
-
     if verbose and leader:
         print(
             f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
             f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
             f"{engine.layout.raw + tuple(engine.layout.final)}"
         )
-    sizer = rn.make_sizer(engine, limit=nt * args.progress // 100)  # a chunk per -r at most
-    rs = rn.advance(
-        engine, rs, stop, out, sizer, progress, should_stop=should_stop, should_abort=should_abort
-    )
+    ctl = LegControl(args, nt, problem.grid.size, rs.next_step, t0, flag)
+    rs = _step(args, engine, out, rs, stop, ctl)
     t_sim = time.perf_counter()
     if rs.next_step < nt:
-        if not checkpointing:  # interrupted without a checkpoint file: a failed run
-            raise InterruptedError(
-                f"stopped by signal {flag.get('signal')} at step {rs.next_step}/{nt} without "
-                "--checkpoint_file: no output written"
-            )
         out.write_fields(dict(rs.carry[1]), engine.blocks)  # whole fields go shard by shard
     else:
         final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)

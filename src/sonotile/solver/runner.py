@@ -8,7 +8,6 @@ itself is :func:`sonotile.solver.step.step`; the operators come from the plan.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from sonotile import config
 from sonotile.model.problem import Problem
 from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
@@ -318,7 +318,7 @@ def wait_ready(tree, should_abort: Callable[[], bool] | None) -> None:
     """Block until every array of ``tree`` is computed, checking ``should_abort`` every 20 ms
     (so that signal handlers run and an abandoned run returns at once)."""
     leaves = [x for x in jax.tree_util.tree_leaves(tree) if isinstance(x, jax.Array)]
-    while not all(x.is_ready() for x in leaves):
+    while not all(x.is_ready() for x in leaves):  # type: ignore[attr-defined]  # jax >= 0.4.19
         if should_abort is not None and should_abort():
             raise InterruptedError("stopped during a chunk of steps")
         time.sleep(0.02)
@@ -396,10 +396,11 @@ def available_memory(device=None) -> tuple[int | None, str]:
     """Free memory of ``device`` (default: JAX's first) [bytes] and where the figure comes from.
 
     CPU: the host's ``MemAvailable`` (/proc/meminfo); GPU/TPU: the device's limit minus what
-    is in use (``memory_stats``). ``SONOTILE_MEMORY_LIMIT=BYTES`` replaces the figure (a cap,
-    or a test); ``(None, ...)`` when nothing is known."""
-    if os.environ.get("SONOTILE_MEMORY_LIMIT"):
-        return int(float(os.environ["SONOTILE_MEMORY_LIMIT"])), "SONOTILE_MEMORY_LIMIT"
+    is in use (``memory_stats``). ``Settings.memory_limit`` (``SONOTILE_MEMORY_LIMIT=BYTES``)
+    replaces the figure (a cap, or a test); ``(None, ...)`` when nothing is known."""
+    limit = config.current().memory_limit
+    if limit is not None:
+        return limit, "SONOTILE_MEMORY_LIMIT"
     dev = device or jax.devices()[0]
     if dev.platform == "cpu":
         try:
