@@ -401,11 +401,10 @@ def _time_axis(kgrid: KWaveGrid, medium: KWaveMedium) -> None:
     c = np.asarray(medium.sound_speed, dtype=np.float64)
     if not np.all(np.isfinite(c)) or np.any(c <= 0):
         raise ProblemError("medium.sound_speed: must be finite and > 0")
-    dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()))
-    if kgrid.dt is not None:
-        _, nt = make_time(shape, kgrid.spacing, kgrid.spacing[0] / kgrid.dt, float(c.min()),
-                          cfl=1.0)  # fmt: skip
-    kgrid.dt = kgrid.dt or dt
+    if kgrid.dt is not None and not (np.isfinite(kgrid.dt) and kgrid.dt > 0):
+        raise ProblemError(f"kgrid.dt = {kgrid.dt} s: must be finite and > 0")
+    dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()), dt=kgrid.dt)
+    kgrid.dt = dt
     kgrid.nt = kgrid.nt or nt
 
 

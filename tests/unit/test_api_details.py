@@ -60,6 +60,18 @@ def test_given_dt_without_nt_gives_kwaves_nt():
     assert res.grid.nt == math.floor(t_end / 2e-8) + 1
 
 
+def test_given_dt_on_an_anisotropic_heterogeneous_grid_gives_kwaves_nt():
+    """k-wave-python's makeTime: t_end = |grid size| / min(c), Nt = floor(t_end / dt) + 1."""
+    _, _, src, sen = case()
+    c = np.full(SHAPE, 1500.0)
+    c[:10] = 1400.0
+    grid = st.KWaveGrid(SHAPE, spacing=(2e-4, 1e-4), dt=3e-8)
+    res = st.simulate(grid, st.KWaveMedium(sound_speed=c), src, sen, quiet=True)
+    t_end = math.hypot(SHAPE[0] * 2e-4, SHAPE[1] * 1e-4) / 1400.0
+    assert (res.grid.dt, res.grid.nt) == (3e-8, math.floor(t_end / 3e-8) + 1)
+    assert len(res.t) == res.grid.nt and res.t[-1] == pytest.approx((res.grid.nt - 1) * 3e-8)
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
