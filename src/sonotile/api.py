@@ -521,7 +521,7 @@ def simulate(
     options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
-    notes += user_input.input_warnings(problem, tuple(sensor.record))
+    notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
     for w in notes:
         warnings.warn(w, stacklevel=2)
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):

@@ -112,6 +112,44 @@ def test_warnings_for_input_that_is_probably_wrong():
     assert "nothing will be recorded" in text
 
 
+def messages(*args, **kwargs) -> list[str]:
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        st.simulate(*args, **kwargs, quiet=True)
+    return [str(x.message) for x in w]
+
+
+def test_no_warning_for_sound_input():
+    assert messages(*case()) == []
+
+
+def test_warnings_for_sources_and_cuboids_in_the_pml():
+    grid, med, _, sen = case()
+    p0 = np.zeros(SHAPE)
+    p0[3:6, 20:24] = 1e5  # 12 points in the x PML (20 points)
+    text = " | ".join(messages(grid, med, st.KSource(p0=p0), sen, smooth_p0=False))
+    assert "source.p0: 12 point(s) inside the PML" in text
+    mask = np.zeros(SHAPE, bool)
+    mask[30, 25:28] = True
+    corners = [((30, 30), (34, 34)), ((25, 10), (27, 40))]  # the second reaches y < 20
+    sig = np.sin(np.arange(100) * 0.3)
+    text = " | ".join(messages(grid, med, st.KSource(p=sig, p_mask=mask),
+                               st.KSensor(corners=corners, record=("p",))))  # fmt: skip
+    assert "sensor: 1 cuboid(s) reaching inside the PML" in text
+    assert "source.p_mask" not in text
+
+
+def test_warning_for_a_sensor_no_wave_reaches():
+    grid, med, src, _ = case()
+    grid.dt, grid.nt = 2e-8, 40  # sound travels 1.2 mm in the run
+    near, far = np.zeros(SHAPE, bool), np.zeros(SHAPE, bool)
+    near[44, 28] = True  # 0.9 mm from the edge of the p0 disc (radius 0.3 mm around (32, 28))
+    far[58, 28] = True  # 2.3 mm from it
+    assert messages(grid, med, src, st.KSensor(mask=near), pml_size=4) == []
+    (text,) = messages(grid, med, src, st.KSensor(mask=far), pml_size=4)
+    assert "sensor: every point is 2" in text and "records nothing" in text
+
+
 def test_stokes_absorption_matches_the_analytic_plane_wave_decay():
     """1-D CW plane wave in a Stokes (frequency-squared) absorbing medium: the amplitude ratio of
     two points 10 mm apart is exp(-alpha dx), alpha = a0 f^2 in dB/(MHz^2 cm) -> Np/m."""

@@ -160,3 +160,83 @@ def memory_estimate(problem: Problem) -> int:
     rec = problem.sensor.record
     whole = sum(q.endswith("_all") for q in rec) * (1 if any(q.startswith("p") for q in rec) else d)
     return int(g.size * item * (state + temps + medium + operators + whole))
+
+
+# --------------------------------------------------------------------------- probable mistakes
+
+
+def _source_points(problem: Problem) -> list[tuple[str, np.ndarray]]:
+    """``(name, (N, d) grid indices)`` of every source that emits something."""
+    s, out = problem.sources, []
+    if s.p0 is not None and not is_lazy(s.p0) and np.any(np.asarray(s.p0) != 0):
+        p0 = np.abs(np.asarray(s.p0))  # the smoothing window's ringing (< 1 %) is not a source
+        out.append(("source.p0", np.argwhere(p0 > 0.01 * p0.max())))
+    if s.p is not None and np.any(s.p.signal != 0):
+        out.append(("source.p_mask", np.asarray(s.p.index)))
+    emitting_u = [u for u in s.u if u is not None and np.any(u.signal != 0)]
+    if emitting_u:
+        out.append(("source.u_mask", np.asarray(emitting_u[0].index)))
+    if s.transducer is not None and np.any(s.transducer.signal != 0):
+        out.append(("source.transducer_mask", np.asarray(s.transducer.index)))
+    return out
+
+
+def _sensor_boxes(problem: Problem) -> np.ndarray | None:
+    """``(Nb, 2, d)`` inclusive index boxes covering the sensor points (one per point or per
+    cuboid), or ``None`` without sensor points."""
+    sen = problem.sensor
+    if sen.cuboids is not None:
+        return np.asarray(sen.cuboids)
+    if sen.index is not None:
+        idx = np.asarray(sen.index)
+        return np.stack([idx, idx], axis=1)
+    return None
+
+
+def _in_pml(boxes: np.ndarray, problem: Problem) -> int:
+    """How many of the inclusive index ``boxes (N, 2, d)`` reach into the PML."""
+    lo = np.asarray(problem.pml.size)
+    hi = np.asarray(problem.grid.shape) - lo
+    return int(np.sum(np.any((boxes[:, 0] < lo) | (boxes[:, 1] >= hi), axis=1)))
+
+
+def _gap(a: np.ndarray, b: np.ndarray, spacing: tuple) -> float:
+    """Distance [m] between the bounding boxes of the index sets ``a (N, 2, d)`` and ``b``."""
+    a_lo, a_hi = a[:, 0].min(axis=0), a[:, 1].max(axis=0)
+    b_lo, b_hi = b[:, 0].min(axis=0), b[:, 1].max(axis=0)
+    per_axis = np.maximum(0, np.maximum(b_lo - a_hi, a_lo - b_hi)) * np.asarray(spacing)
+    return float(np.linalg.norm(per_axis))
+
+
+def input_warnings(problem: Problem) -> list[str]:
+    """Input that runs but is probably not what was meant: a source that emits nothing, sources
+    or sensors inside the PML (the wave is absorbed there), and sensor points that no wave can
+    reach within the run (farther from every source than sound travels at ``max(c0)`` in
+    ``(Nt - 1) dt``; they record nothing but round-off)."""
+    if is_lazy(problem.medium.c0):
+        return []  # fields read per process (distributed run)
+    out = []
+    sources = _source_points(problem)
+    if not sources:
+        out.append("source: nothing is emitted (no source, or all source values are zero)")
+    for name, idx in sources:
+        if k := _in_pml(np.stack([idx, idx], axis=1), problem):
+            out.append(f"{name}: {k} point(s) inside the PML, where the wave is absorbed")
+    boxes = _sensor_boxes(problem)
+    if boxes is None:
+        return out
+    if k := _in_pml(boxes, problem):
+        what = "cuboid(s) reaching" if problem.sensor.cuboids is not None else "point(s)"
+        out.append(f"sensor: {k} {what} inside the PML record absorbed (wrong) values")
+    needs_points = any(not q.endswith(("_all", "_final")) for q in problem.sensor.record)
+    if sources and needs_points:
+        g = problem.grid
+        reach = float(np.max(problem.medium.c0)) * (g.nt - 1) * g.dt + 2 * max(g.spacing)
+        gap = min(_gap(np.stack([i, i], axis=1), boxes, g.spacing) for _, i in sources)
+        if gap > reach:
+            out.append(
+                f"sensor: every point is {gap * 1e3:.3g} mm or more from the sources, farther "
+                f"than sound travels in the run ({reach * 1e3:.3g} mm in {g.nt} steps at max c0): "
+                "it records nothing; raise Nt or move the sensor"
+            )
+    return out
