@@ -220,7 +220,13 @@ def _signal(sig, n_points: int, name: str) -> np.ndarray:
     if s.ndim == 1:
         return s
     if s.ndim != 2 or s.shape[0] != n_points:
-        raise ProblemError(f"{name}: shape {s.shape}, expected (Nt,) or ({n_points}, Nt)")
+        hint = ""
+        if s.ndim == 2 and s.shape[1] == n_points:
+            hint = f"; its transpose matches: pass {name}.T (one row per source point)"
+        raise ProblemError(
+            f"{name}: shape {s.shape}, expected (Nt,) or ({n_points}, Nt) for the "
+            f"{n_points} points of its mask{hint}"
+        )
     return s.T
 
 
@@ -372,6 +378,11 @@ def _build(kgrid, medium, source, sensor, options) -> tuple[Problem, dict]:
         density=_smoothed(medium.density, shape, options.smooth_rho0, "medium.density"),
     )
     _time_axis(kgrid, medium)
+    if not 1 <= sensor.record_start_index <= kgrid.nt:
+        raise ProblemError(
+            f"sensor.record_start_index = {sensor.record_start_index}: must be in 1..Nt = "
+            f"1..{kgrid.nt} (1-based, as in k-Wave)"
+        )
     pml = _pml(options, len(shape))
     pad = [(0, 0)] * len(shape) if options.pml_inside else [(s, s) for s in pml.size]
     full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
@@ -450,11 +461,7 @@ def _sensor(sensor: KSensor, shape: tuple, offset: np.ndarray) -> tuple[Sensor, 
             )
         return Sensor(cuboids=cub + offset, record=record, start=start), None
     if sensor.points is not None:
-        points = np.asarray(sensor.points)
-        if points.ndim != 2 or points.shape[1] != nd:
-            raise ProblemError(f"sensor.points: shape {points.shape}, expected (N, {nd})")
-        if np.any(points < 0) or np.any(points >= np.array(shape)):
-            raise ProblemError(f"sensor.points: a point lies outside the grid {shape}")
+        points = user_input.grid_points(sensor.points, shape)
     elif sensor.mask is not None:
         points = mask_points(sensor.mask, shape, "sensor.mask")
     else:

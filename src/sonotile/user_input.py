@@ -22,6 +22,11 @@ USER_NAMES = {
     "sensor.start": "sensor.record_start_index - 1",
     "source.p.index": "source.p_mask",
     "source.p.signal": "source.p",
+    **{f"source.u{a}.index": "source.u_mask" for a in "xyz"},
+    **{f"source.u{a}.signal": f"source.u{a}" for a in "xyz"},
+    "transducer.index": "source.transducer_mask",
+    "transducer.delay": "source.transducer_delays",
+    "transducer.signal": "source.transducer_signal",
 }
 
 
@@ -93,6 +98,26 @@ def check_sensor(sensor, shape: tuple) -> None:
                 "sensor.points: non-integer values; points are 0-based grid indices "
                 f"(N, {len(shape)}), not positions in metres"
             )
+
+
+def grid_points(points, shape: tuple) -> np.ndarray:
+    """``sensor.points`` as ``(N, ndim)`` 0-based grid indices, with the transpose hinted and
+    metres recognised."""
+    p, nd = np.asarray(points), len(shape)
+    if p.ndim != 2 or p.shape[1] != nd:
+        hint = ""
+        if p.ndim == 2 and p.shape[0] == nd:
+            hint = "; its transpose matches: pass sensor.points.T (one row per point)"
+        raise ProblemError(
+            f"sensor.points: shape {p.shape}, expected (N, {nd}) 0-based grid indices{hint}"
+        )
+    bad = np.any((p < 0) | (p >= np.asarray(shape)), axis=1)
+    if np.any(bad):
+        raise ProblemError(
+            f"sensor.points: point {tuple(p[np.argmax(bad)].tolist())} is outside the grid "
+            f"{shape}; points are 0-based grid indices (0..N-1 per axis), not metres"
+        )
+    return p.astype(np.int64)
 
 
 def record_warnings(record: tuple) -> list[str]:

@@ -89,6 +89,33 @@ def test_errors_name_the_users_parameter(change, message):
     assert "medium.c0" not in str(e.value) and "medium.rho0" not in str(e.value)
 
 
+def source_and_sensor_errors() -> list:
+    mask = np.zeros(SHAPE, bool)
+    mask[30, 20:25] = True  # 5 source points
+    sig = np.ones((5, 40))
+    return [
+        (st.KSource(p=sig.T, p_mask=mask), None, "pass source.p.T (one row per source point)"),
+        (
+            st.KSource(ux=sig[:3], u_mask=mask),
+            None,
+            "source.ux: shape (3, 40), expected (Nt,) or (5, Nt) for the 5 points of its mask",
+        ),
+        (st.KSource(p=sig, p_mask=mask.T), None, "source.p_mask: shape (56, 64)"),
+        (None, st.KSensor(points=np.array([[1, 2, 3], [4, 5, 6]])), "pass sensor.points.T"),
+        (None, st.KSensor(points=np.array([[1, 2], [70, 5]])), "point (70, 5) is outside the grid"),
+        (None, st.KSensor(mask=mask, record_start_index=0), "sensor.record_start_index = 0"),
+    ]
+
+
+@pytest.mark.parametrize("source, sensor, message", source_and_sensor_errors())
+def test_source_and_sensor_errors_in_the_users_terms(source, sensor, message):
+    grid, med, src, sen = case()
+    with pytest.raises(ProblemError) as e:
+        st.simulate(grid, med, source or src, sensor or sen, quiet=True)
+    assert message in str(e.value)
+    assert ".index" not in str(e.value) and "sensor.start" not in str(e.value)
+
+
 def test_points_are_grid_indices_not_metres():
     grid, med, src, _ = case()
     with pytest.raises(ProblemError, match="grid indices"):
