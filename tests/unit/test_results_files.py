@@ -44,6 +44,13 @@ def test_result_file_has_units_and_reruns_bit_identically(saved):
         assert f["results/p"].attrs["units"] == "Pa" and f["results/t"].attrs["units"] == "s"
         assert f["input/medium/sound_speed"].attrs["units"] == "m/s"
         assert tuple(f["input/grid"].attrs["shape"]) == SHAPE
+        assert f["input/grid"].attrs["dt_units"] == "s"
+        assert f["input/sensor/mask"].attrs["units"] == ""  # a mask has no unit
+        assert f["results/sensor_points"].attrs["units"] == "grid index (0-based)"
+    from sonotile.results_io import unit_of
+
+    assert (unit_of("p_mask"), unit_of("u_mask"), unit_of("transducer_delays")) == (
+        "", "", "time steps")  # fmt: skip
     inputs, options = st.load_input(str(path))
     assert options["pml_alpha"] == 1.5 and inputs[3].record == ("p", "p_max", "p_max_all")
     again = st.simulate(*inputs, **options, quiet=True)
