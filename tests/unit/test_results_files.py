@@ -117,3 +117,29 @@ def test_float64_command_line_run_matches_kwave(tmp_path):
     with h5py.File(out) as f, h5py.File(case_dir / "output.h5") as g:
         p, ref = f["p"][()].astype(np.float64), g["p"][()].astype(np.float64)
     assert np.abs(p - ref).max() / np.abs(ref).max() < 1e-4
+
+
+def test_plot_reads_source_points_and_sensor_positions(saved):
+    from sonotile.plot import read_any
+
+    d = read_any(str(saved[0]))
+    assert d["labels"][0] == "x = 3.2, y = 2.4 mm"  # mask[32, 24], 0.1 mm spacing
+    centre = d["source"].mean(axis=0)  # the p0 disc around (32, 28)
+    np.testing.assert_allclose(centre, (32, 28), atol=0.5)
+    assert d["t"].shape == (d["p"].shape[1],)
+
+
+def test_signed_field_gets_a_centred_diverging_map():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from sonotile.plot import planes_through
+
+    field = np.zeros((40, 30))
+    field[10, 5], field[20, 20] = -3e5, 1e5  # [Pa]
+    fig = planes_through(field, (1e-4, 1e-4), title="final pressure", mark="max |p|")
+    ax = fig.axes[0]
+    im = ax.images[0]
+    assert im.get_cmap().name == "RdBu_r" and im.get_clim() == (-300.0, 300.0)  # kPa
+    assert [t.get_text() for t in ax.texts] == ["max |p|"]
+    assert "kPa" in fig.axes[1].get_ylabel()
