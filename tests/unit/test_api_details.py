@@ -225,7 +225,17 @@ def test_command_line_spelling_and_unknown_flags():
     assert r.returncode == 1 and "did you mean --p_max?" in r.stderr
     # k-Wave's underscore spelling everywhere, the hyphenated one accepted too
     assert "--cpu_devices" in run("launch", "-h").stdout
-    assert "[--kwave_binary KWAVE_BINARY]" in run("bench", "-h").stdout
+    bench_help = run("bench", "-h").stdout
+    assert "[--kwave_binary KWAVE_BINARY]" in bench_help and "--kwave-binary" not in bench_help
     assert "[--devices_per_run DEVICES_PER_RUN]" in run("batch", "-h").stdout
     r = run("launch", "-n", "1", "--cpu-devices", "1", "--", sys.executable, "-c", "pass")
     assert r.returncode == 0, r.stderr
+
+
+def test_kwave_flags_share_the_spelling_rule():
+    from sonotile.kwave.cli import UsageError, parse
+
+    a = parse(["-i", "in.h5", "-o", "out.h5", "--cpu-devices", "2", "--p-max", "--p_raw"])
+    assert (a.cpu_devices, a.record) == (2, ("p", "p_max"))
+    with pytest.raises(UsageError, match=r"unknown option --p-maxx \(did you mean --p_max\?\)"):
+        parse(["-i", "in.h5", "-o", "out.h5", "--p-maxx"])
