@@ -157,3 +157,27 @@ def test_signed_field_gets_a_centred_diverging_map():
     assert im.get_cmap().name == "RdBu_r" and im.get_clim() == (-300.0, 300.0)  # kPa
     assert [t.get_text() for t in ax.texts] == ["max |p|"]
     assert "kPa" in fig.axes[1].get_ylabel()
+
+
+def test_three_planes_through_the_focus_in_db_with_source_marked():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from sonotile.plot import planes_through
+
+    x, y, z = np.meshgrid(np.arange(30), np.arange(20), np.arange(16), indexing="ij")
+    field = 1e6 * np.exp(-((x - 20) ** 2 + (y - 8) ** 2 + (z - 5) ** 2) / 8)  # focus (20, 8, 5)
+    source = np.argwhere((x == 3) & (abs(y - 8) <= 4) & (abs(z - 5) <= 4))  # a square at x = 3
+    fig = planes_through(field, (2e-4, 1e-4, 1e-4), db=True, source=source)
+    maps = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in maps] == [
+        "max pressure, x = 4.0 mm",
+        "max pressure, y = 0.8 mm",
+        "max pressure, z = 0.5 mm",
+    ]
+    assert all(ax.images[0].get_clim() == (-40, 0) for ax in maps)
+    assert [ax.get_ylabel() for ax in fig.axes if not ax.images] == ["dB re max"] * 3
+    assert [t.get_text() for t in maps[0].texts] == ["focus"]
+    legends = [ax.get_legend() for ax in maps]  # the source crosses the y and z planes only
+    assert [lg is not None for lg in legends] == [False, True, True]
+    assert maps[0].get_xlabel() == "z [mm]" and maps[0].get_ylabel() == "y [mm]"
