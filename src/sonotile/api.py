@@ -220,7 +220,13 @@ def _signal(sig, n_points: int, name: str) -> np.ndarray:
     if s.ndim == 1:
         return s
     if s.ndim != 2 or s.shape[0] != n_points:
-        raise ProblemError(f"{name}: shape {s.shape}, expected (Nt,) or ({n_points}, Nt)")
+        hint = ""
+        if s.ndim == 2 and s.shape[1] == n_points:
+            hint = f"; its transpose matches: pass {name}.T (one row per source point)"
+        raise ProblemError(
+            f"{name}: shape {s.shape}, expected (Nt,) or ({n_points}, Nt) for the "
+            f"{n_points} points of its mask{hint}"
+        )
     return s.T
 
 
@@ -372,6 +378,11 @@ def _build(kgrid, medium, source, sensor, options) -> tuple[Problem, dict]:
         density=_smoothed(medium.density, shape, options.smooth_rho0, "medium.density"),
     )
     _time_axis(kgrid, medium)
+    if not 1 <= sensor.record_start_index <= kgrid.nt:
+        raise ProblemError(
+            f"sensor.record_start_index = {sensor.record_start_index}: must be in 1..Nt = "
+            f"1..{kgrid.nt} (1-based, as in k-Wave)"
+        )
     pml = _pml(options, len(shape))
     pad = [(0, 0)] * len(shape) if options.pml_inside else [(s, s) for s in pml.size]
     full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
@@ -401,11 +412,10 @@ def _time_axis(kgrid: KWaveGrid, medium: KWaveMedium) -> None:
     c = np.asarray(medium.sound_speed, dtype=np.float64)
     if not np.all(np.isfinite(c)) or np.any(c <= 0):
         raise ProblemError("medium.sound_speed: must be finite and > 0")
-    dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()))
-    if kgrid.dt is not None:
-        _, nt = make_time(shape, kgrid.spacing, kgrid.spacing[0] / kgrid.dt, float(c.min()),
-                          cfl=1.0)  # fmt: skip
-    kgrid.dt = kgrid.dt or dt
+    if kgrid.dt is not None and not (np.isfinite(kgrid.dt) and kgrid.dt > 0):
+        raise ProblemError(f"kgrid.dt = {kgrid.dt} s: must be finite and > 0")
+    dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()), dt=kgrid.dt)
+    kgrid.dt = dt
     kgrid.nt = kgrid.nt or nt
 
 
@@ -451,11 +461,7 @@ def _sensor(sensor: KSensor, shape: tuple, offset: np.ndarray) -> tuple[Sensor, 
             )
         return Sensor(cuboids=cub + offset, record=record, start=start), None
     if sensor.points is not None:
-        points = np.asarray(sensor.points)
-        if points.ndim != 2 or points.shape[1] != nd:
-            raise ProblemError(f"sensor.points: shape {points.shape}, expected (N, {nd})")
-        if np.any(points < 0) or np.any(points >= np.array(shape)):
-            raise ProblemError(f"sensor.points: a point lies outside the grid {shape}")
+        points = user_input.grid_points(sensor.points, shape)
     elif sensor.mask is not None:
         points = mask_points(sensor.mask, shape, "sensor.mask")
     else:
@@ -522,7 +528,7 @@ def simulate(
     options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
-    notes += user_input.input_warnings(problem, tuple(sensor.record))
+    notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
     for w in notes:
         warnings.warn(w, stacklevel=2)
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):

@@ -1,6 +1,6 @@
 """Command-line parsing shared by the ``sonotile`` commands: one spelling of flags (k-Wave's
-underscores, ``--cpu_devices``; the hyphenated form is accepted too) and, for an unknown flag,
-one line naming the closest known flag."""
+underscores, ``--cpu_devices``), the only one the help shows; a hyphenated spelling of a known
+flag is read as that flag; an unknown flag gives one line naming the closest known flag."""
 
 from __future__ import annotations
 
@@ -15,21 +15,33 @@ def closest(word: str, choices: list[str]) -> str:
     return f" (did you mean {match[0]}?)" if match else ""
 
 
+def normalize(argv: list[str], flags: list[str]) -> list[str]:
+    """``argv`` with ``--a-b`` spelt ``--a_b`` where that is a known flag (up to a ``--``)."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name.startswith("--") and name not in flags:
+            under = "--" + name[2:].replace("-", "_")
+            if under in flags:
+                out[i] = under + eq + value
+    return out
+
+
 class Parser(argparse.ArgumentParser):
-    """``argparse`` with underscore flags (hyphen aliases) and one-line errors."""
+    """``argparse`` with k-Wave-style underscore flags and one-line errors (exit 2)."""
 
     def add_argument(self, *names, **kwargs):
-        names = list(names)
-        for n in list(names):
-            if n.startswith("--") and ("-" in n[2:] or "_" in n[2:]):
-                under, hyphen = "--" + n[2:].replace("-", "_"), "--" + n[2:].replace("_", "-")
-                names[names.index(n)] = under
-                if hyphen not in names:
-                    names.append(hyphen)
+        names = tuple("--" + n[2:].replace("-", "_") if n.startswith("--") else n for n in names)
         return super().add_argument(*names, **kwargs)
 
     def flags(self) -> list[str]:
-        return [s for a in self._actions for s in a.option_strings if "_" in s or "-" not in s[2:]]
+        return [s for a in self._actions for s in a.option_strings]
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(normalize(args, self.flags()), namespace)
 
     def error(self, message: str) -> None:
         unknown = message.split("unrecognized arguments: ")

@@ -37,13 +37,16 @@ def field_map(ax, field2d: np.ndarray, spacing: tuple, axes_names: tuple, title:
         data, label = _to_db(field2d), "dB re max"
         im = ax.imshow(data, extent=ext, cmap="inferno", vmin=-40, vmax=0, aspect="equal")
     else:
-        scale, prefix = _scale(np.max(np.abs(field2d)))
-        im = ax.imshow(field2d / scale, extent=ext, cmap="inferno", aspect="equal")
+        peak = np.max(np.abs(field2d))
+        scale, prefix = _scale(peak)
+        signed = {"cmap": "RdBu_r", "vmin": -peak / scale, "vmax": peak / scale}
+        look = signed if np.min(field2d) < -0.01 * peak else {"cmap": "inferno"}
+        im = ax.imshow(field2d / scale, extent=ext, aspect="equal", **look)
         label = f"{prefix}{units}"
     plt.colorbar(im, ax=ax, label=label, shrink=0.85)
     ax.set(xlabel=f"{axes_names[1]} [mm]", ylabel=f"{axes_names[0]} [mm]", title=title)
     for name, (i, j) in (marks or {}).items():
-        ax.plot((j + 0.5) * d1, (i + 0.5) * d0, "c+" if name == "focus" else "wx", ms=10, mew=2)
+        ax.plot((j + 0.5) * d1, (i + 0.5) * d0, "wx" if name == "source" else "c+", ms=10, mew=2)
         ax.annotate(name, ((j + 0.5) * d1, (i + 0.5) * d0), color="w", fontsize=8,
                     xytext=(4, 4), textcoords="offset points")  # fmt: skip
     return im
@@ -57,17 +60,19 @@ def _scale(peak: float) -> tuple[float, str]:
 
 
 def planes_through(field: np.ndarray, spacing: tuple, point=None, title: str = "max pressure",
-                   units: str = "Pa", db: bool = False, source=None):  # fmt: skip
+                   units: str = "Pa", db: bool = False, source=None,
+                   mark: str = "focus"):  # fmt: skip
     """A figure of a 3-D ``field`` on the three planes through ``point`` (grid index; default
-    its maximum, marked as the focus), or of a 2-D field as it is. ``source``: grid indices
-    ``(N, d)`` of source points, marked where they cross each plane."""
+    its maximum, marked and labelled ``mark``), or of a 2-D field as it is. ``source``: grid
+    indices ``(N, d)`` of source points, marked where they cross each plane. Signed fields
+    (e.g. ``p_final``) get a diverging colour map centred on 0."""
     import matplotlib.pyplot as plt
 
     field = np.asarray(field)
     focus = np.unravel_index(np.argmax(np.abs(field)), field.shape) if point is None else point
     if field.ndim == 2:
         fig, ax = plt.subplots(figsize=(6, 4.5))
-        field_map(ax, field, spacing, ("x", "y"), title, units, db, {"focus": focus})
+        field_map(ax, field, spacing, ("x", "y"), title, units, db, {mark: focus})
         _mark_sources(ax, source, spacing, (0, 1))
         fig.tight_layout()
         return fig
@@ -80,7 +85,7 @@ def planes_through(field: np.ndarray, spacing: tuple, point=None, title: str = "
         field_map(
             ax, field[tuple(sl)], tuple(spacing[a] for a in keep), tuple(names[a] for a in keep),
             f"{title}, {names[normal]} = {focus[normal] * spacing[normal] * 1e3:.1f} mm",
-            units, db, {"focus": tuple(focus[a] for a in keep)},
+            units, db, {mark: tuple(focus[a] for a in keep)},
         )  # fmt: skip
         if source is not None:
             near = np.abs(np.asarray(source)[:, normal] - focus[normal]) <= 0.5
@@ -95,6 +100,7 @@ def _mark_sources(ax, source, spacing, keep) -> None:
     s = np.asarray(source)
     ax.plot((s[:, keep[1]] + 0.5) * spacing[keep[1]] * 1e3,
             (s[:, keep[0]] + 0.5) * spacing[keep[0]] * 1e3, "w.", ms=2, label="source")  # fmt: skip
+    ax.legend(loc="lower right", fontsize=8, markerscale=4, framealpha=0.6)
 
 
 def traces(ax, t: np.ndarray, p: np.ndarray, labels=None, units: str = "Pa", n: int = 4) -> None:
@@ -112,26 +118,57 @@ def traces(ax, t: np.ndarray, p: np.ndarray, labels=None, units: str = "Pa", n: 
 # --------------------------------------------------------------------------- files
 
 
+TITLES = {"p_max_all": "max pressure", "p_final": "final pressure", "p_cw_amp": "CW amplitude"}
+
+
 def read_any(path: str) -> dict:
-    """``{"field", "spacing", "p", "t", "kind"}`` from a sonotile result or a k-Wave output file
-    (fields in ``(x, y[, z])`` order)."""
+    """``{"kind", "field", "name", "spacing", "p", "t", "labels", "source"}`` from a sonotile
+    result or a k-Wave output file (fields in ``(x, y[, z])`` order; ``labels`` the sensor
+    positions in mm where known; ``source`` the source points' grid indices ``(N, d)``)."""
     import h5py
 
     from sonotile.results_io import FORMAT
 
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") == FORMAT:
-            r, g = f["results"], f["input/grid"].attrs if "input" in f else {}
-            name = next((k for k in ("p_max_all", "p_final", "p_cw_amp") if k in r), None)
-            return {
-                "kind": "sonotile",
-                "field": r[name][()] if name else None,
-                "name": name,
-                "spacing": tuple(g["spacing"]) if "spacing" in g else None,
-                "p": r["p"][()] if "p" in r and isinstance(r["p"], h5py.Dataset) else None,
-                "t": r["t"][()] if "t" in r else None,
-            }
+            return _read_sonotile(f)
         return _read_kwave(f)
+
+
+def _read_sonotile(f) -> dict:
+    import h5py
+
+    r, g = f["results"], f["input/grid"].attrs if "input" in f else {}
+    name = next((k for k in ("p_max_all", "p_final", "p_cw_amp") if k in r), None)
+    spacing = tuple(g["spacing"]) if "spacing" in g else None
+    pts = r["sensor_points"][()] if "sensor_points" in r else None
+    return {
+        "kind": "sonotile",
+        "field": r[name][()] if name else None,
+        "name": name,
+        "spacing": spacing,
+        "p": r["p"][()] if "p" in r and isinstance(r["p"], h5py.Dataset) else None,
+        "t": r["t"][()] if "t" in r else None,
+        "labels": None if pts is None or spacing is None else position_labels(pts, spacing),
+        "source": _source_points(f["input/source"]) if "input/source" in f else None,
+    }
+
+
+def _source_points(g) -> np.ndarray | None:
+    """Grid indices of the source points stored with a result (masks, or p0 above 1 %)."""
+    masks = [g[k][()] for k in ("p_mask", "u_mask", "transducer_mask") if k in g]
+    if "p0" in g and np.ndim(g["p0"]) > 0:
+        p0 = np.abs(g["p0"][()])
+        masks.append(p0 > 0.01 * (p0.max() or 1.0))
+    if not masks:
+        return None
+    return np.argwhere(np.logical_or.reduce([np.asarray(m, bool) for m in masks]))
+
+
+def position_labels(points: np.ndarray, spacing: tuple) -> list[str]:
+    """``"x = 1.2, y = 3.4 mm"`` for grid indices ``points (N, d)`` with ``spacing`` [m]."""
+    pos = np.asarray(points) * np.asarray(spacing)[: np.shape(points)[1]] * 1e3
+    return [", ".join(f"{a} = {v:.1f}" for a, v in zip("xyz", row)) + " mm" for row in pos]
 
 
 def _read_kwave(f) -> dict:
@@ -140,16 +177,21 @@ def _read_kwave(f) -> dict:
     if "Nx" not in f:
         raise ValueError(f"{f.filename}: neither a sonotile result nor a k-Wave output file")
     spacing = tuple(float(f[k][()].reshape(-1)[0]) for k in ("dx", "dy", "dz") if k in f)
-    nz = int(f["Nz"][()].reshape(-1)[0])
-    spacing = spacing[:2] if nz == 1 else spacing
+    shape = tuple(int(f[k][()].reshape(-1)[0]) for k in ("Nx", "Ny", "Nz"))
+    spacing, shape = (spacing[:2], shape[:2]) if shape[2] == 1 else (spacing, shape)
     name = next((k for k in ("p_max_all", "p_final") if k in f), None)
     p = f["p"][()] if "p" in f and hasattr(f["p"], "shape") else None
     if p is not None:
         p = p.reshape(-1, p.shape[-1]).T if p.ndim == 3 else p  # (1, Nt, Ns) -> (Ns, Nt)
     dt = float(f["dt"][()].reshape(-1)[0]) if "dt" in f else None
     t = None if p is None or dt is None else np.arange(p.shape[-1]) * dt  # from the first sample
+    labels = None
+    if p is not None and "sensor_mask_index" in f:  # written with --copy_sensor_mask
+        lin = f["sensor_mask_index"][()].reshape(-1).astype(np.int64) - 1  # 1-based, x fastest
+        if lin.size == p.shape[0]:
+            labels = position_labels(np.stack(np.unravel_index(lin, shape, order="F"), 1), spacing)
     return {"kind": "k-Wave", "field": to_xyz(f[name][()]) if name else None, "name": name,
-            "spacing": spacing, "p": p, "t": t}  # fmt: skip
+            "spacing": spacing, "p": p, "t": t, "labels": labels, "source": None}  # fmt: skip
 
 
 def plot_file(path: str, out: str, db: bool = False) -> str:
@@ -165,10 +207,13 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
     figs = []
     if d["field"] is not None:
         spacing = d["spacing"] or (1e-3,) * d["field"].ndim
-        figs.append(planes_through(d["field"], spacing, title=d["name"], db=db))
+        title = f"{TITLES.get(d['name'], d['name'])} ({d['name']})"
+        mark = "focus" if d["name"] in ("p_max_all", "p_cw_amp") else "max |p|"
+        figs.append(planes_through(d["field"], spacing, title=title, db=db, source=d["source"],
+                                   mark=mark))  # fmt: skip
     if d["p"] is not None and d["t"] is not None:
         fig, ax = plt.subplots(figsize=(7, 4))
-        traces(ax, d["t"], d["p"])
+        traces(ax, d["t"], d["p"], labels=d["labels"])
         fig.tight_layout()
         figs.append(fig)
     base, ext = os.path.splitext(out)

@@ -28,14 +28,18 @@ UNITS = {
     "p_min_all": "Pa", "u": "m/s", "t": "s", "I": "W/m^2", "sound_speed": "m/s",
     "density": "kg/m^3", "alpha_coeff": "dB/(MHz^y cm)", "alpha_power": "1", "BonA": "1",
     "sound_speed_ref": "m/s", "p0": "Pa", "ux": "m/s", "uy": "m/s", "uz": "m/s",
-    "sensor_points": "grid index (0-based)",
+    "sensor_points": "grid index (0-based)", "points": "grid index (0-based)",
+    "corners": "grid index (0-based)", "transducer_signal": "m/s",
+    "transducer_delays": "time steps", "record": "", "record_start_index": "time step (1-based)",
 }  # fmt: skip
 
 
 def unit_of(name: str) -> str:
-    """Unit of a recorded quantity or input by its (k-Wave) name."""
+    """Unit of a recorded quantity or input by its (k-Wave) name (``""``: none, e.g. masks)."""
     if name in UNITS:
         return UNITS[name]
+    if name.endswith("_mask") or name == "mask":
+        return ""  # boolean: which grid points
     if name.startswith("u"):
         return "m/s"
     if name.startswith("I"):
@@ -104,6 +108,7 @@ def _write_input(g: h5py.Group, inputs: tuple, options: dict) -> None:
     grid.attrs["spacing_units"] = "m"
     if kgrid.dt is not None:
         grid.attrs["dt"], grid.attrs["nt"] = kgrid.dt, kgrid.nt
+        grid.attrs["dt_units"] = "s"
     for name, obj in (("medium", medium), ("source", source), ("sensor", sensor)):
         _put_dataclass(g.create_group(name), obj)
     opts = g.create_group("options")

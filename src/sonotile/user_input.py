@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sonotile.model.problem import Problem, ProblemError
+from sonotile.model.problem import ProblemError
 
 #: Solver-layer names -> the API's names.
 USER_NAMES = {
@@ -22,6 +22,11 @@ USER_NAMES = {
     "sensor.start": "sensor.record_start_index - 1",
     "source.p.index": "source.p_mask",
     "source.p.signal": "source.p",
+    **{f"source.u{a}.index": "source.u_mask" for a in "xyz"},
+    **{f"source.u{a}.signal": f"source.u{a}" for a in "xyz"},
+    "transducer.index": "source.transducer_mask",
+    "transducer.delay": "source.transducer_delays",
+    "transducer.signal": "source.transducer_signal",
 }
 
 
@@ -95,32 +100,27 @@ def check_sensor(sensor, shape: tuple) -> None:
             )
 
 
-def input_warnings(problem: Problem, record: tuple) -> list[str]:
-    """Input that runs but probably is not what was meant: nothing emitted, sources or sensors
-    inside the PML (absorbed there), a sensor that records nothing."""
-    out = []
-    s, g, pml = problem.sources, problem.grid, problem.pml
-    emits = [
-        s.p0 is not None and np.any(np.asarray(s.p0) != 0),
-        s.p is not None and np.any(s.p.signal != 0),
-        any(u is not None and np.any(u.signal != 0) for u in s.u),
-        s.transducer is not None and np.any(s.transducer.signal != 0),
-    ]
-    if not any(emits):
-        out.append("source: nothing is emitted (no source, or all source values are zero)")
+def grid_points(points, shape: tuple) -> np.ndarray:
+    """``sensor.points`` as ``(N, ndim)`` 0-based grid indices, with the transpose hinted and
+    metres recognised."""
+    p, nd = np.asarray(points), len(shape)
+    if p.ndim != 2 or p.shape[1] != nd:
+        hint = ""
+        if p.ndim == 2 and p.shape[0] == nd:
+            hint = "; its transpose matches: pass sensor.points.T (one row per point)"
+        raise ProblemError(
+            f"sensor.points: shape {p.shape}, expected (N, {nd}) 0-based grid indices{hint}"
+        )
+    bad = np.any((p < 0) | (p >= np.asarray(shape)), axis=1)
+    if np.any(bad):
+        raise ProblemError(
+            f"sensor.points: point {tuple(p[np.argmax(bad)].tolist())} is outside the grid "
+            f"{shape}; points are 0-based grid indices (0..N-1 per axis), not metres"
+        )
+    return p.astype(np.int64)
 
-    def in_pml(points: np.ndarray) -> int:
-        lo = np.array(pml.size)
-        hi = np.array(g.shape) - lo
-        return int(np.sum(np.any((points < lo) | (points >= hi), axis=1)))
 
-    for name, src in (("source.p_mask", s.p), ("source.u_mask", next(iter(
-            [u for u in s.u if u is not None]), None))):  # fmt: skip
-        if src is not None and (k := in_pml(np.asarray(src.index))):
-            out.append(f"{name}: {k} point(s) inside the PML, where the wave is absorbed")
-    sen = problem.sensor
-    if sen.index is not None and (k := in_pml(np.asarray(sen.index))):
-        out.append(f"sensor: {k} point(s) inside the PML record absorbed (wrong) values")
-    if not record:
-        out.append("sensor.record is empty: nothing will be recorded")
-    return out
+def record_warnings(record: tuple) -> list[str]:
+    """A sensor asked to record nothing (the problem-level warnings are
+    :func:`sonotile.model.checks.input_warnings`)."""
+    return [] if record else ["sensor.record is empty: nothing will be recorded"]

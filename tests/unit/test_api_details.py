@@ -60,6 +60,18 @@ def test_given_dt_without_nt_gives_kwaves_nt():
     assert res.grid.nt == math.floor(t_end / 2e-8) + 1
 
 
+def test_given_dt_on_an_anisotropic_heterogeneous_grid_gives_kwaves_nt():
+    """k-wave-python's makeTime: t_end = |grid size| / min(c), Nt = floor(t_end / dt) + 1."""
+    _, _, src, sen = case()
+    c = np.full(SHAPE, 1500.0)
+    c[:10] = 1400.0
+    grid = st.KWaveGrid(SHAPE, spacing=(2e-4, 1e-4), dt=3e-8)
+    res = st.simulate(grid, st.KWaveMedium(sound_speed=c), src, sen, quiet=True)
+    t_end = math.hypot(SHAPE[0] * 2e-4, SHAPE[1] * 1e-4) / 1400.0
+    assert (res.grid.dt, res.grid.nt) == (3e-8, math.floor(t_end / 3e-8) + 1)
+    assert len(res.t) == res.grid.nt and res.t[-1] == pytest.approx((res.grid.nt - 1) * 3e-8)
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -75,6 +87,33 @@ def test_errors_name_the_users_parameter(change, message):
         st.simulate(*case(**change), quiet=True)
     assert message in str(e.value)
     assert "medium.c0" not in str(e.value) and "medium.rho0" not in str(e.value)
+
+
+def source_and_sensor_errors() -> list:
+    mask = np.zeros(SHAPE, bool)
+    mask[30, 20:25] = True  # 5 source points
+    sig = np.ones((5, 40))
+    return [
+        (st.KSource(p=sig.T, p_mask=mask), None, "pass source.p.T (one row per source point)"),
+        (
+            st.KSource(ux=sig[:3], u_mask=mask),
+            None,
+            "source.ux: shape (3, 40), expected (Nt,) or (5, Nt) for the 5 points of its mask",
+        ),
+        (st.KSource(p=sig, p_mask=mask.T), None, "source.p_mask: shape (56, 64)"),
+        (None, st.KSensor(points=np.array([[1, 2, 3], [4, 5, 6]])), "pass sensor.points.T"),
+        (None, st.KSensor(points=np.array([[1, 2], [70, 5]])), "point (70, 5) is outside the grid"),
+        (None, st.KSensor(mask=mask, record_start_index=0), "sensor.record_start_index = 0"),
+    ]
+
+
+@pytest.mark.parametrize("source, sensor, message", source_and_sensor_errors())
+def test_source_and_sensor_errors_in_the_users_terms(source, sensor, message):
+    grid, med, src, sen = case()
+    with pytest.raises(ProblemError) as e:
+        st.simulate(grid, med, source or src, sensor or sen, quiet=True)
+    assert message in str(e.value)
+    assert ".index" not in str(e.value) and "sensor.start" not in str(e.value)
 
 
 def test_points_are_grid_indices_not_metres():
@@ -98,6 +137,44 @@ def test_warnings_for_input_that_is_probably_wrong():
     assert "nothing is emitted" in text
     assert "sensor: 1 point(s) inside the PML" in text
     assert "nothing will be recorded" in text
+
+
+def messages(*args, **kwargs) -> list[str]:
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        st.simulate(*args, **kwargs, quiet=True)
+    return [str(x.message) for x in w]
+
+
+def test_no_warning_for_sound_input():
+    assert messages(*case()) == []
+
+
+def test_warnings_for_sources_and_cuboids_in_the_pml():
+    grid, med, _, sen = case()
+    p0 = np.zeros(SHAPE)
+    p0[3:6, 20:24] = 1e5  # 12 points in the x PML (20 points)
+    text = " | ".join(messages(grid, med, st.KSource(p0=p0), sen, smooth_p0=False))
+    assert "source.p0: 12 point(s) inside the PML" in text
+    mask = np.zeros(SHAPE, bool)
+    mask[30, 25:28] = True
+    corners = [((30, 30), (34, 34)), ((25, 10), (27, 40))]  # the second reaches y < 20
+    sig = np.sin(np.arange(100) * 0.3)
+    text = " | ".join(messages(grid, med, st.KSource(p=sig, p_mask=mask),
+                               st.KSensor(corners=corners, record=("p",))))  # fmt: skip
+    assert "sensor: 1 cuboid(s) reaching inside the PML" in text
+    assert "source.p_mask" not in text
+
+
+def test_warning_for_a_sensor_no_wave_reaches():
+    grid, med, src, _ = case()
+    grid.dt, grid.nt = 2e-8, 40  # sound travels 1.2 mm in the run
+    near, far = np.zeros(SHAPE, bool), np.zeros(SHAPE, bool)
+    near[44, 28] = True  # 0.9 mm from the edge of the p0 disc (radius 0.3 mm around (32, 28))
+    far[58, 28] = True  # 2.3 mm from it
+    assert messages(grid, med, src, st.KSensor(mask=near), pml_size=4) == []
+    (text,) = messages(grid, med, src, st.KSensor(mask=far), pml_size=4)
+    assert "sensor: every point is 2" in text and "records nothing" in text
 
 
 def test_stokes_absorption_matches_the_analytic_plane_wave_decay():
@@ -148,7 +225,17 @@ def test_command_line_spelling_and_unknown_flags():
     assert r.returncode == 1 and "did you mean --p_max?" in r.stderr
     # k-Wave's underscore spelling everywhere, the hyphenated one accepted too
     assert "--cpu_devices" in run("launch", "-h").stdout
-    assert "[--kwave_binary KWAVE_BINARY]" in run("bench", "-h").stdout
+    bench_help = run("bench", "-h").stdout
+    assert "[--kwave_binary KWAVE_BINARY]" in bench_help and "--kwave-binary" not in bench_help
     assert "[--devices_per_run DEVICES_PER_RUN]" in run("batch", "-h").stdout
     r = run("launch", "-n", "1", "--cpu-devices", "1", "--", sys.executable, "-c", "pass")
     assert r.returncode == 0, r.stderr
+
+
+def test_kwave_flags_share_the_spelling_rule():
+    from sonotile.kwave.cli import UsageError, parse
+
+    a = parse(["-i", "in.h5", "-o", "out.h5", "--cpu-devices", "2", "--p-max", "--p_raw"])
+    assert (a.cpu_devices, a.record) == (2, ("p", "p_max"))
+    with pytest.raises(UsageError, match=r"unknown option --p-maxx \(did you mean --p_max\?\)"):
+        parse(["-i", "in.h5", "-o", "out.h5", "--p-maxx"])

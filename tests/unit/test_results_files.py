@@ -44,6 +44,13 @@ def test_result_file_has_units_and_reruns_bit_identically(saved):
         assert f["results/p"].attrs["units"] == "Pa" and f["results/t"].attrs["units"] == "s"
         assert f["input/medium/sound_speed"].attrs["units"] == "m/s"
         assert tuple(f["input/grid"].attrs["shape"]) == SHAPE
+        assert f["input/grid"].attrs["dt_units"] == "s"
+        assert f["input/sensor/mask"].attrs["units"] == ""  # a mask has no unit
+        assert f["results/sensor_points"].attrs["units"] == "grid index (0-based)"
+    from sonotile.results_io import unit_of
+
+    assert (unit_of("p_mask"), unit_of("u_mask"), unit_of("transducer_delays")) == (
+        "", "", "time steps")  # fmt: skip
     inputs, options = st.load_input(str(path))
     assert options["pml_alpha"] == 1.5 and inputs[3].record == ("p", "p_max", "p_max_all")
     again = st.simulate(*inputs, **options, quiet=True)
@@ -98,15 +105,79 @@ def test_smoothing_sound_speed_and_density_acts_at_the_steps_only():
     # ... and at the periodic wrap (x = 63 | 0, k-Wave's smoothing is spectral), nowhere else
     assert np.abs(c1 - c0)[8:30].max() < 1 and np.abs(c1 - c0)[50:56].max() < 1
     assert np.abs(np.asarray(smooth.medium.rho0) - 1000.0).max() < 1e-9  # uniform: unchanged
+    rho = np.where(np.arange(SHAPE[0])[:, None] >= 40, 1200.0, 1000.0) * np.ones(SHAPE)
+    med.density = rho
+    only_rho, _ = build_problem(grid, med, src, sen, Options(smooth_rho0=True))
+    r1 = np.asarray(only_rho.medium.rho0)
+    assert np.array_equal(np.asarray(only_rho.medium.c0), c0)  # smooth_c0 off: untouched
+    assert 10 < np.abs(r1 - rho)[38:42].max() < 200 and np.abs(r1 - rho)[8:30].max() < 2
 
 
 def test_float64_command_line_run_matches_kwave(tmp_path):
     case_dir = REFERENCE / "2d_homog_lossless_p0_index"
-    out = tmp_path / "o.h5"
-    r = subprocess.run([sys.executable, "-m", "sonotile.kwave.cli", "-i",
-                        str(case_dir / "input.h5"), "-o", str(out), "--float64"],
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    with h5py.File(out) as f, h5py.File(case_dir / "output.h5") as g:
-        p, ref = f["p"][()].astype(np.float64), g["p"][()].astype(np.float64)
-    assert np.abs(p - ref).max() / np.abs(ref).max() < 1e-4
+
+    def run(*flags):
+        out = tmp_path / f"o{len(flags)}.h5"
+        r = subprocess.run([sys.executable, "-m", "sonotile.kwave.cli", "-i",
+                            str(case_dir / "input.h5"), "-o", str(out), *flags],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        with h5py.File(out) as f:
+            return f["p"][()].astype(np.float64)
+
+    p64, p32 = run("--float64"), run()
+    with h5py.File(case_dir / "output.h5") as g:
+        ref = g["p"][()].astype(np.float64)
+    assert np.abs(p64 - ref).max() / np.abs(ref).max() < 1e-4
+    # computed in double precision: not the float32 run's bits, but equal to its round-off
+    assert 0 < np.abs(p64 - p32).max() / np.abs(ref).max() < 1e-5
+
+
+def test_plot_reads_source_points_and_sensor_positions(saved):
+    from sonotile.plot import read_any
+
+    d = read_any(str(saved[0]))
+    assert d["labels"][0] == "x = 3.2, y = 2.4 mm"  # mask[32, 24], 0.1 mm spacing
+    centre = d["source"].mean(axis=0)  # the p0 disc around (32, 28)
+    np.testing.assert_allclose(centre, (32, 28), atol=0.5)
+    assert d["t"].shape == (d["p"].shape[1],)
+
+
+def test_signed_field_gets_a_centred_diverging_map():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from sonotile.plot import planes_through
+
+    field = np.zeros((40, 30))
+    field[10, 5], field[20, 20] = -3e5, 1e5  # [Pa]
+    fig = planes_through(field, (1e-4, 1e-4), title="final pressure", mark="max |p|")
+    ax = fig.axes[0]
+    im = ax.images[0]
+    assert im.get_cmap().name == "RdBu_r" and im.get_clim() == (-300.0, 300.0)  # kPa
+    assert [t.get_text() for t in ax.texts] == ["max |p|"]
+    assert "kPa" in fig.axes[1].get_ylabel()
+
+
+def test_three_planes_through_the_focus_in_db_with_source_marked():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from sonotile.plot import planes_through
+
+    x, y, z = np.meshgrid(np.arange(30), np.arange(20), np.arange(16), indexing="ij")
+    field = 1e6 * np.exp(-((x - 20) ** 2 + (y - 8) ** 2 + (z - 5) ** 2) / 8)  # focus (20, 8, 5)
+    source = np.argwhere((x == 3) & (abs(y - 8) <= 4) & (abs(z - 5) <= 4))  # a square at x = 3
+    fig = planes_through(field, (2e-4, 1e-4, 1e-4), db=True, source=source)
+    maps = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in maps] == [
+        "max pressure, x = 4.0 mm",
+        "max pressure, y = 0.8 mm",
+        "max pressure, z = 0.5 mm",
+    ]
+    assert all(ax.images[0].get_clim() == (-40, 0) for ax in maps)
+    assert [ax.get_ylabel() for ax in fig.axes if not ax.images] == ["dB re max"] * 3
+    assert [t.get_text() for t in maps[0].texts] == ["focus"]
+    legends = [ax.get_legend() for ax in maps]  # the source crosses the y and z planes only
+    assert [lg is not None for lg in legends] == [False, True, True]
+    assert maps[0].get_xlabel() == "z [mm]" and maps[0].get_ylabel() == "y [mm]"

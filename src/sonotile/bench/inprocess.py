@@ -11,12 +11,12 @@ and a few index sensors), read back with sonotile's reader and run in-process:
 * a breakdown of one step: the step's FFTs alone (same count and sizes, nothing else) versus the
   rest (element-wise work, copies).
 
-``--kwave-binary PATH`` runs k-Wave's ``kspaceFirstOrder-OMP`` on the same input file,
+``--kwave_binary PATH`` runs k-Wave's ``kspaceFirstOrder-OMP`` on the same input file,
 alternating sonotile and k-Wave runs (``--repeats``), and reports the ratios of their step times
 (k-Wave's own ``simulation_phase_execution_time``, ours measured around the steps) with their
 spread, plus k-Wave's peak RSS per grid point.
 
-``sonotile bench --whole-run --kwave-binary PATH ...`` compares complete ``sonotile-kwave`` and
+``sonotile bench --whole_run --kwave_binary PATH ...`` compares complete ``sonotile-kwave`` and
 k-Wave processes instead (runs of N and 3N steps, differenced; :mod:`sonotile.bench.whole`);
 ``sonotile bench --decompositions ...`` measures the decompositions (:mod:`sonotile.bench.scaling`).
 
@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from sonotile.cliargs import Parser
+from sonotile.cliargs import Parser, normalize
 from sonotile.model.grid import Grid
 from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
 
@@ -328,7 +328,12 @@ def spread(xs: list[float]) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="sonotile bench", description=__doc__.split("\n")[0])
+    p = Parser(
+        prog="sonotile bench",
+        description=__doc__.split("\n")[0],
+        epilog="sonotile bench --whole_run -h: complete processes vs k-Wave; "
+        "sonotile bench --decompositions -h: the decompositions",
+    )
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
     p.add_argument("--steps", type=int, default=50, help="time steps per run (default 50)")
     p.add_argument(
@@ -339,8 +344,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default all)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per case (default 3)")
     p.add_argument("--json", default="bench.json", help="output JSON file (default bench.json)")
-    p.add_argument("--kwave-binary", default=None, help="k-Wave binary to compare against")
-    p.add_argument("--no-breakdown", action="store_true", help="skip the FFT-only timing")
+    p.add_argument("--kwave_binary", default=None, help="k-Wave binary to compare against")
+    p.add_argument("--no_breakdown", action="store_true", help="skip the FFT-only timing")
     p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
     return p
 
@@ -490,18 +495,16 @@ def _print(res: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    argv = normalize(argv, ["--whole_run"])
     if argv[:1] == ["--scaling"]:  # 1 -> 2 processes: weak, strong, time by part
         from sonotile.bench import processes
 
         return processes.main(argv[1:])
-    if argv[:1] in (["--decompositions"],):  # communication and time breakdown per decomposition
+    if argv[:1] == ["--decompositions"]:  # communication and time breakdown per decomposition
         from sonotile.bench import scaling
 
         return scaling.main(argv[1:])
-    if argv[:1] in (
-        ["--whole-run"],
-        ["--whole_run"],
-    ):  # complete sonotile-kwave and k-Wave processes, differenced
+    if argv[:1] == ["--whole_run"]:  # complete sonotile-kwave and k-Wave processes, differenced
         from sonotile.bench import whole as bench_whole
 
         return bench_whole.main(argv[1:])

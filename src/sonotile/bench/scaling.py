@@ -401,7 +401,7 @@ def parser() -> Parser:
     )
     ap.add_argument("--overlap", type=int, default=16)
     ap.add_argument("--json", default="bench-decompositions.json")
-    ap.add_argument("--bytes-only", action="store_true", help="skip the timings")
+    ap.add_argument("--bytes_only", action="store_true", help="skip the timings")
     return ap
 
 

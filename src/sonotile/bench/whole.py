@@ -1,4 +1,4 @@
-"""``sonotile bench --whole-run``: sonotile-kwave vs the k-Wave binary as complete processes.
+"""``sonotile bench --whole_run``: sonotile-kwave vs the k-Wave binary as complete processes.
 
 For each case two k-Wave input files are written that differ only in their number of steps
 (``N`` and ``3 N``). Each round runs k-Wave and ``sonotile-kwave`` on both, alternating
@@ -194,8 +194,8 @@ def _print(res: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = Parser(prog="sonotile bench --whole-run", description=__doc__.split("\n")[0])
-    p.add_argument("--kwave-binary", required=True, help="k-Wave binary to compare against")
+    p = Parser(prog="sonotile bench --whole_run", description=__doc__.split("\n")[0])
+    p.add_argument("--kwave_binary", required=True, help="k-Wave binary to compare against")
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
     p.add_argument("--steps", type=int, default=100, help="N: runs of N and 3N steps (default 100)")
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated cases (default all)")
@@ -211,13 +211,13 @@ def main(argv: list[str]) -> int:
     bad = [c for c in cases if c not in CASES]
     if bad or args.size < 8 or args.steps < 1 or args.repeats < 1:
         print(
-            f"sonotile bench --whole-run: need known cases ({list(CASES)}), --size >= 8, "
+            f"sonotile bench --whole_run: need known cases ({list(CASES)}), --size >= 8, "
             "--steps >= 1, --repeats >= 1",
             file=sys.stderr,
         )
         return 2
     if not (os.path.isfile(args.kwave_binary) and os.access(args.kwave_binary, os.X_OK)):
-        print(f"sonotile bench --whole-run: {args.kwave_binary} is not an executable file",
+        print(f"sonotile bench --whole_run: {args.kwave_binary} is not an executable file",
               file=sys.stderr)  # fmt: skip
         return 2
     report = {"argv": argv, "threads": args.threads, "cases": []}

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from sonotile.cliargs import Parser, closest
 from sonotile.runtime import configure_cpu_devices, configure_threads
 from sonotile.version import __version__
 
@@ -65,15 +66,15 @@ class UsageError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message) -> None:  # k-Wave prints usage and exits 1
+class _Parser(Parser):
+    """The shared flag spelling (``--cpu-devices`` read as ``--cpu_devices``); errors raise
+    :class:`UsageError` (k-Wave prints its usage and exits 1)."""
+
+    def error(self, message):
         unknown = message.split("unrecognized arguments: ")
         if len(unknown) == 2:
-            from sonotile.cliargs import closest
-
             word = unknown[1].split()[0]
-            flags = [s for a in self._actions for s in a.option_strings]
-            message = f"unknown option {word}{closest(word, flags)}"
+            message = f"unknown option {word}{closest(word, self.flags())}"
         raise UsageError(message)
 
 

@@ -93,8 +93,9 @@ def make_time(
     c_min: float | None = None,
     cfl: float = 0.3,
     t_end: float | None = None,
+    dt: float | None = None,
 ) -> tuple[float, int]:
-    """k-Wave's default time axis (``kWaveGrid.makeTime``).
+    """k-Wave's default time axis (``kWaveGrid.makeTime``): ``Nt = floor(t_end / dt) + 1``.
 
     Args:
         shape, spacing: grid points and spacing [m].
@@ -102,6 +103,7 @@ def make_time(
         c_min: smallest sound speed [m/s] (sets the default end time); defaults to ``c_max``.
         cfl: Courant number ``c_max dt / min(spacing)``.
         t_end: end time [s]; default: time to cross the grid diagonal at ``c_min``.
+        dt: a given time step [s] (then ``cfl`` is not used and ``Nt`` covers ``t_end``).
 
     Returns:
         ``(dt [s], nt)``.
@@ -112,6 +114,9 @@ def make_time(
         raise ValueError(f"make_time needs positive c_max, c_min and cfl, got {c_max, c_min, cfl}")
     if t_end is None:
         t_end = math.sqrt(sum((n * d) ** 2 for n, d in zip(shape, spacing))) / c_min
-    dt = cfl * min(spacing) / c_max
+    if dt is None:
+        dt = cfl * min(spacing) / c_max
+    elif not (math.isfinite(dt) and dt > 0):
+        raise ValueError(f"make_time: dt = {dt} s must be finite and > 0")
     nt = int(math.floor(t_end / dt + 1e-9)) + 1
     return dt, nt
