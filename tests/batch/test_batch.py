@@ -160,9 +160,15 @@ def test_interrupt_stops_workers_and_keeps_finished_runs(folder, tmp_path):
         BATCH + [str(tmp_path), "--max_parallel", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(6)
+    seen = []
+    for line in proc.stdout:  # interrupt once the first long run has started (a.h5 finished)
+        seen.append(line)
+        if "start  long1" in line:
+            break
+    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=60)
+    out = "".join(seen) + out
     assert proc.returncode == 130, out + err
     assert "start the batch again" in err
     assert (tmp_path / "out" / "a.h5").exists()  # finished before the interrupt: kept
