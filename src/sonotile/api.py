@@ -139,13 +139,22 @@ class KSensor:
     """Sensor points and what to record.
 
     Attributes:
-        mask: boolean mask (points in k-Wave order), or ``None`` with ``corners``/``points``.
+        mask: boolean mask of the grid's shape (points in k-Wave order), or Cartesian points
+            ``(ndim, N)`` [m] relative to the grid centre (k-Wave's convention), read off the
+            grid by ``cart_interp`` in the given order; or ``None`` with ``corners``/``points``.
         points: ``(N, ndim)`` integer grid indices (0-based), recorded in the given order.
         corners: list of ``(lo, hi)`` inclusive 0-based corner index pairs of cuboids.
         record: quantities (k-Wave names): p, p_max, p_min, p_rms, p_final, p_max_all,
             p_min_all, u, u_non_staggered, u_max, u_min, u_rms, u_final, u_max_all,
-            u_min_all, I, I_avg.
+            u_min_all, I, I_avg; and ``p_cw`` (at the points) / ``p_cw_all`` (whole grid):
+            steady-state amplitude ``p_cw_amp[_all]`` [Pa] and phase ``p_cw_phase[_all]`` [rad]
+            at ``cw_frequency``.
         record_start_index: first recorded step, 1-based as in k-Wave.
+        cart_interp: Cartesian points are read by ``"bli"`` (band-limited, default),
+            ``"linear"`` (multilinear) or ``"nearest"``.
+        bli_tolerance: truncation of the band-limited stencil (smaller: wider, more accurate).
+        cw_frequency: frequency [Hz] of ``p_cw`` / ``p_cw_all``.
+        cw_periods: the DFT window: the last ``cw_periods`` periods of the run.
     """
 
     mask: np.ndarray | None = None
@@ -153,6 +162,10 @@ class KSensor:
     points: np.ndarray | None = None
     record: tuple = ("p",)
     record_start_index: int = 1
+    cart_interp: str = "bli"
+    bli_tolerance: float = 0.05
+    cw_frequency: float | None = None
+    cw_periods: float = 3.0
 
 
 @dataclass
@@ -397,7 +410,8 @@ def _build(kgrid, medium, source, sensor, options) -> tuple[Problem, dict]:
         },
     )
     sources = scale_sources(padded, grid, m.c0, full)
-    sens, points = _sensor(sensor, shape, np.array([a for a, _ in pad]))
+    offset = np.array([a for a, _ in pad])
+    sens, points = build_sensor(sensor, kgrid, offset)
     problem = Problem(grid, m, sources, sens, pml, dtype=options.dtype)
     crop = tuple(slice(a, n - b) for (a, b), n in zip(pad, full))
     return problem, {"crop": crop, "points": points}
@@ -450,23 +464,53 @@ def _medium(medium: KWaveMedium, grid: Grid, pad: list) -> Medium:
     )
 
 
-def _sensor(sensor: KSensor, shape: tuple, offset: np.ndarray) -> tuple[Sensor, np.ndarray | None]:
-    """The solver's sensor (indices shifted by an outside PML) and the user's points."""
-    nd, record, start = len(shape), tuple(sensor.record), sensor.record_start_index - 1
+def is_cartesian(mask, shape: tuple) -> bool:
+    """A sensor mask given as Cartesian points ``(ndim, N)`` rather than a grid-shaped mask."""
+    m = np.asarray(mask)
+    return m.shape != shape and m.ndim == 2 and m.shape[0] == len(shape) and m.dtype.kind == "f"
+
+
+def cartesian_coords(mask, kgrid: KWaveGrid) -> np.ndarray:
+    """Continuous 0-based grid coordinates ``(N, ndim)`` of Cartesian points ``(ndim, N)`` [m]
+    given relative to the grid centre (``x = (i - N // 2) dx``, k-Wave's ``kgrid.x``)."""
+    pts = np.asarray(mask, dtype=np.float64)
+    if pts.shape[1] == 0 or not np.all(np.isfinite(pts)):
+        raise ProblemError(f"sensor.mask: Cartesian points {pts.shape} must be finite, N >= 1")
+    centre = np.array([n // 2 for n in kgrid.shape], dtype=np.float64)
+    coords = pts.T / np.asarray(kgrid.spacing) + centre
+    if np.any(coords < 0) or np.any(coords > np.array(kgrid.shape) - 1):
+        raise ProblemError(f"sensor.mask: a Cartesian point lies outside the grid {kgrid.shape}")
+    return coords
+
+
+def build_sensor(sensor: KSensor, kgrid: KWaveGrid, offset: np.ndarray) -> tuple:
+    """The solver's :class:`Sensor` (indices shifted by ``offset`` for a PML outside the user's
+    grid) and the user's points ``(N, ndim)`` (grid indices or Cartesian coordinates)."""
+    shape, nd = tuple(kgrid.shape), len(kgrid.shape)
+    common = dict(
+        record=tuple(sensor.record), start=sensor.record_start_index - 1,
+        cw_frequency=sensor.cw_frequency, cw_periods=sensor.cw_periods,
+    )  # fmt: skip
     if sensor.corners is not None:
         cub = np.array([[lo, hi] for lo, hi in sensor.corners], dtype=np.int64)
         if cub.ndim != 3 or cub.shape[2] != nd or np.any(cub < 0) or np.any(cub >= shape):
             raise ProblemError(
                 f"sensor.corners: expected (lo, hi) pairs of {nd} indices inside the grid {shape}"
             )
-        return Sensor(cuboids=cub + offset, record=record, start=start), None
+        return Sensor(cuboids=cub + offset, **common), None
     if sensor.points is not None:
         points = user_input.grid_points(sensor.points, shape)
-    elif sensor.mask is not None:
+        return Sensor(index=points + offset, **common), points
+    if sensor.mask is not None and is_cartesian(sensor.mask, shape):
+        coords = cartesian_coords(sensor.mask, kgrid)
+        return Sensor(
+            positions=coords + offset, interpolation=sensor.cart_interp,
+            bli_tolerance=sensor.bli_tolerance, **common,
+        ), np.asarray(sensor.mask, dtype=np.float64).T  # fmt: skip
+    if sensor.mask is not None:
         points = mask_points(sensor.mask, shape, "sensor.mask")
-    else:
-        return Sensor(record=record, start=start), None
-    return Sensor(index=points + offset, record=record, start=start), points
+        return Sensor(index=points + offset, **common), points
+    return Sensor(**common), None
 
 
 def fourier_shift(x: np.ndarray, shift: float) -> np.ndarray:

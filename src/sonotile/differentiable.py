@@ -340,7 +340,7 @@ def make_simulator(
     srcc.pop("p0", None)
     nt = problem.grid.nt
     st = Static(
-        problem, sens.layout_of(problem.sensor, problem.grid.ndim), planmod.physics_of(problem),
+        problem, sens.layout_of(problem.sensor, problem.grid.shape), planmod.physics_of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0,
         adjoint.default_chunk(nt) if chunk == "auto" else chunk, remat_step,
     )  # fmt: skip

@@ -76,21 +76,13 @@ def check_sources(source, shape: tuple) -> None:
 
 
 def check_sensor(sensor, shape: tuple) -> None:
-    """Masks of the grid shape; points are 0-based grid indices (not metres)."""
+    """Masks of the grid shape or Cartesian points ``(D, N)`` [m] (checked where they are
+    converted, :func:`sonotile.api.cartesian_coords`); points are 0-based grid indices."""
     if sensor.mask is not None:
         m = np.asarray(sensor.mask)
-        if (
-            m.ndim == 2
-            and m.shape[0] == len(shape)
-            and m.dtype.kind == "f"
-            and (m.shape != tuple(shape))
-        ):
-            raise ProblemError(
-                f"sensor.mask: shape {m.shape} of floats looks like Cartesian positions in "
-                f"metres ({len(shape)}, N); give a boolean mask of the grid shape {shape}, or "
-                "grid indices as sensor.points"
-            )
-        check_shape("sensor.mask", m, shape, scalar_ok=False)
+        cartesian = m.ndim == 2 and m.shape[0] == len(shape) and m.shape != tuple(shape)
+        if not (cartesian and m.dtype.kind == "f"):
+            check_shape("sensor.mask", m, shape, scalar_ok=False)
     if sensor.points is not None:
         p = np.asarray(sensor.points)
         if p.dtype.kind == "f" and np.any(p != np.round(p)):

@@ -120,8 +120,8 @@ def test_points_are_grid_indices_not_metres():
     grid, med, src, _ = case()
     with pytest.raises(ProblemError, match="grid indices"):
         st.simulate(grid, med, src, st.KSensor(points=np.array([[1.5e-3, 2e-3]])), quiet=True)
-    with pytest.raises(ProblemError, match="Cartesian positions in metres"):
-        st.simulate(grid, med, src, st.KSensor(mask=np.zeros((2, 10))), quiet=True)
+    with pytest.raises(ProblemError, match="Cartesian point lies outside the grid"):
+        st.simulate(grid, med, src, st.KSensor(mask=np.full((2, 10), 5e-3)), quiet=True)
 
 
 def test_warnings_for_input_that_is_probably_wrong():

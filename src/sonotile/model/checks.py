@@ -190,6 +190,9 @@ def _sensor_boxes(problem: Problem) -> np.ndarray | None:
     if sen.index is not None:
         idx = np.asarray(sen.index)
         return np.stack([idx, idx], axis=1)
+    if sen.positions is not None:  # off-grid points: the nodes around each
+        pos = np.asarray(sen.positions)
+        return np.stack([np.floor(pos), np.ceil(pos)], axis=1).astype(np.int64)
     return None
 
 

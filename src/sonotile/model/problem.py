@@ -11,7 +11,7 @@ Shapes use the grid's ``(x, y, z)`` order. A medium property is either a Python 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -319,7 +319,7 @@ class Sources:
 RECORDABLE = (
     "p", "p_max", "p_min", "p_rms", "p_final", "p_max_all", "p_min_all",
     "u", "u_non_staggered", "u_max", "u_min", "u_rms", "u_final", "u_max_all", "u_min_all",
-    "I", "I_avg",
+    "I", "I_avg", "p_cw", "p_cw_all",
 )  # fmt: skip
 
 
@@ -331,14 +331,26 @@ class Sensor:
         index: ``(Ns, ndim)`` integer grid indices (0-based); output columns follow this order.
         cuboids: ``(Nc, 2, ndim)`` inclusive corner indices (0-based) of cuboid regions; used
             instead of ``index`` when given.
+        positions: ``(Ns, ndim)`` continuous 0-based grid coordinates of points off the grid
+            (read by ``interpolation``); used instead of ``index`` when given.
         record: quantities from :data:`RECORDABLE`.
         start: first recorded step (0-based); applies to all but the ``*_final`` fields.
+        interpolation: ``"bli"``, ``"linear"`` or ``"nearest"`` (:mod:`sonotile.model.bli`).
+        bli_tolerance: truncation tolerance of the band-limited stencil (0 < tol < 1).
+        cw_frequency: frequency [Hz] of ``p_cw`` / ``p_cw_all`` (steady-state amplitude and
+            phase from a single-bin DFT over the last ``cw_periods`` periods).
+        cw_periods: length of that window [periods of ``cw_frequency``].
     """
 
     index: np.ndarray | None = None
     cuboids: np.ndarray | None = None
     record: tuple[str, ...] = ("p",)
     start: int = 0
+    positions: np.ndarray | None = None
+    interpolation: str = "bli"
+    bli_tolerance: float = 0.05
+    cw_frequency: float | None = None
+    cw_periods: float = 3.0
 
     def validate(self, grid: Grid) -> Sensor:
         record = tuple(dict.fromkeys(self.record))
@@ -347,8 +359,9 @@ class Sensor:
                 raise ProblemError(f"sensor.record: unknown quantity {q!r}; known: {RECORDABLE}")
         if not 0 <= int(self.start) < grid.nt:
             raise ProblemError(f"sensor.start = {self.start}: must be in [0, nt) = [0, {grid.nt})")
+        _check_cw(self, record, grid)
         needs_points = any(not (q.endswith("_all") or q.endswith("_final")) for q in record)
-        index = cuboids = None
+        index = cuboids = positions = None
         if self.cuboids is not None:
             c = np.asarray(self.cuboids)
             if c.ndim != 3 or c.shape[1:] != (2, grid.ndim) or c.shape[0] == 0:
@@ -359,11 +372,58 @@ class Sensor:
             if np.any(c[:, 1] < c[:, 0]):
                 raise ProblemError("sensor.cuboids: second corner must not be below the first")
             cuboids = c.astype(np.int64)
+        elif self.positions is not None:
+            positions = _positions(self, grid)
         elif self.index is not None:
             index = _index_array("sensor.index", self.index, grid)
         elif needs_points:
             raise ProblemError(f"sensor: recording {record} needs sensor points (index or cuboids)")
-        return Sensor(index, cuboids, record, int(self.start))
+        return replace(
+            self, index=index, cuboids=cuboids, positions=positions, record=record,
+            start=int(self.start),
+        )  # fmt: skip
+
+
+def _positions(sensor: Sensor, grid: Grid) -> np.ndarray:
+    """Validated off-grid sensor coordinates ``(Ns, ndim)`` (continuous grid indices)."""
+    pos = np.asarray(sensor.positions, dtype=np.float64)
+    if pos.ndim != 2 or pos.shape[1] != grid.ndim or pos.shape[0] == 0:
+        raise ProblemError(f"sensor.positions: shape {pos.shape}, expected (Ns, {grid.ndim})")
+    if not np.all(np.isfinite(pos)):
+        raise ProblemError("sensor.positions: contains NaN or Inf")
+    if np.any(pos < 0) or np.any(pos > np.array(grid.shape) - 1):
+        raise ProblemError(f"sensor.positions: a point lies outside the grid {grid.shape}")
+    if sensor.interpolation not in ("bli", "linear", "nearest"):
+        raise ProblemError(
+            f"sensor.interpolation = {sensor.interpolation!r}: expected bli, linear or nearest"
+        )
+    if not 0 < float(sensor.bli_tolerance) < 1:
+        raise ProblemError(f"sensor.bli_tolerance = {sensor.bli_tolerance}: must be in (0, 1)")
+    return pos
+
+
+def cw_window(sensor: Sensor, dt: float) -> int:
+    """Steps in the CW window: ``cw_periods`` periods of ``cw_frequency``, rounded (``dt`` [s])."""
+    return int(round(float(sensor.cw_periods) / (float(sensor.cw_frequency) * dt)))
+
+
+def _check_cw(sensor: Sensor, record: tuple, grid: Grid) -> None:
+    if not {"p_cw", "p_cw_all"} & set(record):
+        return
+    f = sensor.cw_frequency
+    if f is None or not np.isfinite(f) or f <= 0:
+        raise ProblemError(f"sensor.cw_frequency = {f}: recording p_cw needs a frequency > 0 [Hz]")
+    if 2 * f * grid.dt >= 1:
+        raise ProblemError(
+            f"sensor.cw_frequency = {f:g} Hz: at or above the Nyquist frequency "
+            f"{0.5 / grid.dt:g} Hz of the time step"
+        )
+    m = cw_window(sensor, grid.dt) if sensor.cw_periods > 0 else 0
+    if not 1 <= m <= grid.nt - int(sensor.start):
+        raise ProblemError(
+            f"sensor.cw_periods = {sensor.cw_periods}: window of {m} steps must fit in the "
+            f"{grid.nt - int(sensor.start)} recorded steps"
+        )
 
 
 @dataclass(frozen=True)

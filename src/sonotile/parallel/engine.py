@@ -276,7 +276,7 @@ def decomposed_engine(
     mesh_shape = normalise_mesh(decomposition, mesh_shape, len(devs), d)
     m = len(mesh_shape)
     blocks = Blocks(tuple(g.shape), mesh_shape)
-    layout = sens.layout_of(problem.sensor, d)
+    layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt)
     mesh = make_mesh(mesh_shape, devs)
     validate(problem, decomposition, blocks, overlap)
     check_processes(mesh)

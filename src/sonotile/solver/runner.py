@@ -163,7 +163,8 @@ class Compiled:
 
 def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
     """Build constants, operators and the sensor layout for a problem."""
-    layout = sens.layout_of(problem.sensor, problem.grid.ndim)
+    g = problem.grid
+    layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt)
     phys = planmod.physics_of(problem)
     if consts is None:
         consts = {
@@ -222,7 +223,7 @@ def scan_body(carry, x, c, ops, index, phys, layout):
     state, agg = carry
     state = step(state, x, c, ops, phys)
     fields, samples = sens.sample(state, ops, layout, index)
-    agg = sens.update(agg, fields, samples, x["n"] >= layout.start, layout)
+    agg = sens.update(agg, fields, samples, x["n"] >= layout.start, layout, x["n"])
     raw = {f: samples[f] for f in layout.raw}
     return (state, agg), raw
 
@@ -239,7 +240,7 @@ def start_ivp(agg, c, ops, index, phys, layout):
     """Step 0 of an initial-value problem: the p0 state, sampled."""
     state = initial_pressure_state(c, ops, phys)
     fields, samples = sens.sample(state, ops, layout, index)
-    agg = sens.update(agg, fields, samples, 0 >= layout.start, layout)
+    agg = sens.update(agg, fields, samples, 0 >= layout.start, layout, 0)
     return (state, agg), {f: samples[f][None] for f in layout.raw}
 
 
@@ -260,7 +261,7 @@ def step_inputs(problem: Problem, n0: int, n1: int) -> dict:
 
 def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: float = 64e6) -> int:
     """Steps per chunk: raw samples of one chunk stay under ``budget_bytes`` on the device."""
-    per_step = max(1, len(layout.raw) * layout.n_points * np.dtype(problem.dtype).itemsize)
+    per_step = max(1, len(layout.raw) * layout.n_out * np.dtype(problem.dtype).itemsize)
     return int(max(1, min(problem.grid.nt, budget_bytes // per_step, 1000)))
 
 

@@ -5,18 +5,58 @@ sampling gathers each recorded field at those points, giving vectors of length `
 max/min/sum-of-squares and whole-field max/min are carried through the scan; raw time series are
 scan outputs handed to a recorder between chunks. :func:`finish` turns the accumulated values
 into k-Wave's quantities on the host.
+
+Points off the grid (``Sensor.positions``) are read through interpolation stencils
+(:mod:`sonotile.model.bli`): the flat list is then the union of the stencil points of every
+field (each staggered velocity component has its own), and each sample is a weighted sum of
+gathered values (:class:`Interp`). The steady-state amplitude and phase (``p_cw``) is a running
+single-bin DFT over the last steps, carried like the other statistics.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.model import bli
 from sonotile.model.grid import AXES
-from sonotile.model.problem import Sensor
+from sonotile.model.problem import Sensor, cw_window
+
+
+@dataclass(frozen=True)
+class Interp:
+    """Off-grid reading: ``sample[n] = sum_m weight[n, m] gathered[rows[n, m]]`` per field.
+
+    Attributes:
+        rows: ``{field: (N, M) int32}`` positions in the gathered (stencil) point list.
+        weights: ``{field: (N, M)}`` float64 interpolation weights.
+    """
+
+    rows: dict
+    weights: dict
+
+    @property
+    def digest(self) -> str:
+        """Content hash: the weights are constants of the traced program, so layouts compile
+        alike only when these agree."""
+        h = hashlib.sha1()
+        for f in sorted(self.rows):
+            h.update(f.encode() + self.rows[f].tobytes() + self.weights[f].tobytes())
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class CwWindow:
+    """The single-bin DFT of ``p_cw``: steps ``first <= n < first + steps`` at ``f0 dt``
+    cycles per step [1]."""
+
+    first: int
+    steps: int
+    cycles_per_step: float
 
 
 @dataclass(frozen=True)
@@ -31,6 +71,8 @@ class SensorLayout:
         whole: ``(field, kind)`` pairs with kind ``max_all`` | ``min_all``.
         final: field names whose final whole-grid values are returned.
         start: first sampled step (0-based).
+        interp: off-grid reading of the sampled fields, or ``None`` (points are the samples).
+        cw: the ``p_cw`` window, or ``None``.
     """
 
     points: np.ndarray | None
@@ -41,10 +83,20 @@ class SensorLayout:
     final: tuple
     start: int
     ndim: int
+    interp: Interp | None = None
+    cw: CwWindow | None = None
 
     @property
     def n_points(self) -> int:
+        """Grid points gathered each step (stencil points for off-grid sensors)."""
         return 0 if self.points is None else int(self.points.shape[0])
+
+    @property
+    def n_out(self) -> int:
+        """Sensor points in the output (the user's points)."""
+        if self.interp is not None:
+            return int(next(iter(self.interp.rows.values())).shape[0])
+        return self.n_points
 
     @property
     def needs_unstagger(self) -> bool:
@@ -55,7 +107,8 @@ class SensorLayout:
         # become index arrays (arguments), so layouts of equally many points compile alike
         return (
             self.cuboid_shapes, self.raw, self.stats, self.whole, self.final, self.start,
-            self.ndim, self.n_points,
+            self.ndim, self.n_points, self.n_out, self.cw,
+            None if self.interp is None else self.interp.digest,
         )  # fmt: skip
 
     def __hash__(self) -> int:
@@ -69,8 +122,12 @@ def _u_names(ndim: int, suffix: str = "") -> list[str]:
     return [f"u{AXES[a]}{suffix}" for a in range(ndim)]
 
 
-def layout_of(sensor: Sensor, ndim: int) -> SensorLayout:
-    """Expand a validated :class:`Sensor` into the flat layout the scan samples."""
+def layout_of(sensor: Sensor, shape: tuple, nt: int = 0, dt: float = 0.0) -> SensorLayout:
+    """Expand a validated :class:`Sensor` into the flat layout the scan samples.
+
+    ``shape``: the grid shape; ``nt``, ``dt`` [s]: the time axis (needed for ``p_cw``).
+    """
+    ndim = len(shape)
     rec = set(sensor.record)
     if {"I", "I_avg"} & rec:
         rec |= {"p", "u_non_staggered"}
@@ -91,8 +148,17 @@ def layout_of(sensor: Sensor, ndim: int) -> SensorLayout:
                 whole += [(f, kind) for f in fields]
         if f"{base}_final" in rec:
             final += fields
-    points = sensor.index
-    shapes: tuple[tuple[int, ...], ...] = ()
+    cw = None
+    if {"p_cw", "p_cw_all"} & rec:
+        cw = cw_layout(sensor, nt, dt)
+        if "p_cw" in rec:
+            stats += [("p", "cw_re"), ("p", "cw_im")]
+        if "p_cw_all" in rec:
+            whole += [("p", "cw_re_all"), ("p", "cw_im_all")]
+    points, shapes, interp = sensor.index, (), None
+    if sensor.positions is not None:
+        names = tuple(dict.fromkeys(list(raw) + [f for f, _ in stats]))
+        points, interp = interp_layout(sensor, names, shape)
     if sensor.cuboids is not None:
         blocks, shp = [], []
         for lo, hi in sensor.cuboids:
@@ -102,8 +168,47 @@ def layout_of(sensor: Sensor, ndim: int) -> SensorLayout:
             shp.append(tuple(int(b - a + 1) for a, b in zip(lo, hi)))
         points, shapes = np.concatenate(blocks), tuple(shp)
     return SensorLayout(
-        points, shapes, tuple(raw), tuple(stats), tuple(whole), tuple(final), sensor.start, ndim
-    )
+        points, shapes, tuple(raw), tuple(stats), tuple(whole), tuple(final), sensor.start, ndim,
+        interp, cw,
+    )  # fmt: skip
+
+
+def cw_layout(sensor: Sensor, nt: int, dt: float) -> CwWindow:
+    """The DFT window of ``p_cw``: the last ``cw_periods`` periods of the run."""
+    m = cw_window(sensor, dt)
+    return CwWindow(nt - m, m, float(sensor.cw_frequency) * dt)
+
+
+def field_offset(name: str, ndim: int) -> tuple:
+    """Where a field's samples sit relative to the grid points [grid spacings]: staggered
+    velocity ``ux`` at ``x + dx/2`` (its ``_non_staggered`` version on the grid)."""
+    off = [0.0] * ndim
+    if name.startswith("u") and not name.endswith("_non_staggered"):
+        off[AXES.index(name[1])] = 0.5
+    return tuple(off)
+
+
+def interp_layout(sensor: Sensor, names: tuple, shape: tuple) -> tuple[np.ndarray, Interp]:
+    """The union of the stencil points of every sampled field and each field's rows/weights.
+
+    A staggered velocity is read on its own grid, so every field is sampled at the same
+    physical positions.
+    """
+    ndim = len(shape)
+    per_field = {}
+    for f in names:
+        coords = sensor.positions - np.asarray(field_offset(f, ndim))
+        per_field[f] = bli.stencil(coords, shape, sensor.interpolation, float(sensor.bli_tolerance))
+    lin = {f: np.ravel_multi_index(tuple(np.moveaxis(i, -1, 0)), shape) for f, (i, _) in
+           per_field.items()}  # fmt: skip
+    uniq, inv = np.unique(np.concatenate([v.ravel() for v in lin.values()]), return_inverse=True)
+    rows, weights, at = {}, {}, 0
+    for f, v in lin.items():
+        rows[f] = inv[at : at + v.size].reshape(v.shape).astype(np.int32)
+        weights[f] = per_field[f][1]
+        at += v.size
+    points = np.stack(np.unravel_index(uniq, shape), axis=1)
+    return points, Interp(rows, weights)
 
 
 def sampled_fields(state, ops, layout: SensorLayout) -> dict:
@@ -135,19 +240,38 @@ def init_aggregates(layout: SensorLayout, shape: tuple, dtype) -> dict:
     big = float(jnp.finfo(dtype).max)
     agg = {}
     for f, kind in layout.stats:
-        init = {"max": -big, "min": big, "rms": 0.0}[kind]
-        agg[f"{f}_{kind}"] = jnp.full((layout.n_points,), init, dtype)
+        init = {"max": -big, "min": big}.get(kind, 0.0)
+        agg[f"{f}_{kind}"] = jnp.full((layout.n_out,), init, dtype)
     for f, kind in layout.whole:
-        init = -big if kind == "max_all" else big
+        init = {"max_all": -big, "min_all": big}.get(kind, 0.0)
         agg[f"{f}_{kind}"] = jnp.full(shape, init, dtype)
     return agg
 
 
-def update(agg: dict, fields: dict, samples: dict, recording, layout: SensorLayout) -> dict:
-    """Fold one step's values into the running statistics when ``recording`` is true."""
+def cw_terms(n, cw: CwWindow, dtype):
+    """``(in_window, cos, -sin)`` of the DFT phase at step ``n`` (phase 0 at the window start;
+    reduced modulo one cycle in integer-free float arithmetic over the short window)."""
+    k = (n - cw.first).astype(dtype)
+    ph = 2 * jnp.pi * jnp.mod(k * jnp.asarray(cw.cycles_per_step, dtype), 1.0)
+    return n >= cw.first, jnp.cos(ph), -jnp.sin(ph)
+
+
+def update(agg: dict, fields: dict, samples: dict, recording, layout: SensorLayout, n=None) -> dict:
+    """Fold one step's values into the running statistics when ``recording`` is true
+    (``n``: the step index, needed for ``p_cw``)."""
     out = dict(agg)
+    if layout.cw is not None:
+        in_cw, c, s = cw_terms(jnp.asarray(n), layout.cw, fields["p"].dtype)
+        trig = {"cw_re": c, "cw_im": s, "cw_re_all": c, "cw_im_all": s}
+    for f, kind in layout.stats + layout.whole:
+        if kind.startswith("cw_"):
+            key = f"{f}_{kind}"
+            v = fields[f] if kind.endswith("_all") else samples[f]
+            out[key] = jnp.where(in_cw, agg[key] + v * trig[kind], agg[key])
     for f, kind in layout.stats:
         key, v, a = f"{f}_{kind}", samples[f], agg[f"{f}_{kind}"]
+        if kind.startswith("cw_"):
+            continue
         if kind == "max":
             new = jnp.maximum(a, v)
         elif kind == "min":
@@ -156,6 +280,8 @@ def update(agg: dict, fields: dict, samples: dict, recording, layout: SensorLayo
             new = a + v * v
         out[key] = jnp.where(recording, new, a)
     for f, kind in layout.whole:
+        if kind.startswith("cw_"):
+            continue
         key, a = f"{f}_{kind}", agg[f"{f}_{kind}"]
         new = jnp.maximum(a, fields[f]) if kind == "max_all" else jnp.minimum(a, fields[f])
         out[key] = jnp.where(recording, new, a)
@@ -167,7 +293,15 @@ def sample(state, ops, layout: SensorLayout, index) -> tuple[dict, dict]:
     fields = sampled_fields(state, ops, layout)
     names = set(layout.raw) | {f for f, _ in layout.stats}
     samples = {f: gather(fields[f], index) for f in names}
+    if layout.interp is not None:
+        samples = {f: interpolate(v, layout.interp, f) for f, v in samples.items()}
     return fields, samples
+
+
+def interpolate(gathered, interp: Interp, name: str):
+    """Off-grid samples ``(N,)`` from the gathered stencil values ``(Ns,)`` of one field."""
+    w = jnp.asarray(interp.weights[name], gathered.dtype)
+    return jnp.sum(w * gathered[jnp.asarray(interp.rows[name])], axis=1)
 
 
 def finish(agg: dict, state, layout: SensorLayout, nt: int, gather: bool = True) -> dict:
@@ -182,12 +316,26 @@ def finish(agg: dict, state, layout: SensorLayout, nt: int, gather: bool = True)
     out = {}
     n_rec = nt - layout.start
     for f, kind in layout.stats:
+        if kind.startswith("cw_"):
+            continue
         v = np.asarray(jax.device_get(agg[f"{f}_{kind}"]))
         out[f"{f}_{kind}"] = np.sqrt(v / n_rec) if kind == "rms" else v
+    if ("p", "cw_re") in layout.stats:
+        re, im = (np.asarray(jax.device_get(agg[k]), np.float64) for k in ("p_cw_re", "p_cw_im"))
+        out["p_cw_amp"], out["p_cw_phase"] = cw_amp_phase(re, im, layout.cw.steps, np)
     fields = {"p": state.p, **{f"u{AXES[a]}": u for a, u in enumerate(state.u)}}
-    whole: dict = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole}
+    whole = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole if "cw" not in kind}
+    if ("p", "cw_re_all") in layout.whole:
+        amp, ph = cw_amp_phase(agg["p_cw_re_all"], agg["p_cw_im_all"], layout.cw.steps, jnp)
+        whole.update(p_cw_amp_all=amp, p_cw_phase_all=ph)
     whole.update({f"{f}_final": fields[f] for f in layout.final})
     for name, v in whole.items():
         local = getattr(v, "is_fully_addressable", True)  # host arrays: always
         out[name] = np.asarray(jax.device_get(v)) if gather and local else v
     return out
+
+
+def cw_amp_phase(re, im, steps: int, xp) -> tuple:
+    """Amplitude [Pa] and phase [rad] of ``p = A cos(2 pi f0 t + phase)`` from the DFT sums
+    over ``steps`` samples (``t = 0`` at the window's first step); ``xp``: numpy or jax.numpy."""
+    return (2.0 / steps) * xp.hypot(re, im), xp.arctan2(im, re)
