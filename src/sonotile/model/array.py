@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sonotile.model import geometry as geo
+from sonotile.model.bli import star_offsets as star_stencil
 from sonotile.model.problem import ProblemError
 
 CHUNK = 1 << 21  # stencil entries handled at once (bounds temporary memory)
@@ -84,15 +85,6 @@ def grid_info(kgrid) -> tuple[tuple, float]:
     if not np.allclose(d, d[0], rtol=1e-9):
         raise ProblemError(f"kgrid.spacing = {tuple(d)}: KWaveArray needs equal spacing per axis")
     return shape, float(d[0])
-
-
-def star_stencil(ndim: int, tol: float) -> np.ndarray:
-    """Offsets ``(M, ndim)`` of k-Wave's truncated BLI stencil: ``|prod(offsets)| <= K``,
-    ``K = ceil(1 / (pi tol))`` and every offset within ``[-K, K]``."""
-    k = int(np.ceil(1 / (np.pi * tol)))
-    axes = np.meshgrid(*([np.arange(-k, k + 1)] * ndim), indexing="ij")
-    off = np.stack([a.ravel() for a in axes], axis=1)
-    return off[np.abs(np.prod(off, axis=1)) <= k]
 
 
 def bli_weights(
