@@ -172,9 +172,11 @@ class KSensor:
 class Results:
     """Simulation output: ``results[name]`` as numpy arrays, plus metadata.
 
-    Index sensors give time series as ``(n_sensors, n_recorded_steps)`` and statistics as
-    ``(n_sensors,)``; cuboid sensors give per cuboid ``(Cx, Cy, Cz, n_recorded_steps)`` lists.
-    Whole-field quantities have the grid shape (the user's grid when the PML was outside).
+    Index and Cartesian sensors give time series as ``(n_sensors, n_recorded_steps)`` and
+    statistics as ``(n_sensors,)``; cuboid sensors give per cuboid ``(Cx, Cy, Cz,
+    n_recorded_steps)`` lists. Whole-field quantities have the grid shape (the user's grid when
+    the PML was outside). ``sensor_points``: ``(n_sensors, ndim)`` 0-based grid indices of the
+    user's grid (fractional for Cartesian points).
     """
 
     data: dict
@@ -485,7 +487,8 @@ def cartesian_coords(mask, kgrid: KWaveGrid) -> np.ndarray:
 
 def build_sensor(sensor: KSensor, kgrid: KWaveGrid, offset: np.ndarray) -> tuple:
     """The solver's :class:`Sensor` (indices shifted by ``offset`` for a PML outside the user's
-    grid) and the user's points ``(N, ndim)`` (grid indices or Cartesian coordinates)."""
+    grid) and the user's points ``(N, ndim)`` as 0-based grid indices (fractional for Cartesian
+    points)."""
     shape, nd = tuple(kgrid.shape), len(kgrid.shape)
     common = dict(
         record=tuple(sensor.record), start=sensor.record_start_index - 1,
@@ -506,7 +509,7 @@ def build_sensor(sensor: KSensor, kgrid: KWaveGrid, offset: np.ndarray) -> tuple
         return Sensor(
             positions=coords + offset, interpolation=sensor.cart_interp,
             bli_tolerance=sensor.bli_tolerance, **common,
-        ), np.asarray(sensor.mask, dtype=np.float64).T  # fmt: skip
+        ), coords  # fmt: skip
     if sensor.mask is not None:
         points = mask_points(sensor.mask, shape, "sensor.mask")
         return Sensor(index=points + offset, **common), points

@@ -31,6 +31,8 @@ UNITS = {
     "sensor_points": "grid index (0-based)", "points": "grid index (0-based)",
     "corners": "grid index (0-based)", "transducer_signal": "m/s",
     "transducer_delays": "time steps", "record": "", "record_start_index": "time step (1-based)",
+    "p_cw_amp": "Pa", "p_cw_amp_all": "Pa", "p_cw_phase": "rad", "p_cw_phase_all": "rad",
+    "cw_frequency": "Hz", "cw_periods": "periods", "bli_tolerance": "1",
 }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from scipy.special import hankel2
 from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, simulate
 from sonotile.model import bli
 from sonotile.model.problem import ProblemError
+from sonotile.model.signals import extract_amp_phase
 
 C, RHO = 1500.0, 1000.0
 
@@ -98,7 +99,7 @@ def cw_problem(n=64, nt=700, f0=1e6):
 
 def test_cw_recording_equals_the_dft_of_the_series():
     """p_cw at points and p_cw_all over the grid equal a single-bin DFT of the recorded
-    series over the last periods (float32 round-off)."""
+    series over the last periods, and extract_amp_phase of it (float32 round-off)."""
     f0 = 1e6
     g, src, dx = cw_problem(nt=300, f0=f0)
     idx = np.array([[32, 40], [45, 20], [10, 33]])
@@ -112,6 +113,12 @@ def test_cw_recording_equals_the_dft_of_the_series():
     assert np.allclose(res["p_cw_phase"], np.angle(b), atol=1e-4)
     assert np.allclose(res["p_cw_amp_all"][tuple(idx.T)], np.abs(b), atol=1e-5 * scale)
     assert np.allclose(res["p_cw_phase_all"][tuple(idx.T)], np.angle(b), atol=1e-4)
+    # k-Wave's extractAmpPhase on the recorded window (no window function, no padding: the
+    # window holds whole periods, 40 steps each, so its bin is exactly f0)
+    amp, phase, f = extract_amp_phase(tail, 1 / g.dt, f0, window="Rectangular", fft_padding=1)
+    assert f == pytest.approx(f0)
+    assert np.allclose(res["p_cw_amp"], amp, atol=1e-5 * scale)
+    assert np.allclose(res["p_cw_phase"], phase, atol=1e-4)
 
 
 def test_cw_field_follows_the_hankel_function():
