@@ -67,8 +67,10 @@ class SensorLayout:
         points: ``(Ns, ndim)`` int grid indices (host array).
         cuboid_shapes: per cuboid ``(Cx, Cy, Cz)``, or ``()`` for an index sensor.
         raw: field names sampled every step as time series (``p``, ``ux``, ``ux_non_staggered``).
-        stats: ``(field, kind)`` pairs with kind ``max`` | ``min`` | ``rms``.
-        whole: ``(field, kind)`` pairs with kind ``max_all`` | ``min_all``.
+        stats: ``(field, kind)`` pairs with kind ``max`` | ``min`` | ``rms`` | ``cw_re`` |
+            ``cw_im`` (the DFT sums of ``p_cw``).
+        whole: ``(field, kind)`` pairs with kind ``max_all`` | ``min_all`` | ``cw_re_all`` |
+            ``cw_im_all``.
         final: field names whose final whole-grid values are returned.
         start: first sampled step (0-based).
         interp: off-grid reading of the sampled fields, or ``None`` (points are the samples).
@@ -249,8 +251,8 @@ def init_aggregates(layout: SensorLayout, shape: tuple, dtype) -> dict:
 
 
 def cw_terms(n, cw: CwWindow, dtype):
-    """``(in_window, cos, -sin)`` of the DFT phase at step ``n`` (phase 0 at the window start;
-    reduced modulo one cycle in integer-free float arithmetic over the short window)."""
+    """``(in_window, cos, -sin)`` of the DFT phase at step ``n``, phase 0 at the window start
+    (counting from there keeps the float phase small and accurate; reduced modulo one cycle)."""
     k = (n - cw.first).astype(dtype)
     ph = 2 * jnp.pi * jnp.mod(k * jnp.asarray(cw.cycles_per_step, dtype), 1.0)
     return n >= cw.first, jnp.cos(ph), -jnp.sin(ph)
@@ -261,6 +263,8 @@ def update(agg: dict, fields: dict, samples: dict, recording, layout: SensorLayo
     (``n``: the step index, needed for ``p_cw``)."""
     out = dict(agg)
     if layout.cw is not None:
+        if n is None:
+            raise ValueError("sensor: recording p_cw needs the step index n in update()")
         in_cw, c, s = cw_terms(jnp.asarray(n), layout.cw, fields["p"].dtype)
         trig = {"cw_re": c, "cw_im": s, "cw_re_all": c, "cw_im_all": s}
     for f, kind in layout.stats + layout.whole:
