@@ -62,7 +62,7 @@ def test_bench_scaling_two_processes(tmp_path):
     efficiencies are the time ratios, and the PNG is written."""
     out, png = tmp_path / "s.json", tmp_path / "s.png"
     r = subprocess.run(
-        [sys.executable, "-m", "sonotile.cli", "bench", "--scaling", "--size", "16", "--strong",
+        [sys.executable, "-m", "sonotile.cli", "bench", "--scaling", "--size", "24", "--strong",
          "0", "--steps", "2", "--repeats", "1", "--rounds", "1", "--decompositions", "lfb",
          "--overlap", "4", "--json", str(out), "--png", str(png)],
         capture_output=True, text=True, timeout=600,
