@@ -157,7 +157,8 @@ def layout_of(sensor: Sensor, shape: tuple, nt: int = 0, dt: float = 0.0) -> Sen
             stats += [("p", "cw_re"), ("p", "cw_im")]
         if "p_cw_all" in rec:
             whole += [("p", "cw_re_all"), ("p", "cw_im_all")]
-    points, shapes, interp = sensor.index, (), None
+    points, interp = sensor.index, None
+    shapes: tuple[tuple[int, ...], ...] = ()
     if sensor.positions is not None:
         names = tuple(dict.fromkeys(list(raw) + [f for f, _ in stats]))
         points, interp = interp_layout(sensor, names, shape)
