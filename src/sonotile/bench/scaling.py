@@ -45,6 +45,16 @@ def _bytes(shape_text: str) -> int:
     return total
 
 
+def collective_list(hlo: str) -> list[tuple[str, int]]:
+    """``(kind, buffer bytes)`` of every collective in a compiled program, in program order."""
+    out = []
+    for line in hlo.splitlines():
+        m = _COLL.match(line)
+        if m:
+            out.append((m.group("op"), _bytes(m.group("shape"))))
+    return out
+
+
 def collective_bytes(hlo: str) -> dict:
     """Bytes one device sends per execution of a compiled program, by collective kind.
 
@@ -206,42 +216,57 @@ def _near_cube(p: int) -> tuple:
     return best[1]
 
 
+#: Modules whose ``lax`` the decompositions' collectives go through.
+COLLECTIVE_MODULES = (
+    "sonotile.parallel.lfb",
+    "sonotile.parallel.pencil",
+    "sonotile.parallel.collectives",
+)
+
+
+class _LocalLax:
+    """``jax.lax`` with ``ppermute`` and ``all_to_all`` replaced by local copies of the same
+    size (no communication, no synchronisation; the results are wrong)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def all_to_all(self, x, axis_name, split_axis, concat_axis, tiled=False):
+        import jax.numpy as jnp
+
+        size = self._real.psum(1, axis_name)
+        parts = jnp.split(x, size, axis=split_axis)
+        return jnp.concatenate(parts, axis=concat_axis)
+
+    @staticmethod
+    def ppermute(x, axis_name, perm):
+        return x + 0
+
+    def psum(self, x, axis_name):  # an array: this shard's part only; a count: the real one
+        return x + 0 if hasattr(x, "shape") else self._real.psum(x, axis_name)
+
+
 @contextmanager
 def local_collectives():
-    """Replace the collectives the decompositions use by local copies of the same size (for
-    timing the step without communication; results are then wrong)."""
-    from jax import lax as real
+    """Trace the decompositions with :class:`_LocalLax` (timing the step without
+    communication)."""
+    import importlib
 
-    from sonotile.parallel import lfb, mesh, pencil
-
-    class _Shim:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        @staticmethod
-        def all_to_all(x, axis_name, split_axis, concat_axis, tiled=False):
-            import jax.numpy as jnp
-
-            size = real.psum(1, axis_name)
-            parts = jnp.split(x, size, axis=split_axis)
-            return jnp.concatenate(parts, axis=concat_axis)
-
-        @staticmethod
-        def ppermute(x, axis_name, perm):
-            return x + 0
-
-        @staticmethod
-        def psum(x, axis_name):  # sensor gathers: this shard's part only
-            return x + 0 if hasattr(x, "shape") else real.psum(x, axis_name)
-
-    lfb.lax = pencil.lax = mesh.lax = _Shim()  # type: ignore[assignment]
+    mods = [importlib.import_module(m) for m in COLLECTIVE_MODULES]
+    real = [m.lax for m in mods]
+    for m, r in zip(mods, real):
+        m.lax = _LocalLax(r)
     try:
         yield
     finally:
-        lfb.lax = pencil.lax = mesh.lax = real
+        for m, r in zip(mods, real):
+            m.lax = r
 
 
-def _time_chunks(engine, problem, steps: int, repeats: int) -> float:
+def time_chunks(engine, problem, steps: int, repeats: int) -> float:
     import jax
 
     from sonotile.solver import runner
@@ -348,13 +373,13 @@ def measure(
     ffts = fft_ops(hlo)
     t_full = t_local = t_fft = t_io = math.nan
     if timings:
-        t_full = _time_chunks(engine, problem, steps, repeats)
+        t_full = time_chunks(engine, problem, steps, repeats)
         if decomposition == "single":
             t_local = t_full
             devs = [jax.devices()[0]]
         else:
             with local_collectives():
-                t_local = _time_chunks(build(), problem, steps, repeats)
+                t_local = time_chunks(build(), problem, steps, repeats)
             devs = list(jax.devices())[: math.prod(mesh)]
         t_fft = _time_ffts(ffts, devs, repeats)
         t_io = _io_time(engine, problem, steps)
