@@ -197,6 +197,79 @@ def time_rows(
     return out
 
 
+#: Links of the time model: bandwidth per device [B/s] (each direction) and time per message
+#: [s]. ``loopback-gloo`` is measured here (benchmarks/collectives.py, 1 MB messages between
+#: 2 processes, docs/scaling.md); the others are stated, not measured: NVLink 4 (H100 SXM, 450
+#: GB/s per GPU, NCCL ~10 us per message), InfiniBand NDR (400 Gb/s = 50 GB/s per node shared
+#: by its 8 GPUs, ~20 us), used for the bytes that leave a node of 8 devices.
+LINKS = {
+    "loopback-gloo": {"bandwidth": 0.7e9, "latency": 0.15e-3},
+    "nvlink": {"bandwidth": 450e9, "latency": 10e-6},
+    "infiniband": {"bandwidth": 50e9 / 8, "latency": 20e-6},
+}
+
+
+def step_time_model(
+    shape,
+    mesh,
+    decomposition: str,
+    compute_ns: float,
+    n_transforms: int = 14,
+    n_exchanged: int = 6,
+    overlap: int = 16,
+    fft_share: float = 0.7,
+    node: int = 8,
+) -> dict:
+    """Seconds per step on ``prod(mesh)`` devices: local work plus communication, unhidden.
+
+    Work: ``compute_ns`` per grid point on one device, the FFT share (``fft_share``) of it
+    grown by LFB's padding. Communication: the method's bytes (:func:`predicted_bytes`) at the
+    link's bandwidth plus a latency per message; with more than ``node`` devices the bytes
+    leaving a node (pencil: ``(P - node) / P``; LFB on blocks of ``node`` devices: half) go
+    over InfiniBand, the rest over NVLink.
+    """
+    d, p = len(shape), math.prod(mesh)
+    full = tuple(mesh) + (1,) * (d - len(mesh))
+    local = math.prod(shape) / p
+    pad = 1.0
+    if decomposition == "lfb":
+        pad = math.prod((n / m + 2 * overlap) / (n / m) for n, m in zip(shape, full) if m > 1)
+    work = compute_ns * 1e-9 * local * ((1 - fft_share) + fft_share * pad)
+    sent = predicted_bytes(shape, mesh, decomposition, n_transforms, n_exchanged, overlap)
+    if decomposition == "pencil":
+        msgs = n_transforms * sum(m - 1 for m in mesh if m > 1)
+        off = max(p - node, 0) / p
+    else:
+        msgs = n_exchanged * 2 * sum(1 for m in mesh if m > 1)
+        off = 0.5 if p > node else 0.0
+    nv, ib = LINKS["nvlink"], LINKS["infiniband"]
+    comm = sent * (1 - off) / nv["bandwidth"] + sent * off / ib["bandwidth"]
+    comm += msgs * (ib["latency"] if off else nv["latency"])
+    return {"work_s": work, "comm_s": comm, "step_s": work + comm, "bytes": sent, "pad": pad}
+
+
+def large_run_rows(
+    n: int = 2048,
+    devices=(8, 16, 32, 64, 128, 256, 512),
+    compute_ns: float = 0.5,
+    bytes_per_point: float = 74.0,
+    overlap: int = 16,
+) -> list[dict]:
+    """:func:`step_time_model` for an ``n^3`` power-law absorbing step on GPUs (``compute_ns``
+    per point on one GPU: an assumption, see docs/scaling.md), pencil on the most square 2-D
+    mesh and LFB on the most cubic 3-D mesh; memory per device at ``bytes_per_point`` of the
+    (padded) block."""
+    rows = []
+    for p in devices:
+        row = {"devices": p}
+        for dec, mesh in (("pencil", _near_square(p)), ("lfb", _near_cube(p))):
+            m = step_time_model((n,) * 3, mesh, dec, compute_ns, overlap=overlap)
+            gb = bytes_per_point * n**3 / p * (m["pad"] if dec == "lfb" else 1) / 1e9
+            row[dec] = {"mesh": mesh, "GB_per_device": gb, **m}
+        rows.append(row)
+    return rows
+
+
 def _near_square(p: int) -> tuple:
     a = int(math.isqrt(p))
     while p % a:
