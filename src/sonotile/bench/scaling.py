@@ -180,23 +180,6 @@ def model_rows(
     return rows
 
 
-def time_rows(
-    n: int, devices, bandwidth_gb_s: float, rate_gcells_s: float, overlap: int = 16
-) -> list[dict]:
-    """Predicted time per step [ms] of an ``n^3`` absorbing step on ``devices`` devices:
-    local work (``n^3 / p`` points, times LFB's padding factor) at ``rate_gcells_s`` per device
-    plus the bytes each device sends (:func:`model_rows`) at ``bandwidth_gb_s``, no overlap of
-    the two (a pessimistic bound)."""
-    out = []
-    for r in model_rows(n, devices, overlap):
-        p = r["devices"]
-        local_ms = n**3 / p / (rate_gcells_s * 1e9) * 1e3
-        pencil = local_ms + r["pencil_MB"] / (bandwidth_gb_s * 1e3) * 1e3
-        lfb = local_ms * r["lfb_work"] + r["lfb_MB"] / (bandwidth_gb_s * 1e3) * 1e3
-        out.append({**r, "local_ms": local_ms, "pencil_ms": pencil, "lfb_ms": lfb})
-    return out
-
-
 #: Links of the time model: bandwidth per device [B/s] (each direction) and time per message
 #: [s]. ``loopback-gloo`` is measured here (benchmarks/collectives.py, 1 MB messages between
 #: 2 processes, docs/scaling.md); the others are stated, not measured: NVLink 4 (H100 SXM, 450
