@@ -120,21 +120,53 @@ def configure_cpu_devices(n: int | None) -> None:
     os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
 
 
+#: Environment variables that give a process's rank among the job's processes on its machine
+#: (``sonotile launch`` starts all its processes on one machine; set ``SONOTILE_LOCAL_RANK`` for
+#: independent runs side by side), first found wins.
+LOCAL_RANK_VARS = (
+    "SONOTILE_LOCAL_RANK",
+    "SONOTILE_PROCESS_ID",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_LOCALID",
+)
+
+
+def local_rank(environ=None) -> int:
+    """This process's rank among the job's processes on this machine (0 when alone)."""
+    env = os.environ if environ is None else environ
+    for name in LOCAL_RANK_VARS:
+        if env.get(name, "").isdigit():
+            return int(env[name])
+    return 0
+
+
+def cpu_slice(cpus: list[int], threads: int, rank: int | None = None) -> list[int]:
+    """The ``threads`` CPUs of ``cpus`` (the allowed ones) for local process ``rank``:
+    consecutive groups, wrapping around when the processes ask for more CPUs than there are
+    (a launcher that already bound each process to its cores leaves one group: unchanged)."""
+    rank = local_rank() if rank is None else rank
+    k = max(1, min(threads, len(cpus)))
+    start = (rank * k) % len(cpus)
+    return [cpus[(start + i) % len(cpus)] for i in range(k)]
+
+
 def configure_threads(threads: int | None) -> None:
     """Run on ``threads`` CPU threads: XLA's and FFTW's (call before JAX is imported).
 
     XLA sizes its thread pools from the process's CPU affinity mask (there is no thread-count
-    flag), so the mask is cut to ``threads`` of the allowed CPUs; with one thread XLA's Eigen
-    pool is switched off too. FFTW's plans get ``threads`` threads (``Settings.threads``).
-    Also points JAX's persistent compilation cache at ``~/.cache/sonotile/jax``.
+    flag), so the mask is cut to ``threads`` of the allowed CPUs — the ``local_rank()``-th
+    group of them, so that the processes of a job on one machine do not share a core; with
+    one thread XLA's Eigen pool is switched off too. FFTW's plans get ``threads`` threads
+    (``Settings.threads``). Also points JAX's persistent compilation cache at
+    ``~/.cache/sonotile/jax``.
     """
     enable_env()
     if not threads:
         return
     config.configure(threads=threads)
     try:
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, cpus[: max(1, threads)])
+        os.sched_setaffinity(0, cpu_slice(sorted(os.sched_getaffinity(0)), threads))
     except (AttributeError, OSError):
         pass
     if threads == 1:

@@ -10,7 +10,13 @@ import sys
 
 import pytest
 
-from sonotile.bench.scaling import model_rows, predicted_bytes
+from sonotile.bench.scaling import (
+    LINKS,
+    large_run_rows,
+    model_rows,
+    predicted_bytes,
+    step_time_model,
+)
 
 
 def test_predicted_bytes_by_hand():
@@ -71,10 +77,31 @@ def test_bench_scaling_two_processes(tmp_path):
     s = json.loads(out.read_text())["summary"]
     assert set(s) == {"weak/single", "weak/control", "weak/lfb"}
     lfb = s["weak/lfb"]
-    parts = lfb["fft_ms"] + lfb["elementwise_ms"] + lfb["exchange_ms"]
+    parts = lfb["fft_ms"] + lfb["elementwise_ms"] + lfb["exchange_ms"] + lfb["waiting_ms"]
     assert abs(parts - lfb["ms_per_step"]) <= 1e-6 * lfb["ms_per_step"]
     assert lfb["exchange_ms"] > 0  # two processes do exchange (gloo over loopback)
+    single = s["weak/single"]
+    assert single["exchange_ms"] == single["waiting_ms"] == 0
     assert lfb["mb_sent_per_step"] > 0 and s["weak/single"]["mb_sent_per_step"] == 0
     ceiling = s["weak/control"]["ms_per_step"] / lfb["ms_per_step"]
     assert abs(lfb["efficiency_vs_ceiling"] - ceiling) < 1e-9
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_time_model_by_hand_and_what_it_implies():
+    """Two devices in one node: pencil 256x128x128 sends 16 transforms of half its half
+    spectrum over NVLink, one message each; LFB pays its padding on the FFT share only. Across
+    nodes (2048^3, 64 GPUs) LFB's step is shorter than pencil's, and memory per device falls
+    as 1/P."""
+    m = step_time_model((256, 128, 128), (2,), "pencil", 1.0, n_transforms=16, n_exchanged=7)
+    sent = 16 * 256 * 128 * 65 * 8 / 2 / 2
+    assert m["bytes"] == pytest.approx(sent)
+    assert m["comm_s"] == pytest.approx(sent / LINKS["nvlink"]["bandwidth"] + 16 * 10e-6)
+    assert m["work_s"] == pytest.approx(1e-9 * 256 * 128 * 128 / 2)
+    lfb = step_time_model((256, 128, 128), (2,), "lfb", 1.0, overlap=16, fft_share=0.5)
+    assert lfb["pad"] == pytest.approx(160 / 128)
+    assert lfb["work_s"] == pytest.approx(1e-9 * 128**3 * (0.5 + 0.5 * 1.25))
+    rows = {r["devices"]: r for r in large_run_rows(2048, devices=(8, 64, 512))}
+    assert rows[64]["lfb"]["step_s"] < rows[64]["pencil"]["step_s"]
+    assert rows[8]["pencil"]["GB_per_device"] == pytest.approx(74 * 2048**3 / 8 / 1e9)
+    assert rows[512]["lfb"]["GB_per_device"] < rows[64]["lfb"]["GB_per_device"] / 4

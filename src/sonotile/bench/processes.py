@@ -9,14 +9,15 @@ Every process runs with 1 thread and 1 CPU device. Runs, alternating in each rou
 * ``lfb`` and ``pencil`` on 2 processes (``sonotile launch -n 2``, mesh ``2``): ``2N x N x N``
   (weak) and ``M^3`` (strong).
 
-Per step each run reports (``sonotile.bench.scaling.measure``): the whole step, the step with
-its collectives replaced by local copies (the local work), the FFTs alone (same count and sizes);
-so ``FFTs``, ``element-wise`` (local work minus FFTs) and ``exchange + waiting`` (whole minus
-local work) add up to the step. Weak-scaling efficiency against the ceiling is
-``t(control) / t(coupled)``; against one process alone ``t(single) / t(coupled)``. The figures
-go to a JSON file and a PNG of time per step by part.
+Per step each run reports (:func:`sonotile.bench.breakdown.measure`): the whole step and its
+parts ``FFTs`` (the step's transforms alone), ``element-wise`` (the step with its collectives
+replaced by local copies, minus the FFTs), ``exchange`` (the step's own collectives run back to
+back, the processes in step) and ``waiting`` (the rest), which add up to the step.
+Weak-scaling efficiency against the ceiling is ``t(control) / t(coupled)``; against one process
+alone ``t(single) / t(coupled)``. The figures go to a JSON file and a PNG of time per step by
+part.
 
-    sonotile bench --scaling --size 128 --strong 192 --steps 10 --rounds 2
+    sonotile bench --scaling --size 128 --strong 192 --steps 5 --repeats 2 --rounds 2
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ import subprocess
 import sys
 import time
 
+from sonotile.bench.breakdown import PARTS
 from sonotile.cliargs import Parser
-
-PARTS = ("fft_ms", "elementwise_ms", "exchange_ms")
 
 
 def _worker(spec: dict) -> dict:
@@ -48,25 +48,11 @@ def _worker(spec: dict) -> dict:
     distributed.initialize()
     import jax
 
-    from sonotile.bench.cases import heterogeneous_absorbing
-    from sonotile.bench.scaling import measure
+    from sonotile.bench.breakdown import measure
 
-    problem = heterogeneous_absorbing(shape=tuple(spec["shape"]), nt=spec["steps"] + 2)
-    mesh = tuple(spec["mesh"])
-    r = measure(problem, spec["decomposition"], mesh, spec["overlap"], spec["steps"],
-                spec["repeats"])  # fmt: skip
-    step = r["ms_per_step"]
-    local = step - r["comm_ms"] if spec["decomposition"] != "single" else step
-    local = min(max(local, 0.0), step)  # separately timed parts, clipped to add up to the step
-    fft = min(r["fft_ms"], local)
-    return {
-        "process": jax.process_index(),
-        "ms_per_step": step,
-        "fft_ms": fft,
-        "elementwise_ms": local - fft,
-        "exchange_ms": step - local,
-        "mb_sent_per_step": r["bytes_sent_per_device_per_step"] / 1e6,
-    }
+    r = measure(spec["decomposition"], spec["shape"], spec["steps"], spec["repeats"],
+                spec["overlap"])  # fmt: skip
+    return {"process": jax.process_index(), **r}
 
 
 def _command(spec: dict) -> list[str]:
@@ -156,7 +142,7 @@ def _plot(summary: dict, path: str) -> None:
     keys = sorted(summary)
     fig, ax = plt.subplots(figsize=(1.6 * len(keys) + 2, 4.5))
     bottom = [0.0] * len(keys)
-    for part, color in zip(PARTS, ("tab:blue", "tab:orange", "tab:red")):
+    for part, color in zip(PARTS, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
         vals = [summary[k][part] for k in keys]
         ax.bar(keys, vals, bottom=bottom, color=color, label=part.removesuffix("_ms"))
         bottom = [b + v for b, v in zip(bottom, vals)]
@@ -169,14 +155,15 @@ def _plot(summary: dict, path: str) -> None:
 
 
 def _report(summary: dict) -> None:
-    head = f"{'run':16s} {'ms/step':>8s} {'fft':>7s} {'elem':>7s} {'exch+wait':>9s}"
+    head = f"{'run':16s} {'ms/step':>8s} {'fft':>7s} {'elem':>7s} {'exch':>7s} {'wait':>7s}"
     print(f"\n{head} {'MB sent':>8s}  efficiency / speed-up")
     for k in sorted(summary):
         v = summary[k]
         extra = "  ".join(f"{n} {v[n]:.2f}" for n in ("efficiency_vs_ceiling",
                           "efficiency_vs_one_process", "speedup") if n in v)  # fmt: skip
         print(f"{k:16s} {v['ms_per_step']:8.1f} {v['fft_ms']:7.1f} {v['elementwise_ms']:7.1f} "
-              f"{v['exchange_ms']:9.1f} {v['mb_sent_per_step']:8.2f}  {extra}")  # fmt: skip
+              f"{v['exchange_ms']:7.1f} {v['waiting_ms']:7.1f} {v['mb_sent_per_step']:8.2f}  "
+              f"{extra}")  # fmt: skip
 
 
 def parser() -> Parser:

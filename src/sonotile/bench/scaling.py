@@ -45,6 +45,16 @@ def _bytes(shape_text: str) -> int:
     return total
 
 
+def collective_list(hlo: str) -> list[tuple[str, int]]:
+    """``(kind, buffer bytes)`` of every collective in a compiled program, in program order."""
+    out = []
+    for line in hlo.splitlines():
+        m = _COLL.match(line)
+        if m:
+            out.append((m.group("op"), _bytes(m.group("shape"))))
+    return out
+
+
 def collective_bytes(hlo: str) -> dict:
     """Bytes one device sends per execution of a compiled program, by collective kind.
 
@@ -170,21 +180,77 @@ def model_rows(
     return rows
 
 
-def time_rows(
-    n: int, devices, bandwidth_gb_s: float, rate_gcells_s: float, overlap: int = 16
+#: Links of the time model: bandwidth per device [B/s] (each direction) and time per message
+#: [s]. ``loopback-gloo`` is measured here (benchmarks/collectives.py, 1 MB messages between
+#: 2 processes, docs/scaling.md); the others are stated, not measured: NVLink 4 (H100 SXM, 450
+#: GB/s per GPU, NCCL ~10 us per message), InfiniBand NDR (400 Gb/s = 50 GB/s per node shared
+#: by its 8 GPUs, ~20 us), used for the bytes that leave a node of 8 devices.
+LINKS = {
+    "loopback-gloo": {"bandwidth": 0.7e9, "latency": 0.15e-3},
+    "nvlink": {"bandwidth": 450e9, "latency": 10e-6},
+    "infiniband": {"bandwidth": 50e9 / 8, "latency": 20e-6},
+}
+
+
+def step_time_model(
+    shape,
+    mesh,
+    decomposition: str,
+    compute_ns: float,
+    n_transforms: int = 14,
+    n_exchanged: int = 6,
+    overlap: int = 16,
+    fft_share: float = 0.7,
+    node: int = 8,
+) -> dict:
+    """Seconds per step on ``prod(mesh)`` devices: local work plus communication, unhidden.
+
+    Work: ``compute_ns`` per grid point on one device, the FFT share (``fft_share``) of it
+    grown by LFB's padding. Communication: the method's bytes (:func:`predicted_bytes`) at the
+    link's bandwidth plus a latency per message; with more than ``node`` devices the bytes
+    leaving a node (pencil: ``(P - node) / P``; LFB on blocks of ``node`` devices: half) go
+    over InfiniBand, the rest over NVLink.
+    """
+    d, p = len(shape), math.prod(mesh)
+    full = tuple(mesh) + (1,) * (d - len(mesh))
+    local = math.prod(shape) / p
+    pad = 1.0
+    if decomposition == "lfb":
+        pad = math.prod((n / m + 2 * overlap) / (n / m) for n, m in zip(shape, full) if m > 1)
+    work = compute_ns * 1e-9 * local * ((1 - fft_share) + fft_share * pad)
+    sent = predicted_bytes(shape, mesh, decomposition, n_transforms, n_exchanged, overlap)
+    if decomposition == "pencil":
+        msgs = n_transforms * sum(m - 1 for m in mesh if m > 1)
+        off = max(p - node, 0) / p
+    else:
+        msgs = n_exchanged * 2 * sum(1 for m in mesh if m > 1)
+        off = 0.5 if p > node else 0.0
+    nv, ib = LINKS["nvlink"], LINKS["infiniband"]
+    comm = sent * (1 - off) / nv["bandwidth"] + sent * off / ib["bandwidth"]
+    comm += msgs * (ib["latency"] if off else nv["latency"])
+    return {"work_s": work, "comm_s": comm, "step_s": work + comm, "bytes": sent, "pad": pad}
+
+
+def large_run_rows(
+    n: int = 2048,
+    devices=(8, 16, 32, 64, 128, 256, 512),
+    compute_ns: float = 0.5,
+    bytes_per_point: float = 74.0,
+    overlap: int = 16,
 ) -> list[dict]:
-    """Predicted time per step [ms] of an ``n^3`` absorbing step on ``devices`` devices:
-    local work (``n^3 / p`` points, times LFB's padding factor) at ``rate_gcells_s`` per device
-    plus the bytes each device sends (:func:`model_rows`) at ``bandwidth_gb_s``, no overlap of
-    the two (a pessimistic bound)."""
-    out = []
-    for r in model_rows(n, devices, overlap):
-        p = r["devices"]
-        local_ms = n**3 / p / (rate_gcells_s * 1e9) * 1e3
-        pencil = local_ms + r["pencil_MB"] / (bandwidth_gb_s * 1e3) * 1e3
-        lfb = local_ms * r["lfb_work"] + r["lfb_MB"] / (bandwidth_gb_s * 1e3) * 1e3
-        out.append({**r, "local_ms": local_ms, "pencil_ms": pencil, "lfb_ms": lfb})
-    return out
+    """:func:`step_time_model` for an ``n^3`` power-law absorbing step on GPUs (``compute_ns``
+    per point on one GPU: an assumption, see docs/scaling.md), pencil on the most square 2-D
+    mesh and LFB on the most cubic 3-D mesh; memory per device at ``bytes_per_point`` of the
+    (padded) block."""
+    rows = []
+    for p in devices:
+        row = {"devices": p}
+        for dec, mesh in (("pencil", _near_square(p)), ("lfb", _near_cube(p))):
+            m = step_time_model((n,) * 3, mesh, dec, compute_ns, overlap=overlap)
+            gb = bytes_per_point * n**3 / p * (m["pad"] if dec == "lfb" else 1) / 1e9
+            row[dec] = {"mesh": mesh, "GB_per_device": gb, **m}
+        rows.append(row)
+    return rows
 
 
 def _near_square(p: int) -> tuple:
@@ -206,42 +272,57 @@ def _near_cube(p: int) -> tuple:
     return best[1]
 
 
+#: Modules whose ``lax`` the decompositions' collectives go through.
+COLLECTIVE_MODULES = (
+    "sonotile.parallel.lfb",
+    "sonotile.parallel.pencil",
+    "sonotile.parallel.collectives",
+)
+
+
+class _LocalLax:
+    """``jax.lax`` with ``ppermute`` and ``all_to_all`` replaced by local copies of the same
+    size (no communication, no synchronisation; the results are wrong)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def all_to_all(self, x, axis_name, split_axis, concat_axis, tiled=False):
+        import jax.numpy as jnp
+
+        size = self._real.psum(1, axis_name)
+        parts = jnp.split(x, size, axis=split_axis)
+        return jnp.concatenate(parts, axis=concat_axis)
+
+    @staticmethod
+    def ppermute(x, axis_name, perm):
+        return x + 0
+
+    def psum(self, x, axis_name):  # an array: this shard's part only; a count: the real one
+        return x + 0 if hasattr(x, "shape") else self._real.psum(x, axis_name)
+
+
 @contextmanager
 def local_collectives():
-    """Replace the collectives the decompositions use by local copies of the same size (for
-    timing the step without communication; results are then wrong)."""
-    from jax import lax as real
+    """Trace the decompositions with :class:`_LocalLax` (timing the step without
+    communication)."""
+    import importlib
 
-    from sonotile.parallel import lfb, mesh, pencil
-
-    class _Shim:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        @staticmethod
-        def all_to_all(x, axis_name, split_axis, concat_axis, tiled=False):
-            import jax.numpy as jnp
-
-            size = real.psum(1, axis_name)
-            parts = jnp.split(x, size, axis=split_axis)
-            return jnp.concatenate(parts, axis=concat_axis)
-
-        @staticmethod
-        def ppermute(x, axis_name, perm):
-            return x + 0
-
-        @staticmethod
-        def psum(x, axis_name):  # sensor gathers: this shard's part only
-            return x + 0 if hasattr(x, "shape") else real.psum(x, axis_name)
-
-    lfb.lax = pencil.lax = mesh.lax = _Shim()  # type: ignore[assignment]
+    mods = [importlib.import_module(m) for m in COLLECTIVE_MODULES]
+    real = [m.lax for m in mods]
+    for m, r in zip(mods, real):
+        m.lax = _LocalLax(r)
     try:
         yield
     finally:
-        lfb.lax = pencil.lax = mesh.lax = real
+        for m, r in zip(mods, real):
+            m.lax = r
 
 
-def _time_chunks(engine, problem, steps: int, repeats: int) -> float:
+def time_chunks(engine, problem, steps: int, repeats: int) -> float:
     import jax
 
     from sonotile.solver import runner
@@ -348,13 +429,13 @@ def measure(
     ffts = fft_ops(hlo)
     t_full = t_local = t_fft = t_io = math.nan
     if timings:
-        t_full = _time_chunks(engine, problem, steps, repeats)
+        t_full = time_chunks(engine, problem, steps, repeats)
         if decomposition == "single":
             t_local = t_full
             devs = [jax.devices()[0]]
         else:
             with local_collectives():
-                t_local = _time_chunks(build(), problem, steps, repeats)
+                t_local = time_chunks(build(), problem, steps, repeats)
             devs = list(jax.devices())[: math.prod(mesh)]
         t_fft = _time_ffts(ffts, devs, repeats)
         t_io = _io_time(engine, problem, steps)

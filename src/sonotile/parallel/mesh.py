@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks
 
 try:  # jax >= 0.6
@@ -64,7 +64,8 @@ def field_spec(ndim: int, m: int) -> P:
 @dataclass
 class ShardIndex:
     """Sensor points seen from one shard: local indices (clipped) and an ownership mask;
-    ``gather`` returns the global sample vector on every shard (psum over the mesh)."""
+    ``gather`` returns the global sample vector on every shard (a sum over the mesh,
+    :func:`sonotile.parallel.collectives.sum_over`)."""
 
     index: tuple
     owned: jax.Array
@@ -80,7 +81,7 @@ class ShardIndex:
     def gather(self, field):
         idx = tuple(jnp.clip(i, 0, n - 1) for i, n in zip(self.index, field.shape))
         v = jnp.where(self.owned, field[idx], jnp.zeros((), field.dtype))
-        return lax.psum(v, self.names)
+        return collectives.sum_over(v, self.names)
 
 
 def local_index(points: np.ndarray, shape, mesh_shape):

@@ -1,0 +1,157 @@
+"""Time per step of one process of a (possibly multi-process) run, and its parts.
+
+:func:`measure` (called by each process of ``sonotile bench --scaling``,
+:mod:`sonotile.bench.processes`) runs the heterogeneous absorbing nonlinear case
+(:mod:`sonotile.bench.cases`) and returns, in ms per step:
+
+* ``ms_per_step``: the compiled step (best of ``repeats`` chunks of ``steps`` steps);
+* ``fft_ms``: the step's transforms alone: ``T`` real-to-complex plus inverse transforms of this
+  process's block (padded for LFB) through the step's FFT backend (an upper bound: the step
+  shares the pass along x among a gradient's components);
+* ``elementwise_ms``: the step with every collective replaced by a local copy of the same size
+  (no communication, no waiting), less ``fft_ms``;
+* ``exchange_ms``: the step's own collectives (kinds and sizes read from the compiled step) run
+  back to back in one program, the processes in step: the transport's cost;
+* ``waiting_ms``: the rest: processes waiting for each other (uneven work, a process
+  descheduled by other load), not hidden by overlap.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+PARTS = ("fft_ms", "elementwise_ms", "exchange_ms", "waiting_ms")
+
+
+def _best(fn, repeats: int) -> float:
+    import jax
+
+    jax.block_until_ready(fn())  # compile, warm up
+    best = math.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn())
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def local_block(problem, decomposition: str, processes: int, overlap: int) -> tuple:
+    """Shape of the block one process transforms: axis 0 split ``processes`` ways (uneven
+    blocks: the largest), padded by ``overlap`` on both sides for LFB."""
+    shape = list(problem.grid.shape)
+    if decomposition != "single":
+        shape[0] = -(-shape[0] // processes)
+    if decomposition == "lfb":
+        shape[0] += 2 * overlap
+    return tuple(shape)
+
+
+def fft_seconds(shape: tuple, transforms: int, repeats: int) -> float:
+    """Seconds for ``transforms`` transforms (half forward, half inverse) of a float32 block,
+    through FFTW's custom calls when the step uses them, else XLA's FFT."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from sonotile.fft import fftw
+
+    use_fftw = fftw.resolve(None, "float32") == "fftw"
+    pairs = max(1, transforms // 2)
+
+    def run(x):
+        for _ in range(pairs):
+            if use_fftw:
+                x = fftw.c2r(fftw.r2c([x]), x.shape)[0]
+            else:
+                x = jnp.fft.irfftn(jnp.fft.rfftn(x), s=x.shape).astype(x.dtype)
+        return x
+
+    fn = jax.jit(run)
+    x = jax.device_put(np.zeros(shape, np.float32), jax.local_devices()[0])
+    return _best(lambda: fn(x), repeats)
+
+
+def exchange_seconds(hlo: str, mesh_devices, repeats: int) -> float:
+    """Seconds for the compiled step's collectives (``scaling.collective_list``) run back to
+    back on a 1-D mesh of ``mesh_devices``, as flat float32 buffers of the same sizes."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from sonotile.bench.scaling import collective_list
+    from sonotile.parallel.mesh import shard_map
+
+    ops = [(op, nbytes) for op, nbytes in collective_list(hlo) if op != "all-reduce"]
+    n = len(mesh_devices)
+    if not ops or n == 1:
+        return 0.0
+    mesh = Mesh(np.array(mesh_devices), ("x",))
+    size = max(-(-b // (4 * n)) * n for _, b in ops)
+    perm = [(i, (i + 1) % n) for i in range(n)]
+
+    def run(buf):
+        acc = jnp.zeros((), buf.dtype)
+        for i, (op, nbytes) in enumerate(ops):
+            v = buf[: max(-(-nbytes // (4 * n)) * n, n)] + i  # a fresh buffer per collective
+            if op == "all-to-all":
+                v = lax.all_to_all(v.reshape(n, -1), "x", 0, 0, tiled=True)
+            else:
+                v = lax.ppermute(v, "x", perm)
+            acc = acc + v.reshape(-1)[0]
+        return buf.at[0].add(acc)
+
+    fn = jax.jit(shard_map(run, mesh, (P("x"),), P("x")))
+    sharding = NamedSharding(mesh, P("x"))
+    x = jax.make_array_from_callback((n * size,), sharding, lambda i: np.zeros(size, np.float32))
+    return _best(lambda: fn(x), repeats)
+
+
+def measure(decomposition: str, shape, steps: int, repeats: int, overlap: int) -> dict:
+    """This process's seconds per step and parts (see the module docstring)."""
+    import jax
+
+    from sonotile import parallel
+    from sonotile.bench import scaling
+    from sonotile.bench.cases import heterogeneous_absorbing
+    from sonotile.solver import runner
+
+    problem = heterogeneous_absorbing(shape[1], steps + 2, shape=tuple(shape))
+    procs = jax.process_count()
+    devs = list(jax.devices())
+
+    def build():
+        if decomposition == "single":
+            return runner.single_engine(problem)
+        return parallel.decomposed_engine(problem, decomposition, (len(devs),), overlap, 0.5)
+
+    engine = build()
+    rs, _ = engine.start()
+    xs1 = runner.step_inputs(problem, rs.next_step, rs.next_step + 1)
+    hlo = engine.lower(rs.carry, xs1).compile().as_text()
+    step = scaling.time_chunks(engine, problem, steps, repeats)
+    local = step
+    if decomposition != "single":
+        with scaling.local_collectives():
+            local = scaling.time_chunks(build(), problem, steps, repeats)
+    block = local_block(problem, decomposition, len(devs), overlap)
+    fft = fft_seconds(block, scaling.transforms_per_step(problem), repeats)
+    exchange = exchange_seconds(hlo, devs, repeats) if decomposition != "single" else 0.0
+    ms = split(step, local, fft, exchange)
+    sent = scaling.collective_bytes(hlo)
+    mb = sum(v["bytes"] for k, v in sent.items() if k != "all-reduce") / 1e6
+    return {k: 1e3 * v for k, v in ms.items()} | {"processes": procs, "block": list(block),
+                                                  "mb_sent_per_step": mb}  # fmt: skip
+
+
+def split(step: float, local: float, fft: float, exchange: float) -> dict:
+    """The parts of ``step``, each measured part capped so that the four add up to ``step``
+    (separately timed programs on a loaded machine can exceed what the step itself took)."""
+    local = min(local, step)
+    fft = min(fft, local)
+    exchange = min(exchange, step - local)
+    return {"ms_per_step": step, "fft_ms": fft, "elementwise_ms": local - fft,
+            "exchange_ms": exchange, "waiting_ms": step - local - exchange}  # fmt: skip
