@@ -11,12 +11,11 @@ import h5py
 from paths import REFERENCE
 
 CASE = "2d_homog_lossless_p0_index"  # 96 x 80 points, 220 steps: a few seconds
-COMPARE = REFERENCE.parent / "tools" / "kwave_compare.py"
 
 
 def validate(folder) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sonotile.cli", "validate", str(folder), "--compare", str(COMPARE)],
+        [sys.executable, "-m", "sonotile.cli", "validate", str(folder)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
