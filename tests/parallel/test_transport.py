@@ -80,7 +80,10 @@ def test_cpu_slice_gives_local_processes_their_own_cpus():
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 def test_launched_processes_run_on_different_cpus():
-    code = ("import os; from sonotile import runtime; runtime.configure_threads(1); "
+    # all CPUs allowed first: an in-process test run with -t 1 (test_kwave_cli) pins the test
+    # process itself, and children inherit that
+    code = ("import os; os.sched_setaffinity(0, range(os.cpu_count())); "
+            "from sonotile import runtime; runtime.configure_threads(1); "
             "print('CPUS', sorted(os.sched_getaffinity(0)))")  # fmt: skip
     r = subprocess.run([sys.executable, "-m", "sonotile.parallel.launch", "-n", "2", "--",
                         sys.executable, "-c", code], capture_output=True, text=True,
