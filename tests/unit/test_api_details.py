@@ -166,6 +166,15 @@ def test_warnings_for_sources_and_cuboids_in_the_pml():
     assert "source.p_mask" not in text
 
 
+def test_warning_for_cartesian_sensor_points_in_the_pml():
+    grid, med, src, _ = case()
+    inside = np.array([[0.0, 0.5e-3], [0.2e-3, 0.0]])  # (2, N) [m] from the grid centre
+    assert messages(grid, med, src, st.KSensor(mask=inside)) == []
+    edge = np.array([[0.0, -3.05e-3], [0.2e-3, 0.0]])  # the second at x index 1.5 (PML: 20)
+    (text,) = messages(grid, med, src, st.KSensor(mask=edge))
+    assert "sensor: 1 point(s) inside the PML" in text
+
+
 def test_warning_for_a_sensor_no_wave_reaches():
     grid, med, src, _ = case()
     grid.dt, grid.nt = 2e-8, 40  # sound travels 1.2 mm in the run
