@@ -210,3 +210,25 @@ def prepare() -> None:
     if not xb.backends_are_initialized():
         set_xla_flags()
     enable()
+
+
+def host_memory_available() -> int | None:
+    """The host's ``MemAvailable`` [bytes] (Linux ``/proc/meminfo``), else None."""
+    return _proc_field("/proc/meminfo", "MemAvailable:")
+
+
+def peak_rss_bytes(pid: int | str = "self") -> int | None:
+    """Peak resident memory (``VmHWM``) of a process [bytes] (Linux), else None."""
+    return _proc_field(f"/proc/{pid}/status", "VmHWM:")
+
+
+def _proc_field(path: str, key: str) -> int | None:
+    """A ``key: N kB`` line of a /proc file, in bytes."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -25,6 +25,7 @@ from pathlib import Path
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
 from sonotile.batch.spec import Run, SpecError, load
 from sonotile.cliargs import Parser
+from sonotile.runtime import host_memory_available
 
 STATE = ".sonotile-batch"
 
@@ -73,18 +74,6 @@ def accelerators() -> tuple[str, int, int | None]:
     return ("cpu", 0, None) if platform == "cpu" else (platform, n, mem)
 
 
-def host_memory() -> int | None:
-    """``MemAvailable`` of the host [bytes] (Linux), else None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def local_cpus() -> list[int]:
     """The CPUs this process may use; under a launcher with several processes per node and no
     binding, this process's share of them."""
@@ -129,7 +118,7 @@ def plan_slots(
             per_run = str(min(k, n_gpu))
         return gpu_slots(n_gpu, int(per_run)), None
     cpus = local_cpus()
-    budget = host_memory()
+    budget = host_memory_available()
     budget = None if budget is None else 0.8 * budget
     if per_run == "auto":
         many = len(runs) >= len(cpus)

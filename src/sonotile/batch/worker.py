@@ -30,13 +30,11 @@ LAUNCHER_ENV = (
 
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process since the last :func:`reset_peak` [bytes]."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    from sonotile.runtime import peak_rss_bytes as vm_hwm
+
+    hwm = vm_hwm()
+    if hwm is not None:
+        return hwm
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from sonotile import runtime
 from sonotile.cliargs import Parser, normalize
 from sonotile.model.grid import Grid
 from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
@@ -106,19 +107,6 @@ def _proc_cpu_s(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
-
-
-def _proc_hwm_bytes(pid: int) -> int:
-    """Peak RSS (VmHWM) of a running process. Unlike the child's ``ru_maxrss``, which also
-    counts the pages of the forked Python parent before ``exec``, this is the new image's."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _rss_peak_bytes() -> int:
@@ -283,7 +271,8 @@ def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict
     for raw in proc.stdout:
         line = raw.decode(errors="replace")
         lines.append(line)
-        hwm = max(hwm, _proc_hwm_bytes(proc.pid))
+        # the new image's VmHWM: the child's ru_maxrss also counts the forked parent's pages
+        hwm = max(hwm, runtime.peak_rss_bytes(proc.pid) or 0)
         if cpu0 is None and "Progress" in line:
             cpu0 = _proc_cpu_s(proc.pid)
         elif cpu0 is not None and cpu1 is None and "Elapsed time" in line:

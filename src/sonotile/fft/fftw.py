@@ -191,12 +191,6 @@ def _configure(lib) -> None:
     lib.sonotile_fftw_configure(threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool))
 
 
-def reconfigure() -> None:
-    """Apply changed settings (threads, plan effort) to a loaded extension."""
-    if _state.get("lib") is not None:
-        _configure(_state["lib"])
-
-
 def threads() -> int:
     """FFTW's threads: :attr:`sonotile.config.Settings.threads`, else the affinity mask's CPUs."""
     return config.current().threads or default_threads()

@@ -311,6 +311,7 @@ def decomposed_engine(
         _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks),
         lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
         blocks=None if blocks.all_even else blocks,
+        devices=math.prod(mesh_shape),
     )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from sonotile import config
+from sonotile import config, runtime
 from sonotile.model.problem import Problem
 from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
@@ -129,6 +129,7 @@ class Engine:
         blocks: how whole fields are padded on the devices when the grid is cut into blocks of
             different sizes (:class:`sonotile.parallel.blocks.Blocks`: ``to_true`` removes the
             dead points), or None when device arrays have the grid's shape.
+        devices: how many devices the arrays are spread over (memory check).
     """
 
     problem: Problem
@@ -141,6 +142,7 @@ class Engine:
     describe: str = "single device"
     lower: Callable | None = None
     blocks: Any = None
+    devices: int = 1  # devices the engine's arrays are spread over
 
     def to_true(self, fields: dict) -> dict:
         """Gathered whole fields (host arrays) in the grid's shape."""
@@ -404,12 +406,8 @@ def available_memory(device=None) -> tuple[int | None, str]:
         return limit, "SONOTILE_MEMORY_LIMIT"
     dev = device or jax.devices()[0]
     if dev.platform == "cpu":
-        try:
-            with open("/proc/meminfo") as f:
-                kb = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:"))
-            return kb * 1024, "host RAM available (MemAvailable)"
-        except (OSError, StopIteration, ValueError):
-            return None, "host RAM unknown"
+        have = runtime.host_memory_available()
+        return have, "host RAM available (MemAvailable)" if have else "host RAM unknown"
     stats = dev.memory_stats() or {}
     if "bytes_limit" not in stats:
         return None, f"{dev.platform} memory unknown"
@@ -454,7 +452,7 @@ def run_engine(
     default in-memory one) and the aggregated / whole-field / final quantities.
     """
     problem = engine.problem
-    check_memory(problem, n_devices=len(jax.devices()) if engine.describe[:6] != "single" else 1)
+    check_memory(problem, n_devices=engine.devices)
     rec = recorder or ListRecorder()
     rs, raw0 = engine.start()
     emit_step0(raw0, engine.layout.start, rec)
