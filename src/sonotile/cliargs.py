@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 
 def closest(word: str, choices: list[str]) -> str:
@@ -32,14 +34,16 @@ def normalize(argv: list[str], flags: list[str]) -> list[str]:
 class Parser(argparse.ArgumentParser):
     """``argparse`` with k-Wave-style underscore flags and one-line errors (exit 2)."""
 
-    def add_argument(self, *names, **kwargs):
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
         names = tuple("--" + n[2:].replace("-", "_") if n.startswith("--") else n for n in names)
         return super().add_argument(*names, **kwargs)
 
     def flags(self) -> list[str]:
         return [s for a in self._actions for s in a.option_strings]
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         args = sys.argv[1:] if args is None else list(args)
         return super().parse_known_args(normalize(args, self.flags()), namespace)
 

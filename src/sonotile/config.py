@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 PLAN_EFFORTS = ("estimate", "measure", "patient")
 FFT_BACKENDS = ("auto", "xla", "fftw")
@@ -80,7 +81,9 @@ class Settings:
             object.__setattr__(self, "cache_dir", default_cache_dir())
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> Settings:
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: str | bool | int | None
+    ) -> Settings:
         """Defaults, then ``SONOTILE_*`` variables, then ``overrides``."""
         env = os.environ if environ is None else environ
 
@@ -121,8 +124,9 @@ def current() -> Settings:
     return _active[0]
 
 
-def configure(settings: Settings | None = None, **changes) -> Settings:
-    """Install ``settings`` (default: the current ones) with ``changes``; returns them."""
+def configure(settings: Settings | None = None, **changes: Any) -> Settings:
+    """Install ``settings`` (default: the current ones) with ``changes`` (attributes of
+    :class:`Settings`, each of its own type); returns them."""
     new = replace(settings or current(), **changes)
     _active[:] = [new]
     return new

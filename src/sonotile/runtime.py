@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Mapping
+from types import FrameType
 
 from sonotile import config
 
@@ -132,7 +134,7 @@ LOCAL_RANK_VARS = (
 )
 
 
-def local_rank(environ=None) -> int:
+def local_rank(environ: Mapping[str, str] | None = None) -> int:
     """This process's rank among the job's processes on this machine (0 when alone)."""
     env = os.environ if environ is None else environ
     for name in LOCAL_RANK_VARS:
@@ -181,7 +183,7 @@ def install_stop_handlers(flag: dict) -> dict:
     """SIGTERM/SIGINT set ``flag['stop']`` (the run checkpoints, or fails, between chunks of
     steps); a second signal raises KeyboardInterrupt at once. Returns the previous handlers."""
 
-    def handler(signum, frame) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if flag.get("stop"):
             raise KeyboardInterrupt(f"signal {signum}")
         flag["stop"] = True

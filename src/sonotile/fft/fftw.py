@@ -27,9 +27,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from sonotile import config
+
+if TYPE_CHECKING:  # jax is imported when a transform is first made
+    import jax
+
+#: ``(source, axis, vector)`` of one output of :func:`conv`
+ConvOut = tuple[int, "int | str | None", "jax.Array | None"]
 
 _EFFORT = {"estimate": 0, "measure": 1, "patient": 2}
 _state: dict = {}  # "lib", "path", "reason", "threads", "noted"
@@ -185,7 +193,7 @@ def load() -> ctypes.CDLL | None:
     return lib
 
 
-def _configure(lib) -> None:
+def _configure(lib: ctypes.CDLL) -> None:
     s = config.current()
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
     lib.sonotile_fftw_configure(threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool))
@@ -237,7 +245,11 @@ def resolve(fft: str | None, dtype: str) -> str:
     return "xla"
 
 
-def conv(xs, op=None, outs=((0, None, None),)) -> list:
+def conv(
+    xs: Sequence[jax.Array],
+    op: jax.Array | None = None,
+    outs: Sequence[ConvOut] = ((0, None, None),),
+) -> list[jax.Array]:
     """Spectral operators on 2-D / 3-D float32 grids of one shape, in one custom call.
 
     Output ``o`` of ``outs = ((src, axis, vec), ...)`` is ``irfftn(rfftn(xs[src]) * op *
@@ -264,7 +276,7 @@ def conv(xs, op=None, outs=((0, None, None),)) -> list:
         else jax.ShapeDtypeStruct(shape, jnp.float32)
         for _, a, _ in outs
     ]
-    codes = {None: -1, "spectrum": -2}
+    codes: dict[int | str | None, int] = {None: -1, "spectrum": -2}
     return list(
         jax.ffi.ffi_call("sonotile_fftw_conv", out, vmap_method="sequential")(
             *args,
@@ -275,7 +287,12 @@ def conv(xs, op=None, outs=((0, None, None),)) -> list:
     )
 
 
-def planes_c2r(spec, shape, axis: int | None = None, vec=None):
+def planes_c2r(
+    spec: jax.Array,
+    shape: Sequence[int],
+    axis: int | None = None,
+    vec: jax.Array | None = None,
+) -> jax.Array:
     """``irfftn`` of a spectrum from :func:`conv` (``axis="spectrum"``) times the 1-D complex
     vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only."""
     import jax
@@ -288,7 +305,7 @@ def planes_c2r(spec, shape, axis: int | None = None, vec=None):
     )
 
 
-def r2c(xs, concurrent: int | None = None) -> list:
+def r2c(xs: Sequence[jax.Array], concurrent: int | None = None) -> list[jax.Array]:
     """Half spectra (last axis halved) of float32 arrays of one shape, in one custom call."""
     import jax
     import jax.numpy as jnp
@@ -300,7 +317,14 @@ def r2c(xs, concurrent: int | None = None) -> list:
     return list(call(*xs, concurrent=c))
 
 
-def c2r(specs, shape, op=None, vecs=None, axis: int = 0, concurrent: int | None = None) -> list:
+def c2r(
+    specs: Sequence[jax.Array],
+    shape: Sequence[int],
+    op: jax.Array | None = None,
+    vecs: Sequence[jax.Array] | None = None,
+    axis: int = 0,
+    concurrent: int | None = None,
+) -> list[jax.Array]:
     """``irfftn(spec_i * op * vec_i)`` for ``i < len(vecs)`` (or ``len(specs)``), one call.
 
     ``specs``: one half spectrum (shared) or one per output; ``op``: real, half-spectrum
@@ -339,7 +363,7 @@ def prepare(shape: tuple[int, ...]) -> bool:
     return bool(lib.sonotile_fftw_prepare(len(shape), dims, int(config.current().fftw_fused)))
 
 
-def keep(x):
+def keep(x: jax.Array) -> jax.Array:
     """``x`` itself, materialised in memory at this point: a custom call aliasing its input,
     across which XLA cannot fuse (no data is moved)."""
     import jax
@@ -351,7 +375,7 @@ def keep(x):
     return call(x)
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m sonotile.fft.fftw``: build the extension now (scripts/setup.sh calls this)."""
     so = build(verbose=True)
     if so is None:

@@ -21,15 +21,28 @@ fastest), the order :mod:`sonotile.api` uses for masks. Cartesian coordinates ar
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sonotile.model import geometry as geo
 from sonotile.model.bli import star_offsets as star_stencil
 from sonotile.model.problem import ProblemError
 
 CHUNK = 1 << 21  # stencil entries handled at once (bounds temporary memory)
+
+
+class GridLike(Protocol):
+    """What the array reads of a grid (:class:`sonotile.KWaveGrid`, a model ``Grid``)."""
+
+    @property
+    def shape(self) -> Sequence[int]: ...
+
+    @property
+    def spacing(self) -> float | Sequence[float]: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +61,7 @@ class Element:
     kind: str
     dim: int
     measure: float
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     points: np.ndarray | None = None
 
     def sample(self, n: int) -> np.ndarray:
@@ -76,7 +89,7 @@ def _cap_area(radius: float, diameter: float) -> float:
     return 2 * np.pi * radius**2 * (1 - np.sqrt(1 - (diameter / (2 * radius)) ** 2))
 
 
-def grid_info(kgrid) -> tuple[tuple, float]:
+def grid_info(kgrid: GridLike) -> tuple[tuple[int, ...], float]:
     """``(shape, dx)`` of a grid with equal spacing on every axis (k-Wave's assumption)."""
     shape = tuple(int(n) for n in kgrid.shape)
     d = np.atleast_1d(np.asarray(kgrid.spacing, dtype=np.float64))
@@ -88,7 +101,7 @@ def grid_info(kgrid) -> tuple[tuple, float]:
 
 
 def bli_weights(
-    points: np.ndarray, scale: np.ndarray, shape: tuple, dx: float, tol: float
+    points: np.ndarray, scale: np.ndarray, shape: tuple[int, ...], dx: float, tol: float
 ) -> np.ndarray:
     """Grid weights: the sum of ``scale_i`` times the truncated band-limited interpolant
     (product of sincs) centred on each point.
@@ -143,8 +156,11 @@ class KWaveArray:
     """
 
     def __init__(
-        self, bli_tolerance: float = 0.05, upsampling_rate: float = 10, single_precision=False
-    ):
+        self,
+        bli_tolerance: float = 0.05,
+        upsampling_rate: float = 10,
+        single_precision: bool = False,
+    ) -> None:
         if not 0 < float(bli_tolerance) < 1:
             raise ProblemError(f"bli_tolerance = {bli_tolerance}: must be in (0, 1)")
         if not float(upsampling_rate) > 0:
@@ -154,7 +170,7 @@ class KWaveArray:
         self.single_precision = bool(single_precision)
         self.elements: list[Element] = []
         self.dim: int | None = None
-        self._cache: dict = {}
+        self._cache: dict[tuple[tuple[int, ...], float, int], np.ndarray] = {}
 
     # --- elements ------------------------------------------------------------------------
 
@@ -169,13 +185,20 @@ class KWaveArray:
     def number_elements(self) -> int:
         return len(self.elements)
 
-    def add_bowl_element(self, position, radius: float, diameter: float, focus_pos) -> None:
+    def add_bowl_element(
+        self, position: ArrayLike, radius: float, diameter: float, focus_pos: ArrayLike
+    ) -> None:
         """A focused bowl (3-D): apex ``position`` (3,) [m], radius of curvature [m],
         aperture ``diameter`` [m], ``focus_pos`` (3,) any point on its axis [m]."""
         self.add_annular_element(position, radius, (0.0, diameter), focus_pos, kind="bowl")
 
     def add_annular_element(
-        self, position, radius: float, diameters, focus_pos, kind: str = "annulus"
+        self,
+        position: ArrayLike,
+        radius: float,
+        diameters: Iterable[float],
+        focus_pos: ArrayLike,
+        kind: str = "annulus",
     ) -> None:
         """One annulus of a spherical bowl (3-D): ``diameters = (inner, outer)`` apertures [m];
         the other arguments as :meth:`add_bowl_element`."""
@@ -189,12 +212,20 @@ class KWaveArray:
         params = dict(position=pos, radius=radius, inner=inner, outer=outer, focus_pos=f)
         self._add(Element(kind, 2, area, params), 3)
 
-    def add_annular_array(self, position, radius: float, diameters, focus_pos) -> None:
+    def add_annular_array(
+        self,
+        position: ArrayLike,
+        radius: float,
+        diameters: Iterable[Iterable[float]],
+        focus_pos: ArrayLike,
+    ) -> None:
         """Annuli of one bowl: ``diameters`` a sequence of ``(inner, outer)`` pairs [m]."""
         for d in diameters:
             self.add_annular_element(position, radius, d, focus_pos)
 
-    def add_disc_element(self, position, diameter: float, focus_pos=None) -> None:
+    def add_disc_element(
+        self, position: ArrayLike, diameter: float, focus_pos: ArrayLike | None = None
+    ) -> None:
         """A flat disc: centre ``position`` (2,) or (3,) [m], ``diameter`` [m]; in 3-D
         ``focus_pos`` (3,) is any point on its axis (``None``: normal along z). In 2-D the
         element is the filled disc (an area)."""
@@ -206,7 +237,13 @@ class KWaveArray:
         params = dict(position=pos, diameter=d, focus_pos=f)
         self._add(Element("disc", 2, np.pi * d**2 / 4, params), pos.size)
 
-    def add_rect_element(self, position, Lx: float, Ly: float, theta=None) -> None:  # noqa: N803
+    def add_rect_element(
+        self,
+        position: ArrayLike,
+        Lx: float,  # noqa: N803
+        Ly: float,  # noqa: N803
+        theta: ArrayLike | None = None,
+    ) -> None:
         """A rectangle: centre ``position`` [m], sides ``Lx``, ``Ly`` [m], rotation ``theta``
         [deg] (scalar in 2-D, ``(ax, ay, az)`` in 3-D; see ``geometry.euler_rotation``)."""
         pos = np.asarray(position, dtype=np.float64).reshape(-1)
@@ -216,7 +253,9 @@ class KWaveArray:
         params = dict(position=pos, Lx=lx, Ly=ly, theta=theta)
         self._add(Element("rect", 2, lx * ly, params), pos.size)
 
-    def add_arc_element(self, position, radius: float, diameter: float, focus_pos) -> None:
+    def add_arc_element(
+        self, position: ArrayLike, radius: float, diameter: float, focus_pos: ArrayLike
+    ) -> None:
         """A 2-D arc: midpoint ``position`` (2,) [m], radius of curvature [m], chord
         ``diameter`` [m], ``focus_pos`` (2,) any point on its axis [m]."""
         pos, f = geo.vector("position", position, 2), geo.vector("focus_pos", focus_pos, 2)
@@ -228,7 +267,7 @@ class KWaveArray:
         params = dict(position=pos, radius=radius, diameter=d, focus_pos=f)
         self._add(Element("arc", 1, length, params), 2)
 
-    def add_line_element(self, start_point, end_point) -> None:
+    def add_line_element(self, start_point: ArrayLike, end_point: ArrayLike) -> None:
         """A straight line from ``start_point`` to ``end_point`` (1-, 2- or 3-D) [m]."""
         a = np.asarray(start_point, dtype=np.float64).reshape(-1)
         b = np.asarray(end_point, dtype=np.float64).reshape(-1)
@@ -238,7 +277,7 @@ class KWaveArray:
         self._add(Element("line", 1, length, dict(start=a, end=b)), a.size)
 
     def add_custom_element(
-        self, integration_points, measure: float, element_dim: int, label=""
+        self, integration_points: ArrayLike, measure: float, element_dim: int, label: str = ""
     ) -> None:
         """An element given by its own integration points ``(D, N)`` [m], its ``measure``
         (length [m], area [m^2] or volume [m^3]) and ``element_dim`` (1, 2 or 3)."""
@@ -257,7 +296,7 @@ class KWaveArray:
 
     # --- grid weights and masks ----------------------------------------------------------
 
-    def _check(self, kgrid) -> tuple[tuple, float]:
+    def _check(self, kgrid: GridLike) -> tuple[tuple[int, ...], float]:
         if not self.elements:
             raise ProblemError("KWaveArray: no elements added")
         shape, dx = grid_info(kgrid)
@@ -265,7 +304,7 @@ class KWaveArray:
             raise ProblemError(f"kgrid is {len(shape)}-D, the array's elements are {self.dim}-D")
         return shape, dx
 
-    def get_element_grid_weights(self, kgrid, element_num: int) -> np.ndarray:
+    def get_element_grid_weights(self, kgrid: GridLike, element_num: int) -> np.ndarray:
         """Grid-shaped weights of one element (0-based ``element_num``)."""
         shape, dx = self._check(kgrid)
         key = (shape, dx, element_num)
@@ -283,29 +322,31 @@ class KWaveArray:
             self._cache[key] = w.astype(np.float32) if self.single_precision else w
         return self._cache[key]
 
-    def get_element_binary_mask(self, kgrid, element_num: int) -> np.ndarray:
+    def get_element_binary_mask(self, kgrid: GridLike, element_num: int) -> np.ndarray:
         """Grid points where the element's weights are non-zero (bool, grid-shaped)."""
         return self.get_element_grid_weights(kgrid, element_num) != 0
 
-    def get_array_grid_weights(self, kgrid) -> np.ndarray:
+    def get_array_grid_weights(self, kgrid: GridLike) -> np.ndarray:
         """Sum of all elements' grid weights (grid-shaped)."""
         total = np.zeros(tuple(kgrid.shape))
         for i in range(self.number_elements):
             total = total + self.get_element_grid_weights(kgrid, i)
         return total
 
-    def get_array_binary_mask(self, kgrid) -> np.ndarray:
+    def get_array_binary_mask(self, kgrid: GridLike) -> np.ndarray:
         """Union of the elements' masks: the source or sensor mask of the array (bool)."""
         m = np.zeros(self._check(kgrid)[0], dtype=bool)
         for i in range(self.number_elements):
             m |= self.get_element_binary_mask(kgrid, i)
         return m
 
-    def _mask_index(self, kgrid) -> np.ndarray:
+    def _mask_index(self, kgrid: GridLike) -> np.ndarray:
         """Linear (column-major) indices of the array mask, in k-Wave's point order."""
         return np.flatnonzero(self.get_array_binary_mask(kgrid).ravel(order="F"))
 
-    def get_distributed_source_signal(self, kgrid, source_signal) -> np.ndarray:
+    def get_distributed_source_signal(
+        self, kgrid: GridLike, source_signal: ArrayLike
+    ) -> np.ndarray:
         """Per-mask-point signals from per-element signals.
 
         Args:
@@ -331,7 +372,7 @@ class KWaveArray:
             out[nz] += w[nz, None] * sig[i][None, :]
         return out.astype(np.float32) if self.single_precision else out
 
-    def combine_sensor_data(self, kgrid, sensor_data) -> np.ndarray:
+    def combine_sensor_data(self, kgrid: GridLike, sensor_data: ArrayLike) -> np.ndarray:
         """One signal per element from data recorded on the array mask.
 
         Args:

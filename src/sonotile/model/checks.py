@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from sonotile.model.absorption import absorption_factors
+from sonotile.model.grid import Grid
 from sonotile.model.lazy import is_lazy
 from sonotile.model.problem import Problem
 
@@ -21,7 +22,7 @@ def cfl_number(problem: Problem) -> float:
     return float(np.max(problem.medium.c0)) * g.dt / min(g.spacing)
 
 
-def max_wavenumber(grid) -> float:
+def max_wavenumber(grid: Grid) -> float:
     """Largest wavenumber magnitude on the grid, ``max |k|`` [rad/m] (k-Wave's ``max(kgrid.k)``)."""
     return math.sqrt(sum(float(np.max(grid.wavenumbers(a) ** 2)) for a in range(grid.ndim)))
 
@@ -146,7 +147,7 @@ def memory_estimate(problem: Problem) -> int:
     d = g.ndim
     absorbing = m.absorption != "lossless"
 
-    def field(v) -> bool:
+    def field(v: object) -> bool:
         return isinstance(v, np.ndarray) and np.ndim(v) > 0
 
     state = 1 + 2 * d

@@ -15,31 +15,37 @@ Two families:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sonotile.model.problem import ProblemError
 
 GOLDEN_ANGLE = np.pi * (3 - np.sqrt(5))  # [rad]
 
+#: A 1-based grid position, one coordinate per axis (0: the grid centre along that axis).
+GridPoint = Sequence[float] | np.ndarray
+
 
 # --- helpers -------------------------------------------------------------------------------
 
 
-def vector(name: str, v, n: int) -> np.ndarray:
+def vector(name: str, v: ArrayLike, n: int) -> np.ndarray:
     a = np.asarray(v, dtype=np.float64).reshape(-1)
     if a.shape != (n,) or not np.all(np.isfinite(a)):
         raise ProblemError(f"{name}: expected {n} finite numbers, got {v!r}")
     return a
 
 
-def positive(name: str, v) -> float:
+def positive(name: str, v: float) -> float:
     v = float(v)
     if not (np.isfinite(v) and v > 0):
         raise ProblemError(f"{name} = {v}: must be finite and > 0")
     return v
 
 
-def _centre(grid_size, pos, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _centre(grid_size: ArrayLike, pos: GridPoint, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Grid size as ints and a 1-based position (0 -> grid centre) as 0-based floats."""
     size = np.asarray(grid_size, dtype=np.int64).reshape(-1)
     p = vector(name, pos, size.size)
@@ -55,7 +61,7 @@ def _offsets(size: np.ndarray, centre: np.ndarray) -> list[np.ndarray]:
     return list(np.meshgrid(*axes, indexing="ij", sparse=True))
 
 
-def rotation_to(direction) -> np.ndarray:
+def rotation_to(direction: ArrayLike) -> np.ndarray:
     """A rotation matrix ``(3, 3)`` taking the unit z axis to the unit vector of ``direction``."""
     d = np.asarray(direction, dtype=np.float64)
     d = d / np.linalg.norm(d)
@@ -78,7 +84,7 @@ def beam_axis(pos: np.ndarray, focus: np.ndarray, name: str) -> np.ndarray:
 # --- masks on the grid ---------------------------------------------------------------------
 
 
-def make_disc(grid_size, center, radius: float) -> np.ndarray:
+def make_disc(grid_size: ArrayLike, center: GridPoint, radius: float) -> np.ndarray:
     """Filled disc (k-Wave's ``makeDisc``): ``(Nx, Ny)`` bool, points within ``radius`` [grid
     points] of ``center`` (1-based grid position, 0 for the centre)."""
     size, c = _centre(grid_size, center, "center")
@@ -88,7 +94,9 @@ def make_disc(grid_size, center, radius: float) -> np.ndarray:
     return x**2 + y**2 <= float(radius) ** 2
 
 
-def make_ball(grid_size, ball_center, radius: float, binary: bool = True) -> np.ndarray:
+def make_ball(
+    grid_size: ArrayLike, ball_center: GridPoint, radius: float, binary: bool = True
+) -> np.ndarray:
     """Filled ball (k-Wave's ``makeBall``): ``(Nx, Ny, Nz)`` mask of the points within
     ``radius`` [grid points] of ``ball_center`` (1-based, 0 for the centre); bool when
     ``binary`` else 0/1 integers."""
@@ -105,7 +113,9 @@ def _shell(r: np.ndarray, radius: float) -> np.ndarray:
     return np.abs(r - radius) <= 0.5
 
 
-def make_circle(grid_size, center, radius: float, arc_angle: float | None = None) -> np.ndarray:
+def make_circle(
+    grid_size: ArrayLike, center: GridPoint, radius: float, arc_angle: float | None = None
+) -> np.ndarray:
     """Circle (or arc) one grid point thick (k-Wave's ``makeCircle``): ``(Nx, Ny)`` bool.
 
     Args:
@@ -126,7 +136,7 @@ def make_circle(grid_size, center, radius: float, arc_angle: float | None = None
     return m
 
 
-def make_sphere(grid_size, radius: float, binary: bool = True) -> np.ndarray:
+def make_sphere(grid_size: ArrayLike, radius: float, binary: bool = True) -> np.ndarray:
     """Spherical shell one grid point thick centred in the grid (k-Wave's ``makeSphere``):
     ``(Nx, Ny, Nz)`` mask, ``radius`` [grid points]."""
     size = np.asarray(grid_size, dtype=np.int64).reshape(-1)
@@ -137,7 +147,13 @@ def make_sphere(grid_size, radius: float, binary: bool = True) -> np.ndarray:
     return m if binary else m.astype(np.int64)
 
 
-def make_line(grid_size, startpoint, endpoint=None, angle=None, length=None) -> np.ndarray:
+def make_line(
+    grid_size: ArrayLike,
+    startpoint: GridPoint,
+    endpoint: GridPoint | None = None,
+    angle: float | None = None,
+    length: float | None = None,
+) -> np.ndarray:
     """Straight line of grid points (k-Wave's ``makeLine``), 2-D or 3-D.
 
     Either ``endpoint`` or (2-D only) ``angle`` [rad, from the x axis towards y] and ``length``
@@ -159,7 +175,15 @@ def make_line(grid_size, startpoint, endpoint=None, angle=None, length=None) -> 
     return m
 
 
-def _cap(grid_size, pos, radius, diameter, focus_pos, nd: int, name: str) -> np.ndarray:
+def _cap(
+    grid_size: ArrayLike,
+    pos: GridPoint,
+    radius: float,
+    diameter: float,
+    focus_pos: ArrayLike,
+    nd: int,
+    name: str,
+) -> np.ndarray:
     """Points of the sphere (circle) of ``radius`` through ``pos`` centred towards
     ``focus_pos``, within the cap of chord ``diameter`` (all in grid points)."""
     size, p = _centre(grid_size, pos, f"{name}_pos")
@@ -179,7 +203,9 @@ def _cap(grid_size, pos, radius, diameter, focus_pos, nd: int, name: str) -> np.
     return _shell(r, radius) & (cos_along >= cos_max - 1e-12)
 
 
-def make_arc(grid_size, arc_pos, radius: float, diameter: float, focus_pos) -> np.ndarray:
+def make_arc(
+    grid_size: ArrayLike, arc_pos: GridPoint, radius: float, diameter: float, focus_pos: ArrayLike
+) -> np.ndarray:
     """Arc one grid point thick (k-Wave's ``makeArc``): ``(Nx, Ny)`` bool.
 
     Args:
@@ -192,7 +218,12 @@ def make_arc(grid_size, arc_pos, radius: float, diameter: float, focus_pos) -> n
 
 
 def make_bowl(
-    grid_size, bowl_pos, radius: float, diameter: float, focus_pos, binary: bool = True
+    grid_size: ArrayLike,
+    bowl_pos: GridPoint,
+    radius: float,
+    diameter: float,
+    focus_pos: ArrayLike,
+    binary: bool = True,
 ) -> np.ndarray:
     """Spherical bowl one grid point thick (k-Wave's ``makeBowl``): ``(Nx, Ny, Nz)`` mask.
 
@@ -215,7 +246,10 @@ def make_bowl(
 
 
 def make_cart_circle(
-    radius: float, num_points: int, center_pos=(0.0, 0.0), arc_angle: float = 2 * np.pi
+    radius: float,
+    num_points: int,
+    center_pos: ArrayLike = (0.0, 0.0),
+    arc_angle: float = 2 * np.pi,
 ) -> np.ndarray:
     """``(2, num_points)`` points [m] evenly spaced on a circle or arc (k-Wave's
     ``makeCartCircle``): as k-Wave, the first at ``(0, -radius)`` from the centre, then
@@ -229,7 +263,9 @@ def make_cart_circle(
     return np.stack([radius * np.cos(a), radius * np.sin(-a)]) + c[:, None]
 
 
-def make_cart_sphere(radius: float, num_points: int, center_pos=(0.0, 0.0, 0.0)) -> np.ndarray:
+def make_cart_sphere(
+    radius: float, num_points: int, center_pos: ArrayLike = (0.0, 0.0, 0.0)
+) -> np.ndarray:
     """``(3, num_points)`` points [m] spread evenly over a sphere by a golden-angle spiral
     (k-Wave's ``makeCartSphere``)."""
     radius = positive("radius", radius)
@@ -253,7 +289,12 @@ def spherical_segment_points(radius: float, cos_min: float, cos_max: float, n: i
 
 
 def make_cart_spherical_segment(
-    bowl_pos, radius: float, inner_diameter: float, outer_diameter: float, focus_pos, num_points
+    bowl_pos: ArrayLike,
+    radius: float,
+    inner_diameter: float,
+    outer_diameter: float,
+    focus_pos: ArrayLike,
+    num_points: int,
 ) -> np.ndarray:
     """``(3, num_points)`` points [m] evenly covering the annular zone of a bowl between apertures
     ``inner_diameter`` and ``outer_diameter`` [m] (k-Wave's ``makeCartSphericalSegment``);
@@ -271,7 +312,9 @@ def make_cart_spherical_segment(
     return rotation_to(-axis) @ p0 + (pos + radius * axis)[:, None]
 
 
-def make_cart_bowl(bowl_pos, radius: float, diameter: float, focus_pos, num_points) -> np.ndarray:
+def make_cart_bowl(
+    bowl_pos: ArrayLike, radius: float, diameter: float, focus_pos: ArrayLike, num_points: int
+) -> np.ndarray:
     """``(3, num_points)`` points [m] evenly covering a spherical bowl (k-Wave's
     ``makeCartBowl``; equal-area golden-angle spiral).
 
@@ -285,7 +328,9 @@ def make_cart_bowl(bowl_pos, radius: float, diameter: float, focus_pos, num_poin
     return make_cart_spherical_segment(bowl_pos, radius, 0.0, diameter, focus_pos, num_points)
 
 
-def make_cart_arc(arc_pos, radius: float, diameter: float, focus_pos, num_points) -> np.ndarray:
+def make_cart_arc(
+    arc_pos: ArrayLike, radius: float, diameter: float, focus_pos: ArrayLike, num_points: int
+) -> np.ndarray:
     """``(2, num_points)`` points [m] evenly spaced along a 2-D arc (k-Wave's ``makeCartArc``).
 
     Args:
@@ -308,7 +353,9 @@ def make_cart_arc(arc_pos, radius: float, diameter: float, focus_pos, num_points
     return (pos + radius * axis)[:, None] + radius * rot
 
 
-def make_cart_disc(disc_pos, radius: float, focus_pos, num_points: int) -> np.ndarray:
+def make_cart_disc(
+    disc_pos: ArrayLike, radius: float, focus_pos: ArrayLike | None, num_points: int
+) -> np.ndarray:
     """Points [m] evenly covering a disc (k-Wave's ``makeCartDisc``, sunflower pattern, equal
     area per point).
 
@@ -337,12 +384,12 @@ def make_cart_disc(disc_pos, radius: float, focus_pos, num_points: int) -> np.nd
     return p + pos[:, None]
 
 
-def euler_rotation(theta) -> np.ndarray:
+def euler_rotation(theta: ArrayLike) -> np.ndarray:
     """Rotation matrix for angles ``theta`` [deg]: a scalar (2-D, about z) -> ``(2, 2)``, or
     ``(ax, ay, az)`` (3-D: about x, then y, then z; ``Rz Ry Rx``) -> ``(3, 3)``."""
     t = np.radians(np.asarray(theta, dtype=np.float64).reshape(-1))
 
-    def rz(a):
+    def rz(a: float) -> np.ndarray:
         return np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
 
     if t.size == 1:
@@ -355,7 +402,13 @@ def euler_rotation(theta) -> np.ndarray:
     return rz(t[2]) @ ry @ rx
 
 
-def make_cart_rect(rect_pos, Lx: float, Ly: float, theta=None, num_points: int = 100):  # noqa: N803
+def make_cart_rect(
+    rect_pos: ArrayLike,
+    Lx: float,  # noqa: N803
+    Ly: float,  # noqa: N803
+    theta: ArrayLike | None = None,
+    num_points: int = 100,
+) -> np.ndarray:
     """Points [m] evenly covering a rectangle (k-Wave's ``makeCartRect``), each the centre of an
     equal cell.
 
@@ -391,8 +444,8 @@ def make_cart_rect(rect_pos, Lx: float, Ly: float, theta=None, num_points: int =
 
 
 def focused_annulus_oneil(
-    radius: float, diameters, velocities, phases, frequency: float, sound_speed: float,
-    density: float, axial_positions,
+    radius: float, diameters: ArrayLike, velocities: Iterable[float], phases: Iterable[float],
+    frequency: float, sound_speed: float, density: float, axial_positions: ArrayLike,
 ) -> np.ndarray:  # fmt: skip
     """Complex on-axis pressure [Pa] of annuli of one spherical bowl (O'Neil's solution).
 
@@ -426,8 +479,9 @@ def focused_annulus_oneil(
 
 def focused_bowl_oneil(
     radius: float, diameter: float, velocity: float, frequency: float, sound_speed: float,
-    density: float, axial_positions=None, lateral_positions=None,
-) -> tuple:  # fmt: skip
+    density: float, axial_positions: ArrayLike | None = None,
+    lateral_positions: ArrayLike | None = None,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:  # fmt: skip
     """O'Neil's amplitude [Pa] of a bowl with uniform normal velocity ``velocity`` [m/s]:
     on its axis (``axial_positions`` [m] from the apex) and across the geometric focus
     (``lateral_positions`` [m] from the axis; ``p_focus |2 J1(v) / v|``, ``v = k a r / R``).

@@ -79,7 +79,7 @@ class Grid:
         return (np.arange(n) - n // 2) * d
 
 
-def along(v, axis: int, ndim: int):
+def along(v: np.ndarray, axis: int, ndim: int) -> np.ndarray:
     """Reshape a 1-D vector so it broadcasts along ``axis`` of an ``ndim``-D array."""
     shape = [1] * ndim
     shape[axis] = v.shape[0]

@@ -9,11 +9,35 @@ an error naming the field. ``np.asarray(field)`` makes the whole field (single-p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13
+
+#: An index of a hyperslab: slices (or what numpy takes), one per leading axis.
+Index = Any
 
 
-def _piece(src, index):
-    return src[index] if getattr(src, "ndim", 0) > 0 else src
+class Sliceable(Protocol):
+    """A grid-shaped source read by hyperslabs: a numpy array, a :class:`LazyField`, a
+    :class:`sonotile.kwave.layout.XyzView`."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
+
+    def __getitem__(self, index: Index, /) -> Any: ...
+
+
+def _piece(src: Sliceable | float, index: Index) -> Any:
+    """The hyperslab ``index`` of ``src``; a scalar (``ndim`` 0) as it is."""
+    return src[index] if getattr(src, "ndim", 0) > 0 else src  # type: ignore[index]
 
 
 class LazyField:
@@ -28,20 +52,23 @@ class LazyField:
         check: ``None``, ``"finite"``, ``"positive"`` or ``"nonnegative"``.
     """
 
-    def __init__(self, shape, fn, *sources, dtype=np.float32, name: str = "field",
-                 check: str | None = "finite") -> None:  # fmt: skip
+    def __init__(self, shape: tuple[int, ...], fn: Callable[..., ArrayLike],
+                 *sources: Sliceable | float, dtype: DTypeLike = np.float32,
+                 name: str = "field", check: str | None = "finite") -> None:  # fmt: skip
         self.shape = tuple(int(n) for n in shape)
         self.ndim = len(self.shape)
         self.dtype = np.dtype(dtype)
         self.fn, self.sources, self.name, self.check = fn, sources, name, check
 
     @classmethod
-    def of(cls, view, name: str, check: str = "finite", dtype=None) -> LazyField:
+    def of(
+        cls, view: Sliceable, name: str, check: str = "finite", dtype: DTypeLike | None = None
+    ) -> LazyField:
         """A checked lazy field over a sliceable source (e.g. an HDF5 view)."""
         return cls(view.shape, lambda a: a, view, dtype=dtype or view.dtype, name=name,
                    check=check)  # fmt: skip
 
-    def __getitem__(self, index) -> np.ndarray:
+    def __getitem__(self, index: Index) -> np.ndarray:
         if not isinstance(index, tuple):
             index = (index,)
         index = tuple(index) + (slice(None),) * (self.ndim - len(index))
@@ -54,7 +81,7 @@ class LazyField:
             raise ValueError(f"{self.name}: must be >= 0 everywhere (min {out.min():g})")
         return out
 
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         a = self[(slice(None),) * self.ndim]
         return a if dtype is None else a.astype(dtype)
 
@@ -62,5 +89,5 @@ class LazyField:
         return f"LazyField({self.name}, shape={self.shape}, dtype={self.dtype})"
 
 
-def is_lazy(v) -> bool:
+def is_lazy(v: object) -> TypeIs[LazyField]:
     return isinstance(v, LazyField)

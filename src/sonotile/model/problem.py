@@ -12,14 +12,16 @@ Shapes use the grid's ``(x, y, z)`` order. A medium property is either a Python 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sonotile.model.grid import AXES, Grid
-from sonotile.model.lazy import LazyField, is_lazy
+from sonotile.model.lazy import LazyField, Sliceable, is_lazy
 
-Scalar = float | np.ndarray
+#: A medium property: a float (homogeneous), an array of the grid's shape, or a lazily read field.
+Scalar = float | np.ndarray | LazyField
 Absorption = Literal["lossless", "power_law", "stokes"]
 SourceMode = Literal["dirichlet", "additive", "additive_no_correction"]
 SOURCE_MODES = ("dirichlet", "additive_no_correction", "additive")  # k-Wave's 0, 1, 2
@@ -29,7 +31,14 @@ class ProblemError(ValueError):
     """Invalid simulation input; the message names the parameter."""
 
 
-def _field(name: str, value, grid: Grid, *, positive: bool = False, allow_none: bool = False):
+def _field(
+    name: str,
+    value: ArrayLike | Sliceable | None,
+    grid: Grid,
+    *,
+    positive: bool = False,
+    allow_none: bool = False,
+) -> Scalar | None:
     """Validate a scalar-or-field property and return it as float or float32/float64 array
     (float32 input, e.g. a k-Wave file, stays float32: no host copy at twice the size)."""
     if value is None:
@@ -59,7 +68,7 @@ def _field(name: str, value, grid: Grid, *, positive: bool = False, allow_none: 
     return float(arr) if arr.ndim == 0 else arr
 
 
-def is_field(v) -> bool:
+def is_field(v: object) -> TypeGuard[Sliceable]:
     """True when a medium property is a full grid field (an array, or a lazily read field)
     rather than a scalar."""
     return getattr(v, "ndim", 0) > 0 and hasattr(v, "shape")
@@ -150,7 +159,7 @@ class Medium:
         return any(is_field(v) for v in (self.c0, self.rho0, self.bona, self.alpha_coeff))
 
 
-def staggered_density(rho0: Scalar, ndim: int) -> tuple[Scalar, ...]:
+def staggered_density(rho0: float | np.ndarray, ndim: int) -> tuple[Scalar, ...]:
     """k-Wave's densities on the staggered grids: the mean of neighbours along each axis
     (linear interpolation to ``x + dx/2``), the last plane keeping ``rho0`` itself."""
     if not is_field(rho0):
@@ -168,7 +177,7 @@ def staggered_density(rho0: Scalar, ndim: int) -> tuple[Scalar, ...]:
     return tuple(out)
 
 
-def _index_array(name: str, index, grid: Grid) -> np.ndarray:
+def _index_array(name: str, index: ArrayLike, grid: Grid) -> np.ndarray:
     idx = np.asarray(index)
     if idx.ndim != 2 or idx.shape[1] != grid.ndim:
         raise ProblemError(

@@ -6,12 +6,16 @@ Time series are sampled at ``fs`` [Hz]; a signal array holds one signal per row,
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sonotile.model.problem import ProblemError
 
 
-def _positive(name: str, v) -> float:
+def _positive(name: str, v: float) -> float:
     v = float(v)
     if not (np.isfinite(v) and v > 0):
         raise ProblemError(f"{name} = {v}: must be finite and > 0")
@@ -40,9 +44,9 @@ def tone_burst(
     sample_freq: float,
     signal_freq: float,
     num_cycles: float,
-    envelope="Gaussian",
+    envelope: str | Iterable[float] = "Gaussian",
     signal_length: int = 0,
-    signal_offset=0,
+    signal_offset: int | Sequence[int] | np.ndarray = 0,
 ) -> np.ndarray:
     """A windowed tone burst (k-Wave's ``toneBurst``).
 
@@ -95,7 +99,7 @@ def tone_burst(
 
 
 def create_cw_signals(
-    t_array: np.ndarray, freq: float, amp, phase, ramp_length: float = 4
+    t_array: np.ndarray, freq: float, amp: ArrayLike, phase: ArrayLike, ramp_length: float = 4
 ) -> np.ndarray:
     """Continuous-wave signals ``amp sin(2 pi freq t + phase)`` with a cosine start-up ramp
     (k-Wave's ``createCWSignals``).
@@ -125,7 +129,7 @@ def extract_amp_phase(
     data: np.ndarray,
     fs: float,
     f0: float,
-    dim="auto",
+    dim: int | Literal["auto"] = "auto",
     fft_padding: int = 3,
     window: str = "Hanning",
 ) -> tuple[np.ndarray, np.ndarray, float]:

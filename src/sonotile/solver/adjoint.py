@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -26,8 +28,11 @@ from sonotile.solver.plan import pml_profile
 #: alpha_coeff [dB/(MHz^y cm)] -> Np/((rad/s)^y m) is ``100 (1e-6 / 2 pi)^y / NEPER_DB``
 NEPER_DB = 20 * math.log10(math.e)
 
+#: ``(carry, x) -> (carry, y)``: one step of a scan (carry, x and y are pytrees)
+ScanBody = Callable[[Any, Any], tuple[Any, Any]]
 
-def staggered(r, axis: int):
+
+def staggered(r: jax.Array, axis: int) -> jax.Array:
     """k-Wave's density on the staggered grid of ``axis`` (mean of neighbours, the last plane
     keeping ``r``); scalars pass through."""
     if jnp.ndim(r) == 0:
@@ -41,7 +46,7 @@ def pml_constants(problem: Problem) -> dict:
     """The PML profiles of the plan (broadcastable 1-D arrays, collocated and staggered)."""
     g, m, pml = problem.grid, problem.medium, problem.pml
 
-    def profiles(stag: bool):
+    def profiles(stag: bool) -> tuple[jax.Array, ...]:
         return tuple(
             jnp.asarray(
                 along(pml_profile(n, s, a, m.c_ref, d, g.dt, stag), ax, g.ndim), problem.dtype
@@ -53,7 +58,12 @@ def pml_constants(problem: Problem) -> dict:
 
 
 def medium_constants(
-    problem: Problem, c0, rho0, bona=None, alpha_coeff=None, derive_axes: tuple = ()
+    problem: Problem,
+    c0: jax.typing.ArrayLike,
+    rho0: jax.typing.ArrayLike,
+    bona: jax.typing.ArrayLike | None = None,
+    alpha_coeff: jax.typing.ArrayLike | None = None,
+    derive_axes: tuple = (),
 ) -> dict:
     """The step's medium constants from (possibly traced) medium values on the problem's grid.
 
@@ -87,12 +97,14 @@ def medium_constants(
     return c
 
 
-def _scan(body, carry, xs, remat_step: bool):
+def _scan(body: ScanBody, carry: Any, xs: Any, remat_step: bool) -> tuple[Any, Any]:
     step = jax.checkpoint(body, prevent_cse=False) if remat_step else body
     return lax.scan(step, carry, xs)
 
 
-def checkpointed_scan(body, carry, xs, chunk: int | None, remat_step: bool = False):
+def checkpointed_scan(
+    body: ScanBody, carry: Any, xs: Any, chunk: int | None, remat_step: bool = False
+) -> tuple[Any, Any]:
     """``lax.scan(body, carry, xs)`` with the steps grouped in chunks of ``chunk`` (``None``:
     plain scan), each chunk under :func:`jax.checkpoint` (its intermediates recomputed in the
     backward pass); ``remat_step`` also recomputes each step from its input state."""
@@ -104,7 +116,7 @@ def checkpointed_scan(body, carry, xs, chunk: int | None, remat_step: bool = Fal
     head = jax.tree_util.tree_map(lambda a: a[: nc * k].reshape(nc, k, *a.shape[1:]), xs)
 
     @jax.checkpoint
-    def one_chunk(c, xk):
+    def one_chunk(c: Any, xk: Any) -> tuple[Any, Any]:
         return _scan(body, c, xk, remat_step)
 
     carry, ys = lax.scan(one_chunk, carry, head)

@@ -21,13 +21,16 @@ per batch member, :func:`jax.lax.map`). The operator constants are not different
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+from jax.tree_util import PyTreeDef
 
 from sonotile.solver.operators import FourierOps
 
@@ -35,7 +38,7 @@ spectral_p = Primitive("sonotile_spectral")
 spectral_p.multiple_results = True
 
 #: operator name -> ``(ops, xs) -> outputs``: the wrapped operator's own implementation
-FORWARD = {
+FORWARD: dict[str, Callable[[FourierOps, list[jax.Array]], Sequence[jax.Array]]] = {
     "grad": lambda ops, xs: ops.grad(xs[0]),
     "div": lambda ops, xs: ops.div(tuple(xs)),
     "fractional1": lambda ops, xs: (ops.fractional(xs[0], 1),),
@@ -45,34 +48,45 @@ FORWARD = {
 }
 
 
-def apply(kind: str, ops: FourierOps, xs) -> list:
+def apply(kind: str, ops: FourierOps, xs: Sequence[jax.Array]) -> list[jax.Array]:
     """``kind`` of :data:`FORWARD` applied by ``ops`` to the fields ``xs``, as the primitive."""
     leaves, treedef = jax.tree_util.tree_flatten(ops)
     out = spectral_p.bind(*xs, *leaves, kind=kind, treedef=treedef, n_x=len(xs))
     return list(out)
 
 
-def _ops_of(consts, treedef):
+def _ops_of(consts: Sequence[Any], treedef: PyTreeDef) -> FourierOps:
     return jax.tree_util.tree_unflatten(treedef, consts)
 
 
-def _impl(*args, kind, treedef, n_x):
+def _impl(*args: jax.Array, kind: str, treedef: PyTreeDef, n_x: int) -> list[jax.Array]:
     return list(FORWARD[kind](_ops_of(args[n_x:], treedef), list(args[:n_x])))
 
 
-def _abstract(*avals, kind, treedef, n_x):
+def _abstract(
+    *avals: jax.core.ShapedArray, kind: str, treedef: PyTreeDef, n_x: int
+) -> list[jax.core.ShapedArray]:
     x = avals[0]
     n_out = len(_ops_of(avals[n_x:], treedef).shift_pos) if kind == "grad" else n_x
     return [jax.core.ShapedArray(x.shape, x.dtype) for _ in range(n_out)]
 
 
-def _jvp(primals, tangents, *, kind, treedef, n_x):
+def _jvp(
+    primals: Sequence[jax.Array],
+    tangents: Sequence[Any],
+    *,
+    kind: str,
+    treedef: PyTreeDef,
+    n_x: int,
+) -> tuple[Sequence[jax.Array], Sequence[Any]]:
     if any(type(t) is not ad.Zero for t in tangents[n_x:]):
         raise TypeError("sonotile_spectral: the operator constants are not differentiable")
     out = spectral_p.bind(*primals, kind=kind, treedef=treedef, n_x=n_x)
     tx = tangents[:n_x]
     if all(type(t) is ad.Zero for t in tx):
-        return out, [ad.Zero(jax.core.get_aval(o).to_tangent_aval()) for o in out]
+        # not reached: JAX calls a JVP rule only with some tangent non-zero (and jax.core.get_aval
+        # is gone from JAX 0.10, where jax.typeof replaces it)
+        return out, [ad.Zero(jax.core.get_aval(o).to_tangent_aval()) for o in out]  # type: ignore[attr-defined]
     tx = [ad.instantiate_zeros(t) for t in tx]
     return out, spectral_p.bind(*tx, *primals[n_x:], kind=kind, treedef=treedef, n_x=n_x)
 
@@ -88,7 +102,9 @@ def adjoint(kind: str, ops: FourierOps, cts: list) -> list:
     return apply(kind, ops, cts)
 
 
-def _transpose(cts, *args, kind, treedef, n_x):
+def _transpose(
+    cts: Sequence[Any], *args: Any, kind: str, treedef: PyTreeDef, n_x: int
+) -> list[jax.Array | None]:
     consts = args[n_x:]
     if any(ad.is_undefined_primal(c) for c in consts):
         raise TypeError("sonotile_spectral: the operator constants are not linear inputs")
@@ -99,7 +115,14 @@ def _transpose(cts, *args, kind, treedef, n_x):
     ] * len(consts)
 
 
-def _batch(args, dims, *, kind, treedef, n_x):
+def _batch(
+    args: Sequence[jax.Array],
+    dims: Sequence[int | None],
+    *,
+    kind: str,
+    treedef: PyTreeDef,
+    n_x: int,
+) -> tuple[list[jax.Array], list[int]]:
     if any(d is not None for d in dims[n_x:]):
         raise NotImplementedError("sonotile_spectral: batched operator constants")
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
@@ -109,7 +132,7 @@ def _batch(args, dims, *, kind, treedef, n_x):
     ]
     consts = args[n_x:]
 
-    def one(xb):
+    def one(xb: list[jax.Array]) -> Sequence[jax.Array]:
         return spectral_p.bind(*xb, *consts, kind=kind, treedef=treedef, n_x=n_x)
 
     out = lax.map(one, xs)
@@ -132,36 +155,36 @@ class AdjointOps:
 
     inner: FourierOps
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[FourierOps], None]:
         return (self.inner,), None
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: None, children: tuple[FourierOps]) -> AdjointOps:
         return cls(*children)
 
-    def _wrapped(self, x) -> bool:
+    def _wrapped(self, x: jax.Array) -> bool:
         return self.inner.fft.startswith("fftw") and x.dtype == jnp.float32
 
-    def grad(self, p):
+    def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         return tuple(apply("grad", self.inner, [p])) if self._wrapped(p) else self.inner.grad(p)
 
-    def div(self, u):
+    def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
         if self._wrapped(u[0]):
             return tuple(apply("div", self.inner, list(u)))
         return self.inner.div(u)
 
-    def fractional(self, f, which: int):
+    def fractional(self, f: jax.Array, which: int) -> jax.Array:
         if self._wrapped(f):
             return apply(f"fractional{which}", self.inner, [f])[0]
         return self.inner.fractional(f, which)
 
-    def filter_source(self, s):
+    def filter_source(self, s: jax.Array) -> jax.Array:
         return (
             apply("filter", self.inner, [s])[0] if self._wrapped(s) else self.inner.filter_source(s)
         )
 
-    def keep(self, f):
+    def keep(self, f: jax.Array) -> jax.Array:
         return apply("keep", self.inner, [f])[0] if self._wrapped(f) else self.inner.keep(f)
 
-    def unstagger(self, u, axis: int):
+    def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         return self.inner.unstagger(u, axis)

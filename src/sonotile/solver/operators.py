@@ -23,16 +23,39 @@ C2R call that applies the operator while copying the spectrum.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from numpy.typing import DTypeLike
 
 from sonotile import config
 from sonotile.fft import fftw
 from sonotile.model.grid import along
+
+#: The pytree children of :class:`FourierOps` (its arrays; JAX puts placeholders or tracers
+#: there while it transforms a function).
+Children = tuple[Any, Any, Any, Any, Any, Any, Any]
+
+
+class SpectralOps(Protocol):
+    """The operators the step and the sensors call (see the module docstring): provided by
+    :class:`FourierOps`, :class:`~sonotile.solver.adjoint.AdjointOps` and the decomposed
+    operators of :mod:`sonotile.parallel`. A ``keep(f)`` method is optional."""
+
+    def grad(self, p: jax.Array) -> tuple[jax.Array, ...]: ...
+
+    def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]: ...
+
+    def fractional(self, f: jax.Array, which: int) -> jax.Array: ...
+
+    def filter_source(self, s: jax.Array) -> jax.Array: ...
+
+    def unstagger(self, u: jax.Array, axis: int) -> jax.Array: ...
 
 
 def kappa_of(kmag: np.ndarray, c_ref: float, dt: float) -> np.ndarray:
@@ -50,7 +73,7 @@ def power_law_nablas(kmag: np.ndarray, y: float) -> tuple[np.ndarray, np.ndarray
     return n1, n2
 
 
-def real_scale(F, k):
+def real_scale(F: jax.Array, k: jax.Array) -> jax.Array:
     """``F * k`` for a complex spectrum ``F`` and a real operator ``k``, component-wise.
 
     ``complex * real`` makes XLA convert ``k`` to a complex array (hoisted out of the time
@@ -67,7 +90,9 @@ def half_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list
     return ks
 
 
-def half_kmag(shape: tuple[int, ...], spacing: tuple[float, ...], dtype=np.float64) -> np.ndarray:
+def half_kmag(
+    shape: tuple[int, ...], spacing: tuple[float, ...], dtype: DTypeLike = np.float64
+) -> np.ndarray:
     """``|k|`` on the ``rfftn`` half spectrum [rad/m]; Nyquist counted as ``+pi/d``."""
     ndim = len(shape)
     k2 = np.zeros((1,) * ndim, dtype)
@@ -90,16 +115,16 @@ class FourierOps:
         fft: ``"xla"`` or ``"fftw"`` (static; resolved by :meth:`build`).
     """
 
-    shift_pos: tuple
-    shift_neg: tuple
+    shift_pos: tuple[jax.Array, ...]
+    shift_neg: tuple[jax.Array, ...]
     kappa: jax.Array | None
     nabla1: jax.Array | None = None
     nabla2: jax.Array | None = None
     source_kappa: jax.Array | None = None
-    unshift: tuple | None = None
+    unshift: tuple[jax.Array, ...] | None = None
     fft: str = "xla"
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[Children, str]:
         return (
             self.shift_pos,
             self.shift_neg,
@@ -111,7 +136,7 @@ class FourierOps:
         ), self.fft
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: str, children: Children) -> FourierOps:
         return cls(*children, fft=aux)
 
     @classmethod
@@ -169,23 +194,23 @@ class FourierOps:
             backend = f"fftw-{mode}" if mode else "fftw"
         return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=backend)
 
-    def _spec(self, f):
+    def _spec(self, f: jax.Array) -> jax.Array:
         return jnp.fft.rfftn(f)
 
-    def _back(self, F, like):
+    def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
 
     @property
     def _concurrent(self) -> int:
         return int("concurrent" in self.fft)
 
-    def _fftw(self, like) -> bool:
+    def _fftw(self, like: jax.Array) -> bool:
         return self.fft.startswith("fftw") and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
 
-    def _conv(self, like) -> bool:
+    def _conv(self, like: jax.Array) -> bool:
         return self._fftw(like) and like.ndim >= 2 and "unfused" not in self.fft
 
-    def grad(self, p):
+    def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         if self._conv(p):
             # the x component and the spectrum after the pass along x in one call, then each
             # other component from that spectrum: one gradient component exists at a time
@@ -195,19 +220,21 @@ class FourierOps:
             rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(self.shift_pos) if a]
             return (gx, *rest)
         if self._fftw(p):
-            P = fftw.r2c([p], self._concurrent)
+            specs = fftw.r2c([p], self._concurrent)
             if "grouped" in self.fft:
                 return tuple(
-                    fftw.c2r(P, p.shape, self.kappa, self.shift_pos, concurrent=self._concurrent)
+                    fftw.c2r(
+                        specs, p.shape, self.kappa, self.shift_pos, concurrent=self._concurrent
+                    )
                 )
             return tuple(
-                fftw.c2r(P, p.shape, self.kappa, [s], axis=a, concurrent=self._concurrent)[0]
+                fftw.c2r(specs, p.shape, self.kappa, [s], axis=a, concurrent=self._concurrent)[0]
                 for a, s in enumerate(self.shift_pos)
             )
         P = real_scale(self._spec(p), self.kappa)
         return tuple(self._back(P * s, p) for s in self.shift_pos)
 
-    def div(self, u):
+    def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
         if self._conv(u[0]):
             # one call per component: XLA can then use each part before the next exists
             return tuple(
@@ -241,7 +268,7 @@ class FourierOps:
             for ua, s in zip(u, self.shift_neg)
         )
 
-    def fractional(self, f, which: int):
+    def fractional(self, f: jax.Array, which: int) -> jax.Array:
         nabla = self.nabla1 if which == 1 else self.nabla2
         if self._conv(f):
             return fftw.conv([f], nabla)[0]
@@ -251,7 +278,7 @@ class FourierOps:
             )[0]
         return self._back(real_scale(self._spec(f), nabla), f)
 
-    def filter_source(self, s):
+    def filter_source(self, s: jax.Array) -> jax.Array:
         if self._conv(s):
             return fftw.conv([s], self.source_kappa)[0]
         if self._fftw(s):
@@ -263,14 +290,14 @@ class FourierOps:
             )[0]
         return self._back(real_scale(self._spec(s), self.source_kappa), s)
 
-    def keep(self, f):
+    def keep(self, f: jax.Array) -> jax.Array:
         """``f`` materialised here (a fusion boundary) on the FFTW backend; ``f`` otherwise.
 
         XLA:CPU otherwise fuses a value shared by several updates into each of them, which
         re-reads its inputs per consumer and keeps copies of overwritten state fields."""
         return fftw.keep(f) if self._fftw(f) else f
 
-    def unstagger(self, u, axis: int):
+    def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         n = u.shape[axis]
         F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]
         return jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)

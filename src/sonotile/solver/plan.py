@@ -9,16 +9,23 @@ is homogeneous (k-Wave's scalar fast path) and become fields otherwise.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from sonotile.model.absorption import absorption_factors
 from sonotile.model.grid import along
 from sonotile.model.lazy import LazyField, is_lazy
-from sonotile.model.problem import Problem, is_field
+from sonotile.model.problem import MaskSource, Problem, Scalar, is_field
 from sonotile.solver.operators import FourierOps
+
+#: A device constant of the medium: a Python float (homogeneous), a device array, or a lazily
+#: read field (a distributed run makes its shards).
+Const = float | jax.Array | LazyField
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,7 @@ class Physics:
     absorption: str  # lossless | power_law | stokes
     dispersion: bool
     p_mode: str | None  # pressure source mode, None when absent
-    u_modes: tuple  # per axis: mode or None
+    u_modes: tuple[str | None, ...]  # per axis: mode or None
     transducer: bool
     p0: bool
 
@@ -56,7 +63,7 @@ def pml_profile(
     return prof
 
 
-def _const(v, dtype):
+def _const(v: ArrayLike | LazyField, dtype: jax.typing.DTypeLike) -> Const:
     """A medium constant: Python float for scalars, device array for fields (a lazily read
     field stays lazy: each process of a distributed run makes only its shards)."""
     if is_lazy(v):
@@ -97,10 +104,10 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
     g, m, pml, dt = problem.grid, problem.medium, problem.pml, problem.grid.dt
     dtype = problem.dtype
 
-    def arr(v):
+    def arr(v: Scalar) -> float | np.ndarray:
         return np.asarray(v, dtype) if is_field(v) else float(np.asarray(v))
 
-    def field(fn, *vals, name):
+    def field(fn: Callable[..., ArrayLike], *vals: Scalar | None, name: str) -> Const:
         """``fn`` of the medium values, computed now or (lazy inputs) piece by piece."""
         lazy = [v for v in vals if is_lazy(v)]
         if lazy:
@@ -140,7 +147,9 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
     return c
 
 
-def staggered_is_interpolated(rho0, rho0_sg: tuple, dtype, chunk: int = 16) -> bool:
+def staggered_is_interpolated(
+    rho0: Scalar, rho0_sg: tuple[Scalar, ...], dtype: DTypeLike, chunk: int = 16
+) -> bool:
     """Whether every ``rho0_sg`` field equals k-Wave's interpolation of the field ``rho0``
     (:func:`~sonotile.model.problem.staggered_density`) to the rounding of ``dtype`` (4 units in
     the last place), checked ``chunk`` planes at a time. False for scalar or lazy densities."""
@@ -182,7 +191,7 @@ def release_host_medium(problem: Problem) -> int:
     m = problem.medium
     freed = 0
 
-    def gone(v):
+    def gone(v: Scalar | None) -> Scalar | None:
         nonlocal freed
         if isinstance(v, np.ndarray) and v.ndim > 0 and v.strides != (0,) * v.ndim:
             freed += v.nbytes
@@ -201,7 +210,7 @@ def source_constants(problem: Problem) -> dict:
     s, dtype = problem.sources, problem.dtype
     c: dict = {}
 
-    def idx(index):
+    def idx(index: np.ndarray) -> tuple[jax.Array, ...]:
         return tuple(jnp.asarray(index[:, ax], jnp.int32) for ax in range(index.shape[1]))
 
     if s.p is not None:
@@ -243,7 +252,7 @@ def signal_rows(problem: Problem, n0: int, n1: int) -> dict:
     """
     s = problem.sources
 
-    def rows(src):
+    def rows(src: MaskSource | None) -> np.ndarray | None:
         if src is None:
             return None
         sig = np.asarray(src.signal)

@@ -19,12 +19,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from numpy.typing import ArrayLike
 
 from sonotile import config, runtime
 from sonotile.model.problem import Problem
 from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import initial_pressure_state, step, zero_state
+from sonotile.solver.operators import SpectralOps
+from sonotile.solver.step import PointIndex, State, initial_pressure_state, step, zero_state
+
+#: The scan's carry: the state and the running sensor aggregates.
+Carry = tuple[State, dict[str, jax.Array]]
+#: ``recorder(name, first_row, values)``: takes raw sensor samples ``(steps, Ns)`` of a chunk.
+Recorder = Callable[[str, int, np.ndarray], None]
 
 
 class ListRecorder:
@@ -159,11 +166,13 @@ class Compiled:
     phys: planmod.Physics
     layout: sens.SensorLayout
     consts: dict
-    ops: Any
-    index: tuple
+    ops: SpectralOps
+    index: PointIndex
 
 
-def compile_problem(problem: Problem, ops=None, consts=None) -> Compiled:
+def compile_problem(
+    problem: Problem, ops: SpectralOps | None = None, consts: dict | None = None
+) -> Compiled:
     """Build constants, operators and the sensor layout for a problem."""
     g = problem.grid
     layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt)
@@ -188,23 +197,25 @@ def single_engine(problem: Problem) -> Engine:
     layout, phys = cp.layout, cp.phys
     dtype = jnp.dtype(problem.dtype)
 
-    def start():
+    def start() -> tuple[RunState, dict[str, np.ndarray]]:
         agg = sens.init_aggregates(layout, problem.grid.shape, dtype)
         if phys.p0:
             carry, raw0 = start_ivp(agg, cp.consts, cp.ops, cp.index, phys, layout)
             return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
         return RunState((zero_state(problem.grid.shape, dtype), agg), 0), {}
 
-    def chunk(carry, xs):
+    def chunk(carry: Carry, xs: dict) -> tuple[Carry, dict[str, jax.Array]]:
         return run_chunk(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
 
-    def place(carry):
-        def put(a):  # host arrays, device arrays, or lazy views (kwave_io.XyzView)
+    def place(carry: Any) -> Carry:
+        def put(
+            a: ArrayLike,
+        ) -> jax.Array:  # host arrays, device arrays, or lazy views (kwave_io.XyzView)
             return jnp.asarray(a if isinstance(a, jax.Array) else np.asarray(a), dtype)
 
         return jax.tree_util.tree_map(put, carry)
 
-    def lower(carry, xs):
+    def lower(carry: Carry, xs: dict) -> jax.stages.Lowered:
         return run_chunk.lower(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
 
     dev = jax.devices()[0]
@@ -221,7 +232,15 @@ def single_engine(problem: Problem) -> Engine:
     )
 
 
-def scan_body(carry, x, c, ops, index, phys, layout):
+def scan_body(
+    carry: Carry,
+    x: dict,
+    c: dict,
+    ops: SpectralOps,
+    index: PointIndex | sens.PointGather,
+    phys: planmod.Physics,
+    layout: sens.SensorLayout,
+) -> tuple[Carry, dict[str, jax.Array]]:
     state, agg = carry
     state = step(state, x, c, ops, phys)
     fields, samples = sens.sample(state, ops, layout, index)
@@ -231,14 +250,29 @@ def scan_body(carry, x, c, ops, index, phys, layout):
 
 
 @partial(jax.jit, static_argnames=("phys", "layout"), donate_argnums=(0,))
-def run_chunk(carry, xs, c, ops, index, phys, layout):
+def run_chunk(
+    carry: Carry,
+    xs: dict,
+    c: dict,
+    ops: SpectralOps,
+    index: PointIndex | sens.PointGather,
+    phys: planmod.Physics,
+    layout: sens.SensorLayout,
+) -> tuple[Carry, dict[str, jax.Array]]:
     """Advance ``carry = (state, aggregates)`` through the steps in ``xs`` (one scan)."""
     body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
     return lax.scan(body, carry, xs)
 
 
 @partial(jax.jit, static_argnames=("phys", "layout"))
-def start_ivp(agg, c, ops, index, phys, layout):
+def start_ivp(
+    agg: dict[str, jax.Array],
+    c: dict,
+    ops: SpectralOps,
+    index: PointIndex | sens.PointGather,
+    phys: planmod.Physics,
+    layout: sens.SensorLayout,
+) -> tuple[Carry, dict[str, jax.Array]]:
     """Step 0 of an initial-value problem: the p0 state, sampled."""
     state = initial_pressure_state(c, ops, phys)
     fields, samples = sens.sample(state, ops, layout, index)
@@ -317,7 +351,7 @@ class ChunkSizer:
         self.length = self.agree(new)
 
 
-def wait_ready(tree, should_abort: Callable[[], bool] | None) -> None:
+def wait_ready(tree: Any, should_abort: Callable[[], bool] | None) -> None:
     """Block until every array of ``tree`` is computed, checking ``should_abort`` every 20 ms
     (so that signal handlers run and an abandoned run returns at once)."""
     leaves = [x for x in jax.tree_util.tree_leaves(tree) if isinstance(x, jax.Array)]
@@ -339,7 +373,7 @@ def advance(
     engine: Engine,
     rs: RunState,
     stop: int,
-    recorder: Callable[[str, int, np.ndarray], None],
+    recorder: Recorder,
     chunk: int | ChunkSizer | None = None,
     progress: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -395,7 +429,7 @@ def make_sizer(engine: Engine, chunk: int | None = None, limit: int | None = Non
     return ChunkSizer(engine.problem.grid.size, bound, fixed=chunk, agree=agree_min)
 
 
-def available_memory(device=None) -> tuple[int | None, str]:
+def available_memory(device: jax.Device | None = None) -> tuple[int | None, str]:
     """Free memory of ``device`` (default: JAX's first) [bytes] and where the figure comes from.
 
     CPU: the host's ``MemAvailable`` (/proc/meminfo); GPU/TPU: the device's limit minus what
@@ -415,7 +449,7 @@ def available_memory(device=None) -> tuple[int | None, str]:
     return free, f"free memory of {dev.platform}:{dev.id}"
 
 
-def check_memory(problem: Problem, n_devices: int = 1, device=None) -> None:
+def check_memory(problem: Problem, n_devices: int = 1, device: jax.Device | None = None) -> None:
     """Raise :class:`MemoryError` (one line) when the run's estimated memory
     (:func:`sonotile.model.checks.memory_estimate`) exceeds what the device has free; on
     accelerators the estimate is shared over ``n_devices``, on a CPU all share the host's RAM."""
@@ -433,7 +467,7 @@ def check_memory(problem: Problem, n_devices: int = 1, device=None) -> None:
         )
 
 
-def emit_step0(raw0: dict, start: int, recorder) -> None:
+def emit_step0(raw0: dict, start: int, recorder: Recorder) -> None:
     """Hand the step-0 samples of an IVP to the recorder when step 0 is recorded."""
     if start == 0:
         for name, v in raw0.items():
@@ -442,7 +476,7 @@ def emit_step0(raw0: dict, start: int, recorder) -> None:
 
 def run_engine(
     engine: Engine,
-    recorder=None,
+    recorder: Recorder | None = None,
     chunk: int | None = None,
     progress: bool | None = None,
 ) -> tuple[dict, dict]:
@@ -465,7 +499,7 @@ def run_engine(
 
 def run(
     problem: Problem,
-    recorder=None,
+    recorder: Recorder | None = None,
     chunk: int | None = None,
     progress: bool | None = None,
 ) -> tuple[dict, dict]:

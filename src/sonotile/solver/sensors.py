@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +27,17 @@ import numpy as np
 from sonotile.model import bli
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Sensor, cw_window
+
+if TYPE_CHECKING:
+    from sonotile.solver.operators import SpectralOps
+    from sonotile.solver.step import PointIndex, State
+
+
+class PointGather(Protocol):
+    """A sensor index that gathers its points itself (a decomposed run's, see
+    :func:`gather`)."""
+
+    def gather(self, field: jax.Array) -> jax.Array: ...
 
 
 @dataclass(frozen=True)
@@ -36,8 +49,8 @@ class Interp:
         weights: ``{field: (N, M)}`` float64 interpolation weights.
     """
 
-    rows: dict
-    weights: dict
+    rows: dict[str, np.ndarray]
+    weights: dict[str, np.ndarray]
 
     @property
     def digest(self) -> str:
@@ -78,11 +91,11 @@ class SensorLayout:
     """
 
     points: np.ndarray | None
-    cuboid_shapes: tuple
-    raw: tuple
-    stats: tuple
-    whole: tuple
-    final: tuple
+    cuboid_shapes: tuple[tuple[int, ...], ...]
+    raw: tuple[str, ...]
+    stats: tuple[tuple[str, str], ...]
+    whole: tuple[tuple[str, str], ...]
+    final: tuple[str, ...]
     start: int
     ndim: int
     interp: Interp | None = None
@@ -116,7 +129,7 @@ class SensorLayout:
     def __hash__(self) -> int:
         return hash(self._key())
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, SensorLayout) and self._key() == other._key()
 
 
@@ -214,7 +227,7 @@ def interp_layout(sensor: Sensor, names: tuple, shape: tuple) -> tuple[np.ndarra
     return points, Interp(rows, weights)
 
 
-def sampled_fields(state, ops, layout: SensorLayout) -> dict:
+def sampled_fields(state: State, ops: SpectralOps, layout: SensorLayout) -> dict[str, jax.Array]:
     """Whole-grid fields that sensors read this step (non-staggered ones computed on demand)."""
     f = {"p": state.p}
     for a, ua in enumerate(state.u):
@@ -227,7 +240,7 @@ def sampled_fields(state, ops, layout: SensorLayout) -> dict:
     return f
 
 
-def gather(field, index):
+def gather(field: jax.Array, index: PointIndex | PointGather) -> jax.Array:
     """Values of a field at the sensor points (``index``: per-axis int arrays).
 
     A decomposed run passes an index object with a ``gather(field)`` method instead (it picks the
@@ -238,7 +251,9 @@ def gather(field, index):
     return field[index]
 
 
-def init_aggregates(layout: SensorLayout, shape: tuple, dtype) -> dict:
+def init_aggregates(
+    layout: SensorLayout, shape: tuple[int, ...], dtype: jax.typing.DTypeLike
+) -> dict[str, jax.Array]:
     """Initial carry of running statistics (k-Wave starts max/min at -/+ FLT_MAX)."""
     big = float(jnp.finfo(dtype).max)
     agg = {}
@@ -251,7 +266,9 @@ def init_aggregates(layout: SensorLayout, shape: tuple, dtype) -> dict:
     return agg
 
 
-def cw_terms(n, cw: CwWindow, dtype):
+def cw_terms(
+    n: jax.Array, cw: CwWindow, dtype: jax.typing.DTypeLike
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(in_window, cos, -sin)`` of the DFT phase at step ``n``, phase 0 at the window start
     (counting from there keeps the float phase small and accurate; reduced modulo one cycle)."""
     k = (n - cw.first).astype(dtype)
@@ -259,7 +276,14 @@ def cw_terms(n, cw: CwWindow, dtype):
     return n >= cw.first, jnp.cos(ph), -jnp.sin(ph)
 
 
-def update(agg: dict, fields: dict, samples: dict, recording, layout: SensorLayout, n=None) -> dict:
+def update(
+    agg: dict[str, jax.Array],
+    fields: dict[str, jax.Array],
+    samples: dict[str, jax.Array],
+    recording: jax.Array | bool,
+    layout: SensorLayout,
+    n: jax.Array | int | None = None,
+) -> dict[str, jax.Array]:
     """Fold one step's values into the running statistics when ``recording`` is true
     (``n``: the step index, needed for ``p_cw``)."""
     out = dict(agg)
@@ -293,7 +317,9 @@ def update(agg: dict, fields: dict, samples: dict, recording, layout: SensorLayo
     return out
 
 
-def sample(state, ops, layout: SensorLayout, index) -> tuple[dict, dict]:
+def sample(
+    state: State, ops: SpectralOps, layout: SensorLayout, index: PointIndex | PointGather
+) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
     """Whole fields and point samples of the current state."""
     fields = sampled_fields(state, ops, layout)
     names = set(layout.raw) | {f for f, _ in layout.stats}
@@ -303,13 +329,15 @@ def sample(state, ops, layout: SensorLayout, index) -> tuple[dict, dict]:
     return fields, samples
 
 
-def interpolate(gathered, interp: Interp, name: str):
+def interpolate(gathered: jax.Array, interp: Interp, name: str) -> jax.Array:
     """Off-grid samples ``(N,)`` from the gathered stencil values ``(Ns,)`` of one field."""
     w = jnp.asarray(interp.weights[name], gathered.dtype)
     return jnp.sum(w * gathered[jnp.asarray(interp.rows[name])], axis=1)
 
 
-def finish(agg: dict, state, layout: SensorLayout, nt: int, gather: bool = True) -> dict:
+def finish(
+    agg: dict[str, jax.Array], state: State, layout: SensorLayout, nt: int, gather: bool = True
+) -> dict[str, np.ndarray | jax.Array]:
     """k-Wave quantities from the final carry (rms from the sum of squares).
 
     Point statistics come back as host arrays. Whole-field quantities (``*_max_all``,
@@ -318,7 +346,7 @@ def finish(agg: dict, state, layout: SensorLayout, nt: int, gather: bool = True)
     shard (:meth:`sonotile.kwave.output.OutputFile.write_fields`) without gathering a whole
     field anywhere.
     """
-    out = {}
+    out: dict[str, np.ndarray | jax.Array] = {}
     n_rec = nt - layout.start
     for f, kind in layout.stats:
         if kind.startswith("cw_"):
@@ -334,13 +362,15 @@ def finish(agg: dict, state, layout: SensorLayout, nt: int, gather: bool = True)
         amp, ph = cw_amp_phase(agg["p_cw_re_all"], agg["p_cw_im_all"], layout.cw.steps, jnp)
         whole.update(p_cw_amp_all=amp, p_cw_phase_all=ph)
     whole.update({f"{f}_final": fields[f] for f in layout.final})
-    for name, v in whole.items():
-        local = getattr(v, "is_fully_addressable", True)  # host arrays: always
-        out[name] = np.asarray(jax.device_get(v)) if gather and local else v
+    for name, arr in whole.items():
+        local = getattr(arr, "is_fully_addressable", True)  # host arrays: always
+        out[name] = np.asarray(jax.device_get(arr)) if gather and local else arr
     return out
 
 
-def cw_amp_phase(re, im, steps: int, xp) -> tuple:
+def cw_amp_phase(
+    re: np.ndarray | jax.Array, im: np.ndarray | jax.Array, steps: int, xp: ModuleType
+) -> tuple[Any, Any]:
     """Amplitude [Pa] and phase [rad] of ``p = A cos(2 pi f0 t + phase)`` from the DFT sums
     over ``steps`` samples (``t = 0`` at the window's first step); ``xp``: numpy or jax.numpy."""
     return (2.0 / steps) * xp.hypot(re, im), xp.arctan2(im, re)

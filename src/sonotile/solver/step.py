@@ -14,31 +14,43 @@ per axis) [m/s]. ``x`` carries the step index ``n`` and the source values of tha
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from sonotile.solver.operators import SpectralOps
 from sonotile.solver.plan import Physics
+
+#: Per-axis integer index arrays of a set of grid points (``field[index]`` gathers them).
+PointIndex = tuple[jax.Array, ...]
 
 
 class State(NamedTuple):
     p: jax.Array
-    rho: tuple
-    u: tuple
+    rho: tuple[jax.Array, ...]
+    u: tuple[jax.Array, ...]
 
 
-def zero_state(shape: tuple[int, ...], dtype) -> State:
+def zero_state(shape: tuple[int, ...], dtype: jax.typing.DTypeLike) -> State:
     nd = len(shape)
 
-    def z():
+    def z() -> jax.Array:
         return jnp.zeros(shape, dtype)
 
     return State(z(), tuple(z() for _ in range(nd)), tuple(z() for _ in range(nd)))
 
 
-def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
+def _inject(
+    fields: tuple[jax.Array, ...],
+    index: PointIndex,
+    values: jax.Array,
+    mode: str,
+    active: jax.Array,
+    ops: SpectralOps,
+) -> tuple[jax.Array, ...]:
     """Apply one mask source to one or more fields (values per point or one shared value).
 
     A pressure source enters every split density component with the same value; in additive
@@ -46,7 +58,7 @@ def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
     """
     if mode == "dirichlet":
 
-        def put(f):
+        def put(f: jax.Array) -> jax.Array:
             current = f[index]
             new = jnp.where(active, jnp.broadcast_to(values, current.shape), current)
             return f.at[index].set(new, mode="drop")
@@ -58,7 +70,7 @@ def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
             for f in fields
         )
 
-    def add_filtered(fs):
+    def add_filtered(fs: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
         s = (
             jnp.zeros_like(fs[0])
             .at[index]
@@ -70,13 +82,13 @@ def _inject(fields: tuple, index, values, mode: str, active, ops) -> tuple:
     return lax.cond(active, add_filtered, lambda fs: fs, tuple(fields))
 
 
-def _keep(ops, f):
+def _keep(ops: SpectralOps, f: jax.Array) -> jax.Array:
     """``ops.keep(f)`` where the operators provide a fusion boundary, else ``f``."""
     keep = getattr(ops, "keep", None)
     return f if keep is None else keep(f)
 
 
-def dt_over_rho0_sg(c: dict, axis: int, rho0=None):
+def dt_over_rho0_sg(c: dict, axis: int, rho0: jax.Array | None = None) -> jax.Array | float:
     """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
     (when the plan left it out, None) from ``rho0`` (default ``c["rho0"]``) as k-Wave
     interpolates it, the mean of neighbours along ``axis`` with the last plane keeping ``rho0``
@@ -93,18 +105,21 @@ def dt_over_rho0_sg(c: dict, axis: int, rho0=None):
     return c["dt"] / jnp.where(last, r, 0.5 * (r + nxt))
 
 
-def in_step(c: dict, key: str, anchor):
+def in_step(c: dict, key: str, anchor: jax.Array) -> tuple[Any, jax.Array]:
     """``c[key]`` tied to ``anchor`` (a value of this step) by an optimisation barrier, so that
     what the step derives from it per element stays inside the time loop: otherwise XLA hoists
     such loop-invariant fields out of the loop and keeps them in memory, which is what deriving
-    them in the step is meant to avoid."""
+    them in the step is meant to avoid. Returns ``(c[key], anchor)`` (``c[key]`` a float or an
+    array, as the constants are)."""
     v = c[key]
     if not isinstance(v, jax.Array) or v.ndim == 0:
         return v, anchor
     return lax.optimization_barrier((v, anchor))
 
 
-def velocity_update(u, dp, c):
+def velocity_update(
+    u: Sequence[jax.Array], dp: Sequence[jax.Array], c: dict
+) -> tuple[jax.Array, ...]:
     """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
     out = []
     for a, (ua, g, m) in enumerate(zip(u, dp, c["pml_sg"])):
@@ -115,7 +130,9 @@ def velocity_update(u, dp, c):
     return tuple(out)
 
 
-def pressure_from_density(rho, du, c, ops, phys: Physics):
+def pressure_from_density(
+    rho: Sequence[jax.Array], du: Sequence[jax.Array], c: dict, ops: SpectralOps, phys: Physics
+) -> jax.Array:
     """Equation of state with optional B/A nonlinearity and power-law or Stokes absorption."""
     rho_sum = sum(rho[1:], rho[0])
     term = rho_sum
@@ -136,22 +153,24 @@ def pressure_from_density(rho, du, c, ops, phys: Physics):
     return c["c2"] * (term + absorb)
 
 
-def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
+def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> State:
     """Advance ``state`` from step ``n-1`` to step ``n = x["n"]``."""
     n = x["n"]
     # 1-2. pressure gradient on the staggered grids, velocity update with PML
     u = velocity_update(state.u, ops.grad(state.p), c)
     # 3. velocity sources and transducer
-    u = list(u)
+    u_list = list(u)
     for ax, mode in enumerate(phys.u_modes):
         if mode is not None:
             active = n < x["u_len"][ax]
-            (u[ax],) = _inject((u[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops)
+            (u_list[ax],) = _inject((u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops)
     if phys.transducer:
         active = n < x["tr_len"]
         vals = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, c["tr_signal"].shape[0] - 1)]
-        (u[0],) = _inject((u[0],), c["tr_index"], vals, "additive_no_correction", active, ops)
-    u = tuple(u)
+        (u_list[0],) = _inject(
+            (u_list[0],), c["tr_index"], vals, "additive_no_correction", active, ops
+        )
+    u = tuple(u_list)
     # 4. velocity divergence (per-axis parts)
     du = ops.div(u)
     # 5. split mass conservation with PML
@@ -172,7 +191,7 @@ def step(state: State, x: dict, c: dict, ops, phys: Physics) -> State:
     return State(p, rho, u)
 
 
-def initial_pressure_state(c: dict, ops, phys: Physics) -> State:
+def initial_pressure_state(c: dict, ops: SpectralOps, phys: Physics) -> State:
     """State after step 0 of an initial-value problem (k-Wave's p0 start).
 
     ``p = p0``, ``rho_i = p0 / (D c0^2)``, and the velocity at ``t = -dt/2``:
