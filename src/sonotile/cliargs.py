@@ -8,7 +8,7 @@ import argparse
 import difflib
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 
 def closest(word: str, choices: list[str]) -> str:
@@ -47,7 +47,7 @@ class Parser(argparse.ArgumentParser):
         args = sys.argv[1:] if args is None else list(args)
         return super().parse_known_args(normalize(args, self.flags()), namespace)
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         unknown = message.split("unrecognized arguments: ")
         if len(unknown) == 2:
             word = unknown[1].split()[0]

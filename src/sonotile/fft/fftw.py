@@ -269,7 +269,10 @@ def conv(
     if op is not None:
         args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
     vector = [a is not None and a != "spectrum" for _, a, _ in outs]
-    args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for (_, _, v), w in zip(outs, vector) if w]
+    for (_, _, v), w in zip(outs, vector):
+        if w:
+            assert v is not None, "conv: an output along a grid axis needs its vector"
+            args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
     out = [
         jax.ShapeDtypeStruct(half, jnp.complex64)
         if a == "spectrum"

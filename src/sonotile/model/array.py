@@ -68,6 +68,7 @@ class Element:
         """``(D, n)`` integration points [m] evenly covering the element."""
         p = self.params
         if self.kind == "custom":
+            assert self.points is not None  # a custom element has its points
             return self.points
         if self.kind in ("bowl", "annulus"):
             return geo.make_cart_spherical_segment(
@@ -311,11 +312,11 @@ class KWaveArray:
         if key not in self._cache:
             el = self.elements[element_num]
             m_grid = el.measure / dx**el.dim
-            n = (
-                el.points.shape[1]
-                if el.kind == "custom"
-                else int(np.ceil(m_grid * self.upsampling_rate))
-            )
+            if el.kind == "custom":
+                assert el.points is not None  # a custom element has its points
+                n = el.points.shape[1]
+            else:
+                n = int(np.ceil(m_grid * self.upsampling_rate))
             pts = el.sample(n)
             scale = np.full(pts.shape[1], m_grid / pts.shape[1])
             w = bli_weights(pts, scale, shape, dx, self.bli_tolerance)

@@ -42,12 +42,14 @@ def stability_limit(problem: Problem) -> float:
     (weak absorption with ``eta > 0``, e.g. ``y < 1``) no limit is given (``inf``).
     """
     g, m = problem.grid, problem.medium
+    assert m.c_ref is not None  # set by Medium
     c_max = float(np.max(m.c0))
     k_max = max_wavenumber(g)
     if m.absorption == "lossless" or not np.any(np.asarray(m.alpha_coeff) != 0):
         if m.c_ref >= c_max:
             return math.inf
         return 2 / (m.c_ref * k_max) * math.asin(m.c_ref / c_max)
+    assert m.alpha_power is not None and m.alpha_coeff is not None  # absorbing: both checked
     y = float(m.alpha_power)
     tau, eta = absorption_factors(m.c0, m.alpha_coeff, y)
     if m.absorption == "stokes" or not m.dispersion:
@@ -199,6 +201,7 @@ def _sensor_boxes(problem: Problem) -> np.ndarray | None:
 
 def _in_pml(boxes: np.ndarray, problem: Problem) -> int:
     """How many of the inclusive index ``boxes (N, 2, d)`` reach into the PML."""
+    assert problem.pml is not None  # set by Problem
     lo = np.asarray(problem.pml.size)
     hi = np.asarray(problem.grid.shape) - lo
     return int(np.sum(np.any((boxes[:, 0] < lo) | (boxes[:, 1] >= hi), axis=1)))

@@ -413,6 +413,7 @@ def _positions(sensor: Sensor, grid: Grid) -> np.ndarray:
 
 def cw_window(sensor: Sensor, dt: float) -> int:
     """Steps in the CW window: ``cw_periods`` periods of ``cw_frequency``, rounded (``dt`` [s])."""
+    assert sensor.cw_frequency is not None  # asked for p_cw only, where validation requires it
     return int(round(float(sensor.cw_periods) / (float(sensor.cw_frequency) * dt)))
 
 

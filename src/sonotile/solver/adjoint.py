@@ -45,8 +45,10 @@ def staggered(r: jax.Array, axis: int) -> jax.Array:
 def pml_constants(problem: Problem) -> dict:
     """The PML profiles of the plan (broadcastable 1-D arrays, collocated and staggered)."""
     g, m, pml = problem.grid, problem.medium, problem.pml
+    assert pml is not None  # set by Problem
 
     def profiles(stag: bool) -> tuple[jax.Array, ...]:
+        assert m.c_ref is not None  # set by Medium
         return tuple(
             jnp.asarray(
                 along(pml_profile(n, s, a, m.c_ref, d, g.dt, stag), ax, g.ndim), problem.dtype
@@ -91,6 +93,7 @@ def medium_constants(
         c["bona_2rho0"] = jnp.asarray(bona, dtype) / (2 * rho0)
     if m.absorption != "lossless":
         y = m.alpha_power
+        assert y is not None  # absorbing: Medium checked it
         a0 = jnp.asarray(alpha_coeff, dtype) * (100.0 * (1e-6 / (2 * math.pi)) ** y / NEPER_DB)
         c["tau"] = -2.0 * a0 * c0 ** (y - 1)
         c["eta_per_c0_tau"] = -math.tan(math.pi * y / 2)

@@ -231,6 +231,7 @@ class FourierOps:
                 fftw.c2r(specs, p.shape, self.kappa, [s], axis=a, concurrent=self._concurrent)[0]
                 for a, s in enumerate(self.shift_pos)
             )
+        assert self.kappa is not None  # XLA's FFT: kappa is always applied
         P = real_scale(self._spec(p), self.kappa)
         return tuple(self._back(P * s, p) for s in self.shift_pos)
 
@@ -263,6 +264,7 @@ class FourierOps:
                 )[0]
                 for a, (ua, s) in enumerate(zip(u, self.shift_neg))
             )
+        assert self.kappa is not None  # XLA's FFT: kappa is always applied
         return tuple(
             self._back(real_scale(self._spec(ua), self.kappa) * s, ua)
             for ua, s in zip(u, self.shift_neg)
@@ -276,6 +278,7 @@ class FourierOps:
             return fftw.c2r(
                 fftw.r2c([f], self._concurrent), f.shape, nabla, concurrent=self._concurrent
             )[0]
+        assert nabla is not None  # built for power-law absorption, the only caller
         return self._back(real_scale(self._spec(f), nabla), f)
 
     def filter_source(self, s: jax.Array) -> jax.Array:
@@ -288,6 +291,7 @@ class FourierOps:
                 self.source_kappa,
                 concurrent=self._concurrent,
             )[0]
+        assert self.source_kappa is not None  # built for additive sources, the only callers
         return self._back(real_scale(self._spec(s), self.source_kappa), s)
 
     def keep(self, f: jax.Array) -> jax.Array:
@@ -298,6 +302,7 @@ class FourierOps:
         return fftw.keep(f) if self._fftw(f) else f
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
+        assert self.unshift is not None  # built when a sensor records non-staggered velocity
         n = u.shape[axis]
         F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]
         return jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)

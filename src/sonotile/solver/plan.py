@@ -102,12 +102,13 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
     if problem.extras.get("host_medium_released"):
         raise RuntimeError("the problem's host medium was released (release_host_medium)")
     g, m, pml, dt = problem.grid, problem.medium, problem.pml, problem.grid.dt
+    assert pml is not None and m.c_ref is not None and m.rho0_sg is not None  # set when validated
     dtype = problem.dtype
 
     def arr(v: Scalar) -> float | np.ndarray:
         return np.asarray(v, dtype) if is_field(v) else float(np.asarray(v))
 
-    def field(fn: Callable[..., ArrayLike], *vals: Scalar | None, name: str) -> Const:
+    def field(fn: Callable[..., ArrayLike], *vals: Scalar, name: str) -> Const:
         """``fn`` of the medium values, computed now or (lazy inputs) piece by piece."""
         lazy = [v for v in vals if is_lazy(v)]
         if lazy:
@@ -137,10 +138,12 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
         for a, r in enumerate(m.rho0_sg)
     )
     if m.nonlinear:
+        assert m.bona is not None  # what nonlinear means
         c["bona_2rho0"] = field(
             lambda b, r: np.divide(b, np.multiply(2, r)), m.bona, m.rho0, name="B/A/(2 rho0)"
         )
     if m.absorption != "lossless":
+        assert y is not None and m.alpha_coeff is not None  # absorbing: Medium checked both
         c["tau"] = field(lambda c0, a: absorption_factors(c0, a, y)[0], m.c0, m.alpha_coeff,
                          name="tau")  # fmt: skip
         c["eta_per_c0_tau"] = -math.tan(math.pi * y / 2)
@@ -200,6 +203,7 @@ def release_host_medium(problem: Problem) -> int:
 
     for name in ("c0", "rho0", "bona", "alpha_coeff"):
         object.__setattr__(m, name, gone(getattr(m, name)))
+    assert m.rho0_sg is not None  # set by Medium
     object.__setattr__(m, "rho0_sg", tuple(gone(r) for r in m.rho0_sg))
     problem.extras["host_medium_released"] = True
     return freed
@@ -229,6 +233,7 @@ def source_constants(problem: Problem) -> dict:
 def spectral_ops(problem: Problem, unstagger: bool) -> FourierOps:
     """Single-device operators for the problem."""
     g, m, s = problem.grid, problem.medium, problem.sources
+    assert m.c_ref is not None  # set by Medium
     additive = (s.p is not None and s.p.mode == "additive") or any(
         u is not None and u.mode == "additive" for u in s.u
     )

@@ -192,6 +192,7 @@ def layout_of(sensor: Sensor, shape: tuple, nt: int = 0, dt: float = 0.0) -> Sen
 def cw_layout(sensor: Sensor, nt: int, dt: float) -> CwWindow:
     """The DFT window of ``p_cw``: the last ``cw_periods`` periods of the run."""
     m = cw_window(sensor, dt)
+    assert sensor.cw_frequency is not None  # checked by cw_window
     return CwWindow(nt - m, m, float(sensor.cw_frequency) * dt)
 
 
@@ -354,11 +355,13 @@ def finish(
         v = np.asarray(jax.device_get(agg[f"{f}_{kind}"]))
         out[f"{f}_{kind}"] = np.sqrt(v / n_rec) if kind == "rms" else v
     if ("p", "cw_re") in layout.stats:
+        assert layout.cw is not None  # layout_of sets it with the p_cw statistics
         re, im = (np.asarray(jax.device_get(agg[k]), np.float64) for k in ("p_cw_re", "p_cw_im"))
         out["p_cw_amp"], out["p_cw_phase"] = cw_amp_phase(re, im, layout.cw.steps, np)
     fields = {"p": state.p, **{f"u{AXES[a]}": u for a, u in enumerate(state.u)}}
     whole = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole if "cw" not in kind}
     if ("p", "cw_re_all") in layout.whole:
+        assert layout.cw is not None  # layout_of sets it with the p_cw statistics
         amp, ph = cw_amp_phase(agg["p_cw_re_all"], agg["p_cw_im_all"], layout.cw.steps, jnp)
         whole.update(p_cw_amp_all=amp, p_cw_phase_all=ph)
     whole.update({f"{f}_final": fields[f] for f in layout.final})
