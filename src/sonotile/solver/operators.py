@@ -124,7 +124,8 @@ class FourierOps:
     unshift: tuple[jax.Array, ...] | None = None
     fft: str = "xla"
 
-    def tree_flatten(self) -> tuple[Children, str]:
+    def tree_flatten(self) -> tuple[Children, Any]:
+        # the static part: ``fft`` here, what a subclass needs in its own (PencilOps: its layout)
         return (
             self.shift_pos,
             self.shift_neg,
@@ -136,7 +137,7 @@ class FourierOps:
         ), self.fft
 
     @classmethod
-    def tree_unflatten(cls, aux: str, children: Children) -> FourierOps:
+    def tree_unflatten(cls, aux: Any, children: Children) -> FourierOps:
         return cls(*children, fft=aux)
 
     @classmethod

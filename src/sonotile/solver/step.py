@@ -30,8 +30,8 @@ PointIndex = tuple[jax.Array, ...]
 
 class State(NamedTuple):
     p: jax.Array
-    rho: tuple[jax.Array, ...]
-    u: tuple[jax.Array, ...]
+    rho: tuple
+    u: tuple
 
 
 def zero_state(shape: tuple[int, ...], dtype: jax.typing.DTypeLike) -> State:
