@@ -24,7 +24,7 @@ Memory: the time loop runs in checkpointed chunks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import jax
@@ -40,6 +40,7 @@ from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
 from sonotile.solver.linear import AdjointOps
 from sonotile.solver.step import initial_pressure_state, zero_state
+from sonotile.solver.tape import Tape, as_tape
 
 MEDIUM_KEYS = {"sound_speed": "sound_speed", "density": "density",
                "alpha_coeff": "alpha_coeff", "BonA": "BonA"}  # fmt: skip
@@ -60,6 +61,8 @@ class Static:
     smooth_p0: bool
     chunk: int | None
     remat_step: bool
+    tape: Tape | None = None
+    axes: tuple = ()  # mesh axis names the state is split over (keys of the tape's shards)
 
 
 def _smooth_p0(p0, shape: tuple):
@@ -175,8 +178,18 @@ def local_run(st: Static, c: dict, index, ops, xs: dict, shape: tuple):
         raw0 = {f: samples[f][None] for f in layout.raw}
     else:
         state = zero_state(shape, dtype)
-    body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-    (state, agg), raw = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
+    if st.tape is None:
+        body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+        carry = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
+    else:
+
+        def body_c(c, fixed, carry, x):
+            return runner.scan_body(carry, x, c, *fixed, phys, layout)
+
+        carry = adjoint.taped_scan(
+            body_c, c, (ops, index), (state, agg), xs, st.tape, st.chunk or 1, st.axes
+        )
+    (state, agg), raw = carry
     if raw0:
         raw = {k: jnp.concatenate([raw0[k], v]) for k, v in raw.items()}
     return {k: v[layout.start :] for k, v in raw.items()}, agg, state
@@ -310,6 +323,7 @@ def make_simulator(
     bell_width: float = 0.5,
     chunk: int | str | None = "auto",
     remat_step: bool = False,
+    tape: Tape | str | None = None,
 ) -> Simulator:
     """A differentiable simulation of k-Wave-style input (arguments as :func:`sonotile.simulate`).
 
@@ -319,6 +333,12 @@ def make_simulator(
         chunk: steps per checkpointed chunk of the time loop (``"auto"``: ``ceil(sqrt(nt))``;
             ``None``: no checkpointing, every step's intermediates kept for the backward pass).
         remat_step: also recompute each step in the backward pass (less memory, more time).
+        tape: keep the states the backward pass needs off the device: ``"host"`` (host
+            memory: off a GPU), ``"disk"`` (files in a temporary folder: off the process's
+            memory) or a :class:`sonotile.Tape` (e.g. ``Tape("disk", directory=...)``). The
+            state is then stored every ``chunk`` steps (``"auto"``: every step) and the
+            backward pass recomputes one chunk at a time, each step rematerialised; only
+            reverse mode (``jax.grad``, ``jax.vjp``) is defined. ``None``: states on the device.
 
     Returns:
         A :class:`Simulator`: ``sim(params)`` with ``params`` a dict of any of ``sound_speed``,
@@ -338,19 +358,22 @@ def make_simulator(
     pad = tuple((a, n - a - s) for a, n, s in zip(start, full, shape))
     srcc = planmod.source_constants(problem)
     srcc.pop("p0", None)
-    nt = problem.grid.nt
+    nt, tape = problem.grid.nt, as_tape(tape)
+    if chunk == "auto":
+        chunk = 1 if tape is not None else adjoint.default_chunk(nt)
     st = Static(
         problem, sens.layout_of(problem.sensor, problem.grid.shape), planmod.physics_of(problem),
-        pad, mapping["crop"], shape, srcc, smooth_p0,
-        adjoint.default_chunk(nt) if chunk == "auto" else chunk, remat_step,
+        pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
     if decomposition == "single":
         run, fixed, describe = _single(st)
         derive = tuple(range(problem.grid.ndim))
     else:
         from sonotile.parallel.differentiable import mesh_runner
+        from sonotile.parallel.mesh import AXIS_NAMES
 
         mesh = tuple(mesh) if mesh is not None else (len(jax.devices()),)
+        st = replace(st, axes=AXIS_NAMES[: len(mesh)])
         run, fixed = mesh_runner(
             problem, st.layout, partial(local_run, st), decomposition, mesh, overlap, bell_width
         )
