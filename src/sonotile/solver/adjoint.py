@@ -249,8 +249,7 @@ def taped_scan(body, params, consts, carry, xs, tape: Tape, chunk: int = 1, axes
     def body_d(pd, cs, c, x):  # differentiated float arrays, other arrays, Python values
         it_d, it_c = iter(pd), iter(cs[0])
         full = [
-            next(it_d) if d else next(it_c) if arr else a
-            for a, d, arr in zip(leaves, diff, arrays)
+            next(it_d) if d else next(it_c) if arr else a for a, d, arr in zip(leaves, diff, arrays)
         ]
         return body(jax.tree_util.tree_unflatten(tree, full), cs[1], c, x)
 

@@ -61,7 +61,7 @@ class Tape:
     def _path(self, key: tuple[int, int], i: int) -> str:
         return os.path.join(self.directory, f"state-{key[0]}-{key[1]}-{i}.npy")
 
-    def store(self, shard: np.ndarray, index: np.ndarray, *arrays: np.ndarray) -> np.ndarray:
+    def store(self, shard: np.ndarray, index: np.ndarray, *arrays: np.ndarray) -> np.int32:
         """Keep ``arrays`` under ``(shard, index)``; returns the token ``int32(0)``."""
         key = (int(shard), int(index))
         if self.where == "host":
