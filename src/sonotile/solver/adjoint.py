@@ -188,7 +188,9 @@ def _taped_bwd(body, tape: Tape, k: int, axes: tuple, res, g):
     sid = _shard_id(axes)
     x_leaves, x_tree = jax.tree_util.tree_flatten(xs)
     is_f = [_inexact(a) for a in x_leaves]
-    step = jax.checkpoint(lambda p, c, x: body(p, consts, c, x), prevent_cse=False)
+    step = lambda p, c, x: body(p, consts, c, x)  # noqa: E731
+    if k > 1:  # keep one step's intermediates at a time (with k = 1 there is nothing to save)
+        step = jax.checkpoint(step, prevent_cse=False)
 
     def chunk(acc, inp):
         g_c, g_p = acc
@@ -224,10 +226,10 @@ def taped_scan(body, params, consts, carry, xs, tape: Tape, chunk: int = 1, axes
     takes its states from ``tape`` instead of device memory.
 
     The forward pass stores the carry every ``chunk`` steps on the tape (host memory or disk);
-    the backward pass reads them back newest first and recomputes one chunk at a time, each
-    step rematerialised, so device memory holds one chunk's ``chunk`` states and one step's
-    intermediates whatever the step count. Only reverse mode (``jax.grad``, ``jax.vjp``) is
-    defined: use :func:`checkpointed_scan` for forward mode.
+    the backward pass reads them back newest first and recomputes one chunk at a time (each
+    step rematerialised when ``chunk > 1``), so device memory holds one chunk's ``chunk``
+    states and one step's intermediates whatever the step count. Only reverse mode
+    (``jax.grad``, ``jax.vjp``) is defined: use :func:`checkpointed_scan` for forward mode.
 
     Args:
         body: ``body(params, consts, carry, x) -> (carry, y)``. It must not close over traced
