@@ -6,6 +6,7 @@ geometry and signal helpers at start-up (time to first step).
 """
 
 from importlib import import_module
+from typing import Any
 
 from sonotile.version import __version__
 
@@ -56,7 +57,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """Public names and submodules, imported when first used (``import sonotile`` is light)."""
     module = _WHERE.get(name)
     if module is None:  # a submodule (``sonotile.api`` after a bare ``import sonotile``)
