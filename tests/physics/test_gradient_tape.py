@@ -17,7 +17,6 @@ import pytest
 from grad_case import make_case
 
 import sonotile as st
-from sonotile.solver.tape import Tape
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -64,7 +63,7 @@ def test_disk_tape_writes_only_into_its_folder(case, tmp_path):
     folder = tmp_path / "tape"
     folder.mkdir()
     (folder / "mine.txt").write_text("keep")
-    tape = Tape("disk", directory=str(folder))
+    tape = st.Tape("disk", directory=str(folder))
     sim = st.make_simulator(*case, pml_size=4, dtype="float64", chunk=10, tape=tape)
     _grad(sim)
     names = sorted(os.listdir(folder))
@@ -89,4 +88,4 @@ def test_bad_tape_is_refused(case):
     with pytest.raises(ValueError, match="tape"):
         st.make_simulator(*case, pml_size=4, tape="gpu")
     with pytest.raises(ValueError, match="does not exist"):
-        Tape("disk", directory="/nonexistent/sonotile-tape")
+        st.Tape("disk", directory="/nonexistent/sonotile-tape")
