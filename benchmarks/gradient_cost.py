@@ -9,15 +9,21 @@ respect to sound speed and density (fields). Reports, for the forward pass and t
 * the wall time of a compiled call (median of ``--repeat`` alternating calls, after a warm-up).
 
 "backward" = gradient time - forward time. Timings on a shared machine are noisy: compare the
-ratios of one run. Example::
+ratios of one run. ``--tape host|disk`` keeps the backward pass's states off the device
+(``make_simulator(tape=...)``); ``--processes`` runs the forward pass and the gradient each in a
+process of its own and adds their peak resident memory (VmHWM), the memory a user sees, host
+tape included (a disk tape is not: its files are in the page cache, not the process). Example::
 
     .venv/bin/python benchmarks/gradient_cost.py --n 128 --nt 200
+    .venv/bin/python benchmarks/gradient_cost.py --n 128 --nt 100 --tape disk --processes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -57,14 +63,22 @@ def main(argv=None) -> dict:
     ap.add_argument("--remat-step", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--compile-only", action="store_true", help="memory only, no runs")
+    ap.add_argument("--tape", choices=("none", "host", "disk"), default="none")
+    ap.add_argument("--only", choices=("forward", "gradient"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--processes", action="store_true", help="forward, gradient: a process each; peak RSS"
+    )
     a = ap.parse_args(argv)
+    if a.processes:
+        return in_processes(argv if argv is not None else sys.argv[1:])
     import jax
     import jax.numpy as jnp
 
     import sonotile as st
 
     chunk = None if a.chunk == "none" else (a.chunk if a.chunk == "auto" else int(a.chunk))
-    sim = st.make_simulator(*make_case(a.n, a.nt), chunk=chunk, remat_step=a.remat_step)
+    tape = None if a.tape == "none" else a.tape
+    sim = st.make_simulator(*make_case(a.n, a.nt), chunk=chunk, remat_step=a.remat_step, tape=tape)
     params = {k: sim.params[k] for k in ("sound_speed", "density")}
 
     def loss(p):
@@ -72,7 +86,20 @@ def main(argv=None) -> dict:
 
     fwd = jax.jit(loss)
     grad = jax.jit(jax.value_and_grad(loss))
-    out = {"n": a.n, "nt": a.nt, "chunk": sim.static.chunk, "remat_step": a.remat_step}
+    out = {"n": a.n, "nt": a.nt, "chunk": sim.static.chunk, "remat_step": a.remat_step,
+           "tape": a.tape}  # fmt: skip
+    if a.only:
+        f = fwd if a.only == "forward" else grad
+        t0 = time.perf_counter()
+        out[f"{a.only}_memory_mb"] = memory_mb(f.lower(params).compile())
+        jax.block_until_ready(f(params))
+        out[f"{a.only}_first_call_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(params))
+        out[f"{a.only}_s"] = time.perf_counter() - t0
+        out[f"{a.only}_peak_rss_mb"] = peak_rss_mb()
+        print(json.dumps(out))
+        return out
     for name, f in (("forward", fwd), ("gradient", grad)):
         t0 = time.perf_counter()
         compiled = f.lower(params).compile()
@@ -94,6 +121,33 @@ def main(argv=None) -> dict:
     out.update(forward_s=tf, gradient_s=tg, backward_over_forward=(tg - tf) / tf,
                gradient_over_forward=tg / tf,
                memory_ratio=out["gradient_memory_mb"] / out["forward_memory_mb"])  # fmt: skip
+    print(json.dumps(out, indent=1))
+    return out
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM) [MiB]."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def in_processes(argv: list) -> dict:
+    """Forward and gradient each in a fresh process (compile, a first and a second call)."""
+    args = [a for a in argv if a != "--processes"]
+    out: dict = {}
+    for only in ("forward", "gradient"):
+        r = subprocess.run(
+            [sys.executable, __file__, *args, "--only", only],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        out.update(json.loads(r.stdout.strip().splitlines()[-1]))
+    out["rss_ratio"] = out["gradient_peak_rss_mb"] / out["forward_peak_rss_mb"]
+    out["memory_ratio"] = out["gradient_memory_mb"] / out["forward_memory_mb"]
+    out["gradient_over_forward"] = out["gradient_s"] / out["forward_s"]
+    out["backward_over_forward"] = out["gradient_over_forward"] - 1
     print(json.dumps(out, indent=1))
     return out
 

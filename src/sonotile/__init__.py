@@ -6,6 +6,7 @@ geometry and signal helpers at start-up (time to first step).
 """
 
 from importlib import import_module
+from typing import Any
 
 from sonotile.version import __version__
 
@@ -43,11 +44,12 @@ _WHERE = {
     "load_input": "sonotile.results_io",
     "load_results": "sonotile.results_io",
     "make_simulator": "sonotile.differentiable",
+    "Tape": "sonotile.solver.tape",
 }
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
-    "make_simulator", "load_input", "load_results",
+    "make_simulator", "Tape", "load_input", "load_results",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
@@ -56,7 +58,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """Public names and submodules, imported when first used (``import sonotile`` is light)."""
     module = _WHERE.get(name)
     if module is None:  # a submodule (``sonotile.api`` after a bare ``import sonotile``)

@@ -23,24 +23,33 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import KeysView, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sonotile import user_input
 from sonotile.model import checks
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, Grid, make_time
 from sonotile.model.problem import (
+    Absorption,
     MaskSource,
     Medium,
     Pml,
     Problem,
     ProblemError,
+    Scalar,
     Sensor,
+    SourceMode,
     Sources,
     TransducerSource,
 )
+
+if TYPE_CHECKING:
+    import jax
 
 
 @dataclass
@@ -54,22 +63,25 @@ class KWaveGrid:
         nt: number of time steps (``None``: time to cross the grid diagonal).
     """
 
-    shape: tuple
-    spacing: tuple | float
+    shape: tuple[int, ...]
+    spacing: tuple[float, ...] | float
     dt: float | None = None
     nt: int | None = None
 
     def __post_init__(self) -> None:
         self.shape = tuple(int(n) for n in self.shape)
         if np.isscalar(self.spacing):
-            self.spacing = (float(self.spacing),) * len(self.shape)
-        self.spacing = tuple(float(d) for d in self.spacing)
+            self.spacing = (float(cast(float, self.spacing)),) * len(self.shape)
+        self.spacing = tuple(float(d) for d in cast("tuple[float, ...]", self.spacing))
 
-    def make_time(self, sound_speed, cfl: float = 0.3, t_end: float | None = None) -> None:
+    def make_time(
+        self, sound_speed: ArrayLike, cfl: float = 0.3, t_end: float | None = None
+    ) -> None:
         """k-Wave's ``makeTime``: ``dt = cfl min(d) / max(c)``, end time from the diagonal."""
         c = np.asarray(sound_speed)
+        spacing = cast("tuple[float, ...]", self.spacing)  # per axis since __post_init__
         self.dt, self.nt = make_time(
-            self.shape, self.spacing, float(c.max()), float(c.min()), cfl, t_end
+            self.shape, spacing, float(c.max()), float(c.min()), cfl, t_end
         )
 
     @property
@@ -92,12 +104,12 @@ class KWaveMedium:
         sound_speed_ref: reference sound speed of the k-space correction [m/s] (default max).
     """
 
-    sound_speed: object
-    density: object = 1000.0
-    alpha_coeff: object = None
+    sound_speed: ArrayLike
+    density: ArrayLike = 1000.0
+    alpha_coeff: ArrayLike | None = None
     alpha_power: float = 1.5
     alpha_mode: str | None = None
-    BonA: object = None  # noqa: N815 (k-Wave's name)
+    BonA: ArrayLike | None = None  # noqa: N815 (k-Wave's name)
     sound_speed_ref: float | None = None
 
 
@@ -160,7 +172,7 @@ class KSensor:
     mask: np.ndarray | None = None
     corners: list | None = None
     points: np.ndarray | None = None
-    record: tuple = ("p",)
+    record: tuple[str, ...] = ("p",)
     record_start_index: int = 1
     cart_interp: str = "bli"
     bli_tolerance: float = 0.05
@@ -179,13 +191,13 @@ class Results:
     user's grid (fractional for Cartesian points).
     """
 
-    data: dict
+    data: dict[str, Quantity]
     grid: Grid
     t: np.ndarray
     sensor_points: np.ndarray | None
-    warnings: list = field(default_factory=list)
-    inputs: tuple | None = None  # (kgrid, medium, source, sensor) as given to simulate
-    options: dict = field(default_factory=dict)  # simulate's keyword options
+    warnings: list[str] = field(default_factory=list)
+    inputs: Inputs | None = None  # (kgrid, medium, source, sensor) as given to simulate
+    options: dict[str, Any] = field(default_factory=dict)  # simulate's keyword options
 
     def save(self, path: str) -> None:
         """Write every quantity with its unit, and the input, to an HDF5 file that
@@ -194,17 +206,30 @@ class Results:
 
         save_results(path, self, self.inputs, self.options)
 
-    def __getitem__(self, k: str):
+    def __getitem__(self, k: str) -> Quantity:
         return self.data[k]
 
     def __contains__(self, k: str) -> bool:
         return k in self.data
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self.data.keys()
 
 
-MODES = {
+#: A recorded quantity: an array, or per cuboid a list of arrays (cuboid sensors).
+Quantity = np.ndarray | list[np.ndarray]
+#: What ``simulate`` takes and ``Results.inputs`` / ``load_input`` give back.
+Inputs = tuple[KWaveGrid, KWaveMedium, KSource, KSensor]
+
+
+class UserLayout(TypedDict):
+    """How solver results map back to the user's grid (:func:`build_problem`)."""
+
+    crop: tuple[slice, ...]  # the user's grid within the (PML-padded) solver grid
+    points: np.ndarray | None  # the sensor points (N, ndim) on the user's grid
+
+
+MODES: dict[str, SourceMode] = {
     "additive": "additive",
     "additive-no-correction": "additive_no_correction",
     "additive_no_correction": "additive_no_correction",
@@ -212,7 +237,7 @@ MODES = {
 }
 
 
-def mask_points(mask: np.ndarray, shape: tuple, name: str) -> np.ndarray:
+def mask_points(mask: ArrayLike, shape: tuple[int, ...], name: str) -> np.ndarray:
     """Grid indices ``(N, ndim)`` of a boolean mask in k-Wave (column-major) order."""
     m = np.asarray(mask)
     if m.shape != shape:
@@ -223,11 +248,11 @@ def mask_points(mask: np.ndarray, shape: tuple, name: str) -> np.ndarray:
     return np.stack(np.unravel_index(lin, shape, order="F"), axis=1)
 
 
-def _at(v, idx):
+def _at(v: Scalar, idx: np.ndarray) -> np.ndarray:
     return np.asarray(v)[tuple(idx.T)] if np.ndim(v) > 0 else np.full(idx.shape[0], float(v))
 
 
-def _signal(sig, n_points: int, name: str) -> np.ndarray:
+def _signal(sig: ArrayLike, n_points: int, name: str) -> np.ndarray:
     """User layout (Nt,) or (Nsrc, Nt) -> solver layout (Nt,) or (Nt, Nsrc)."""
     s = np.asarray(sig, dtype=np.float64)
     if s.ndim == 2 and s.shape[0] == 1:
@@ -245,20 +270,22 @@ def _signal(sig, n_points: int, name: str) -> np.ndarray:
     return s.T
 
 
-def _scaled(sig: np.ndarray, scale: np.ndarray, c0) -> np.ndarray:
+def _scaled(sig: np.ndarray, scale: np.ndarray, c0: Scalar) -> np.ndarray:
     """A signal ``(Nt,)`` or ``(Nt, Nsrc)`` times a per-point ``scale`` ``(Nsrc,)``."""
     if sig.ndim == 1 and np.ndim(c0) > 0:
         return sig[:, None] * scale[None, :]
     return sig * (scale if sig.ndim == 2 else scale[0])
 
 
-def _mode(mode: str, name: str) -> str:
+def _mode(mode: str, name: str) -> SourceMode:
     if mode not in MODES:
         raise ProblemError(f"{name} = {mode!r}: expected one of {list(MODES)}")
     return MODES[mode]
 
 
-def _pressure_source(src: KSource, grid: Grid, c0, shape: tuple) -> MaskSource | None:
+def _pressure_source(
+    src: KSource, grid: Grid, c0: Scalar, shape: tuple[int, ...]
+) -> MaskSource | None:
     """``p`` in density units per split component (k-Wave's ``scaleSourceTerms``)."""
     if src.p is None:
         return None
@@ -273,7 +300,9 @@ def _pressure_source(src: KSource, grid: Grid, c0, shape: tuple) -> MaskSource |
     return MaskSource(idx, _scaled(sig, scale, c0), mode, "source.p")
 
 
-def _velocity_sources(src: KSource, grid: Grid, c0, shape: tuple) -> list:
+def _velocity_sources(
+    src: KSource, grid: Grid, c0: Scalar, shape: tuple[int, ...]
+) -> list[MaskSource | None]:
     """``ux``/``uy``/``uz``: additive ones as the injected increment ``2 c dt / dx``."""
     d, dt, dx = grid.ndim, grid.dt, grid.spacing
     for ax, v in enumerate((src.ux, src.uy, src.uz)[d:]):
@@ -287,7 +316,7 @@ def _velocity_sources(src: KSource, grid: Grid, c0, shape: tuple) -> list:
     idx = mask_points(src.u_mask, shape, "source.u_mask")
     mode = _mode(src.u_mode, "source.u_mode")
     c = _at(c0, idx)
-    out: list = []
+    out: list[MaskSource | None] = []
     for ax, v in enumerate(comps):
         if v is None:
             out.append(None)
@@ -299,7 +328,9 @@ def _velocity_sources(src: KSource, grid: Grid, c0, shape: tuple) -> list:
     return out
 
 
-def _transducer_source(src: KSource, grid: Grid, c0, shape: tuple) -> TransducerSource | None:
+def _transducer_source(
+    src: KSource, grid: Grid, c0: Scalar, shape: tuple[int, ...]
+) -> TransducerSource | None:
     if src.transducer_mask is None and src.transducer_signal is None:
         return None
     if src.transducer_mask is None or src.transducer_signal is None:
@@ -320,7 +351,7 @@ def _transducer_source(src: KSource, grid: Grid, c0, shape: tuple) -> Transducer
     return TransducerSource(idx, sig, delays)
 
 
-def scale_sources(src: KSource, grid: Grid, c0, shape: tuple) -> Sources:
+def scale_sources(src: KSource, grid: Grid, c0: Scalar, shape: tuple[int, ...]) -> Sources:
     """k-Wave's ``scaleSourceTerms``: pressure to density units per split component, additive
     velocity to the injected increment."""
     return Sources(
@@ -331,18 +362,21 @@ def scale_sources(src: KSource, grid: Grid, c0, shape: tuple) -> Sources:
     )
 
 
-def _smoothed(v, shape: tuple, on: bool, name: str):
+def _smoothed(v: ArrayLike | None, shape: tuple[int, ...], on: bool, name: str) -> ArrayLike | None:
     """A medium property smoothed when asked (fields only; scalars pass through)."""
     if not on or np.ndim(v) == 0:
         return v
     if np.shape(v) != shape or not np.all(np.isfinite(v)):
         raise ProblemError(f"{name}: expected finite values of the grid shape {shape}")
-    return smooth(v)
+    return smooth(np.asarray(v))
 
 
-def _pad(v, pad, mode):
+def _pad(
+    v: ArrayLike | None, pad: Sequence[tuple[int, int]], mode: Literal["constant", "edge"]
+) -> Scalar | None:
+    """``v`` padded as the grid is; a scalar (or None) as it is."""
     if np.ndim(v) == 0 or v is None:
-        return v
+        return cast("Scalar | None", v)
     return np.pad(np.asarray(v), pad, mode=mode)
 
 
@@ -350,8 +384,8 @@ def _pad(v, pad, mode):
 class Options:
     """How k-Wave-style input becomes a solver-ready problem (see :func:`simulate`)."""
 
-    pml_size: object = None
-    pml_alpha: object = 2.0
+    pml_size: int | Sequence[int] | None = None
+    pml_alpha: float | Sequence[float] = 2.0
     pml_inside: bool = True
     dtype: str = "float32"
     smooth_p0: bool = True
@@ -365,7 +399,7 @@ def build_problem(
     source: KSource,
     sensor: KSensor,
     options: Options = Options(),
-) -> tuple[Problem, dict]:
+) -> tuple[Problem, UserLayout]:
     """The solver-ready :class:`Problem` for k-Wave-style input, and how to map results back.
 
     Like k-Wave, p0 is smoothed (Blackman window, maximum restored) on the user's grid before
@@ -378,7 +412,9 @@ def build_problem(
         raise user_input.user_error(e) from None
 
 
-def _build(kgrid, medium, source, sensor, options) -> tuple[Problem, dict]:
+def _build(
+    kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor, options: Options
+) -> tuple[Problem, UserLayout]:
     shape = tuple(kgrid.shape)
     user_input.check_medium(medium, shape)
     user_input.check_sources(source, shape)
@@ -401,16 +437,14 @@ def _build(kgrid, medium, source, sensor, options) -> tuple[Problem, dict]:
     pml = _pml(options, len(shape))
     pad = [(0, 0)] * len(shape) if options.pml_inside else [(s, s) for s in pml.size]
     full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
-    grid = Grid(full, kgrid.spacing, kgrid.dt, kgrid.nt)
+    grid = Grid(full, cast("tuple[float, ...]", kgrid.spacing), kgrid.dt, kgrid.nt)
     m = _medium(medium, grid, pad)
-    padded = replace(
-        source,
-        **{
-            k: _pad(getattr(source, k), pad, "constant")
-            for k in ("p0", "p_mask", "u_mask", "transducer_mask")
-            if getattr(source, k) is not None
-        },
-    )
+    fields: dict[str, Any] = {  # grid-shaped source arrays, padded as the grid is
+        k: _pad(getattr(source, k), pad, "constant")
+        for k in ("p0", "p_mask", "u_mask", "transducer_mask")
+        if getattr(source, k) is not None
+    }
+    padded = replace(source, **fields)
     sources = scale_sources(padded, grid, m.c0, full)
     offset = np.array([a for a, _ in pad])
     sens, points = build_sensor(sensor, kgrid, offset)
@@ -430,7 +464,8 @@ def _time_axis(kgrid: KWaveGrid, medium: KWaveMedium) -> None:
         raise ProblemError("medium.sound_speed: must be finite and > 0")
     if kgrid.dt is not None and not (np.isfinite(kgrid.dt) and kgrid.dt > 0):
         raise ProblemError(f"kgrid.dt = {kgrid.dt} s: must be finite and > 0")
-    dt, nt = make_time(shape, kgrid.spacing, float(c.max()), float(c.min()), dt=kgrid.dt)
+    spacing = cast("tuple[float, ...]", kgrid.spacing)  # per axis since __post_init__
+    dt, nt = make_time(shape, spacing, float(c.max()), float(c.min()), dt=kgrid.dt)
     kgrid.dt = dt
     kgrid.nt = kgrid.nt or nt
 
@@ -440,19 +475,22 @@ def _pml(options: Options, nd: int) -> Pml:
     if size is None:
         size = Pml.default(nd).size
     elif np.isscalar(size):
-        size = (int(size),) * nd
+        size = (int(cast(int, size)),) * nd
     a = options.pml_alpha
-    return Pml(tuple(size), (float(a),) * nd if np.isscalar(a) else tuple(a))
+    alpha = (float(cast(float, a)),) * nd if np.isscalar(a) else tuple(cast("Sequence[float]", a))
+    return Pml(tuple(cast("Sequence[int]", size)), alpha)
 
 
-def _medium(medium: KWaveMedium, grid: Grid, pad: list) -> Medium:
+def _medium(medium: KWaveMedium, grid: Grid, pad: Sequence[tuple[int, int]]) -> Medium:
     """The solver's medium on the (possibly PML-padded) grid."""
     absorbing = medium.alpha_coeff is not None and np.any(np.asarray(medium.alpha_coeff) != 0)
     if absorbing and medium.alpha_mode not in (None, "no_dispersion", "stokes"):
         raise ProblemError(
             f"medium.alpha_mode = {medium.alpha_mode!r}: expected None, 'no_dispersion' or 'stokes'"
         )
-    mode = ("stokes" if medium.alpha_mode == "stokes" else "power_law") if absorbing else "lossless"
+    mode: Absorption = (
+        ("stokes" if medium.alpha_mode == "stokes" else "power_law") if absorbing else "lossless"
+    )
     return Medium(
         c0=_pad(medium.sound_speed, pad, "edge"),
         rho0=_pad(medium.density, pad, "edge"),
@@ -466,13 +504,13 @@ def _medium(medium: KWaveMedium, grid: Grid, pad: list) -> Medium:
     )
 
 
-def is_cartesian(mask, shape: tuple) -> bool:
+def is_cartesian(mask: ArrayLike, shape: tuple[int, ...]) -> bool:
     """A sensor mask given as Cartesian points ``(ndim, N)`` rather than a grid-shaped mask."""
     m = np.asarray(mask)
     return m.shape != shape and m.ndim == 2 and m.shape[0] == len(shape) and m.dtype.kind == "f"
 
 
-def cartesian_coords(mask, kgrid: KWaveGrid) -> np.ndarray:
+def cartesian_coords(mask: ArrayLike, kgrid: KWaveGrid) -> np.ndarray:
     """Continuous 0-based grid coordinates ``(N, ndim)`` of Cartesian points ``(ndim, N)`` [m]
     given relative to the grid centre (``x = (i - N // 2) dx``, k-Wave's ``kgrid.x``)."""
     pts = np.asarray(mask, dtype=np.float64)
@@ -485,12 +523,14 @@ def cartesian_coords(mask, kgrid: KWaveGrid) -> np.ndarray:
     return coords
 
 
-def build_sensor(sensor: KSensor, kgrid: KWaveGrid, offset: np.ndarray) -> tuple:
+def build_sensor(
+    sensor: KSensor, kgrid: KWaveGrid, offset: np.ndarray
+) -> tuple[Sensor, np.ndarray | None]:
     """The solver's :class:`Sensor` (indices shifted by ``offset`` for a PML outside the user's
     grid) and the user's points ``(N, ndim)`` as 0-based grid indices (fractional for Cartesian
     points)."""
     shape, nd = tuple(kgrid.shape), len(kgrid.shape)
-    common = dict(
+    common: dict[str, Any] = dict(
         record=tuple(sensor.record), start=sensor.record_start_index - 1,
         cw_frequency=sensor.cw_frequency, cw_periods=sensor.cw_periods,
     )  # fmt: skip
@@ -528,21 +568,21 @@ def simulate(
     medium: KWaveMedium,
     source: KSource,
     sensor: KSensor,
-    pml_size=None,
-    pml_alpha=2.0,
+    pml_size: int | Sequence[int] | None = None,
+    pml_alpha: float | Sequence[float] = 2.0,
     pml_inside: bool = True,
     dtype: str = "float32",
     smooth_p0: bool = True,
     smooth_c0: bool = False,
     smooth_rho0: bool = False,
     decomposition: str = "single",
-    mesh: tuple | None = None,
+    mesh: tuple[int, ...] | None = None,
     overlap: int | None = None,
     accuracy: float = 1e-3,
     progress: bool | None = None,
     quiet: bool = False,
-    device=None,
-    devices=None,
+    device: jax.Device | None = None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> Results:
     """Run a simulation (k-Wave's ``kspaceFirstOrder1D/2D/3D``) on the default device.
 
@@ -594,7 +634,17 @@ def simulate(
     return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
 
 
-def _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device, devices):
+def _run(
+    problem: Problem,
+    decomposition: str,
+    mesh: tuple[int, ...] | None,
+    overlap: int | None,
+    accuracy: float,
+    progress: bool | None,
+    quiet: bool,
+    device: jax.Device | None,
+    devices: Sequence[jax.Device] | None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run on the device(s) asked for; float64 runs switch JAX's 64-bit mode on for the run."""
     import contextlib
 
@@ -602,8 +652,8 @@ def _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, devic
 
     from sonotile.solver import runner
 
-    x64 = contextlib.nullcontext()
-    if problem.dtype == "float64" and not jax.config.jax_enable_x64:
+    x64: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if problem.dtype == "float64" and not jax.enable_x64.value:
         x64 = jax.enable_x64(True)
     with x64:
         if decomposition == "single":
@@ -626,7 +676,12 @@ def _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, devic
         return runner.run_engine(engine, progress=progress)
 
 
-def shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict:
+def shape_results(
+    problem: Problem,
+    raw: dict[str, np.ndarray],
+    final: dict[str, np.ndarray],
+    crop: tuple[slice, ...],
+) -> dict[str, Quantity]:
     """The runner's raw series and final quantities in the user's layout (see :class:`Results`),
     whole fields cropped to the user's grid."""
     sensor = problem.sensor
@@ -636,7 +691,7 @@ def shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict
         shapes = [tuple(int(h - lo + 1) for lo, h in zip(c[0], c[1])) for c in sensor.cuboids]
         splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
 
-    def series(v):  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
+    def series(v: np.ndarray) -> Quantity:  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
         if shapes is None:
             return np.ascontiguousarray(v.T)
         return [
@@ -644,12 +699,12 @@ def shape_results(problem: Problem, raw: dict, final: dict, crop: tuple) -> dict
             for b, s in zip(np.split(v, splits, axis=1), shapes)
         ]
 
-    def stat(v):
+    def stat(v: np.ndarray) -> Quantity:
         if shapes is None:
             return v
         return [b.reshape(s) for b, s in zip(np.split(v, splits), shapes)]
 
-    out = {}
+    out: dict[str, Quantity] = {}
     rec = set(sensor.record)
     for name, v in raw.items():
         base = (

@@ -15,13 +15,17 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from sonotile.cliargs import Parser
 
+if TYPE_CHECKING:  # imported when run: the options act before JAX is imported
+    from sonotile.api import Inputs, KWaveGrid, KWaveMedium, Results
 
-def setup(n: int = 128):
+
+def setup(n: int = 128) -> Inputs:
     """The demo problem on an ``n x 0.8n x 0.8n`` grid (0.1875 mm spacing at n = 128)."""
     from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium
 
@@ -106,16 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     h5, png = os.path.join(a.out, "results.h5"), os.path.join(a.out, "demo.png")
     res.save(h5)
     src = np.argwhere(source.p_mask)
-    focus = np.unravel_index(np.argmax(res["p_max_all"]), res["p_max_all"].shape)
+    p_max_all = cast(np.ndarray, res["p_max_all"])  # a whole field: an array
+    focus = np.unravel_index(np.argmax(p_max_all), p_max_all.shape)
     _plot(png, grid, medium, res, src, focus)
-    pmax = float(res["p_max_all"].max())
+    pmax = float(p_max_all.max())
     print(f"peak pressure {pmax / 1e6:.2f} MPa")
     print(f"results: {os.path.abspath(h5)}")
     print(f"figure:  {os.path.abspath(png)}")
     return 0
 
 
-def _plot(path, grid, medium, res, source_points, focus) -> None:
+def _plot(
+    path: str,
+    grid: KWaveGrid,
+    medium: KWaveMedium,
+    res: Results,
+    source_points: np.ndarray,
+    focus: tuple[np.integer, ...],
+) -> None:
     """Max pressure on the x-y plane through the beam axis (tissue layer, source and focus
     marked) and pressure traces along the axis."""
     import matplotlib
@@ -125,15 +137,17 @@ def _plot(path, grid, medium, res, source_points, focus) -> None:
 
     from sonotile.plot import field_map, traces
 
-    dx = grid.spacing[0]
+    spacing = cast("tuple[float, ...]", grid.spacing)  # per axis since KWaveGrid.__post_init__
+    p_max_all, p_axis = cast(np.ndarray, res["p_max_all"]), cast(np.ndarray, res["p"])  # arrays
+    dx = spacing[0]
     kz = grid.shape[2] // 2
     fig, ax = plt.subplots(1, 2, figsize=(12, 4.4))
     field_map(
-        ax[0], res["p_max_all"][:, :, kz], grid.spacing[:2], ("x (beam axis)", "y"),
+        ax[0], p_max_all[:, :, kz], spacing[:2], ("x (beam axis)", "y"),
         f"max pressure, plane z = {kz * dx * 1e3:.1f} mm (through the beam axis)",
         marks={"focus": focus[:2]},
     )  # fmt: skip
-    layer = np.nonzero(medium.sound_speed[:, 0, 0] > 1540)[0]
+    layer = np.nonzero(np.asarray(medium.sound_speed)[:, 0, 0] > 1540)[0]
     if layer.size:
         for edge in (layer[0], layer[-1] + 1):
             ax[0].axhline(edge * dx * 1e3, color="c", lw=0.8, ls="--")
@@ -143,7 +157,7 @@ def _plot(path, grid, medium, res, source_points, focus) -> None:
                lw=2, label="source")  # fmt: skip
     ax[0].legend(fontsize=8, loc="lower right")
     pts = res.sensor_points
-    traces(ax[1], res.t, res["p"], [f"x = {p[0] * dx * 1e3:.1f} mm" for p in pts])
+    traces(ax[1], res.t, p_axis, [f"x = {p[0] * dx * 1e3:.1f} mm" for p in pts])
     ax[1].set_title("pressure on the beam axis")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -24,12 +24,15 @@ Memory: the time loop runs in checkpointed chunks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Options, build_problem
 from sonotile.model.filters import smoothing_window
@@ -39,11 +42,31 @@ from sonotile.solver import adjoint, runner
 from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
 from sonotile.solver.linear import AdjointOps
-from sonotile.solver.step import initial_pressure_state, zero_state
+from sonotile.solver.step import State, initial_pressure_state, zero_state
+from sonotile.solver.tape import Tape, as_tape
+
+if TYPE_CHECKING:  # imported where used: a single-device simulator does not load them
+    from sonotile.parallel.lfb import LfbOps
+    from sonotile.parallel.mesh import ShardIndex
+    from sonotile.parallel.pencil import PencilOps
+
+    #: The spectral operators of one device (:class:`AdjointOps`) or of one shard of a mesh.
+    Ops = AdjointOps | LfbOps | PencilOps
+    #: Sensor points: per axis indices on one device, or a shard's own points on a mesh.
+    Index = tuple[jax.Array, ...] | ShardIndex
 
 MEDIUM_KEYS = {"sound_speed": "sound_speed", "density": "density",
                "alpha_coeff": "alpha_coeff", "BonA": "BonA"}  # fmt: skip
 SOURCE_KEYS = ("p0", "p", "ux", "uy", "uz")
+
+#: An output of the simulator: an array, or per cuboid a list of arrays (cuboid sensors).
+Quantity = jax.Array | list[jax.Array]
+#: ``run(consts, xs, fixed) -> (raw, aggregates, state)``: the whole time loop, on one device
+#: or a mesh (:func:`sonotile.parallel.differentiable.mesh_runner`).
+Run = Callable[
+    [dict[str, Any], dict[str, Any], tuple],
+    tuple[dict[str, jax.Array], dict[str, jax.Array], tuple],
+]
 
 
 @dataclass(frozen=True)
@@ -53,16 +76,19 @@ class Static:
     problem: Problem
     layout: sens.SensorLayout
     phys: planmod.Physics
-    pad: tuple  # per axis (before, after) points of an outside PML
-    crop: tuple
-    shape: tuple  # the user's grid shape
-    sources: dict  # source index arrays and transducer constants (fixed)
+    pad: tuple[tuple[int, int], ...]  # per axis (before, after) points of an outside PML
+    crop: tuple[slice, ...]
+    shape: tuple[int, ...]  # the user's grid shape
+    sources: dict[str, Any]  # source index arrays and transducer constants (fixed)
     smooth_p0: bool
     chunk: int | None
     remat_step: bool
+    tape: Tape | None = None
+    #: mesh axis names the state is split over (keys of the tape's shards)
+    axes: tuple[str, ...] = ()
 
 
-def _smooth_p0(p0, shape: tuple):
+def _smooth_p0(p0: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """k-Wave's smoothing of p0 (Blackman window, maximum restored) in JAX; see
     :func:`sonotile.model.filters.smooth`."""
     win = jnp.asarray(np.fft.ifftshift(smoothing_window(shape)), p0.dtype)
@@ -70,18 +96,18 @@ def _smooth_p0(p0, shape: tuple):
     return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
 
 
-def _padded(v, st: Static, mode: str):
+def _padded(v: jax.Array, st: Static, mode: Literal["constant", "edge"]) -> jax.Array:
     if jnp.ndim(v) == 0 or not any(a or b for a, b in st.pad):
         return v
     return jnp.pad(v, st.pad, mode=mode)
 
 
-def _at(c, index: tuple):
+def _at(c: jax.Array, index: tuple[jax.Array, ...]) -> jax.Array:
     """Values of a field at the source points ``(Nsrc,)``; a scalar as ``(1,)``."""
     return c[index] if jnp.ndim(c) > 0 else jnp.reshape(c, (1,))
 
 
-def _rows(sig, n_points: int, name: str, dtype):
+def _rows(sig: ArrayLike, n_points: int, name: str, dtype: DTypeLike) -> jax.Array:
     """User signal ``(Nt,)`` / ``(Nsrc, Nt)`` -> solver rows ``(Nt, 1)`` / ``(Nt, Nsrc)``."""
     s = jnp.asarray(sig, dtype)
     if s.ndim == 2 and s.shape[0] == 1:
@@ -93,12 +119,12 @@ def _rows(sig, n_points: int, name: str, dtype):
     return s.T
 
 
-def _scaled(rows, scale):
+def _scaled(rows: jax.Array, scale: jax.Array) -> jax.Array:
     """Rows ``(Nt, 1 | Nsrc)`` times the per-point scale ``(1 | Nsrc,)``."""
     return rows * scale[None, :]
 
 
-def _step_rows(rows, n0: int, nt: int):
+def _step_rows(rows: jax.Array, n0: int, nt: int) -> jax.Array:
     """Signal rows for steps ``n0 <= n < nt`` (zero past the signal's end)."""
     length = rows.shape[0]
     if length < nt:
@@ -106,7 +132,7 @@ def _step_rows(rows, n0: int, nt: int):
     return rows[n0:nt]
 
 
-def step_inputs(st: Static, params: dict, c0) -> dict:
+def step_inputs(st: Static, params: Mapping[str, jax.Array], c0: jax.Array) -> dict[str, Any]:
     """The scan inputs (see :func:`sonotile.solver.runner.step_inputs`) from traced signals,
     scaled as k-Wave's ``scaleSourceTerms`` scales them with the (traced) sound speed."""
     pb = st.problem
@@ -139,11 +165,13 @@ def step_inputs(st: Static, params: dict, c0) -> dict:
     return xs
 
 
-def constants(st: Static, params: dict, derive_axes: tuple) -> tuple[dict, jax.Array]:
+def constants(
+    st: Static, params: Mapping[str, jax.Array], derive_axes: tuple[int, ...]
+) -> tuple[dict[str, Any], jax.Array]:
     """The step's constants from ``params`` (medium padded like the problem's) and ``c0``."""
     pb = st.problem
 
-    def med(key):
+    def med(key: str) -> jax.Array:
         return _padded(jnp.asarray(params[key], pb.dtype), st, "edge")
 
     c0 = med("sound_speed")
@@ -163,7 +191,14 @@ def constants(st: Static, params: dict, derive_axes: tuple) -> tuple[dict, jax.A
     return c, c0
 
 
-def local_run(st: Static, c: dict, index, ops, xs: dict, shape: tuple):
+def local_run(
+    st: Static,
+    c: dict[str, Any],
+    index: Index,
+    ops: Ops,
+    xs: dict[str, Any],
+    shape: tuple[int, ...],
+) -> tuple[dict[str, jax.Array], dict[str, jax.Array], State]:
     """The time loop on one device or shard: ``(raw (Ts, Ns) per name, aggregates, state)``."""
     layout, phys, dtype = st.layout, st.phys, jnp.dtype(st.problem.dtype)
     agg = sens.init_aggregates(layout, shape, dtype)
@@ -175,33 +210,50 @@ def local_run(st: Static, c: dict, index, ops, xs: dict, shape: tuple):
         raw0 = {f: samples[f][None] for f in layout.raw}
     else:
         state = zero_state(shape, dtype)
-    body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-    (state, agg), raw = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
+    if st.tape is None:
+        body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+        carry = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
+    else:
+
+        def body_c(
+            c: dict[str, Any], fixed: tuple[Ops, Index], carry: tuple, x: dict[str, Any]
+        ) -> tuple[tuple, dict[str, jax.Array]]:
+            return runner.scan_body(carry, x, c, *fixed, phys, layout)
+
+        carry = adjoint.taped_scan(
+            body_c, c, (ops, index), (state, agg), xs, st.tape, st.chunk or 1, st.axes
+        )
+    (state, agg), raw = carry
     if raw0:
         raw = {k: jnp.concatenate([raw0[k], v]) for k, v in raw.items()}
     return {k: v[layout.start :] for k, v in raw.items()}, agg, state
 
 
-def _fourier_shift(x, shift: float):
+def _fourier_shift(x: jax.Array, shift: float) -> jax.Array:
     n = x.shape[-1]
     k = 2 * np.pi * np.fft.rfftfreq(n)
     ph = jnp.asarray(np.exp(1j * k * shift))
     return jnp.fft.irfft(jnp.fft.rfft(x, axis=-1) * ph, n=n, axis=-1).astype(x.dtype)
 
 
-def shaped_results(st: Static, raw: dict, agg: dict, state) -> dict:
+def shaped_results(
+    st: Static,
+    raw: dict[str, jax.Array],
+    agg: dict[str, jax.Array],
+    state: tuple[jax.Array, tuple, tuple],
+) -> dict[str, Quantity]:
     """:func:`sonotile.simulate`'s output layout (JAX arrays; see :class:`sonotile.api.Results`)."""
     layout, nd, nt = st.layout, st.problem.grid.ndim, st.problem.grid.nt
     shapes = layout.cuboid_shapes or None
     splits = None if shapes is None else np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
 
-    def series(v):  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
+    def series(v: jax.Array) -> Quantity:  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
         if shapes is None:
             return v.T
         return [jnp.moveaxis(b.reshape((v.shape[0],) + s), 0, -1)
                 for b, s in zip(jnp.split(v, splits, axis=1), shapes)]  # fmt: skip
 
-    def stat(v):
+    def stat(v: jax.Array) -> Quantity:
         return v if shapes is None else [b.reshape(s) for b, s in zip(jnp.split(v, splits), shapes)]
 
     rec, out = set(st.problem.sensor.record), {}
@@ -238,15 +290,23 @@ class Simulator:
         describe: where it runs.
     """
 
-    def __init__(self, st: Static, params: dict, run, fixed, derive: tuple, describe: str):
+    def __init__(
+        self,
+        st: Static,
+        params: dict[str, jax.Array],
+        run: Run,
+        fixed: tuple,
+        derive: tuple[int, ...],
+        describe: str,
+    ) -> None:
         self.static, self.params, self.describe = st, params, describe
         self.problem = st.problem
         self.t = np.arange(st.problem.grid.nt) * st.problem.grid.dt
-        self.sensor_points = None
+        self.sensor_points: np.ndarray | None = None
         self._fixed = fixed
         self._fn = jax.jit(partial(_simulate, st, run, derive))
 
-    def __call__(self, params: dict | None = None) -> dict:
+    def __call__(self, params: Mapping[str, ArrayLike] | None = None) -> dict[str, Quantity]:
         params = {} if params is None else dict(params)
         unknown = set(params) - set(self.params)
         if unknown:
@@ -257,14 +317,18 @@ class Simulator:
         return self._fn({**self.params, **params}, self._fixed)
 
 
-def _simulate(st: Static, run, derive: tuple, params: dict, fixed) -> dict:
+def _simulate(
+    st: Static, run: Run, derive: tuple[int, ...], params: dict[str, jax.Array], fixed: tuple
+) -> dict[str, Quantity]:
     c, c0 = constants(st, params, derive)
     xs = step_inputs(st, params, c0)
     raw, agg, state = run(c, xs, fixed)
     return shaped_results(st, raw, agg, state)
 
 
-def default_params(medium: KWaveMedium, source: KSource, problem: Problem, dtype) -> dict:
+def default_params(
+    medium: KWaveMedium, source: KSource, problem: Problem, dtype: DTypeLike
+) -> dict[str, jax.Array]:
     """The parameters the simulation has, with the values given (user grid, user layouts)."""
     m = problem.medium
     out = {"sound_speed": medium.sound_speed, "density": medium.density}
@@ -278,7 +342,7 @@ def default_params(medium: KWaveMedium, source: KSource, problem: Problem, dtype
     return {k: jnp.asarray(np.asarray(v, np.float64), dtype) for k, v in out.items()}
 
 
-def _single(st: Static):
+def _single(st: Static) -> tuple[Run, tuple, str]:
     pb, layout = st.problem, st.layout
     ops = AdjointOps(planmod.spectral_ops(pb, unstagger=layout.needs_unstagger))
     pts = layout.points
@@ -286,7 +350,9 @@ def _single(st: Static):
         () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pb.grid.ndim))
     )
 
-    def run(c, xs, fixed):
+    def run(
+        c: dict[str, Any], xs: dict[str, Any], fixed: tuple
+    ) -> tuple[dict[str, jax.Array], dict[str, jax.Array], State]:
         return local_run(st, c, fixed[1], fixed[0], xs, pb.grid.shape)
 
     dev = jax.devices()[0]
@@ -299,17 +365,18 @@ def make_simulator(
     source: KSource,
     sensor: KSensor,
     *,
-    pml_size=None,
-    pml_alpha=2.0,
+    pml_size: int | Sequence[int] | None = None,
+    pml_alpha: float | Sequence[float] = 2.0,
     pml_inside: bool = True,
     dtype: str = "float32",
     smooth_p0: bool = True,
     decomposition: str = "single",
-    mesh: tuple | None = None,
+    mesh: tuple[int, ...] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
-    chunk: int | str | None = "auto",
+    chunk: int | Literal["auto"] | None = "auto",
     remat_step: bool = False,
+    tape: Tape | str | None = None,
 ) -> Simulator:
     """A differentiable simulation of k-Wave-style input (arguments as :func:`sonotile.simulate`).
 
@@ -319,6 +386,12 @@ def make_simulator(
         chunk: steps per checkpointed chunk of the time loop (``"auto"``: ``ceil(sqrt(nt))``;
             ``None``: no checkpointing, every step's intermediates kept for the backward pass).
         remat_step: also recompute each step in the backward pass (less memory, more time).
+        tape: keep the states the backward pass needs off the device: ``"host"`` (host
+            memory: off a GPU), ``"disk"`` (files in a temporary folder: off the process's
+            memory) or a :class:`sonotile.Tape` (e.g. ``Tape("disk", directory=...)``). The
+            state is then stored every ``chunk`` steps (``"auto"``: every step) and the
+            backward pass recomputes one chunk at a time, each step rematerialised; only
+            reverse mode (``jax.grad``, ``jax.vjp``) is defined. ``None``: states on the device.
 
     Returns:
         A :class:`Simulator`: ``sim(params)`` with ``params`` a dict of any of ``sound_speed``,
@@ -338,19 +411,22 @@ def make_simulator(
     pad = tuple((a, n - a - s) for a, n, s in zip(start, full, shape))
     srcc = planmod.source_constants(problem)
     srcc.pop("p0", None)
-    nt = problem.grid.nt
+    nt, tape = problem.grid.nt, as_tape(tape)
+    if chunk == "auto":
+        chunk = 1 if tape is not None else adjoint.default_chunk(nt)
     st = Static(
         problem, sens.layout_of(problem.sensor, problem.grid.shape), planmod.physics_of(problem),
-        pad, mapping["crop"], shape, srcc, smooth_p0,
-        adjoint.default_chunk(nt) if chunk == "auto" else chunk, remat_step,
+        pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
     if decomposition == "single":
         run, fixed, describe = _single(st)
         derive = tuple(range(problem.grid.ndim))
     else:
         from sonotile.parallel.differentiable import mesh_runner
+        from sonotile.parallel.mesh import AXIS_NAMES
 
         mesh = tuple(mesh) if mesh is not None else (len(jax.devices()),)
+        st = replace(st, axes=AXIS_NAMES[: len(mesh)])
         run, fixed = mesh_runner(
             problem, st.layout, partial(local_run, st), decomposition, mesh, overlap, bell_width
         )

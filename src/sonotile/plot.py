@@ -11,12 +11,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from sonotile.cliargs import Parser
 
+if TYPE_CHECKING:  # matplotlib and h5py are imported where used
+    import h5py
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
+
 PLANES = ("y-z", "x-z", "x-y")  # the plane normal to x, y, z
+
+#: A point in grid indices ``(i, j[, k])`` (e.g. what ``np.unravel_index`` gives).
+Point = Sequence[int | np.integer]
+#: Source points ``(N, d)`` in grid indices.
+SourcePoints = np.ndarray | Sequence[Sequence[int]]
 
 
 def _to_db(field: np.ndarray) -> np.ndarray:
@@ -24,15 +37,16 @@ def _to_db(field: np.ndarray) -> np.ndarray:
     return 20 * np.log10(np.maximum(np.abs(field) / ref, 1e-6))
 
 
-def field_map(ax, field2d: np.ndarray, spacing: tuple, axes_names: tuple, title: str,
-              units: str = "Pa", db: bool = False, marks: dict | None = None):  # fmt: skip
+def field_map(ax: Axes, field2d: np.ndarray, spacing: Sequence[float],
+              axes_names: Sequence[str], title: str, units: str = "Pa", db: bool = False,
+              marks: Mapping[str, Point] | None = None) -> AxesImage:  # fmt: skip
     """One 2-D map ``field2d[i, j]`` (first index down the image) with mm axes, a colour bar
     with ``units`` (MPa/kPa chosen by the peak) or dB re the peak, and ``marks`` ``{label:
     (i, j)}`` in grid points (e.g. source, focus)."""
     import matplotlib.pyplot as plt
 
     d0, d1 = (s * 1e3 for s in spacing)
-    ext = [0, field2d.shape[1] * d1, field2d.shape[0] * d0, 0]
+    ext = (0, field2d.shape[1] * d1, field2d.shape[0] * d0, 0)
     if db:
         data, label = _to_db(field2d), "dB re max"
         im = ax.imshow(data, extent=ext, cmap="inferno", vmin=-40, vmax=0, aspect="equal")
@@ -59,9 +73,9 @@ def _scale(peak: float) -> tuple[float, str]:
     return 1.0, ""
 
 
-def planes_through(field: np.ndarray, spacing: tuple, point=None, title: str = "max pressure",
-                   units: str = "Pa", db: bool = False, source=None,
-                   mark: str = "focus"):  # fmt: skip
+def planes_through(field: np.ndarray, spacing: Sequence[float], point: Point | None = None,
+                   title: str = "max pressure", units: str = "Pa", db: bool = False,
+                   source: SourcePoints | None = None, mark: str = "focus") -> Figure:  # fmt: skip
     """A figure of a 3-D ``field`` on the three planes through ``point`` (grid index; default
     its maximum, marked and labelled ``mark``), or of a 2-D field as it is. ``source``: grid
     indices ``(N, d)`` of source points, marked where they cross each plane. Signed fields
@@ -80,7 +94,7 @@ def planes_through(field: np.ndarray, spacing: tuple, point=None, title: str = "
     names = ("x", "y", "z")
     for normal, ax in enumerate(axs):
         keep = [a for a in range(3) if a != normal]
-        sl = [slice(None)] * 3
+        sl: list[slice | int | np.integer] = [slice(None)] * 3
         sl[normal] = focus[normal]
         field_map(
             ax, field[tuple(sl)], tuple(spacing[a] for a in keep), tuple(names[a] for a in keep),
@@ -94,7 +108,9 @@ def planes_through(field: np.ndarray, spacing: tuple, point=None, title: str = "
     return fig
 
 
-def _mark_sources(ax, source, spacing, keep) -> None:
+def _mark_sources(
+    ax: Axes, source: SourcePoints | None, spacing: Sequence[float], keep: Sequence[int]
+) -> None:
     if source is None or len(source) == 0:
         return
     s = np.asarray(source)
@@ -103,7 +119,14 @@ def _mark_sources(ax, source, spacing, keep) -> None:
     ax.legend(loc="lower right", fontsize=8, markerscale=4, framealpha=0.6)
 
 
-def traces(ax, t: np.ndarray, p: np.ndarray, labels=None, units: str = "Pa", n: int = 4) -> None:
+def traces(
+    ax: Axes,
+    t: np.ndarray,
+    p: np.ndarray,
+    labels: Sequence[str] | None = None,
+    units: str = "Pa",
+    n: int = 4,
+) -> None:
     """Up to ``n`` sensor time series ``p (N, T)`` against ``t [s]`` (µs axis)."""
     p = np.atleast_2d(p)
     picks = np.unique(np.linspace(0, len(p) - 1, min(n, len(p))).astype(int))
@@ -121,7 +144,20 @@ def traces(ax, t: np.ndarray, p: np.ndarray, labels=None, units: str = "Pa", n: 
 TITLES = {"p_max_all": "max pressure", "p_final": "final pressure", "p_cw_amp": "CW amplitude"}
 
 
-def read_any(path: str) -> dict:
+class FileData(TypedDict):
+    """What :func:`read_any` reads from a file for its figures."""
+
+    kind: str  # "sonotile" or "k-Wave"
+    field: np.ndarray | None  # a whole field, (x, y[, z])
+    name: str | None  # its name (p_max_all, p_final, p_cw_amp)
+    spacing: tuple[float, ...] | None  # [m]
+    p: np.ndarray | None  # pressure at the sensors (N, T)
+    t: np.ndarray | None  # their time [s]
+    labels: list[str] | None  # sensor positions in mm
+    source: np.ndarray | None  # source points (N, d), grid indices
+
+
+def read_any(path: str) -> FileData:
     """``{"kind", "field", "name", "spacing", "p", "t", "labels", "source"}`` from a sonotile
     result or a k-Wave output file (fields in ``(x, y[, z])`` order; ``labels`` the sensor
     positions in mm where known; ``source`` the source points' grid indices ``(N, d)``)."""
@@ -135,7 +171,7 @@ def read_any(path: str) -> dict:
         return _read_kwave(f)
 
 
-def _read_sonotile(f) -> dict:
+def _read_sonotile(f: h5py.File) -> FileData:
     import h5py
 
     r, g = f["results"], f["input/grid"].attrs if "input" in f else {}
@@ -154,7 +190,7 @@ def _read_sonotile(f) -> dict:
     }
 
 
-def _source_points(g) -> np.ndarray | None:
+def _source_points(g: h5py.Group) -> np.ndarray | None:
     """Grid indices of the source points stored with a result (masks, or p0 above 1 %)."""
     masks = [g[k][()] for k in ("p_mask", "u_mask", "transducer_mask") if k in g]
     if "p0" in g and np.ndim(g["p0"]) > 0:
@@ -165,13 +201,13 @@ def _source_points(g) -> np.ndarray | None:
     return np.argwhere(np.logical_or.reduce([np.asarray(m, bool) for m in masks]))
 
 
-def position_labels(points: np.ndarray, spacing: tuple) -> list[str]:
+def position_labels(points: np.ndarray, spacing: Sequence[float]) -> list[str]:
     """``"x = 1.2, y = 3.4 mm"`` for grid indices ``points (N, d)`` with ``spacing`` [m]."""
     pos = np.asarray(points) * np.asarray(spacing)[: np.shape(points)[1]] * 1e3
     return [", ".join(f"{a} = {v:.1f}" for a, v in zip("xyz", row)) + " mm" for row in pos]
 
 
-def _read_kwave(f) -> dict:
+def _read_kwave(f: h5py.File) -> FileData:
     from sonotile.kwave.layout import to_xyz
 
     if "Nx" not in f:

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
+
+if TYPE_CHECKING:  # sonotile.api imports this module when saving
+    from sonotile.api import Inputs, KSensor, KSource, KWaveMedium, Results
 
 FORMAT = "sonotile-results"
 
@@ -49,7 +53,7 @@ def unit_of(name: str) -> str:
     return UNITS.get(name.split("_")[0], "")
 
 
-def _put(group: h5py.Group, name: str, value) -> None:
+def _put(group: h5py.Group, name: str, value: object) -> None:
     if value is None:
         return
     if isinstance(value, list | tuple) and value and isinstance(value[0], np.ndarray):
@@ -68,7 +72,7 @@ def _put(group: h5py.Group, name: str, value) -> None:
     d.attrs["units"] = unit_of(name)
 
 
-def _put_dataclass(group: h5py.Group, obj) -> None:
+def _put_dataclass(group: h5py.Group, obj: KWaveMedium | KSource | KSensor) -> None:
     for f in dataclasses.fields(obj):
         v = getattr(obj, f.name)
         if v is None:
@@ -79,7 +83,9 @@ def _put_dataclass(group: h5py.Group, obj) -> None:
             _put(group, f.name, v)
 
 
-def save_results(path: str, res, inputs: tuple | None = None, options: dict | None = None) -> None:
+def save_results(
+    path: str, res: Results, inputs: Inputs | None = None, options: dict[str, Any] | None = None
+) -> None:
     """Write ``res`` (a :class:`sonotile.Results`) and the input it came from to ``path``
     (atomically: a failed write leaves no file)."""
     tmp = path + ".sonotile-partial"
@@ -102,7 +108,7 @@ def save_results(path: str, res, inputs: tuple | None = None, options: dict | No
             os.remove(tmp)
 
 
-def _write_input(g: h5py.Group, inputs: tuple, options: dict) -> None:
+def _write_input(g: h5py.Group, inputs: Inputs, options: dict[str, Any]) -> None:
     kgrid, medium, source, sensor = inputs
     grid = g.create_group("grid")
     grid.attrs["shape"] = np.asarray(kgrid.shape)
@@ -119,7 +125,7 @@ def _write_input(g: h5py.Group, inputs: tuple, options: dict) -> None:
             opts.attrs[k] = v if not isinstance(v, tuple | list) else np.asarray(v)
 
 
-def _read_group(g: h5py.Group) -> dict:
+def _read_group(g: h5py.Group) -> dict[str, Any]:
     out = {k: v for k, v in g.attrs.items()}
     for k, v in g.items():
         if isinstance(v, h5py.Group):
@@ -127,7 +133,7 @@ def _read_group(g: h5py.Group) -> dict:
         else:
             out[k] = v[()]
 
-    def plain(v):
+    def plain(v: object) -> object:
         if isinstance(v, np.ndarray) and v.dtype.kind == "S":
             return tuple(x.decode() for x in v.reshape(-1))
         if isinstance(v, bytes):
@@ -137,7 +143,7 @@ def _read_group(g: h5py.Group) -> dict:
     return {k: plain(v) for k, v in out.items()}
 
 
-def load_input(path: str) -> tuple[tuple, dict]:
+def load_input(path: str) -> tuple[Inputs, dict[str, Any]]:
     """``((kgrid, medium, source, sensor), options)`` of a result file, ready for
     ``simulate(*inputs, **options)``."""
     from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium
@@ -161,7 +167,7 @@ def load_input(path: str) -> tuple[tuple, dict]:
     return (kgrid, medium, source, sensor), options
 
 
-def load_results(path: str) -> dict:
+def load_results(path: str) -> dict[str, Any]:
     """The recorded quantities of a result file as ``{name: array}`` (``t`` included)."""
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") != FORMAT:

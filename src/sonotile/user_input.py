@@ -7,9 +7,15 @@ The solver-ready layer (:mod:`sonotile.model.problem`) names things as the solve
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sonotile.model.problem import ProblemError
+
+if TYPE_CHECKING:  # sonotile.api imports this module
+    from sonotile.api import KSensor, KSource, KWaveMedium
 
 #: Solver-layer names -> the API's names.
 USER_NAMES = {
@@ -38,7 +44,9 @@ def user_error(e: ProblemError) -> ProblemError:
     return ProblemError(msg)
 
 
-def check_shape(name: str, value, shape: tuple, scalar_ok: bool = True) -> None:
+def check_shape(
+    name: str, value: ArrayLike | None, shape: tuple[int, ...], scalar_ok: bool = True
+) -> None:
     """A scalar (when allowed) or an array of the grid ``shape``; suggests the transpose when
     that is what matches (arrays are indexed ``(x, y, z)``)."""
     if value is None or (scalar_ok and np.ndim(value) == 0):
@@ -56,7 +64,7 @@ def check_shape(name: str, value, shape: tuple, scalar_ok: bool = True) -> None:
     raise ProblemError(f"{name}: shape {got}, expected {what}the grid shape {tuple(shape)}{hint}")
 
 
-def check_medium(medium, shape: tuple) -> None:
+def check_medium(medium: KWaveMedium, shape: tuple[int, ...]) -> None:
     """Shapes and values of the medium, named as the user named them."""
     for attr in ("sound_speed", "density", "alpha_coeff", "BonA"):
         v = getattr(medium, attr)
@@ -70,12 +78,12 @@ def check_medium(medium, shape: tuple) -> None:
             raise ProblemError(f"medium.{attr}: must be > 0 everywhere (min {a.min():g})")
 
 
-def check_sources(source, shape: tuple) -> None:
+def check_sources(source: KSource, shape: tuple[int, ...]) -> None:
     for attr in ("p0", "p_mask", "u_mask", "transducer_mask"):
         check_shape(f"source.{attr}", getattr(source, attr), shape, scalar_ok=False)
 
 
-def check_sensor(sensor, shape: tuple) -> None:
+def check_sensor(sensor: KSensor, shape: tuple[int, ...]) -> None:
     """Masks of the grid shape or Cartesian points ``(D, N)`` [m] (checked where they are
     converted, :func:`sonotile.api.cartesian_coords`); points are 0-based grid indices."""
     if sensor.mask is not None:
@@ -92,7 +100,7 @@ def check_sensor(sensor, shape: tuple) -> None:
             )
 
 
-def grid_points(points, shape: tuple) -> np.ndarray:
+def grid_points(points: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     """``sensor.points`` as ``(N, ndim)`` 0-based grid indices, with the transpose hinted and
     metres recognised."""
     p, nd = np.asarray(points), len(shape)
@@ -112,7 +120,7 @@ def grid_points(points, shape: tuple) -> np.ndarray:
     return p.astype(np.int64)
 
 
-def record_warnings(record: tuple) -> list[str]:
+def record_warnings(record: tuple[str, ...]) -> list[str]:
     """A sensor asked to record nothing (the problem-level warnings are
     :func:`sonotile.model.checks.input_warnings`)."""
     return [] if record else ["sensor.record is empty: nothing will be recorded"]

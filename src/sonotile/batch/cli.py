@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
 from sonotile.batch.spec import Run, SpecError, load
@@ -118,7 +119,7 @@ def plan_slots(
             per_run = str(min(k, n_gpu))
         return gpu_slots(n_gpu, int(per_run)), None
     cpus = local_cpus()
-    budget = host_memory_available()
+    budget: float | None = host_memory_available()
     budget = None if budget is None else 0.8 * budget
     if per_run == "auto":
         many = len(runs) >= len(cpus)
@@ -152,14 +153,14 @@ def state_path(out: Path, run: Run) -> Path:
     return out / STATE / f"{run.name}.json"
 
 
-def record(out: Path, run: Run, result: dict) -> None:
+def record(out: Path, run: Run, result: dict[str, Any]) -> None:
     """Keep a run's result (for the summary and for resuming)."""
     p = state_path(out, run)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps({**result, "input": run.input, "output": run.output}))
 
 
-def summary_rows(out: Path, runs: list[Run], skipped: set[str]) -> list[dict]:
+def summary_rows(out: Path, runs: list[Run], skipped: set[str]) -> list[dict[str, Any]]:
     rows = []
     for r in runs:
         p = state_path(out, r)
@@ -170,7 +171,7 @@ def summary_rows(out: Path, runs: list[Run], skipped: set[str]) -> list[dict]:
     return rows
 
 
-def print_summary(rows: list[dict], wall: float) -> None:
+def print_summary(rows: list[dict[str, Any]], wall: float) -> None:
     w = max(4, *(len(r["name"]) for r in rows))
     print(f"\n{'run':{w}s}  {'status':12s}  {'time s':>8s}  {'peak MB':>8s}  error")
     for r in rows:
@@ -214,7 +215,7 @@ def execute(runs: list[Run], out: Path, args: argparse.Namespace) -> int:
     def on_start(run: Run, slot: Slot) -> None:
         print(f"{tag}  start  {run.name}  ({slot.describe()})", flush=True)
 
-    def on_done(run: Run, result: dict) -> None:
+    def on_done(run: Run, result: dict[str, Any]) -> None:
         count["done"] += 1
         record(out, run, result)
         mb = result["peak_rss_bytes"] / 2**20

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -39,10 +40,18 @@ from sonotile.model.problem import Problem, ProblemError
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
 
+if TYPE_CHECKING:
+    from jax.tree_util import PyTreeDef
+
+    from sonotile.solver.operators import FourierOps
+    from sonotile.solver.step import State
+
 VECTORIZE = ("auto", "loop", "vmap")
 
 
-def _broadcast(media, sources) -> tuple[list, list]:
+def _broadcast(
+    media: KWaveMedium | Sequence[KWaveMedium], sources: KSource | Sequence[KSource]
+) -> tuple[list[KWaveMedium], list[KSource]]:
     media = [media] if isinstance(media, KWaveMedium) else list(media)
     sources = [sources] if isinstance(sources, KSource) else list(sources)
     n = max(len(media), len(sources))
@@ -54,7 +63,7 @@ def _broadcast(media, sources) -> tuple[list, list]:
     return media * (n // len(media)), sources * (n // len(sources))
 
 
-def _time_axis(kgrid: KWaveGrid, media: list) -> KWaveGrid:
+def _time_axis(kgrid: KWaveGrid, media: list[KWaveMedium]) -> KWaveGrid:
     """One time axis for every run: k-Wave's default from the extreme sound speeds of all media
     (a step stable for the fastest medium), unless the grid has one."""
     if kgrid.dt is not None and kgrid.nt is not None:
@@ -64,8 +73,8 @@ def _time_axis(kgrid: KWaveGrid, media: list) -> KWaveGrid:
         if not np.all(np.isfinite(c)) or np.any(c <= 0):
             raise ProblemError(f"media[{i}].sound_speed: must be finite and > 0")
     dt, nt = make_time(
-        tuple(kgrid.shape), kgrid.spacing, max(float(c.max()) for c in cs),
-        min(float(c.min()) for c in cs),
+        tuple(kgrid.shape), cast("tuple[float, ...]", kgrid.spacing),  # a tuple once built
+        max(float(c.max()) for c in cs), min(float(c.min()) for c in cs),
     )  # fmt: skip
     return replace(kgrid, dt=kgrid.dt or dt, nt=kgrid.nt or nt)
 
@@ -84,8 +93,8 @@ def simulate_many(
     sources: KSource | Sequence[KSource],
     sensor: KSensor,
     vectorize: str = "auto",
-    pml_size=None,
-    pml_alpha=2.0,
+    pml_size: int | Sequence[int] | None = None,
+    pml_alpha: float | Sequence[float] = 2.0,
     pml_inside: bool = True,
     dtype: str = "float32",
     smooth_p0: bool = True,
@@ -131,15 +140,15 @@ def simulate_many(
 # --------------------------------------------------------------------------- vectorised
 
 
-def _stack(trees: list):
+def _stack(trees: list[Any]) -> Any:
     """Stack equally shaped pytrees along a new axis 0 (every array leaf batched)."""
     return _batch(trees, share=False)[0]
 
 
-def _batch(trees: list, share: bool = True) -> tuple:
+def _batch(trees: list[Any], share: bool = True) -> tuple[Any, Any]:
     """``(tree, in_axes)``: leaves equal in every run kept once (axis None) when ``share``,
     the others stacked along a new axis 0; Python numbers that differ become arrays."""
-    flat = [jax.tree_util.tree_flatten(t) for t in trees]
+    flat: list[tuple[list[Any], PyTreeDef]] = [jax.tree_util.tree_flatten(t) for t in trees]
     treedef = flat[0][1]
     if any(f[1] != treedef for f in flat[1:]):
         raise ProblemError(
@@ -184,7 +193,10 @@ def run_vmapped(problems: list[Problem]) -> list[tuple[dict, dict]]:
     carry = _stack([rs.carry for rs, _ in starts])
     nt = problems[0].grid.nt
 
-    def chunk(carry, xs, c, ops):
+    def chunk(
+        carry: tuple[State, dict[str, jax.Array]], xs: dict[str, jax.Array], c: dict[str, Any],
+        ops: FourierOps,
+    ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return lax.scan(body, carry, xs)
 

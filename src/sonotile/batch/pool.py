@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import IO, Any
 
 from sonotile.batch.spec import Run
 
@@ -66,8 +67,8 @@ class Worker:
     """A running worker process and the run it is busy with."""
 
     slot: Slot
-    proc: subprocess.Popen
-    results: object  # file object reading the worker's result descriptor
+    proc: subprocess.Popen[str]
+    results: IO[str]  # file object reading the worker's result descriptor
     run: Run | None = None
     started: float = 0.0
 
@@ -113,7 +114,7 @@ def stop_worker(worker: Worker) -> None:
     worker.results.close()
 
 
-def died(worker: Worker) -> dict:
+def died(worker: Worker) -> dict[str, Any]:
     """The result record of a run whose worker ended without answering."""
     assert worker.run is not None
     code = worker.proc.wait()
@@ -152,7 +153,10 @@ class Pool:
             return True
         return sum(self.estimate(w.run) for w in busy) + self.estimate(run) <= self.budget
 
-    def run_all(self, runs: list[Run], on_start: Callable, on_done: Callable) -> None:
+    def run_all(
+        self, runs: list[Run], on_start: Callable[[Run, Slot], object],
+        on_done: Callable[[Run, dict[str, Any]], object],
+    ) -> None:  # fmt: skip
         """Run every run; ``on_start(run, slot)`` and ``on_done(run, result)`` report."""
         pending = list(runs)
         self.workers = [start_worker(s) for s in self.slots]
@@ -176,7 +180,10 @@ class Pool:
             for w in self.workers:
                 stop_worker(w)
 
-    def _collect(self, w: Worker, sel: selectors.BaseSelector, on_done: Callable) -> None:
+    def _collect(
+        self, w: Worker, sel: selectors.BaseSelector,
+        on_done: Callable[[Run, dict[str, Any]], object],
+    ) -> None:  # fmt: skip
         line = w.results.readline()
         run = w.run
         if line:

@@ -22,6 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: Flags a batch sets itself (per worker): a run may not set them.
 RESERVED_FLAGS = ("-i", "-o", "-t", "-g", "--cpu_devices")
@@ -113,7 +114,7 @@ def _flags(v: object, where: str) -> tuple[str, ...]:
 def from_file(path: Path, out: Path | None, flags: tuple[str, ...]) -> list[Run]:
     """Runs listed in a JSON / TOML specification file."""
     table = _load_table(path)
-    defaults: dict = {}
+    defaults: dict[str, Any] = {}
     if isinstance(table, dict):
         defaults = table.get("defaults", {})
         items = table.get("runs")

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 #: Environment of a multi-process launcher: a worker is a single process of its own.
 LAUNCHER_ENV = (
@@ -61,7 +62,7 @@ def last_error(log: str) -> str:
     return lines[-1].split("error:", 1)[1].strip()
 
 
-def run_job(job: dict) -> dict:
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Run one job with its output redirected to ``job['log']``; the result record."""
     from sonotile.kwave.cli import main
 

@@ -20,11 +20,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # JAX and the solver are imported where used
+    import jax
+
+    from sonotile.model.problem import Problem
+    from sonotile.solver.runner import Engine
 
 PARTS = ("fft_ms", "elementwise_ms", "exchange_ms", "waiting_ms")
 
 
-def _best(fn, repeats: int) -> float:
+def _best(fn: Callable[[], object], repeats: int) -> float:
     import jax
 
     jax.block_until_ready(fn())  # compile, warm up
@@ -36,7 +44,9 @@ def _best(fn, repeats: int) -> float:
     return best
 
 
-def local_block(problem, decomposition: str, processes: int, overlap: int) -> tuple:
+def local_block(
+    problem: Problem, decomposition: str, processes: int, overlap: int
+) -> tuple[int, ...]:
     """Shape of the block one process transforms: axis 0 split ``processes`` ways (uneven
     blocks: the largest), padded by ``overlap`` on both sides for LFB."""
     shape = list(problem.grid.shape)
@@ -47,7 +57,7 @@ def local_block(problem, decomposition: str, processes: int, overlap: int) -> tu
     return tuple(shape)
 
 
-def fft_seconds(shape: tuple, transforms: int, repeats: int) -> float:
+def fft_seconds(shape: tuple[int, ...], transforms: int, repeats: int) -> float:
     """Seconds for ``transforms`` transforms (half forward, half inverse) of a float32 block,
     through FFTW's custom calls when the step uses them, else XLA's FFT."""
     import jax
@@ -59,7 +69,7 @@ def fft_seconds(shape: tuple, transforms: int, repeats: int) -> float:
     use_fftw = fftw.resolve(None, "float32") == "fftw"
     pairs = max(1, transforms // 2)
 
-    def run(x):
+    def run(x: jax.Array) -> jax.Array:
         for _ in range(pairs):
             if use_fftw:
                 x = fftw.c2r(fftw.r2c([x]), x.shape)[0]
@@ -72,7 +82,7 @@ def fft_seconds(shape: tuple, transforms: int, repeats: int) -> float:
     return _best(lambda: fn(x), repeats)
 
 
-def exchange_seconds(hlo: str, mesh_devices, repeats: int) -> float:
+def exchange_seconds(hlo: str, mesh_devices: Sequence[jax.Device], repeats: int) -> float:
     """Seconds for the compiled step's collectives (``scaling.collective_list``) run back to
     back on a 1-D mesh of ``mesh_devices``, as flat float32 buffers of the same sizes."""
     import jax
@@ -93,7 +103,7 @@ def exchange_seconds(hlo: str, mesh_devices, repeats: int) -> float:
     size = max(-(-b // (4 * n)) * n for _, b in ops)
     perm = [(i, (i + 1) % n) for i in range(n)]
 
-    def run(buf):
+    def run(buf: jax.Array) -> jax.Array:
         acc = jnp.zeros((), buf.dtype)
         for i, (op, nbytes) in enumerate(ops):
             v = buf[: max(-(-nbytes // (4 * n)) * n, n)] + i  # a fresh buffer per collective
@@ -110,7 +120,9 @@ def exchange_seconds(hlo: str, mesh_devices, repeats: int) -> float:
     return _best(lambda: fn(x), repeats)
 
 
-def measure(decomposition: str, shape, steps: int, repeats: int, overlap: int) -> dict:
+def measure(
+    decomposition: str, shape: Sequence[int], steps: int, repeats: int, overlap: int
+) -> dict[str, Any]:
     """This process's seconds per step and parts (see the module docstring)."""
     import jax
 
@@ -123,7 +135,7 @@ def measure(decomposition: str, shape, steps: int, repeats: int, overlap: int) -
     procs = jax.process_count()
     devs = list(jax.devices())
 
-    def build():
+    def build() -> Engine:
         if decomposition == "single":
             return runner.single_engine(problem)
         return parallel.decomposed_engine(problem, decomposition, (len(devs),), overlap, 0.5)
@@ -147,7 +159,7 @@ def measure(decomposition: str, shape, steps: int, repeats: int, overlap: int) -
                                                   "mb_sent_per_step": mb}  # fmt: skip
 
 
-def split(step: float, local: float, fft: float, exchange: float) -> dict:
+def split(step: float, local: float, fft: float, exchange: float) -> dict[str, float]:
     """The parts of ``step``, each measured part capped so that the four add up to ``step``
     (separately timed programs on a loaded machine can exceed what the step itself took)."""
     local = min(local, step)

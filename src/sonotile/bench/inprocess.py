@@ -35,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +44,11 @@ from sonotile import runtime
 from sonotile.cliargs import Parser, normalize
 from sonotile.model.grid import Grid
 from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
+
+if TYPE_CHECKING:  # JAX is imported after the thread count is set
+    import jax
+
+    from sonotile.solver.step import State
 
 CASES = {
     "lossless": "homogeneous lossless (scalar c0, rho0)",
@@ -121,7 +128,7 @@ def _rss_now_bytes() -> int:
         return 0
 
 
-def _memory(compiled) -> dict:
+def _memory(compiled: jax.stages.Compiled) -> dict[str, int]:
     try:
         ma = compiled.memory_analysis()
     except Exception:  # noqa: BLE001 - not every backend implements it
@@ -181,7 +188,7 @@ class SonotileCase:
         self.first_run_s = self.run()
         self.first_step_s = self.plan_s + self.compile_s + self.first_run_s / steps
 
-    def _carry(self):
+    def _carry(self) -> tuple[State, dict[str, jax.Array]]:
         g, dtype = self.problem.grid, self._jax.numpy.dtype(self.problem.dtype)
         carry = (
             self._zero(g.shape, dtype),
@@ -203,7 +210,9 @@ class SonotileCase:
         return t1 - t0
 
 
-def fft_breakdown(shape: tuple, absorbing: bool, steps: int, dtype: str = "float32"):
+def fft_breakdown(
+    shape: tuple[int, ...], absorbing: bool, steps: int, dtype: str = "float32"
+) -> Callable[[], float]:
     """A callable timing the step's FFTs alone (seconds per step): the same R2C/C2R transforms
     (4 + 6, or 6 + 8 with power-law absorption) on the solver's FFT backend (FFTW custom calls
     when ``FourierOps`` would use them, else XLA's FFT) with only a scalar scaling between them
@@ -217,21 +226,24 @@ def fft_breakdown(shape: tuple, absorbing: bool, steps: int, dtype: str = "float
     nd = len(shape)
     if fftw.resolve("auto", dtype) == "fftw":
 
-        def fwd(x):
+        def fwd(x: jax.Array) -> jax.Array:
             return fftw.r2c([x])[0]
 
-        def inv(X, c):  # the scaling applied in the handler's copy, as the solver's operators
+        # the scaling applied in the handler's copy, as the solver's operators
+        def inv(X: jax.Array, c: float) -> jax.Array:
             v = jnp.full((shape[0],), c, jnp.complex64)
             return fftw.c2r([X], shape, vecs=[v])[0]
     else:
 
-        def fwd(x):
+        def fwd(x: jax.Array) -> jax.Array:
             return jnp.fft.rfftn(x)
 
-        def inv(X, c):
+        def inv(X: jax.Array, c: float) -> jax.Array:
             return jnp.fft.irfftn(X * c, s=shape)
 
-    def body(carry, _):
+    Carry = tuple[jax.Array, tuple[jax.Array, ...]]  # (p, u)
+
+    def body(carry: Carry, _: None) -> tuple[Carry, None]:
         p, u = carry
         P = fwd(p)
         g = tuple(inv(P, 1.0 + i) for i in range(nd))
@@ -285,7 +297,7 @@ def run_kwave(binary: str, path: str, threads: int | None, workdir: str) -> dict
         raise RuntimeError(f"{binary} failed ({proc.returncode}):\n{stdout.decode()[-2000:]}")
     with h5py.File(out, "r") as f:
 
-        def attr(k):
+        def attr(k: str) -> float:
             v = f.attrs[k]
             return float(v.decode().strip().rstrip("s"))
 
@@ -356,7 +368,7 @@ def machine() -> dict:
     return {"cpu": model, "cpus_usable": cpus, "cpu_count": os.cpu_count()}
 
 
-def bench_case(case: str, args, workdir: str) -> dict:
+def bench_case(case: str, args: argparse.Namespace, workdir: str) -> dict:
     import jax
 
     n, steps = args.size, args.steps
@@ -526,7 +538,13 @@ def main(argv: list[str] | None = None) -> int:
     return run_cases(report, cases, lambda c, wd: bench_case(c, args, wd), _print, args)
 
 
-def run_cases(report: dict, cases: list[str], run_one, show, args) -> int:
+def run_cases(
+    report: dict[str, Any],
+    cases: list[str],
+    run_one: Callable[[str, str], dict],
+    show: Callable[[dict], None],
+    args: argparse.Namespace,
+) -> int:
     """``run_one(case, workdir)`` for each case (input files in a temporary folder under
     ``args.workdir``), each result printed by ``show`` and appended to ``report["cases"]``;
     the report is written to ``args.json``."""

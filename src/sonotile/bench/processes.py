@@ -96,7 +96,7 @@ def _run(kind: str, spec: dict) -> dict:
     return {"kind": kind, **{k: worst[k] for k in ("ms_per_step", "mb_sent_per_step", *PARTS)}}
 
 
-def _plan(a) -> list[tuple[str, str, dict]]:
+def _plan(a: argparse.Namespace) -> list[tuple[str, str, dict]]:
     n, m = a.size, a.strong
     base = {"steps": a.steps, "repeats": a.repeats, "overlap": a.overlap}
     plan = [("weak", "single", {**base, "shape": [n, n, n], "decomposition": "single", "mesh": []}),

@@ -21,9 +21,21 @@ import math
 import re
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from sonotile.cliargs import Parser
+
+if TYPE_CHECKING:  # JAX and the solver are imported where used (after the XLA flags are set)
+    import jax
+
+    from sonotile.model.problem import Problem
+    from sonotile.solver.runner import Engine
+
+#: ``(fft_type, output shape, fft_length)`` of an FFT op of a compiled program.
+FftOp = tuple[str, tuple[int, ...], tuple[int, ...]]
 
 ITEM = {"f32": 4, "f64": 8, "c64": 8, "c128": 16, "s32": 4, "u32": 4, "pred": 1}
 _SHAPE = re.compile(r"(f32|f64|c64|c128|s32|u32|pred)\[([0-9,]*)\]")
@@ -78,7 +90,7 @@ def collective_bytes(hlo: str) -> dict:
     return out
 
 
-def fft_ops(hlo: str) -> list[tuple[str, tuple, tuple]]:
+def fft_ops(hlo: str) -> list[FftOp]:
     """``(fft_type, output shape, fft_length)`` of every FFT op in a compiled program."""
     ops = []
     for line in hlo.splitlines():
@@ -90,7 +102,7 @@ def fft_ops(hlo: str) -> list[tuple[str, tuple, tuple]]:
     return ops
 
 
-def transforms_per_step(problem) -> int:
+def transforms_per_step(problem: Problem) -> int:
     """Global 3-D transforms one step needs (docs/method.md: 10 lossless/Stokes, 14 power law,
     +2 per additive-mode source component)."""
     s, m, d = problem.sources, problem.medium, problem.grid.ndim
@@ -100,7 +112,7 @@ def transforms_per_step(problem) -> int:
     return n
 
 
-def exchanged_fields(problem) -> int:
+def exchanged_fields(problem: Problem) -> int:
     """Fields an LFB step pads from its neighbours: p, each u component, the two power-law
     operands, and the grid of each additive source."""
     s, m, d = problem.sources, problem.medium, problem.grid.ndim
@@ -111,8 +123,8 @@ def exchanged_fields(problem) -> int:
 
 
 def predicted_bytes(
-    shape,
-    mesh,
+    shape: Sequence[int],
+    mesh: Sequence[int],
     decomposition: str,
     n_transforms: int,
     n_exchanged: int,
@@ -140,7 +152,15 @@ def predicted_bytes(
     )
 
 
-def _method_bytes(shape, mesh, decomposition, n_transforms, n_exchanged, overlap, item):
+def _method_bytes(
+    shape: Sequence[int],
+    mesh: tuple[int, ...],
+    decomposition: str,
+    n_transforms: int,
+    n_exchanged: int,
+    overlap: int,
+    item: int,
+) -> float:
     d = len(shape)
     p_total = math.prod(mesh)
     if decomposition == "pencil":
@@ -160,7 +180,7 @@ def _method_bytes(shape, mesh, decomposition, n_transforms, n_exchanged, overlap
 
 def model_rows(
     n: int = 1024,
-    devices=(8, 16, 32, 64, 128, 256, 512),
+    devices: Sequence[int] = (8, 16, 32, 64, 128, 256, 512),
     overlap: int = 16,
     n_transforms: int = 14,
     n_exchanged: int = 6,
@@ -193,8 +213,8 @@ LINKS = {
 
 
 def step_time_model(
-    shape,
-    mesh,
+    shape: Sequence[int],
+    mesh: Sequence[int],
     decomposition: str,
     compute_ns: float,
     n_transforms: int = 14,
@@ -202,7 +222,7 @@ def step_time_model(
     overlap: int = 16,
     fft_share: float = 0.7,
     node: int = 8,
-) -> dict:
+) -> dict[str, float]:
     """Seconds per step on ``prod(mesh)`` devices: local work plus communication, unhidden.
 
     Work: ``compute_ns`` per grid point on one device, the FFT share (``fft_share``) of it
@@ -233,7 +253,7 @@ def step_time_model(
 
 def large_run_rows(
     n: int = 2048,
-    devices=(8, 16, 32, 64, 128, 256, 512),
+    devices: Sequence[int] = (8, 16, 32, 64, 128, 256, 512),
     compute_ns: float = 0.5,
     bytes_per_point: float = 74.0,
     overlap: int = 16,
@@ -244,7 +264,7 @@ def large_run_rows(
     (padded) block."""
     rows = []
     for p in devices:
-        row = {"devices": p}
+        row: dict[str, Any] = {"devices": p}
         for dec, mesh in (("pencil", _near_square(p)), ("lfb", _near_cube(p))):
             m = step_time_model((n,) * 3, mesh, dec, compute_ns, overlap=overlap)
             gb = bytes_per_point * n**3 / p * (m["pad"] if dec == "lfb" else 1) / 1e9
@@ -253,15 +273,15 @@ def large_run_rows(
     return rows
 
 
-def _near_square(p: int) -> tuple:
+def _near_square(p: int) -> tuple[int, int]:
     a = int(math.isqrt(p))
     while p % a:
         a -= 1
     return (a, p // a)
 
 
-def _near_cube(p: int) -> tuple:
-    best = None
+def _near_cube(p: int) -> tuple[int, int, int]:
+    best: tuple[int, tuple[int, int, int]] | None = None
     for a in range(1, p + 1):
         for b in range(1, p // a + 1):
             if p % (a * b) == 0:
@@ -284,13 +304,20 @@ class _LocalLax:
     """``jax.lax`` with ``ppermute`` and ``all_to_all`` replaced by local copies of the same
     size (no communication, no synchronisation; the results are wrong)."""
 
-    def __init__(self, real):
+    def __init__(self, real: ModuleType) -> None:
         self._real = real
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    def all_to_all(self, x, axis_name, split_axis, concat_axis, tiled=False):
+    def all_to_all(
+        self,
+        x: jax.Array,
+        axis_name: str | tuple[str, ...],
+        split_axis: int,
+        concat_axis: int,
+        tiled: bool = False,
+    ) -> jax.Array:
         import jax.numpy as jnp
 
         size = self._real.psum(1, axis_name)
@@ -298,20 +325,23 @@ class _LocalLax:
         return jnp.concatenate(parts, axis=concat_axis)
 
     @staticmethod
-    def ppermute(x, axis_name, perm):
+    def ppermute(
+        x: jax.Array, axis_name: str | tuple[str, ...], perm: Sequence[tuple[int, int]]
+    ) -> jax.Array:
         return x + 0
 
-    def psum(self, x, axis_name):  # an array: this shard's part only; a count: the real one
+    # an array: this shard's part only; a count: the real one
+    def psum(self, x: jax.Array | int, axis_name: str | tuple[str, ...]) -> jax.Array | int:
         return x + 0 if hasattr(x, "shape") else self._real.psum(x, axis_name)
 
 
 @contextmanager
-def local_collectives():
+def local_collectives() -> Iterator[None]:
     """Trace the decompositions with :class:`_LocalLax` (timing the step without
     communication)."""
     import importlib
 
-    mods = [importlib.import_module(m) for m in COLLECTIVE_MODULES]
+    mods: list[Any] = [importlib.import_module(m) for m in COLLECTIVE_MODULES]  # lax replaced
     real = [m.lax for m in mods]
     for m, r in zip(mods, real):
         m.lax = _LocalLax(r)
@@ -322,7 +352,7 @@ def local_collectives():
             m.lax = r
 
 
-def time_chunks(engine, problem, steps: int, repeats: int) -> float:
+def time_chunks(engine: Engine, problem: Problem, steps: int, repeats: int) -> float:
     import jax
 
     from sonotile.solver import runner
@@ -341,13 +371,13 @@ def time_chunks(engine, problem, steps: int, repeats: int) -> float:
     return best / steps
 
 
-def _time_ffts(ops: list, mesh_devices, repeats: int) -> float:
+def _time_ffts(ops: list[FftOp], mesh_devices: Sequence[jax.Device], repeats: int) -> float:
     """Seconds to run the given FFT ops once on every device of the mesh (as the step does)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    def run(xs):
+    def run(xs: list[jax.Array]) -> list[jax.Array]:
         out = []
         for (kind, shape, length), x in zip(ops, xs):
             axes = tuple(range(len(shape) - len(length), len(shape)))
@@ -382,7 +412,7 @@ def _time_ffts(ops: list, mesh_devices, repeats: int) -> float:
     return best
 
 
-def _io_time(engine, problem, steps: int) -> float:
+def _io_time(engine: Engine, problem: Problem, steps: int) -> float:
     """Seconds per step spent moving raw sensor samples to the host and recording them."""
     import jax
     import numpy as np
@@ -401,21 +431,21 @@ def _io_time(engine, problem, steps: int) -> float:
 
 
 def measure(
-    problem,
+    problem: Problem,
     decomposition: str,
-    mesh,
+    mesh: tuple[int, ...],
     overlap: int = 16,
     steps: int = 10,
     repeats: int = 3,
     timings: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """Bytes and time breakdown of one decomposition on the current devices."""
     import jax
 
     from sonotile import parallel
     from sonotile.solver import runner
 
-    def build():
+    def build() -> Engine:
         if decomposition == "single":
             return runner.single_engine(problem)
         return parallel.decomposed_engine(problem, decomposition, mesh, overlap, 0.5)
@@ -526,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print_model(model: list) -> None:
+def _print_model(model: list[dict]) -> None:
     print("\nmodel, 1024^3 absorbing step, MB sent per device per step:")
     for m in model:
         print(f"  {m['devices']:4d} devices  pencil {m['pencil_mesh']} {m['pencil_MB']:9.1f}   "

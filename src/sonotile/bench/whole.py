@@ -25,6 +25,7 @@ The load average is recorded before every round.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def commands(kwave: str, path: str, out: str, threads: int | None) -> dict:
     return {"kwave": [kwave, *flags], "sonotile": [*sonotile, *flags]}
 
 
-def compare_case(case: str, args, workdir: str) -> dict:
+def compare_case(case: str, args: argparse.Namespace, workdir: str) -> dict:
     n, steps = args.size, args.steps
     env = dict(os.environ)
     if args.threads:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 import h5py
 import jax
@@ -20,8 +21,15 @@ from sonotile.solver import sensors as sens
 from sonotile.solver.step import State
 from sonotile.version import __version__
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None:
+    from numpy.typing import DTypeLike
+
+    from sonotile.kwave.reader import KwaveInput
+
+
+def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta: KwaveInput) -> None:
     """k-Wave checkpoint (docs/kwave-format.md) plus sonotile's running statistics, atomically.
 
     Fields are written shard by shard: process 0 creates the file and writes its shards, then
@@ -38,7 +46,9 @@ def save_checkpoint(path: str, engine: rn.Engine, rs: rn.RunState, meta) -> None
     barrier("sonotile-checkpoint-done")
 
 
-def _write_checkpoint(path: str, tmp: str, engine: rn.Engine, rs: rn.RunState, meta) -> None:
+def _write_checkpoint(
+    path: str, tmp: str, engine: rn.Engine, rs: rn.RunState, meta: KwaveInput
+) -> None:
     state, agg = rs.carry
     blocks = engine.blocks
     nx, ny, nz = meta.shape_xyz
@@ -85,7 +95,7 @@ def _write_checkpoint(path: str, tmp: str, engine: rn.Engine, rs: rn.RunState, m
 
 
 def load_checkpoint(
-    path: str, engine: rn.Engine, meta, output_path: str | None = None
+    path: str, engine: rn.Engine, meta: KwaveInput, output_path: str | None = None
 ) -> rn.RunState:
     """State and running statistics from a checkpoint.
 
@@ -106,7 +116,8 @@ def load_checkpoint(
         t_index = int(f["t_index"][()].reshape(-1)[0])
         nd = engine.problem.grid.ndim
 
-        def field(name):  # read lazily: each process reads only its hyperslabs in place()
+        # read lazily: each process reads only its hyperslabs in place()
+        def field(name: str) -> XyzView:
             if name not in f:
                 raise ValueError(f"{path}: dataset '{name}' is missing")
             view = XyzView(f[name], dtype)
@@ -116,8 +127,8 @@ def load_checkpoint(
                 )
             return view
 
-        state = State(
-            field("p"),
+        state = State(  # views, not arrays: engine.place reads each process's shards
+            field("p"),  # type: ignore[arg-type]
             tuple(field(f"rho{AXES[a]}") for a in range(nd)),
             tuple(field(f"u{AXES[a]}_sg{AXES[a]}") for a in range(nd)),
         )
@@ -130,7 +141,9 @@ def load_checkpoint(
                     f"{path}: running statistic '{missing[0]}' is missing (the checkpoint "
                     "was written with other output flags)"
                 )
-            agg = {n: XyzView(g[n], dtype, stored_xyz=True) for n in agg0}
+            agg: Mapping[str, XyzView | np.ndarray] = {
+                n: XyzView(g[n], dtype, stored_xyz=True) for n in agg0
+            }
         else:
             agg = _aggregates_from_output(output_path, engine, agg0, dtype)
         if not 0 < t_index <= engine.problem.grid.nt:
@@ -141,7 +154,9 @@ def load_checkpoint(
     return rs
 
 
-def _aggregates_from_output(output_path, engine: rn.Engine, agg0: dict, dtype) -> dict:
+def _aggregates_from_output(
+    output_path: str | None, engine: rn.Engine, agg0: dict[str, jax.Array], dtype: DTypeLike
+) -> dict[str, np.ndarray]:
     """Running max/min/sum of squares as a k-Wave checkpoint leg left them in the output."""
     if not agg0:
         return {}

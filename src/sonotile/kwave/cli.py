@@ -11,6 +11,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import NoReturn
 
 from sonotile.cliargs import Parser, closest
 from sonotile.runtime import configure_cpu_devices, configure_threads
@@ -70,7 +72,7 @@ class _Parser(Parser):
     """The shared flag spelling (``--cpu-devices`` read as ``--cpu_devices``); errors raise
     :class:`UsageError` (k-Wave prints its usage and exits 1)."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         unknown = message.split("unrecognized arguments: ")
         if len(unknown) == 2:
             word = unknown[1].split()[0]
@@ -78,8 +80,8 @@ class _Parser(Parser):
         raise UsageError(message)
 
 
-def _int_range(lo, hi=None):
-    def conv(s):
+def _int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    def conv(s: str) -> int:
         try:
             v = int(s)
         except ValueError:
@@ -93,7 +95,7 @@ def _int_range(lo, hi=None):
     return conv
 
 
-def _mesh(s):
+def _mesh(s: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(v) for v in s.lower().split("x"))
     except ValueError:
@@ -103,7 +105,7 @@ def _mesh(s):
     return shape
 
 
-def _positive_float(s):
+def _positive_float(s: str) -> float:
     try:
         v = float(s)
     except ValueError:
@@ -202,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     try:
         from sonotile.parallel import distributed
 

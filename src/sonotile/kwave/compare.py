@@ -15,6 +15,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -54,7 +55,7 @@ def _read_all(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def tolerances(case: dict | None) -> tuple[float, dict[str, float]]:
+def tolerances(case: dict[str, Any] | None) -> tuple[float, dict[str, float]]:
     """Base tolerance and k-Wave's run-to-run spread per dataset family from a ``case.json``."""
     if not case:
         return BASE_TOL, {}
@@ -80,7 +81,7 @@ def _verdict(name: str, ref: np.ndarray, ours: np.ndarray | None, tol: float) ->
 
 
 def compare(
-    reference: Path, ours: Path, case: dict | None = None, tol: float | None = None
+    reference: Path, ours: Path, case: dict[str, Any] | None = None, tol: float | None = None
 ) -> list[Row]:
     """One :class:`Row` per dataset of ``reference``; ``tol`` overrides the base tolerance."""
     base, spread = tolerances(case)

@@ -4,8 +4,13 @@ MATLAB column-major order. The only module that converts between that and sonoti
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import h5py
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
 
 
 def to_xyz(a: np.ndarray) -> np.ndarray:
@@ -14,7 +19,7 @@ def to_xyz(a: np.ndarray) -> np.ndarray:
     return a[:, :, 0] if a.shape[2] == 1 else a
 
 
-def to_zyx(a: np.ndarray) -> np.ndarray:
+def to_zyx(a: ArrayLike) -> np.ndarray:
     """An ``(Nx, Ny[, Nz])`` array as k-Wave stores it, ``(Nz, Ny, Nx)``."""
     a = np.asarray(a)
     if a.ndim == 2:
@@ -31,7 +36,9 @@ class XyzView:
     running statistics in checkpoints).
     """
 
-    def __init__(self, dset: h5py.Dataset, dtype=None, stored_xyz: bool = False) -> None:
+    def __init__(
+        self, dset: h5py.Dataset, dtype: DTypeLike | None = None, stored_xyz: bool = False
+    ) -> None:
         self.dset, self.stored_xyz = dset, stored_xyz
         self.dtype = np.dtype(dtype or dset.dtype)
         if stored_xyz:
@@ -41,7 +48,7 @@ class XyzView:
             self.shape = (x, y) if z == 1 else (x, y, z)
         self.ndim = len(self.shape)
 
-    def __getitem__(self, index) -> np.ndarray:
+    def __getitem__(self, index: slice | tuple[slice, ...]) -> np.ndarray:
         if not isinstance(index, tuple):
             index = (index,)
         index = tuple(index) + (slice(None),) * (self.ndim - len(index))
@@ -53,17 +60,17 @@ class XyzView:
         zyx = tuple(reversed(index)) if self.ndim == 3 else (slice(0, 1),) + index[::-1]
         return np.asarray(to_xyz(self.dset[zyx]), self.dtype)
 
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         a = self[(slice(None),) * self.ndim]
         return a if dtype is None else a.astype(dtype)
 
 
-def linear_to_grid(lin1: np.ndarray, shape: tuple) -> np.ndarray:
+def linear_to_grid(lin1: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     """1-based MATLAB linear indices -> ``(N, ndim)`` 0-based grid indices (x fastest)."""
     sub = np.unravel_index(np.asarray(lin1, np.int64) - 1, shape, order="F")
     return np.stack(sub, axis=1)
 
 
-def grid_to_linear(idx: np.ndarray, shape: tuple) -> np.ndarray:
+def grid_to_linear(idx: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Inverse of :func:`linear_to_grid`."""
     return np.ravel_multi_index(tuple(idx.T), shape, order="F").astype(np.uint64) + 1

@@ -14,7 +14,8 @@ import resource
 import shutil
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import h5py
 import jax
@@ -25,6 +26,11 @@ from sonotile.kwave.reader import KwaveInput
 from sonotile.model.grid import AXES
 from sonotile.solver.sensors import SensorLayout
 from sonotile.version import __version__
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from sonotile.parallel.blocks import Blocks
 
 FLOAT_ATTRS = {"data_type": np.bytes_(b"float"), "domain_type": np.bytes_(b"real")}
 LONG_ATTRS = {"data_type": np.bytes_(b"long"), "domain_type": np.bytes_(b"real")}
@@ -49,11 +55,11 @@ def partial_file(path: str) -> Iterator[str]:
     os.replace(tmp, path)
 
 
-def set_str(obj, name: str, value: str) -> None:
+def set_str(obj: h5py.File | h5py.Group | h5py.Dataset, name: str, value: str) -> None:
     obj.attrs[name] = np.bytes_(value.encode())
 
 
-def write_scalar(f: h5py.File, name: str, value, dtype) -> None:
+def write_scalar(f: h5py.File, name: str, value: ArrayLike, dtype: DTypeLike) -> None:
     arr = np.asarray(value, dtype=dtype).reshape(1, 1, 1)
     if name in f:
         del f[name]
@@ -88,7 +94,7 @@ class OutputFile:
         # several processes: process 0 owns the file; the others only write their shards of
         # whole fields into it, in turn (write_fields)
         self.leader = _process_index() == 0
-        self.f = None
+        self.f: h5py.File | None = None
         self.level = compression
         self.ts = nt - layout.start
         self.cuboid = bool(layout.cuboid_shapes)
@@ -145,7 +151,7 @@ class OutputFile:
                     )
 
     # -- layout -----------------------------------------------------------------------------
-    def _dataset(self, name: str, shape: tuple, chunks: tuple):
+    def _dataset(self, name: str, shape: tuple[int, ...], chunks: tuple[int, ...]) -> h5py.Dataset:
         d = self.f.create_dataset(
             name,
             shape=shape,
@@ -203,7 +209,9 @@ class OutputFile:
             self.f[f"{name}/{i + 1}"][first_row : first_row + k] = np.transpose(block, (0, 3, 2, 1))
 
     # -- end of a leg -----------------------------------------------------------------------
-    def write_fields(self, values: dict, blocks=None) -> None:
+    def write_fields(
+        self, values: Mapping[str, np.ndarray | jax.Array], blocks: Blocks | None = None
+    ) -> None:
         """Aggregates (``p_max`` ...), whole-field (``*_all``) and final fields, replacing any
         earlier values (checkpoint legs rewrite them).
 
@@ -242,14 +250,16 @@ class OutputFile:
         if sharded and _process_count() > 1:
             self._others_write(sharded, blocks)
 
-    def _whole_dataset(self, name: str, shape_xyz: tuple):
+    def _whole_dataset(self, name: str, shape_xyz: tuple[int, ...]) -> h5py.Dataset:
         zyx = tuple(reversed(tuple(shape_xyz) + (1,) * (3 - len(shape_xyz))))
         if name not in self.f:
             chunks = (1,) + zyx[1:] if zyx[0] > 1 else zyx
             self._dataset(name, zyx, chunks)
         return self.f[name]
 
-    def _others_write(self, sharded: list, blocks=None) -> None:
+    def _others_write(
+        self, sharded: list[tuple[str, jax.Array]], blocks: Blocks | None = None
+    ) -> None:
         """Processes 1.. write their shards into the file process 0 created (closed meanwhile)."""
         from sonotile.parallel.distributed import barrier, in_turns
 
@@ -268,7 +278,7 @@ class OutputFile:
         if self.leader:
             self.f = h5py.File(self.tmp, "r+")
 
-    def _replace(self, name: str, data: np.ndarray, chunks) -> None:
+    def _replace(self, name: str, data: np.ndarray, chunks: tuple[int, ...] | None) -> None:
         if name in self.f:
             self.f[name][...] = data
             return
@@ -293,7 +303,7 @@ class OutputFile:
         for k, v in LONG_ATTRS.items():
             d.attrs[k] = v
 
-    def finish_leg(self, t_index: int, timings: dict) -> None:
+    def finish_leg(self, t_index: int, timings: Mapping[str, float]) -> None:
         """Write ``t_index`` and the run statistics, close, and move into place."""
         if not self.leader:
             return
@@ -344,7 +354,9 @@ def _process_count() -> int:
     return jax.process_count()
 
 
-def write_shards(dset: h5py.Dataset, arr, zyx: bool = True, blocks=None) -> None:
+def write_shards(
+    dset: h5py.Dataset, arr: ArrayLike, zyx: bool = True, blocks: Blocks | None = None
+) -> None:
     """Write the shards of ``arr`` that live on this process's devices into ``dset``.
 
     ``arr`` is ``(x, y[, z])``-indexed: a global device array (each unique shard is written once,

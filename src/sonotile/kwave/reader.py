@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from typing import Any, Literal, cast, overload
 
 import h5py
 import numpy as np
@@ -15,16 +16,21 @@ from sonotile.model.grid import AXES, Grid
 from sonotile.model.lazy import LazyField, is_lazy
 from sonotile.model.problem import (
     SOURCE_MODES,
+    Absorption,
     MaskSource,
     Medium,
     Pml,
     Problem,
     ProblemError,
     Sensor,
+    SourceMode,
     Sources,
     TransducerSource,
     is_field,
 )
+
+#: A medium property as read: a scalar, a field, or a field read lazily from the file.
+Property = float | np.ndarray | LazyField
 
 VERSIONS = ("0", "1", "2")
 HEADER = (
@@ -46,12 +52,13 @@ class KwaveInput:
     """What a k-Wave input file says besides the Problem: header and scalars to copy back."""
 
     path: str
-    header: dict
-    scalars: dict  # name -> (value, numpy dtype) of the scalars copied to the output
-    shape_xyz: tuple
+    header: dict[str, str]
+    #: name -> (value, numpy dtype) of the scalars copied to the output
+    scalars: dict[str, tuple[Any, np.dtype]]
+    shape_xyz: tuple[int, int, int]
     mask_type: int
     mask_raw: np.ndarray | None  # 1-based as stored, for --copy_sensor_mask
-    extras: dict = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def _attr(f: h5py.File, name: str) -> str:
@@ -89,7 +96,13 @@ class _Reader:
             )
         return d
 
-    def scalar(self, name: str, kind: type = float):
+    @overload
+    def scalar(self, name: str, kind: type[int]) -> int: ...
+
+    @overload
+    def scalar(self, name: str, kind: type[float] = ...) -> float: ...
+
+    def scalar(self, name: str, kind: type = float) -> int | float:
         d = self.raw(name)
         if d.shape != (1, 1, 1):
             raise KwaveFileError(f"dataset '{name}': shape {d.shape}, expected a scalar (1, 1, 1)")
@@ -105,7 +118,15 @@ class _Reader:
             raise KwaveFileError(f"dataset '{name}': {v} is not finite")
         return v
 
-    def field(self, name: str, zyx: tuple, scalar_ok: bool = True):
+    @overload
+    def field(
+        self, name: str, zyx: tuple[int, ...], scalar_ok: Literal[False]
+    ) -> np.ndarray | LazyField: ...
+
+    @overload
+    def field(self, name: str, zyx: tuple[int, ...], scalar_ok: bool = ...) -> Property: ...
+
+    def field(self, name: str, zyx: tuple[int, ...], scalar_ok: bool = True) -> Property:
         """A scalar (1,1,1) or a field stored (Nz, Ny, Nx); returned as float or (x, y[, z])."""
         d = self.raw(name)
         if scalar_ok and d.shape == (1, 1, 1):
@@ -174,7 +195,7 @@ def read_input(
     path: str,
     nt_override: int | None = None,
     start: int = 1,
-    record: tuple = ("p",),
+    record: tuple[str, ...] = ("p",),
     dtype: str = "float32",
     lazy: bool = False,
 ) -> tuple[Problem, KwaveInput]:
@@ -256,7 +277,7 @@ def read_input(
         c_ref = r.scalar("c_ref")
         if c_ref <= 0:
             raise KwaveFileError(f"dataset 'c_ref': {c_ref} m/s, expected > 0")
-        mode = {0: "lossless", 1: "power_law", 2: "stokes"}[absorbing]
+        mode = cast(Absorption, {0: "lossless", 1: "power_law", 2: "stokes"}[absorbing])
         alpha_coeff = alpha_power = None
         if absorbing:
             alpha_coeff = r.field("alpha_coeff", zyx)
@@ -268,14 +289,15 @@ def read_input(
                 )
         bona = r.field("BonA", zyx) if nonlinear else None
         try:
+            # Medium takes lazy fields too (lazy=True), which its annotations do not say yet
             medium = Medium(
-                c0,
-                rho0,
+                c0,  # type: ignore[arg-type]
+                rho0,  # type: ignore[arg-type]
                 grid,
-                rho0_sg=rho0_sg,
+                rho0_sg=rho0_sg,  # type: ignore[arg-type]
                 c_ref=c_ref,
-                bona=bona,
-                alpha_coeff=alpha_coeff,
+                bona=bona,  # type: ignore[arg-type]
+                alpha_coeff=alpha_coeff,  # type: ignore[arg-type]
                 alpha_power=alpha_power,
                 absorption=mode,
             )
@@ -313,7 +335,7 @@ def read_input(
             raise KwaveFileError(f"dataset 'sensor_mask_type': {mask_type}, expected 0 or 1")
         if not 1 <= start <= nt:
             raise KwaveFileError(f"-s {start}: the start step must be in 1..Nt = 1..{nt}")
-        scalars = {}
+        scalars: dict[str, tuple[Any, np.dtype]] = {}
         for name in SCALARS_COPIED:
             if name in f and f[name].shape == (1, 1, 1):
                 if name.endswith("source_many") or name.endswith("source_mode"):
@@ -335,7 +357,7 @@ def read_input(
     return problem, meta
 
 
-def _positive(name: str, v):
+def _positive(name: str, v: Property) -> Property:
     """A medium field or scalar that must be > 0 (checked now, or per hyperslab when lazy)."""
     if is_lazy(v):
         return LazyField.of(v, f"dataset '{name}'", "positive")
@@ -344,10 +366,12 @@ def _positive(name: str, v):
     return v
 
 
-def _read_sources(r: _Reader, grid: Grid, zyx: tuple, ndim: int) -> tuple[Sources, dict]:
+def _read_sources(
+    r: _Reader, grid: Grid, zyx: tuple[int, ...], ndim: int
+) -> tuple[Sources, dict[str, tuple[Any, np.dtype]]]:
     n_points = int(np.prod(zyx))
     shape = grid.shape
-    copied: dict = {}
+    copied: dict[str, tuple[Any, np.dtype]] = {}
     p0 = None
     if r.scalar("p0_source_flag", int) == 1:
         p0 = r.field("p0_source_input", zyx, scalar_ok=False)
@@ -360,12 +384,12 @@ def _read_sources(r: _Reader, grid: Grid, zyx: tuple, ndim: int) -> tuple[Source
             raise KwaveFileError(f"dataset 'p_source_mode': {mode}, expected 0, 1 or 2")
         idx = linear_to_grid(r.indices("p_source_index", n_points), shape)
         sig = _signal(r, "p_source_input", p_flag, many, idx.shape[0])
-        p = MaskSource(idx, sig, SOURCE_MODES[mode], "p_source")
+        p = MaskSource(idx, sig, cast(SourceMode, SOURCE_MODES[mode]), "p_source")
         for n in ("p_source_mode", "p_source_many"):
             copied[n] = (r.raw(n)[()], r.raw(n).dtype)
     u_flags = [r.scalar(f"u{a}_source_flag", int) for a in AXES[:ndim]]
     tr_flag = r.scalar("transducer_source_flag", int)
-    u: list = [None] * ndim
+    u: list[MaskSource | None] = [None] * ndim
     transducer = None
     if any(u_flags) or tr_flag:
         idx = linear_to_grid(r.indices("u_source_index", n_points), shape)
@@ -378,8 +402,9 @@ def _read_sources(r: _Reader, grid: Grid, zyx: tuple, ndim: int) -> tuple[Source
             if flag:
                 name = f"u{AXES[ax]}_source_input"
                 u[ax] = MaskSource(
-                    idx, _signal(r, name, flag, many, idx.shape[0]), SOURCE_MODES[mode], name
-                )
+                    idx, _signal(r, name, flag, many, idx.shape[0]),
+                    cast(SourceMode, SOURCE_MODES[mode]), name,
+                )  # fmt: skip
         for n in ("u_source_mode", "u_source_many"):
             copied[n] = (r.raw(n)[()], r.raw(n).dtype)
     if tr_flag:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Literal
 
 import h5py
 import jax
@@ -20,8 +22,12 @@ from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
 from sonotile.version import __version__
 
+if TYPE_CHECKING:
+    from sonotile.kwave.reader import KwaveInput
+    from sonotile.model.problem import Problem
 
-def make_engine(problem, args, device) -> rn.Engine:
+
+def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device | None) -> rn.Engine:
     """The engine for ``--decomposition`` / ``--mesh`` / ``--overlap`` (single by default)."""
     if jax.process_count() > 1 and (args.decomposition == "single" or device is not None):
         raise ValueError(
@@ -45,7 +51,7 @@ def make_engine(problem, args, device) -> rn.Engine:
     return engine
 
 
-def _select_device(index: int | None):
+def _select_device(index: int | None) -> jax.Device | None:
     if index is None:
         return None
     devs = jax.devices()
@@ -64,7 +70,7 @@ def same_file(a: str, b: str) -> bool:
         return False
 
 
-def check_distinct(args) -> None:
+def check_distinct(args: argparse.Namespace) -> None:
     """Refuse an output or checkpoint path that is the input file (or each other)."""
     named = [("-i", args.input), ("-o", args.output)]
     if args.checkpoint_file:
@@ -75,7 +81,7 @@ def check_distinct(args) -> None:
                 raise ValueError(f"{fb} '{b}' is the same file as {fa} '{a}': give another path")
 
 
-def run_kwave(args) -> int:
+def run_kwave(args: argparse.Namespace) -> int:
     """Run one leg; returns the exit status.
 
     SIGTERM/SIGINT are caught for the whole leg: with ``--checkpoint_file`` the run writes a
@@ -83,7 +89,7 @@ def run_kwave(args) -> int:
     the 20 ms poll of a running chunk), leaves no output and exits 1. A second signal aborts at
     once.
     """
-    flag = {"stop": False}
+    flag: dict[str, Any] = {"stop": False}  # a signal sets "stop" (bool) and "signal" (int)
     previous = install_stop_handlers(flag)
     try:
         return _run_kwave(args, flag)
@@ -91,7 +97,7 @@ def run_kwave(args) -> int:
         restore_handlers(previous)
 
 
-def _run_kwave(args, flag) -> int:
+def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     t0 = time.perf_counter()
     verbose = args.verbose
     check_distinct(args)
@@ -159,10 +165,10 @@ def check_output_covers(path: str, t_index: int) -> None:
 
 
 class _null:
-    def __enter__(self):
+    def __enter__(self) -> _null:
         return self
 
-    def __exit__(self, *a):
+    def __exit__(self, *a: object) -> Literal[False]:
         return False
 
 
@@ -171,7 +177,10 @@ class LegControl:
     checkpoint interval; all processes together), abort at once (a signal without a checkpoint
     file), and progress (``-r`` lines or a bar, process 0 only)."""
 
-    def __init__(self, args, nt: int, cells: int, first: int, t0: float, flag: dict) -> None:
+    def __init__(
+        self, args: argparse.Namespace, nt: int, cells: int, first: int, t0: float,
+        flag: dict[str, Any],
+    ) -> None:  # fmt: skip
         self.args, self.nt, self.t0, self.flag = args, nt, t0, flag
         self.checkpointing = bool(args.checkpoint_file)
         self.done = first
@@ -205,7 +214,10 @@ class LegControl:
         self.report(n)
 
 
-def _step(args, engine, out, rs, stop: int, ctl: LegControl):
+def _step(
+    args: argparse.Namespace, engine: rn.Engine, out: OutputFile, rs: rn.RunState, stop: int,
+    ctl: LegControl,
+) -> rn.RunState:  # fmt: skip
     """The steps of one leg up to ``stop``; a leg stopped early without a checkpoint fails."""
     nt = engine.problem.grid.nt
     sizer = rn.make_sizer(engine, limit=nt * args.progress // 100)  # a chunk per -r at most
@@ -215,7 +227,10 @@ def _step(args, engine, out, rs, stop: int, ctl: LegControl):
     return rs
 
 
-def _leg(args, engine, meta, out, rs, t0, t_load, verbose, flag) -> int:
+def _leg(
+    args: argparse.Namespace, engine: rn.Engine, meta: KwaveInput, out: OutputFile,
+    rs: rn.RunState | None, t0: float, t_load: float, verbose: int, flag: dict[str, Any],
+) -> int:  # fmt: skip
     problem = engine.problem
     nt = problem.grid.nt
     leg_first = 0 if rs is None else rs.next_step  # k-Wave counts step 0 (p0) in a leg

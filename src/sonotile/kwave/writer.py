@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import h5py
 import numpy as np
 
@@ -16,8 +18,13 @@ from sonotile.model.problem import (
     ProblemError,
 )
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-def put_dataset(f: h5py.File, name: str, value, kind: str) -> None:
+    from sonotile.model.problem import MaskSource, Scalar
+
+
+def put_dataset(f: h5py.File, name: str, value: ArrayLike, kind: str) -> None:
     """Write one k-Wave input dataset: ``kind`` ``"float"`` (float32) or ``"long"`` (uint64),
     rank 3 (scalars ``(1, 1, 1)``, vectors ``(1, 1, N)``), with its type attributes."""
     a = np.asarray(value, np.float32 if kind == "float" else np.uint64)
@@ -30,11 +37,11 @@ def put_dataset(f: h5py.File, name: str, value, kind: str) -> None:
     d.attrs["domain_type"] = np.bytes_(b"real")
 
 
-def _field(v):
+def _field(v: Scalar) -> np.ndarray | float:
     return to_zyx(v) if np.ndim(v) > 0 else float(v)
 
 
-def _signal_zyx(src) -> np.ndarray:
+def _signal_zyx(src: MaskSource) -> np.ndarray:
     sig = np.asarray(src.signal)
     return sig.reshape(1, 1, -1) if sig.ndim == 1 else sig.reshape(1, sig.shape[0], -1)
 
@@ -62,8 +69,8 @@ def _write_grid_medium(f: h5py.File, problem: Problem) -> None:
     for name, v in zip(("Nx", "Ny", "Nz"), tuple(g.shape) + (1,) * (3 - g.ndim)):
         put(f, name, v, "long")
     put(f, "Nt", g.nt, "long")
-    for name, v in (("dt", g.dt), ("c_ref", m.c_ref)):
-        put(f, name, v, "float")
+    for name, x in (("dt", g.dt), ("c_ref", m.c_ref)):
+        put(f, name, x, "float")
     for a in range(g.ndim):
         put(f, f"d{AXES[a]}", g.spacing[a], "float")
         put(f, f"pml_{AXES[a]}_size", problem.pml.size[a], "long")
@@ -89,7 +96,7 @@ def _write_sources(f: h5py.File, problem: Problem) -> None:
     """p0, p, u and transducer sources (u and transducer share one index list in the file)."""
     g, s, put = problem.grid, problem.sources, put_dataset
 
-    def lin(index):
+    def lin(index: ArrayLike) -> np.ndarray:
         return grid_to_linear(np.asarray(index), g.shape)
 
     put(f, "p0_source_flag", int(s.p0 is not None), "long")

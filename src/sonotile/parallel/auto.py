@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TypedDict
 
 # ---------------------------------------------------------------------------------------------
 # choosing a decomposition
@@ -13,14 +15,23 @@ import math
 LFB_ERROR = {2: 5.1e-2, 4: 2.9e-3, 8: 2.1e-3, 16: 7.1e-4, 32: 3.2e-4}
 
 
-def factor_mesh(n: int, k: int, shape) -> tuple[int, ...] | None:
+class Pick(TypedDict):
+    """What :func:`auto` chose."""
+
+    decomposition: str
+    mesh_shape: tuple[int, ...]
+    overlap: int
+    reason: str
+
+
+def factor_mesh(n: int, k: int, shape: Sequence[int]) -> tuple[int, ...] | None:
     """Near-balanced factorisation of ``n`` devices over the first ``k`` grid axes, at most one
     device per grid point along each axis; among equally balanced ones those that cut the axes
     evenly (no dead points) first. None when impossible (fewer points than devices)."""
-    best = None
+    best: tuple[tuple[float, int], tuple[int, ...]] | None = None
     divisors = [p for p in range(1, n + 1) if n % p == 0]
 
-    def rec(prefix, rest) -> None:
+    def rec(prefix: list[int], rest: int) -> None:
         nonlocal best
         if len(prefix) == k - 1:
             cand = tuple(prefix) + (rest,)
@@ -43,7 +54,7 @@ def auto(
     n_devices: int,
     accuracy: float = 1e-3,
     processes: int = 1,
-) -> dict:
+) -> Pick:
     """Pick ``single``, ``pencil`` or ``lfb`` (and mesh, overlap) for a grid and a device count.
 
     Rules: one device -> single. A target tighter than LFB reaches at overlap 32 -> pencil.
@@ -100,7 +111,9 @@ def auto(
     )  # fmt: skip
 
 
-def pencil_pick(mesh, n_devices: int, shape: tuple, reason: str) -> dict:
+def pencil_pick(
+    mesh: tuple[int, ...] | None, n_devices: int, shape: tuple[int, ...], reason: str
+) -> Pick:
     if mesh is None:
         raise ValueError(f"grid {shape} has fewer points than {n_devices} devices along its axes")
     return {"decomposition": "pencil", "mesh_shape": mesh, "overlap": 0, "reason": reason}

@@ -13,12 +13,33 @@ through :meth:`Blocks.to_true`, which removes them. With ``n % p == 0`` nothing 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+
+class Sliceable(Protocol):
+    """A whole field that reads ``x[index]`` into an array: a numpy or JAX array, or a view
+    that reads only the hyperslab asked for (an HDF5 view, a lazily made field)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
+
+    def __getitem__(self, index: Any, /) -> Any: ...
+
+    def __array__(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -100,10 +121,13 @@ class Blocks:
                 x = np.take(x, self.real_positions(a), axis=a)
         return x
 
-    def true_index(self, index: tuple, shape: tuple) -> tuple[tuple, list]:
+    def true_index(
+        self, index: tuple[slice, ...], shape: tuple[int, ...]
+    ) -> tuple[tuple[slice, ...], list[np.ndarray | None]]:
         """For a padded slice ``index`` of an array of padded ``shape``: the contiguous true
         slices to read and, per axis, the positions within what was read (None: as read)."""
-        read, take = [], []
+        read: list[slice] = []
+        take: list[np.ndarray | None] = []
         for a, sl in enumerate(index):
             start, stop, _ = sl.indices(shape[a])
             if a < len(self.shape) and not self.even(a) and shape[a] == self.padded_shape[a]:
@@ -116,7 +140,9 @@ class Blocks:
                 take.append(None)
         return tuple(read), take
 
-    def read_padded(self, x, index: tuple, padded: tuple, dtype) -> np.ndarray:
+    def read_padded(
+        self, x: Sliceable, index: tuple[slice, ...], padded: tuple[int, ...], dtype: DTypeLike
+    ) -> np.ndarray:
         """The piece ``index`` of the padded version of ``x`` (an array or anything sliceable
         with contiguous slices, e.g. an HDF5 view), reading only the hyperslab it needs."""
         read, take = self.true_index(index, padded)
@@ -126,7 +152,7 @@ class Blocks:
                 piece = np.take(piece, t, axis=a)
         return piece
 
-    def padded_shape_of(self, shape: tuple, sharded: tuple) -> tuple:
+    def padded_shape_of(self, shape: tuple[int, ...], sharded: tuple[bool, ...]) -> tuple[int, ...]:
         """Padded shape of an array of ``shape`` whose axes ``sharded[a]`` are split."""
         return tuple(
             self.padded_shape[a] if sharded[a] and n == self.shape[a] else n
@@ -136,11 +162,13 @@ class Blocks:
     def _padded_axis(self, a: int, n: int) -> bool:
         return a < len(self.shape) and not self.even(a) and n == self.padded_shape[a]
 
-    def true_shape_of(self, shape: tuple) -> tuple:
+    def true_shape_of(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Shape of a padded array without its dead points."""
         return tuple(self.shape[a] if self._padded_axis(a, n) else n for a, n in enumerate(shape))
 
-    def true_piece(self, index: tuple, block: np.ndarray, shape: tuple) -> tuple:
+    def true_piece(
+        self, index: tuple[slice, ...], block: np.ndarray, shape: tuple[int, ...]
+    ) -> tuple[tuple[slice, ...], np.ndarray]:
         """A device's piece ``block`` at padded ``index`` of an array of padded ``shape`` as
         ``(true index, data)``: its real points and where they go in the true array."""
         out_index = []
@@ -172,18 +200,18 @@ class Blocks:
         return math.prod(self.mesh_shape)
 
 
-def real_positions(counts) -> np.ndarray:
+def real_positions(counts: Sequence[int] | np.ndarray) -> np.ndarray:
     """Positions of the real points in a padded axis whose blocks hold ``counts`` points."""
     slot = int(max(counts))
     return np.concatenate([i * slot + np.arange(c) for i, c in enumerate(counts)])
 
 
-def compact(x, counts, axis: int):
+def compact(x: jax.Array, counts: Sequence[int] | np.ndarray, axis: int) -> jax.Array:
     """A padded axis made whole by a transpose, without its dead points (traced arrays)."""
     return jnp.take(x, jnp.asarray(real_positions(counts), jnp.int32), axis=axis)
 
 
-def expand(x, counts, axis: int):
+def expand(x: jax.Array, counts: Sequence[int] | np.ndarray, axis: int) -> jax.Array:
     """Inverse of :func:`compact`: zeros at the dead points."""
     real = real_positions(counts)
     n = len(real)
@@ -192,7 +220,7 @@ def expand(x, counts, axis: int):
     return jnp.take(resize(x, n + 1, axis), jnp.asarray(slots, jnp.int32), axis=axis)
 
 
-def resize(x, n: int, axis: int):
+def resize(x: jax.Array, n: int, axis: int) -> jax.Array:
     """Cut or zero-pad ``x`` to length ``n`` along ``axis`` (traced arrays)."""
     if x.shape[axis] > n:
         return lax.slice_in_dim(x, 0, n, axis=axis)

@@ -10,6 +10,7 @@ transfers of a few bytes.
 
 from __future__ import annotations
 
+import jax
 from jax import lax
 
 
@@ -19,7 +20,7 @@ def axis_size(name: str) -> int:
     return int(size(name)) if size is not None else int(lax.psum(1, name))
 
 
-def sum_over(v, names: tuple):
+def sum_over(v: jax.Array, names: tuple[str, ...]) -> jax.Array:
     """``lax.psum(v, names)`` through ``ppermute``: the same value on every device.
 
     Exact whatever the order when at most one device contributes a non-zero per element (the

@@ -13,7 +13,8 @@ JAX; the FFTW operators of LFB blocks by :class:`sonotile.solver.linear.AdjointO
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -29,10 +30,18 @@ from sonotile.parallel.pencil import PencilOps, pencil_constants
 from sonotile.solver import sensors as sens
 from sonotile.solver.linear import AdjointOps
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from sonotile.solver.operators import FourierOps
+
 INDEX_KEYS = ("p_index", "tr_index")
 
+#: ``run(consts, xs, fixed) -> (raw, aggregates, state)`` of :func:`mesh_runner`
+MeshRun = Callable[[dict[str, Any], dict[str, jax.Array], tuple], tuple[dict, dict, tuple]]
 
-def const_spec(leaf, shape: tuple, m: int) -> P:
+
+def const_spec(leaf: jax.Array, shape: tuple[int, ...], m: int) -> P:
     """How a constant is sharded: grid-shaped like the state, a broadcastable 1-D profile
     along its axis (when that axis is split), anything else replicated."""
     shp, d = tuple(jnp.shape(leaf)), len(shape)
@@ -45,7 +54,7 @@ def const_spec(leaf, shape: tuple, m: int) -> P:
     return P()
 
 
-def _check(problem: Problem, decomposition: str, mesh_shape: tuple) -> None:
+def _check(problem: Problem, decomposition: str, mesh_shape: tuple[int, ...]) -> None:
     d, m = problem.grid.ndim, len(mesh_shape)
     if decomposition not in ("pencil", "lfb"):
         raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
@@ -61,27 +70,32 @@ def _check(problem: Problem, decomposition: str, mesh_shape: tuple) -> None:
             )
 
 
-def _ops_parts(problem, decomposition, mesh_shape, overlap, bell_width, unstagger):
+def _ops_parts(
+    problem: Problem, decomposition: str, mesh_shape: tuple[int, ...], overlap: int,
+    bell_width: float, unstagger: bool,
+) -> tuple[Any, Any, Callable[[Any], FourierOps | LfbOps]]:  # fmt: skip
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     if decomposition == "pencil":
         arrays, specs, meta = pencil_constants(problem, Blocks(problem.grid.shape, mesh_shape),
                                                unstagger)  # fmt: skip
-        return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)
-    inner, bells, unshift, meta = lfb_constants(
+        return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
+    inner, bells, unshift, lmeta = lfb_constants(
         problem, Blocks(problem.grid.shape, mesh_shape), int(overlap), float(bell_width), unstagger
     )
-    arrays = (inner, bells, unshift)
-    specs = jax.tree_util.tree_map(lambda _: P(), arrays)
-    return arrays, specs, lambda a: LfbOps(AdjointOps(a[0]), a[1], a[2], meta=meta)
+    lfb_arrays = (inner, bells, unshift)
+    specs = jax.tree_util.tree_map(lambda _: P(), lfb_arrays)
+    return lfb_arrays, specs, lambda a: LfbOps(AdjointOps(a[0]), a[1], a[2], meta=lmeta)
 
 
-def _localised(consts: dict, shape, mesh_shape) -> tuple[dict, dict]:
+def _localised(
+    consts: dict[str, Any], shape: tuple[int, ...], mesh_shape: tuple[int, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Source index arrays per shard ``(mesh..., Nsrc)`` (global order, out-of-range where not
     owned) taken out of ``consts``; returns ``(rest, indices)``."""
     rest = dict(consts)
-    idx = {}
+    idx: dict[str, tuple] = {}
 
-    def loc(t):
+    def loc(t: Sequence[ArrayLike]) -> tuple[jax.Array, ...]:
         pts = np.stack([np.asarray(i) for i in t], axis=1)
         return tuple(jnp.asarray(x) for x in local_index(pts, shape, mesh_shape)[0])
 
@@ -95,13 +109,13 @@ def _localised(consts: dict, shape, mesh_shape) -> tuple[dict, dict]:
 def mesh_runner(
     problem: Problem,
     layout: sens.SensorLayout,
-    local_run: Callable,
+    local_run: Callable[..., tuple[dict[str, jax.Array], dict[str, jax.Array], Any]],
     decomposition: str,
-    mesh_shape: tuple,
+    mesh_shape: tuple[int, ...],
     overlap: int = 16,
     bell_width: float = 0.5,
-    devices=None,
-) -> tuple[Callable, tuple]:
+    devices: Sequence[jax.Device] | None = None,
+) -> tuple[MeshRun, tuple]:
     """``(run, fixed)``: ``run(consts, xs, fixed) -> (raw, aggregates, state)`` on a mesh
     (global arrays in and out); ``fixed`` holds the operators and sensor indices (pass it as an
     argument of a jitted caller rather than closing over it: no constants in the program).
@@ -131,7 +145,8 @@ def mesh_runner(
     agg_specs = {k: fspec if k in whole else P() for k in agg_keys}
     out_specs = ({f: P() for f in layout.raw}, agg_specs, state_spec)
 
-    def run(consts: dict, xs: dict, fixed: tuple):
+    def run(consts: dict[str, Any], xs: dict[str, jax.Array],
+            fixed: tuple) -> tuple[dict, dict, tuple]:  # fmt: skip
         rest, idx = _localised(consts, g.shape, mesh_shape)
         leaves, treedef = jax.tree_util.tree_flatten(rest)
         traced = [isinstance(v, jax.Array) for v in leaves]
@@ -139,7 +154,8 @@ def mesh_runner(
         specs = [const_spec(v, g.shape, m) for v in arrays]
         idx_specs = jax.tree_util.tree_map(lambda _: ispec, idx)
 
-        def local(arrs, idx_l, sidx_l, ops_l, xs_l):
+        def local(arrs: list[jax.Array], idx_l: dict[str, Any], sidx_l: tuple | None, ops_l: Any,
+                  xs_l: dict[str, jax.Array]) -> tuple[dict, dict, tuple]:  # fmt: skip
             it = iter(arrs)
             c = jax.tree_util.tree_unflatten(
                 treedef, [next(it) if t else v for v, t in zip(leaves, traced)]

@@ -31,6 +31,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, TypedDict
 
 ENV_COORDINATOR = "SONOTILE_COORDINATOR"
 ENV_NUM_PROCESSES = "SONOTILE_NUM_PROCESSES"
@@ -39,10 +42,25 @@ ENV_LOCAL_DEVICES = "SONOTILE_LOCAL_DEVICE_IDS"
 ENV_HEARTBEAT = "SONOTILE_HEARTBEAT_TIMEOUT"
 ENV_INIT_TIMEOUT = "SONOTILE_INIT_TIMEOUT"
 
-_state = {"initialized": False, "launcher": None}
+
+class JobInfo(TypedDict):
+    """A multi-process job as the environment describes it (:func:`detect`)."""
+
+    launcher: str
+    coordinator_address: str | None
+    num_processes: int
+    process_id: int
 
 
-def detect(environ=None) -> dict | None:
+class _State(TypedDict):
+    initialized: bool
+    launcher: JobInfo | None
+
+
+_state: _State = {"initialized": False, "launcher": None}
+
+
+def detect(environ: Mapping[str, str] | None = None) -> JobInfo | None:
     """What the environment says about a multi-process job, or None for a single process.
 
     Returns ``{"launcher", "coordinator_address", "num_processes", "process_id"}`` (the address
@@ -79,7 +97,7 @@ def detect(environ=None) -> dict | None:
     }
 
 
-def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> dict | None:
+def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> JobInfo | None:
     """Join the job's other processes (``jax.distributed.initialize``); no-op in one process.
 
     Must run before any JAX computation (before ``jax.devices()``, ``jnp`` arrays ...). Safe to
@@ -99,7 +117,7 @@ def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> d
     except Exception:  # pragma: no cover - option missing in this JAX
         pass
     hb = int(heartbeat_timeout or os.environ.get(ENV_HEARTBEAT, 30))
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         num_processes=info["num_processes"],
         process_id=info["process_id"],
         initialization_timeout=int(os.environ.get(ENV_INIT_TIMEOUT, 120)),
@@ -142,7 +160,7 @@ def barrier(name: str) -> None:
         multihost_utils.sync_global_devices(name)
 
 
-def in_turns(fn, name: str) -> None:
+def in_turns(fn: Callable[[], object], name: str) -> None:
     """Call ``fn()`` on each process in turn, process 0 first (serialised file writes)."""
     import jax
 
@@ -172,7 +190,7 @@ def _fail_fast_on_uncaught_exceptions() -> None:
     waiting in JAX's shutdown barrier for processes stuck in a collective with this one)."""
     previous = sys.excepthook
 
-    def hook(kind, value, tb) -> None:
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         previous(kind, value, tb)
         fail_fast(1)
 

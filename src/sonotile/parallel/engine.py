@@ -12,14 +12,16 @@ injection drops.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from sonotile.model.lazy import LazyField
@@ -42,10 +44,24 @@ from sonotile.parallel.pencil import PencilOps, pencil_constants
 from sonotile.solver import plan as planmod
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
+from sonotile.solver.operators import FourierOps
 from sonotile.solver.step import zero_state
 
+if TYPE_CHECKING:
+    from jax.tree_util import PyTreeDef
+    from numpy.typing import ArrayLike
 
-def normalise_mesh(decomposition: str, mesh_shape, n_devices: int, ndim: int) -> tuple:
+    from sonotile.parallel.blocks import Sliceable
+    from sonotile.solver.plan import Physics
+    from sonotile.solver.step import State
+
+#: ``local operator arrays -> operators`` of a decomposition (inside a shard)
+MakeOps = Callable[[Any], FourierOps | LfbOps]
+
+
+def normalise_mesh(
+    decomposition: str, mesh_shape: Sequence[int] | None, n_devices: int, ndim: int
+) -> tuple[int, ...]:
     """The mesh as the engine uses it: all devices on axis 0 by default, trailing 1s dropped
     (``2x4x1`` is a 2-D mesh), at most ``ndim - 1`` axes for pencil and ``ndim`` for lfb."""
     if mesh_shape is None:
@@ -79,12 +95,16 @@ def validate(problem: Problem, decomposition: str, blocks: Blocks, overlap: int)
         raise ValueError(f"lfb: overlap = {overlap} points, expected 1..64")
 
 
-def _split_consts(consts: dict, shape, m: int):
+def _split_consts(
+    consts: dict[str, Any], shape: tuple[int, ...], m: int
+) -> tuple[list[jax.Array | LazyField | None], list[P | None], list[Any], PyTreeDef]:
     """Separate the plan's constants into device arrays with specs and static Python floats."""
     d = len(shape)
     fspec = field_spec(d, m)
     leaves, treedef = jax.tree_util.tree_flatten(consts)
-    arrays, specs, static = [], [], []
+    arrays: list[jax.Array | LazyField | None] = []
+    specs: list[P | None] = []
+    static: list[Any] = []
     for leaf in leaves:
         if not isinstance(leaf, jax.Array | LazyField):
             static.append(leaf)
@@ -117,9 +137,9 @@ def run_decomposed(
     overlap: int = 16,
     bell_width: float = 0.5,
     progress: bool | None = False,
-    devices=None,
+    devices: Sequence[jax.Device] | None = None,
     chunk: int | None = None,
-    recorder=None,
+    recorder: Callable[[str, int, np.ndarray], None] | None = None,
 ) -> tuple[dict, dict]:
     """Run a problem on a device mesh; returns ``(raw, final)`` exactly like
     :func:`sonotile.solver.runner.run` (see :func:`decomposed_engine` for the arguments)."""
@@ -134,16 +154,17 @@ def run_decomposed(
 class _Parts:
     """Everything a shard needs besides the state, as global (host or device) arrays + specs."""
 
-    arrays: list  # medium, PML and source constants (None where static)
-    specs: list
-    static: list  # Python values of the static leaves
-    treedef: object
-    src_idx: dict  # source indices localised per shard
-    sidx: tuple | None  # sensor indices and ownership per shard
-    ops: tuple  # operator arrays
-    ops_specs: object
-    make_ops: object  # local operator arrays -> operators object
-    names: tuple  # mesh axis names
+    #: medium, PML and source constants (None where static)
+    arrays: list[jax.Array | LazyField | None]
+    specs: list[P | None]
+    static: list[Any]  # Python values of the static leaves
+    treedef: PyTreeDef
+    src_idx: dict[str, Any]  # source indices localised per shard
+    sidx: tuple[tuple[jax.Array, ...], jax.Array] | None  # sensor indices and ownership per shard
+    ops: Any  # operator arrays (a pytree)
+    ops_specs: Any  # their specs (the same pytree)
+    make_ops: MakeOps  # local operator arrays -> operators object
+    names: tuple[str, ...]  # mesh axis names
 
     def args(self) -> tuple:
         return (self.arrays, self.src_idx, self.sidx, self.ops)
@@ -154,7 +175,9 @@ class _Parts:
         sidx = None if self.sidx is None else (tuple(ispec for _ in self.sidx[0]), ispec)
         return (self.specs, src, sidx, self.ops_specs)
 
-    def rebuild(self, arr_l, src_l, sidx_l) -> tuple:
+    def rebuild(
+        self, arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None
+    ) -> tuple[dict[str, Any], ShardIndex | tuple[()]]:
         """Inside a shard: the constants dict and the sensor index object."""
         leaves = [s if a is None else a for a, s in zip(arr_l, self.static)]
         c = jax.tree_util.tree_unflatten(self.treedef, leaves)
@@ -171,29 +194,29 @@ class _Parts:
         return c, index
 
 
-def _localise(index_tuple, blocks: Blocks) -> tuple:
+def _localise(index_tuple: Sequence[ArrayLike], blocks: Blocks) -> tuple[jax.Array, ...]:
     pts = np.stack([np.asarray(i) for i in index_tuple], axis=1)
     loc, _ = local_index(pts, blocks.shape, blocks.mesh_shape)
     return tuple(jnp.asarray(x) for x in loc)
 
 
 def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
-               bell_width: float, unstagger: bool) -> tuple:  # fmt: skip
+               bell_width: float, unstagger: bool) -> tuple[Any, Any, MakeOps]:  # fmt: skip
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     with on_host():
         if decomposition == "pencil":
             arrays, specs, meta = pencil_constants(problem, blocks, unstagger)
-            return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)
+            return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
         inner, bells, unshift, lmeta = lfb_constants(
             problem, blocks, int(overlap), float(bell_width), unstagger
         )
-    arrays = (inner, bells, unshift)
-    specs = jax.tree_util.tree_map(lambda _: P(), arrays)
-    return arrays, specs, lambda arrs: LfbOps(arrs[0], arrs[1], arrs[2], meta=lmeta)
+    lfb_arrays = (inner, bells, unshift)
+    specs = jax.tree_util.tree_map(lambda _: P(), lfb_arrays)
+    return lfb_arrays, specs, lambda arrs: LfbOps(arrs[0], arrs[1], arrs[2], meta=lmeta)
 
 
 def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
-           bell_width: float, layout) -> _Parts:  # fmt: skip
+           bell_width: float, layout: sens.SensorLayout) -> _Parts:  # fmt: skip
     """Constants of the medium, PML (sharded) and sources (indices localised per shard); built
     in host memory and sliced per shard, never whole on one accelerator."""
     d, m = problem.grid.ndim, len(blocks.mesh_shape)
@@ -206,7 +229,7 @@ def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
     u_index = srcc.pop("u_index")
     consts.update(srcc)
     arrays, specs, static, treedef = _split_consts(consts, problem.grid.shape, m)
-    src_idx = {k: _localise(v, blocks) for k, v in idx_keys.items()}
+    src_idx: dict[str, tuple] = {k: _localise(v, blocks) for k, v in idx_keys.items()}
     src_idx["u_index"] = tuple(None if v is None else _localise(v, blocks) for v in u_index)
     sidx = None
     if layout.points is not None:
@@ -219,21 +242,24 @@ def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
                   AXIS_NAMES[:m])  # fmt: skip
 
 
-def _carry_specs(layout, d: int, m: int) -> tuple:
+def _carry_specs(layout: sens.SensorLayout, d: int, m: int) -> tuple[State, dict[str, P]]:
     fspec = field_spec(d, m)
     whole = {f"{f}_{k}" for f, k in layout.whole}
     keys = [f"{f}_{k}" for f, k in layout.stats] + [f"{f}_{k}" for f, k in layout.whole]
     agg = {k: (fspec if k in whole else P()) for k in keys}
+    # the state's structure with specs as leaves
     state = type(zero_state((2,) * d, jnp.float32))(
-        fspec, tuple(fspec for _ in range(d)), tuple(fspec for _ in range(d))
+        fspec,  # type: ignore[arg-type]
+        tuple(fspec for _ in range(d)),
+        tuple(fspec for _ in range(d)),
     )
     return state, agg
 
 
-def _place_args(parts: _Parts, specs: tuple, mesh, blocks: Blocks) -> tuple:
+def _place_args(parts: _Parts, specs: tuple, mesh: Mesh, blocks: Blocks) -> tuple:
     """Each process builds only its addressable shards; real-space arrays padded by blocks."""
 
-    def put(spec, x, pad):
+    def put(spec: P, x: Sliceable, pad: bool) -> jax.Array:
         return global_array(x, NamedSharding(mesh, spec), blocks=blocks if pad else None)
 
     out = []
@@ -255,7 +281,7 @@ def decomposed_engine(
     mesh_shape: tuple[int, ...] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
-    devices=None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> runner.Engine:
     """A :class:`~sonotile.solver.runner.Engine` running the one step on a device mesh.
 
@@ -288,7 +314,7 @@ def decomposed_engine(
     init_fn, chunk_fn = _programs(parts, mesh, layout, phys, blocks.local_shape, dtype)
     const_args = _place_args(parts, const_specs, mesh, blocks)
 
-    def start():
+    def start() -> tuple[runner.RunState, dict[str, np.ndarray]]:
         carry, raw0 = init_fn(*const_args)
         return runner.RunState(carry, 1 if phys.p0 else 0), {
             k: np.asarray(v) for k, v in raw0.items()
@@ -299,7 +325,7 @@ def decomposed_engine(
         shard_map(lambda u, o: parts.make_ops(o).div(u), mesh, (u_specs, parts.ops_specs), u_specs)
     )
 
-    def place(carry):
+    def place(carry: tuple[State, dict[str, Any]]) -> tuple[State, dict[str, jax.Array]]:
         return jax.tree_util.tree_map(
             lambda spec, x: global_array(x, NamedSharding(mesh, spec), dtype, blocks),
             carry_specs, carry, is_leaf=lambda v: isinstance(v, P),
@@ -315,21 +341,29 @@ def decomposed_engine(
     )  # fmt: skip
 
 
-def _programs(parts: _Parts, mesh, layout, phys, local_shape: tuple, dtype) -> tuple:
+def _programs(
+    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
+    local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike,
+) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:  # fmt: skip
     """The jitted ``shard_map`` programs: ``init(*consts) -> (carry, raw0)`` (step 0) and
     ``chunk(carry, xs, *consts) -> (carry, raw)`` (one scan, donated carry)."""
     m = len(parts.names)
     carry_specs = _carry_specs(layout, len(local_shape), m)
     const_specs = parts.arg_specs(m)
 
-    def local_init(arr_l, src_l, sidx_l, ops_l):
+    def local_init(
+        arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None, ops_l: Any
+    ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         agg = sens.init_aggregates(layout, local_shape, dtype)
         if phys.p0:
             return runner.start_ivp(agg, c, parts.make_ops(ops_l), index, phys, layout)
         return (zero_state(local_shape, dtype), agg), {}
 
-    def local_chunk(carry, xs, arr_l, src_l, sidx_l, ops_l):
+    def local_chunk(
+        carry: tuple[State, dict[str, jax.Array]], xs: dict[str, jax.Array],
+        arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None, ops_l: Any,
+    ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         ops = parts.make_ops(ops_l)
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
@@ -345,7 +379,10 @@ def _programs(parts: _Parts, mesh, layout, phys, local_shape: tuple, dtype) -> t
     return init_fn, chunk_fn
 
 
-def _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks: Blocks) -> str:
+def _describe(
+    decomposition: str, mesh_shape: tuple[int, ...], devs: Sequence[jax.Device], overlap: int,
+    bell_width: float, blocks: Blocks,
+) -> str:  # fmt: skip
     shape_txt = "x".join(str(k) for k in mesh_shape)
     extra = f", overlap {overlap}, bell width {bell_width}" if decomposition == "lfb" else ""
     uneven = [a for a in range(len(mesh_shape)) if not blocks.even(a)]
@@ -370,7 +407,7 @@ def engine_for(
     overlap: int | None = None,
     bell_width: float = 0.5,
     accuracy: float = 1e-3,
-    devices=None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> tuple[runner.Engine, str]:
     """The engine the user asked for, and a sentence saying what was chosen and why.
 

@@ -21,6 +21,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import IO
 
 from sonotile.cliargs import Parser
 from sonotile.parallel.distributed import (
@@ -60,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def child_env(rank: int, n: int, port: int, cpu_devices: int | None, gpus: int) -> dict:
+def child_env(rank: int, n: int, port: int, cpu_devices: int | None, gpus: int) -> dict[str, str]:
     env = dict(os.environ)
     for k in list(env):  # an enclosing mpirun/srun job must not confuse the children
         if k.startswith(("OMPI_COMM_WORLD", "PMI_", "PMIX_RANK")):
@@ -76,7 +79,7 @@ def child_env(rank: int, n: int, port: int, cpu_devices: int | None, gpus: int) 
     return env
 
 
-def _pump(stream, out, prefix: bytes, lock: threading.Lock) -> None:
+def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
     for line in iter(stream.readline, b""):
         if not line.endswith(b"\n"):
             line += b"\n"
@@ -90,7 +93,7 @@ def _status(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
-def _kill(procs, sig) -> None:
+def _kill(procs: Sequence[subprocess.Popen[bytes]], sig: int) -> None:
     for p in procs:
         if p.poll() is None:
             try:
@@ -99,7 +102,7 @@ def _kill(procs, sig) -> None:
                 pass
 
 
-def terminate(procs, grace: float = GRACE) -> None:
+def terminate(procs: Sequence[subprocess.Popen[bytes]], grace: float = GRACE) -> None:
     """SIGTERM the running processes, SIGKILL what is left after ``grace`` seconds."""
     _kill(procs, signal.SIGTERM)
     end = time.monotonic() + grace
@@ -122,7 +125,8 @@ def launch(
     port = port or free_port()
     out, err = sys.stdout.buffer, sys.stderr.buffer
     lock = threading.Lock()
-    procs, pumps = [], []
+    procs: list[subprocess.Popen[bytes]] = []
+    pumps: list[threading.Thread] = []
     stop = {"signals": 0}
 
     def say(msg: str) -> None:
@@ -130,7 +134,7 @@ def launch(
             err.write(f"sonotile launch: {msg}\n".encode())
             err.flush()
 
-    def on_signal(signum, frame) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         stop["signals"] += 1
         _kill(procs, signal.SIGTERM if stop["signals"] == 1 else signal.SIGKILL)
 
@@ -162,7 +166,9 @@ def launch(
             signal.signal(s, h)
 
 
-def _watch(procs: list, timeout: float | None, say) -> int:
+def _watch(
+    procs: list[subprocess.Popen[bytes]], timeout: float | None, say: Callable[[str], None]
+) -> int:
     """Wait for the processes: all succeed (0), one fails (its status; the others are stopped)
     or the time runs out (124)."""
     t0 = time.monotonic()

@@ -12,7 +12,9 @@ and bell (see ``docs/decomposition.md``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +25,13 @@ from sonotile.model.problem import Problem
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver.operators import FourierOps
+
+if TYPE_CHECKING:
+    from sonotile.solver.linear import AdjointOps
+
+#: Per grid axis: a broadcastable bell on the padded length (uneven axes: the pair for a full
+#: block and a block one point short, zero-filled to the box), or None where not split.
+Bells = tuple[jax.Array | tuple[jax.Array, jax.Array] | None, ...]
 
 
 def erf_bell(n: int, overlap: int, width: float = 1.0) -> np.ndarray:
@@ -53,12 +62,12 @@ def erf_bell(n: int, overlap: int, width: float = 1.0) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LfbMeta:
-    names: tuple  # mesh axis names; mesh axis j splits grid axis j
-    sizes: tuple
+    names: tuple[str, ...]  # mesh axis names; mesh axis j splits grid axis j
+    sizes: tuple[int, ...]
     overlap: int
     ndim: int
     #: per split axis: real points of each block when the blocks differ (n % p != 0), else None
-    counts: tuple = ()
+    counts: tuple[tuple[int, ...] | None, ...] = ()
 
     def padded(self, a: int) -> bool:
         return a < len(self.names) and self.sizes[a] > 1
@@ -73,20 +82,21 @@ class LfbOps:
     """Spectral operators on a local Fourier basis: exchange overlaps, window with the bell,
     apply :class:`FourierOps` of the padded block (its own wavenumbers), keep the interior."""
 
-    inner: FourierOps
-    bells: tuple  # per grid axis: broadcastable bell on the padded length, or None
-    unshift: tuple | None = None  # per axis exp(-i k d/2) on the global rfft length, or None
+    inner: FourierOps | AdjointOps  # AdjointOps: differentiable FFTW operators
+    bells: Bells  # per grid axis: broadcastable bell on the padded length, or None
+    #: per axis exp(-i k d/2) on the global rfft length, or None
+    unshift: tuple[jax.Array, ...] | None = None
     meta: LfbMeta | None = None
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[Any, ...], LfbMeta | None]:
         return (self.inner, self.bells, self.unshift), self.meta
 
     @classmethod
-    def tree_unflatten(cls, meta, children):
+    def tree_unflatten(cls, meta: LfbMeta | None, children: tuple[Any, Any, Any]) -> LfbOps:
         return cls(*children, meta=meta)
 
     # --- communication
-    def _halo(self, f, a: int, side: int):
+    def _halo(self, f: jax.Array, a: int, side: int) -> jax.Array:
         """``overlap`` planes along axis ``a`` from the neighbour on ``side`` (-1 left, +1 right),
         taken from as many hops as needed when a block is thinner than the overlap."""
         mt = self.meta
@@ -104,12 +114,12 @@ class LfbOps:
         halo = jnp.concatenate(pieces, axis=a) if hops > 1 else pieces[0]
         return lax.slice_in_dim(halo, 0, ov, axis=a)
 
-    def _count(self, a: int):
+    def _count(self, a: int) -> jax.Array:
         """This block's real points along axis ``a`` (traced: it depends on the shard)."""
         counts = jnp.asarray(self.meta.counts[a], jnp.int32)
         return counts[lax.axis_index(self.meta.names[a])]
 
-    def _halo_uneven(self, f, a: int, side: int):
+    def _halo_uneven(self, f: jax.Array, a: int, side: int) -> jax.Array:
         """:meth:`_halo` for blocks of different sizes: the ``overlap`` real points nearest to
         this block, gathered over as many neighbours as the thinnest block needs."""
         mt = self.meta
@@ -127,7 +137,7 @@ class LfbOps:
         pick = lax.dynamic_slice_in_dim(order, first, ov)
         return jnp.take(jnp.concatenate(pieces, axis=a), pick, axis=a)
 
-    def _halo_fast(self, f, a: int, side: int):
+    def _halo_fast(self, f: jax.Array, a: int, side: int) -> jax.Array:
         mt = self.meta
         name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
         n = f.shape[a]
@@ -146,7 +156,7 @@ class LfbOps:
             perm = [(i, (i - 1) % size) for i in range(size)]
         return lax.ppermute(edge, name, perm)
 
-    def _pad(self, f, axes=None):
+    def _pad(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a in range(len(self.meta.names)):
             if not self.meta.padded(a) or (axes is not None and a not in axes):
                 continue
@@ -160,45 +170,45 @@ class LfbOps:
             f = lax.dynamic_update_slice_in_dim(f, right, self.meta.overlap + self._count(a), a)
         return f
 
-    def _window(self, f, axes=None):
+    def _window(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a, b in enumerate(self.bells):
             if b is None or (axes is not None and a not in axes):
                 continue
             if self.meta.uneven(a):  # (full block, block one point short): this shard's bell
                 b = jnp.where(self._count(a) == f.shape[a] - 2 * self.meta.overlap, b[0], b[1])
-            f = f * b
+            f = f * cast(jax.Array, b)  # one bell here (an uneven axis's pair picked above)
         return f
 
-    def _crop(self, f, axes=None):
+    def _crop(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         ov = self.meta.overlap
         for a in range(len(self.meta.names)):
             if self.meta.padded(a) and (axes is None or a in axes):
                 f = lax.slice_in_dim(f, ov, f.shape[a] - ov, axis=a)
         return f
 
-    def _local(self, fs):
+    def _local(self, fs: list[jax.Array]) -> list[jax.Array]:
         """Pad all fields first (all exchanges issued before any is used), then window."""
         padded = [self._pad(f) for f in fs]
         return [self._window(p) for p in padded]
 
     # --- the FourierOps interface
-    def grad(self, p):
+    def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         (q,) = self._local([p])
         return tuple(self._crop(g) for g in self.inner.grad(q))
 
-    def div(self, u):
+    def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
         q = self._local(list(u))
         return tuple(self._crop(x) for x in self.inner.div(tuple(q)))
 
-    def fractional(self, f, which: int):
+    def fractional(self, f: jax.Array, which: int) -> jax.Array:
         (q,) = self._local([f])
         return self._crop(self.inner.fractional(q, which))
 
-    def filter_source(self, s):
+    def filter_source(self, s: jax.Array) -> jax.Array:
         (q,) = self._local([s])
         return self._crop(self.inner.filter_source(q))
 
-    def unstagger(self, u, axis: int):
+    def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         """Half-cell shift along ``axis`` (sensor output only). Exact when possible: a transpose
         over the one mesh axis that splits ``axis`` makes it local (the shift's kernel decays
         only like 1/r, so an overlap cannot localise it); otherwise pad + bell."""
@@ -223,7 +233,9 @@ class LfbOps:
         return self._crop(self.inner.unstagger(q, axis), ax)
 
 
-def _bell(n: int, overlap: int, width: float, axis: int, d: int, dtype) -> jax.Array:
+def _bell(
+    n: int, overlap: int, width: float, axis: int, d: int, dtype: jax.typing.DTypeLike
+) -> jax.Array:
     """The bell of a block of ``n`` points, broadcastable along ``axis`` of a ``d``-D box."""
     b = erf_bell(n, overlap, width)
     shape = [1] * d
@@ -233,7 +245,7 @@ def _bell(n: int, overlap: int, width: float, axis: int, d: int, dtype) -> jax.A
 
 def lfb_constants(
     problem: Problem, blocks: Blocks, overlap: int, bell_width: float, unstagger: bool
-):
+) -> tuple[FourierOps, Bells, tuple[jax.Array, ...] | None, LfbMeta]:
     """Per-shard LFB operators: the padded box's :class:`FourierOps`, the bells (on uneven axes
     the pair for a full block and a block one point short, zero-filled to the box), the
     unstagger shifts, and the static layout."""
@@ -251,7 +263,7 @@ def lfb_constants(
         alpha_power=med.alpha_power if med.absorption == "power_law" else None,
         source_filter=additive, unstagger=unstagger,
     )  # fmt: skip
-    bells: list = []
+    bells: list[jax.Array | tuple[jax.Array, jax.Array] | None] = []
     for a in range(d):
         if not (a < m and mesh_shape[a] > 1):
             bells.append(None)
@@ -267,14 +279,14 @@ def lfb_constants(
         None if blocks.even(a) else tuple(int(c) for c in blocks.counts(a)) for a in range(m)
     )
     meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts)
-    unshift = None
+    unshift: tuple[jax.Array, ...] | None = None
     if unstagger:
         cdtype = jnp.complex64 if problem.dtype == "float32" else jnp.complex128
-        unshift = []
+        shifts = []
         for a, (n, dx) in enumerate(zip(g.shape, g.spacing)):
             k = 2 * np.pi * np.fft.rfftfreq(n, dx)
             shape = [1] * d
             shape[a] = k.shape[0]
-            unshift.append(jnp.asarray(np.exp(-0.5j * k * dx).reshape(shape), cdtype))
-        unshift = tuple(unshift)
+            shifts.append(jnp.asarray(np.exp(-0.5j * k * dx).reshape(shape), cdtype))
+        unshift = tuple(shifts)
     return inner, tuple(bells), unshift, meta

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -17,17 +19,26 @@ from jax.sharding import PartitionSpec as P
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks
 
+if TYPE_CHECKING:
+    from sonotile.parallel.blocks import Sliceable
+
 try:  # jax >= 0.6
     from jax import shard_map as _shard_map
 
-    def shard_map(f, mesh, in_specs, out_specs):
+    def shard_map(
+        f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any
+    ) -> Callable[..., Any]:
         return _shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
 
 except ImportError:  # pragma: no cover - older jax
-    from jax.experimental.shard_map import shard_map as _shard_map
+    from jax.experimental.shard_map import shard_map as _shard_map  # type: ignore[no-redef]
 
-    def shard_map(f, mesh, in_specs, out_specs):
-        return _shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+    def shard_map(
+        f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any
+    ) -> Callable[..., Any]:
+        return _shard_map(  # type: ignore[call-overload]  # older jax: check_rep
+            f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False
+        )
 
 
 AXIS_NAMES = ("a0", "a1", "a2")
@@ -39,7 +50,7 @@ OUT_OF_RANGE = 2**30
 # mesh
 
 
-def make_mesh(mesh_shape: tuple[int, ...], devices=None) -> Mesh:
+def make_mesh(mesh_shape: Sequence[int], devices: Sequence[jax.Device] | None = None) -> Mesh:
     """A mesh of ``prod(mesh_shape)`` devices with axes ``a0, a1, ...`` (grid axis j <-> aj)."""
     mesh_shape = tuple(int(s) for s in mesh_shape)
     devices = list(jax.devices() if devices is None else devices)
@@ -67,24 +78,26 @@ class ShardIndex:
     ``gather`` returns the global sample vector on every shard (a sum over the mesh,
     :func:`sonotile.parallel.collectives.sum_over`)."""
 
-    index: tuple
+    index: tuple[jax.Array, ...]
     owned: jax.Array
-    names: tuple = ()
+    names: tuple[str, ...] = ()
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[tuple[jax.Array, ...], jax.Array], tuple[str, ...]]:
         return (self.index, self.owned), self.names
 
     @classmethod
-    def tree_unflatten(cls, names, children):
+    def tree_unflatten(cls, names: tuple[str, ...], children: tuple[Any, Any]) -> ShardIndex:
         return cls(*children, names=names)
 
-    def gather(self, field):
+    def gather(self, field: jax.Array) -> jax.Array:
         idx = tuple(jnp.clip(i, 0, n - 1) for i, n in zip(self.index, field.shape))
         v = jnp.where(self.owned, field[idx], jnp.zeros((), field.dtype))
         return collectives.sum_over(v, self.names)
 
 
-def local_index(points: np.ndarray, shape, mesh_shape):
+def local_index(
+    points: np.ndarray, shape: Sequence[int], mesh_shape: Sequence[int]
+) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """Per-shard local indices ``(mesh..., Ns)`` per axis (OUT_OF_RANGE where not owned) and the
     ownership mask ``(mesh..., Ns)``, for blocks of any size (:class:`Blocks`)."""
     owner, local = Blocks(tuple(shape), tuple(mesh_shape)).owner(np.asarray(points))
@@ -103,7 +116,10 @@ def local_index(points: np.ndarray, shape, mesh_shape):
 # the decomposed run
 
 
-def global_array(x, sharding: NamedSharding, dtype=None, blocks: Blocks | None = None) -> jax.Array:
+def global_array(
+    x: Sliceable, sharding: NamedSharding, dtype: jax.typing.DTypeLike | None = None,
+    blocks: Blocks | None = None,
+) -> jax.Array:  # fmt: skip
     """A global array with ``sharding`` whose shards each process makes from its own slices of
     ``x``: a host array, a device array, or anything sliceable with ``x[index]`` to numpy (e.g.
     :class:`sonotile.kwave.layout.XyzView` over an HDF5 dataset, so that each process reads only
@@ -122,20 +138,20 @@ def global_array(x, sharding: NamedSharding, dtype=None, blocks: Blocks | None =
         if isinstance(x, jax.Array):
             x = np.asarray(x)
 
-        def piece(index):
+        def piece(index: tuple[slice, ...]) -> np.ndarray:
             return np.asarray(x[index] if shape else x, dt)
 
         return jax.make_array_from_callback(shape, sharding, piece)
     if isinstance(x, jax.Array):
         x = np.asarray(x)
 
-    def padded_piece(index):
+    def padded_piece(index: tuple[slice, ...]) -> np.ndarray:
         return blocks.read_padded(x, index, padded, dt)
 
     return jax.make_array_from_callback(padded, sharding, padded_piece)
 
 
-def on_host():
+def on_host() -> contextlib.AbstractContextManager[Any]:
     """Build whole-grid constants in host memory (the CPU backend), not on an accelerator."""
     try:
         return jax.default_device(jax.local_devices(backend="cpu")[0])

@@ -11,7 +11,9 @@ sharded. Results equal the single-device run to round-off.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -25,16 +27,19 @@ from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver import plan as planmod
 from sonotile.solver.operators import FourierOps
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 
 @dataclass(frozen=True)
 class PencilMeta:
     """Static layout of the distributed FFT (hashable)."""
 
-    shape: tuple  # global grid shape
-    names: tuple  # mesh axis names, mesh axis j splits grid axis j in real space
-    sizes: tuple  # mesh axis sizes
-    klen: tuple  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
-    kpad: tuple  # ... padded to a multiple of the mesh size that splits it in k-space
+    shape: tuple[int, ...]  # global grid shape
+    names: tuple[str, ...]  # mesh axis names, mesh axis j splits grid axis j in real space
+    sizes: tuple[int, ...]  # mesh axis sizes
+    klen: tuple[int, ...]  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
+    kpad: tuple[int, ...]  # ... padded to a multiple of the mesh size that splits it in k-space
     blocks: Blocks  # real-space blocks (dead points of uneven axes)
 
 
@@ -46,25 +51,25 @@ class PencilOps(FourierOps):
 
     meta: PencilMeta | None = None
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[Any, ...], PencilMeta | None]:
         children, _ = super().tree_flatten()
         return children, self.meta
 
     @classmethod
-    def tree_unflatten(cls, meta, children):
-        return cls(*children, meta=meta)
+    def tree_unflatten(cls, meta: PencilMeta | None, children: Sequence[Any]) -> PencilOps:
+        return cls(*children, meta=meta)  # type: ignore[misc]  # FourierOps' fields, then meta
 
-    def _compact(self, F, a: int):
+    def _compact(self, F: jax.Array, a: int) -> jax.Array:
         """Axis ``a`` made whole by a transpose: drop the dead points of uneven blocks."""
         bl = self.meta.blocks
         return F if bl.even(a) else compact(F, bl.counts(a), a)
 
-    def _expand(self, F, a: int):
+    def _expand(self, F: jax.Array, a: int) -> jax.Array:
         """Inverse of :meth:`_compact`: zeros at the dead points."""
         bl = self.meta.blocks
         return F if bl.even(a) else expand(F, bl.counts(a), a)
 
-    def _spec(self, f):
+    def _spec(self, f: jax.Array) -> jax.Array:
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         F = jnp.fft.rfft(f, axis=d - 1)
@@ -76,7 +81,7 @@ class PencilOps(FourierOps):
             F = jnp.fft.fft(self._compact(F, j), axis=j)
         return F
 
-    def _back(self, F, like):
+    def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         for j in range(m):
@@ -87,7 +92,7 @@ class PencilOps(FourierOps):
             F = jnp.fft.ifft(F, axis=a)
         return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
 
-    def unstagger(self, u, axis: int):
+    def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         if axis >= m or mt.sizes[axis] == 1:
@@ -99,7 +104,9 @@ class PencilOps(FourierOps):
         return resize(lax.all_to_all(v, name, axis, d - 1, tiled=True), n_last, d - 1)
 
 
-def pencil_constants(problem: Problem, blocks: Blocks, unstagger: bool):
+def pencil_constants(
+    problem: Problem, blocks: Blocks, unstagger: bool
+) -> tuple[list[Any], list[Any], PencilMeta]:
     """Global spectral constants in the transposed, padded layout, and their specs."""
     g = problem.grid
     d = g.ndim
@@ -111,7 +118,7 @@ def pencil_constants(problem: Problem, blocks: Blocks, unstagger: bool):
         -(-klen[a] // sizes[a - 1]) * sizes[a - 1] if 1 <= a <= m else klen[a] for a in range(d)
     )
 
-    def spectral(x):
+    def spectral(x: ArrayLike | None) -> tuple[np.ndarray | None, P | None]:
         if x is None:
             return None, None
         x = np.asarray(x)
@@ -122,7 +129,8 @@ def pencil_constants(problem: Problem, blocks: Blocks, unstagger: bool):
         return x, spec
 
     kids, _ = full.tree_flatten()
-    arrays, specs = [], []
+    arrays: list[Any] = []  # the operators' pytree children, sharded (None where absent)
+    specs: list[Any] = []  # their specs
     for i, kid in enumerate(kids):
         if i == 6:  # unshift: real-layout 1-D spectra, replicated
             arrays.append(kid)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
@@ -24,6 +25,7 @@ from jax import lax
 from sonotile.model.grid import along
 from sonotile.model.problem import Problem
 from sonotile.solver.plan import pml_profile
+from sonotile.solver.tape import Tape
 
 #: alpha_coeff [dB/(MHz^y cm)] -> Np/((rad/s)^y m) is ``100 (1e-6 / 2 pi)^y / NEPER_DB``
 NEPER_DB = 20 * math.log10(math.e)
@@ -135,3 +137,153 @@ def default_chunk(nt: int) -> int:
     """Steps per checkpointed chunk: ``sqrt(nt)`` balances stored boundaries against one
     chunk's recomputed steps."""
     return max(1, int(np.ceil(np.sqrt(nt))))
+
+
+def _shard_id(axes: tuple[str, ...]) -> jax.Array:
+    """This shard's number on the mesh axes ``axes`` (0 outside :func:`shard_map`)."""
+    sid = jnp.int32(0)
+    for name in axes:
+        sid = sid * lax.psum(1, name) + lax.axis_index(name)
+    return sid
+
+
+def _store(tape: Tape, sid: jax.Array, j: jax.Array, carry) -> jax.Array:
+    token = jax.ShapeDtypeStruct((), jnp.int32)
+    return jax.pure_callback(tape.store, token, sid, j, *jax.tree_util.tree_leaves(carry))
+
+
+def _load(tape: Tape, sid: jax.Array, j: jax.Array, token: jax.Array, like):
+    leaves, tree = jax.tree_util.tree_flatten(like)
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in leaves]
+    out = jax.pure_callback(tape.load, shapes, sid, j, token)
+    return jax.tree_util.tree_unflatten(tree, list(out))
+
+
+def _chunks(xs, k: int):
+    """``xs`` (leading axis ``n``, a multiple of ``k``) as ``(n / k, k, ...)``."""
+    return jax.tree_util.tree_map(lambda a: a.reshape(a.shape[0] // k, k, *a.shape[1:]), xs)
+
+
+def _unchunk(ys):
+    return jax.tree_util.tree_map(lambda a: a.reshape(a.shape[0] * a.shape[1], *a.shape[2:]), ys)
+
+
+def _inexact(a) -> bool:
+    return jnp.issubdtype(jnp.result_type(a), jnp.inexact)
+
+
+def _zero_cotangent(a):
+    if _inexact(a):
+        return jnp.zeros_like(a)
+    return np.zeros(np.shape(a), jax.dtypes.float0)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
+def _taped(body, tape: Tape, k: int, axes: tuple, params, consts, carry, xs):
+    return lax.scan(lambda c, x: body(params, consts, c, x), carry, xs)
+
+
+def _taped_fwd(body, tape: Tape, k: int, axes: tuple, params, consts, carry, xs):
+    sid = _shard_id(axes)
+
+    def chunk(c, jx):
+        j, xk = jx
+        token = _store(tape, sid, j, c)
+        c, ys = lax.scan(lambda c, x: body(params, consts, c, x), c, xk)
+        return c, (ys, token)
+
+    nc = jax.tree_util.tree_leaves(xs)[0].shape[0] // k
+    carry_n, (ys, tokens) = lax.scan(chunk, carry, (jnp.arange(nc), _chunks(xs, k)))
+    return (carry_n, _unchunk(ys)), (params, consts, carry_n, xs, tokens)
+
+
+def _taped_bwd(body, tape: Tape, k: int, axes: tuple, res, g):
+    params, consts, like, xs, tokens = res
+    g_carry, g_ys = g
+    sid = _shard_id(axes)
+    x_leaves, x_tree = jax.tree_util.tree_flatten(xs)
+    is_f = [_inexact(a) for a in x_leaves]
+    step = lambda p, c, x: body(p, consts, c, x)  # noqa: E731
+    if k > 1:  # keep one step's intermediates at a time (with k = 1 there is nothing to save)
+        step = jax.checkpoint(step, prevent_cse=False)
+
+    def chunk(acc, inp):
+        g_c, g_p = acc
+        j, xk, g_yk, token = inp
+        xl = jax.tree_util.tree_leaves(xk)
+
+        def run(p, c, xf):
+            it = iter(xf)
+            xfull = [next(it) if f else a for a, f in zip(xl, is_f)]
+            x = jax.tree_util.tree_unflatten(x_tree, xfull)
+            return lax.scan(lambda c, x: step(p, c, x), c, x)
+
+        c0 = _load(tape, sid, j, token, like)
+        _, vjp = jax.vjp(run, params, c0, [a for a, f in zip(xl, is_f) if f])
+        d_p, d_c, d_xf = vjp((g_c, g_yk))
+        return (d_c, jax.tree_util.tree_map(jnp.add, g_p, d_p)), d_xf
+
+    nc = x_leaves[0].shape[0] // k
+    zero_p = jax.tree_util.tree_map(jnp.zeros_like, params)
+    inputs = (jnp.arange(nc), _chunks(xs, k), _chunks(g_ys, k), tokens)
+    (g_c, g_p), d_xf = lax.scan(chunk, (g_carry, zero_p), inputs, reverse=True)
+    it = iter(_unchunk(d_xf))
+    g_x = [next(it) if f else _zero_cotangent(a) for a, f in zip(x_leaves, is_f)]
+    g_consts = jax.tree_util.tree_map(_zero_cotangent, consts)
+    return g_p, g_consts, g_c, jax.tree_util.tree_unflatten(x_tree, g_x)
+
+
+_taped.defvjp(_taped_fwd, _taped_bwd)
+
+
+def taped_scan(body, params, consts, carry, xs, tape: Tape, chunk: int = 1, axes: tuple = ()):
+    """``lax.scan(lambda c, x: body(params, consts, c, x), carry, xs)`` whose backward pass
+    takes its states from ``tape`` instead of device memory.
+
+    The forward pass stores the carry every ``chunk`` steps on the tape (host memory or disk);
+    the backward pass reads them back newest first and recomputes one chunk at a time (each
+    step rematerialised when ``chunk > 1``), so device memory holds one chunk's ``chunk``
+    states and one step's intermediates whatever the step count. Only reverse mode
+    (``jax.grad``, ``jax.vjp``) is defined: use :func:`checkpointed_scan` for forward mode.
+
+    Args:
+        body: ``body(params, consts, carry, x) -> (carry, y)``. It must not close over traced
+            arrays: pass them in ``params`` or ``consts``.
+        params: pytree whose float array leaves are differentiated (other leaves: constants).
+        consts: pytree of arrays treated as constants (no cotangent), e.g. operators, indices.
+        carry, xs: pytrees (``xs`` with a leading step axis); the float leaves of both are
+            differentiated.
+        tape: the storage.
+        chunk: steps between stored states (a leading remainder runs as an ordinary
+            :func:`checkpointed_scan`).
+        axes: inside :func:`shard_map`, the mesh axes the state is split over (each shard
+            keys its own block).
+    """
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    diff = [isinstance(a, jax.Array | np.ndarray) and _inexact(a) for a in leaves]
+    arrays = [isinstance(a, jax.Array | np.ndarray) for a in leaves]
+
+    def body_d(pd, cs, c, x):  # differentiated float arrays, other arrays, Python values
+        it_d, it_c = iter(pd), iter(cs[0])
+        full = [
+            next(it_d) if d else next(it_c) if arr else a for a, d, arr in zip(leaves, diff, arrays)
+        ]
+        return body(jax.tree_util.tree_unflatten(tree, full), cs[1], c, x)
+
+    params = [a for a, d in zip(leaves, diff) if d]
+    consts = ([a for a, d, arr in zip(leaves, diff, arrays) if arr and not d], consts)
+    n = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    k = max(1, int(chunk))
+    rest = n % k
+    if rest:
+        head = jax.tree_util.tree_map(lambda a: a[:rest], xs)
+        xs = jax.tree_util.tree_map(lambda a: a[rest:], xs)
+        carry, y0 = checkpointed_scan(
+            lambda c, x: body_d(params, consts, c, x), carry, head, None, True
+        )
+    if n - rest == 0:
+        return carry, y0
+    carry, ys = _taped(body_d, tape, k, tuple(axes), params, consts, carry, xs)
+    if rest:
+        ys = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), y0, ys)
+    return carry, ys

@@ -1,0 +1,130 @@
+"""Off-device storage of the time loop's states for the backward pass (a "tape").
+
+Reverse-mode differentiation needs the states of the forward run in reverse order. Kept on the
+device (:func:`sonotile.solver.adjoint.checkpointed_scan`) they cost device memory that grows
+with the step count; a :class:`Tape` keeps them in host memory (``"host"``: off a GPU's memory)
+or in files (``"disk"``: off the process's memory altogether), written during the forward pass
+and read back, newest first, during the backward pass (:func:`sonotile.solver.adjoint.taped_scan`).
+
+The JAX program reaches the tape through host callbacks: every ``store`` returns a token the
+matching ``load`` takes as input, so a state is always read after it was written. Keys are
+``(shard, index)``: on a device mesh each shard stores its own block.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+WHERE = ("host", "disk")
+PENDING = 2  # states a disk tape may hold in memory while its writer catches up
+
+
+class Tape:
+    """States keyed by ``(shard, index)``, each a list of numpy arrays.
+
+    Args:
+        where: ``"host"`` (numpy arrays in this process's memory) or ``"disk"`` (one ``.npy``
+            file per array under ``directory``).
+        directory: for ``"disk"``: an existing folder to write into (default: a new temporary
+            folder, removed when the tape is closed or collected). Files are overwritten by the
+            next run of the same program; nothing else in the folder is touched.
+    """
+
+    def __init__(self, where: str = "host", directory: str | None = None) -> None:
+        if where not in WHERE:
+            raise ValueError(f"tape: where = {where!r}, expected one of {WHERE}")
+        if directory is not None and where != "disk":
+            raise ValueError("tape: a directory is only used with where='disk'")
+        if directory is not None and not os.path.isdir(directory):
+            raise ValueError(f"tape: directory {directory!r} does not exist")
+        self.where = where
+        self._own = where == "disk" and directory is None
+        self.directory = tempfile.mkdtemp(prefix="sonotile-tape-") if self._own else directory
+        self._mem: dict[tuple[int, int], list[np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self.bytes_stored = 0  # largest total held at once [B]
+        # disk: one writer thread, so the files are written while the next steps compute;
+        # at most PENDING states wait in memory for it
+        self._writer = ThreadPoolExecutor(1, "sonotile-tape") if where == "disk" else None
+        self._pending: dict[tuple[int, int], Future] = {}
+
+    def __repr__(self) -> str:
+        where = self.where if self.where == "host" else f"disk:{self.directory}"
+        return f"Tape({where})"
+
+    def _path(self, key: tuple[int, int], i: int) -> str:
+        return os.path.join(self.directory, f"state-{key[0]}-{key[1]}-{i}.npy")
+
+    def store(self, shard: np.ndarray, index: np.ndarray, *arrays: np.ndarray) -> np.int32:
+        """Keep ``arrays`` under ``(shard, index)``; returns the token ``int32(0)``."""
+        key = (int(shard), int(index))
+        if self.where == "host":
+            with self._lock:
+                self._mem[key] = [np.array(a, copy=True) for a in arrays]
+                self.bytes_stored = max(
+                    self.bytes_stored, sum(a.nbytes for v in self._mem.values() for a in v)
+                )
+        else:
+            copies = [np.array(a, copy=True) for a in arrays]  # the callback's buffers are lent
+            with self._lock:
+                while len(self._pending) >= PENDING:
+                    self._pending.pop(next(iter(self._pending))).result()
+                self._pending[key] = self._writer.submit(self._write, key, copies)
+        return np.int32(0)
+
+    def _write(self, key: tuple[int, int], arrays: list[np.ndarray]) -> None:
+        for i, a in enumerate(arrays):
+            with open(self._path(key, i), "wb") as f:
+                np.save(f, a, allow_pickle=False)
+
+    def load(self, shard: np.ndarray, index: np.ndarray, token: np.ndarray) -> list[np.ndarray]:
+        """The arrays stored under ``(shard, index)`` (``token``: the store's, for ordering)."""
+        del token
+        key = (int(shard), int(index))
+        if self.where == "host":
+            with self._lock:
+                if key not in self._mem:
+                    raise KeyError(f"tape: nothing stored under {key}")
+                return self._mem[key]
+        with self._lock:
+            pending = self._pending.pop(key, None)
+        if pending is not None:
+            pending.result()  # written (and a write error raised here)
+        out, i = [], 0
+        while os.path.exists(self._path(key, i)):
+            out.append(np.load(self._path(key, i), allow_pickle=False))
+            i += 1
+        if not out:
+            raise KeyError(f"tape: nothing stored under {key} in {self.directory}")
+        return out
+
+    def close(self) -> None:
+        """Drop what is stored (and the temporary folder of a ``"disk"`` tape made here)."""
+        self._mem.clear()
+        if self._writer is not None:
+            for f in list(self._pending.values()):
+                f.result()
+            self._pending.clear()
+        if self._own and self.directory and os.path.isdir(self.directory):
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report to at collection time
+            pass
+
+
+def as_tape(tape: Tape | str | None) -> Tape | None:
+    """``None``, a :class:`Tape`, or ``"host"`` / ``"disk"`` (a new tape of that kind)."""
+    if tape is None or isinstance(tape, Tape):
+        return tape
+    if isinstance(tape, str):
+        return Tape(tape)
+    raise ValueError(f"tape = {tape!r}: expected None, 'host', 'disk' or a sonotile Tape")
