@@ -32,6 +32,8 @@ NEPER_DB = 20 * math.log10(math.e)
 
 #: ``(carry, x) -> (carry, y)``: one step of a scan (carry, x and y are pytrees)
 ScanBody = Callable[[Any, Any], tuple[Any, Any]]
+#: ``(params, consts, carry, x) -> (carry, y)``: one step of :func:`taped_scan` (pytrees)
+TapedBody = Callable[[Any, Any, Any, Any], tuple[Any, Any]]
 
 
 def staggered(r: jax.Array, axis: int) -> jax.Array:
@@ -147,46 +149,64 @@ def _shard_id(axes: tuple[str, ...]) -> jax.Array:
     return sid
 
 
-def _store(tape: Tape, sid: jax.Array, j: jax.Array, carry) -> jax.Array:
+def _store(tape: Tape, sid: jax.Array, j: jax.Array, carry: Any) -> jax.Array:
     token = jax.ShapeDtypeStruct((), jnp.int32)
     return jax.pure_callback(tape.store, token, sid, j, *jax.tree_util.tree_leaves(carry))
 
 
-def _load(tape: Tape, sid: jax.Array, j: jax.Array, token: jax.Array, like):
+def _load(tape: Tape, sid: jax.Array, j: jax.Array, token: jax.Array, like: Any) -> Any:
     leaves, tree = jax.tree_util.tree_flatten(like)
     shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in leaves]
     out = jax.pure_callback(tape.load, shapes, sid, j, token)
     return jax.tree_util.tree_unflatten(tree, list(out))
 
 
-def _chunks(xs, k: int):
+def _chunks(xs: Any, k: int) -> Any:
     """``xs`` (leading axis ``n``, a multiple of ``k``) as ``(n / k, k, ...)``."""
     return jax.tree_util.tree_map(lambda a: a.reshape(a.shape[0] // k, k, *a.shape[1:]), xs)
 
 
-def _unchunk(ys):
+def _unchunk(ys: Any) -> Any:
     return jax.tree_util.tree_map(lambda a: a.reshape(a.shape[0] * a.shape[1], *a.shape[2:]), ys)
 
 
-def _inexact(a) -> bool:
+def _inexact(a: jax.typing.ArrayLike) -> bool:
     return jnp.issubdtype(jnp.result_type(a), jnp.inexact)
 
 
-def _zero_cotangent(a):
+def _zero_cotangent(a: jax.typing.ArrayLike) -> jax.Array | np.ndarray:
     if _inexact(a):
         return jnp.zeros_like(a)
     return np.zeros(np.shape(a), jax.dtypes.float0)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _taped(body, tape: Tape, k: int, axes: tuple, params, consts, carry, xs):
+def _taped(
+    body: TapedBody,
+    tape: Tape,
+    k: int,
+    axes: tuple[str, ...],
+    params: Any,
+    consts: Any,
+    carry: Any,
+    xs: Any,
+) -> tuple[Any, Any]:
     return lax.scan(lambda c, x: body(params, consts, c, x), carry, xs)
 
 
-def _taped_fwd(body, tape: Tape, k: int, axes: tuple, params, consts, carry, xs):
+def _taped_fwd(
+    body: TapedBody,
+    tape: Tape,
+    k: int,
+    axes: tuple[str, ...],
+    params: Any,
+    consts: Any,
+    carry: Any,
+    xs: Any,
+) -> tuple[tuple[Any, Any], tuple[Any, Any, Any, Any, jax.Array]]:
     sid = _shard_id(axes)
 
-    def chunk(c, jx):
+    def chunk(c: Any, jx: tuple[jax.Array, Any]) -> tuple[Any, tuple[Any, jax.Array]]:
         j, xk = jx
         token = _store(tape, sid, j, c)
         c, ys = lax.scan(lambda c, x: body(params, consts, c, x), c, xk)
@@ -197,7 +217,14 @@ def _taped_fwd(body, tape: Tape, k: int, axes: tuple, params, consts, carry, xs)
     return (carry_n, _unchunk(ys)), (params, consts, carry_n, xs, tokens)
 
 
-def _taped_bwd(body, tape: Tape, k: int, axes: tuple, res, g):
+def _taped_bwd(
+    body: TapedBody,
+    tape: Tape,
+    k: int,
+    axes: tuple[str, ...],
+    res: tuple[Any, Any, Any, Any, jax.Array],
+    g: tuple[Any, Any],
+) -> tuple[Any, Any, Any, Any]:
     params, consts, like, xs, tokens = res
     g_carry, g_ys = g
     sid = _shard_id(axes)
@@ -207,12 +234,14 @@ def _taped_bwd(body, tape: Tape, k: int, axes: tuple, res, g):
     if k > 1:  # keep one step's intermediates at a time (with k = 1 there is nothing to save)
         step = jax.checkpoint(step, prevent_cse=False)
 
-    def chunk(acc, inp):
+    def chunk(
+        acc: tuple[Any, Any], inp: tuple[jax.Array, Any, Any, jax.Array]
+    ) -> tuple[tuple[Any, Any], list[jax.Array]]:
         g_c, g_p = acc
         j, xk, g_yk, token = inp
         xl = jax.tree_util.tree_leaves(xk)
 
-        def run(p, c, xf):
+        def run(p: Any, c: Any, xf: list[jax.Array]) -> tuple[Any, Any]:
             it = iter(xf)
             xfull = [next(it) if f else a for a, f in zip(xl, is_f)]
             x = jax.tree_util.tree_unflatten(x_tree, xfull)
@@ -236,7 +265,16 @@ def _taped_bwd(body, tape: Tape, k: int, axes: tuple, res, g):
 _taped.defvjp(_taped_fwd, _taped_bwd)
 
 
-def taped_scan(body, params, consts, carry, xs, tape: Tape, chunk: int = 1, axes: tuple = ()):
+def taped_scan(
+    body: TapedBody,
+    params: Any,
+    consts: Any,
+    carry: Any,
+    xs: Any,
+    tape: Tape,
+    chunk: int = 1,
+    axes: tuple = (),
+) -> tuple[Any, Any]:
     """``lax.scan(lambda c, x: body(params, consts, c, x), carry, xs)`` whose backward pass
     takes its states from ``tape`` instead of device memory.
 
@@ -263,7 +301,9 @@ def taped_scan(body, params, consts, carry, xs, tape: Tape, chunk: int = 1, axes
     diff = [isinstance(a, jax.Array | np.ndarray) and _inexact(a) for a in leaves]
     arrays = [isinstance(a, jax.Array | np.ndarray) for a in leaves]
 
-    def body_d(pd, cs, c, x):  # differentiated float arrays, other arrays, Python values
+    def body_d(  # differentiated float arrays, other arrays, Python values
+        pd: list[jax.Array], cs: tuple[list[Any], Any], c: Any, x: Any
+    ) -> tuple[Any, Any]:
         it_d, it_c = iter(pd), iter(cs[0])
         full = [
             next(it_d) if d else next(it_c) if arr else a for a, d, arr in zip(leaves, diff, arrays)

@@ -59,6 +59,7 @@ class Tape:
         return f"Tape({where})"
 
     def _path(self, key: tuple[int, int], i: int) -> str:
+        assert self.directory is not None  # a disk tape's
         return os.path.join(self.directory, f"state-{key[0]}-{key[1]}-{i}.npy")
 
     def store(self, shard: np.ndarray, index: np.ndarray, *arrays: np.ndarray) -> np.int32:
@@ -75,6 +76,7 @@ class Tape:
             with self._lock:
                 while len(self._pending) >= PENDING:
                     self._pending.pop(next(iter(self._pending))).result()
+                assert self._writer is not None  # a disk tape's
                 self._pending[key] = self._writer.submit(self._write, key, copies)
         return np.int32(0)
 
