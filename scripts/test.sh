@@ -28,5 +28,5 @@ if [ "${SONOTILE_TEST_MPI:-1}" != 0 ] && ! command -v mpirun >/dev/null 2>&1 \
 fi
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/ruff format --check src tests benchmarks
-.venv/bin/mypy  # the lower layers' types (pyproject.toml [tool.mypy])
+.venv/bin/mypy  # every function typed (pyproject.toml [tool.mypy]); ruff's ANN rules too
 .venv/bin/python -m pytest -q "$@"

@@ -249,7 +249,8 @@ def mask_points(mask: ArrayLike, shape: tuple[int, ...], name: str) -> np.ndarra
 
 
 def _at(v: Scalar, idx: np.ndarray) -> np.ndarray:
-    return np.asarray(v)[tuple(idx.T)] if np.ndim(v) > 0 else np.full(idx.shape[0], float(v))
+    a = np.asarray(v)
+    return a[tuple(idx.T)] if a.ndim > 0 else np.full(idx.shape[0], float(a))
 
 
 def _signal(sig: ArrayLike, n_points: int, name: str) -> np.ndarray:
@@ -343,7 +344,7 @@ def _transducer_source(
             f"source.transducer_delays: expected {idx.shape[0]} integer delays [steps], "
             f"got {delays.shape} {delays.dtype}"
         )
-    c = float(np.max(c0)) if np.ndim(c0) > 0 else float(c0)
+    c = float(np.max(c0)) if np.ndim(c0) > 0 else float(np.asarray(c0))
     if np.ndim(c0) > 0 and not np.allclose(_at(c0, idx), c):
         raise ProblemError("source.transducer: sound speed must be uniform over its points")
     scale = 2 * c * grid.dt / grid.spacing[0]

@@ -289,15 +289,14 @@ def read_input(
                 )
         bona = r.field("BonA", zyx) if nonlinear else None
         try:
-            # Medium takes lazy fields too (lazy=True), which its annotations do not say yet
             medium = Medium(
-                c0,  # type: ignore[arg-type]
-                rho0,  # type: ignore[arg-type]
+                c0,
+                rho0,
                 grid,
-                rho0_sg=rho0_sg,  # type: ignore[arg-type]
+                rho0_sg=rho0_sg,
                 c_ref=c_ref,
-                bona=bona,  # type: ignore[arg-type]
-                alpha_coeff=alpha_coeff,  # type: ignore[arg-type]
+                bona=bona,
+                alpha_coeff=alpha_coeff,
                 alpha_power=alpha_power,
                 absorption=mode,
             )

@@ -38,7 +38,7 @@ def put_dataset(f: h5py.File, name: str, value: ArrayLike, kind: str) -> None:
 
 
 def _field(v: Scalar) -> np.ndarray | float:
-    return to_zyx(v) if np.ndim(v) > 0 else float(v)
+    return to_zyx(v) if np.ndim(v) > 0 else float(np.asarray(v))
 
 
 def _signal_zyx(src: MaskSource) -> np.ndarray:

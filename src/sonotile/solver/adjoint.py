@@ -315,6 +315,8 @@ def taped_scan(
     n = jax.tree_util.tree_leaves(xs)[0].shape[0]
     k = max(1, int(chunk))
     rest = n % k
+    if n == 0:  # nothing to store: an empty scan
+        return lax.scan(lambda c, x: body_d(params, consts, c, x), carry, xs)
     if rest:
         head = jax.tree_util.tree_map(lambda a: a[:rest], xs)
         xs = jax.tree_util.tree_map(lambda a: a[rest:], xs)

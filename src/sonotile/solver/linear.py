@@ -84,9 +84,10 @@ def _jvp(
     out = spectral_p.bind(*primals, kind=kind, treedef=treedef, n_x=n_x)
     tx = tangents[:n_x]
     if all(type(t) is ad.Zero for t in tx):
-        # not reached: JAX calls a JVP rule only with some tangent non-zero (and jax.core.get_aval
-        # is gone from JAX 0.10, where jax.typeof replaces it)
-        return out, [ad.Zero(jax.core.get_aval(o).to_tangent_aval()) for o in out]  # type: ignore[attr-defined]
+        # JAX calls a JVP rule only with some tangent non-zero; kept for completeness
+        # (jax.typeof from JAX 0.4.36 on, jax.core.get_aval before it and gone in 0.10)
+        typeof = getattr(jax, "typeof", None) or getattr(jax.core, "get_aval")  # noqa: B009
+        return out, [ad.Zero(typeof(o).to_tangent_aval()) for o in out]
     tx = [ad.instantiate_zeros(t) for t in tx]
     return out, spectral_p.bind(*tx, *primals[n_x:], kind=kind, treedef=treedef, n_x=n_x)
 
