@@ -89,3 +89,13 @@ def test_bad_tape_is_refused(case):
         st.make_simulator(*case, pml_size=4, tape="gpu")
     with pytest.raises(ValueError, match="does not exist"):
         st.Tape("disk", directory="/nonexistent/sonotile-tape")
+
+
+def test_host_tape_holds_one_state_per_stored_step(case):
+    tape = st.Tape("host")
+    sim = st.make_simulator(*case, pml_size=4, dtype="float64", chunk=3, tape=tape)
+    _grad(sim)
+    # 29 scanned steps (p0 is step 0), the first 29 % 3 = 2 untaped: 9 states of 5 fields
+    assert tape.bytes_stored == 9 * 5 * 24 * 24 * 8
+    _grad(sim)  # a second gradient overwrites the same keys: nothing accumulates
+    assert tape.bytes_stored == 9 * 5 * 24 * 24 * 8

@@ -48,7 +48,8 @@ class Tape:
         self.directory = tempfile.mkdtemp(prefix="sonotile-tape-") if self._own else directory
         self._mem: dict[tuple[int, int], list[np.ndarray]] = {}
         self._lock = threading.Lock()
-        self.bytes_stored = 0  # largest total held at once [B]
+        self.bytes_stored = 0  # largest total held at once in host memory [B]
+        self._held = 0
         # disk: one writer thread, so the files are written while the next steps compute;
         # at most PENDING states wait in memory for it
         self._writer = ThreadPoolExecutor(1, "sonotile-tape") if where == "disk" else None
@@ -67,10 +68,10 @@ class Tape:
         key = (int(shard), int(index))
         if self.where == "host":
             with self._lock:
+                old = self._mem.get(key, [])
                 self._mem[key] = [np.array(a, copy=True) for a in arrays]
-                self.bytes_stored = max(
-                    self.bytes_stored, sum(a.nbytes for v in self._mem.values() for a in v)
-                )
+                self._held += sum(a.nbytes for a in self._mem[key]) - sum(a.nbytes for a in old)
+                self.bytes_stored = max(self.bytes_stored, self._held)
         else:
             copies = [np.array(a, copy=True) for a in arrays]  # the callback's buffers are lent
             with self._lock:
@@ -109,6 +110,7 @@ class Tape:
     def close(self) -> None:
         """Drop what is stored (and the temporary folder of a ``"disk"`` tape made here)."""
         self._mem.clear()
+        self._held = 0
         if self._writer is not None:
             for f in list(self._pending.values()):
                 f.result()
