@@ -20,10 +20,11 @@ mapped and returned to the system when freed. ``SONOTILE_MALLOC_TUNE=0`` leaves 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import FrameType
 
 from sonotile import config
@@ -177,6 +178,24 @@ def configure_threads(threads: int | None) -> None:
         flags = os.environ.get("XLA_FLAGS", "")
         if "--xla_cpu_multi_thread_eigen" not in flags:
             os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+
+
+@contextlib.contextmanager
+def cpus_restored() -> Iterator[None]:
+    """Give the calling thread back its CPU affinity on leaving (a command run in-process, e.g.
+    ``sonotile.kwave.cli.main([... "-t", "1"])``, must not leave its caller on one core)."""
+    try:
+        saved = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        saved = None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            try:
+                os.sched_setaffinity(0, saved)
+            except OSError:
+                pass
 
 
 def install_stop_handlers(flag: dict) -> dict:

@@ -11,6 +11,7 @@ reference outputs in ``tests/data/kwave-reference`` are checked too.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -97,7 +98,9 @@ def test_layout_equals_reference_output(case, tmp_path):
 def test_root_attributes(tmp_path):
     inp = write_input(tmp_path / "in.h5")
     out = tmp_path / "out.h5"
+    cpus = os.sched_getaffinity(0)
     assert kwave_main(["-i", inp, "-o", str(out), "-t", "1"]) == 0
+    assert os.sched_getaffinity(0) == cpus  # -t held for the run only, not for its caller
     with h5py.File(out, "r") as f:
         a = {k: f.attrs[k].decode() for k in f.attrs}
         assert all(f.attrs[k].dtype.kind == "S" for k in f.attrs)  # fixed-length ASCII

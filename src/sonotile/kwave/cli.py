@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from sonotile.cliargs import Parser, closest
-from sonotile.runtime import configure_cpu_devices, configure_threads
+from sonotile.runtime import configure_cpu_devices, configure_threads, cpus_restored
 from sonotile.version import __version__
 
 OUTPUT_FLAGS = {
@@ -191,17 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
         return 0
-    configure_threads(args.threads)
-    try:
-        configure_cpu_devices(args.cpu_devices)
-    except ValueError as e:
-        print(f"sonotile-kwave: error: {e}", file=sys.stderr)
-        return 1
-    from sonotile.parallel import distributed
+    with cpus_restored():  # -t narrows this thread's CPUs for the run only
+        configure_threads(args.threads)
+        try:
+            configure_cpu_devices(args.cpu_devices)
+        except ValueError as e:
+            print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+            return 1
+        from sonotile.parallel import distributed
 
-    status = _run(args)
-    distributed.fail_fast(status)  # several processes: the others must not wait for this one
-    return status
+        status = _run(args)
+        distributed.fail_fast(status)  # several processes: the others must not wait for it
+        return status
 
 
 def _run(args: argparse.Namespace) -> int:
