@@ -1,6 +1,20 @@
 """Shared test set-up: the helper modules in tests/helpers are importable by name."""
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
+
+@pytest.fixture(scope="module")
+def jax_float64() -> Iterator[None]:
+    """64-bit JAX types for one test module (restored after it: other modules run float32)."""
+    import jax
+
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", previous)

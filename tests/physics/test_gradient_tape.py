@@ -20,11 +20,8 @@ import sonotile as st
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _float64():
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", previous)
+def _float64(jax_float64):
+    """64-bit JAX types for these tests only."""
 
 
 @pytest.fixture(scope="module")

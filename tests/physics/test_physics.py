@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 
-import jax
 import numpy as np
 import pytest
 
@@ -32,12 +31,8 @@ RHO0 = 1000.0  # density [kg/m^3]
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _float64():
-    """Enable 64-bit JAX types for these tests only (other modules toggle it too)."""
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", previous)
+def _float64(jax_float64):
+    """64-bit JAX types for these tests only."""
 
 
 def _run_p(problem: Problem) -> np.ndarray:
