@@ -14,3 +14,15 @@ if ! .venv/bin/python -c "import sys, sonotile.fft.fftw as f; sys.exit(f.find_li
   .venv/bin/python -m pip install -q pyfftw || echo "setup.sh: no pyfftw wheel; XLA's FFT will be used" >&2
 fi
 .venv/bin/python -m sonotile.fft.fftw || true
+# MPI as the transport between processes (mpirun; docs/scaling.md): Open MPI from the system
+# (installed here from Debian's packages when run as root), mpi4py and mpi4jax from PyPI. Without
+# them multi-process runs use XLA's gloo collectives.
+if ! command -v mpicc > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin libopenmpi-dev \
+    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin \
+    libopenmpi-dev; }; } > /dev/null || echo "setup.sh: could not install Open MPI; multi-process runs will use gloo" >&2
+fi
+if command -v mpicc > /dev/null; then
+  .venv/bin/python -m pip install -q -e ".[mpi]" \
+    || echo "setup.sh: could not install mpi4jax; multi-process runs will use gloo" >&2
+fi

@@ -10,6 +10,7 @@ one; the same run under Open MPI's ``mpirun`` when it is installed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -237,6 +238,7 @@ def test_2d_cuboid_sensor_whole_fields(tmp_path):
 API_SCRIPT = r"""
 import sonotile.parallel.distributed
 sonotile.parallel.distributed.initialize()          # first, before any JAX computation
+import importlib.util
 import json
 import jax
 import numpy as np
@@ -327,3 +329,133 @@ def test_odd_grid_on_two_processes(tmp_path):
         assert max(compare(two, ref).values()) <= 1e-5, dec
         if dec == "pencil":
             assert max(compare(two, one).values()) <= 1e-5
+
+
+# --- MPI as the transport (sonotile.parallel.mpi): one CPU device per rank, halos and
+# transposes as MPI calls inside each rank's compiled step
+
+HAVE_MPI = shutil.which("mpirun") is not None and importlib.util.find_spec("mpi4jax") is not None
+ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpirun or mpi4jax not installed")
+
+
+def mpirun(*cmd, n=2, timeout=300):
+    return run(["mpirun", "-n", n, "--oversubscribe", "-x", "JAX_PLATFORMS", *cmd],
+               timeout=timeout, extra_env=ROOT_OK)  # fmt: skip
+
+
+@needs_mpi
+def test_mpi_transport_equals_single(tmp_path, single):
+    """pencil and lfb on 2 MPI ranks: the step's collectives are MPI calls (said with
+    --verbose), the output equals the single-process run (pencil to round-off, LFB within its
+    documented error), written in the same layout."""
+    for dec, tol in (("pencil", 1e-5), ("lfb", 1e-3)):
+        out = tmp_path / f"{dec}.h5"
+        r = ok(mpirun(*base(out), "--decomposition", dec, "--transport", "mpi", "--verbose", 2))
+        assert "through MPI" in r.stderr, r.stderr[-2000:]
+        err = compare(out, single)
+        assert max(v for k, v in err.items() if k != "p_final") <= tol, (dec, err)
+        if dec == "pencil":
+            assert err["p_final"] <= 5e-4, err
+
+
+@needs_mpi
+def test_mpi_transport_uneven_blocks_and_checkpoint(tmp_path):
+    """A 53 x 45 grid over 2 ranks (blocks of 27 and 26 points: the uneven halos' dynamic
+    offsets) through MPI equals XLA's collectives in one process to round-off, for lfb and
+    pencil; a checkpoint written by the 2 MPI ranks (the divergence program) resumes in one."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from kwave_inputs import write_input
+
+    inp = write_input(tmp_path / "in.h5", shape=(53, 45), cuboid=True)
+    outputs = ["--p_raw", "--p_max_all", "--u_min_all", "--u_final"]
+    for dec in ("lfb", "pencil"):
+        two, ref = tmp_path / f"{dec}.h5", tmp_path / f"{dec}_one_process.h5"
+        ok(mpirun(*KWAVE, "-i", inp, "-o", two, *outputs, "--decomposition", dec,
+                  "--transport", "mpi"))  # fmt: skip
+        ok(run([*KWAVE, "-i", inp, "-o", ref, *outputs, "--decomposition", dec,
+                "--cpu_devices", 2]))  # fmt: skip
+        assert max(compare(two, ref).values()) <= 1e-5, dec
+    out, ck = tmp_path / "out.h5", tmp_path / "ck.h5"
+    nt = 0
+    with h5py.File(inp) as f:
+        nt = int(f["Nt"][()].reshape(-1)[0])
+    r = ok(mpirun(*KWAVE, "-i", inp, "-o", out, *outputs, "--decomposition", "pencil",
+                  "--transport", "mpi", "--checkpoint_file", ck,
+                  "--checkpoint_timesteps", nt // 2))  # fmt: skip
+    assert f"checkpoint written at step {nt // 2}/{nt}" in r.stdout, r.stdout[-2000:]
+    ok(run([*KWAVE, "-i", inp, "-o", out, *outputs, "--checkpoint_file", ck]))
+    assert not ck.exists()
+    assert max(compare(out, tmp_path / "pencil_one_process.h5").values()) <= 1e-5
+
+
+MPI_COLLECTIVES = r"""
+import importlib.util
+import json
+import numpy as np
+import sonotile.parallel.distributed as dist
+dist.initialize()
+import jax, jax.numpy as jnp
+from sonotile.parallel import collectives
+from sonotile.parallel.mesh import AXIS_NAMES, make_mesh
+from sonotile.parallel.mpi import MpiTransport
+
+shape = tuple(json.loads(MESH))
+names = AXIS_NAMES[: len(shape)]
+t = MpiTransport(make_mesh(shape))
+me = np.array(t.coords)
+n0 = shape[0]
+base = np.arange(6 * n0 * 5, dtype=np.float32).reshape(6 * n0, 5)
+x = base + 1000 * np.ravel_multi_index(me, shape)
+
+def f(v):
+    right = collectives.ppermute(v, names[0], [(i, (i + 1) % n0) for i in range(n0)])
+    a2a = collectives.all_to_all(v, names[0], 0, 1)
+    total = collectives.sum_over(v, names)
+    return right, a2a, total, collectives.axis_index(names[0])
+
+with collectives.using(t):
+    right, a2a, total, idx = jax.jit(f)(jnp.asarray(x))
+def val(c):  # the array of the rank at coordinates c
+    return base + 1000 * np.ravel_multi_index(c, shape)
+left = me.copy(); left[0] = (me[0] - 1) % n0
+pieces = [np.split(val(np.r_[k, me[1:]]), n0, axis=0)[me[0]] for k in range(n0)]
+all_ = [val(np.unravel_index(r, shape)) for r in range(int(np.prod(shape)))]
+ok = {
+    "ppermute": bool(np.array_equal(right, val(left))),
+    "all_to_all": bool(np.array_equal(a2a, np.concatenate(pieces, axis=1))),
+    "sum_over": bool(np.allclose(total, np.sum(all_, axis=0), rtol=1e-6)),
+    "axis_index": int(idx) == int(me[0]),
+}
+with open(OUT + f"/rank{jax.process_index()}.json", "w") as fh:
+    json.dump(ok, fh)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("mesh", [[3], [2, 2]])
+def test_mpi_collectives_match_their_definitions(tmp_path, mesh):
+    """The MPI transport's ppermute (ring), tiled all_to_all (along x, on every row of a 2-D
+    mesh), sensor sum (ring on 3 ranks, butterfly on 2x2) and axis_index against numpy."""
+    script = tmp_path / "c.py"
+    script.write_text(MPI_COLLECTIVES.replace("MESH", repr(json.dumps(mesh)))
+                      .replace("OUT", repr(str(tmp_path))))  # fmt: skip
+    r = ok(mpirun(sys.executable, script, n=int(np.prod(mesh)), timeout=240))
+    res = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    assert len(res) == int(np.prod(mesh)), r.stdout[-2000:]
+    for got in res:
+        assert all(got.values()), got
+
+
+def test_transport_choice_and_its_errors():
+    """auto falls back to XLA's collectives where MPI cannot carry the mesh (one process);
+    asking for MPI there, or for an unknown transport, is an error naming why."""
+    from sonotile.parallel.mesh import make_mesh
+    from sonotile.parallel.mpi import choose
+
+    mesh = make_mesh((1,))
+    assert choose("auto", mesh) == "xla" and choose("xla", mesh) == "xla"
+    with pytest.raises(ValueError, match="transport 'mpi' cannot be used: one process"):
+        choose("mpi", mesh)
+    with pytest.raises(ValueError, match="expected one of"):
+        choose("nccl", mesh)

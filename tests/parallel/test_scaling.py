@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from sonotile.bench.processes import default_transports
 from sonotile.bench.scaling import (
     LINKS,
     large_run_rows,
@@ -64,9 +65,11 @@ def test_measured_bytes_match_the_method(tmp_path):
 
 def test_bench_scaling_two_processes(tmp_path):
     """``sonotile bench --scaling`` on a tiny grid: 1 process, 2 independent processes and 2
-    coupled ones (lfb) run; the parts of a step add up to it, the bytes sent are the halos, the
-    efficiencies are the time ratios, and the PNG is written."""
+    coupled ones (lfb, through each transport installed) run; the parts of a step add up to it,
+    the bytes sent are the halos (the same whatever carries them), the efficiencies are the time
+    ratios, and the PNG is written."""
     out, png = tmp_path / "s.json", tmp_path / "s.png"
+    transports = default_transports()
     r = subprocess.run(
         [sys.executable, "-m", "sonotile.cli", "bench", "--scaling", "--size", "24", "--strong",
          "0", "--steps", "2", "--repeats", "1", "--rounds", "1", "--decompositions", "lfb",
@@ -75,16 +78,20 @@ def test_bench_scaling_two_processes(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     s = json.loads(out.read_text())["summary"]
-    assert set(s) == {"weak/single", "weak/control", "weak/lfb"}
-    lfb = s["weak/lfb"]
-    parts = lfb["fft_ms"] + lfb["elementwise_ms"] + lfb["exchange_ms"] + lfb["waiting_ms"]
-    assert abs(parts - lfb["ms_per_step"]) <= 1e-6 * lfb["ms_per_step"]
-    assert lfb["exchange_ms"] > 0  # two processes do exchange (gloo over loopback)
+    coupled = {f"weak/lfb/{t}" for t in transports.split(",")}
+    assert set(s) == {"weak/single", "weak/control"} | coupled
     single = s["weak/single"]
     assert single["exchange_ms"] == single["waiting_ms"] == 0
-    assert lfb["mb_sent_per_step"] > 0 and s["weak/single"]["mb_sent_per_step"] == 0
-    ceiling = s["weak/control"]["ms_per_step"] / lfb["ms_per_step"]
-    assert abs(lfb["efficiency_vs_ceiling"] - ceiling) < 1e-9
+    assert single["mb_sent_per_step"] == 0
+    sent = {s[k]["mb_sent_per_step"] for k in coupled}
+    assert len(sent) == 1 and sent.pop() > 0, sent
+    for k in coupled:
+        lfb = s[k]
+        parts = lfb["fft_ms"] + lfb["elementwise_ms"] + lfb["exchange_ms"] + lfb["waiting_ms"]
+        assert abs(parts - lfb["ms_per_step"]) <= 1e-6 * lfb["ms_per_step"]
+        assert lfb["exchange_ms"] > 0, k  # two processes do exchange
+        ceiling = s["weak/control"]["ms_per_step"] / lfb["ms_per_step"]
+        assert abs(lfb["efficiency_vs_ceiling"] - ceiling) < 1e-9
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

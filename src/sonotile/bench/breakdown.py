@@ -120,6 +120,38 @@ def exchange_seconds(hlo: str, mesh_devices: Sequence[jax.Device], repeats: int)
     return _best(lambda: fn(x), repeats)
 
 
+def mpi_exchange_seconds(transport: Any, ops: list[tuple[str, int]], repeats: int) -> float:
+    """Seconds for the collectives ``ops`` (``(kind, bytes)``, as an MPI step traced them) run
+    back to back through ``transport``, as flat float32 buffers of the same sizes."""
+    import jax
+    import jax.numpy as jnp
+
+    from sonotile.parallel import collectives
+
+    name = transport.names[0]
+    n = transport.axis_size(name)
+    if not ops or n == 1:
+        return 0.0
+    size = max(-(-b // (4 * n)) * n for _, b in ops)
+    perm = [(i, (i + 1) % n) for i in range(n)]
+
+    def run(buf: jax.Array) -> jax.Array:
+        acc = jnp.zeros((), buf.dtype)
+        for i, (op, nbytes) in enumerate(ops):
+            v = buf[: max(-(-nbytes // (4 * n)) * n, n)] + i  # a fresh buffer per collective
+            if op == "all-to-all":
+                v = collectives.all_to_all(v.reshape(n, -1), name, 0, 0)
+            else:
+                v = collectives.ppermute(v, name, perm)
+            acc = acc + v.reshape(-1)[0]
+        return buf.at[0].add(acc)
+
+    fn = jax.jit(run)
+    x = jnp.zeros(size, jnp.float32)
+    with collectives.using(transport):
+        return _best(lambda: fn(x), repeats)
+
+
 def measure(
     decomposition: str, shape: Sequence[int], steps: int, repeats: int, overlap: int
 ) -> dict[str, Any]:
@@ -135,28 +167,37 @@ def measure(
     procs = jax.process_count()
     devs = list(jax.devices())
 
-    def build() -> Engine:
+    def build(transport: str | None = None) -> Engine:
         if decomposition == "single":
             return runner.single_engine(problem)
-        return parallel.decomposed_engine(problem, decomposition, (len(devs),), overlap, 0.5)
+        return parallel.decomposed_engine(problem, decomposition, (len(devs),), overlap, 0.5,
+                                          transport=transport)  # fmt: skip
 
     engine = build()
     rs, _ = engine.start()
     xs1 = runner.step_inputs(problem, rs.next_step, rs.next_step + 1)
     hlo = engine.lower(rs.carry, xs1).compile().as_text()
+    mpi = engine.transport is not None
+    traced = list(engine.transport.traced) if mpi else []  # one step's MPI calls
     step = scaling.time_chunks(engine, problem, steps, repeats)
     local = step
-    if decomposition != "single":
-        with scaling.local_collectives():
-            local = scaling.time_chunks(build(), problem, steps, repeats)
+    if decomposition != "single":  # each process's shard with local copies for collectives
+        local = scaling.time_chunks(build("local"), problem, steps, repeats)
     block = local_block(problem, decomposition, len(devs), overlap)
     fft = fft_seconds(block, scaling.transforms_per_step(problem), repeats)
-    exchange = exchange_seconds(hlo, devs, repeats) if decomposition != "single" else 0.0
+    exchange = 0.0
+    if decomposition != "single":
+        exchange = (mpi_exchange_seconds(engine.transport, traced, repeats) if mpi
+                    else exchange_seconds(hlo, devs, repeats))  # fmt: skip
     ms = split(step, local, fft, exchange)
-    sent = scaling.collective_bytes(hlo)
-    mb = sum(v["bytes"] for k, v in sent.items() if k != "all-reduce") / 1e6
+    if mpi:  # the step's MPI calls are custom calls: the transport counted their bytes
+        mb = sum(b for _, b in traced) / 1e6
+    else:
+        sent = scaling.collective_bytes(hlo)
+        mb = sum(v["bytes"] for k, v in sent.items() if k != "all-reduce") / 1e6
     return {k: 1e3 * v for k, v in ms.items()} | {"processes": procs, "block": list(block),
-                                                  "mb_sent_per_step": mb}  # fmt: skip
+                                                  "mb_sent_per_step": mb,
+                                                  "transport": "mpi" if mpi else "xla"}  # fmt: skip
 
 
 def split(step: float, local: float, fft: float, exchange: float) -> dict[str, float]:

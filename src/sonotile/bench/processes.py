@@ -36,12 +36,11 @@ from sonotile.cliargs import Parser
 def _worker(spec: dict) -> dict:
     """One measurement in this process (one of a launched pair, or alone), on one CPU: a
     launched process pins itself to the CPU of its rank, a lone one was pinned by its parent."""
-    from sonotile import config
+    from sonotile import config, runtime
 
-    rank = os.environ.get("SONOTILE_PROCESS_ID")
-    if rank is not None:
+    if any(k in os.environ for k in ("SONOTILE_PROCESS_ID", "OMPI_COMM_WORLD_RANK")):
         cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[int(rank) % len(cpus)]})
+        os.sched_setaffinity(0, {cpus[runtime.local_rank(os.environ) % len(cpus)]})
     config.configure(threads=1)
     from sonotile.parallel import distributed
 
@@ -87,7 +86,7 @@ def _run(kind: str, spec: dict) -> dict:
             raise RuntimeError(f"single run failed: {r.stderr[-2000:]}")
         rows = _results(r.stdout)
     else:
-        cmd = [sys.executable, "-m", "sonotile.parallel.launch", "-n", "2", "--"] + _command(spec)
+        cmd = _coupled(spec, env)
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
         if r.returncode:
             raise RuntimeError(f"{kind} run failed: {r.stdout[-1500:]}{r.stderr[-1500:]}")
@@ -96,21 +95,43 @@ def _run(kind: str, spec: dict) -> dict:
     return {"kind": kind, **{k: worst[k] for k in ("ms_per_step", "mb_sent_per_step", *PARTS)}}
 
 
+def _coupled(spec: dict, env: dict) -> list[str]:
+    """The command of a coupled 2-process run: ``mpirun`` when its collectives go through MPI
+    (each process an MPI rank), else ``sonotile launch``; ``env`` gets the transport."""
+    env["SONOTILE_TRANSPORT"] = spec["transport"]
+    if spec["transport"] != "mpi":
+        return [sys.executable, "-m", "sonotile.parallel.launch", "-n", "2", "--"] + _command(spec)
+    if os.geteuid() == 0:  # Open MPI refuses root unless told
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return ["mpirun", "-n", "2", "--bind-to", "core", "-x", "XLA_FLAGS", "-x", "JAX_PLATFORMS",
+            "-x", "SONOTILE_TRANSPORT"] + _command(spec)  # fmt: skip
+
+
+def default_transports() -> str:
+    """``mpi,xla`` where ``mpirun`` and mpi4jax are installed, else ``xla``."""
+    import importlib.util
+    import shutil
+
+    have = shutil.which("mpirun") and importlib.util.find_spec("mpi4jax") is not None
+    return "mpi,xla" if have else "xla"
+
+
 def _plan(a: argparse.Namespace) -> list[tuple[str, str, dict]]:
     n, m = a.size, a.strong
     base = {"steps": a.steps, "repeats": a.repeats, "overlap": a.overlap}
     plan = [("weak", "single", {**base, "shape": [n, n, n], "decomposition": "single", "mesh": []}),
             ("weak", "control", {**base, "shape": [n, n, n], "decomposition": "single",
                                  "mesh": []})]  # fmt: skip
-    for dec in a.decompositions.split(","):
-        plan.append(("weak", dec, {**base, "shape": [2 * n, n, n], "decomposition": dec,
-                                   "mesh": [2]}))  # fmt: skip
+    coupled = [(f"{dec}/{tr}", {"decomposition": dec, "transport": tr, "mesh": [2]})
+               for dec in a.decompositions.split(",")
+               for tr in a.transports.split(",")]  # fmt: skip
+    for kind, c in coupled:
+        plan.append(("weak", kind, {**base, "shape": [2 * n, n, n], **c}))
     if m:
         plan.append(("strong", "single", {**base, "shape": [m, m, m], "decomposition": "single",
                                           "mesh": []}))  # fmt: skip
-        for dec in a.decompositions.split(","):
-            plan.append(("strong", dec, {**base, "shape": [m, m, m], "decomposition": dec,
-                                         "mesh": [2]}))  # fmt: skip
+        for kind, c in coupled:
+            plan.append(("strong", kind, {**base, "shape": [m, m, m], **c}))
     return plan
 
 
@@ -124,7 +145,7 @@ def _summary(rows: list[dict]) -> dict:
         out[f"{study}/{kind}"] = {k: statistics.median(r[k] for r in sel)
                                   for k in ("ms_per_step", "mb_sent_per_step", *PARTS)}  # fmt: skip
     for key, v in list(out.items()):
-        study, kind = key.split("/")
+        study, kind = key.split("/", 1)
         if study == "weak" and kind not in ("single", "control"):
             v["efficiency_vs_ceiling"] = out["weak/control"]["ms_per_step"] / v["ms_per_step"]
             v["efficiency_vs_one_process"] = out["weak/single"]["ms_per_step"] / v["ms_per_step"]
@@ -176,6 +197,11 @@ def parser() -> Parser:
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of all runs")
     ap.add_argument("--overlap", type=int, default=16)
     ap.add_argument("--decompositions", default="lfb,pencil")
+    ap.add_argument(
+        "--transports", default=None,
+        help="coupled runs' transports: mpi (mpirun), xla (gloo through sonotile launch); "
+        "default mpi,xla where mpirun and mpi4jax are installed",
+    )  # fmt: skip
     ap.add_argument("--json", default="bench-scaling.json")
     ap.add_argument("--png", default="bench-scaling.png")
     return ap
@@ -187,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         print("RESULT" + json.dumps(_worker(json.loads(argv[1]))), flush=True)
         return 0
     a = parser().parse_args(argv)
+    a.transports = a.transports or default_transports()
     rows = []
     plan = _plan(a)
     for rnd in range(a.rounds):

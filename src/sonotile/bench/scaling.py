@@ -23,7 +23,6 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from sonotile.cliargs import Parser
@@ -292,64 +291,14 @@ def _near_cube(p: int) -> tuple[int, int, int]:
     return best[1]
 
 
-#: Modules whose ``lax`` the decompositions' collectives go through.
-COLLECTIVE_MODULES = (
-    "sonotile.parallel.lfb",
-    "sonotile.parallel.pencil",
-    "sonotile.parallel.collectives",
-)
-
-
-class _LocalLax:
-    """``jax.lax`` with ``ppermute`` and ``all_to_all`` replaced by local copies of the same
-    size (no communication, no synchronisation; the results are wrong)."""
-
-    def __init__(self, real: ModuleType) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def all_to_all(
-        self,
-        x: jax.Array,
-        axis_name: str | tuple[str, ...],
-        split_axis: int,
-        concat_axis: int,
-        tiled: bool = False,
-    ) -> jax.Array:
-        import jax.numpy as jnp
-
-        size = self._real.psum(1, axis_name)
-        parts = jnp.split(x, size, axis=split_axis)
-        return jnp.concatenate(parts, axis=concat_axis)
-
-    @staticmethod
-    def ppermute(
-        x: jax.Array, axis_name: str | tuple[str, ...], perm: Sequence[tuple[int, int]]
-    ) -> jax.Array:
-        return x + 0
-
-    # an array: this shard's part only; a count: the real one
-    def psum(self, x: jax.Array | int, axis_name: str | tuple[str, ...]) -> jax.Array | int:
-        return x + 0 if hasattr(x, "shape") else self._real.psum(x, axis_name)
-
-
 @contextmanager
 def local_collectives() -> Iterator[None]:
-    """Trace the decompositions with :class:`_LocalLax` (timing the step without
-    communication)."""
-    import importlib
+    """Trace the decompositions with every collective replaced by a local copy (timing the step
+    without communication; :class:`sonotile.parallel.collectives.LocalCopies`)."""
+    from sonotile.parallel import collectives
 
-    mods: list[Any] = [importlib.import_module(m) for m in COLLECTIVE_MODULES]  # lax replaced
-    real = [m.lax for m in mods]
-    for m, r in zip(mods, real):
-        m.lax = _LocalLax(r)
-    try:
+    with collectives.using(collectives.LocalCopies()):
         yield
-    finally:
-        for m, r in zip(mods, real):
-            m.lax = r
 
 
 def time_chunks(engine: Engine, problem: Problem, steps: int, repeats: int) -> float:

@@ -59,6 +59,9 @@ sonotile extras:
   --bell_width <w>           lfb bell transition as a fraction of the overlap (default 0.5)
   --accuracy <e>             accuracy target for --decomposition auto (default 1e-3)
   --cpu_devices <n>          split the CPU into n virtual devices (testing decompositions)
+  --transport <t>            auto | mpi | xla: what carries halos and transposes between
+                             processes (default auto: MPI under mpirun/srun with one CPU device
+                             per process, else XLA's gloo/NCCL)
 several processes (sonotile launch -n N -- sonotile-kwave ..., mpirun, srun): detected from the
 environment; every process runs the same command line, process 0 writes the files.
 """
@@ -139,6 +142,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bell_width", type=_positive_float, default=0.5)
     p.add_argument("--accuracy", type=_positive_float, default=1e-3)
     p.add_argument("--cpu_devices", type=_int_range(1, 4096))
+    p.add_argument("--transport", choices=("auto", "mpi", "xla"), default=None)
     for flag in OUTPUT_FLAGS:
         names = [f"--{flag}"]
         if flag == "p_raw":

@@ -44,8 +44,9 @@ def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device |
     from sonotile.parallel.engine import engine_for
 
     engine, reason = engine_for(
-        problem, args.decomposition, args.mesh, args.overlap, args.bell_width, args.accuracy
-    )
+        problem, args.decomposition, args.mesh, args.overlap, args.bell_width, args.accuracy,
+        transport=args.transport,
+    )  # fmt: skip
     if (args.decomposition == "auto" or args.verbose) and jax.process_index() == 0:
         print(f"sonotile-kwave: running {engine.describe} ({reason})", file=sys.stderr)
     return engine

@@ -1,4 +1,11 @@
-"""Collectives built from point-to-point ``ppermute``: the ones the CPU transports do slowly.
+"""The collectives of the decompositions, and the transports that carry them.
+
+:func:`ppermute`, :func:`all_to_all`, :func:`axis_index` and :func:`axis_size` are what
+:mod:`.lfb`, :mod:`.pencil` and the sensor gather call. By default they are ``jax.lax``'s (XLA
+collectives inside ``shard_map``: gloo between CPU processes, NCCL between GPUs). Traced inside
+:func:`using`, a :class:`Transport` carries them instead: the MPI transport of
+:mod:`sonotile.parallel.mpi` (MPI calls inside a one-device program per process) or
+:class:`LocalCopies` (no communication, for timing the step without it).
 
 Measured on CPU across processes (gloo, ``benchmarks/collectives.py``, docs/scaling.md): an
 ``all-reduce`` of 1 KB costs ~9 ms where a ``ppermute`` of the same buffer costs ~0.1-0.2 ms,
@@ -10,12 +17,99 @@ transfers of a few bytes.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
 import jax
+import jax.numpy as jnp
 from jax import lax
 
 
+class Transport(Protocol):
+    """Collectives over named mesh axes, traced into a program of one shard."""
+
+    def ppermute(self, x: jax.Array, name: str, perm: Sequence[tuple[int, int]]) -> jax.Array: ...
+
+    def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
+        """``lax.all_to_all(..., tiled=True)``."""
+        ...
+
+    def axis_index(self, name: str) -> jax.Array: ...
+
+    def axis_size(self, name: str) -> int: ...
+
+
+_current: contextvars.ContextVar[Transport | None] = contextvars.ContextVar(
+    "sonotile_transport", default=None
+)
+
+
+@contextlib.contextmanager
+def using(transport: Transport | None) -> Iterator[None]:
+    """Trace the collectives called inside with ``transport`` (None: ``jax.lax``'s)."""
+    token = _current.set(transport)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current() -> Transport | None:
+    """The transport :func:`using` set, or None."""
+    return _current.get()
+
+
+def ppermute(x: jax.Array, name: str, perm: Sequence[tuple[int, int]]) -> jax.Array:
+    """``lax.ppermute``: shard ``i`` sends ``x`` to ``j`` for each ``(i, j)`` in ``perm``."""
+    t = _current.get()
+    return lax.ppermute(x, name, list(perm)) if t is None else t.ppermute(x, name, perm)
+
+
+def all_to_all(x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
+    """``lax.all_to_all(x, name, split_axis, concat_axis, tiled=True)``."""
+    t = _current.get()
+    if t is None:
+        return lax.all_to_all(x, name, split_axis, concat_axis, tiled=True)
+    return t.all_to_all(x, name, split_axis, concat_axis)
+
+
+def axis_index(name: str) -> jax.Array:
+    """This shard's position along mesh axis ``name``."""
+    t = _current.get()
+    return lax.axis_index(name) if t is None else t.axis_index(name)
+
+
+class LocalCopies:
+    """Every collective replaced by a local copy of the same size (no communication, no
+    synchronisation; the results are wrong): the step's cost without its transport."""
+
+    def __init__(self, sizes: dict[str, int] | None = None) -> None:
+        self.sizes = sizes  # None: ask lax (inside shard_map)
+
+    def ppermute(self, x: jax.Array, name: str, perm: Sequence[tuple[int, int]]) -> jax.Array:
+        return x + 0
+
+    def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
+        parts = jnp.split(x, self.axis_size(name), axis=split_axis)
+        return jnp.concatenate(parts, axis=concat_axis)
+
+    def axis_index(self, name: str) -> jax.Array:
+        return lax.axis_index(name) if self.sizes is None else jnp.int32(0)
+
+    def axis_size(self, name: str) -> int:
+        if self.sizes is not None:
+            return self.sizes[name]
+        size = getattr(lax, "axis_size", None)
+        return int(size(name)) if size is not None else int(lax.psum(1, name))
+
+
 def axis_size(name: str) -> int:
-    """Number of devices along mesh axis ``name`` (inside ``shard_map``; no communication)."""
+    """Number of devices along mesh axis ``name`` (no communication)."""
+    t = _current.get()
+    if t is not None:
+        return t.axis_size(name)
     size = getattr(lax, "axis_size", None)
     return int(size(name)) if size is not None else int(lax.psum(1, name))
 
@@ -33,12 +127,12 @@ def sum_over(v: jax.Array, names: tuple[str, ...]) -> jax.Array:
         if n & (n - 1) == 0:  # butterfly: partner i ^ 2^k
             k = 1
             while k < n:
-                v = v + lax.ppermute(v, name, [(i, i ^ k) for i in range(n)])
+                v = v + ppermute(v, name, [(i, i ^ k) for i in range(n)])
                 k *= 2
         else:  # ring: pass each contribution once around
             x, acc = v, v
             for _ in range(n - 1):
-                x = lax.ppermute(x, name, [(i, (i + 1) % n) for i in range(n)])
+                x = ppermute(x, name, [(i, (i + 1) % n) for i in range(n)])
                 acc = acc + x
             v = acc
     return v

@@ -26,6 +26,8 @@ from jax.sharding import PartitionSpec as P
 
 from sonotile.model.lazy import LazyField
 from sonotile.model.problem import Problem
+from sonotile.parallel import collectives
+from sonotile.parallel import mpi as mpimod
 from sonotile.parallel.auto import auto
 from sonotile.parallel.blocks import Blocks
 from sonotile.parallel.lfb import LfbOps, lfb_constants
@@ -282,6 +284,7 @@ def decomposed_engine(
     overlap: int = 16,
     bell_width: float = 0.5,
     devices: Sequence[jax.Device] | None = None,
+    transport: str | None = None,
 ) -> runner.Engine:
     """A :class:`~sonotile.solver.runner.Engine` running the one step on a device mesh.
 
@@ -295,6 +298,11 @@ def decomposed_engine(
             all devices on axis 0.
         overlap, bell_width: LFB padding [points] and bell transition (fraction of the overlap).
         devices: the devices to use (default: all, across processes).
+        transport: what carries the step's collectives between processes: ``"mpi"`` (MPI
+            inside each process's one-device program, :mod:`.mpi`), ``"xla"`` (XLA's
+            collectives: gloo on CPUs, NCCL on GPUs) or ``"auto"`` (MPI where it can; default:
+            ``SONOTILE_TRANSPORT``, else auto). ``"local"`` (benchmarks only): every collective
+            replaced by a local copy, no communication, wrong results.
     """
     g = problem.grid
     d = g.ndim
@@ -311,19 +319,31 @@ def decomposed_engine(
     parts = _parts(problem, decomposition, blocks, overlap, bell_width, layout)
     carry_specs = _carry_specs(layout, d, m)
     const_specs = parts.arg_specs(m)
-    init_fn, chunk_fn = _programs(parts, mesh, layout, phys, blocks.local_shape, dtype)
     const_args = _place_args(parts, const_specs, mesh, blocks)
+    how = "local" if transport == "local" else mpimod.choose(transport, mesh)
+    init_fn: Any
+    chunk_fn: Any
+    div_fn: Any
+    carrier: collectives.Transport | None = None
+    if how in ("mpi", "local"):
+        carrier = (
+            mpimod.MpiTransport(mesh) if how == "mpi"
+            else collectives.LocalCopies(dict(zip(AXIS_NAMES, mesh_shape)))
+        )  # fmt: skip
+        init_fn, chunk_fn, div_fn = _shard_programs(
+            parts, mesh, layout, phys, blocks.local_shape, dtype, const_args, carrier
+        )
+    else:
+        init_fn, chunk_fn = _programs(parts, mesh, layout, phys, blocks.local_shape, dtype)
+        u_specs = carry_specs[0].u
+        div_fn = jax.jit(shard_map(lambda u, o: parts.make_ops(o).div(u), mesh,
+                                   (u_specs, parts.ops_specs), u_specs))  # fmt: skip
 
     def start() -> tuple[runner.RunState, dict[str, np.ndarray]]:
         carry, raw0 = init_fn(*const_args)
         return runner.RunState(carry, 1 if phys.p0 else 0), {
             k: np.asarray(v) for k, v in raw0.items()
         }
-
-    u_specs = carry_specs[0].u
-    div_fn = jax.jit(
-        shard_map(lambda u, o: parts.make_ops(o).div(u), mesh, (u_specs, parts.ops_specs), u_specs)
-    )
 
     def place(carry: tuple[State, dict[str, Any]]) -> tuple[State, dict[str, jax.Array]]:
         return jax.tree_util.tree_map(
@@ -334,22 +354,21 @@ def decomposed_engine(
     return runner.Engine(
         problem, layout, phys, start, lambda carry, xs: chunk_fn(carry, xs, *const_args),
         lambda u: div_fn(u, const_args[3]), place,
-        _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks),
+        _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks)
+        + (", halos and transposes through MPI" if how == "mpi" else ""),
         lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
         blocks=None if blocks.all_even else blocks,
         devices=math.prod(mesh_shape),
+        transport=carrier,
     )  # fmt: skip
 
 
-def _programs(
-    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
-    local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike,
-) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:  # fmt: skip
-    """The jitted ``shard_map`` programs: ``init(*consts) -> (carry, raw0)`` (step 0) and
-    ``chunk(carry, xs, *consts) -> (carry, raw)`` (one scan, donated carry)."""
-    m = len(parts.names)
-    carry_specs = _carry_specs(layout, len(local_shape), m)
-    const_specs = parts.arg_specs(m)
+def _local_programs(
+    parts: _Parts, layout: sens.SensorLayout, phys: Physics, local_shape: tuple[int, ...],
+    dtype: jax.typing.DTypeLike,
+) -> tuple[Callable, Callable]:  # fmt: skip
+    """One shard's ``init(*consts) -> (carry, raw0)`` (step 0) and ``chunk(carry, xs,
+    *consts) -> (carry, raw)`` (one scan), on its local arrays."""
 
     def local_init(
         arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None, ops_l: Any
@@ -369,6 +388,19 @@ def _programs(
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return lax.scan(body, carry, xs)
 
+    return local_init, local_chunk
+
+
+def _programs(
+    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
+    local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike,
+) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:  # fmt: skip
+    """The jitted ``shard_map`` programs: ``init(*consts) -> (carry, raw0)`` (step 0) and
+    ``chunk(carry, xs, *consts) -> (carry, raw)`` (one scan, donated carry)."""
+    m = len(parts.names)
+    carry_specs = _carry_specs(layout, len(local_shape), m)
+    const_specs = parts.arg_specs(m)
+    local_init, local_chunk = _local_programs(parts, layout, phys, local_shape, dtype)
     raw0_specs = {f: P() for f in layout.raw} if phys.p0 else {}
     raw_specs = {f: P() for f in layout.raw}
     init_fn = jax.jit(shard_map(local_init, mesh, const_specs, (carry_specs, raw0_specs)))
@@ -377,6 +409,72 @@ def _programs(
         donate_argnums=(0,),
     )
     return init_fn, chunk_fn
+
+
+def _shard(x: Any) -> Any:
+    """This process's one shard of a global array (the array the shard's program sees)."""
+    return x.addressable_shards[0].data if isinstance(x, jax.Array) else x
+
+
+def _assemble(x: jax.Array, spec: P, mesh: Mesh) -> jax.Array:
+    """The global array whose shard on this process is ``x`` (no copy, no communication)."""
+    names = tuple(spec) + (None,) * (x.ndim - len(spec))
+    shape = tuple(n * (mesh.shape[a] if a is not None else 1) for n, a in zip(x.shape, names))
+    return jax.make_array_from_single_device_arrays(shape, NamedSharding(mesh, spec), [x])
+
+
+class _ShardProgram:
+    """A shard's one-device program traced with a transport (MPI, or local copies), called like
+    the ``shard_map`` program it replaces (global arrays, then the constants, which it holds as
+    local shards already): local shards in, global arrays (``out_specs``) out. With
+    ``samples`` the program returns ``(fields, samples)`` and the samples (the same on every
+    process) stay local."""
+
+    def __init__(
+        self, fn: Callable, transport: collectives.Transport, mesh: Mesh, out_specs: Any,
+        local_consts: tuple, donate: bool = False, samples: bool = True,
+    ) -> None:  # fmt: skip
+        self.jitted = jax.jit(fn, donate_argnums=(0,) if donate else ())
+        self.transport, self.mesh, self.out_specs = transport, mesh, out_specs
+        self.consts, self.samples = local_consts, samples
+
+    def _local(self, args: tuple) -> tuple:
+        return jax.tree_util.tree_map(_shard, args) + self.consts
+
+    def lower(self, *args: Any) -> jax.stages.Lowered:
+        """The program lowered for these arguments; an MPI transport's ``traced`` list holds
+        this program's collectives afterwards."""
+        if hasattr(self.transport, "traced"):
+            self.transport.traced.clear()
+        with collectives.using(self.transport):
+            return self.jitted.lower(*self._local(args[: len(args) - len(self.consts)]))
+
+    def __call__(self, *args: Any) -> Any:
+        with collectives.using(self.transport):
+            out = self.jitted(*self._local(args[: len(args) - len(self.consts)]))
+        whole = jax.tree_util.tree_map(
+            lambda s, x: _assemble(x, s, self.mesh), self.out_specs,
+            out[0] if self.samples else out, is_leaf=lambda v: isinstance(v, P),
+        )  # fmt: skip
+        return (whole, out[1]) if self.samples else whole
+
+
+def _shard_programs(
+    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
+    local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike, const_args: tuple,
+    transport: collectives.Transport,
+) -> tuple[_ShardProgram, _ShardProgram, _ShardProgram]:  # fmt: skip
+    """:func:`_programs` and the divergence as one-device programs whose collectives go through
+    ``transport``; the constants are taken as this process's shards once."""
+    carry_specs = _carry_specs(layout, len(local_shape), len(parts.names))
+    local_init, local_chunk = _local_programs(parts, layout, phys, local_shape, dtype)
+    consts = jax.tree_util.tree_map(_shard, const_args)
+    init = _ShardProgram(local_init, transport, mesh, carry_specs, consts)
+    chunk = _ShardProgram(local_chunk, transport, mesh, carry_specs, consts, donate=True)
+    u_specs = carry_specs[0].u
+    div = _ShardProgram(lambda u, o: parts.make_ops(o).div(u), transport, mesh, u_specs,
+                      (consts[3],), samples=False)  # fmt: skip
+    return init, chunk, div
 
 
 def _describe(
@@ -408,12 +506,13 @@ def engine_for(
     bell_width: float = 0.5,
     accuracy: float = 1e-3,
     devices: Sequence[jax.Device] | None = None,
+    transport: str | None = None,
 ) -> tuple[runner.Engine, str]:
     """The engine the user asked for, and a sentence saying what was chosen and why.
 
     ``decomposition="auto"`` picks with :func:`auto` from the grid, the devices (all of them,
     across processes) and the accuracy target; explicit ``mesh_shape``/``overlap`` override its
-    picks.
+    picks. ``transport``: see :func:`decomposed_engine`.
     """
     if decomposition not in DECOMPOSITIONS:
         raise ValueError(f"decomposition = {decomposition!r}: expected one of {DECOMPOSITIONS}")
@@ -433,6 +532,7 @@ def engine_for(
             )
         return runner.single_engine(problem), reason
     engine = decomposed_engine(
-        problem, decomposition, mesh_shape, 16 if overlap is None else overlap, bell_width, devs
-    )
+        problem, decomposition, mesh_shape, 16 if overlap is None else overlap, bell_width, devs,
+        transport,
+    )  # fmt: skip
     return engine, reason

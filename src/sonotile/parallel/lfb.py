@@ -22,6 +22,7 @@ import numpy as np
 from jax import lax
 
 from sonotile.model.problem import Problem
+from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver.operators import FourierOps
@@ -107,7 +108,7 @@ class LfbOps:
         for h in range(1, hops + 1):
             # shard i receives the block of shard i + side*h
             perm = [((i + side * h) % size, i) for i in range(size)]
-            pieces.append(lax.ppermute(f, name, perm))
+            pieces.append(collectives.ppermute(f, name, perm))
         if side < 0:
             halo = jnp.concatenate(pieces[::-1], axis=a) if hops > 1 else pieces[0]
             return lax.slice_in_dim(halo, hops * n - ov, hops * n, axis=a)
@@ -117,7 +118,7 @@ class LfbOps:
     def _count(self, a: int) -> jax.Array:
         """This block's real points along axis ``a`` (traced: it depends on the shard)."""
         counts = jnp.asarray(self.meta.counts[a], jnp.int32)
-        return counts[lax.axis_index(self.meta.names[a])]
+        return counts[collectives.axis_index(self.meta.names[a])]
 
     def _halo_uneven(self, f: jax.Array, a: int, side: int) -> jax.Array:
         """:meth:`_halo` for blocks of different sizes: the ``overlap`` real points nearest to
@@ -126,10 +127,10 @@ class LfbOps:
         name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
         b = f.shape[a]
         counts = jnp.asarray(mt.counts[a], jnp.int32)
-        me = lax.axis_index(name)
+        me = collectives.axis_index(name)
         hops = -(-ov // min(mt.counts[a]))
         ks = range(hops, 0, -1) if side < 0 else range(1, hops + 1)  # in grid order
-        pieces = [lax.ppermute(f, name, [((i + side * k) % size, i) for i in range(size)])
+        pieces = [collectives.ppermute(f, name, [((i + side * k) % size, i) for i in range(size)])
                   for k in ks]  # fmt: skip
         real = jnp.concatenate([jnp.arange(b) < counts[(me + side * k) % size] for k in ks])
         order = jnp.argsort(~real, stable=True)  # real points first, in grid order
@@ -154,7 +155,7 @@ class LfbOps:
         else:
             edge = lax.slice_in_dim(f, 0, ov, axis=a)
             perm = [(i, (i - 1) % size) for i in range(size)]
-        return lax.ppermute(edge, name, perm)
+        return collectives.ppermute(edge, name, perm)
 
     def _pad(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a in range(len(self.meta.names)):
@@ -220,14 +221,14 @@ class LfbOps:
             # another axis, cut into `size` pieces (zero-padded: each line shifts on its own)
             b, name = max(c for c in range(mt.ndim) if c != axis), mt.names[axis]
             nb = u.shape[b]
-            v = lax.all_to_all(resize(u, -(-nb // size) * size, b), name, b, axis, tiled=True)
+            v = collectives.all_to_all(resize(u, -(-nb // size) * size, b), name, b, axis)
             if mt.uneven(axis):
                 v = compact(v, mt.counts[axis], axis)
             F = jnp.fft.rfft(v, axis=axis) * self.unshift[axis]
             v = jnp.fft.irfft(F, n=v.shape[axis], axis=axis).astype(u.dtype)
             if mt.uneven(axis):
                 v = expand(v, mt.counts[axis], axis)
-            return resize(lax.all_to_all(v, name, axis, b, tiled=True), nb, b)
+            return resize(collectives.all_to_all(v, name, axis, b), nb, b)
         ax = (axis,)
         q = self._window(self._pad(u, ax), ax)
         return self._crop(self.inner.unstagger(q, axis), ax)

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from sonotile.model.problem import Problem
+from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver import plan as planmod
@@ -77,7 +77,7 @@ class PencilOps(FourierOps):
             F = jnp.fft.fft(F, axis=a)
         for j in range(m - 1, -1, -1):
             F = resize(F, mt.kpad[j + 1], j + 1)
-            F = lax.all_to_all(F, mt.names[j], j + 1, j, tiled=True)
+            F = collectives.all_to_all(F, mt.names[j], j + 1, j)
             F = jnp.fft.fft(self._compact(F, j), axis=j)
         return F
 
@@ -86,7 +86,7 @@ class PencilOps(FourierOps):
         d, m = len(mt.shape), len(mt.names)
         for j in range(m):
             F = self._expand(jnp.fft.ifft(F, axis=j), j)
-            F = lax.all_to_all(F, mt.names[j], j, j + 1, tiled=True)
+            F = collectives.all_to_all(F, mt.names[j], j, j + 1)
             F = resize(F, mt.klen[j + 1], j + 1)
         for a in range(m, d - 1):
             F = jnp.fft.ifft(F, axis=a)
@@ -99,9 +99,9 @@ class PencilOps(FourierOps):
             return super().unstagger(u, axis)
         name, size, n_last = mt.names[axis], mt.sizes[axis], u.shape[d - 1]
         v = resize(u, -(-n_last // size) * size, d - 1)  # zeros: each line shifts on its own
-        v = lax.all_to_all(v, name, d - 1, axis, tiled=True)  # make `axis` local
+        v = collectives.all_to_all(v, name, d - 1, axis)  # make `axis` local
         v = self._expand(super().unstagger(self._compact(v, axis), axis), axis)
-        return resize(lax.all_to_all(v, name, axis, d - 1, tiled=True), n_last, d - 1)
+        return resize(collectives.all_to_all(v, name, axis, d - 1), n_last, d - 1)
 
 
 def pencil_constants(

@@ -137,6 +137,8 @@ class Engine:
             different sizes (:class:`sonotile.parallel.blocks.Blocks`: ``to_true`` removes the
             dead points), or None when device arrays have the grid's shape.
         devices: how many devices the arrays are spread over (memory check).
+        transport: what carries the step's collectives when it is not XLA (e.g.
+            :class:`sonotile.parallel.mpi.MpiTransport`), else None.
     """
 
     problem: Problem
@@ -150,6 +152,7 @@ class Engine:
     lower: Callable | None = None
     blocks: Any = None
     devices: int = 1  # devices the engine's arrays are spread over
+    transport: Any = None
 
     def to_true(self, fields: dict) -> dict:
         """Gathered whole fields (host arrays) in the grid's shape."""

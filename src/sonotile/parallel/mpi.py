@@ -1,0 +1,156 @@
+"""MPI as the transport between processes: halos and transposes inside the compiled step.
+
+Each process runs the decomposition's step as a program of its one device, and the step's
+collectives (:mod:`.collectives`) become MPI point-to-point and all-to-all calls compiled into
+it by mpi4jax. On one machine Open MPI moves them through shared memory; across nodes through
+the interconnect. Measured here (``benchmarks/collectives.py``, docs/scaling.md) a halo
+``sendrecv`` costs 6-8x less than the same ``ppermute`` through gloo, whose every message
+crosses the TCP loopback and XLA's rendezvous.
+
+JAX's distributed runtime still joins the processes (one mesh over all devices, the global
+arrays the writers and checkpoints take shard by shard); only the step's own communication
+moves to MPI. The processes must be MPI ranks (``mpirun``, ``srun --mpi=pmix``), one CPU device
+each; :func:`unavailable` says why not when they are not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
+#: ``--transport`` / ``SONOTILE_TRANSPORT`` values
+TRANSPORTS = ("auto", "mpi", "xla")
+ENV_TRANSPORT = "SONOTILE_TRANSPORT"
+
+
+def unavailable(mesh: Mesh) -> str | None:
+    """Why the MPI transport cannot carry ``mesh``'s collectives in this job, or None."""
+    if jax.process_count() == 1:
+        return "one process (the devices of one process talk without MPI)"
+    if len(jax.local_devices()) != 1:
+        return f"{len(jax.local_devices())} devices in this process (MPI needs one per process)"
+    if jax.local_devices()[0].platform != "cpu":
+        return "GPU devices (XLA's NCCL collectives are the transport there)"
+    try:
+        import mpi4jax  # noqa: F401
+        from mpi4py import MPI
+    except ImportError as e:
+        return f"mpi4jax is not installed ({e}); scripts/setup.sh installs it where MPI is"
+    size = MPI.COMM_WORLD.Get_size()
+    if size != jax.process_count():
+        return (
+            f"{jax.process_count()} JAX processes but {size} MPI rank(s): start the job with "
+            "mpirun or srun --mpi=pmix, not sonotile launch"
+        )
+    del mesh
+    return None
+
+
+def choose(asked: str | None, mesh: Mesh) -> str:
+    """``"mpi"`` or ``"xla"``: what the user asked for (argument, else ``SONOTILE_TRANSPORT``,
+    else ``auto``: MPI wherever it can carry the mesh)."""
+    asked = asked or os.environ.get(ENV_TRANSPORT, "auto")
+    if asked not in TRANSPORTS:
+        raise ValueError(f"transport = {asked!r}: expected one of {TRANSPORTS}")
+    if asked == "xla":
+        return "xla"
+    why = unavailable(mesh)
+    if why is None:
+        return "mpi"
+    if asked == "mpi":
+        raise ValueError(f"transport 'mpi' cannot be used: {why}")
+    return "xla"
+
+
+class MpiTransport:
+    """The collectives of one process's shard of ``mesh`` as MPI calls (see the module doc).
+
+    Mesh coordinates map to MPI ranks through the devices' processes (``process_index`` of the
+    device at each coordinate; the MPI rank of each JAX process is exchanged once).
+    """
+
+    def __init__(self, mesh: Mesh) -> None:
+        from mpi4py import MPI
+
+        self.comm = MPI.COMM_WORLD
+        by_process = self.comm.allgather(jax.process_index())  # MPI rank -> JAX process
+        rank_of = {p: r for r, p in enumerate(by_process)}
+        self.names: tuple[str, ...] = tuple(mesh.axis_names)
+        self.shape: tuple[int, ...] = tuple(int(s) for s in mesh.devices.shape)
+        self.ranks = np.vectorize(lambda d: rank_of[d.process_index])(mesh.devices)
+        me = self.comm.Get_rank()
+        where = np.argwhere(self.ranks == me)
+        if where.shape[0] != 1:
+            raise ValueError(f"MPI rank {me} holds {where.shape[0]} devices of the mesh, not 1")
+        self.coords: tuple[int, ...] = tuple(int(c) for c in where[0])
+        # one communicator per axis, created now in the same order on every process (creation
+        # is collective: the order in which a program is traced must not decide it)
+        self._axis_comms: dict[str, Any] = {}
+        for name in self.names:
+            self._sub(name)
+        #: ``(kind, bytes)`` of every collective traced so far (the exchange benchmark's list)
+        self.traced: list[tuple[str, int]] = []
+
+    def _axis(self, name: str) -> int:
+        return self.names.index(name)
+
+    def _rank_at(self, a: int, c: int) -> int:
+        coords = list(self.coords)
+        coords[a] = c
+        return int(self.ranks[tuple(coords)])
+
+    def axis_size(self, name: str) -> int:
+        return self.shape[self._axis(name)]
+
+    def axis_index(self, name: str) -> jax.Array:
+        return jnp.int32(self.coords[self._axis(name)])
+
+    def ppermute(self, x: jax.Array, name: str, perm: Sequence[tuple[int, int]]) -> jax.Array:
+        """Send ``x`` to this shard's destination in ``perm``, receive from its source (a
+        ``sendrecv``; ``perm`` must be a permutation of the axis)."""
+        import mpi4jax
+
+        a = self._axis(name)
+        me = self.coords[a]
+        dest = [j for i, j in perm if i == me]
+        src = [i for i, j in perm if j == me]
+        if len(dest) != 1 or len(src) != 1:
+            raise ValueError(f"ppermute over {name!r}: {list(perm)} is not a permutation")
+        if dest[0] == me and src[0] == me:
+            return x
+        self.traced.append(("collective-permute", x.size * x.dtype.itemsize))
+        return mpi4jax.sendrecv(
+            x, x, source=self._rank_at(a, src[0]), dest=self._rank_at(a, dest[0]), comm=self.comm
+        )
+
+    def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
+        """``lax.all_to_all(tiled=True)``: piece ``k`` of ``split_axis`` goes to shard ``k``,
+        the pieces received are joined along ``concat_axis`` in shard order."""
+        import mpi4jax
+
+        n = self.axis_size(name)
+        if n == 1:
+            return x
+        self.traced.append(("all-to-all", x.size * x.dtype.itemsize * (n - 1) // n))  # sent
+        pieces = jnp.stack(jnp.split(x, n, axis=split_axis))
+        got = mpi4jax.alltoall(pieces, comm=self._sub(name))
+        return jnp.concatenate(list(got), axis=concat_axis)
+
+    def _sub(self, name: str) -> Any:
+        """The communicator of the shards along ``name`` that share this shard's other
+        coordinates, ranked by coordinate (created once, collectively)."""
+        if name not in self._axis_comms:
+            a = self._axis(name)
+            others = [c for b, c in enumerate(self.coords) if b != a]
+            color = int(np.ravel_multi_index(others, [s for b, s in enumerate(self.shape)
+                                                      if b != a])) if others else 0  # fmt: skip
+            self._axis_comms[name] = self.comm.Split(color, self.coords[a])
+        return self._axis_comms[name]
