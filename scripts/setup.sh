@@ -16,13 +16,15 @@ fi
 .venv/bin/python -m sonotile.fft.fftw || true
 # MPI as the transport between processes (mpirun; docs/scaling.md): Open MPI from the system
 # (installed here from Debian's packages when run as root), mpi4py and mpi4jax from PyPI. Without
-# them multi-process runs use XLA's gloo collectives.
-if ! command -v mpicc > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+# them multi-process runs use XLA's gloo collectives. SONOTILE_MPI=0 skips this.
+if [ "${SONOTILE_MPI:-1}" = 0 ]; then
+  :
+elif ! command -v mpicc > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
   { DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin libopenmpi-dev \
     || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin \
     libopenmpi-dev; }; } > /dev/null || echo "setup.sh: could not install Open MPI; multi-process runs will use gloo" >&2
 fi
-if command -v mpicc > /dev/null; then
+if [ "${SONOTILE_MPI:-1}" != 0 ] && command -v mpicc > /dev/null; then
   .venv/bin/python -m pip install -q -e ".[mpi]" \
     || echo "setup.sh: could not install mpi4jax; multi-process runs will use gloo" >&2
 fi

@@ -459,3 +459,26 @@ def test_transport_choice_and_its_errors():
         choose("mpi", mesh)
     with pytest.raises(ValueError, match="expected one of"):
         choose("nccl", mesh)
+
+
+@needs_mpi
+def test_mpi_rank_that_dies_stops_the_job(tmp_path):
+    """Under mpirun, rank 1 raises while rank 0 is inside the step's MPI exchange: the job ends
+    at once with the error (mpirun kills the waiting rank), no hang."""
+    script = tmp_path / "die.py"
+    script.write_text(
+        "import sonotile.parallel.distributed\n"
+        "sonotile.parallel.distributed.initialize()\n"
+        "import jax, sys\n"
+        "sys.path.insert(0, {!r})\n"
+        "from ivp_case import ivp\n"
+        "from sonotile.parallel import decomposed_engine\n"
+        "from sonotile.solver.runner import run_engine\n"
+        "engine = decomposed_engine(ivp((32, 32, 32)), 'lfb', (2,), transport='mpi')\n"
+        "if jax.process_index() == 1:\n"
+        "    raise RuntimeError('rank 1 broke')\n"
+        "run_engine(engine)\n".format(str(ROOT / "tests" / "helpers"))
+    )
+    r = mpirun(sys.executable, script, timeout=120)
+    assert r.returncode != 0 and "rank 1 broke" in r.stderr, r.stderr[-2000:]
+    assert r.elapsed < 60
