@@ -482,3 +482,14 @@ def test_mpi_rank_that_dies_stops_the_job(tmp_path):
     r = mpirun(sys.executable, script, timeout=120)
     assert r.returncode != 0 and "rank 1 broke" in r.stderr, r.stderr[-2000:]
     assert r.elapsed < 60
+
+
+def test_mpi_transport_under_sonotile_launch_is_an_error(tmp_path):
+    """Processes of ``sonotile launch`` are not MPI ranks: asking for MPI names the launcher to
+    use, before any output exists; ``auto`` runs them through XLA's collectives."""
+    out = tmp_path / "out.h5"
+    r = launch(*base(out), "--decomposition", "lfb", "--transport", "mpi", cpu_devices=1)
+    assert r.returncode != 0 and "not MPI ranks: start the job with mpirun" in r.stderr, r.stderr[
+        -2000:
+    ]
+    assert not out.exists()

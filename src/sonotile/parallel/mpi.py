@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.parallel.distributed import detect
+
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
@@ -39,6 +41,10 @@ def unavailable(mesh: Mesh) -> str | None:
         return f"{len(jax.local_devices())} devices in this process (MPI needs one per process)"
     if jax.local_devices()[0].platform != "cpu":
         return "GPU devices (XLA's NCCL collectives are the transport there)"
+    job = detect()
+    if job is None or job["launcher"] not in ("mpirun", "srun"):
+        launcher = "an unknown launcher" if job is None else job["launcher"]
+        return f"processes started by {launcher}, not MPI ranks: start the job with mpirun or srun"
     try:
         import mpi4jax  # noqa: F401
         from mpi4py import MPI
