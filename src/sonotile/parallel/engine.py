@@ -321,23 +321,9 @@ def decomposed_engine(
     const_specs = parts.arg_specs(m)
     const_args = _place_args(parts, const_specs, mesh, blocks)
     how = "local" if transport == "local" else mpimod.choose(transport, mesh)
-    init_fn: Any
-    chunk_fn: Any
-    div_fn: Any
-    carrier: collectives.Transport | None = None
-    if how in ("mpi", "local"):
-        carrier = (
-            mpimod.MpiTransport(mesh) if how == "mpi"
-            else collectives.LocalCopies(dict(zip(AXIS_NAMES, mesh_shape)))
-        )  # fmt: skip
-        init_fn, chunk_fn, div_fn = _shard_programs(
-            parts, mesh, layout, phys, blocks.local_shape, dtype, const_args, carrier
-        )
-    else:
-        init_fn, chunk_fn = _programs(parts, mesh, layout, phys, blocks.local_shape, dtype)
-        u_specs = carry_specs[0].u
-        div_fn = jax.jit(shard_map(lambda u, o: parts.make_ops(o).div(u), mesh,
-                                   (u_specs, parts.ops_specs), u_specs))  # fmt: skip
+    init_fn, chunk_fn, div_fn, carrier = _step_programs(
+        how, parts, mesh, layout, phys, blocks.local_shape, dtype, const_args
+    )
 
     def start() -> tuple[runner.RunState, dict[str, np.ndarray]]:
         carry, raw0 = init_fn(*const_args)
@@ -361,6 +347,27 @@ def decomposed_engine(
         devices=math.prod(mesh_shape),
         transport=carrier,
     )  # fmt: skip
+
+
+def _step_programs(
+    how: str, parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
+    local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike, const_args: tuple,
+) -> tuple[Any, Any, Any, collectives.Transport | None]:  # fmt: skip
+    """``(init, chunk, divergence, transport)`` for the transport ``how``: ``"xla"``
+    (``shard_map`` programs, transport None), ``"mpi"`` or ``"local"`` (one-device programs
+    per process whose collectives go through the returned transport)."""
+    if how == "xla":
+        init_fn, chunk_fn = _programs(parts, mesh, layout, phys, local_shape, dtype)
+        u_specs = _carry_specs(layout, len(local_shape), len(parts.names))[0].u
+        div_fn = jax.jit(shard_map(lambda u, o: parts.make_ops(o).div(u), mesh,
+                                   (u_specs, parts.ops_specs), u_specs))  # fmt: skip
+        return init_fn, chunk_fn, div_fn, None
+    carrier: collectives.Transport = (
+        mpimod.MpiTransport(mesh) if how == "mpi"
+        else collectives.LocalCopies(dict(zip(mesh.axis_names, mesh.devices.shape)))
+    )  # fmt: skip
+    programs = _shard_programs(parts, mesh, layout, phys, local_shape, dtype, const_args, carrier)
+    return (*programs, carrier)
 
 
 def _local_programs(
