@@ -25,6 +25,7 @@ from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
+from sonotile.solver.device import to_device
 from sonotile.solver.operators import FourierOps
 
 if TYPE_CHECKING:
@@ -241,7 +242,7 @@ def _bell(
     b = erf_bell(n, overlap, width)
     shape = [1] * d
     shape[axis] = b.shape[0]
-    return jnp.asarray(b.reshape(shape), dtype)
+    return to_device(b.reshape(shape), dtype)
 
 
 def lfb_constants(
@@ -288,6 +289,6 @@ def lfb_constants(
             k = 2 * np.pi * np.fft.rfftfreq(n, dx)
             shape = [1] * d
             shape[a] = k.shape[0]
-            shifts.append(jnp.asarray(np.exp(-0.5j * k * dx).reshape(shape), cdtype))
+            shifts.append(to_device(np.exp(-0.5j * k * dx).reshape(shape), cdtype))
         unshift = tuple(shifts)
     return inner, tuple(bells), unshift, meta

@@ -36,6 +36,7 @@ from numpy.typing import DTypeLike
 from sonotile import config
 from sonotile.fft import fftw
 from sonotile.model.grid import along
+from sonotile.solver.device import to_device
 
 #: The pytree children of :class:`FourierOps` (its arrays; JAX puts placeholders or tracers
 #: there while it transforms a function).
@@ -167,23 +168,23 @@ class FourierOps:
         ks = half_wavenumbers(shape, spacing)
         kmag = half_kmag(shape, spacing, dtype)  # grid-sized host arrays in the run's dtype
         pos = tuple(
-            jnp.asarray(along(1j * k * np.exp(0.5j * k * d), ax, ndim), cdtype)
+            to_device(along(1j * k * np.exp(0.5j * k * d), ax, ndim), cdtype)
             for ax, (k, d) in enumerate(zip(ks, spacing))
         )
         neg = tuple(
-            jnp.asarray(along(1j * k * np.exp(-0.5j * k * d), ax, ndim), cdtype)
+            to_device(along(1j * k * np.exp(-0.5j * k * d), ax, ndim), cdtype)
             for ax, (k, d) in enumerate(zip(ks, spacing))
         )
-        kappa = jnp.asarray(kappa_of(kmag, c_ref, dt), dtype)
+        kappa = to_device(kappa_of(kmag, c_ref, dt), dtype)
         n1 = n2 = None
         if alpha_power is not None:
             a, b = power_law_nablas(kmag, alpha_power)
-            n1, n2 = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
-        skappa = jnp.asarray(np.cos(c_ref * kmag * dt / 2), dtype) if source_filter else None
+            n1, n2 = to_device(a, dtype), to_device(b, dtype)
+        skappa = to_device(np.cos(c_ref * kmag * dt / 2), dtype) if source_filter else None
         unshift = None
         if unstagger:
             unshift = tuple(
-                jnp.asarray(
+                to_device(
                     along(np.exp(-0.5j * 2 * np.pi * np.fft.rfftfreq(n, d) * d), ax, ndim), cdtype
                 )
                 for ax, (n, d) in enumerate(zip(shape, spacing))

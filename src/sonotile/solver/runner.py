@@ -25,6 +25,7 @@ from sonotile import config, runtime
 from sonotile.model.problem import Problem
 from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
+from sonotile.solver.device import to_device
 from sonotile.solver.operators import SpectralOps
 from sonotile.solver.step import PointIndex, State, initial_pressure_state, step, zero_state
 
@@ -189,7 +190,7 @@ def compile_problem(
         ops = planmod.spectral_ops(problem, unstagger=layout.needs_unstagger)
     pts = layout.points
     index = (
-        () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
+        () if pts is None else tuple(to_device(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
     )
     return Compiled(problem, phys, layout, consts, ops, index)
 
@@ -201,11 +202,11 @@ def single_engine(problem: Problem) -> Engine:
     dtype = jnp.dtype(problem.dtype)
 
     def start() -> tuple[RunState, dict[str, np.ndarray]]:
-        agg = sens.init_aggregates(layout, problem.grid.shape, dtype)
+        agg = sens.init_aggregates(layout, problem.grid.shape, dtype, eager=True)
         if phys.p0:
             carry, raw0 = start_ivp(agg, cp.consts, cp.ops, cp.index, phys, layout)
             return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
-        return RunState((zero_state(problem.grid.shape, dtype), agg), 0), {}
+        return RunState((zero_state(problem.grid.shape, dtype, eager=True), agg), 0), {}
 
     def chunk(carry: Carry, xs: dict) -> tuple[Carry, dict[str, jax.Array]]:
         return run_chunk(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
@@ -214,7 +215,7 @@ def single_engine(problem: Problem) -> Engine:
         def put(
             a: ArrayLike,
         ) -> jax.Array:  # host arrays, device arrays, or lazy views (kwave_io.XyzView)
-            return jnp.asarray(a if isinstance(a, jax.Array) else np.asarray(a), dtype)
+            return to_device(a if isinstance(a, jax.Array) else np.asarray(a), dtype)
 
         return jax.tree_util.tree_map(put, carry)
 
@@ -355,13 +356,16 @@ class ChunkSizer:
 
 
 def wait_ready(tree: Any, should_abort: Callable[[], bool] | None) -> None:
-    """Block until every array of ``tree`` is computed, checking ``should_abort`` every 20 ms
-    (so that signal handlers run and an abandoned run returns at once)."""
+    """Block until every array of ``tree`` is computed, checking ``should_abort`` at least every
+    20 ms (so that signal handlers run and an abandoned run returns at once); the first checks
+    come sooner (1, 2, 4 ... ms), so that a short chunk is not rounded up to 20 ms."""
     leaves = [x for x in jax.tree_util.tree_leaves(tree) if isinstance(x, jax.Array)]
+    pause = 0.001
     while not all(x.is_ready() for x in leaves):  # type: ignore[attr-defined]  # jax >= 0.4.19
         if should_abort is not None and should_abort():
             raise InterruptedError("stopped during a chunk of steps")
-        time.sleep(0.02)
+        time.sleep(pause)
+        pause = min(2 * pause, 0.02)
 
 
 @dataclass

@@ -27,6 +27,7 @@ import numpy as np
 from sonotile.model import bli
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Sensor, cw_window
+from sonotile.solver import device
 
 if TYPE_CHECKING:
     from sonotile.solver.operators import SpectralOps
@@ -253,17 +254,22 @@ def gather(field: jax.Array, index: PointIndex | PointGather) -> jax.Array:
 
 
 def init_aggregates(
-    layout: SensorLayout, shape: tuple[int, ...], dtype: jax.typing.DTypeLike
+    layout: SensorLayout,
+    shape: tuple[int, ...],
+    dtype: jax.typing.DTypeLike,
+    eager: bool = False,
 ) -> dict[str, jax.Array]:
-    """Initial carry of running statistics (k-Wave starts max/min at -/+ FLT_MAX)."""
+    """Initial carry of running statistics (k-Wave starts max/min at -/+ FLT_MAX); ``eager``:
+    outside a trace (:func:`sonotile.solver.device.full`)."""
     big = float(jnp.finfo(dtype).max)
+    full = device.full if eager else jnp.full
     agg = {}
     for f, kind in layout.stats:
         init = {"max": -big, "min": big}.get(kind, 0.0)
-        agg[f"{f}_{kind}"] = jnp.full((layout.n_out,), init, dtype)
+        agg[f"{f}_{kind}"] = full((layout.n_out,), init, dtype)
     for f, kind in layout.whole:
         init = {"max_all": -big, "min_all": big}.get(kind, 0.0)
-        agg[f"{f}_{kind}"] = jnp.full(shape, init, dtype)
+        agg[f"{f}_{kind}"] = full(shape, init, dtype)
     return agg
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from sonotile.solver import device
 from sonotile.solver.operators import SpectralOps
 from sonotile.solver.plan import Physics
 
@@ -34,11 +35,12 @@ class State(NamedTuple):
     u: tuple
 
 
-def zero_state(shape: tuple[int, ...], dtype: jax.typing.DTypeLike) -> State:
+def zero_state(shape: tuple[int, ...], dtype: jax.typing.DTypeLike, eager: bool = False) -> State:
+    """The state before the first step; ``eager``: outside a trace (:func:`device.full`)."""
     nd = len(shape)
 
     def z() -> jax.Array:
-        return jnp.zeros(shape, dtype)
+        return device.full(shape, 0.0, dtype) if eager else jnp.zeros(shape, dtype)
 
     return State(z(), tuple(z() for _ in range(nd)), tuple(z() for _ in range(nd)))
 
