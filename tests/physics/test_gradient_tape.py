@@ -96,3 +96,21 @@ def test_host_tape_holds_one_state_per_stored_step(case):
     assert tape.bytes_stored == 9 * 5 * 24 * 24 * 8
     _grad(sim)  # a second gradient overwrites the same keys: nothing accumulates
     assert tape.bytes_stored == 9 * 5 * 24 * 24 * 8
+
+
+def test_host_tape_overwrites_a_state_in_place():
+    tape = st.Tape("host")
+    a = np.arange(6.0).reshape(2, 3)
+    key = (np.int32(0), np.int32(1))
+    tape.store(*key, a, a + 1)
+    first = tape.load(*key, np.int32(0))
+    tape.store(*key, 2 * a, a)  # same shapes and dtypes: the same arrays take the new values
+    second = tape.load(*key, np.int32(0))
+    assert all(x is y for x, y in zip(first, second))
+    assert np.array_equal(second[0], 2 * a) and np.array_equal(second[1], a)
+    a[...] = -1  # the tape holds copies, not the caller's buffers
+    assert np.array_equal(second[1], np.arange(6.0).reshape(2, 3))
+    tape.store(*key, np.zeros(4, np.float32))  # another layout: replaced
+    third = tape.load(*key, np.int32(0))
+    assert len(third) == 1 and third[0].dtype == np.float32
+    assert tape.bytes_stored == 2 * 6 * 8
