@@ -114,3 +114,12 @@ def test_host_tape_overwrites_a_state_in_place():
     third = tape.load(*key, np.int32(0))
     assert len(third) == 1 and third[0].dtype == np.float32
     assert tape.bytes_stored == 2 * 6 * 8
+
+
+def test_tape_is_reached_without_copying_the_state_into_new_arrays(case):
+    pytest.importorskip("jax.experimental.buffer_callback")
+    sim = st.make_simulator(*case, pml_size=4, dtype="float64", chunk=10, tape="host")
+    text = str(jax.make_jaxpr(jax.grad(lambda p: jnp.sum(sim(p)["p"])))(sim.params))
+    # pure_callback would device_put every stored field anew (a state's worth of fresh memory
+    # per step, as long as a step on a 128^3 grid)
+    assert "buffer_callback" in text and "pure_callback" not in text
