@@ -76,7 +76,7 @@ class Tape:
         if self.where == "host":
             with self._lock:
                 old = self._mem.get(key, [])
-                if _same_layout(old, arrays):
+                if key in self._mem and _same_layout(old, arrays):
                     # the next run of a program: overwrite in place (fresh arrays would cost
                     # the page faults of a state's worth of new memory on every store)
                     for dst, a in zip(old, arrays):
