@@ -96,3 +96,30 @@ def test_host_tape_holds_one_state_per_stored_step(case):
     assert tape.bytes_stored == 9 * 5 * 24 * 24 * 8
     _grad(sim)  # a second gradient overwrites the same keys: nothing accumulates
     assert tape.bytes_stored == 9 * 5 * 24 * 24 * 8
+
+
+def test_host_tape_overwrites_a_state_in_place():
+    tape = st.Tape("host")
+    a = np.arange(6.0).reshape(2, 3)
+    key = (np.int32(0), np.int32(1))
+    tape.store(*key, a, a + 1)
+    first = tape.load(*key, np.int32(0))
+    tape.store(*key, 2 * a, a)  # same shapes and dtypes: the same arrays take the new values
+    second = tape.load(*key, np.int32(0))
+    assert all(x is y for x, y in zip(first, second))
+    assert np.array_equal(second[0], 2 * a) and np.array_equal(second[1], a)
+    a[...] = -1  # the tape holds copies, not the caller's buffers
+    assert np.array_equal(second[1], np.arange(6.0).reshape(2, 3))
+    tape.store(*key, np.zeros(4, np.float32))  # another layout: replaced
+    third = tape.load(*key, np.int32(0))
+    assert len(third) == 1 and third[0].dtype == np.float32
+    assert tape.bytes_stored == 2 * 6 * 8
+
+
+def test_tape_is_reached_without_copying_the_state_into_new_arrays(case):
+    pytest.importorskip("jax.experimental.buffer_callback")
+    sim = st.make_simulator(*case, pml_size=4, dtype="float64", chunk=10, tape="host")
+    text = str(jax.make_jaxpr(jax.grad(lambda p: jnp.sum(sim(p)["p"])))(sim.params))
+    # pure_callback would device_put every stored field anew (a state's worth of fresh memory
+    # per step, as long as a step on a 128^3 grid)
+    assert "buffer_callback" in text and "pure_callback" not in text

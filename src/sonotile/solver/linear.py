@@ -148,6 +148,25 @@ batching.primitive_batchers[spectral_p] = _batch
 mlir.register_lowering(spectral_p, mlir.lower_fun(_impl, multiple_results=True))
 
 
+def keep(f: jax.Array, fft: str) -> jax.Array:
+    """``f`` materialised here (a fusion boundary, :meth:`FourierOps.keep`) on the FFTW backend
+    ``fft``, through the primitive (so its tangent and its transpose are boundaries too); ``f``
+    itself on other backends. Needs no operator arrays: usable inside derivative rules."""
+    ops = FourierOps((), (), None, fft=fft)
+    return apply("keep", ops, [f])[0] if ops._fftw(f) else f
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """:func:`keep` on a fixed backend as a function of the field alone (no traced values:
+    a valid static argument of :func:`jax.custom_jvp`)."""
+
+    fft: str
+
+    def __call__(self, f: jax.Array) -> jax.Array:
+        return keep(f, self.fft)
+
+
 @jax.tree_util.register_pytree_node_class
 @dataclass
 class AdjointOps:
@@ -189,3 +208,8 @@ class AdjointOps:
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         return self.inner.unstagger(u, axis)
+
+    @property
+    def barrier(self) -> Barrier:
+        """A fusion boundary for derivative rules (see :func:`keep`)."""
+        return Barrier(self.inner.fft)

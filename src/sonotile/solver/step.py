@@ -14,12 +14,14 @@ per axis) [m/s]. ``x`` carries the step index ``n`` and the source values of tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.custom_derivatives import SymbolicZero
 
 from sonotile.solver import device
 from sonotile.solver.operators import SpectralOps
@@ -90,21 +92,75 @@ def _keep(ops: SpectralOps, f: jax.Array) -> jax.Array:
     return f if keep is None else keep(f)
 
 
-def dt_over_rho0_sg(c: dict, axis: int, rho0: jax.Array | None = None) -> jax.Array | float:
-    """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
-    (when the plan left it out, None) from ``rho0`` (default ``c["rho0"]``) as k-Wave
-    interpolates it, the mean of neighbours along ``axis`` with the last plane keeping ``rho0``
-    itself (the shard must hold the whole axis)."""
-    if c["dt_rho0_sg"][axis] is not None:
-        return c["dt_rho0_sg"][axis]
-    r = c["rho0"] if rho0 is None else rho0
+def staggered_mean(r: jax.Array, axis: int) -> jax.Array:
+    """k-Wave's interpolation of ``r`` onto the staggered grid of ``axis``: the mean of
+    neighbours along ``axis``, the last plane keeping ``r`` itself."""
     # next point along the axis by slice + pad (XLA fuses these into the update; a
     # concatenate along the contiguous axis it runs as a separate copy)
     pad = [(0, 0, 0)] * r.ndim
     pad[axis] = (0, 1, 0)
     nxt = lax.pad(lax.slice_in_dim(r, 1, None, axis=axis), jnp.zeros((), r.dtype), pad)
     last = lax.broadcasted_iota(jnp.int32, r.shape, axis) == r.shape[axis] - 1
-    return c["dt"] / jnp.where(last, r, 0.5 * (r + nxt))
+    return jnp.where(last, r, 0.5 * (r + nxt))
+
+
+def _same(f: jax.Array) -> jax.Array:
+    return f
+
+
+def _barrier(ops: SpectralOps) -> Callable[[jax.Array], jax.Array]:
+    """``ops.barrier`` (a fusion boundary holding no traced values, for derivative rules) where
+    the operators provide one, else the identity."""
+    return getattr(ops, "barrier", _same)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def dt_over_staggered(
+    r: jax.Array, dt: jax.typing.ArrayLike, axis: int, keep: Callable[[jax.Array], jax.Array]
+) -> jax.Array:
+    """``dt / staggered_mean(r, axis)``; ``keep``: a linear fusion boundary (``ops.keep``) that
+    only the derivative uses (see :func:`_dt_over_staggered_jvp`)."""
+    return jnp.divide(dt, staggered_mean(r, axis))
+
+
+@partial(dt_over_staggered.defjvp, symbolic_zeros=True)
+def _dt_over_staggered_jvp(
+    axis: int,
+    keep: Callable[[jax.Array], jax.Array],
+    primals: tuple[jax.Array, Any],
+    tangents: tuple[Any, Any],
+) -> tuple[jax.Array, jax.Array]:
+    """JAX's derivative of the quotient ``dt / s`` (``s`` the staggered mean), term by term,
+    with ``keep`` on the tangent of ``s``. Its transpose makes the backward pass materialise
+    ``-dt s^-2`` times the cotangent once before the mean's transpose reads it at two
+    neighbouring points; without it XLA recomputes that whole cotangent expression (every
+    contribution to it) at both points inside one scalar fusion, per axis, every step."""
+    (r, dt), (tr, tdt) = primals, tangents
+    s = staggered_mean(r, axis)
+    y = jnp.divide(dt, s)
+    out = []
+    if not isinstance(tdt, SymbolicZero):
+        out.append(tdt / s)
+    if not isinstance(tr, SymbolicZero):
+        out.append(-keep(staggered_mean(tr, axis)) * dt * s**-2)
+    if not out:
+        return y, jnp.zeros_like(y)
+    return y, sum(out[1:], out[0])
+
+
+def dt_over_rho0_sg(
+    c: dict,
+    axis: int,
+    rho0: jax.Array | None = None,
+    keep: Callable[[jax.Array], jax.Array] = _same,
+) -> jax.Array | float:
+    """``dt / rho0_sg`` on the staggered grid of ``axis`` [s m^3/kg]: the stored constant, or
+    (when the plan left it out, None) from ``rho0`` (default ``c["rho0"]``) as k-Wave
+    interpolates it (:func:`staggered_mean`; the shard must hold the whole axis). ``keep``:
+    see :func:`dt_over_staggered`."""
+    if c["dt_rho0_sg"][axis] is not None:
+        return c["dt_rho0_sg"][axis]
+    return dt_over_staggered(c["rho0"] if rho0 is None else rho0, c["dt"], axis, keep)
 
 
 def in_step(c: dict, key: str, anchor: jax.Array) -> tuple[Any, jax.Array]:
@@ -120,15 +176,19 @@ def in_step(c: dict, key: str, anchor: jax.Array) -> tuple[Any, jax.Array]:
 
 
 def velocity_update(
-    u: Sequence[jax.Array], dp: Sequence[jax.Array], c: dict
+    u: Sequence[jax.Array],
+    dp: Sequence[jax.Array],
+    c: dict,
+    keep: Callable[[jax.Array], jax.Array] = _same,
 ) -> tuple[jax.Array, ...]:
-    """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML)."""
+    """``u = pml_sg (pml_sg u - dt/rho0_sg dp/dx)`` per axis (split-field PML); ``keep``: see
+    :func:`dt_over_staggered`."""
     out = []
     for a, (ua, g, m) in enumerate(zip(u, dp, c["pml_sg"])):
         rho0 = None
         if c["dt_rho0_sg"][a] is None:
             rho0, g = in_step(c, "rho0", g)
-        out.append(m * (m * ua - dt_over_rho0_sg(c, a, rho0) * g))
+        out.append(m * (m * ua - dt_over_rho0_sg(c, a, rho0, keep) * g))
     return tuple(out)
 
 
@@ -159,7 +219,7 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     """Advance ``state`` from step ``n-1`` to step ``n = x["n"]``."""
     n = x["n"]
     # 1-2. pressure gradient on the staggered grids, velocity update with PML
-    u = velocity_update(state.u, ops.grad(state.p), c)
+    u = velocity_update(state.u, ops.grad(state.p), c, _barrier(ops))
     # 3. velocity sources and transducer
     u_list = list(u)
     for ax, mode in enumerate(phys.u_modes):
