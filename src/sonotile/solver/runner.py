@@ -323,7 +323,7 @@ class ChunkSizer:
     """Steps per chunk from the measured time per step: about ``seconds`` of work per chunk.
 
     The first chunk's length comes from :data:`ASSUMED_RATE`; the second chunk (the first
-    without compilation) is timed, and when it took outside ``[seconds/8, 2 seconds]`` the
+    without compilation) is timed, and when it took outside ``[seconds/2, 2 seconds]`` the
     length is set once from the measured time per step (a power of two, at most ``limit``,
     the memory bound on raw samples). Each distinct length compiles once. ``fixed`` turns
     sizing off. ``agree(n)`` makes the processes of a job use the same length (the minimum).
@@ -350,22 +350,35 @@ class ChunkSizer:
         if self.fixed or self.calls != 2 or steps != self.length:
             return
         new = self.length
-        if not self.seconds / 8 <= seconds <= 2 * self.seconds:
+        if not self.seconds / 2 <= seconds <= 2 * self.seconds:
             new = _pow2_at_most(self.seconds * steps / max(seconds, 1e-9), self.limit)
         self.length = self.agree(new)
 
 
-def wait_ready(tree: Any, should_abort: Callable[[], bool] | None) -> None:
+def wait_ready(
+    tree: Any, should_abort: Callable[[], bool] | None, expected: float | None = None
+) -> None:
     """Block until every array of ``tree`` is computed, checking ``should_abort`` at least every
-    20 ms (so that signal handlers run and an abandoned run returns at once); the first checks
-    come sooner (1, 2, 4 ... ms), so that a short chunk is not rounded up to 20 ms."""
+    20 ms (so that signal handlers run and an abandoned run returns at once).
+
+    ``expected``: how long the computation should take [s] (the last chunk's time per step):
+    the checks sleep until 90 % of it, then every 0.5 ms. Without it the pause grows with the
+    time waited (1/64 of it, 0.5-20 ms). Polling every 20 ms left the device idle for half
+    that per chunk on average, 6 ms per step of a 128^3 run on one thread (docs/performance.md);
+    a helper thread blocking on the arrays would wake sooner but, abandoned inside XLA by an
+    interrupted run, aborts the interpreter at exit.
+    """
     leaves = [x for x in jax.tree_util.tree_leaves(tree) if isinstance(x, jax.Array)]
-    pause = 0.001
+    t0 = time.perf_counter()
     while not all(x.is_ready() for x in leaves):  # type: ignore[attr-defined]  # jax >= 0.4.19
         if should_abort is not None and should_abort():
             raise InterruptedError("stopped during a chunk of steps")
-        time.sleep(pause)
-        pause = min(2 * pause, 0.02)
+        waited = time.perf_counter() - t0
+        if expected is not None and waited < 0.9 * expected:
+            pause = 0.9 * expected - waited
+        else:
+            pause = max(0.0005, waited / 64)
+        time.sleep(min(pause, 0.02))
 
 
 @dataclass
@@ -399,13 +412,16 @@ def advance(
     start = engine.layout.start
     n = rs.next_step
     carry = rs.carry
+    per_step: float | None = None  # seconds, from the last chunk (the first one compiles)
     while n < stop:
         m = min(stop, n + sizer.length)
         xs = step_inputs(engine.problem, n, m)
         t = time.perf_counter()
         carry, raw = engine.chunk(carry, xs)
-        wait_ready((carry, raw), should_abort)
-        sizer.observe(m - n, time.perf_counter() - t)
+        wait_ready((carry, raw), should_abort, None if per_step is None else per_step * (m - n))
+        seconds = time.perf_counter() - t
+        sizer.observe(m - n, seconds)
+        per_step = seconds / (m - n)
         if raw:
             keep = max(0, start - n)
             for name, v in raw.items():
