@@ -11,6 +11,10 @@ JAX's distributed runtime still joins the processes (one mesh over all devices, 
 arrays the writers and checkpoints take shard by shard); only the step's own communication
 moves to MPI. The processes must be MPI ranks (``mpirun``, ``srun --mpi=pmix``), one CPU device
 each; :func:`unavailable` says why not when they are not.
+
+mpi4jax compiles the communicators' handles (Open MPI: addresses) into the program, so they are
+part of the persistent compilation cache's key; the communicators are created in one fixed
+order when the transport is made, so a cached step is only ever reused with the same ones.
 """
 
 from __future__ import annotations
