@@ -123,3 +123,25 @@ def test_tape_is_reached_without_copying_the_state_into_new_arrays(case):
     # pure_callback would device_put every stored field anew (a state's worth of fresh memory
     # per step, as long as a step on a 128^3 grid)
     assert "buffer_callback" in text and "pure_callback" not in text
+
+
+def test_disk_tape_reads_into_given_arrays_and_reuses_its_copies(tmp_path):
+    """A disk tape's state comes back bit for bit, read straight into the caller's arrays; the
+    copies it wrote are reused for the next store (no fresh memory per state); a file of
+    another shape is refused by name."""
+    from sonotile.solver.tape import Tape
+
+    tape = Tape("disk", directory=str(tmp_path))
+    rng = np.random.default_rng(0)
+    states = [[rng.standard_normal((4, 5, 6)).astype(np.float32) for _ in range(3)]
+              for _ in range(4)]  # fmt: skip
+    for k, arrays in enumerate(states):
+        tape.store(np.int32(0), np.int32(k), *arrays)
+    for k in reversed(range(4)):
+        outs = [np.empty((4, 5, 6), np.float32) for _ in range(3)]
+        tape.load_into(np.int32(0), np.int32(k), np.int32(0), outs)
+        assert all(np.array_equal(o, a) for o, a in zip(outs, states[k]))
+    assert tape._spare, "written copies are kept for reuse"
+    with pytest.raises(ValueError, match=r"state-0-1-0\.npy holds float32\(4, 5, 6\)"):
+        tape.load_into(np.int32(0), np.int32(1), np.int32(0), [np.empty((2, 2), np.float32)])
+    tape.close()

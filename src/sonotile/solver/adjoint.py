@@ -187,8 +187,8 @@ def _load(tape: Tape, sid: jax.Array, j: jax.Array, token: jax.Array, like: Any)
         return jax.tree_util.tree_unflatten(tree, list(out))
 
     def load(ctx: Any, outs: list[Any], *args: Any) -> None:
-        for o, a in zip(outs, tape.load(*(np.asarray(x) for x in args)), strict=True):
-            np.copyto(np.asarray(o), a)
+        shard, index, tok = (np.asarray(x) for x in args)
+        tape.load_into(shard, index, tok, [np.asarray(o) for o in outs])
 
     out = buffer_callback(load, shapes)(sid, j, token)
     return jax.tree_util.tree_unflatten(tree, list(out))

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, cast
 
 import numpy as np
 
@@ -61,6 +62,10 @@ class Tape:
         # at most PENDING states wait in memory for it
         self._writer = ThreadPoolExecutor(1, "sonotile-tape") if where == "disk" else None
         self._pending: dict[tuple[int, int], Future] = {}
+        # copies handed to the writer come back here once written: a disk tape reuses them
+        # instead of mapping a state's worth of fresh memory per store (page faults)
+        self._spare: list[list[np.ndarray]] = []
+        self._spare_lock = threading.Lock()  # not _lock: store holds that while it waits on a write
 
     def __repr__(self) -> str:
         where = self.where if self.where == "host" else f"disk:{self.directory}"
@@ -86,7 +91,14 @@ class Tape:
                 self._held += sum(a.nbytes for a in self._mem[key]) - sum(a.nbytes for a in old)
                 self.bytes_stored = max(self.bytes_stored, self._held)
         else:
-            copies = [np.array(a, copy=True) for a in arrays]  # the callback's buffers are lent
+            with self._spare_lock:
+                spare = self._spare.pop() if self._spare else None
+            if spare is not None and _same_layout(spare, arrays):
+                for dst, a in zip(spare, arrays):  # the callback's buffers are lent: copy
+                    np.copyto(dst, a)
+                copies = spare
+            else:
+                copies = [np.array(a, copy=True) for a in arrays]
             with self._lock:
                 while len(self._pending) >= PENDING:
                     self._pending.pop(next(iter(self._pending))).result()
@@ -98,6 +110,36 @@ class Tape:
         for i, a in enumerate(arrays):
             with open(self._path(key, i), "wb") as f:
                 np.save(f, a, allow_pickle=False)
+        with self._spare_lock:
+            self._spare.append(arrays)
+
+    def load_into(
+        self, shard: np.ndarray, index: np.ndarray, token: np.ndarray, outs: list[np.ndarray]
+    ) -> None:
+        """:meth:`load` written into ``outs`` (arrays of the stored shapes and dtypes): a disk
+        tape reads its files straight into them, with no array allocated in between."""
+        if self.where == "host":
+            for o, a in zip(outs, self.load(shard, index, token), strict=True):
+                np.copyto(o, a)
+            return
+        key = (int(shard), int(index))
+        with self._lock:
+            pending = self._pending.pop(key, None)
+        if pending is not None:
+            pending.result()  # written (and a write error raised here)
+        for i, o in enumerate(outs):
+            path = self._path(key, i)
+            if not os.path.exists(path):
+                raise KeyError(f"tape: nothing stored under {key} in {self.directory}")
+            with open(path, "rb") as f:
+                fmt = np.lib.format
+                v1 = fmt.read_magic(f) == (1, 0)
+                header = fmt.read_array_header_1_0 if v1 else fmt.read_array_header_2_0
+                shape, fortran, dtype = header(f)
+                if shape != o.shape or dtype != o.dtype or fortran or not o.flags.c_contiguous:
+                    raise ValueError(f"tape: {path} holds {dtype}{shape}, not {o.dtype}{o.shape}")
+                if f.readinto(cast(Any, o).reshape(-1).view(np.uint8)) != o.nbytes:
+                    raise ValueError(f"tape: {path} is shorter than its header says")
 
     def load(self, shard: np.ndarray, index: np.ndarray, token: np.ndarray) -> list[np.ndarray]:
         """The arrays stored under ``(shard, index)`` (``token``: the store's, for ordering)."""
