@@ -82,13 +82,38 @@ def fft_seconds(shape: tuple[int, ...], transforms: int, repeats: int) -> float:
     return _best(lambda: fn(x), repeats)
 
 
+def _back_to_back(
+    ops: Sequence[tuple[str, int]], name: str, n: int
+) -> tuple[int, Callable[[jax.Array], jax.Array]]:
+    """``(buffer length, program)``: the collectives ``ops`` (``(kind, bytes)``) over mesh axis
+    ``name`` of ``n`` shards, one after another on fresh float32 slices of one buffer, through
+    :mod:`sonotile.parallel.collectives` (XLA's inside ``shard_map``, else the transport set)."""
+    import jax.numpy as jnp
+
+    from sonotile.parallel import collectives
+
+    size = max(-(-b // (4 * n)) * n for _, b in ops)
+    perm = [(i, (i + 1) % n) for i in range(n)]
+
+    def run(buf: jax.Array) -> jax.Array:
+        acc = jnp.zeros((), buf.dtype)
+        for i, (op, nbytes) in enumerate(ops):
+            v = buf[: max(-(-nbytes // (4 * n)) * n, n)] + i  # a fresh buffer per collective
+            if op == "all-to-all":
+                v = collectives.all_to_all(v.reshape(n, -1), name, 0, 0)
+            else:
+                v = collectives.ppermute(v, name, perm)
+            acc = acc + v.reshape(-1)[0]
+        return buf.at[0].add(acc)
+
+    return size, run
+
+
 def exchange_seconds(hlo: str, mesh_devices: Sequence[jax.Device], repeats: int) -> float:
     """Seconds for the compiled step's collectives (``scaling.collective_list``) run back to
     back on a 1-D mesh of ``mesh_devices``, as flat float32 buffers of the same sizes."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
-    from jax import lax
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
@@ -100,20 +125,7 @@ def exchange_seconds(hlo: str, mesh_devices: Sequence[jax.Device], repeats: int)
     if not ops or n == 1:
         return 0.0
     mesh = Mesh(np.array(mesh_devices), ("x",))
-    size = max(-(-b // (4 * n)) * n for _, b in ops)
-    perm = [(i, (i + 1) % n) for i in range(n)]
-
-    def run(buf: jax.Array) -> jax.Array:
-        acc = jnp.zeros((), buf.dtype)
-        for i, (op, nbytes) in enumerate(ops):
-            v = buf[: max(-(-nbytes // (4 * n)) * n, n)] + i  # a fresh buffer per collective
-            if op == "all-to-all":
-                v = lax.all_to_all(v.reshape(n, -1), "x", 0, 0, tiled=True)
-            else:
-                v = lax.ppermute(v, "x", perm)
-            acc = acc + v.reshape(-1)[0]
-        return buf.at[0].add(acc)
-
+    size, run = _back_to_back(ops, "x", n)
     fn = jax.jit(shard_map(run, mesh, (P("x"),), P("x")))
     sharding = NamedSharding(mesh, P("x"))
     x = jax.make_array_from_callback((n * size,), sharding, lambda i: np.zeros(size, np.float32))
@@ -132,20 +144,7 @@ def mpi_exchange_seconds(transport: Any, ops: list[tuple[str, int]], repeats: in
     n = transport.axis_size(name)
     if not ops or n == 1:
         return 0.0
-    size = max(-(-b // (4 * n)) * n for _, b in ops)
-    perm = [(i, (i + 1) % n) for i in range(n)]
-
-    def run(buf: jax.Array) -> jax.Array:
-        acc = jnp.zeros((), buf.dtype)
-        for i, (op, nbytes) in enumerate(ops):
-            v = buf[: max(-(-nbytes // (4 * n)) * n, n)] + i  # a fresh buffer per collective
-            if op == "all-to-all":
-                v = collectives.all_to_all(v.reshape(n, -1), name, 0, 0)
-            else:
-                v = collectives.ppermute(v, name, perm)
-            acc = acc + v.reshape(-1)[0]
-        return buf.at[0].add(acc)
-
+    size, run = _back_to_back(ops, name, n)
     fn = jax.jit(run)
     x = jnp.zeros(size, jnp.float32)
     with collectives.using(transport):
