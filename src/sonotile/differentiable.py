@@ -221,7 +221,15 @@ def local_run(
             return runner.scan_body(carry, x, c, *fixed, phys, layout)
 
         carry = adjoint.taped_scan(
-            body_c, c, (ops, index), (state, agg), xs, st.tape, st.chunk or 1, st.axes
+            body_c,
+            c,
+            (ops, index),
+            (state, agg),
+            xs,
+            st.tape,
+            st.chunk or 1,
+            st.axes,
+            st.remat_step,
         )
     (state, agg), raw = carry
     if raw0:
@@ -390,7 +398,8 @@ def make_simulator(
             memory: off a GPU), ``"disk"`` (files in a temporary folder: off the process's
             memory) or a :class:`sonotile.Tape` (e.g. ``Tape("disk", directory=...)``). The
             state is then stored every ``chunk`` steps (``"auto"``: every step) and the
-            backward pass recomputes one chunk at a time, each step rematerialised; only
+            backward pass recomputes one chunk at a time, keeping its steps' spectral results
+            (FFT outputs; with ``remat_step`` nothing: each step rematerialised); only
             reverse mode (``jax.grad``, ``jax.vjp``) is defined. ``None``: states on the device.
 
     Returns:

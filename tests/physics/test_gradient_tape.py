@@ -39,9 +39,14 @@ def reference(case):
     return _grad(st.make_simulator(*case, pml_size=4, dtype="float64", chunk=None))
 
 
-@pytest.mark.parametrize("where,chunk", [("host", "auto"), ("host", 4), ("disk", 7)])
-def test_taped_gradient_equals_device_gradient(case, reference, where, chunk):
-    sim = st.make_simulator(*case, pml_size=4, dtype="float64", chunk=chunk, tape=where)
+@pytest.mark.parametrize(
+    "where,chunk,remat", [("host", "auto", False), ("host", 4, False), ("host", 4, True),
+                          ("disk", 7, False)]
+)  # fmt: skip
+def test_taped_gradient_equals_device_gradient(case, reference, where, chunk, remat):
+    sim = st.make_simulator(
+        *case, pml_size=4, dtype="float64", chunk=chunk, tape=where, remat_step=remat
+    )
     g = _grad(sim)
     assert set(g) == set(reference)
     for k in reference:

@@ -130,3 +130,21 @@ def test_no_neighbour_shift_in_the_vjp_recomputes_many_fields(programs):
     shifting = _shifting_fusions(bwd)
     assert shifting, "expected the transpose of the staggered mean in the VJP"
     assert max(n for _, n in shifting) <= MAX_SHIFT_FUSION_FIELDS, shifting
+
+
+def _taped_gradient_fft_calls(remat_step: bool) -> int:
+    """FFTW calls in the compiled gradient of a loss through a host tape, 2 steps per chunk."""
+    sim = st.make_simulator(*_case(), pml_size=4, tape="host", chunk=2, remat_step=remat_step)
+    params = {"sound_speed": sim.params["sound_speed"]}
+
+    def loss(p):
+        return jnp.sum(sim(p)["p"] ** 2)
+
+    return _fft_calls(jax.jit(jax.grad(loss)).lower(params).compile().as_text())
+
+
+def test_taped_chunks_keep_their_transforms_for_the_backward_pass(programs):
+    # A chunk of the backward pass reruns its steps once and keeps their spectral results:
+    # rematerialising every step as well costs exactly one more step's transforms per step.
+    kept, remat = _taped_gradient_fft_calls(False), _taped_gradient_fft_calls(True)
+    assert remat - kept == _fft_calls(programs[0]) == 8

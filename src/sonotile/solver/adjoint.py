@@ -24,6 +24,7 @@ from jax import lax
 
 from sonotile.model.grid import along
 from sonotile.model.problem import Problem
+from sonotile.solver import linear
 from sonotile.solver.plan import pml_profile
 from sonotile.solver.tape import Tape
 
@@ -194,6 +195,12 @@ def _load(tape: Tape, sid: jax.Array, j: jax.Array, token: jax.Array, like: Any)
     return jax.tree_util.tree_unflatten(tree, list(out))
 
 
+def _spectral(prim: Any, *_: Any, **__: Any) -> bool:
+    """Checkpoint policy: keep the outputs of the spectral operators (FFTW's custom calls or
+    XLA's FFTs: the costly part of a step), recompute the element-wise work from them."""
+    return prim is linear.spectral_p or prim.name == "fft"
+
+
 def _chunks(xs: Any, k: int) -> Any:
     """``xs`` (leading axis ``n``, a multiple of ``k``) as ``(n / k, k, ...)``."""
     return jax.tree_util.tree_map(lambda a: a.reshape(a.shape[0] // k, k, *a.shape[1:]), xs)
@@ -213,12 +220,13 @@ def _zero_cotangent(a: jax.typing.ArrayLike) -> jax.Array | np.ndarray:
     return np.zeros(np.shape(a), jax.dtypes.float0)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
+@partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
 def _taped(
     body: TapedBody,
     tape: Tape,
     k: int,
     axes: tuple[str, ...],
+    remat_step: bool,
     params: Any,
     consts: Any,
     carry: Any,
@@ -232,6 +240,7 @@ def _taped_fwd(
     tape: Tape,
     k: int,
     axes: tuple[str, ...],
+    remat_step: bool,
     params: Any,
     consts: Any,
     carry: Any,
@@ -255,6 +264,7 @@ def _taped_bwd(
     tape: Tape,
     k: int,
     axes: tuple[str, ...],
+    remat_step: bool,
     res: tuple[Any, Any, Any, Any, jax.Array],
     g: tuple[Any, Any],
 ) -> tuple[Any, Any, Any, Any]:
@@ -264,8 +274,8 @@ def _taped_bwd(
     x_leaves, x_tree = jax.tree_util.tree_flatten(xs)
     is_f = [_inexact(a) for a in x_leaves]
     step = lambda p, c, x: body(p, consts, c, x)  # noqa: E731
-    if k > 1:  # keep one step's intermediates at a time (with k = 1 there is nothing to save)
-        step = jax.checkpoint(step, prevent_cse=False)
+    if k > 1:  # the chunk's steps keep their spectral results (or, remat_step, nothing)
+        step = jax.checkpoint(step, prevent_cse=False, policy=None if remat_step else _spectral)
 
     def chunk(
         acc: tuple[Any, Any], inp: tuple[jax.Array, Any, Any, jax.Array]
@@ -307,14 +317,15 @@ def taped_scan(
     tape: Tape,
     chunk: int = 1,
     axes: tuple = (),
+    remat_step: bool = False,
 ) -> tuple[Any, Any]:
     """``lax.scan(lambda c, x: body(params, consts, c, x), carry, xs)`` whose backward pass
     takes its states from ``tape`` instead of device memory.
 
     The forward pass stores the carry every ``chunk`` steps on the tape (host memory or disk);
-    the backward pass reads them back newest first and recomputes one chunk at a time (each
-    step rematerialised when ``chunk > 1``), so device memory holds one chunk's ``chunk``
-    states and one step's intermediates whatever the step count. Only reverse mode
+    the backward pass reads them back newest first and recomputes one chunk at a time, so
+    device memory holds one chunk's intermediates whatever the step count (with
+    ``remat_step``, one chunk's ``chunk`` states and one step's intermediates). Only reverse mode
     (``jax.grad``, ``jax.vjp``) is defined: use :func:`checkpointed_scan` for forward mode.
 
     Args:
@@ -329,6 +340,9 @@ def taped_scan(
             :func:`checkpointed_scan`).
         axes: inside :func:`shard_map`, the mesh axes the state is split over (each shard
             keys its own block).
+        remat_step: recompute each step of a chunk from its input state in the backward pass
+            (the chunk's states kept instead of its steps' intermediates: less memory, one more
+            forward pass of time).
     """
     leaves, tree = jax.tree_util.tree_flatten(params)
     diff = [isinstance(a, jax.Array | np.ndarray) and _inexact(a) for a in leaves]
@@ -358,7 +372,7 @@ def taped_scan(
         )
     if n - rest == 0:
         return carry, y0
-    carry, ys = _taped(body_d, tape, k, tuple(axes), params, consts, carry, xs)
+    carry, ys = _taped(body_d, tape, k, tuple(axes), remat_step, params, consts, carry, xs)
     if rest:
         ys = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), y0, ys)
     return carry, ys
