@@ -150,3 +150,29 @@ def test_disk_tape_reads_into_given_arrays_and_reuses_its_copies(tmp_path):
     with pytest.raises(ValueError, match=r"state-0-1-0\.npy holds float32\(4, 5, 6\)"):
         tape.load_into(np.int32(0), np.int32(1), np.int32(0), [np.empty((2, 2), np.float32)])
     tape.close()
+
+
+def test_disk_tape_overwrites_its_files_in_place(tmp_path, monkeypatch):
+    """The next run's state goes into the files of the last one without truncating them (which
+    would free their pages for the kernel to allocate again); a new layout starts anew."""
+    from sonotile.solver import tape as tape_mod
+
+    modes = []
+
+    def spy(path, mode="r", *args, **kwargs):
+        modes.append(mode)
+        return open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(tape_mod, "open", spy, raising=False)
+    tape = tape_mod.Tape("disk", directory=str(tmp_path))
+    rng = np.random.default_rng(1)
+    runs = [rng.standard_normal((3, 4, 5)).astype(np.float32) for _ in range(2)]
+    runs.append(rng.standard_normal((2, 3)).astype(np.float32))  # another layout
+    for a in runs:
+        modes.clear()
+        tape.store(np.int32(0), np.int32(0), a)
+        out = np.empty(a.shape, a.dtype)
+        tape.load_into(np.int32(0), np.int32(0), np.int32(0), [out])
+        assert np.array_equal(out, a)
+        assert modes[0] == ("r+b" if a is runs[1] else "wb"), (a.shape, modes)
+    tape.close()

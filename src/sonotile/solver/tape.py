@@ -66,6 +66,8 @@ class Tape:
         # instead of mapping a state's worth of fresh memory per store (page faults)
         self._spare: list[list[np.ndarray]] = []
         self._spare_lock = threading.Lock()  # not _lock: store holds that while it waits on a write
+        #: (key, array number) -> (shape, dtype) of the files this tape has written
+        self._written: dict[tuple[tuple[int, int], int], tuple[tuple[int, ...], str]] = {}
 
     def __repr__(self) -> str:
         where = self.where if self.where == "host" else f"disk:{self.directory}"
@@ -108,8 +110,13 @@ class Tape:
 
     def _write(self, key: tuple[int, int], arrays: list[np.ndarray]) -> None:
         for i, a in enumerate(arrays):
-            with open(self._path(key, i), "wb") as f:
+            layout = (a.shape, a.dtype.str)
+            # a file this tape wrote with the same layout is overwritten in place: truncating
+            # it would free its pages and make the kernel allocate them again (3-5x slower)
+            mode = "r+b" if self._written.get((key, i)) == layout else "wb"
+            with open(self._path(key, i), mode) as f:
                 np.save(f, a, allow_pickle=False)
+            self._written[(key, i)] = layout
         with self._spare_lock:
             self._spare.append(arrays)
 
