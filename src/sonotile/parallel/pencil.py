@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from sonotile.fft import fftw
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
@@ -41,6 +42,7 @@ class PencilMeta:
     klen: tuple[int, ...]  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
     kpad: tuple[int, ...]  # ... padded to a multiple of the mesh size that splits it in k-space
     blocks: Blocks  # real-space blocks (dead points of uneven axes)
+    fft: str = "xla"  # the local transforms: "fftw" (custom calls, float32 on the CPU) or "xla"
 
 
 @jax.tree_util.register_pytree_node_class
@@ -69,28 +71,55 @@ class PencilOps(FourierOps):
         bl = self.meta.blocks
         return F if bl.even(a) else expand(F, bl.counts(a), a)
 
-    def _spec(self, f: jax.Array) -> jax.Array:
-        mt = self.meta
-        d, m = len(mt.shape), len(mt.names)
+    def _local_fftw(self, like: jax.Array) -> bool:
+        """The local transforms of fields like ``like`` go through FFTW's custom calls."""
+        return self.meta.fft == "fftw" and like.dtype == jnp.float32 and like.ndim <= 4
+
+    def _local_spec(self, f: jax.Array) -> jax.Array:
+        """``rfftn`` over the axes no mesh axis splits in real space (``m .. d-1``)."""
+        d, m = f.ndim, len(self.meta.names)
+        if self._local_fftw(f):
+            return fftw.rfft_axes(f, tuple(range(m, d)))
         F = jnp.fft.rfft(f, axis=d - 1)
         for a in range(d - 2, m - 1, -1):
             F = jnp.fft.fft(F, axis=a)
+        return F
+
+    def _local_back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        """Inverse of :meth:`_local_spec`; on FFTW it also applies the whole inverse
+        transform's ``1 / N`` (the transforms along the mesh axes are then unnormalised)."""
+        mt = self.meta
+        d, m = like.ndim, len(mt.names)
+        if self._local_fftw(like):
+            return fftw.irfft_axes(F, mt.shape[-1], tuple(range(m, d)), 1.0 / np.prod(mt.shape))
+        for a in range(m, d - 1):
+            F = jnp.fft.ifft(F, axis=a)
+        return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
+
+    def _fft(self, F: jax.Array, axis: int, inverse: bool, like: jax.Array) -> jax.Array:
+        """c2c along a mesh-split axis made local: numpy's ``fft``/``ifft``, or FFTW's with
+        the inverse unnormalised (:meth:`_local_back` applies ``1 / N``)."""
+        if self._local_fftw(like):
+            return fftw.fft_axis(F, axis, inverse, scale=1.0)
+        return jnp.fft.ifft(F, axis=axis) if inverse else jnp.fft.fft(F, axis=axis)
+
+    def _spec(self, f: jax.Array) -> jax.Array:
+        mt = self.meta
+        m = len(mt.names)
+        F = self._local_spec(f)
         for j in range(m - 1, -1, -1):
             F = resize(F, mt.kpad[j + 1], j + 1)
             F = collectives.all_to_all(F, mt.names[j], j + 1, j)
-            F = jnp.fft.fft(self._compact(F, j), axis=j)
+            F = self._fft(self._compact(F, j), j, False, f)
         return F
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         mt = self.meta
-        d, m = len(mt.shape), len(mt.names)
-        for j in range(m):
-            F = self._expand(jnp.fft.ifft(F, axis=j), j)
+        for j in range(len(mt.names)):
+            F = self._expand(self._fft(F, j, True, like), j)
             F = collectives.all_to_all(F, mt.names[j], j, j + 1)
             F = resize(F, mt.klen[j + 1], j + 1)
-        for a in range(m, d - 1):
-            F = jnp.fft.ifft(F, axis=a)
-        return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
+        return self._local_back(F, like)
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         mt = self.meta
@@ -105,9 +134,12 @@ class PencilOps(FourierOps):
 
 
 def pencil_constants(
-    problem: Problem, blocks: Blocks, unstagger: bool
+    problem: Problem, blocks: Blocks, unstagger: bool, fftw_transforms: bool = True
 ) -> tuple[list[Any], list[Any], PencilMeta]:
-    """Global spectral constants in the transposed, padded layout, and their specs."""
+    """Global spectral constants in the transposed, padded layout, and their specs.
+
+    ``fftw_transforms``: the local transforms through FFTW's custom calls where the operators'
+    backend is FFTW (False: XLA's FFT everywhere, which JAX can differentiate)."""
     g = problem.grid
     d = g.ndim
     sizes = blocks.mesh_shape
@@ -143,5 +175,6 @@ def pencil_constants(
             a, s = spectral(kid)
             arrays.append(a)
             specs.append(s)
-    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks)
+    local = "fftw" if fftw_transforms and full.fft.startswith("fftw") else "xla"
+    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local)
     return arrays, specs, meta
