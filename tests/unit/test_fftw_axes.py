@@ -100,3 +100,37 @@ def test_rejects_leading_axes():
         fftw.rfft_axes(x, (0, 1))
     with pytest.raises(ValueError):
         fftw.irfft_axes(fftw.rfft_axes(x, (2,)), 12, (2,))
+
+
+def _pieces(F: np.ndarray, axis: int, pieces: int) -> np.ndarray:
+    """``F`` zero-padded along ``axis`` to a multiple of ``pieces``, cut, stacked first."""
+    L = -(-F.shape[axis] // pieces)
+    pad = [(0, 0)] * F.ndim
+    pad[axis] = (0, L * pieces - F.shape[axis])
+    return np.stack(np.split(np.pad(F, pad), pieces, axis=axis))
+
+
+@pytest.mark.parametrize(
+    "shape, axes, split",
+    [((45, 53, 64), (1, 2), 1), ((7, 64, 97), (1, 2), 2), ((53, 45), (1,), 1),
+     ((8, 97, 45), (2,), 2), ((45, 64, 53), (0, 1, 2), 0), ((3, 16, 6), (1, 2), 1)],
+)  # fmt: skip
+@pytest.mark.parametrize("pieces", [1, 2, 3, 4])
+def test_split_and_join_equal_numpy(shape, axes, split, pieces):
+    """rfft_split: numpy's rfftn cut into pieces; irfft_join: numpy's irfftn of the joined
+    pieces (the padding ignored: set to junk here), scaled."""
+    x = _real(shape, seed=5)
+    want = _pieces(np.fft.rfftn(x.astype(np.float64), axes=axes), split, pieces)
+    got = jax.jit(lambda v: fftw.rfft_split(v, axes, split, pieces))(x)
+    assert got.shape == want.shape and got.dtype == jnp.complex64
+    assert _rel(got, want) < 1e-5
+    n = want.shape[1 + split] * pieces - (np.fft.rfftn(x, axes=axes).shape[split])
+    junk = np.array(got)
+    if n:  # the padded entries of the last piece must not matter
+        sl = [slice(None)] * junk.ndim
+        sl[0], sl[1 + split] = -1, slice(junk.shape[1 + split] - n, None)
+        junk[tuple(sl)] = 7.0 + 3.0j
+    s = float(np.prod([shape[a] for a in axes]))
+    back = jax.jit(lambda v: fftw.irfft_join(v, shape, axes, split, 2.0 / s))(junk)
+    assert back.shape == shape and back.dtype == jnp.float32
+    assert _rel(back, 2.0 * x) < 1e-5

@@ -183,6 +183,8 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_rfft_axes", "SonotileFftwRfftAxes"),
                 ("sonotile_fftw_irfft_axes", "SonotileFftwIrfftAxes"),
                 ("sonotile_fftw_fft_axis", "SonotileFftwFftAxis"),
+                ("sonotile_fftw_rfft_split", "SonotileFftwRfftSplit"),
+                ("sonotile_fftw_irfft_join", "SonotileFftwIrfftJoin"),
             ):
                 jax.ffi.register_ffi_target(
                     name, jax.ffi.pycapsule(getattr(lib, sym)), platform="cpu"
@@ -424,6 +426,48 @@ def fft_axis(
     return call(
         X.astype(jnp.complex64), axis=axis, sign=1 if inverse else -1, scale=np.float32(scale)
     )
+
+
+def rfft_split(x: jax.Array, axes: Sequence[int], split_axis: int, pieces: int) -> jax.Array:
+    """:func:`rfft_axes` cut along ``split_axis`` (one of ``axes``) into ``pieces`` pieces,
+    stacked first: shape ``(pieces, *spectrum shape with L on split_axis)``, ``L =
+    ceil(s / pieces)`` for the spectrum's ``s`` points there, piece ``p`` holding indices ``[p L,
+    p L + L)`` (zeros past ``s``). What an ``all_to_all`` that splits ``split_axis`` sends, made
+    while each plane is in cache (no reordering pass)."""
+    import jax
+    import jax.numpy as jnp
+
+    k = _trailing(axes, x.ndim)
+    spec = [*x.shape[:-1], x.shape[-1] // 2 + 1]
+    a = split_axis % x.ndim
+    if a < x.ndim - k:
+        raise ValueError(f"rfft_split: split axis {split_axis} is not among {tuple(axes)}")
+    spec[a] = -(-spec[a] // pieces)
+    out = jax.ShapeDtypeStruct((pieces, *spec), jnp.complex64)
+    call = jax.ffi.ffi_call("sonotile_fftw_rfft_split", out, vmap_method="sequential")
+    return call(x.astype(jnp.float32), naxes=k, q=a - (x.ndim - k))
+
+
+def irfft_join(
+    X: jax.Array, shape: Sequence[int], axes: Sequence[int], split_axis: int, scale: float
+) -> jax.Array:
+    """Inverse of :func:`rfft_split` times ``scale`` (``1 / prod(n)`` is numpy's ``irfftn``):
+    the pieces ``X`` (``(pieces, *half spectrum with L on split_axis)``) joined along
+    ``split_axis`` (entries past the spectrum's length ignored), transformed back to float32 of
+    ``shape``: what an ``all_to_all`` that concatenates along ``split_axis`` receives, consumed
+    without a reordering pass."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    shape = tuple(int(n) for n in shape)
+    k = _trailing(axes, len(shape))
+    a = split_axis % len(shape)
+    if a < len(shape) - k or X.ndim != len(shape) + 1:
+        raise ValueError(f"irfft_join: split axis {split_axis} is not among {tuple(axes)}")
+    out = jax.ShapeDtypeStruct(shape, jnp.float32)
+    call = jax.ffi.ffi_call("sonotile_fftw_irfft_join", out, vmap_method="sequential")
+    return call(X.astype(jnp.complex64), naxes=k, q=a - (len(shape) - k), scale=np.float32(scale))
 
 
 def prepare(shape: tuple[int, ...]) -> bool:

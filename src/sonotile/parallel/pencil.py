@@ -103,9 +103,32 @@ class PencilOps(FourierOps):
             return fftw.fft_axis(F, axis, inverse, scale=1.0)
         return jnp.fft.ifft(F, axis=axis) if inverse else jnp.fft.fft(F, axis=axis)
 
+    def _slab_spec(self, f: jax.Array) -> jax.Array:
+        """The slab transform on FFTW: the plane transforms leave the spectrum in the pieces the
+        transpose sends (no reordering pass); the pieces received, stacked, are the x blocks in
+        order (a reshape), then the transform along x."""
+        mt = self.meta
+        n = mt.sizes[0]
+        pieces = fftw.rfft_split(f, tuple(range(1, f.ndim)), 1, n)  # (n, X_l, kpad/n, ...)
+        F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
+        F = F.reshape((n * F.shape[1], *F.shape[2:]))
+        return fftw.fft_axis(self._compact(F, 0), 0)
+
+    def _slab_back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        """Inverse of :meth:`_slab_spec`; the plane transforms read the received pieces in
+        place and apply the whole inverse's ``1 / N``."""
+        mt = self.meta
+        n = mt.sizes[0]
+        F = self._expand(fftw.fft_axis(F, 0, True, scale=1.0), 0)
+        F = collectives.all_to_all(F.reshape((n, F.shape[0] // n, *F.shape[1:])), mt.names[0], 0, 0)
+        axes = tuple(range(1, like.ndim))
+        return fftw.irfft_join(F, like.shape, axes, 1, 1.0 / np.prod(mt.shape))
+
     def _spec(self, f: jax.Array) -> jax.Array:
         mt = self.meta
         m = len(mt.names)
+        if m == 1 and self._local_fftw(f):
+            return self._slab_spec(f)
         F = self._local_spec(f)
         for j in range(m - 1, -1, -1):
             F = resize(F, mt.kpad[j + 1], j + 1)
@@ -115,6 +138,8 @@ class PencilOps(FourierOps):
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         mt = self.meta
+        if len(mt.names) == 1 and self._local_fftw(like):
+            return self._slab_back(F, like)
         for j in range(len(mt.names)):
             F = self._expand(self._fft(F, j, True, like), j)
             F = collectives.all_to_all(F, mt.names[j], j, j + 1)
