@@ -7,6 +7,14 @@ made local. Spectra stay in that transposed layout (grid axis 0 local, grid axis
 split over mesh axis ``j``) until the inverse transform undoes it, so the k-space constants
 (kappa, shift operators, nablas, source kappa) are built once for the transposed layout and
 sharded. Results equal the single-device run to round-off.
+
+On slabs (1-D meshes) with the FFTW backend (float32 on the CPU) the local transforms are
+FFTW's custom calls (:mod:`sonotile.fft.fftw`): the plane transforms do the transpose's
+reordering plane by plane in cache (``rfft_split`` / ``irfft_join``), so the all-to-all sends
+and receives contiguous pieces and the pieces received are, stacked, the next layout; the
+transform along x is strided (no transposes around XLA's FFT); ``1 / N`` is applied once, in
+the inverse's last copy. 2-D meshes, other backends and gradients
+(:mod:`sonotile.parallel.differentiable`) use XLA's FFT.
 """
 
 from __future__ import annotations
@@ -72,36 +80,12 @@ class PencilOps(FourierOps):
         return F if bl.even(a) else expand(F, bl.counts(a), a)
 
     def _local_fftw(self, like: jax.Array) -> bool:
-        """The local transforms of fields like ``like`` go through FFTW's custom calls."""
-        return self.meta.fft == "fftw" and like.dtype == jnp.float32 and like.ndim <= 4
-
-    def _local_spec(self, f: jax.Array) -> jax.Array:
-        """``rfftn`` over the axes no mesh axis splits in real space (``m .. d-1``)."""
-        d, m = f.ndim, len(self.meta.names)
-        if self._local_fftw(f):
-            return fftw.rfft_axes(f, tuple(range(m, d)))
-        F = jnp.fft.rfft(f, axis=d - 1)
-        for a in range(d - 2, m - 1, -1):
-            F = jnp.fft.fft(F, axis=a)
-        return F
-
-    def _local_back(self, F: jax.Array, like: jax.Array) -> jax.Array:
-        """Inverse of :meth:`_local_spec`; on FFTW it also applies the whole inverse
-        transform's ``1 / N`` (the transforms along the mesh axes are then unnormalised)."""
+        """The local transforms of fields like ``like`` go through FFTW's custom calls: on
+        slabs (1-D meshes). 2-D meshes keep XLA's FFT: FFTW's measured plans differ between
+        processes and thread counts, and a 2-D mesh must give the same numbers however its
+        devices are spread over processes (tests/parallel/test_multiprocess.py)."""
         mt = self.meta
-        d, m = like.ndim, len(mt.names)
-        if self._local_fftw(like):
-            return fftw.irfft_axes(F, mt.shape[-1], tuple(range(m, d)), 1.0 / np.prod(mt.shape))
-        for a in range(m, d - 1):
-            F = jnp.fft.ifft(F, axis=a)
-        return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
-
-    def _fft(self, F: jax.Array, axis: int, inverse: bool, like: jax.Array) -> jax.Array:
-        """c2c along a mesh-split axis made local: numpy's ``fft``/``ifft``, or FFTW's with
-        the inverse unnormalised (:meth:`_local_back` applies ``1 / N``)."""
-        if self._local_fftw(like):
-            return fftw.fft_axis(F, axis, inverse, scale=1.0)
-        return jnp.fft.ifft(F, axis=axis) if inverse else jnp.fft.fft(F, axis=axis)
+        return mt.fft == "fftw" and len(mt.names) == 1 and like.dtype == jnp.float32
 
     def _slab_spec(self, f: jax.Array) -> jax.Array:
         """The slab transform on FFTW: the plane transforms leave the spectrum in the pieces the
@@ -125,26 +109,31 @@ class PencilOps(FourierOps):
         return fftw.irfft_join(F, like.shape, axes, 1, 1.0 / np.prod(mt.shape))
 
     def _spec(self, f: jax.Array) -> jax.Array:
-        mt = self.meta
-        m = len(mt.names)
-        if m == 1 and self._local_fftw(f):
+        if self._local_fftw(f):
             return self._slab_spec(f)
-        F = self._local_spec(f)
+        mt = self.meta
+        d, m = len(mt.shape), len(mt.names)
+        F = jnp.fft.rfft(f, axis=d - 1)
+        for a in range(d - 2, m - 1, -1):
+            F = jnp.fft.fft(F, axis=a)
         for j in range(m - 1, -1, -1):
             F = resize(F, mt.kpad[j + 1], j + 1)
             F = collectives.all_to_all(F, mt.names[j], j + 1, j)
-            F = self._fft(self._compact(F, j), j, False, f)
+            F = jnp.fft.fft(self._compact(F, j), axis=j)
         return F
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
-        mt = self.meta
-        if len(mt.names) == 1 and self._local_fftw(like):
+        if self._local_fftw(like):
             return self._slab_back(F, like)
-        for j in range(len(mt.names)):
-            F = self._expand(self._fft(F, j, True, like), j)
+        mt = self.meta
+        d, m = len(mt.shape), len(mt.names)
+        for j in range(m):
+            F = self._expand(jnp.fft.ifft(F, axis=j), j)
             F = collectives.all_to_all(F, mt.names[j], j, j + 1)
             F = resize(F, mt.klen[j + 1], j + 1)
-        return self._local_back(F, like)
+        for a in range(m, d - 1):
+            F = jnp.fft.ifft(F, axis=a)
+        return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         mt = self.meta
