@@ -91,3 +91,23 @@ def test_launched_processes_run_on_different_cpus():
     assert r.returncode == 0, r.stderr[-2000:]
     cpus = [line.split("CPUS", 1)[1] for line in r.stdout.splitlines() if "CPUS" in line]
     assert len(cpus) == 2 and cpus[0] != cpus[1], r.stdout
+
+
+@pytest.mark.parametrize("shape", [(6, 4, 5), (4, 6, 3), (6, 5)])
+def test_mpi_pieces_equal_split_and_concatenate(shape):
+    """The MPI all-to-all's local reordering: pieces stacked first as ``jnp.split`` cuts them,
+    joined back as ``jnp.concatenate`` does (reshapes where the axis is 0)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from sonotile.parallel.mpi import joined, pieces_first
+
+    x = jnp.asarray(np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+    for axis in range(len(shape)):
+        for n in (1, 2, 3):
+            if shape[axis] % n:
+                continue
+            p = pieces_first(x, n, axis)
+            assert np.array_equal(p, jnp.stack(jnp.split(x, n, axis=axis)))
+            for c in range(len(shape)):
+                assert np.array_equal(joined(p, c), jnp.concatenate(list(p), axis=c))

@@ -77,7 +77,7 @@ def _ops_parts(
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     if decomposition == "pencil":
         arrays, specs, meta = pencil_constants(problem, Blocks(problem.grid.shape, mesh_shape),
-                                               unstagger)  # fmt: skip
+                                               unstagger, fftw_transforms=False)  # fmt: skip
         return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
     inner, bells, unshift, lmeta = lfb_constants(
         problem, Blocks(problem.grid.shape, mesh_shape), int(overlap), float(bell_width), unstagger

@@ -150,9 +150,8 @@ class MpiTransport:
         if n == 1:
             return x
         self.traced.append(("all-to-all", x.size * x.dtype.itemsize * (n - 1) // n))  # sent
-        pieces = jnp.stack(jnp.split(x, n, axis=split_axis))
-        got = mpi4jax.alltoall(pieces, comm=self._sub(name))
-        return jnp.concatenate(list(got), axis=concat_axis)
+        got = mpi4jax.alltoall(pieces_first(x, n, split_axis), comm=self._sub(name))
+        return joined(got, concat_axis)
 
     def _sub(self, name: str) -> Any:
         """The communicator of the shards along ``name`` that share this shard's other
@@ -164,3 +163,18 @@ class MpiTransport:
                                                       if b != a])) if others else 0  # fmt: skip
             self._axis_comms[name] = self.comm.Split(color, self.coords[a])
         return self._axis_comms[name]
+
+
+def pieces_first(x: jax.Array, n: int, axis: int) -> jax.Array:
+    """``x`` cut into ``n`` equal pieces along ``axis``, stacked first: a reshape (no copy)
+    when ``axis`` is 0, else one transpose."""
+    s = x.shape
+    return jnp.moveaxis(x.reshape((*s[:axis], n, s[axis] // n, *s[axis + 1 :])), axis, 0)
+
+
+def joined(pieces: jax.Array, axis: int) -> jax.Array:
+    """Pieces stacked first (``(n, *piece)``) concatenated in order along the piece's ``axis``:
+    a reshape (no copy) when ``axis`` is 0, else one transpose."""
+    n, s = pieces.shape[0], pieces.shape[1:]
+    moved = jnp.moveaxis(pieces, 0, axis)
+    return moved.reshape((*s[:axis], n * s[axis], *s[axis + 1 :]))

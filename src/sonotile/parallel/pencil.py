@@ -7,6 +7,14 @@ made local. Spectra stay in that transposed layout (grid axis 0 local, grid axis
 split over mesh axis ``j``) until the inverse transform undoes it, so the k-space constants
 (kappa, shift operators, nablas, source kappa) are built once for the transposed layout and
 sharded. Results equal the single-device run to round-off.
+
+On slabs (1-D meshes) with the FFTW backend (float32 on the CPU) the local transforms are
+FFTW's custom calls (:mod:`sonotile.fft.fftw`): the plane transforms do the transpose's
+reordering plane by plane in cache (``rfft_split`` / ``irfft_join``), so the all-to-all sends
+and receives contiguous pieces and the pieces received are, stacked, the next layout; the
+transform along x is strided (no transposes around XLA's FFT); ``1 / N`` is applied once, in
+the inverse's last copy. 2-D meshes, other backends and gradients
+(:mod:`sonotile.parallel.differentiable`) use XLA's FFT.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from sonotile.fft import fftw
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
@@ -41,6 +50,7 @@ class PencilMeta:
     klen: tuple[int, ...]  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
     kpad: tuple[int, ...]  # ... padded to a multiple of the mesh size that splits it in k-space
     blocks: Blocks  # real-space blocks (dead points of uneven axes)
+    fft: str = "xla"  # the local transforms: "fftw" (custom calls, float32 on the CPU) or "xla"
 
 
 @jax.tree_util.register_pytree_node_class
@@ -69,7 +79,38 @@ class PencilOps(FourierOps):
         bl = self.meta.blocks
         return F if bl.even(a) else expand(F, bl.counts(a), a)
 
+    def _local_fftw(self, like: jax.Array) -> bool:
+        """The local transforms of fields like ``like`` go through FFTW's custom calls: on
+        slabs (1-D meshes). 2-D meshes keep XLA's FFT: FFTW's measured plans differ between
+        processes and thread counts, and a 2-D mesh must give the same numbers however its
+        devices are spread over processes (tests/parallel/test_multiprocess.py)."""
+        mt = self.meta
+        return mt.fft == "fftw" and len(mt.names) == 1 and like.dtype == jnp.float32
+
+    def _slab_spec(self, f: jax.Array) -> jax.Array:
+        """The slab transform on FFTW: the plane transforms leave the spectrum in the pieces the
+        transpose sends (no reordering pass); the pieces received, stacked, are the x blocks in
+        order (a reshape), then the transform along x."""
+        mt = self.meta
+        n = mt.sizes[0]
+        pieces = fftw.rfft_split(f, tuple(range(1, f.ndim)), 1, n)  # (n, X_l, kpad/n, ...)
+        F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
+        F = F.reshape((n * F.shape[1], *F.shape[2:]))
+        return fftw.fft_axis(self._compact(F, 0), 0)
+
+    def _slab_back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        """Inverse of :meth:`_slab_spec`; the plane transforms read the received pieces in
+        place and apply the whole inverse's ``1 / N``."""
+        mt = self.meta
+        n = mt.sizes[0]
+        F = self._expand(fftw.fft_axis(F, 0, True, scale=1.0), 0)
+        F = collectives.all_to_all(F.reshape((n, F.shape[0] // n, *F.shape[1:])), mt.names[0], 0, 0)
+        axes = tuple(range(1, like.ndim))
+        return fftw.irfft_join(F, like.shape, axes, 1, 1.0 / np.prod(mt.shape))
+
     def _spec(self, f: jax.Array) -> jax.Array:
+        if self._local_fftw(f):
+            return self._slab_spec(f)
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         F = jnp.fft.rfft(f, axis=d - 1)
@@ -82,6 +123,8 @@ class PencilOps(FourierOps):
         return F
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        if self._local_fftw(like):
+            return self._slab_back(F, like)
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         for j in range(m):
@@ -105,9 +148,12 @@ class PencilOps(FourierOps):
 
 
 def pencil_constants(
-    problem: Problem, blocks: Blocks, unstagger: bool
+    problem: Problem, blocks: Blocks, unstagger: bool, fftw_transforms: bool = True
 ) -> tuple[list[Any], list[Any], PencilMeta]:
-    """Global spectral constants in the transposed, padded layout, and their specs."""
+    """Global spectral constants in the transposed, padded layout, and their specs.
+
+    ``fftw_transforms``: the local transforms through FFTW's custom calls where the operators'
+    backend is FFTW (False: XLA's FFT everywhere, which JAX can differentiate)."""
     g = problem.grid
     d = g.ndim
     sizes = blocks.mesh_shape
@@ -143,5 +189,6 @@ def pencil_constants(
             a, s = spectral(kid)
             arrays.append(a)
             specs.append(s)
-    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks)
+    local = "fftw" if fftw_transforms and full.fft.startswith("fftw") else "xla"
+    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local)
     return arrays, specs, meta

@@ -19,12 +19,17 @@
 //     (FFTW's multi-dimensional C2R destroys its input, and XLA's buffers must stay intact),
 //     so XLA never materialises the products.
 //
+// sonotile_fftw_rfft_axes / _irfft_axes / _fft_axis are numpy's rfftn / irfftn over trailing
+// axes and fft / ifft along any one axis, batched and strided (the distributed FFT's local
+// transforms); see their section below.
+//
 // Threads: `concurrent` = 0 runs the k transforms one after the other, each on a plan with
 // all threads; `concurrent` = 1 runs up to `threads` transforms at once on 1-thread plans (the
 // remainder on all threads). Plans are made once per (shape, direction, threads, alignment),
 // with wisdom imported from / exported to a file.
 
 #include <algorithm>
+#include <complex>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +63,12 @@ fftwf_plan fftwf_plan_many_dft(int rank, const int* n, int howmany, fftwf_comple
                                const int* inembed, int istride, int idist, fftwf_complex* out,
                                const int* onembed, int ostride, int odist, int sign,
                                unsigned flags);
+typedef struct {
+  int n, is, os;
+} fftwf_iodim;
+fftwf_plan fftwf_plan_guru_dft(int rank, const fftwf_iodim* dims, int howmany_rank,
+                               const fftwf_iodim* howmany_dims, fftwf_complex* in,
+                               fftwf_complex* out, int sign, unsigned flags);
 void fftwf_execute_dft(const fftwf_plan p, fftwf_complex* in, fftwf_complex* out);
 void fftwf_execute_dft_r2c(const fftwf_plan p, float* in, fftwf_complex* out);
 void fftwf_execute_dft_c2r(const fftwf_plan p, fftwf_complex* in, float* out);
@@ -777,6 +788,319 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C6
   return ffi::Error::Success();
 }
 
+// ---------------------------------------------------------------------------------------------
+// numpy-convention transforms for the distributed FFT (sonotile/parallel/pencil.py), batched
+// over the axes they leave alone, each on one plan with all threads (no transposes: strides):
+//
+//   sonotile_fftw_rfft_axes:  float32 (lead..., n_1..n_k) -> complex64 (lead..., n_1..n_k/2+1),
+//     the unnormalised R2C over the k = `naxes` trailing axes (numpy's rfftn over them).
+//   sonotile_fftw_irfft_axes: the C2R back (the real shape is the output's), times `scale`
+//     (1 / (n_1 ... n_k) gives numpy's irfftn); the spectrum is copied to scratch first, scaled
+//     on the way (FFTW's C2R destroys its input; XLA's buffers must stay intact).
+//   sonotile_fftw_fft_axis:   complex64 c2c along grid axis `axis` of a rank 1-4 array (a guru
+//     plan: the transform's stride is the product of the later axes, the other axes are its
+//     loops), out of place, exponent sign `sign` (-1 forward, +1 inverse), times `scale`.
+//
+// Plans are made once per (kind, shape, axes, sign, alignment, threads), on scratch arrays.
+
+constexpr int kMaxRank = 4;
+enum AxesKind : int64_t { kAxesR2C = 0, kAxesC2R = 1, kAxesC2C = 2 };
+std::map<std::vector<int64_t>, fftwf_plan> axes_plans;  // guarded by plan_mu
+
+// The plan of `key`, made by make(in, out) on FFTW-aligned scratch of the given sizes (floats)
+// with `threads` threads (0: all) if it is not cached; nullptr when planning fails.
+template <class Make>
+fftwf_plan axes_plan(std::vector<int64_t> key, size_t in_floats, size_t out_floats, Make make,
+                     int threads = 0) {
+  std::lock_guard<std::mutex> g(plan_mu);
+  if (threads <= 0) threads = g_threads;
+  key.push_back(threads);
+  auto it = axes_plans.find(key);
+  if (it != axes_plans.end()) return it->second;
+  float* a = static_cast<float*>(fft_alloc(sizeof(float) * std::max<size_t>(in_floats, 2)));
+  float* b = static_cast<float*>(fft_alloc(sizeof(float) * std::max<size_t>(out_floats, 2)));
+  fftwf_plan p = nullptr;
+  if (a != nullptr && b != nullptr) {
+    if (g_threads_ok) fftwf_plan_with_nthreads(threads);
+    p = make(a, b);
+  }
+  fftwf_free(a);
+  fftwf_free(b);
+  if (p != nullptr) {
+    axes_plans[key] = p;
+    save_wisdom_locked();
+  }
+  return p;
+}
+
+// A real array's dims as (batch, n_1..n_k): its k trailing axes transformed, the rest a loop.
+struct Trailing {
+  int k = 0;
+  int n[3] = {1, 1, 1};
+  int64_t batch = 1, real = 1, half = 1;  // transforms; real / complex elements of each
+};
+
+bool trailing_of(ffi::Span<const int64_t> dims, int64_t naxes, Trailing* t) {
+  const int64_t r = int64_t(dims.size());
+  if (naxes < 1 || naxes > 3 || naxes > r || r > kMaxRank) return false;
+  t->k = int(naxes);
+  for (int64_t a = 0; a < r - naxes; ++a) t->batch *= dims[a];
+  for (int a = 0; a < t->k; ++a) {
+    t->n[a] = int(dims[r - naxes + a]);
+    t->real *= t->n[a];
+    t->half *= a + 1 < t->k ? t->n[a] : t->n[a] / 2 + 1;
+  }
+  return true;
+}
+
+unsigned axes_flags(bool aligned) { return g_effort | (aligned ? 0U : kUnaligned); }
+
+// dst[i] = src[i] * s for i < n, split over the threads for large arrays (dst may be src).
+void scale_floats(const float* src, float s, size_t n, float* dst) {
+  auto part = [=](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) dst[i] = src[i] * s;
+  };
+  const int T = g_threads;
+  if (T <= 1 || n < (size_t(1) << 16)) {
+    part(0, n);
+    return;
+  }
+  parallel_for(T, T, [&](int t) { part(n * size_t(t) / T, n * size_t(t + 1) / T); });
+}
+
+ffi::Error RfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, ffi::Buffer<ffi::F32> x,
+                        ffi::Result<ffi::Buffer<ffi::C64>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  Trailing t;
+  if (!trailing_of(x.dimensions(), naxes, &t))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "rfft_axes: 1-3 trailing axes, rank <= 4");
+  if (y->element_count() != size_t(t.batch * t.half))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "rfft_axes: output shape");
+  if (t.batch * t.real == 0) return ffi::Error::Success();
+  float* in = const_cast<float*>(x.typed_data());
+  auto* out = reinterpret_cast<fftwf_complex*>(y->typed_data());
+  const bool al = is_aligned(in) && is_aligned(out);
+  fftwf_plan p = axes_plan({kAxesR2C, 0, t.k, t.n[0], t.n[1], t.n[2], t.batch, int64_t(al)},
+                           size_t(t.batch * t.real), size_t(2 * t.batch * t.half),
+                           [&](float* a, float* b) {
+                             return fftwf_plan_many_dft_r2c(
+                                 t.k, t.n, int(t.batch), a, nullptr, 1, int(t.real),
+                                 reinterpret_cast<fftwf_complex*>(b), nullptr, 1, int(t.half),
+                                 axes_flags(al));
+                           });
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  fftwf_execute_dft_r2c(p, in, out);
+  return ffi::Error::Success();
+}
+
+ffi::Error IrfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, float scale,
+                         ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::F32>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  Trailing t;
+  if (!trailing_of(y->dimensions(), naxes, &t))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_axes: 1-3 trailing axes, rank <= 4");
+  if (x.element_count() != size_t(t.batch * t.half))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_axes: spectrum shape");
+  if (t.batch * t.real == 0) return ffi::Error::Success();
+  float* out = y->typed_data();
+  const bool al = is_aligned(out);  // the scratch input is FFTW-aligned
+  const size_t nc = size_t(2 * t.batch * t.half);
+  fftwf_plan p = axes_plan({kAxesC2R, 0, t.k, t.n[0], t.n[1], t.n[2], t.batch, int64_t(al)},
+                           nc, size_t(t.batch * t.real), [&](float* a, float* b) {
+                             return fftwf_plan_many_dft_c2r(
+                                 t.k, t.n, int(t.batch), reinterpret_cast<fftwf_complex*>(a),
+                                 nullptr, 1, int(t.half), b, nullptr, 1, int(t.real),
+                                 axes_flags(al) | kDestroyInput);
+                           });
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  float* scr = take_scratch(nc);
+  if (scr == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  scale_floats(reinterpret_cast<const float*>(x.typed_data()), scale, nc, scr);
+  fftwf_execute_dft_c2r(p, reinterpret_cast<fftwf_complex*>(scr), out);
+  give_scratch(scr, nc);
+  return ffi::Error::Success();
+}
+
+ffi::Error FftAxisImpl(ffi::ThreadPool pool, int64_t axis, int64_t sign, float scale,
+                       ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::C64>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  auto dims = x.dimensions();
+  const int64_t r = int64_t(dims.size());
+  if (r < 1 || r > kMaxRank || axis < 0 || axis >= r || (sign != -1 && sign != 1))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "fft_axis: an axis of rank 1-4, sign +-1");
+  if (y->element_count() != x.element_count())
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "fft_axis: output shape");
+  int64_t A = 1, B = 1;  // the axes before / after `axis`, as one loop each
+  for (int64_t a = 0; a < axis; ++a) A *= dims[a];
+  for (int64_t a = axis + 1; a < r; ++a) B *= dims[a];
+  const int64_t n = dims[axis];
+  if (A * n * B == 0) return ffi::Error::Success();
+  auto* in = reinterpret_cast<fftwf_complex*>(const_cast<void*>(static_cast<const void*>(x.typed_data())));
+  auto* out = reinterpret_cast<fftwf_complex*>(y->typed_data());
+  const bool al = is_aligned(in) && is_aligned(out);
+  const fftwf_iodim dim{int(n), int(B), int(B)};
+  std::vector<fftwf_iodim> loops;
+  if (A > 1) loops.push_back({int(A), int(n * B), int(n * B)});
+  if (B > 1) loops.push_back({int(B), 1, 1});
+  const size_t floats = size_t(2 * A * n * B);
+  fftwf_plan p = axes_plan({kAxesC2C, sign, A, n, B, int64_t(al)}, floats, floats,
+                           [&](float* a, float* b) {
+                             return fftwf_plan_guru_dft(
+                                 1, &dim, int(loops.size()), loops.data(),
+                                 reinterpret_cast<fftwf_complex*>(a),
+                                 reinterpret_cast<fftwf_complex*>(b), int(sign), axes_flags(al));
+                           });
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  fftwf_execute_dft(p, in, out);
+  if (scale != 1.f) scale_floats(reinterpret_cast<float*>(out), scale, floats,
+                                 reinterpret_cast<float*>(out));
+  return ffi::Error::Success();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The slab FFT's first forward and last inverse transforms with the transpose's reordering
+// done plane by plane in cache (sonotile/parallel/pencil.py): the spectrum leaves / enters in
+// pieces, piece p the part of every plane with index [p L, p L + L) along spectrum axis q, the
+// pieces outermost (what an all-to-all sends / receives as contiguous chunks):
+//
+//   sonotile_fftw_rfft_split: float32 (lead..., n_1..n_k) -> complex64 (P, lead..., s_1..L..s_k)
+//     with s the half spectrum's dims (s_k = n_k / 2 + 1) and L at axis q: numpy's rfftn over
+//     the k trailing axes, cut into the P pieces (zeros where p L + i >= s_q).
+//   sonotile_fftw_irfft_join: the inverse: pieces (P, lead..., s_1..L..s_k) joined along q
+//     (entries at p L + i >= s_q ignored), C2R to float32 (lead..., n_1..n_k), times `scale`.
+//
+// Work items are groups of G planes (a group's spectrum fits in cache), on 1-thread plans.
+
+struct Split {
+  Trailing t;
+  int q = 0;                          // the split spectrum axis (0 .. k-1)
+  int64_t P = 1, L = 1;               // pieces, their length along q
+  int64_t pre = 1, sq = 1, post = 1;  // a spectrum plane as (pre, s_q, post)
+  int64_t G = 1, items = 1;           // planes per item, items
+};
+
+// The split of real dims `real` and pieces dims `pieces` (q: a transformed axis, from 0).
+bool split_of(ffi::Span<const int64_t> real, ffi::Span<const int64_t> pieces, int64_t naxes,
+              int64_t q, Split* s) {
+  if (!trailing_of(real, naxes, &s->t) || q < 0 || q >= naxes) return false;
+  const int64_t r = int64_t(real.size());
+  if (int64_t(pieces.size()) != r + 1 || pieces[0] < 1) return false;
+  s->q = int(q);
+  s->P = pieces[0];
+  const int64_t lead = r - naxes;
+  for (int64_t a = 0; a < r; ++a) {
+    const int64_t i = a - lead;  // spectrum axis index (negative: a batch axis)
+    const int64_t want = i < 0 ? real[a] : (i + 1 < naxes ? real[a] : real[a] / 2 + 1);
+    if (i == q) {
+      s->sq = want;
+      s->L = pieces[a + 1];
+      if (s->L * s->P < want) return false;
+    } else if (pieces[a + 1] != want) {
+      return false;
+    }
+    if (i >= 0 && i < q) s->pre *= want;
+    if (i > q) s->post *= want;
+  }
+  const int64_t cap = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s->t.half));
+  s->G = std::min<int64_t>(std::max<int64_t>(1, s->t.batch), cap);
+  s->items = (s->t.batch + s->G - 1) / s->G;
+  return true;
+}
+
+// The 1-thread plan of `g` planes (r2c: real -> buffer; c2r: buffer -> real, destroying it).
+fftwf_plan split_plan(const Split& s, bool r2c, int64_t g, bool aligned) {
+  const Trailing& t = s.t;
+  const size_t nr = size_t(g * t.real), nc = size_t(2 * g * t.half);
+  auto make = [&](float* a, float* b) {
+    if (r2c)
+      return fftwf_plan_many_dft_r2c(t.k, t.n, int(g), a, nullptr, 1, int(t.real),
+                                     reinterpret_cast<fftwf_complex*>(b), nullptr, 1,
+                                     int(t.half), axes_flags(aligned));
+    return fftwf_plan_many_dft_c2r(t.k, t.n, int(g), reinterpret_cast<fftwf_complex*>(a),
+                                   nullptr, 1, int(t.half), b, nullptr, 1, int(t.real),
+                                   axes_flags(aligned) | kDestroyInput);
+  };
+  const int64_t kind = r2c ? kAxesR2C : kAxesC2R;
+  return axes_plan({kind, 1, t.k, t.n[0], t.n[1], t.n[2], g, int64_t(aligned)},
+                   r2c ? nr : nc, r2c ? nc : nr, make, 1);
+}
+
+// Plane b's spectrum `plane` (pre, s_q, post) to / from its P pieces in `pieces` (complex as
+// float pairs); from the pieces times `scale`.
+void plane_pieces(const Split& s, int64_t b, float* plane, float* pieces, bool to_pieces,
+                  float scale) {
+  const int64_t chunk = 2 * s.L * s.post, per_piece = s.pre * chunk;
+  for (int64_t p = 0; p < s.P; ++p) {
+    const int64_t lo = p * s.L, len = std::max<int64_t>(0, std::min(s.L, s.sq - lo));
+    float* piece = pieces + (p * s.t.batch + b) * per_piece;
+    for (int64_t r = 0; r < s.pre; ++r) {
+      float* c = piece + r * chunk;
+      float* v = plane + 2 * (r * s.sq + lo) * s.post;
+      const int64_t n = 2 * len * s.post;
+      if (to_pieces) {
+        if (n > 0) std::memcpy(c, v, sizeof(float) * n);
+        if (chunk > n) std::memset(c + n, 0, sizeof(float) * (chunk - n));
+      } else {
+        for (int64_t i = 0; i < n; ++i) v[i] = c[i] * scale;
+      }
+    }
+  }
+}
+
+ffi::Error RfftSplitImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, ffi::Buffer<ffi::F32> x,
+                         ffi::Result<ffi::Buffer<ffi::C64>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  Split s;
+  if (!split_of(x.dimensions(), y->dimensions(), naxes, q, &s))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "rfft_split: shapes");
+  if (s.t.batch * s.t.real == 0) return ffi::Error::Success();
+  const float* in = x.typed_data();
+  float* out = reinterpret_cast<float*>(y->typed_data());
+  const bool al = is_aligned(in) && (s.t.real % 16 == 0);  // every group's start aligned
+  const int64_t rem = s.t.batch % s.G;
+  fftwf_plan full = split_plan(s, true, s.G, al);
+  fftwf_plan last = rem ? split_plan(s, true, rem, al) : full;
+  if (full == nullptr || last == nullptr)
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const bool ok = parallel_items(s.items, g_threads, size_t(2 * s.G * s.t.half),
+                                 [&](float* buf, int64_t i) {
+    const int64_t b0 = i * s.G, g = std::min(s.G, s.t.batch - b0);
+    fftwf_execute_dft_r2c(g == s.G ? full : last, const_cast<float*>(in) + b0 * s.t.real,
+                          reinterpret_cast<fftwf_complex*>(buf));
+    for (int64_t j = 0; j < g; ++j)
+      plane_pieces(s, b0 + j, buf + 2 * j * s.t.half, out, true, 1.f);
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
+ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float scale,
+                         ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::F32>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  Split s;
+  if (!split_of(y->dimensions(), x.dimensions(), naxes, q, &s))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: shapes");
+  if (s.t.batch * s.t.real == 0) return ffi::Error::Success();
+  float* in = reinterpret_cast<float*>(const_cast<void*>(static_cast<const void*>(x.typed_data())));
+  float* out = y->typed_data();
+  const bool al = is_aligned(out) && (s.t.real % 16 == 0);
+  const int64_t rem = s.t.batch % s.G;
+  fftwf_plan full = split_plan(s, false, s.G, al);
+  fftwf_plan last = rem ? split_plan(s, false, rem, al) : full;
+  if (full == nullptr || last == nullptr)
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const bool ok = parallel_items(s.items, g_threads, size_t(2 * s.G * s.t.half),
+                                 [&](float* buf, int64_t i) {
+    const int64_t b0 = i * s.G, g = std::min(s.G, s.t.batch - b0);
+    for (int64_t j = 0; j < g; ++j)
+      plane_pieces(s, b0 + j, buf + 2 * j * s.t.half, in, false, scale);
+    fftwf_execute_dft_c2r(g == s.G ? full : last, reinterpret_cast<fftwf_complex*>(buf),
+                          out + b0 * s.t.real);
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
 // Identity on a buffer aliased to its output: XLA materialises the value here and cannot
 // fuse across the call (the step uses it to stop fusions re-reading and copying fields).
 ffi::Error KeepImpl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
@@ -861,3 +1185,44 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileKeep, KeepImpl,
                               ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwRfftAxes, RfftAxesImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("naxes")
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::C64>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwIrfftAxes, IrfftAxesImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("naxes")
+                                  .Attr<float>("scale")
+                                  .Arg<ffi::Buffer<ffi::C64>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwFftAxis, FftAxisImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("axis")
+                                  .Attr<int64_t>("sign")
+                                  .Attr<float>("scale")
+                                  .Arg<ffi::Buffer<ffi::C64>>()
+                                  .Ret<ffi::Buffer<ffi::C64>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwRfftSplit, RfftSplitImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("naxes")
+                                  .Attr<int64_t>("q")
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::C64>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwIrfftJoin, IrfftJoinImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("naxes")
+                                  .Attr<int64_t>("q")
+                                  .Attr<float>("scale")
+                                  .Arg<ffi::Buffer<ffi::C64>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
