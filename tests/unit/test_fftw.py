@@ -122,6 +122,45 @@ def test_conv_general_outputs_equal_numpy(shape):
 
 
 @needs_fftw
+@pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15)])
+def test_xpass_then_planes_c2r_equals_numpy(shape):
+    """``xpass`` on plane spectra (two inputs, a vector along x, shared outputs, an operator or
+    none, the interior planes only) and ``planes_c2r`` of its outputs: the interior planes of
+    numpy's ``irfftn(rfftn(x) * op * vec)``; the inputs are left intact."""
+    rng = np.random.default_rng(3)
+    nd = len(shape)
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
+    op = rng.random(half).astype(np.float32)
+    vx = (rng.standard_normal(shape[0]) + 1j * rng.standard_normal(shape[0])).astype(np.complex64)
+    lo, n = 5, shape[0] - 10
+    inner = (n, *shape[1:])
+    outs = [(0, 0, vx), (0, None, None), (1, 0, vx.conj()), (1, None, None)]
+
+    def ref(src, v, with_op=True):
+        spec = np.fft.rfftn(xs[src].astype(np.float64)) * (op if with_op else 1.0)
+        if v is not None:
+            spec = spec * v.reshape([-1] + [1] * (nd - 1))
+        return np.fft.irfftn(spec, s=shape, axes=tuple(range(nd)))[lo : lo + n]
+
+    specs = [np.fft.rfftn(x, axes=tuple(range(1, nd))).astype(np.complex64) for x in xs]
+    keep = [s.copy() for s in specs]
+    js = [jax.numpy.asarray(s) for s in specs]
+    got = jax.jit(lambda a, b, k: fftw.xpass([a, b], shape, k, outs, lo=lo, planes=n))(*js, op)
+    for (src, _, v), g in zip(outs, got):
+        assert g.shape == (n, *half[1:]) and g.dtype == np.complex64
+        assert _rel(ref(src, v), jax.jit(lambda s: fftw.planes_c2r(s, inner))(g)) < 2e-6
+    (g,) = jax.jit(lambda a: fftw.xpass([a], shape, lo=lo, planes=n))(js[1])
+    assert _rel(ref(1, None, with_op=False), fftw.planes_c2r(g, inner)) < 2e-6
+    (whole,) = jax.jit(lambda a: fftw.xpass([a], shape, None, [(0, 0, vx)]))(js[0])
+    assert _rel(np.fft.irfftn(np.fft.rfftn(xs[0].astype(np.float64))
+                              * vx.reshape([-1] + [1] * (nd - 1)), s=shape, axes=tuple(range(nd))),
+                fftw.planes_c2r(whole, shape)) < 2e-6  # fmt: skip
+    for s, k in zip(js, keep):
+        np.testing.assert_array_equal(np.asarray(s), k)
+
+
+@needs_fftw
 @pytest.mark.parametrize(
     "case", ["3d_het_absorb15_nonlin_hetbona_p0_index", "2d_het_nonlin_psrc_additive_many_index"]
 )

@@ -179,6 +179,7 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
                 ("sonotile_fftw_conv", "SonotileFftwConv"),
                 ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),
+                ("sonotile_fftw_xpass", "SonotileFftwXPass"),
                 ("sonotile_keep", "SonotileKeep"),
             ):
                 jax.ffi.register_ffi_target(
@@ -305,6 +306,49 @@ def planes_c2r(
     out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
     return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out, vmap_method="sequential")(
         *args, axis=-1 if axis is None else int(axis)
+    )
+
+
+def xpass(
+    specs: Sequence[jax.Array],
+    shape: Sequence[int],
+    op: jax.Array | None = None,
+    outs: Sequence[ConvOut] = ((0, None, None),),
+    lo: int = 0,
+    planes: int | None = None,
+) -> list[jax.Array]:
+    """The pass along axis 0 of :func:`conv` alone, on boxes whose planes are transformed.
+
+    ``specs``: complex64 ``[X, plane half spectrum]`` boxes, each plane the unnormalised R2C
+    of a plane of a real grid of ``shape`` (rank 2-3, ``shape[0] = X``). Output ``o`` of
+    ``outs = ((src, axis, vec), ...)`` (``axis`` 0 with a complex ``vec`` of length X, or
+    None) is planes ``lo .. lo + planes - 1`` (default all) of ``ifft(fft(specs[src], axis=0)
+    * op * vec[k_x], axis=0) / prod(shape)``, complex64: :func:`planes_c2r` of it gives the real
+    result ``irfftn(rfftn(x) * op * vec)`` on those planes. ``op``: real on the half spectrum.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    half = tuple(specs[0].shape)
+    args = list(specs)
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    for _, a, v in outs:
+        if a is not None:
+            assert a == 0 and v is not None, "xpass: a vector runs along axis 0"
+            args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    n = half[0] - lo if planes is None else planes
+    out = [jax.ShapeDtypeStruct((n, *half[1:]), jnp.complex64) for _ in outs]
+    return list(
+        jax.ffi.ffi_call("sonotile_fftw_xpass", out, vmap_method="sequential")(
+            *args,
+            dims=np.array(shape, np.int64),
+            has_op=int(op is not None),
+            lo=int(lo),
+            src=np.array([s for s, _, _ in outs], np.int64),
+            axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64),
+        )
     )
 
 

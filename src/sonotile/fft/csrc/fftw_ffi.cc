@@ -6,7 +6,9 @@
 //
 // sonotile_fftw_conv (grids of rank 2-3, what the operators use there) applies whole spectral
 // operators, input to outputs, in one call, and sonotile_fftw_planes_c2r finishes one more
-// output from a spectrum conv returned; see their section below. Two more handlers do k
+// output from a spectrum conv returned; sonotile_fftw_xpass is conv's pass along x alone, for
+// boxes whose planes were transformed before (LFB blocks split along x); see their section
+// below. Two more handlers do k
 // transforms of one real shape (rank 1-3) in one call (rank 1, and the SONOTILE_FFTW_FUSED=0
 // path):
 //
@@ -742,6 +744,95 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   return ffi::Error::Success();
 }
 
+// sonotile_fftw_xpass: the pass along x of sonotile_fftw_conv on its own, for boxes whose
+// planes are already transformed (the LFB blocks split along x only transform their planes
+// before the overlap exchange; sonotile/parallel/lfb.py). `dims` is the real grid (X, plane...)
+// of rank 2-3; the inputs are k complex64 plane half spectra [X, plane bins] (unnormalised
+// R2Cs of the planes), then an optional real operator on the half spectrum, then one complex
+// vector of length X per output with axis 0. Output o, complex64 [Xo, plane bins], is planes
+// lo .. lo + Xo - 1 of
+//
+//   IFFT_x(FFT_x(in[src_o]) * op * vec_o[k_x]) / N,     N = X * (real points of a plane)
+//
+// (axis -1: no vector), so sonotile_fftw_planes_c2r of it is the real result on those planes
+// (the same scaling as conv's spectrum output). Outputs of one input share its forward pass.
+ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_t has_op,
+                     int64_t lo, ffi::Span<const int64_t> src, ffi::Span<const int64_t> axis,
+                     ffi::RemainingArgs args, ffi::RemainingRets rets) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  Grid g;
+  if (!grid_of(dims, &g)) return bad("xpass: rank 2-3 only");
+  const int m = int(rets.size());
+  if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("xpass: src/axis per output");
+  int k = 0, n_vec = 0;
+  for (int o = 0; o < m; ++o) {
+    if (src[o] < 0) return bad("xpass: negative src");
+    if (axis[o] != -1 && axis[o] != 0) return bad("xpass: axis -1 (none) or 0 (x)");
+    k = std::max(k, int(src[o]) + 1);
+    n_vec += axis[o] == 0 ? 1 : 0;
+  }
+  if (int(args.size()) != k + (has_op ? 1 : 0) + n_vec) return bad("xpass: argument count");
+  std::vector<const float*> in(k);
+  int a = 0;
+  for (int j = 0; j < k; ++j, ++a) {
+    auto x = args.get<ffi::Buffer<ffi::C64>>(a);
+    if (x.has_error() || x->element_count() != g.nc) return bad("xpass: input spectrum shape");
+    in[j] = reinterpret_cast<const float*>(x->typed_data());
+  }
+  const float* op = nullptr;
+  if (has_op) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (x.has_error() || x->element_count() != g.nc) return bad("xpass: operator shape");
+    op = x->typed_data();
+  }
+  std::vector<float*> out(m);
+  std::vector<int64_t> planes(m);
+  std::vector<const float*> vec(m, nullptr);
+  for (int o = 0; o < m; ++o) {
+    auto y = rets.get<ffi::Buffer<ffi::C64>>(o);
+    if (y.has_error() || (*y)->element_count() % g.pc != 0) return bad("xpass: output shape");
+    planes[o] = int64_t((*y)->element_count()) / g.pc;
+    if (lo < 0 || lo + planes[o] > g.X) return bad("xpass: output planes beyond the box");
+    out[o] = reinterpret_cast<float*>((*y)->typed_data());
+    if (axis[o] != 0) continue;
+    auto x = args.get<ffi::Buffer<ffi::C64>>(a++);
+    if (x.has_error() || int64_t(x->element_count()) != g.X) return bad("xpass: vector length");
+    vec[o] = reinterpret_cast<const float*>(x->typed_data());
+  }
+  const ConvPlans* P = get_conv_plans(g, true);  // only its passes along x (on own buffers)
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const float scale = float(1.0 / double(g.nr));
+  const int64_t nblocks = (g.pc + kBlock - 1) / kBlock;
+  const size_t blk = size_t(2 * g.X * kBlock);
+  std::vector<std::vector<int>> by_src(k);  // the outputs of each input
+  for (int o = 0; o < m; ++o) by_src[src[o]].push_back(o);
+  const bool ok = parallel_items(nblocks, g_threads, 2 * blk, [&](float* buf, int64_t i) {
+    float* tmp = buf + blk;
+    const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
+    for (int j = 0; j < k; ++j) {
+      const std::vector<int>& mine = by_src[j];
+      if (mine.empty()) continue;
+      for (int64_t x = 0; x < g.X; ++x)
+        std::memcpy(buf + 2 * x * kBlock, in[j] + 2 * (x * g.pc + c0), sizeof(float) * 2 * b);
+      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
+                        reinterpret_cast<fftwf_complex*>(buf));
+      for (int q = int(mine.size()) - 1; q >= 0; --q) {  // the first output last, in place
+        const int o = mine[q];
+        float* t = q == 0 ? buf : tmp;
+        multiply_block(g, buf, op, vec[o], scale, c0, b, t);
+        fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(t),
+                          reinterpret_cast<fftwf_complex*>(t));
+        for (int64_t x = 0; x < planes[o]; ++x)
+          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + 2 * (lo + x) * kBlock,
+                      sizeof(float) * 2 * b);
+      }
+    }
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
 // sonotile_fftw_planes_c2r: the last stage of sonotile_fftw_conv on its own, for a spectrum
 // that conv returned after its pass along x (axis -2): out = plane C2R(spec * vec_axis), the
 // vector along a plane axis (1 .. rank-1) or none (axis -1). The spectrum is left intact, so
@@ -846,6 +937,17 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("has_op")
+                                  .Attr<ffi::Span<const int64_t>>("src")
+                                  .Attr<ffi::Span<const int64_t>>("axis")
+                                  .RemainingArgs()
+                                  .RemainingRets());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwXPass, XPassImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<ffi::Span<const int64_t>>("dims")
+                                  .Attr<int64_t>("has_op")
+                                  .Attr<int64_t>("lo")
                                   .Attr<ffi::Span<const int64_t>>("src")
                                   .Attr<ffi::Span<const int64_t>>("axis")
                                   .RemainingArgs()
