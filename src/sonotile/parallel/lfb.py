@@ -7,6 +7,15 @@ by a bell that is 1 inside and falls to 0 across the overlap (Boyd's erf bell), 
 with local FFTs and the padded block's own wavenumbers (shift operators and kappa included),
 and cropped to the interior. Communication is nearest-neighbour; the error is set by overlap
 and bell (see ``docs/decomposition.md``).
+
+Blocks split along grid axis 0 only (a 1-D mesh, or one whose other axes are 1), on the FFTW
+backend, take a shorter way to the same padded spectrum ("planes first"): the transforms over
+the other axes commute with the padding, the bell and the crop along x, so each block
+transforms only its interior planes (R2C), exchanges the overlap planes in that basis
+(complex64), pads and windows along x, and one call (:func:`sonotile.fft.fftw.xpass`) does the
+pass along x of the padded box with the operator and keeps the interior planes, which alone are
+transformed back (:func:`sonotile.fft.fftw.planes_c2r`). FFT work per block falls from the
+padded box's to about its own (``LfbMeta.planes``; ``SONOTILE_LFB_PLANES=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from sonotile import config
+from sonotile.fft import fftw
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
@@ -70,6 +81,8 @@ class LfbMeta:
     ndim: int
     #: per split axis: real points of each block when the blocks differ (n % p != 0), else None
     counts: tuple[tuple[int, ...] | None, ...] = ()
+    #: transform the planes before the exchange where a block is split along axis 0 only
+    planes: bool = False
 
     def padded(self, a: int) -> bool:
         return a < len(self.names) and self.sizes[a] > 1
@@ -193,20 +206,73 @@ class LfbOps:
         padded = [self._pad(f) for f in fs]
         return [self._window(p) for p in padded]
 
+    # --- planes first (blocks split along axis 0 only, FFTW; see the module docstring)
+    def _split(self, f: jax.Array) -> FourierOps | None:
+        """The padded box's operators when ``f`` takes the planes-first way, else None."""
+        mt, inner = self.meta, self.inner
+        if not (mt.planes and isinstance(inner, FourierOps) and inner.fused(f)):
+            return None
+        if not mt.padded(0) or any(mt.padded(a) for a in range(1, len(mt.names))):
+            return None
+        return inner
+
+    def _local_planes(self, fs: list[jax.Array]) -> list[jax.Array]:
+        """Plane spectra of the blocks, padded along x with the neighbours' (all exchanges
+        issued before any is used) and windowed: complex64 ``[padded X, plane half]``."""
+        padded = [self._pad(plane_rfft(f), (0,)) for f in fs]
+        return [self._window(q, (0,)) for q in padded]
+
+    def _xpass(
+        self, q: jax.Array, like: jax.Array, op: jax.Array | None, outs: list[fftw.ConvOut]
+    ) -> list[jax.Array]:
+        """:func:`fftw.xpass` of the padded box ``q`` keeping ``like``'s interior planes."""
+        shape = (q.shape[0], *like.shape[1:])  # the padded real box
+        return fftw.xpass([q], shape, op, outs, lo=self.meta.overlap, planes=like.shape[0])
+
+    def _grad_planes(self, p: jax.Array, ops: FourierOps) -> tuple[jax.Array, ...]:
+        (q,) = self._local_planes([p])
+        gx, spec = self._xpass(q, p, ops.kappa, [(0, 0, ops.shift_pos[0]), (0, None, None)])
+        rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(ops.shift_pos) if a]
+        return (fftw.planes_c2r(gx, p.shape), *rest)
+
+    def _div_planes(self, u: Sequence[jax.Array], ops: FourierOps) -> tuple[jax.Array, ...]:
+        out = []
+        for a, (q, ua, s) in enumerate(zip(self._local_planes(list(u)), u, ops.shift_neg)):
+            if a == 0:
+                (d,) = self._xpass(q, ua, ops.kappa, [(0, 0, s)])
+                out.append(fftw.planes_c2r(d, ua.shape))
+            else:
+                (d,) = self._xpass(q, ua, ops.kappa, [(0, None, None)])
+                out.append(fftw.planes_c2r(d, ua.shape, a, s))
+        return tuple(out)
+
+    def _apply_planes(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
+        (q,) = self._local_planes([f])
+        (d,) = self._xpass(q, f, op, [(0, None, None)])
+        return fftw.planes_c2r(d, f.shape)
+
     # --- the FourierOps interface
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
+        if (ops := self._split(p)) is not None:
+            return self._grad_planes(p, ops)
         (q,) = self._local([p])
         return tuple(self._crop(g) for g in self.inner.grad(q))
 
     def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
+        if (ops := self._split(u[0])) is not None:
+            return self._div_planes(u, ops)
         q = self._local(list(u))
         return tuple(self._crop(x) for x in self.inner.div(tuple(q)))
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
+        if (ops := self._split(f)) is not None:
+            return self._apply_planes(f, ops.nabla1 if which == 1 else ops.nabla2)
         (q,) = self._local([f])
         return self._crop(self.inner.fractional(q, which))
 
     def filter_source(self, s: jax.Array) -> jax.Array:
+        if (ops := self._split(s)) is not None:
+            return self._apply_planes(s, ops.source_kappa)
         (q,) = self._local([s])
         return self._crop(self.inner.filter_source(q))
 
@@ -233,6 +299,11 @@ class LfbOps:
         ax = (axis,)
         q = self._window(self._pad(u, ax), ax)
         return self._crop(self.inner.unstagger(q, axis), ax)
+
+
+def plane_rfft(f: jax.Array) -> jax.Array:
+    """The unnormalised R2C of every plane ``f[x]`` (over axes 1 .. d-1), complex64."""
+    return jnp.fft.rfftn(f, axes=tuple(range(1, f.ndim)))
 
 
 def _bell(
@@ -280,7 +351,10 @@ def lfb_constants(
     counts = tuple(
         None if blocks.even(a) else tuple(int(c) for c in blocks.counts(a)) for a in range(m)
     )
-    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts)
+    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts,
+                   planes=config.current().lfb_planes)  # fmt: skip
+    if meta.planes and inner.fft.startswith("fftw") and all(n == 1 for n in mesh_shape[1:]):
+        fftw.prepare(tuple(local))  # the interior's plane transforms back
     unshift: tuple[jax.Array, ...] | None = None
     if unstagger:
         cdtype = jnp.complex64 if problem.dtype == "float32" else jnp.complex128
