@@ -181,6 +181,9 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),
                 ("sonotile_fftw_xpass", "SonotileFftwXPass"),
                 ("sonotile_keep", "SonotileKeep"),
+                ("sonotile_fftw_rfft_axes", "SonotileFftwRfftAxes"),
+                ("sonotile_fftw_irfft_axes", "SonotileFftwIrfftAxes"),
+                ("sonotile_fftw_fft_axis", "SonotileFftwFftAxis"),
             ):
                 jax.ffi.register_ffi_target(
                     name, jax.ffi.pycapsule(getattr(lib, sym)), platform="cpu"
@@ -398,6 +401,72 @@ def c2r(
             axis=axis,
             concurrent=c,
         )
+    )
+
+
+def _trailing(axes: Sequence[int], ndim: int) -> int:
+    """How many trailing axes ``axes`` names (they must be the last 1-3 of a rank <= 4 array)."""
+    got = sorted(a % ndim for a in axes)
+    k = len(got)
+    if not 1 <= k <= 3 or ndim > 4 or got != list(range(ndim - k, ndim)):
+        raise ValueError(f"axes {tuple(axes)}: 1-3 trailing axes of a rank <= 4 array expected")
+    return k
+
+
+def rfft_axes(x: jax.Array, axes: Sequence[int]) -> jax.Array:
+    """``numpy.fft.rfftn(x, axes=axes)`` of a float32 array: complex64, the last axis halved to
+    ``n // 2 + 1``, unnormalised; ``axes`` a trailing run (e.g. ``(2,)`` or ``(1, 2)`` of a
+    3-D array), the leading axes a batch. One FFTW plan with all threads."""
+    import jax
+    import jax.numpy as jnp
+
+    k = _trailing(axes, x.ndim)
+    out = jax.ShapeDtypeStruct((*x.shape[:-1], x.shape[-1] // 2 + 1), jnp.complex64)
+    call = jax.ffi.ffi_call("sonotile_fftw_rfft_axes", out, vmap_method="sequential")
+    return call(x.astype(jnp.float32), naxes=k)
+
+
+def irfft_axes(
+    X: jax.Array, n_last: int, axes: Sequence[int], scale: float | None = None
+) -> jax.Array:
+    """``numpy.fft.irfftn(X, s, axes=axes)`` of a complex64 half spectrum (``s``: the other
+    transformed axes' lengths as they are, ``n_last`` points on the last): float32, times
+    ``scale`` (default ``1 / prod(s)``, numpy's normalisation). The imaginary parts of the bins
+    a real signal's spectrum has real (0 and Nyquist on the last axis) are ignored, as numpy."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    k = _trailing(axes, X.ndim)
+    if X.shape[-1] != n_last // 2 + 1:
+        raise ValueError(f"irfft_axes: {X.shape[-1]} bins on the last axis, not {n_last} // 2 + 1")
+    shape = (*X.shape[:-1], int(n_last))
+    if scale is None:
+        scale = 1.0 / float(np.prod(shape[X.ndim - k :]))
+    out = jax.ShapeDtypeStruct(shape, jnp.float32)
+    call = jax.ffi.ffi_call("sonotile_fftw_irfft_axes", out, vmap_method="sequential")
+    return call(X.astype(jnp.complex64), naxes=k, scale=np.float32(scale))
+
+
+def fft_axis(
+    X: jax.Array, axis: int, inverse: bool = False, scale: float | None = None
+) -> jax.Array:
+    """``numpy.fft.fft`` (or ``ifft``) of a complex64 array (rank 1-4) along ``axis``, batched
+    over the other axes, in place in the layout (strided, no transposes). The inverse is
+    normalised by ``1 / n`` like numpy's; ``scale`` replaces that factor (1 on the forward)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    if not 1 <= X.ndim <= 4:
+        raise ValueError(f"fft_axis: rank 1-4 arrays, not {X.ndim}")
+    axis = axis % X.ndim
+    if scale is None:
+        scale = 1.0 / X.shape[axis] if inverse and X.shape[axis] else 1.0
+    out = jax.ShapeDtypeStruct(X.shape, jnp.complex64)
+    call = jax.ffi.ffi_call("sonotile_fftw_fft_axis", out, vmap_method="sequential")
+    return call(
+        X.astype(jnp.complex64), axis=axis, sign=1 if inverse else -1, scale=np.float32(scale)
     )
 
 

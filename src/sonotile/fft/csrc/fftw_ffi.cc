@@ -21,12 +21,17 @@
 //     (FFTW's multi-dimensional C2R destroys its input, and XLA's buffers must stay intact),
 //     so XLA never materialises the products.
 //
+// sonotile_fftw_rfft_axes / _irfft_axes / _fft_axis are numpy's rfftn / irfftn over trailing
+// axes and fft / ifft along any one axis, batched and strided (the distributed FFT's local
+// transforms); see their section below.
+//
 // Threads: `concurrent` = 0 runs the k transforms one after the other, each on a plan with
 // all threads; `concurrent` = 1 runs up to `threads` transforms at once on 1-thread plans (the
 // remainder on all threads). Plans are made once per (shape, direction, threads, alignment),
 // with wisdom imported from / exported to a file.
 
 #include <algorithm>
+#include <complex>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +65,12 @@ fftwf_plan fftwf_plan_many_dft(int rank, const int* n, int howmany, fftwf_comple
                                const int* inembed, int istride, int idist, fftwf_complex* out,
                                const int* onembed, int ostride, int odist, int sign,
                                unsigned flags);
+typedef struct {
+  int n, is, os;
+} fftwf_iodim;
+fftwf_plan fftwf_plan_guru_dft(int rank, const fftwf_iodim* dims, int howmany_rank,
+                               const fftwf_iodim* howmany_dims, fftwf_complex* in,
+                               fftwf_complex* out, int sign, unsigned flags);
 void fftwf_execute_dft(const fftwf_plan p, fftwf_complex* in, fftwf_complex* out);
 void fftwf_execute_dft_r2c(const fftwf_plan p, float* in, fftwf_complex* out);
 void fftwf_execute_dft_c2r(const fftwf_plan p, fftwf_complex* in, float* out);
@@ -868,6 +879,173 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C6
   return ffi::Error::Success();
 }
 
+// ---------------------------------------------------------------------------------------------
+// numpy-convention transforms for the distributed FFT (sonotile/parallel/pencil.py), batched
+// over the axes they leave alone, each on one plan with all threads (no transposes: strides):
+//
+//   sonotile_fftw_rfft_axes:  float32 (lead..., n_1..n_k) -> complex64 (lead..., n_1..n_k/2+1),
+//     the unnormalised R2C over the k = `naxes` trailing axes (numpy's rfftn over them).
+//   sonotile_fftw_irfft_axes: the C2R back (the real shape is the output's), times `scale`
+//     (1 / (n_1 ... n_k) gives numpy's irfftn); the spectrum is copied to scratch first, scaled
+//     on the way (FFTW's C2R destroys its input; XLA's buffers must stay intact).
+//   sonotile_fftw_fft_axis:   complex64 c2c along grid axis `axis` of a rank 1-4 array (a guru
+//     plan: the transform's stride is the product of the later axes, the other axes are its
+//     loops), out of place, exponent sign `sign` (-1 forward, +1 inverse), times `scale`.
+//
+// Plans are made once per (kind, shape, axes, sign, alignment, threads), on scratch arrays.
+
+constexpr int kMaxRank = 4;
+enum AxesKind : int64_t { kAxesR2C = 0, kAxesC2R = 1, kAxesC2C = 2 };
+std::map<std::vector<int64_t>, fftwf_plan> axes_plans;  // guarded by plan_mu
+
+// The plan of `key`, made by make(in, out) on FFTW-aligned scratch of the given sizes (floats)
+// if it is not cached; nullptr when planning fails.
+template <class Make>
+fftwf_plan axes_plan(std::vector<int64_t> key, size_t in_floats, size_t out_floats, Make make) {
+  std::lock_guard<std::mutex> g(plan_mu);
+  key.push_back(g_threads);
+  auto it = axes_plans.find(key);
+  if (it != axes_plans.end()) return it->second;
+  float* a = static_cast<float*>(fft_alloc(sizeof(float) * std::max<size_t>(in_floats, 2)));
+  float* b = static_cast<float*>(fft_alloc(sizeof(float) * std::max<size_t>(out_floats, 2)));
+  fftwf_plan p = nullptr;
+  if (a != nullptr && b != nullptr) {
+    if (g_threads_ok) fftwf_plan_with_nthreads(g_threads);
+    p = make(a, b);
+  }
+  fftwf_free(a);
+  fftwf_free(b);
+  if (p != nullptr) {
+    axes_plans[key] = p;
+    save_wisdom_locked();
+  }
+  return p;
+}
+
+// A real array's dims as (batch, n_1..n_k): its k trailing axes transformed, the rest a loop.
+struct Trailing {
+  int k = 0;
+  int n[3] = {1, 1, 1};
+  int64_t batch = 1, real = 1, half = 1;  // transforms; real / complex elements of each
+};
+
+bool trailing_of(ffi::Span<const int64_t> dims, int64_t naxes, Trailing* t) {
+  const int64_t r = int64_t(dims.size());
+  if (naxes < 1 || naxes > 3 || naxes > r || r > kMaxRank) return false;
+  t->k = int(naxes);
+  for (int64_t a = 0; a < r - naxes; ++a) t->batch *= dims[a];
+  for (int a = 0; a < t->k; ++a) {
+    t->n[a] = int(dims[r - naxes + a]);
+    t->real *= t->n[a];
+    t->half *= a + 1 < t->k ? t->n[a] : t->n[a] / 2 + 1;
+  }
+  return true;
+}
+
+unsigned axes_flags(bool aligned) { return g_effort | (aligned ? 0U : kUnaligned); }
+
+// dst[i] = src[i] * s for i < n, split over the threads for large arrays (dst may be src).
+void scale_floats(const float* src, float s, size_t n, float* dst) {
+  auto part = [=](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) dst[i] = src[i] * s;
+  };
+  const int T = g_threads;
+  if (T <= 1 || n < (size_t(1) << 16)) {
+    part(0, n);
+    return;
+  }
+  parallel_for(T, T, [&](int t) { part(n * size_t(t) / T, n * size_t(t + 1) / T); });
+}
+
+ffi::Error RfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, ffi::Buffer<ffi::F32> x,
+                        ffi::Result<ffi::Buffer<ffi::C64>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  Trailing t;
+  if (!trailing_of(x.dimensions(), naxes, &t))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "rfft_axes: 1-3 trailing axes, rank <= 4");
+  if (y->element_count() != size_t(t.batch * t.half))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "rfft_axes: output shape");
+  if (t.batch * t.real == 0) return ffi::Error::Success();
+  float* in = const_cast<float*>(x.typed_data());
+  auto* out = reinterpret_cast<fftwf_complex*>(y->typed_data());
+  const bool al = is_aligned(in) && is_aligned(out);
+  fftwf_plan p = axes_plan({kAxesR2C, 0, t.k, t.n[0], t.n[1], t.n[2], t.batch, int64_t(al)},
+                           size_t(t.batch * t.real), size_t(2 * t.batch * t.half),
+                           [&](float* a, float* b) {
+                             return fftwf_plan_many_dft_r2c(
+                                 t.k, t.n, int(t.batch), a, nullptr, 1, int(t.real),
+                                 reinterpret_cast<fftwf_complex*>(b), nullptr, 1, int(t.half),
+                                 axes_flags(al));
+                           });
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  fftwf_execute_dft_r2c(p, in, out);
+  return ffi::Error::Success();
+}
+
+ffi::Error IrfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, float scale,
+                         ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::F32>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  Trailing t;
+  if (!trailing_of(y->dimensions(), naxes, &t))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_axes: 1-3 trailing axes, rank <= 4");
+  if (x.element_count() != size_t(t.batch * t.half))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_axes: spectrum shape");
+  if (t.batch * t.real == 0) return ffi::Error::Success();
+  float* out = y->typed_data();
+  const bool al = is_aligned(out);  // the scratch input is FFTW-aligned
+  const size_t nc = size_t(2 * t.batch * t.half);
+  fftwf_plan p = axes_plan({kAxesC2R, 0, t.k, t.n[0], t.n[1], t.n[2], t.batch, int64_t(al)},
+                           nc, size_t(t.batch * t.real), [&](float* a, float* b) {
+                             return fftwf_plan_many_dft_c2r(
+                                 t.k, t.n, int(t.batch), reinterpret_cast<fftwf_complex*>(a),
+                                 nullptr, 1, int(t.half), b, nullptr, 1, int(t.real),
+                                 axes_flags(al) | kDestroyInput);
+                           });
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  float* scr = take_scratch(nc);
+  if (scr == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  scale_floats(reinterpret_cast<const float*>(x.typed_data()), scale, nc, scr);
+  fftwf_execute_dft_c2r(p, reinterpret_cast<fftwf_complex*>(scr), out);
+  give_scratch(scr, nc);
+  return ffi::Error::Success();
+}
+
+ffi::Error FftAxisImpl(ffi::ThreadPool pool, int64_t axis, int64_t sign, float scale,
+                       ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::C64>> y) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  auto dims = x.dimensions();
+  const int64_t r = int64_t(dims.size());
+  if (r < 1 || r > kMaxRank || axis < 0 || axis >= r || (sign != -1 && sign != 1))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "fft_axis: an axis of rank 1-4, sign +-1");
+  if (y->element_count() != x.element_count())
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "fft_axis: output shape");
+  int64_t A = 1, B = 1;  // the axes before / after `axis`, as one loop each
+  for (int64_t a = 0; a < axis; ++a) A *= dims[a];
+  for (int64_t a = axis + 1; a < r; ++a) B *= dims[a];
+  const int64_t n = dims[axis];
+  if (A * n * B == 0) return ffi::Error::Success();
+  auto* in = reinterpret_cast<fftwf_complex*>(const_cast<void*>(static_cast<const void*>(x.typed_data())));
+  auto* out = reinterpret_cast<fftwf_complex*>(y->typed_data());
+  const bool al = is_aligned(in) && is_aligned(out);
+  const fftwf_iodim dim{int(n), int(B), int(B)};
+  std::vector<fftwf_iodim> loops;
+  if (A > 1) loops.push_back({int(A), int(n * B), int(n * B)});
+  if (B > 1) loops.push_back({int(B), 1, 1});
+  const size_t floats = size_t(2 * A * n * B);
+  fftwf_plan p = axes_plan({kAxesC2C, sign, A, n, B, int64_t(al)}, floats, floats,
+                           [&](float* a, float* b) {
+                             return fftwf_plan_guru_dft(
+                                 1, &dim, int(loops.size()), loops.data(),
+                                 reinterpret_cast<fftwf_complex*>(a),
+                                 reinterpret_cast<fftwf_complex*>(b), int(sign), axes_flags(al));
+                           });
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  fftwf_execute_dft(p, in, out);
+  if (scale != 1.f) scale_floats(reinterpret_cast<float*>(out), scale, floats,
+                                 reinterpret_cast<float*>(out));
+  return ffi::Error::Success();
+}
+
 // Identity on a buffer aliased to its output: XLA materialises the value here and cannot
 // fuse across the call (the step uses it to stop fusions re-reading and copying fields).
 ffi::Error KeepImpl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
@@ -963,3 +1141,27 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileKeep, KeepImpl,
                               ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwRfftAxes, RfftAxesImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("naxes")
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::C64>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwIrfftAxes, IrfftAxesImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("naxes")
+                                  .Attr<float>("scale")
+                                  .Arg<ffi::Buffer<ffi::C64>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwFftAxis, FftAxisImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("axis")
+                                  .Attr<int64_t>("sign")
+                                  .Attr<float>("scale")
+                                  .Arg<ffi::Buffer<ffi::C64>>()
+                                  .Ret<ffi::Buffer<ffi::C64>>());
