@@ -125,8 +125,9 @@ def test_conv_general_outputs_equal_numpy(shape):
 @pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15)])
 def test_xpass_then_planes_c2r_equals_numpy(shape):
     """``xpass`` on plane spectra (two inputs, a vector along x, shared outputs, an operator or
-    none, the interior planes only) and ``planes_c2r`` of its outputs: the interior planes of
-    numpy's ``irfftn(rfftn(x) * op * vec)``; the inputs are left intact."""
+    none, the interior planes only, in place) and ``planes_c2r`` of its outputs (from plane
+    ``lo`` of a whole box): the interior planes of numpy's ``irfftn(rfftn(x) * op * vec)``; the
+    inputs are left intact."""
     rng = np.random.default_rng(3)
     nd = len(shape)
     half = (*shape[:-1], shape[-1] // 2 + 1)
@@ -156,6 +157,14 @@ def test_xpass_then_planes_c2r_equals_numpy(shape):
     assert _rel(np.fft.irfftn(np.fft.rfftn(xs[0].astype(np.float64))
                               * vx.reshape([-1] + [1] * (nd - 1)), s=shape, axes=tuple(range(nd))),
                 fftw.planes_c2r(whole, shape)) < 2e-6  # fmt: skip
+    # in place: output 0 over its input (all planes, read back from plane lo), output 1 interior
+    two = [(0, None, None), (0, 0, vx)]
+    full, gi = jax.jit(lambda a, k: fftw.xpass([a], shape, k, two, lo=lo, planes=n, inplace=True))(
+        js[0], op
+    )
+    assert full.shape == half and gi.shape == (n, *half[1:])
+    assert _rel(ref(0, None), jax.jit(lambda s: fftw.planes_c2r(s, inner, lo=lo))(full)) < 2e-6
+    assert _rel(ref(0, vx), fftw.planes_c2r(gi, inner)) < 2e-6
     for s, k in zip(js, keep):
         np.testing.assert_array_equal(np.asarray(s), k)
 

@@ -105,7 +105,7 @@ def plane_fft_seconds(shape: tuple[int, ...], overlap: int, transforms: int, rep
 
     def along_x(q: jax.Array, op: jax.Array) -> jax.Array:
         for _ in range(pairs):
-            (q,) = fftw.xpass([q], padded, op)
+            (q,) = fftw.xpass([q], padded, op, inplace=True)
         return q
 
     dev = jax.local_devices()[0]

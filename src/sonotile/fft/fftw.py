@@ -299,16 +299,19 @@ def planes_c2r(
     shape: Sequence[int],
     axis: int | None = None,
     vec: jax.Array | None = None,
+    lo: int = 0,
 ) -> jax.Array:
     """``irfftn`` of a spectrum from :func:`conv` (``axis="spectrum"``) times the 1-D complex
-    vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only."""
+    vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only.
+    The output's planes are ``spec``'s planes ``lo .. lo + shape[0] - 1`` (``spec`` may have
+    more planes: a padded box from :func:`xpass`)."""
     import jax
     import jax.numpy as jnp
 
     args = [spec] + ([] if vec is None else [jnp.reshape(vec, (-1,)).astype(jnp.complex64)])
     out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
     return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out, vmap_method="sequential")(
-        *args, axis=-1 if axis is None else int(axis)
+        *args, axis=-1 if axis is None else int(axis), lo=int(lo)
     )
 
 
@@ -319,6 +322,7 @@ def xpass(
     outs: Sequence[ConvOut] = ((0, None, None),),
     lo: int = 0,
     planes: int | None = None,
+    inplace: bool = False,
 ) -> list[jax.Array]:
     """The pass along axis 0 of :func:`conv` alone, on boxes whose planes are transformed.
 
@@ -328,6 +332,8 @@ def xpass(
     None) is planes ``lo .. lo + planes - 1`` (default all) of ``ifft(fft(specs[src], axis=0)
     * op * vec[k_x], axis=0) / prod(shape)``, complex64: :func:`planes_c2r` of it gives the real
     result ``irfftn(rfftn(x) * op * vec)`` on those planes. ``op``: real on the half spectrum.
+    ``inplace``: output 0 is all X planes, written over ``specs[0]`` (XLA's buffer reused: the
+    pass reads and writes the same memory); read its interior with ``planes_c2r(..., lo=lo)``.
     """
     import jax
     import jax.numpy as jnp
@@ -343,8 +349,14 @@ def xpass(
             args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
     n = half[0] - lo if planes is None else planes
     out = [jax.ShapeDtypeStruct((n, *half[1:]), jnp.complex64) for _ in outs]
+    if inplace:
+        assert outs[0][0] == 0, "xpass: in place, output 0 is made from input 0"
+        out[0] = jax.ShapeDtypeStruct(half, jnp.complex64)
+    alias = {0: 0} if inplace else {}
     return list(
-        jax.ffi.ffi_call("sonotile_fftw_xpass", out, vmap_method="sequential")(
+        jax.ffi.ffi_call(
+            "sonotile_fftw_xpass", out, input_output_aliases=alias, vmap_method="sequential"
+        )(
             *args,
             dims=np.array(shape, np.int64),
             has_op=int(op is not None),

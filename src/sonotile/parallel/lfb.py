@@ -225,31 +225,40 @@ class LfbOps:
     def _xpass(
         self, q: jax.Array, like: jax.Array, op: jax.Array | None, outs: list[fftw.ConvOut]
     ) -> list[jax.Array]:
-        """:func:`fftw.xpass` of the padded box ``q`` keeping ``like``'s interior planes."""
+        """:func:`fftw.xpass` of the padded box ``q``: output 0 over ``q`` itself (all planes),
+        the others ``like``'s interior planes only."""
         shape = (q.shape[0], *like.shape[1:])  # the padded real box
-        return fftw.xpass([q], shape, op, outs, lo=self.meta.overlap, planes=like.shape[0])
+        ov = self.meta.overlap
+        return fftw.xpass([q], shape, op, outs, lo=ov, planes=like.shape[0], inplace=True)
+
+    def _back(
+        self, spec: jax.Array, like: jax.Array, axis: int | None = None, v: jax.Array | None = None
+    ) -> jax.Array:
+        """The real interior planes of an :meth:`_xpass` output (times ``v`` along ``axis``)."""
+        lo = self.meta.overlap if spec.shape[0] > like.shape[0] else 0
+        return fftw.planes_c2r(spec, like.shape, axis, v, lo=lo)
 
     def _grad_planes(self, p: jax.Array, ops: FourierOps) -> tuple[jax.Array, ...]:
         (q,) = self._local_planes([p])
-        gx, spec = self._xpass(q, p, ops.kappa, [(0, 0, ops.shift_pos[0]), (0, None, None)])
-        rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(ops.shift_pos) if a]
-        return (fftw.planes_c2r(gx, p.shape), *rest)
+        spec, gx = self._xpass(q, p, ops.kappa, [(0, None, None), (0, 0, ops.shift_pos[0])])
+        rest = [self._back(spec, p, a, s) for a, s in enumerate(ops.shift_pos) if a]
+        return (self._back(gx, p), *rest)
 
     def _div_planes(self, u: Sequence[jax.Array], ops: FourierOps) -> tuple[jax.Array, ...]:
         out = []
         for a, (q, ua, s) in enumerate(zip(self._local_planes(list(u)), u, ops.shift_neg)):
             if a == 0:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, 0, s)])
-                out.append(fftw.planes_c2r(d, ua.shape))
+                out.append(self._back(d, ua))
             else:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, None, None)])
-                out.append(fftw.planes_c2r(d, ua.shape, a, s))
+                out.append(self._back(d, ua, a, s))
         return tuple(out)
 
     def _apply_planes(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
         (q,) = self._local_planes([f])
         (d,) = self._xpass(q, f, op, [(0, None, None)])
-        return fftw.planes_c2r(d, f.shape)
+        return self._back(d, f)
 
     # --- the FourierOps interface
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:

@@ -761,7 +761,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
 // of rank 2-3; the inputs are k complex64 plane half spectra [X, plane bins] (unnormalised
 // R2Cs of the planes), then an optional real operator on the half spectrum, then one complex
 // vector of length X per output with axis 0. Output o, complex64 [Xo, plane bins], is planes
-// lo .. lo + Xo - 1 of
+// lo .. lo + Xo - 1 (an output of all X planes: 0 .. X - 1; it may alias its input) of
 //
 //   IFFT_x(FFT_x(in[src_o]) * op * vec_o[k_x]) / N,     N = X * (real points of a plane)
 //
@@ -798,13 +798,14 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
     op = x->typed_data();
   }
   std::vector<float*> out(m);
-  std::vector<int64_t> planes(m);
+  std::vector<int64_t> planes(m), first(m);
   std::vector<const float*> vec(m, nullptr);
   for (int o = 0; o < m; ++o) {
     auto y = rets.get<ffi::Buffer<ffi::C64>>(o);
     if (y.has_error() || (*y)->element_count() % g.pc != 0) return bad("xpass: output shape");
     planes[o] = int64_t((*y)->element_count()) / g.pc;
-    if (lo < 0 || lo + planes[o] > g.X) return bad("xpass: output planes beyond the box");
+    first[o] = planes[o] == g.X ? 0 : lo;
+    if (first[o] < 0 || first[o] + planes[o] > g.X) return bad("xpass: output planes beyond the box");
     out[o] = reinterpret_cast<float*>((*y)->typed_data());
     if (axis[o] != 0) continue;
     auto x = args.get<ffi::Buffer<ffi::C64>>(a++);
@@ -834,8 +835,9 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
         multiply_block(g, buf, op, vec[o], scale, c0, b, t);
         fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(t),
                           reinterpret_cast<fftwf_complex*>(t));
+        // an output aliasing an input overwrites only this block, already gathered
         for (int64_t x = 0; x < planes[o]; ++x)
-          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + 2 * (lo + x) * kBlock,
+          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + 2 * (first[o] + x) * kBlock,
                       sizeof(float) * 2 * b);
       }
     }
@@ -848,14 +850,18 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
 // that conv returned after its pass along x (axis -2): out = plane C2R(spec * vec_axis), the
 // vector along a plane axis (1 .. rank-1) or none (axis -1). The spectrum is left intact, so
 // several outputs can be made from it one at a time (the gradient: XLA can consume each
-// component before the next exists).
-ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C64> spec,
-                         ffi::RemainingArgs args, ffi::Result<ffi::Buffer<ffi::F32>> out) {
+// component before the next exists). The output's planes are spectrum planes lo, lo + 1, ...
+// (a spectrum of more planes than the output: e.g. a padded box from sonotile_fftw_xpass).
+ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
+                         ffi::Buffer<ffi::C64> spec, ffi::RemainingArgs args,
+                         ffi::Result<ffi::Buffer<ffi::F32>> out) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   Grid g;
   if (!grid_of(out->dimensions(), &g)) return bad("planes_c2r: rank 2-3 only");
-  if (spec.element_count() != g.nc) return bad("planes_c2r: spectrum shape");
+  if (lo < 0 || spec.element_count() % g.pc != 0 ||
+      int64_t(spec.element_count() / g.pc) < lo + g.X)
+    return bad("planes_c2r: spectrum shape");
   const float* vec = nullptr;
   if (axis >= 0) {
     if (axis < 1 || axis >= g.rank || args.size() != 1) return bad("planes_c2r: a plane axis");
@@ -870,7 +876,7 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C6
   const bool aligned = is_aligned(o) && is_aligned(o + g.pr);
   const ConvPlans* P = get_conv_plans(g, aligned);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
-  const float* s = reinterpret_cast<const float*>(spec.typed_data());
+  const float* s = reinterpret_cast<const float*>(spec.typed_data()) + 2 * lo * g.pc;
   const bool ok = parallel_items(g.X, g_threads, size_t(2 * g.pc), [&](float* pb, int64_t x) {
     plane_times(g, s + 2 * x * g.pc, vec, int(axis), pb);
     fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb), o + x * g.pr);
@@ -1135,6 +1141,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("axis")
+                                  .Attr<int64_t>("lo")
                                   .Arg<ffi::Buffer<ffi::C64>>()
                                   .RemainingArgs()
                                   .Ret<ffi::Buffer<ffi::F32>>());
