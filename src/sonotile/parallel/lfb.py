@@ -90,6 +90,10 @@ class LfbMeta:
     def uneven(self, a: int) -> bool:
         return a < len(self.counts) and self.counts[a] is not None
 
+    def x_only(self) -> bool:
+        """Blocks split (padded) along grid axis 0 and no other."""
+        return self.padded(0) and not any(self.padded(a) for a in range(1, len(self.names)))
+
 
 @jax.tree_util.register_pytree_node_class
 @dataclass
@@ -210,11 +214,9 @@ class LfbOps:
     def _split(self, f: jax.Array) -> FourierOps | None:
         """The padded box's operators when ``f`` takes the planes-first way, else None."""
         mt, inner = self.meta, self.inner
-        if not (mt.planes and isinstance(inner, FourierOps) and inner.fused(f)):
-            return None
-        if not mt.padded(0) or any(mt.padded(a) for a in range(1, len(mt.names))):
-            return None
-        return inner
+        if mt.planes and mt.x_only() and isinstance(inner, FourierOps) and inner.fused(f):
+            return inner
+        return None
 
     def _local_planes(self, fs: list[jax.Array]) -> list[jax.Array]:
         """Plane spectra of the blocks, padded along x with the neighbours' (all exchanges
@@ -325,6 +327,13 @@ def _bell(
     return to_device(b.reshape(shape), dtype)
 
 
+def _prepare_planes(meta: LfbMeta, inner: FourierOps, local: tuple[int, ...]) -> None:
+    """Plan the FFTW transforms of a block's interior planes now (before the run's state
+    exists) when its operators will take the planes-first way."""
+    if meta.planes and meta.x_only() and len(local) >= 2 and inner.fft.startswith("fftw"):
+        fftw.prepare(local)
+
+
 def lfb_constants(
     problem: Problem, blocks: Blocks, overlap: int, bell_width: float, unstagger: bool
 ) -> tuple[FourierOps, Bells, tuple[jax.Array, ...] | None, LfbMeta]:
@@ -362,8 +371,7 @@ def lfb_constants(
     )
     meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts,
                    planes=config.current().lfb_planes)  # fmt: skip
-    if meta.planes and inner.fft.startswith("fftw") and all(n == 1 for n in mesh_shape[1:]):
-        fftw.prepare(tuple(local))  # the interior's plane transforms back
+    _prepare_planes(meta, inner, tuple(local))
     unshift: tuple[jax.Array, ...] | None = None
     if unstagger:
         cdtype = jnp.complex64 if problem.dtype == "float32" else jnp.complex128
