@@ -361,10 +361,52 @@ def xpass(
             dims=np.array(shape, np.int64),
             has_op=int(op is not None),
             lo=int(lo),
+            pad=0,
             src=np.array([s for s, _, _ in outs], np.int64),
             axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64),
         )
     )
+
+
+def xpass_halo(
+    mid: jax.Array,
+    halos: tuple[jax.Array, jax.Array],
+    bell: jax.Array,
+    count: jax.Array | int,
+    shape: Sequence[int],
+    op: jax.Array | None = None,
+    outs: Sequence[ConvOut] = ((0, None, None),),
+    inplace: bool = False,
+) -> list[jax.Array]:
+    """:func:`xpass` of a box assembled from its parts while the pass reads it (no padded copy):
+    ``[left | mid[:count] | right | zeros] * bell`` along axis 0, ``halos = (left, right)`` of
+    ``ov`` planes each, ``mid`` of ``X - 2 ov`` planes (``shape[0] = X``; ``count``, traced or
+    not, its real planes), ``bell`` real of length X. Every output is the interior planes
+    ``ov .. X - ov - 1`` (complex64, ``mid``'s shape); ``inplace``: output 0 over ``mid``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    left, right = halos
+    ov = left.shape[0]
+    half = (shape[0], *mid.shape[1:])
+    args = [mid, left, right, jnp.reshape(bell, (-1,)).astype(jnp.float32),
+            jnp.reshape(jnp.asarray(count, jnp.int32), (1,))]  # fmt: skip
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    for _, a, v in outs:
+        if a is not None:
+            assert a == 0 and v is not None, "xpass_halo: a vector runs along axis 0"
+            args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    assert all(s == 0 for s, _, _ in outs), "xpass_halo: one input"
+    out = [jax.ShapeDtypeStruct(mid.shape, jnp.complex64) for _ in outs]
+    call = jax.ffi.ffi_call("sonotile_fftw_xpass", out, vmap_method="sequential",
+                            input_output_aliases={0: 0} if inplace else {})  # fmt: skip
+    return list(
+        call(*args, dims=np.array(shape, np.int64), has_op=int(op is not None), lo=int(ov),
+             pad=int(ov), src=np.zeros(len(outs), np.int64),
+             axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64))
+    )  # fmt: skip
 
 
 def r2c(xs: Sequence[jax.Array], concurrent: int | None = None) -> list[jax.Array]:

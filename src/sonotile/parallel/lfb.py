@@ -218,49 +218,54 @@ class LfbOps:
             return inner
         return None
 
-    def _local_planes(self, fs: list[jax.Array]) -> list[jax.Array]:
-        """Plane spectra of the blocks, padded along x with the neighbours' (all exchanges
-        issued before any is used) and windowed: complex64 ``[padded X, plane half]``."""
-        padded = [self._pad(plane_rfft(f), (0,)) for f in fs]
-        return [self._window(q, (0,)) for q in padded]
+    def _local_planes(self, fs: list[jax.Array]) -> list[tuple[jax.Array, jax.Array, jax.Array]]:
+        """``(plane spectra, left halo, right halo)`` of each block (complex64, planes along x;
+        all exchanges issued before any is used): the padded box's parts, which
+        :meth:`_xpass` pads and windows as it reads them."""
+        specs = [plane_rfft(f) for f in fs]
+        return [(s, self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1)) for s in specs]
 
     def _xpass(
-        self, q: jax.Array, like: jax.Array, op: jax.Array | None, outs: list[fftw.ConvOut]
+        self,
+        part: tuple[jax.Array, jax.Array, jax.Array],
+        like: jax.Array,
+        op: jax.Array | None,
+        outs: list[fftw.ConvOut],
     ) -> list[jax.Array]:
-        """:func:`fftw.xpass` of the padded box ``q``: output 0 over ``q`` itself (all planes),
-        the others ``like``'s interior planes only."""
-        shape = (q.shape[0], *like.shape[1:])  # the padded real box
-        ov = self.meta.overlap
-        return fftw.xpass([q], shape, op, outs, lo=ov, planes=like.shape[0], inplace=True)
-
-    def _back(
-        self, spec: jax.Array, like: jax.Array, axis: int | None = None, v: jax.Array | None = None
-    ) -> jax.Array:
-        """The real interior planes of an :meth:`_xpass` output (times ``v`` along ``axis``)."""
-        lo = self.meta.overlap if spec.shape[0] > like.shape[0] else 0
-        return fftw.planes_c2r(spec, like.shape, axis, v, lo=lo)
+        """:func:`fftw.xpass_halo` of a block's padded, windowed box, the interior planes of
+        each output (output 0 over the block's spectrum)."""
+        mid, left, right = part
+        b, ov = like.shape[0], self.meta.overlap
+        bell = self.bells[0]
+        count: jax.Array | int = b
+        if self.meta.uneven(0):  # this shard's bell of the pair, its real planes
+            count = self._count(0)
+            bell = jnp.where(count == b, cast(tuple, bell)[0], cast(tuple, bell)[1])
+        shape = (b + 2 * ov, *like.shape[1:])  # the padded real box
+        return fftw.xpass_halo(mid, (left, right), cast(jax.Array, bell), count, shape, op, outs,
+                               inplace=True)  # fmt: skip
 
     def _grad_planes(self, p: jax.Array, ops: FourierOps) -> tuple[jax.Array, ...]:
         (q,) = self._local_planes([p])
         spec, gx = self._xpass(q, p, ops.kappa, [(0, None, None), (0, 0, ops.shift_pos[0])])
-        rest = [self._back(spec, p, a, s) for a, s in enumerate(ops.shift_pos) if a]
-        return (self._back(gx, p), *rest)
+        rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(ops.shift_pos) if a]
+        return (fftw.planes_c2r(gx, p.shape), *rest)
 
     def _div_planes(self, u: Sequence[jax.Array], ops: FourierOps) -> tuple[jax.Array, ...]:
         out = []
         for a, (q, ua, s) in enumerate(zip(self._local_planes(list(u)), u, ops.shift_neg)):
             if a == 0:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, 0, s)])
-                out.append(self._back(d, ua))
+                out.append(fftw.planes_c2r(d, ua.shape))
             else:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, None, None)])
-                out.append(self._back(d, ua, a, s))
+                out.append(fftw.planes_c2r(d, ua.shape, a, s))
         return tuple(out)
 
     def _apply_planes(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
         (q,) = self._local_planes([f])
         (d,) = self._xpass(q, f, op, [(0, None, None)])
-        return self._back(d, f)
+        return fftw.planes_c2r(d, f.shape)
 
     # --- the FourierOps interface
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:

@@ -755,6 +755,34 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   return ffi::Error::Success();
 }
 
+// Row x of an input box of sonotile_fftw_xpass: the box itself, or (pad mode) assembled from a
+// block's interior planes and its two halos, [left | count interior planes | right | zeros]
+// times the bell along x, as LFB pads and windows a block (sonotile/parallel/lfb.py).
+struct XRows {
+  const float* box = nullptr;  // the whole box (no pad)
+  const float *mid = nullptr, *left = nullptr, *right = nullptr, *bell = nullptr;
+  int64_t ov = 0, count = 0;
+  // floats [2 c0, 2 (c0 + b)) of row x into dst
+  void get(const Grid& g, int64_t x, int64_t c0, int64_t b, float* dst) const {
+    const float* r = nullptr;
+    if (box != nullptr) r = box + 2 * x * g.pc;
+    else if (x < ov) r = left + 2 * x * g.pc;
+    else if (x < ov + count) r = mid + 2 * (x - ov) * g.pc;
+    else if (x < 2 * ov + count) r = right + 2 * (x - ov - count) * g.pc;
+    if (r == nullptr) {
+      std::memset(dst, 0, sizeof(float) * 2 * b);
+      return;
+    }
+    r += 2 * c0;
+    const float w = bell != nullptr ? bell[x] : 1.f;
+    if (w == 1.f) {
+      std::memcpy(dst, r, sizeof(float) * 2 * b);
+      return;
+    }
+    for (int64_t i = 0; i < 2 * b; ++i) dst[i] = r[i] * w;
+  }
+};
+
 // sonotile_fftw_xpass: the pass along x of sonotile_fftw_conv on its own, for boxes whose
 // planes are already transformed (the LFB blocks split along x only transform their planes
 // before the overlap exchange; sonotile/parallel/lfb.py). `dims` is the real grid (X, plane...)
@@ -767,9 +795,16 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
 //
 // (axis -1: no vector), so sonotile_fftw_planes_c2r of it is the real result on those planes
 // (the same scaling as conv's spectrum output). Outputs of one input share its forward pass.
+//
+// Pad mode (`pad` = the overlap ov > 0, one input): the input is not the box but its parts,
+// the block's interior plane spectra [X - 2 ov, plane bins], the left and right halos
+// [ov, plane bins], the bell along x (float32 [X]) and the block's real planes `count` (int32
+// [1], <= X - 2 ov): the box is [left | count interior planes | right | zeros] * bell, assembled
+// while the pass gathers it (no padded copy in memory). Output 0 may then alias the interior.
 ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_t has_op,
-                     int64_t lo, ffi::Span<const int64_t> src, ffi::Span<const int64_t> axis,
-                     ffi::RemainingArgs args, ffi::RemainingRets rets) {
+                     int64_t lo, int64_t pad, ffi::Span<const int64_t> src,
+                     ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
+                     ffi::RemainingRets rets) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   Grid g;
@@ -783,13 +818,38 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
     k = std::max(k, int(src[o]) + 1);
     n_vec += axis[o] == 0 ? 1 : 0;
   }
-  if (int(args.size()) != k + (has_op ? 1 : 0) + n_vec) return bad("xpass: argument count");
-  std::vector<const float*> in(k);
+  if (pad < 0 || (pad > 0 && (k != 1 || 2 * pad >= g.X))) return bad("xpass: pad mode, one input");
+  const int n_in = pad > 0 ? 5 : k;  // pad mode: interior, left, right, bell, count
+  if (int(args.size()) != n_in + (has_op ? 1 : 0) + n_vec) return bad("xpass: argument count");
+  std::vector<XRows> in(k);
   int a = 0;
-  for (int j = 0; j < k; ++j, ++a) {
-    auto x = args.get<ffi::Buffer<ffi::C64>>(a);
-    if (x.has_error() || x->element_count() != g.nc) return bad("xpass: input spectrum shape");
-    in[j] = reinterpret_cast<const float*>(x->typed_data());
+  if (pad > 0) {
+    auto mid = args.get<ffi::Buffer<ffi::C64>>(0);
+    auto left = args.get<ffi::Buffer<ffi::C64>>(1);
+    auto right = args.get<ffi::Buffer<ffi::C64>>(2);
+    auto bell = args.get<ffi::Buffer<ffi::F32>>(3);
+    auto count = args.get<ffi::Buffer<ffi::S32>>(4);
+    const size_t halo = size_t(pad) * g.pc;
+    if (mid.has_error() || left.has_error() || right.has_error() || bell.has_error() ||
+        count.has_error() || mid->element_count() != g.nc - 2 * halo ||
+        left->element_count() != halo || right->element_count() != halo ||
+        int64_t(bell->element_count()) != g.X || count->element_count() != 1)
+      return bad("xpass: pad mode inputs (interior, left, right, bell, count)");
+    XRows& r = in[0];
+    r.mid = reinterpret_cast<const float*>(mid->typed_data());
+    r.left = reinterpret_cast<const float*>(left->typed_data());
+    r.right = reinterpret_cast<const float*>(right->typed_data());
+    r.bell = bell->typed_data();
+    r.ov = pad;
+    r.count = count->typed_data()[0];
+    if (r.count < 1 || r.count > g.X - 2 * pad) return bad("xpass: count beyond the interior");
+    a = 5;
+  } else {
+    for (int j = 0; j < k; ++j, ++a) {
+      auto x = args.get<ffi::Buffer<ffi::C64>>(a);
+      if (x.has_error() || x->element_count() != g.nc) return bad("xpass: input spectrum shape");
+      in[j].box = reinterpret_cast<const float*>(x->typed_data());
+    }
   }
   const float* op = nullptr;
   if (has_op) {
@@ -825,8 +885,7 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
     for (int j = 0; j < k; ++j) {
       const std::vector<int>& mine = by_src[j];
       if (mine.empty()) continue;
-      for (int64_t x = 0; x < g.X; ++x)
-        std::memcpy(buf + 2 * x * kBlock, in[j] + 2 * (x * g.pc + c0), sizeof(float) * 2 * b);
+      for (int64_t x = 0; x < g.X; ++x) in[j].get(g, x, c0, b, buf + 2 * x * kBlock);
       fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
                         reinterpret_cast<fftwf_complex*>(buf));
       for (int q = int(mine.size()) - 1; q >= 0; --q) {  // the first output last, in place
@@ -1132,6 +1191,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwXPass, XPassImpl,
                                   .Attr<ffi::Span<const int64_t>>("dims")
                                   .Attr<int64_t>("has_op")
                                   .Attr<int64_t>("lo")
+                                  .Attr<int64_t>("pad")
                                   .Attr<ffi::Span<const int64_t>>("src")
                                   .Attr<ffi::Span<const int64_t>>("axis")
                                   .RemainingArgs()
