@@ -44,6 +44,8 @@ class Settings:
             ``SONOTILE_FFTW_GROUP`` (1/0).
         fftw_concurrent: independent transforms of one call run side by side. Env:
             ``SONOTILE_FFTW_CONCURRENT`` (1/0).
+        lfb_planes: LFB blocks split along x only transform their planes before the overlap
+            exchange (FFTW; same results, less FFT work). Env: ``SONOTILE_LFB_PLANES`` (1/0).
         threads: CPU threads for XLA and FFTW (None: the CPUs of the affinity mask; ``-t``).
         compilation_cache: keep compiled programs in ``cache_dir/jax`` (time to first step).
             Env: ``SONOTILE_COMPILATION_CACHE`` (1/0).
@@ -63,6 +65,7 @@ class Settings:
     fftw_fused: bool = True
     fftw_grouped: bool = False
     fftw_concurrent: bool = False
+    lfb_planes: bool = True
     threads: int | None = None
     compilation_cache: bool = True
     cache_dir: str = ""
@@ -97,6 +100,7 @@ class Settings:
             fftw_fused=flag("SONOTILE_FFTW_FUSED", True),
             fftw_grouped=flag("SONOTILE_FFTW_GROUP", False),
             fftw_concurrent=flag("SONOTILE_FFTW_CONCURRENT", False),
+            lfb_planes=flag("SONOTILE_LFB_PLANES", True),
             compilation_cache=flag("SONOTILE_COMPILATION_CACHE", True),
             cache_dir=default_cache_dir(env),
             malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),

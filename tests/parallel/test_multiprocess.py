@@ -396,6 +396,7 @@ import numpy as np
 import sonotile.parallel.distributed as dist
 dist.initialize()
 import jax, jax.numpy as jnp
+from jax import lax
 from sonotile.parallel import collectives
 from sonotile.parallel.mesh import AXIS_NAMES, make_mesh
 from sonotile.parallel.mpi import MpiTransport
@@ -409,13 +410,15 @@ base = np.arange(6 * n0 * 5, dtype=np.float32).reshape(6 * n0, 5)
 x = base + 1000 * np.ravel_multi_index(me, shape)
 
 def f(v):
-    right = collectives.ppermute(v, names[0], [(i, (i + 1) % n0) for i in range(n0)])
+    ring = [(i, (i + 1) % n0) for i in range(n0)]
+    right = collectives.ppermute(v, names[0], ring)
+    cright = collectives.ppermute(lax.complex(v, -2 * v), names[0], ring)  # complex64 halos
     a2a = collectives.all_to_all(v, names[0], 0, 1)
     total = collectives.sum_over(v, names)
-    return right, a2a, total, collectives.axis_index(names[0])
+    return right, cright, a2a, total, collectives.axis_index(names[0])
 
 with collectives.using(t):
-    right, a2a, total, idx = jax.jit(f)(jnp.asarray(x))
+    right, cright, a2a, total, idx = jax.jit(f)(jnp.asarray(x))
 def val(c):  # the array of the rank at coordinates c
     return base + 1000 * np.ravel_multi_index(c, shape)
 left = me.copy(); left[0] = (me[0] - 1) % n0
@@ -423,6 +426,8 @@ pieces = [np.split(val(np.r_[k, me[1:]]), n0, axis=0)[me[0]] for k in range(n0)]
 all_ = [val(np.unravel_index(r, shape)) for r in range(int(np.prod(shape)))]
 ok = {
     "ppermute": bool(np.array_equal(right, val(left))),
+    "ppermute_complex64": cright.dtype == np.complex64
+    and bool(np.array_equal(cright, val(left) - 2j * val(left))),
     "all_to_all": bool(np.array_equal(a2a, np.concatenate(pieces, axis=1))),
     "sum_over": bool(np.allclose(total, np.sum(all_, axis=0), rtol=1e-6)),
     "axis_index": int(idx) == int(me[0]),
@@ -435,8 +440,9 @@ with open(OUT + f"/rank{jax.process_index()}.json", "w") as fh:
 @needs_mpi
 @pytest.mark.parametrize("mesh", [[3], [2, 2]])
 def test_mpi_collectives_match_their_definitions(tmp_path, mesh):
-    """The MPI transport's ppermute (ring), tiled all_to_all (along x, on every row of a 2-D
-    mesh), sensor sum (ring on 3 ranks, butterfly on 2x2) and axis_index against numpy."""
+    """The MPI transport's ppermute (ring; float32 and complex64, LFB's plane halos), tiled
+    all_to_all (along x, on every row of a 2-D mesh), sensor sum (ring on 3 ranks, butterfly on
+    2x2) and axis_index against numpy."""
     script = tmp_path / "c.py"
     script.write_text(MPI_COLLECTIVES.replace("MESH", repr(json.dumps(mesh)))
                       .replace("OUT", repr(str(tmp_path))))  # fmt: skip

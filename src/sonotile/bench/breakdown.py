@@ -7,7 +7,9 @@
 * ``ms_per_step``: the compiled step (best of ``repeats`` chunks of ``steps`` steps);
 * ``fft_ms``: the step's transforms alone: ``T`` real-to-complex plus inverse transforms of this
   process's block (padded for LFB) through the step's FFT backend (an upper bound: the step
-  shares the pass along x among a gradient's components);
+  shares the pass along x among a gradient's components); for LFB planes first
+  (:mod:`sonotile.parallel.lfb`) ``T / 2`` times the block's plane R2C and C2R and the padded
+  box's pass along x;
 * ``elementwise_ms``: the step with every collective replaced by a local copy of the same size
   (no communication, no waiting), less ``fft_ms``;
 * ``exchange_ms``: the step's own collectives (kinds and sizes read from the compiled step) run
@@ -80,6 +82,52 @@ def fft_seconds(shape: tuple[int, ...], transforms: int, repeats: int) -> float:
     fn = jax.jit(run)
     x = jax.device_put(np.zeros(shape, np.float32), jax.local_devices()[0])
     return _best(lambda: fn(x), repeats)
+
+
+def plane_fft_seconds(shape: tuple[int, ...], overlap: int, transforms: int, repeats: int) -> float:
+    """Seconds for the transforms of ``transforms / 2`` operators of LFB planes first on a block
+    of ``shape`` (float32, FFTW): the block's plane R2C and C2R, and the pass along x (with a
+    real operator) of the box padded by ``overlap`` on both sides, assembled from the block's
+    spectrum and two halos as the step does (:func:`sonotile.fft.fftw.xpass_halo`), timed as
+    two chains."""
+    import jax
+    import numpy as np
+
+    from sonotile.fft import fftw
+
+    pairs = max(1, transforms // 2)
+    axes = tuple(range(1, len(shape)))
+    padded = (shape[0] + 2 * overlap, *shape[1:])
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    dev = jax.local_devices()[0]
+    halo = jax.device_put(np.zeros((overlap, *half[1:]), np.complex64), dev)
+    bell = jax.device_put(np.ones(padded[0], np.float32), dev)
+    op = jax.device_put(np.ones((padded[0], *half[1:]), np.float32), dev)
+
+    def planes(x: jax.Array) -> jax.Array:
+        for _ in range(pairs):
+            x = fftw.planes_c2r(fftw.rfft_axes(x, axes), x.shape)
+        return x
+
+    def along_x(q: jax.Array) -> jax.Array:
+        for _ in range(pairs):
+            (q,) = fftw.xpass_halo(q, (halo, halo), bell, shape[0], padded, op, inplace=True)
+        return q
+
+    x = jax.device_put(np.zeros(shape, np.float32), dev)
+    q = jax.device_put(np.zeros(half, np.complex64), dev)
+    f, g = jax.jit(planes), jax.jit(along_x)
+    return _best(lambda: f(x), repeats) + _best(lambda: g(q), repeats)
+
+
+def planes_first(decomposition: str, problem: Problem) -> bool:
+    """True when this process's LFB operators take the planes-first way (1-D mesh here)."""
+    from sonotile import config
+    from sonotile.fft import fftw
+
+    s = config.current()
+    return (decomposition == "lfb" and s.lfb_planes and s.fftw_fused and problem.grid.ndim >= 2
+            and fftw.resolve(None, problem.dtype) == "fftw")  # fmt: skip
 
 
 def _back_to_back(
@@ -183,7 +231,11 @@ def measure(
     if decomposition != "single":  # each process's shard with local copies for collectives
         local = scaling.time_chunks(build("local"), problem, steps, repeats)
     block = local_block(problem, decomposition, len(devs), overlap)
-    fft = fft_seconds(block, scaling.transforms_per_step(problem), repeats)
+    if planes_first(decomposition, problem):
+        interior = local_block(problem, decomposition, len(devs), 0)
+        fft = plane_fft_seconds(interior, overlap, scaling.transforms_per_step(problem), repeats)
+    else:
+        fft = fft_seconds(block, scaling.transforms_per_step(problem), repeats)
     exchange = 0.0
     if decomposition != "single":
         exchange = (mpi_exchange_seconds(engine.transport, traced, repeats) if mpi

@@ -179,6 +179,7 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
                 ("sonotile_fftw_conv", "SonotileFftwConv"),
                 ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),
+                ("sonotile_fftw_xpass", "SonotileFftwXPass"),
                 ("sonotile_keep", "SonotileKeep"),
                 ("sonotile_fftw_rfft_axes", "SonotileFftwRfftAxes"),
                 ("sonotile_fftw_irfft_axes", "SonotileFftwIrfftAxes"),
@@ -300,17 +301,114 @@ def planes_c2r(
     shape: Sequence[int],
     axis: int | None = None,
     vec: jax.Array | None = None,
+    lo: int = 0,
 ) -> jax.Array:
     """``irfftn`` of a spectrum from :func:`conv` (``axis="spectrum"``) times the 1-D complex
-    vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only."""
+    vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only.
+    The output's planes are ``spec``'s planes ``lo .. lo + shape[0] - 1`` (``spec`` may have
+    more planes: a padded box from :func:`xpass`)."""
     import jax
     import jax.numpy as jnp
 
     args = [spec] + ([] if vec is None else [jnp.reshape(vec, (-1,)).astype(jnp.complex64)])
     out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
     return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out, vmap_method="sequential")(
-        *args, axis=-1 if axis is None else int(axis)
+        *args, axis=-1 if axis is None else int(axis), lo=int(lo)
     )
+
+
+def xpass(
+    specs: Sequence[jax.Array],
+    shape: Sequence[int],
+    op: jax.Array | None = None,
+    outs: Sequence[ConvOut] = ((0, None, None),),
+    lo: int = 0,
+    planes: int | None = None,
+    inplace: bool = False,
+) -> list[jax.Array]:
+    """The pass along axis 0 of :func:`conv` alone, on boxes whose planes are transformed.
+
+    ``specs``: complex64 ``[X, plane half spectrum]`` boxes, each plane the unnormalised R2C
+    of a plane of a real grid of ``shape`` (rank 2-3, ``shape[0] = X``). Output ``o`` of
+    ``outs = ((src, axis, vec), ...)`` (``axis`` 0 with a complex ``vec`` of length X, or
+    None) is planes ``lo .. lo + planes - 1`` (default all) of ``ifft(fft(specs[src], axis=0)
+    * op * vec[k_x], axis=0) / prod(shape)``, complex64: :func:`planes_c2r` of it gives the real
+    result ``irfftn(rfftn(x) * op * vec)`` on those planes. ``op``: real on the half spectrum.
+    ``inplace``: output 0 is all X planes, written over ``specs[0]`` (XLA's buffer reused: the
+    pass reads and writes the same memory); read its interior with ``planes_c2r(..., lo=lo)``.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    half = tuple(specs[0].shape)
+    args = list(specs)
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    for _, a, v in outs:
+        if a is not None:
+            assert a == 0 and v is not None, "xpass: a vector runs along axis 0"
+            args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    n = half[0] - lo if planes is None else planes
+    out = [jax.ShapeDtypeStruct((n, *half[1:]), jnp.complex64) for _ in outs]
+    if inplace:
+        assert outs[0][0] == 0, "xpass: in place, output 0 is made from input 0"
+        out[0] = jax.ShapeDtypeStruct(half, jnp.complex64)
+    alias = {0: 0} if inplace else {}
+    return list(
+        jax.ffi.ffi_call(
+            "sonotile_fftw_xpass", out, input_output_aliases=alias, vmap_method="sequential"
+        )(
+            *args,
+            dims=np.array(shape, np.int64),
+            has_op=int(op is not None),
+            lo=int(lo),
+            pad=0,
+            src=np.array([s for s, _, _ in outs], np.int64),
+            axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64),
+        )
+    )
+
+
+def xpass_halo(
+    mid: jax.Array,
+    halos: tuple[jax.Array, jax.Array],
+    bell: jax.Array,
+    count: jax.Array | int,
+    shape: Sequence[int],
+    op: jax.Array | None = None,
+    outs: Sequence[ConvOut] = ((0, None, None),),
+    inplace: bool = False,
+) -> list[jax.Array]:
+    """:func:`xpass` of a box assembled from its parts while the pass reads it (no padded copy):
+    ``[left | mid[:count] | right | zeros] * bell`` along axis 0, ``halos = (left, right)`` of
+    ``ov`` planes each, ``mid`` of ``X - 2 ov`` planes (``shape[0] = X``; ``count``, traced or
+    not, its real planes), ``bell`` real of length X. Every output is the interior planes
+    ``ov .. X - ov - 1`` (complex64, ``mid``'s shape); ``inplace``: output 0 over ``mid``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    left, right = halos
+    ov = left.shape[0]
+    half = (shape[0], *mid.shape[1:])
+    args = [mid, left, right, jnp.reshape(bell, (-1,)).astype(jnp.float32),
+            jnp.reshape(jnp.asarray(count, jnp.int32), (1,))]  # fmt: skip
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    for _, a, v in outs:
+        if a is not None:
+            assert a == 0 and v is not None, "xpass_halo: a vector runs along axis 0"
+            args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    assert all(s == 0 for s, _, _ in outs), "xpass_halo: one input"
+    out = [jax.ShapeDtypeStruct(mid.shape, jnp.complex64) for _ in outs]
+    call = jax.ffi.ffi_call("sonotile_fftw_xpass", out, vmap_method="sequential",
+                            input_output_aliases={0: 0} if inplace else {})  # fmt: skip
+    return list(
+        call(*args, dims=np.array(shape, np.int64), has_op=int(op is not None), lo=int(ov),
+             pad=int(ov), src=np.zeros(len(outs), np.int64),
+             axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64))
+    )  # fmt: skip
 
 
 def r2c(xs: Sequence[jax.Array], concurrent: int | None = None) -> list[jax.Array]:

@@ -7,6 +7,15 @@ by a bell that is 1 inside and falls to 0 across the overlap (Boyd's erf bell), 
 with local FFTs and the padded block's own wavenumbers (shift operators and kappa included),
 and cropped to the interior. Communication is nearest-neighbour; the error is set by overlap
 and bell (see ``docs/decomposition.md``).
+
+Blocks split along grid axis 0 only (a 1-D mesh, or one whose other axes are 1), on the FFTW
+backend, take a shorter way to the same padded spectrum ("planes first"): the transforms over
+the other axes commute with the padding, the bell and the crop along x, so each block
+transforms only its interior planes (R2C), exchanges the overlap planes in that basis
+(complex64), pads and windows along x, and one call (:func:`sonotile.fft.fftw.xpass`) does the
+pass along x of the padded box with the operator and keeps the interior planes, which alone are
+transformed back (:func:`sonotile.fft.fftw.planes_c2r`). FFT work per block falls from the
+padded box's to about its own (``LfbMeta.planes``; ``SONOTILE_LFB_PLANES=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from sonotile import config
+from sonotile.fft import fftw
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
@@ -70,12 +81,18 @@ class LfbMeta:
     ndim: int
     #: per split axis: real points of each block when the blocks differ (n % p != 0), else None
     counts: tuple[tuple[int, ...] | None, ...] = ()
+    #: transform the planes before the exchange where a block is split along axis 0 only
+    planes: bool = False
 
     def padded(self, a: int) -> bool:
         return a < len(self.names) and self.sizes[a] > 1
 
     def uneven(self, a: int) -> bool:
         return a < len(self.counts) and self.counts[a] is not None
+
+    def x_only(self) -> bool:
+        """Blocks split (padded) along grid axis 0 and no other."""
+        return self.padded(0) and not any(self.padded(a) for a in range(1, len(self.names)))
 
 
 @jax.tree_util.register_pytree_node_class
@@ -193,20 +210,85 @@ class LfbOps:
         padded = [self._pad(f) for f in fs]
         return [self._window(p) for p in padded]
 
+    # --- planes first (blocks split along axis 0 only, FFTW; see the module docstring)
+    def _split(self, f: jax.Array) -> FourierOps | None:
+        """The padded box's operators when ``f`` takes the planes-first way, else None."""
+        mt, inner = self.meta, self.inner
+        if mt.planes and mt.x_only() and isinstance(inner, FourierOps) and inner.fused(f):
+            return inner
+        return None
+
+    def _local_planes(self, fs: list[jax.Array]) -> list[tuple[jax.Array, jax.Array, jax.Array]]:
+        """``(plane spectra, left halo, right halo)`` of each block (complex64, planes along x;
+        all exchanges issued before any is used): the padded box's parts, which
+        :meth:`_xpass` pads and windows as it reads them."""
+        specs = [plane_rfft(f) for f in fs]
+        return [(s, self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1)) for s in specs]
+
+    def _xpass(
+        self,
+        part: tuple[jax.Array, jax.Array, jax.Array],
+        like: jax.Array,
+        op: jax.Array | None,
+        outs: list[fftw.ConvOut],
+    ) -> list[jax.Array]:
+        """:func:`fftw.xpass_halo` of a block's padded, windowed box, the interior planes of
+        each output (output 0 over the block's spectrum)."""
+        mid, left, right = part
+        b, ov = like.shape[0], self.meta.overlap
+        bell = self.bells[0]
+        count: jax.Array | int = b
+        if self.meta.uneven(0):  # this shard's bell of the pair, its real planes
+            count = self._count(0)
+            bell = jnp.where(count == b, cast(tuple, bell)[0], cast(tuple, bell)[1])
+        shape = (b + 2 * ov, *like.shape[1:])  # the padded real box
+        return fftw.xpass_halo(mid, (left, right), cast(jax.Array, bell), count, shape, op, outs,
+                               inplace=True)  # fmt: skip
+
+    def _grad_planes(self, p: jax.Array, ops: FourierOps) -> tuple[jax.Array, ...]:
+        (q,) = self._local_planes([p])
+        spec, gx = self._xpass(q, p, ops.kappa, [(0, None, None), (0, 0, ops.shift_pos[0])])
+        rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(ops.shift_pos) if a]
+        return (fftw.planes_c2r(gx, p.shape), *rest)
+
+    def _div_planes(self, u: Sequence[jax.Array], ops: FourierOps) -> tuple[jax.Array, ...]:
+        out = []
+        for a, (q, ua, s) in enumerate(zip(self._local_planes(list(u)), u, ops.shift_neg)):
+            if a == 0:
+                (d,) = self._xpass(q, ua, ops.kappa, [(0, 0, s)])
+                out.append(fftw.planes_c2r(d, ua.shape))
+            else:
+                (d,) = self._xpass(q, ua, ops.kappa, [(0, None, None)])
+                out.append(fftw.planes_c2r(d, ua.shape, a, s))
+        return tuple(out)
+
+    def _apply_planes(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
+        (q,) = self._local_planes([f])
+        (d,) = self._xpass(q, f, op, [(0, None, None)])
+        return fftw.planes_c2r(d, f.shape)
+
     # --- the FourierOps interface
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
+        if (ops := self._split(p)) is not None:
+            return self._grad_planes(p, ops)
         (q,) = self._local([p])
         return tuple(self._crop(g) for g in self.inner.grad(q))
 
     def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
+        if (ops := self._split(u[0])) is not None:
+            return self._div_planes(u, ops)
         q = self._local(list(u))
         return tuple(self._crop(x) for x in self.inner.div(tuple(q)))
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
+        if (ops := self._split(f)) is not None:
+            return self._apply_planes(f, ops.nabla1 if which == 1 else ops.nabla2)
         (q,) = self._local([f])
         return self._crop(self.inner.fractional(q, which))
 
     def filter_source(self, s: jax.Array) -> jax.Array:
+        if (ops := self._split(s)) is not None:
+            return self._apply_planes(s, ops.source_kappa)
         (q,) = self._local([s])
         return self._crop(self.inner.filter_source(q))
 
@@ -235,6 +317,11 @@ class LfbOps:
         return self._crop(self.inner.unstagger(q, axis), ax)
 
 
+def plane_rfft(f: jax.Array) -> jax.Array:
+    """The unnormalised R2C of every plane ``f[x]`` (over axes 1 .. d-1), complex64 (FFTW)."""
+    return fftw.rfft_axes(f, tuple(range(1, f.ndim)))
+
+
 def _bell(
     n: int, overlap: int, width: float, axis: int, d: int, dtype: jax.typing.DTypeLike
 ) -> jax.Array:
@@ -243,6 +330,13 @@ def _bell(
     shape = [1] * d
     shape[axis] = b.shape[0]
     return to_device(b.reshape(shape), dtype)
+
+
+def _prepare_planes(meta: LfbMeta, inner: FourierOps, local: tuple[int, ...]) -> None:
+    """Plan the FFTW transforms of a block's interior planes now (before the run's state
+    exists) when its operators will take the planes-first way."""
+    if meta.planes and meta.x_only() and len(local) >= 2 and inner.fft.startswith("fftw"):
+        fftw.prepare(local)
 
 
 def lfb_constants(
@@ -280,7 +374,9 @@ def lfb_constants(
     counts = tuple(
         None if blocks.even(a) else tuple(int(c) for c in blocks.counts(a)) for a in range(m)
     )
-    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts)
+    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts,
+                   planes=config.current().lfb_planes)  # fmt: skip
+    _prepare_planes(meta, inner, tuple(local))
     unshift: tuple[jax.Array, ...] | None = None
     if unstagger:
         cdtype = jnp.complex64 if problem.dtype == "float32" else jnp.complex128

@@ -210,11 +210,13 @@ class FourierOps:
     def _fftw(self, like: jax.Array) -> bool:
         return self.fft.startswith("fftw") and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
 
-    def _conv(self, like: jax.Array) -> bool:
+    def fused(self, like: jax.Array) -> bool:
+        """True when operators on fields like ``like`` run as :func:`sonotile.fft.fftw.conv`
+        calls (FFTW, float32, 2-D / 3-D, fused mode): plane transforms and a pass along x."""
         return self._fftw(like) and like.ndim >= 2 and "unfused" not in self.fft
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
-        if self._conv(p):
+        if self.fused(p):
             # the x component and the spectrum after the pass along x in one call, then each
             # other component from that spectrum: one gradient component exists at a time
             gx, spec = fftw.conv(
@@ -239,7 +241,7 @@ class FourierOps:
         return tuple(self._back(P * s, p) for s in self.shift_pos)
 
     def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
-        if self._conv(u[0]):
+        if self.fused(u[0]):
             # one call per component: XLA can then use each part before the next exists
             return tuple(
                 fftw.conv([ua], self.kappa, [(0, a, s)])[0]
@@ -275,7 +277,7 @@ class FourierOps:
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
         nabla = self.nabla1 if which == 1 else self.nabla2
-        if self._conv(f):
+        if self.fused(f):
             return fftw.conv([f], nabla)[0]
         if self._fftw(f):
             return fftw.c2r(
@@ -285,7 +287,7 @@ class FourierOps:
         return self._back(real_scale(self._spec(f), nabla), f)
 
     def filter_source(self, s: jax.Array) -> jax.Array:
-        if self._conv(s):
+        if self.fused(s):
             return fftw.conv([s], self.source_kappa)[0]
         if self._fftw(s):
             return fftw.c2r(

@@ -6,7 +6,9 @@
 //
 // sonotile_fftw_conv (grids of rank 2-3, what the operators use there) applies whole spectral
 // operators, input to outputs, in one call, and sonotile_fftw_planes_c2r finishes one more
-// output from a spectrum conv returned; see their section below. Two more handlers do k
+// output from a spectrum conv returned; sonotile_fftw_xpass is conv's pass along x alone, for
+// boxes whose planes were transformed before (LFB blocks split along x); see their section
+// below. Two more handlers do k
 // transforms of one real shape (rank 1-3) in one call (rank 1, and the SONOTILE_FFTW_FUSED=0
 // path):
 //
@@ -753,18 +755,172 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   return ffi::Error::Success();
 }
 
+// Row x of an input box of sonotile_fftw_xpass: the box itself, or (pad mode) assembled from a
+// block's interior planes and its two halos, [left | count interior planes | right | zeros]
+// times the bell along x, as LFB pads and windows a block (sonotile/parallel/lfb.py).
+struct XRows {
+  const float* box = nullptr;  // the whole box (no pad)
+  const float *mid = nullptr, *left = nullptr, *right = nullptr, *bell = nullptr;
+  int64_t ov = 0, count = 0;
+  // floats [2 c0, 2 (c0 + b)) of row x into dst
+  void get(const Grid& g, int64_t x, int64_t c0, int64_t b, float* dst) const {
+    const float* r = nullptr;
+    if (box != nullptr) r = box + 2 * x * g.pc;
+    else if (x < ov) r = left + 2 * x * g.pc;
+    else if (x < ov + count) r = mid + 2 * (x - ov) * g.pc;
+    else if (x < 2 * ov + count) r = right + 2 * (x - ov - count) * g.pc;
+    if (r == nullptr) {
+      std::memset(dst, 0, sizeof(float) * 2 * b);
+      return;
+    }
+    r += 2 * c0;
+    const float w = bell != nullptr ? bell[x] : 1.f;
+    if (w == 1.f) {
+      std::memcpy(dst, r, sizeof(float) * 2 * b);
+      return;
+    }
+    for (int64_t i = 0; i < 2 * b; ++i) dst[i] = r[i] * w;
+  }
+};
+
+// sonotile_fftw_xpass: the pass along x of sonotile_fftw_conv on its own, for boxes whose
+// planes are already transformed (the LFB blocks split along x only transform their planes
+// before the overlap exchange; sonotile/parallel/lfb.py). `dims` is the real grid (X, plane...)
+// of rank 2-3; the inputs are k complex64 plane half spectra [X, plane bins] (unnormalised
+// R2Cs of the planes), then an optional real operator on the half spectrum, then one complex
+// vector of length X per output with axis 0. Output o, complex64 [Xo, plane bins], is planes
+// lo .. lo + Xo - 1 (an output of all X planes: 0 .. X - 1; it may alias its input) of
+//
+//   IFFT_x(FFT_x(in[src_o]) * op * vec_o[k_x]) / N,     N = X * (real points of a plane)
+//
+// (axis -1: no vector), so sonotile_fftw_planes_c2r of it is the real result on those planes
+// (the same scaling as conv's spectrum output). Outputs of one input share its forward pass.
+//
+// Pad mode (`pad` = the overlap ov > 0, one input): the input is not the box but its parts,
+// the block's interior plane spectra [X - 2 ov, plane bins], the left and right halos
+// [ov, plane bins], the bell along x (float32 [X]) and the block's real planes `count` (int32
+// [1], <= X - 2 ov): the box is [left | count interior planes | right | zeros] * bell, assembled
+// while the pass gathers it (no padded copy in memory). Output 0 may then alias the interior.
+ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_t has_op,
+                     int64_t lo, int64_t pad, ffi::Span<const int64_t> src,
+                     ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
+                     ffi::RemainingRets rets) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  Grid g;
+  if (!grid_of(dims, &g)) return bad("xpass: rank 2-3 only");
+  const int m = int(rets.size());
+  if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("xpass: src/axis per output");
+  int k = 0, n_vec = 0;
+  for (int o = 0; o < m; ++o) {
+    if (src[o] < 0) return bad("xpass: negative src");
+    if (axis[o] != -1 && axis[o] != 0) return bad("xpass: axis -1 (none) or 0 (x)");
+    k = std::max(k, int(src[o]) + 1);
+    n_vec += axis[o] == 0 ? 1 : 0;
+  }
+  if (pad < 0 || (pad > 0 && (k != 1 || 2 * pad >= g.X))) return bad("xpass: pad mode, one input");
+  const int n_in = pad > 0 ? 5 : k;  // pad mode: interior, left, right, bell, count
+  if (int(args.size()) != n_in + (has_op ? 1 : 0) + n_vec) return bad("xpass: argument count");
+  std::vector<XRows> in(k);
+  int a = 0;
+  if (pad > 0) {
+    auto mid = args.get<ffi::Buffer<ffi::C64>>(0);
+    auto left = args.get<ffi::Buffer<ffi::C64>>(1);
+    auto right = args.get<ffi::Buffer<ffi::C64>>(2);
+    auto bell = args.get<ffi::Buffer<ffi::F32>>(3);
+    auto count = args.get<ffi::Buffer<ffi::S32>>(4);
+    const size_t halo = size_t(pad) * g.pc;
+    if (mid.has_error() || left.has_error() || right.has_error() || bell.has_error() ||
+        count.has_error() || mid->element_count() != g.nc - 2 * halo ||
+        left->element_count() != halo || right->element_count() != halo ||
+        int64_t(bell->element_count()) != g.X || count->element_count() != 1)
+      return bad("xpass: pad mode inputs (interior, left, right, bell, count)");
+    XRows& r = in[0];
+    r.mid = reinterpret_cast<const float*>(mid->typed_data());
+    r.left = reinterpret_cast<const float*>(left->typed_data());
+    r.right = reinterpret_cast<const float*>(right->typed_data());
+    r.bell = bell->typed_data();
+    r.ov = pad;
+    r.count = count->typed_data()[0];
+    if (r.count < 1 || r.count > g.X - 2 * pad) return bad("xpass: count beyond the interior");
+    a = 5;
+  } else {
+    for (int j = 0; j < k; ++j, ++a) {
+      auto x = args.get<ffi::Buffer<ffi::C64>>(a);
+      if (x.has_error() || x->element_count() != g.nc) return bad("xpass: input spectrum shape");
+      in[j].box = reinterpret_cast<const float*>(x->typed_data());
+    }
+  }
+  const float* op = nullptr;
+  if (has_op) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (x.has_error() || x->element_count() != g.nc) return bad("xpass: operator shape");
+    op = x->typed_data();
+  }
+  std::vector<float*> out(m);
+  std::vector<int64_t> planes(m), first(m);
+  std::vector<const float*> vec(m, nullptr);
+  for (int o = 0; o < m; ++o) {
+    auto y = rets.get<ffi::Buffer<ffi::C64>>(o);
+    if (y.has_error() || (*y)->element_count() % g.pc != 0) return bad("xpass: output shape");
+    planes[o] = int64_t((*y)->element_count()) / g.pc;
+    first[o] = planes[o] == g.X ? 0 : lo;
+    if (first[o] < 0 || first[o] + planes[o] > g.X) return bad("xpass: output planes beyond the box");
+    out[o] = reinterpret_cast<float*>((*y)->typed_data());
+    if (axis[o] != 0) continue;
+    auto x = args.get<ffi::Buffer<ffi::C64>>(a++);
+    if (x.has_error() || int64_t(x->element_count()) != g.X) return bad("xpass: vector length");
+    vec[o] = reinterpret_cast<const float*>(x->typed_data());
+  }
+  const ConvPlans* P = get_conv_plans(g, true);  // only its passes along x (on own buffers)
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const float scale = float(1.0 / double(g.nr));
+  const int64_t nblocks = (g.pc + kBlock - 1) / kBlock;
+  const size_t blk = size_t(2 * g.X * kBlock);
+  std::vector<std::vector<int>> by_src(k);  // the outputs of each input
+  for (int o = 0; o < m; ++o) by_src[src[o]].push_back(o);
+  const bool ok = parallel_items(nblocks, g_threads, 2 * blk, [&](float* buf, int64_t i) {
+    float* tmp = buf + blk;
+    const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
+    for (int j = 0; j < k; ++j) {
+      const std::vector<int>& mine = by_src[j];
+      if (mine.empty()) continue;
+      for (int64_t x = 0; x < g.X; ++x) in[j].get(g, x, c0, b, buf + 2 * x * kBlock);
+      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
+                        reinterpret_cast<fftwf_complex*>(buf));
+      for (int q = int(mine.size()) - 1; q >= 0; --q) {  // the first output last, in place
+        const int o = mine[q];
+        float* t = q == 0 ? buf : tmp;
+        multiply_block(g, buf, op, vec[o], scale, c0, b, t);
+        fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(t),
+                          reinterpret_cast<fftwf_complex*>(t));
+        // an output aliasing an input overwrites only this block, already gathered
+        for (int64_t x = 0; x < planes[o]; ++x)
+          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + 2 * (first[o] + x) * kBlock,
+                      sizeof(float) * 2 * b);
+      }
+    }
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
 // sonotile_fftw_planes_c2r: the last stage of sonotile_fftw_conv on its own, for a spectrum
 // that conv returned after its pass along x (axis -2): out = plane C2R(spec * vec_axis), the
 // vector along a plane axis (1 .. rank-1) or none (axis -1). The spectrum is left intact, so
 // several outputs can be made from it one at a time (the gradient: XLA can consume each
-// component before the next exists).
-ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C64> spec,
-                         ffi::RemainingArgs args, ffi::Result<ffi::Buffer<ffi::F32>> out) {
+// component before the next exists). The output's planes are spectrum planes lo, lo + 1, ...
+// (a spectrum of more planes than the output: e.g. a padded box from sonotile_fftw_xpass).
+ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
+                         ffi::Buffer<ffi::C64> spec, ffi::RemainingArgs args,
+                         ffi::Result<ffi::Buffer<ffi::F32>> out) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   Grid g;
   if (!grid_of(out->dimensions(), &g)) return bad("planes_c2r: rank 2-3 only");
-  if (spec.element_count() != g.nc) return bad("planes_c2r: spectrum shape");
+  if (lo < 0 || spec.element_count() % g.pc != 0 ||
+      int64_t(spec.element_count() / g.pc) < lo + g.X)
+    return bad("planes_c2r: spectrum shape");
   const float* vec = nullptr;
   if (axis >= 0) {
     if (axis < 1 || axis >= g.rank || args.size() != 1) return bad("planes_c2r: a plane axis");
@@ -779,7 +935,7 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, ffi::Buffer<ffi::C6
   const bool aligned = is_aligned(o) && is_aligned(o + g.pr);
   const ConvPlans* P = get_conv_plans(g, aligned);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
-  const float* s = reinterpret_cast<const float*>(spec.typed_data());
+  const float* s = reinterpret_cast<const float*>(spec.typed_data()) + 2 * lo * g.pc;
   const bool ok = parallel_items(g.X, g_threads, size_t(2 * g.pc), [&](float* pb, int64_t x) {
     plane_times(g, s + 2 * x * g.pc, vec, int(axis), pb);
     fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb), o + x * g.pr);
@@ -1175,10 +1331,23 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
                                   .RemainingArgs()
                                   .RemainingRets());
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwXPass, XPassImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<ffi::Span<const int64_t>>("dims")
+                                  .Attr<int64_t>("has_op")
+                                  .Attr<int64_t>("lo")
+                                  .Attr<int64_t>("pad")
+                                  .Attr<ffi::Span<const int64_t>>("src")
+                                  .Attr<ffi::Span<const int64_t>>("axis")
+                                  .RemainingArgs()
+                                  .RemainingRets());
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("axis")
+                                  .Attr<int64_t>("lo")
                                   .Arg<ffi::Buffer<ffi::C64>>()
                                   .RemainingArgs()
                                   .Ret<ffi::Buffer<ffi::F32>>());
