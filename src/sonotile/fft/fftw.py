@@ -547,13 +547,21 @@ def rfft_split(x: jax.Array, axes: Sequence[int], split_axis: int, pieces: int) 
 
 
 def irfft_join(
-    X: jax.Array, shape: Sequence[int], axes: Sequence[int], split_axis: int, scale: float
+    X: jax.Array,
+    shape: Sequence[int],
+    axes: Sequence[int],
+    split_axis: int,
+    scale: float,
+    axis: int | None = None,
+    vec: jax.Array | None = None,
 ) -> jax.Array:
     """Inverse of :func:`rfft_split` times ``scale`` (``1 / prod(n)`` is numpy's ``irfftn``):
     the pieces ``X`` (``(pieces, *half spectrum with L on split_axis)``) joined along
     ``split_axis`` (entries past the spectrum's length ignored), transformed back to float32 of
     ``shape``: what an ``all_to_all`` that concatenates along ``split_axis`` receives, consumed
-    without a reordering pass."""
+    without a reordering pass. ``vec``: a 1-D complex vector along grid ``axis`` (one of
+    ``axes``; the whole spectrum's length there, ``n // 2 + 1`` on the last) multiplying the
+    spectrum while the pieces are joined."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -563,9 +571,17 @@ def irfft_join(
     a = split_axis % len(shape)
     if a < len(shape) - k or X.ndim != len(shape) + 1:
         raise ValueError(f"irfft_join: split axis {split_axis} is not among {tuple(axes)}")
+    args = [X.astype(jnp.complex64)]
+    vaxis = -1
+    if vec is not None:
+        assert axis is not None, "irfft_join: a vector needs its axis"
+        vaxis = axis % len(shape) - (len(shape) - k)
+        if vaxis < 0:
+            raise ValueError(f"irfft_join: vector axis {axis} is not among {tuple(axes)}")
+        args.append(jnp.reshape(vec, (-1,)).astype(jnp.complex64))
     out = jax.ShapeDtypeStruct(shape, jnp.float32)
     call = jax.ffi.ffi_call("sonotile_fftw_irfft_join", out, vmap_method="sequential")
-    return call(X.astype(jnp.complex64), naxes=k, q=a - (len(shape) - k), scale=np.float32(scale))
+    return call(*args, naxes=k, q=a - (len(shape) - k), scale=np.float32(scale), vaxis=vaxis)
 
 
 def prepare(shape: tuple[int, ...]) -> bool:

@@ -8,13 +8,16 @@ split over mesh axis ``j``) until the inverse transform undoes it, so the k-spac
 (kappa, shift operators, nablas, source kappa) are built once for the transposed layout and
 sharded. Results equal the single-device run to round-off.
 
-On slabs (1-D meshes) with the FFTW backend (float32 on the CPU) the local transforms are
-FFTW's custom calls (:mod:`sonotile.fft.fftw`): the plane transforms do the transpose's
-reordering plane by plane in cache (``rfft_split`` / ``irfft_join``), so the all-to-all sends
-and receives contiguous pieces and the pieces received are, stacked, the next layout; the
-transform along x is strided (no transposes around XLA's FFT); ``1 / N`` is applied once, in
-the inverse's last copy. 2-D meshes, other backends and gradients
-(:mod:`sonotile.parallel.differentiable`) use XLA's FFT.
+On slabs (1-D meshes) with the FFTW backend (float32 on the CPU) each operator is three FFTW
+custom calls (:mod:`sonotile.fft.fftw`) around the two transposes: the plane transforms do the
+transpose's reordering plane by plane in cache (``rfft_split``), so the all-to-all sends and
+receives contiguous pieces and the pieces received, stacked, are the transposed layout; one
+``xpass`` per input field then does the forward transform along x, the k-space operator (kappa
+or a power-law or source filter, the x shift vector) and the inverse along x, block by block in
+cache, for all the field's outputs; ``irfft_join`` joins the pieces received back while applying
+the y / z shift vector (these are whole on every shard) and the rest of ``1 / N``. 2-D meshes,
+other backends and gradients (:mod:`sonotile.parallel.differentiable`) use XLA's FFT and
+multiply the spectrum in XLA.
 """
 
 from __future__ import annotations
@@ -87,30 +90,84 @@ class PencilOps(FourierOps):
         mt = self.meta
         return mt.fft == "fftw" and len(mt.names) == 1 and like.dtype == jnp.float32
 
-    def _slab_spec(self, f: jax.Array) -> jax.Array:
-        """The slab transform on FFTW: the plane transforms leave the spectrum in the pieces the
-        transpose sends (no reordering pass); the pieces received, stacked, are the x blocks in
-        order (a reshape), then the transform along x."""
+    def _slab_planes(self, f: jax.Array) -> jax.Array:
+        """The slab transform on FFTW up to the pass along x: the plane transforms leave the
+        spectrum in the pieces the transpose sends (no reordering pass); the pieces received,
+        stacked, are the x blocks in order (a reshape), the dead points dropped."""
         mt = self.meta
         n = mt.sizes[0]
         pieces = fftw.rfft_split(f, tuple(range(1, f.ndim)), 1, n)  # (n, X_l, kpad/n, ...)
         F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
-        F = F.reshape((n * F.shape[1], *F.shape[2:]))
-        return fftw.fft_axis(self._compact(F, 0), 0)
+        return self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0)
 
-    def _slab_back(self, F: jax.Array, like: jax.Array) -> jax.Array:
-        """Inverse of :meth:`_slab_spec`; the plane transforms read the received pieces in
-        place and apply the whole inverse's ``1 / N``."""
+    def _box(self, F: jax.Array) -> tuple[int, ...]:
+        """The real grid :func:`fftw.xpass` sees in this shard's transposed spectrum ``F`` ``(X,
+        L[, Z // 2 + 1])``: ``(X, L, Z)``, or ``(X, 2 L - 1)`` (``L`` bins) on 2-D grids."""
+        if F.ndim == 3:
+            return (F.shape[0], F.shape[1], self.meta.shape[2])
+        return (F.shape[0], 2 * F.shape[1] - 1)
+
+    def _xpass(self, f: jax.Array, op: jax.Array | None, xvecs: Sequence[Any]) -> list[jax.Array]:
+        """``f``'s spectrum (transposed layout), transformed along x, times ``op`` and per output
+        ``xvecs[o]`` along x (None: none), transformed back along x, in one FFTW pass in cache
+        (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``, see :meth:`_send`)."""
+        F = self._slab_planes(f)
+        outs = [(0, None if v is None else 0, v) for v in xvecs]
+        return fftw.xpass([F], self._box(F), op, outs, inplace=True)
+
+    def _send(self, S: jax.Array) -> tuple[jax.Array, float]:
+        """An :meth:`_xpass` output to the pieces :func:`fftw.irfft_join` joins, and the scale
+        that completes the inverse's ``1 / N`` after xpass's ``1 / prod(box)``."""
         mt = self.meta
         n = mt.sizes[0]
-        F = self._expand(fftw.fft_axis(F, 0, True, scale=1.0), 0)
-        F = collectives.all_to_all(F.reshape((n, F.shape[0] // n, *F.shape[1:])), mt.names[0], 0, 0)
+        scale = float(np.prod(self._box(S))) / float(np.prod(mt.shape))
+        S = self._expand(S, 0)
+        S = collectives.all_to_all(S.reshape((n, S.shape[0] // n, *S.shape[1:])), mt.names[0], 0, 0)
+        return S, scale
+
+    def _join(
+        self, sent: tuple[jax.Array, float], like: jax.Array, a: int = 0, vec: Any = None
+    ) -> jax.Array:
+        """The real field from :meth:`_send`'s pieces, times ``vec`` (the whole replicated
+        vector, padded, see :func:`pencil_constants`) along plane axis ``a`` if given."""
+        S, scale = sent
+        if vec is not None:
+            vec = jnp.reshape(vec, (-1,))[: self.meta.klen[a]]
         axes = tuple(range(1, like.ndim))
-        return fftw.irfft_join(F, like.shape, axes, 1, 1.0 / np.prod(mt.shape))
+        return fftw.irfft_join(S, like.shape, axes, 1, scale, a if vec is not None else None, vec)
+
+    def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
+        if not self._local_fftw(p):
+            return super().grad(p)
+        # the x component and the spectrum without a vector from one pass along x; each other
+        # component's vector applied while its pieces are joined (one transpose for them all)
+        gx, spec = self._xpass(p, self.kappa, [self.shift_pos[0], None])
+        sent = self._send(spec)
+        rest = [self._join(sent, p, a, s) for a, s in enumerate(self.shift_pos) if a]
+        return (self._join(self._send(gx), p), *rest)
+
+    def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
+        if not self._local_fftw(u[0]):
+            return super().div(u)
+        out = []
+        for a, (ua, s) in enumerate(zip(u, self.shift_neg)):
+            (S,) = self._xpass(ua, self.kappa, [s if a == 0 else None])
+            out.append(self._join(self._send(S), ua, a, s if a else None))
+        return tuple(out)
+
+    def fractional(self, f: jax.Array, which: int) -> jax.Array:
+        if not self._local_fftw(f):
+            return super().fractional(f, which)
+        (S,) = self._xpass(f, self.nabla1 if which == 1 else self.nabla2, [None])
+        return self._join(self._send(S), f)
+
+    def filter_source(self, s: jax.Array) -> jax.Array:
+        if not self._local_fftw(s):
+            return super().filter_source(s)
+        (S,) = self._xpass(s, self.source_kappa, [None])
+        return self._join(self._send(S), s)
 
     def _spec(self, f: jax.Array) -> jax.Array:
-        if self._local_fftw(f):
-            return self._slab_spec(f)
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         F = jnp.fft.rfft(f, axis=d - 1)
@@ -123,8 +180,6 @@ class PencilOps(FourierOps):
         return F
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
-        if self._local_fftw(like):
-            return self._slab_back(F, like)
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
         for j in range(m):
@@ -174,11 +229,17 @@ def pencil_constants(
         spec = P(*(AXIS_NAMES[a - 1] if 1 <= a <= m and x.shape[a] > 1 else None for a in range(d)))
         return x, spec
 
+    local = "fftw" if fftw_transforms and full.fft.startswith("fftw") else "xla"
     kids, _ = full.tree_flatten()
     arrays: list[Any] = []  # the operators' pytree children, sharded (None where absent)
     specs: list[Any] = []  # their specs
     for i, kid in enumerate(kids):
-        if i == 6:  # unshift: real-layout 1-D spectra, replicated
+        if i in (0, 1) and local == "fftw" and m == 1:
+            # slabs on FFTW: the shift vectors whole on every shard (irfft_join applies the
+            # one along the split axis to the pieces of every shard)
+            arrays.append(tuple(spectral(k)[0] for k in kid))
+            specs.append(tuple(P() for _ in kid))
+        elif i == 6:  # unshift: real-layout 1-D spectra, replicated
             arrays.append(kid)
             specs.append(None if kid is None else tuple(P() for _ in kid))
         elif isinstance(kid, tuple):
@@ -189,6 +250,5 @@ def pencil_constants(
             a, s = spectral(kid)
             arrays.append(a)
             specs.append(s)
-    local = "fftw" if fftw_transforms and full.fft.startswith("fftw") else "xla"
     meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local)
     return arrays, specs, meta

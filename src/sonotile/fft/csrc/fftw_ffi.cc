@@ -1123,7 +1123,10 @@ ffi::Error FftAxisImpl(ffi::ThreadPool pool, int64_t axis, int64_t sign, float s
 //     with s the half spectrum's dims (s_k = n_k / 2 + 1) and L at axis q: numpy's rfftn over
 //     the k trailing axes, cut into the P pieces (zeros where p L + i >= s_q).
 //   sonotile_fftw_irfft_join: the inverse: pieces (P, lead..., s_1..L..s_k) joined along q
-//     (entries at p L + i >= s_q ignored), C2R to float32 (lead..., n_1..n_k), times `scale`.
+//     (entries at p L + i >= s_q ignored), C2R to float32 (lead..., n_1..n_k), times `scale`
+//     and, with `vaxis` >= 0, times a complex vector (one more argument, length s_vaxis) along
+//     spectrum axis `vaxis` (0 .. k-1; e.g. a derivative's shift vector applied while the
+//     pieces are gathered, no pass over the spectrum of its own).
 //
 // Work items are groups of G planes (a group's spectrum fits in cache), on 1-thread plans.
 
@@ -1230,13 +1233,66 @@ ffi::Error RfftSplitImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, ffi::Bu
   return ffi::Error::Success();
 }
 
+// Plane b's spectrum from its pieces times `w` (a whole plane spectrum of complex weights).
+void plane_from_pieces_w(const Split& s, int64_t b, float* plane, const float* pieces,
+                         const float* w) {
+  const int64_t chunk = 2 * s.L * s.post, per_piece = s.pre * chunk;
+  for (int64_t p = 0; p < s.P; ++p) {
+    const int64_t lo = p * s.L, len = std::max<int64_t>(0, std::min(s.L, s.sq - lo));
+    const float* piece = pieces + (p * s.t.batch + b) * per_piece;
+    for (int64_t r = 0; r < s.pre; ++r) {
+      const float* c = piece + r * chunk;
+      const int64_t off = 2 * (r * s.sq + lo) * s.post;
+      float* v = plane + off;
+      const float* wv = w + off;
+      for (int64_t i = 0; i < 2 * len * s.post; i += 2) {
+        const float re = c[i], im = c[i + 1];
+        v[i] = re * wv[i] - im * wv[i + 1];
+        v[i + 1] = re * wv[i + 1] + im * wv[i];
+      }
+    }
+  }
+}
+
+// The weights of irfft_join's vector: `scale * vec[index along spectrum axis a]` over a plane
+// spectrum of dims `dims` (k axes); false if the vector's length is not dims[a].
+bool join_weights(const int64_t* dims, int k, int64_t a, const float* vec, int64_t len,
+                  float scale, std::vector<float>* w) {
+  if (a < 0 || a >= k || len != dims[a]) return false;
+  int64_t inner = 1, total = 1;
+  for (int i = 0; i < k; ++i) total *= dims[i];
+  for (int i = int(a) + 1; i < k; ++i) inner *= dims[i];
+  w->resize(size_t(2 * total));
+  for (int64_t e = 0; e < total; ++e) {
+    const int64_t j = (e / inner) % dims[a];
+    (*w)[2 * e] = vec[2 * j] * scale;
+    (*w)[2 * e + 1] = vec[2 * j + 1] * scale;
+  }
+  return true;
+}
+
 ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float scale,
-                         ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::F32>> y) {
+                         int64_t vaxis, ffi::Buffer<ffi::C64> x, ffi::RemainingArgs args,
+                         ffi::Result<ffi::Buffer<ffi::F32>> y) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
   Split s;
   if (!split_of(y->dimensions(), x.dimensions(), naxes, q, &s))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: shapes");
   if (s.t.batch * s.t.real == 0) return ffi::Error::Success();
+  std::vector<float> w;  // the vector's weights over a plane spectrum (times scale)
+  if (vaxis >= 0) {
+    if (args.size() != 1)
+      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: one vector");
+    auto v = args.get<ffi::Buffer<ffi::C64>>(0);
+    int64_t dims[3];
+    for (int i = 0; i < s.t.k; ++i) dims[i] = i + 1 < s.t.k ? s.t.n[i] : s.t.n[i] / 2 + 1;
+    if (v.has_error() ||
+        !join_weights(dims, s.t.k, vaxis, reinterpret_cast<const float*>(v->typed_data()),
+                      int64_t(v->element_count()), scale, &w))
+      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: vector");
+  } else if (args.size() != 0) {
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: a vector needs its axis");
+  }
   float* in = reinterpret_cast<float*>(const_cast<void*>(static_cast<const void*>(x.typed_data())));
   float* out = y->typed_data();
   const bool al = is_aligned(out) && (s.t.real % 16 == 0);
@@ -1248,8 +1304,10 @@ ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float s
   const bool ok = parallel_items(s.items, g_threads, size_t(2 * s.G * s.t.half),
                                  [&](float* buf, int64_t i) {
     const int64_t b0 = i * s.G, g = std::min(s.G, s.t.batch - b0);
-    for (int64_t j = 0; j < g; ++j)
-      plane_pieces(s, b0 + j, buf + 2 * j * s.t.half, in, false, scale);
+    for (int64_t j = 0; j < g; ++j) {
+      if (w.empty()) plane_pieces(s, b0 + j, buf + 2 * j * s.t.half, in, false, scale);
+      else plane_from_pieces_w(s, b0 + j, buf + 2 * j * s.t.half, in, w.data());
+    }
     fftwf_execute_dft_c2r(g == s.G ? full : last, reinterpret_cast<fftwf_complex*>(buf),
                           out + b0 * s.t.real);
   });
@@ -1393,5 +1451,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwIrfftJoin, IrfftJoinImpl,
                                   .Attr<int64_t>("naxes")
                                   .Attr<int64_t>("q")
                                   .Attr<float>("scale")
+                                  .Attr<int64_t>("vaxis")
                                   .Arg<ffi::Buffer<ffi::C64>>()
+                                  .RemainingArgs()
                                   .Ret<ffi::Buffer<ffi::F32>>());
