@@ -134,3 +134,28 @@ def test_split_and_join_equal_numpy(shape, axes, split, pieces):
     back = jax.jit(lambda v: fftw.irfft_join(v, shape, axes, split, 2.0 / s))(junk)
     assert back.shape == shape and back.dtype == jnp.float32
     assert _rel(back, 2.0 * x) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "shape, axes, split, vaxis",
+    [((45, 53, 64), (1, 2), 1, 1), ((45, 53, 64), (1, 2), 1, 2), ((7, 64, 97), (1, 2), 2, 1),
+     ((53, 45), (1,), 1, 1), ((45, 64, 53), (0, 1, 2), 0, 1), ((3, 16, 6), (1, 2), 1, 2)],
+)  # fmt: skip
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_join_with_a_vector_equals_numpy(shape, axes, split, vaxis, pieces):
+    """irfft_join's vector: numpy's irfftn of the joined spectrum times a complex vector along
+    a transformed axis (the split one or another), scaled; padding ignored."""
+    x = _real(shape, seed=6)
+    F = np.fft.rfftn(x.astype(np.float64), axes=axes)
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal(F.shape[vaxis]) + 1j * rng.standard_normal(F.shape[vaxis])
+    shp = [1] * len(shape)
+    shp[vaxis] = -1
+    want = np.fft.irfftn(F * v.reshape(shp), s=[shape[a] for a in axes], axes=axes)
+    got = np.array(jax.jit(lambda u: fftw.rfft_split(u, axes, split, pieces))(x))
+    s = float(np.prod([shape[a] for a in axes]))
+    back = jax.jit(lambda p, w: fftw.irfft_join(p, shape, axes, split, 1.0 / s, vaxis, w))(
+        got, jnp.asarray(v, jnp.complex64)
+    )
+    assert back.shape == shape and back.dtype == jnp.float32
+    assert _rel(back, want) < 1e-5
