@@ -9,12 +9,8 @@ sensors recording p, u, u_non_staggered, p_max, p_rms, p_max_all, p_final).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from devices import run_on_cpu_devices
 from paths import REPO
 
 ROOT = REPO
@@ -61,19 +57,8 @@ print("RESULT" + json.dumps(out, default=str))
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ROOT / "benchmarks"), str(ROOT / "tests" / "helpers")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-    return json.loads(line[len("RESULT") :])
+    paths = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "helpers")]
+    return run_on_cpu_devices(SCRIPT, 8, *paths)
 
 
 @pytest.mark.slow

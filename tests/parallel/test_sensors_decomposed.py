@@ -7,12 +7,8 @@ subprocess with 4 CPU devices (JAX fixes the device count at import).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from devices import run_on_cpu_devices
 
 SCRIPT = r"""
 import json
@@ -75,15 +71,7 @@ print("RESULT" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-    return json.loads(line[len("RESULT") :])
+    return run_on_cpu_devices(SCRIPT, 4)
 
 
 @pytest.mark.parametrize("name", ["pencil_4", "pencil_3d_2x2"])

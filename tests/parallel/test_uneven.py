@@ -7,12 +7,8 @@ One subprocess with 8 virtual CPU devices (JAX fixes the device count when it st
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from devices import run_on_cpu_devices
 from paths import REPO
 
 SCRIPT = r"""
@@ -71,14 +67,8 @@ print("RESULT" + json.dumps(out, default=str))
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")  # fmt: skip
     paths = [str(REPO / "benchmarks"), str(REPO / "tests" / "helpers")]
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, *paths], env=env, capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-    return json.loads(line[len("RESULT") :])
+    return run_on_cpu_devices(SCRIPT, 8, *paths, timeout=900)
 
 
 def runs(kind: str) -> list[str]:

@@ -42,6 +42,10 @@ def _worker(spec: dict) -> dict:
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[runtime.local_rank(os.environ) % len(cpus)]})
     config.configure(threads=1)
+    dec = spec["decomposition"]
+    if dec == "lfb-padded":  # LFB with the padded 3-D transforms (planes first off): before/after
+        config.configure(lfb_planes=False)
+        dec = "lfb"
     from sonotile.parallel import distributed
 
     distributed.initialize()
@@ -49,7 +53,7 @@ def _worker(spec: dict) -> dict:
 
     from sonotile.bench.breakdown import measure
 
-    r = measure(spec["decomposition"], spec["shape"], spec["steps"], spec["repeats"],
+    r = measure(dec, spec["shape"], spec["steps"], spec["repeats"],
                 spec["overlap"])  # fmt: skip
     return {"process": jax.process_index(), **r}
 
@@ -196,7 +200,11 @@ def parser() -> Parser:
     ap.add_argument("--repeats", type=int, default=2, help="timed chunks per run")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of all runs")
     ap.add_argument("--overlap", type=int, default=16)
-    ap.add_argument("--decompositions", default="lfb,pencil")
+    ap.add_argument(
+        "--decompositions",
+        default="lfb,pencil",
+        help="of lfb, pencil and lfb-padded (LFB without planes first)",
+    )
     ap.add_argument(
         "--transports", default=None,
         help="coupled runs' transports: mpi (mpirun), xla (gloo through sonotile launch); "

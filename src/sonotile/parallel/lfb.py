@@ -12,9 +12,10 @@ Blocks split along grid axis 0 only (a 1-D mesh, or one whose other axes are 1),
 backend, take a shorter way to the same padded spectrum ("planes first"): the transforms over
 the other axes commute with the padding, the bell and the crop along x, so each block
 transforms only its interior planes (R2C), exchanges the overlap planes in that basis
-(complex64), pads and windows along x, and one call (:func:`sonotile.fft.fftw.xpass`) does the
-pass along x of the padded box with the operator and keeps the interior planes, which alone are
-transformed back (:func:`sonotile.fft.fftw.planes_c2r`). FFT work per block falls from the
+(complex64), and one call (:func:`sonotile.fft.fftw.xpass_halo`) does the pass along x of the
+box padded and windowed along x (read straight from the spectrum and the halos) with the
+operator and keeps the interior planes, which alone are transformed back
+(:func:`sonotile.fft.fftw.planes_c2r`). FFT work per block falls from the
 padded box's to about its own (``LfbMeta.planes``; ``SONOTILE_LFB_PLANES=0`` turns it off).
 """
 

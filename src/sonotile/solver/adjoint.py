@@ -274,8 +274,10 @@ def _taped_bwd(
     x_leaves, x_tree = jax.tree_util.tree_flatten(xs)
     is_f = [_inexact(a) for a in x_leaves]
     step = lambda p, c, x: body(p, consts, c, x)  # noqa: E731
-    if k > 1:  # the chunk's steps keep their spectral results (or, remat_step, nothing)
-        step = jax.checkpoint(step, prevent_cse=False, policy=None if remat_step else _spectral)
+    # the chunk's steps keep their spectral results, the element-wise work is recomputed (or,
+    # remat_step, nothing is kept: every step rematerialised, which k = 1 never needs)
+    policy = None if remat_step and k > 1 else _spectral
+    step = jax.checkpoint(step, prevent_cse=False, policy=policy)
 
     def chunk(
         acc: tuple[Any, Any], inp: tuple[jax.Array, Any, Any, jax.Array]
