@@ -9,12 +9,8 @@ One subprocess with 8 virtual CPU devices (JAX fixes the device count when it st
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from devices import run_on_cpu_devices
 from require import require_fftw
 
 from sonotile.fft import fftw
@@ -89,15 +85,7 @@ print("RESULT" + json.dumps(out))
 @pytest.fixture(scope="module")
 def results():
     require_fftw(fftw.available(), f"FFTW extension unavailable: {fftw.reason()}")
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-    return json.loads(line[len("RESULT") :])
+    return run_on_cpu_devices(SCRIPT, 8)
 
 
 def test_fused_slab_equals_xla_slab_and_single_device(results):
