@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from sonotile.bench.processes import default_transports
+from sonotile.bench.processes import _results, default_transports
 from sonotile.bench.scaling import (
     LINKS,
     large_run_rows,
@@ -112,3 +112,9 @@ def test_time_model_by_hand_and_what_it_implies():
     assert rows[64]["lfb"]["step_s"] < rows[64]["pencil"]["step_s"]
     assert rows[8]["pencil"]["GB_per_device"] == pytest.approx(74 * 2048**3 / 8 / 1e9)
     assert rows[512]["lfb"]["GB_per_device"] < rows[64]["lfb"]["GB_per_device"] / 4
+
+
+def test_results_of_ranks_forwarded_on_one_line():
+    # mpirun can forward two ranks' RESULT lines joined: both must be read, not a JSON error
+    out = 'noise\nRESULT{"ms_per_step": 1.5}RESULT{"ms_per_step": 2.0}\nrank 1: RESULT{"x": 3}\n'
+    assert _results(out) == [{"ms_per_step": 1.5}, {"ms_per_step": 2.0}, {"x": 3}]
