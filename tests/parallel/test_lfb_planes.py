@@ -18,8 +18,7 @@ SCRIPT = r"""
 import dataclasses, json
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import PartitionSpec as P
-from sonotile.model.grid import Grid
-from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
+from operator_case import apply, problem
 from sonotile.parallel.blocks import Blocks
 from sonotile.parallel.lfb import LfbOps, lfb_constants
 from sonotile.parallel.mesh import field_spec, make_mesh, shard_map
@@ -27,22 +26,11 @@ from sonotile.parallel.mesh import field_spec, make_mesh, shard_map
 assert len(jax.devices()) == 8
 
 
-def problem(shape):
-    d = len(shape)
-    g = Grid(shape, tuple(1e-4 * (1 + 0.1 * a) for a in range(d)), 2e-8, 10)
-    med = Medium(1500.0, 1000.0, g, alpha_coeff=0.75, alpha_power=1.5, absorption="power_law")
-    at = np.zeros((1, d), np.int64)
-    return Problem(g, med, Sources(p=MaskSource(at, np.ones(10), "additive")), Sensor(index=at),
-                   Pml((2,) * d, (2.0,) * d))
-
-
 def operators(planes, meta, mesh, spec, d):
     m = dataclasses.replace(meta, planes=planes)
 
     def body(xs, arrays):
-        ops = LfbOps(*arrays, meta=m)
-        return (ops.grad(xs[0]), ops.div(xs), ops.fractional(xs[0], 1),
-                ops.fractional(xs[1], 2), ops.filter_source(xs[-1]))
+        return apply(LfbOps(*arrays, meta=m), xs)
 
     return body, ((spec,) * d, (spec,) * d, spec, spec, spec)
 
