@@ -317,6 +317,21 @@ def planes_c2r(
     )
 
 
+def _x_operands(
+    half: tuple[int, ...], op: jax.Array | None, outs: Sequence[ConvOut]
+) -> list[jax.Array]:
+    """The operands after the boxes of an x-pass call: ``op`` on the box (if any), then each
+    output's complex vector along axis 0 (if any)."""
+    import jax.numpy as jnp
+
+    extra = [] if op is None else [jnp.broadcast_to(op, half).astype(jnp.float32)]
+    for _, a, v in outs:
+        if a is not None:
+            assert a == 0 and v is not None, "xpass: a vector runs along axis 0"
+            extra.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    return extra
+
+
 def xpass(
     specs: Sequence[jax.Array],
     shape: Sequence[int],
@@ -342,13 +357,7 @@ def xpass(
     import numpy as np
 
     half = tuple(specs[0].shape)
-    args = list(specs)
-    if op is not None:
-        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
-    for _, a, v in outs:
-        if a is not None:
-            assert a == 0 and v is not None, "xpass: a vector runs along axis 0"
-            args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    args = list(specs) + _x_operands(half, op, outs)
     n = half[0] - lo if planes is None else planes
     out = [jax.ShapeDtypeStruct((n, *half[1:]), jnp.complex64) for _ in outs]
     if inplace:
@@ -394,12 +403,7 @@ def xpass_halo(
     half = (shape[0], *mid.shape[1:])
     args = [mid, left, right, jnp.reshape(bell, (-1,)).astype(jnp.float32),
             jnp.reshape(jnp.asarray(count, jnp.int32), (1,))]  # fmt: skip
-    if op is not None:
-        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
-    for _, a, v in outs:
-        if a is not None:
-            assert a == 0 and v is not None, "xpass_halo: a vector runs along axis 0"
-            args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    args += _x_operands(half, op, outs)
     assert all(s == 0 for s, _, _ in outs), "xpass_halo: one input"
     out = [jax.ShapeDtypeStruct(mid.shape, jnp.complex64) for _ in outs]
     call = jax.ffi.ffi_call("sonotile_fftw_xpass", out, vmap_method="sequential",
