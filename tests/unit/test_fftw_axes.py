@@ -48,6 +48,36 @@ def test_rfft_axes_equals_numpy(shape):
         assert _rel(got, np.fft.rfftn(x.astype(np.float64), axes=axes)) < 1e-5, axes
 
 
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def fftw_threads(request):
+    """FFTW's threads for the calls of one test (1 or 2; XLA runs them when they execute)."""
+    from sonotile import config
+
+    old = config.current()
+    config.configure(threads=request.param)
+    fftw._configure(fftw.load())
+    yield request.param
+    config.configure(old)
+    fftw._configure(fftw.load())
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(45, 53, 64), (37, 64, 45), (6, 9, 10), (5, 250, 251), (9, 32, 30, 33), (4, 7, 33, 20)],
+)  # fmt: skip
+def test_rfft_axes_of_a_batch_in_groups_equals_numpy(shape, fftw_threads):
+    """A batch of 2-D / 3-D transforms (>= 2 per thread) goes group by group on 1-thread plans
+    (an LFB block's planes): numpy's rfftn on every transform, odd and even sizes, groups of
+    several planes with a shorter last group (45 planes of 53x64: 18, 18, 9) or of one plane
+    (250x251), 1 and 2 threads."""
+    x = _real(shape, seed=11)
+    axes = tuple(range(1, len(shape)))
+    got = jax.jit(lambda v: fftw.rfft_axes(v, axes))(x)
+    assert fftw.threads() == fftw_threads
+    assert got.dtype == jnp.complex64 and got.shape == (*shape[:-1], shape[-1] // 2 + 1)
+    assert _rel(got, np.fft.rfftn(x.astype(np.float64), axes=axes)) < 1e-5
+
+
 @pytest.mark.parametrize("shape", SHAPES_2D + SHAPES_3D)
 def test_irfft_axes_equals_numpy(shape):
     for axes in _trailing_runs(len(shape)):

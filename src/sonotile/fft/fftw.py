@@ -476,7 +476,9 @@ def _trailing(axes: Sequence[int], ndim: int) -> int:
 def rfft_axes(x: jax.Array, axes: Sequence[int]) -> jax.Array:
     """``numpy.fft.rfftn(x, axes=axes)`` of a float32 array: complex64, the last axis halved to
     ``n // 2 + 1``, unnormalised; ``axes`` a trailing run (e.g. ``(2,)`` or ``(1, 2)`` of a
-    3-D array), the leading axes a batch. One FFTW plan with all threads."""
+    3-D array), the leading axes a batch. One FFTW plan with all threads, or, for a batch of
+    2-3 axes transforms (>= 2 per thread, e.g. the planes of an LFB block), groups of them in
+    cache on 1-thread plans shared among the threads, as :func:`conv` transforms its planes."""
     import jax
     import jax.numpy as jnp
 

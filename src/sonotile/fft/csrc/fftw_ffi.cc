@@ -949,7 +949,9 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
 // over the axes they leave alone, each on one plan with all threads (no transposes: strides):
 //
 //   sonotile_fftw_rfft_axes:  float32 (lead..., n_1..n_k) -> complex64 (lead..., n_1..n_k/2+1),
-//     the unnormalised R2C over the k = `naxes` trailing axes (numpy's rfftn over them).
+//     the unnormalised R2C over the k = `naxes` trailing axes (numpy's rfftn over them); a
+//     batch of k >= 2 axes transforms (>= 2 per thread) goes group by group in cache instead,
+//     on 1-thread plans shared among the threads (rfft_groups: an LFB block's planes).
 //   sonotile_fftw_irfft_axes: the C2R back (the real shape is the output's), times `scale`
 //     (1 / (n_1 ... n_k) gives numpy's irfftn); the spectrum is copied to scratch first, scaled
 //     on the way (FFTW's C2R destroys its input; XLA's buffers must stay intact).
@@ -1011,6 +1013,31 @@ bool trailing_of(ffi::Span<const int64_t> dims, int64_t naxes, Trailing* t) {
 
 unsigned axes_flags(bool aligned) { return g_effort | (aligned ? 0U : kUnaligned); }
 
+// The 1-thread plan of `g` consecutive transforms of `t` (r2c: real -> complex; c2r: complex ->
+// real, destroying its input), each `t.real` / `t.half` elements after the previous.
+fftwf_plan group_plan(const Trailing& t, bool r2c, int64_t g, bool aligned) {
+  const size_t nr = size_t(g * t.real), nc = size_t(2 * g * t.half);
+  auto make = [&](float* a, float* b) {
+    if (r2c)
+      return fftwf_plan_many_dft_r2c(t.k, t.n, int(g), a, nullptr, 1, int(t.real),
+                                     reinterpret_cast<fftwf_complex*>(b), nullptr, 1,
+                                     int(t.half), axes_flags(aligned));
+    return fftwf_plan_many_dft_c2r(t.k, t.n, int(g), reinterpret_cast<fftwf_complex*>(a),
+                                   nullptr, 1, int(t.half), b, nullptr, 1, int(t.real),
+                                   axes_flags(aligned) | kDestroyInput);
+  };
+  const int64_t kind = r2c ? kAxesR2C : kAxesC2R;
+  return axes_plan({kind, 1, t.k, t.n[0], t.n[1], t.n[2], g, int64_t(aligned)},
+                   r2c ? nr : nc, r2c ? nc : nr, make, 1);
+}
+
+// Transforms per work item of a batch taken group by group: as many as fit in ~256 KB of
+// spectrum (a plane of a 128^2 or larger grid: one), so each group stays in cache.
+int64_t group_size(const Trailing& t) {
+  const int64_t cap = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, t.half));
+  return std::min<int64_t>(std::max<int64_t>(1, t.batch), cap);
+}
+
 // dst[i] = src[i] * s for i < n, split over the threads for large arrays (dst may be src).
 void scale_floats(const float* src, float s, size_t n, float* dst) {
   auto part = [=](size_t i0, size_t i1) {
@@ -1024,6 +1051,26 @@ void scale_floats(const float* src, float s, size_t n, float* dst) {
   parallel_for(T, T, [&](int t) { part(n * size_t(t) / T, n * size_t(t + 1) / T); });
 }
 
+// rfft_axes of a batch of multi-dimensional transforms (e.g. the planes of an LFB block) group
+// by group (group_size) on 1-thread plans, the groups shared among the threads as conv shares
+// its planes: each group's transform runs in cache, where one batched plan sweeps the whole
+// batch once per axis (measured: 1.5x the time of conv's plane transforms on 144 planes 128^2).
+ffi::Error rfft_groups(const Trailing& t, float* in, fftwf_complex* out) {
+  const int64_t G = group_size(t), rem = t.batch % G;
+  // every group starts aligned when the first two do (constant strides)
+  const bool al = is_aligned(in) && is_aligned(in + G * t.real) && is_aligned(out) &&
+                  is_aligned(out + G * t.half);
+  fftwf_plan full = group_plan(t, true, G, al);
+  fftwf_plan last = rem ? group_plan(t, true, rem, al) : full;
+  if (full == nullptr || last == nullptr)
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  parallel_items((t.batch + G - 1) / G, g_threads, 0, [&](float*, int64_t i) {
+    const int64_t b0 = i * G;
+    fftwf_execute_dft_r2c(b0 + G <= t.batch ? full : last, in + b0 * t.real, out + b0 * t.half);
+  });
+  return ffi::Error::Success();
+}
+
 ffi::Error RfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, ffi::Buffer<ffi::F32> x,
                         ffi::Result<ffi::Buffer<ffi::C64>> y) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
@@ -1035,6 +1082,7 @@ ffi::Error RfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, ffi::Buffer<ffi::F3
   if (t.batch * t.real == 0) return ffi::Error::Success();
   float* in = const_cast<float*>(x.typed_data());
   auto* out = reinterpret_cast<fftwf_complex*>(y->typed_data());
+  if (t.k >= 2 && t.batch >= 2 * g_threads) return rfft_groups(t, in, out);
   const bool al = is_aligned(in) && is_aligned(out);
   fftwf_plan p = axes_plan({kAxesR2C, 0, t.k, t.n[0], t.n[1], t.n[2], t.batch, int64_t(al)},
                            size_t(t.batch * t.real), size_t(2 * t.batch * t.half),
@@ -1160,28 +1208,14 @@ bool split_of(ffi::Span<const int64_t> real, ffi::Span<const int64_t> pieces, in
     if (i >= 0 && i < q) s->pre *= want;
     if (i > q) s->post *= want;
   }
-  const int64_t cap = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s->t.half));
-  s->G = std::min<int64_t>(std::max<int64_t>(1, s->t.batch), cap);
+  s->G = group_size(s->t);
   s->items = (s->t.batch + s->G - 1) / s->G;
   return true;
 }
 
 // The 1-thread plan of `g` planes (r2c: real -> buffer; c2r: buffer -> real, destroying it).
 fftwf_plan split_plan(const Split& s, bool r2c, int64_t g, bool aligned) {
-  const Trailing& t = s.t;
-  const size_t nr = size_t(g * t.real), nc = size_t(2 * g * t.half);
-  auto make = [&](float* a, float* b) {
-    if (r2c)
-      return fftwf_plan_many_dft_r2c(t.k, t.n, int(g), a, nullptr, 1, int(t.real),
-                                     reinterpret_cast<fftwf_complex*>(b), nullptr, 1,
-                                     int(t.half), axes_flags(aligned));
-    return fftwf_plan_many_dft_c2r(t.k, t.n, int(g), reinterpret_cast<fftwf_complex*>(a),
-                                   nullptr, 1, int(t.half), b, nullptr, 1, int(t.real),
-                                   axes_flags(aligned) | kDestroyInput);
-  };
-  const int64_t kind = r2c ? kAxesR2C : kAxesC2R;
-  return axes_plan({kind, 1, t.k, t.n[0], t.n[1], t.n[2], g, int64_t(aligned)},
-                   r2c ? nr : nc, r2c ? nc : nr, make, 1);
+  return group_plan(s.t, r2c, g, aligned);
 }
 
 // Plane b's spectrum `plane` (pre, s_q, post) to / from its P pieces in `pieces` (complex as
