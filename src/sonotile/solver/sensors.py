@@ -19,6 +19,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -108,11 +109,12 @@ class Lines:
 
 #: Largest share of the grid that the lines through the sampled points of one component may
 #: cover for the line path; above it the whole component is shifted (``ops.unstagger``).
-#: Measured at 128^3 on the CPU (``benchmarks/unstagger_lines.py``, XLA's FFT): the line path
-#: costs 0.01-0.15 of the whole-grid shift up to 1/8 of the grid, 0.1-0.5 at 1/4, 0.6-0.7 at
-#: 1/2. A decomposed run sums the lines over the mesh (``L N log2 P`` values per shard), which
-#: moves less than the whole-field transposes (about ``2 N_grid / P``) only below
-#: ``2 (P-1) / (P^2 log2 P)`` of the grid, 0.15 at P = 8: 1/8 suits both.
+#: Measured at 128^3 on the CPU (``benchmarks/unstagger_lines.py``, XLA's FFT, two runs): the
+#: line path costs 0.01-0.15 of the whole-grid shift up to 1/8 of the grid, 0.1-0.5 at 1/4,
+#: 0.3-0.7 at 1/2, 1.0-1.4 at all lines. A decomposed run sums the lines over the mesh
+#: (``L N log2 P`` values per shard), which moves less than the whole-field transposes (about
+#: ``2 N_grid / P``) only below ``2 (P-1) / (P^2 log2 P)`` of the grid, 0.15 at P = 8: 1/8
+#: suits both.
 LINE_SHARE = 0.125
 
 
@@ -187,7 +189,9 @@ class SensorLayout:
         on_lines = {f for f, _ in self.lines}
         return any(f.endswith("_non_staggered") and f not in on_lines for f in self.raw)
 
+    @cached_property
     def _lines_digest(self) -> str:
+        """Content hash of the lines, computed once (the key is hashed at every call)."""
         h = hashlib.sha1()
         for f, ln in self.lines:
             h.update(f.encode() + ln.digest())
@@ -200,7 +204,7 @@ class SensorLayout:
             self.cuboid_shapes, self.raw, self.stats, self.whole, self.final, self.start,
             self.ndim, self.n_points, self.n_out, self.cw,
             None if self.interp is None else self.interp.digest,
-            self._lines_digest() if self.lines else None,
+            self._lines_digest if self.lines else None,
         )  # fmt: skip
 
     def __hash__(self) -> int:
