@@ -389,6 +389,31 @@ def test_mpi_transport_uneven_blocks_and_checkpoint(tmp_path):
     assert max(compare(out, tmp_path / "pencil_one_process.h5").values()) <= 1e-5
 
 
+@needs_mpi
+def test_mpi_transport_non_staggered_lines(tmp_path):
+    """``u_non_staggered`` from the lines through the sensor points (each shard's segments
+    joined by one sum over the mesh) through MPI on a 53 x 45 grid over 2 ranks (blocks of 27
+    and 26 points; the lines along x cross them) equals XLA's collectives in one process."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from kwave_inputs import write_input
+
+    from sonotile.solver import sensors
+
+    pts = np.array([(32, 22 + k) for k in range(-4, 5, 2)])  # write_input's default points
+    assert all(sensors.lines_through(pts, a, (53, 45)) is not None for a in (0, 1))
+    inp = write_input(tmp_path / "in.h5", shape=(53, 45))
+    outputs = ["--p_raw", "--u_non_staggered_raw"]
+    for dec in ("lfb", "pencil"):
+        two, ref = tmp_path / f"{dec}.h5", tmp_path / f"{dec}_one_process.h5"
+        ok(mpirun(*KWAVE, "-i", inp, "-o", two, *outputs, "--decomposition", dec,
+                  "--transport", "mpi"))  # fmt: skip
+        ok(run([*KWAVE, "-i", inp, "-o", ref, *outputs, "--decomposition", dec,
+                "--cpu_devices", 2]))  # fmt: skip
+        err = compare(two, ref)
+        assert {"ux_non_staggered", "uy_non_staggered"} <= set(err), err
+        assert max(err.values()) <= 1e-5, (dec, err)
+
+
 MPI_COLLECTIVES = r"""
 import importlib.util
 import json

@@ -162,7 +162,8 @@ def mesh_runner(
             )
             c.update(jax.tree_util.tree_map(lambda i: i.reshape(-1), idx_l))
             index = () if sidx_l is None else ShardIndex(
-                tuple(i.reshape(-1) for i in sidx_l[0]), sidx_l[1].reshape(-1), names
+                tuple(i.reshape(-1) for i in sidx_l[0]), sidx_l[1].reshape(-1), names,
+                Blocks(tuple(g.shape), mesh_shape),
             )  # fmt: skip
             raw, agg, state = local_run(c, index, make_ops(ops_l), xs_l, local_shape)
             return raw, agg, tuple(state)

@@ -167,6 +167,7 @@ class _Parts:
     ops_specs: Any  # their specs (the same pytree)
     make_ops: MakeOps  # local operator arrays -> operators object
     names: tuple[str, ...]  # mesh axis names
+    blocks: Blocks  # how the grid is cut (the sensor index reads lines across blocks)
 
     def args(self) -> tuple:
         return (self.arrays, self.src_idx, self.sidx, self.ops)
@@ -191,8 +192,9 @@ class _Parts:
         if sidx_l is None:
             return c, ()
         index = ShardIndex(
-            tuple(i.reshape(-1) for i in sidx_l[0]), sidx_l[1].reshape(-1), self.names
-        )
+            tuple(i.reshape(-1) for i in sidx_l[0]), sidx_l[1].reshape(-1), self.names,
+            self.blocks,
+        )  # fmt: skip
         return c, index
 
 
@@ -241,7 +243,7 @@ def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
         problem, decomposition, blocks, overlap, bell_width, layout.needs_unstagger
     )
     return _Parts(arrays, specs, static, treedef, src_idx, sidx, ops, ops_specs, make_ops,
-                  AXIS_NAMES[:m])  # fmt: skip
+                  AXIS_NAMES[:m], blocks)  # fmt: skip
 
 
 def _carry_specs(layout: sens.SensorLayout, d: int, m: int) -> tuple[State, dict[str, P]]:

@@ -76,23 +76,68 @@ def field_spec(ndim: int, m: int) -> P:
 class ShardIndex:
     """Sensor points seen from one shard: local indices (clipped) and an ownership mask;
     ``gather`` returns the global sample vector on every shard (a sum over the mesh,
-    :func:`sonotile.parallel.collectives.sum_over`)."""
+    :func:`sonotile.parallel.collectives.sum_over`). ``blocks``: how the grid is cut (needed
+    by ``lines``)."""
 
     index: tuple[jax.Array, ...]
     owned: jax.Array
     names: tuple[str, ...] = ()
+    blocks: Blocks | None = None
 
-    def tree_flatten(self) -> tuple[tuple[tuple[jax.Array, ...], jax.Array], tuple[str, ...]]:
-        return (self.index, self.owned), self.names
+    def tree_flatten(self) -> tuple[tuple[tuple[jax.Array, ...], jax.Array], tuple]:
+        return (self.index, self.owned), (self.names, self.blocks)
 
     @classmethod
-    def tree_unflatten(cls, names: tuple[str, ...], children: tuple[Any, Any]) -> ShardIndex:
-        return cls(*children, names=names)
+    def tree_unflatten(cls, aux: tuple, children: tuple[Any, Any]) -> ShardIndex:
+        return cls(*children, names=aux[0], blocks=aux[1])
 
     def gather(self, field: jax.Array) -> jax.Array:
         idx = tuple(jnp.clip(i, 0, n - 1) for i, n in zip(self.index, field.shape))
         v = jnp.where(self.owned, field[idx], jnp.zeros((), field.dtype))
         return collectives.sum_over(v, self.names)
+
+    def lines(self, fields: Sequence[jax.Array], lines: Sequence[Any]) -> list[jax.Array]:
+        """Whole grid lines ``(L, N)`` of each field (``lines``: their
+        :class:`~sonotile.solver.sensors.Lines`), the same on every shard: each shard puts its
+        segments in place (zeros elsewhere) and one sum over the mesh joins them."""
+        segs = [self._segments(f, ln) for f, ln in zip(fields, lines)]
+        flat = collectives.sum_over(jnp.concatenate([s.reshape(-1) for s in segs]), self.names)
+        out, at = [], 0
+        for s in segs:
+            out.append(flat[at : at + s.size].reshape(s.shape))
+            at += s.size
+        return out
+
+    def _span(self, a: int) -> tuple[jax.Array, jax.Array]:
+        """This shard's first global index and real points along grid axis ``a``."""
+        assert self.blocks is not None  # set by the engines that sample lines
+        i = collectives.axis_index(self.names[a])
+        starts = jnp.asarray(self.blocks.starts(a), jnp.int32)
+        return starts[i], jnp.asarray(self.blocks.counts(a), jnp.int32)[i]
+
+    def _segments(self, field: jax.Array, ln: Any) -> jax.Array:
+        """This shard's part of the lines ``ln`` of ``field`` (its block) in their global
+        positions ``(L, N)``, zeros where another shard holds them."""
+        m, ax, b = len(self.names), ln.axis, field.shape[ln.axis]
+        mine = jnp.ones(ln.coords.shape[0], bool)
+        idx: list[jax.Array] = []
+        for a in range(field.ndim):
+            g = jnp.asarray(ln.coords[:, a])
+            if a != ax and a < m:
+                start, count = self._span(a)
+                g = g - start
+                mine = mine & (g >= 0) & (g < count)
+            idx.append(jnp.arange(b, dtype=jnp.int32)[None, :] if a == ax
+                       else jnp.clip(g, 0, field.shape[a] - 1)[:, None])  # fmt: skip
+        seg = jnp.where(mine[:, None], field[tuple(idx)], jnp.zeros((), field.dtype))
+        if ax >= m:
+            return seg
+        assert self.blocks is not None
+        start, count = self._span(ax)
+        k = jnp.arange(b, dtype=jnp.int32)
+        at = jnp.where(k < count, start + k, OUT_OF_RANGE)  # dead points dropped
+        n = self.blocks.shape[ax]
+        return jnp.zeros((seg.shape[0], n), seg.dtype).at[:, at].set(seg, mode="drop")
 
 
 def local_index(

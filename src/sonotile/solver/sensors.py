@@ -16,7 +16,10 @@ single-bin DFT over the last steps, carried like the other statistics.
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +42,10 @@ class PointGather(Protocol):
     :func:`gather`)."""
 
     def gather(self, field: jax.Array) -> jax.Array: ...
+
+    def lines(self, fields: Sequence[jax.Array], lines: Sequence[Lines]) -> list[jax.Array]:
+        """The whole lines ``(L, N)`` of each field, the same on every shard."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,65 @@ class CwWindow:
 
 
 @dataclass(frozen=True)
+class Lines:
+    """The grid lines along ``axis`` through some sampled points, for reading a non-staggered
+    velocity there without shifting the whole grid (:func:`line_samples`).
+
+    Attributes:
+        axis: the line direction (the velocity component's own axis).
+        coords: ``(L, ndim)`` int32 grid indices of each distinct line (0 along ``axis``).
+        line_of: ``(K,)`` int32 the line of each point.
+        pos: ``(K,)`` int32 each point's index along ``axis``.
+        rows: ``(K,)`` int32 positions of the points in the flat point list, or ``None`` (all of
+            them, in order).
+    """
+
+    axis: int
+    coords: np.ndarray
+    line_of: np.ndarray
+    pos: np.ndarray
+    rows: np.ndarray | None = None
+
+    def digest(self) -> bytes:
+        """Content bytes: the indices are constants of the traced program."""
+        rows = b"" if self.rows is None else self.rows.tobytes()
+        parts = (self.coords, self.line_of, self.pos)
+        return bytes([self.axis]) + b"".join(a.tobytes() for a in parts) + b"|" + rows
+
+
+#: Largest share of the grid that the lines through the sampled points of one component may
+#: cover for the line path; above it the whole component is shifted (``ops.unstagger``).
+#: Measured at 128^3 on the CPU (``benchmarks/unstagger_lines.py``, XLA's FFT, two runs): the
+#: line path costs 0.01-0.15 of the whole-grid shift up to 1/8 of the grid, 0.1-0.5 at 1/4,
+#: 0.3-0.7 at 1/2, 1.0-1.4 at all lines. A decomposed run sums the lines over the mesh
+#: (``L N log2 P`` values per shard), which moves less than the whole-field transposes (about
+#: ``2 N_grid / P``) only below ``2 (P-1) / (P^2 log2 P)`` of the grid, 0.15 at P = 8: 1/8
+#: suits both.
+LINE_SHARE = 0.125
+
+
+def lines_through(
+    points: np.ndarray, axis: int, shape: tuple[int, ...], rows: np.ndarray | None = None
+) -> Lines | None:
+    """The lines along ``axis`` through ``points[rows]`` (``(N, ndim)`` grid indices), or
+    ``None`` when they cover more than :data:`LINE_SHARE` of the grid (or there are none)."""
+    pts = np.asarray(points if rows is None else points[rows], np.int64)
+    if pts.shape[0] == 0:
+        return None
+    others = np.delete(pts, axis, axis=1)
+    if others.shape[1] == 0:  # a 1-D grid: one line
+        uniq, inv = np.zeros((1, 0), np.int64), np.zeros(pts.shape[0], np.int64)
+    else:
+        uniq, inv = np.unique(others, axis=0, return_inverse=True)
+    if uniq.shape[0] * shape[axis] > LINE_SHARE * math.prod(shape):
+        return None
+    coords = np.insert(uniq, axis, 0, axis=1).astype(np.int32)
+    rows_ = None if rows is None else np.asarray(rows, np.int32)
+    return Lines(axis, coords, inv.reshape(-1).astype(np.int32), pts[:, axis].astype(np.int32),
+                 rows_)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class SensorLayout:
     """Static description of the sensor: the flat point list and what to record.
 
@@ -89,6 +155,8 @@ class SensorLayout:
         start: first sampled step (0-based).
         interp: off-grid reading of the sampled fields, or ``None`` (points are the samples).
         cw: the ``p_cw`` window, or ``None``.
+        lines: ``(field, Lines)`` for the non-staggered velocities read from the lines through
+            their points (:func:`line_samples`); the others are shifted whole.
     """
 
     points: np.ndarray | None
@@ -101,6 +169,7 @@ class SensorLayout:
     ndim: int
     interp: Interp | None = None
     cw: CwWindow | None = None
+    lines: tuple[tuple[str, Lines], ...] = ()
 
     @property
     def n_points(self) -> int:
@@ -116,7 +185,17 @@ class SensorLayout:
 
     @property
     def needs_unstagger(self) -> bool:
-        return any(f.endswith("_non_staggered") for f in self.raw)
+        """Some non-staggered velocity is shifted as a whole field (``ops.unstagger``)."""
+        on_lines = {f for f, _ in self.lines}
+        return any(f.endswith("_non_staggered") and f not in on_lines for f in self.raw)
+
+    @cached_property
+    def _lines_digest(self) -> str:
+        """Content hash of the lines, computed once (the key is hashed at every call)."""
+        h = hashlib.sha1()
+        for f, ln in self.lines:
+            h.update(f.encode() + ln.digest())
+        return h.hexdigest()
 
     def _key(self) -> tuple:
         # what the traced program depends on: the points themselves are host data that only
@@ -125,6 +204,7 @@ class SensorLayout:
             self.cuboid_shapes, self.raw, self.stats, self.whole, self.final, self.start,
             self.ndim, self.n_points, self.n_out, self.cw,
             None if self.interp is None else self.interp.digest,
+            self._lines_digest if self.lines else None,
         )  # fmt: skip
 
     def __hash__(self) -> int:
@@ -186,8 +266,31 @@ def layout_of(sensor: Sensor, shape: tuple, nt: int = 0, dt: float = 0.0) -> Sen
         points, shapes = np.concatenate(blocks), tuple(shp)
     return SensorLayout(
         points, shapes, tuple(raw), tuple(stats), tuple(whole), tuple(final), sensor.start, ndim,
-        interp, cw,
+        interp, cw, line_plans(points, raw, shape, interp),
     )  # fmt: skip
+
+
+def line_plans(
+    points: np.ndarray | None, raw: list[str], shape: tuple, interp: Interp | None
+) -> tuple[tuple[str, Lines], ...]:
+    """:class:`Lines` of each recorded non-staggered velocity where they are small enough
+    (:func:`lines_through`); an off-grid sensor's lines pass through that field's stencil
+    points only."""
+    if points is None:
+        return ()
+    out = []
+    for a in range(len(shape)):
+        name = f"u{AXES[a]}_non_staggered"
+        if name not in raw:
+            continue
+        rows = None
+        if interp is not None:
+            rows = np.unique(interp.rows[name])
+            rows = None if rows.size == points.shape[0] else rows
+        ln = lines_through(points, a, shape, rows)
+        if ln is not None:
+            out.append((name, ln))
+    return tuple(out)
 
 
 def cw_layout(sensor: Sensor, nt: int, dt: float) -> CwWindow:
@@ -230,16 +333,66 @@ def interp_layout(sensor: Sensor, names: tuple, shape: tuple) -> tuple[np.ndarra
 
 
 def sampled_fields(state: State, ops: SpectralOps, layout: SensorLayout) -> dict[str, jax.Array]:
-    """Whole-grid fields that sensors read this step (non-staggered ones computed on demand)."""
+    """Whole-grid fields that sensors read this step (non-staggered ones computed on demand,
+    except those read from lines, see :func:`line_samples`)."""
     f = {"p": state.p}
     for a, ua in enumerate(state.u):
         f[f"u{AXES[a]}"] = ua
     if layout.needs_unstagger:
+        on_lines = {name for name, _ in layout.lines}
         for a, ua in enumerate(state.u):
             name = f"u{AXES[a]}_non_staggered"
-            if name in layout.raw:
+            if name in layout.raw and name not in on_lines:
                 f[name] = ops.unstagger(ua, a)
     return f
+
+
+def unshift_1d(n: int) -> np.ndarray:
+    """``exp(-i k d/2)`` on the ``rfft`` spectrum of ``n`` points (``k d = 2 pi m / n``): the
+    half-cell shift of :meth:`FourierOps.unstagger`, complex128."""
+    return np.exp(-0.5j * 2 * np.pi * np.fft.rfftfreq(n))
+
+
+def shift_lines(v: jax.Array) -> jax.Array:
+    """Each row of ``v`` ``(L, N)`` shifted by minus half a cell (the same 1-D rfft/irfft and
+    shift as the whole-grid path)."""
+    n = v.shape[1]
+    cdtype = jnp.complex64 if v.dtype == jnp.float32 else jnp.complex128
+    F = jnp.fft.rfft(v, axis=1) * jnp.asarray(unshift_1d(n), cdtype)
+    return jnp.fft.irfft(F, n=n, axis=1).astype(v.dtype)
+
+
+def line_index(ln: Lines, n: int) -> tuple[jax.Array, ...]:
+    """Index of the ``(L, n)`` values of the lines ``ln`` in a field whose ``ln.axis`` holds
+    ``n`` points (the other axes as in ``ln.coords``)."""
+    return tuple(
+        jnp.arange(n, dtype=jnp.int32)[None, :] if b == ln.axis
+        else jnp.asarray(ln.coords[:, b])[:, None]
+        for b in range(ln.coords.shape[1])
+    )  # fmt: skip
+
+
+def line_samples(
+    u: Sequence[jax.Array], layout: SensorLayout, index: PointIndex | PointGather
+) -> dict[str, jax.Array]:
+    """The non-staggered velocities of ``layout.lines`` at the sensor points ``(Ns,)``, from the
+    lines through them: gather the lines, shift them, pick the points.
+
+    Cost ``L N log N`` per component (``L`` lines of ``N`` points) instead of the whole grid. A
+    decomposed run's index gathers each shard's segments and sums them over the mesh
+    (``index.lines``, one collective for all components), so every shard shifts whole lines.
+    """
+    if not isinstance(index, tuple):  # a decomposed run's index
+        segs = index.lines([u[ln.axis] for _, ln in layout.lines], [ln for _, ln in layout.lines])
+    else:
+        segs = [u[ln.axis][line_index(ln, u[ln.axis].shape[ln.axis])] for _, ln in layout.lines]
+    out = {}
+    for (name, ln), v in zip(layout.lines, segs):
+        picked = shift_lines(v)[jnp.asarray(ln.line_of), jnp.asarray(ln.pos)]
+        if ln.rows is not None:
+            picked = jnp.zeros(layout.n_points, v.dtype).at[jnp.asarray(ln.rows)].set(picked)
+        out[name] = picked
+    return out
 
 
 def gather(field: jax.Array, index: PointIndex | PointGather) -> jax.Array:
@@ -330,7 +483,8 @@ def sample(
     """Whole fields and point samples of the current state."""
     fields = sampled_fields(state, ops, layout)
     names = set(layout.raw) | {f for f, _ in layout.stats}
-    samples = {f: gather(fields[f], index) for f in names}
+    samples = line_samples(state.u, layout, index) if layout.lines else {}
+    samples.update({f: gather(fields[f], index) for f in names if f not in samples})
     if layout.interp is not None:
         samples = {f: interpolate(v, layout.interp, f) for f, v in samples.items()}
     return fields, samples
