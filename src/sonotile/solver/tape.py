@@ -68,8 +68,9 @@ class Tape:
         self._lock = threading.Lock()
         self.bytes_stored = 0  # largest total held at once in host memory [B]
         self._held = 0
-        # disk: one writer thread, so the files are written while the next steps compute;
-        # at most PENDING states wait in memory for it
+        # disk: one writer thread for a state's first files (created, so slow to write), which
+        # are written while the next steps compute; at most PENDING states wait in memory for
+        # it. A state rewritten in place is written at once (:meth:`_store_disk`).
         self._writer = ThreadPoolExecutor(1, "sonotile-tape") if where == "disk" else None
         self._pending: dict[tuple[int, int], Future] = {}
         # copies handed to the writer come back here once written: a disk tape reuses them
