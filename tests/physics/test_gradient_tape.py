@@ -176,3 +176,29 @@ def test_disk_tape_overwrites_its_files_in_place(tmp_path, monkeypatch):
         assert np.array_equal(out, a)
         assert modes[0] == ("r+b" if a is runs[1] else "wb"), (a.shape, modes)
     tape.close()
+
+
+def test_disk_tape_rewrites_a_state_at_once_from_the_given_buffers(tmp_path):
+    """A state stored again under a key with the same layout goes straight from the caller's
+    buffers into its files, before ``store`` returns (no copy for a writer thread, nothing
+    pending); the files stay valid ``.npy`` files."""
+    from sonotile.solver.tape import Tape
+
+    tape = Tape("disk", directory=str(tmp_path))
+    rng = np.random.default_rng(2)
+    first = [rng.standard_normal((3, 4, 5)).astype(np.float32) for _ in range(2)]
+    tape.store(np.int32(0), np.int32(0), *first)
+    outs = [np.empty((3, 4, 5), np.float32) for _ in range(2)]
+    tape.load_into(np.int32(0), np.int32(0), np.int32(0), outs)  # written (by the thread)
+    spares = len(tape._spare)
+    second = [rng.standard_normal((3, 4, 5)).astype(np.float32) for _ in range(2)]
+    tape.store(np.int32(0), np.int32(0), *second)
+    assert not tape._pending and len(tape._spare) == spares
+    expected = [a.copy() for a in second]
+    for a in second:
+        a[...] = 0  # the buffers are the caller's again: the tape took their values already
+    tape.load_into(np.int32(0), np.int32(0), np.int32(0), outs)
+    assert all(np.array_equal(o, e) for o, e in zip(outs, expected))
+    for i, e in enumerate(expected):
+        assert np.array_equal(np.load(tmp_path / f"state-0-0-{i}.npy"), e)
+    tape.close()

@@ -29,6 +29,9 @@ N = 16
 FFT_CALLS = ("sonotile_fftw_conv", "sonotile_fftw_planes_c2r", "sonotile_fftw_r2c",
              "sonotile_fftw_c2r")  # fmt: skip
 MAX_SHIFT_FUSION_FIELDS = 12
+# grid-sized operands read by the fusions of one step's VJP: 149 before the density sum's
+# cotangent was materialised once (``step.shared_cotangent``), 132 with it (XLA 0.10.2)
+MAX_VJP_FIELD_READS = 135
 
 
 def _case():
@@ -92,8 +95,8 @@ def _computations(hlo: str) -> dict[str, list[str]]:
     return out
 
 
-def _shifting_fusions(hlo: str) -> list[tuple[str, int]]:
-    """``(name, grid-sized operands)`` of the entry computation's fusions that contain a pad."""
+def _grid_fusions(hlo: str) -> list[tuple[str, int, str]]:
+    """``(name, grid-sized operands, fused computation)`` of the entry computation's fusions."""
     comps = _computations(hlo)
     entry = next(n for n in comps if n.startswith("%main"))
     shapes = {}
@@ -101,6 +104,19 @@ def _shifting_fusions(hlo: str) -> list[tuple[str, int]]:
         m = re.match(r"\s*(%\S+) = (\S+) ", line)
         if m:
             shapes[m.group(1)] = m.group(2).split("{")[0]
+    grid = f"f32[{N},{N},{N}]"
+    found = []
+    for line in comps[entry]:
+        m = re.match(r"\s*(%\S+) = \S+ fusion\((.*?)\), kind=\w+, calls=(%[^ ,]+)", line)
+        if m:
+            operands = re.findall(r"%[^ ,)]+", m.group(2))
+            found.append((m.group(1), sum(shapes.get(o) == grid for o in operands), m.group(3)))
+    return found
+
+
+def _shifting_fusions(hlo: str) -> list[tuple[str, int]]:
+    """``(name, grid-sized operands)`` of the entry computation's fusions that contain a pad."""
+    comps = _computations(hlo)
 
     def has_pad(comp: str) -> bool:
         lines = comps.get(comp, [])
@@ -108,14 +124,7 @@ def _shifting_fusions(hlo: str) -> list[tuple[str, int]]:
             has_pad(c) for ln in lines for c in re.findall(r"calls=(%[^ ,]+)", ln)
         )
 
-    grid = f"f32[{N},{N},{N}]"
-    found = []
-    for line in comps[entry]:
-        m = re.match(r"\s*(%\S+) = \S+ fusion\((.*?)\), kind=\w+, calls=(%[^ ,]+)", line)
-        if m and has_pad(m.group(3)):
-            operands = re.findall(r"%[^ ,)]+", m.group(2))
-            found.append((m.group(1), sum(shapes.get(o) == grid for o in operands)))
-    return found
+    return [(name, n) for name, n, comp in _grid_fusions(hlo) if has_pad(comp)]
 
 
 def test_vjp_of_a_step_makes_twice_the_fft_calls_of_the_step(programs):
@@ -130,6 +139,14 @@ def test_no_neighbour_shift_in_the_vjp_recomputes_many_fields(programs):
     shifting = _shifting_fusions(bwd)
     assert shifting, "expected the transpose of the staggered mean in the VJP"
     assert max(n for _, n in shifting) <= MAX_SHIFT_FUSION_FIELDS, shifting
+
+
+def test_vjp_of_a_step_reads_each_shared_cotangent_once(programs):
+    # XLA:CPU fuses into single-output loops: a cotangent several fusions need is summed again
+    # inside each unless materialised once; what every fusion reads is the step's memory traffic
+    _, bwd = programs
+    reads = sum(n for _, n, _ in _grid_fusions(bwd))
+    assert 100 < reads <= MAX_VJP_FIELD_READS, reads
 
 
 def _taped_gradient_fft_calls(remat_step: bool) -> int:

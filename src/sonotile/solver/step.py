@@ -148,6 +148,22 @@ def _dt_over_staggered_jvp(
     return y, sum(out[1:], out[0])
 
 
+@partial(jax.custom_jvp, nondiff_argnums=(1,))
+def shared_cotangent(f: jax.Array, keep: Callable[[jax.Array], jax.Array]) -> jax.Array:
+    """``f`` itself; its tangent goes through ``keep`` (a linear fusion boundary, ``ops.barrier``),
+    so the backward pass materialises ``f``'s cotangent once before its consumers read it.
+    Without it XLA sums every contribution to that cotangent again inside each consumer's
+    fusion (the density sum's cotangent: in 7 fusions of the backward step)."""
+    return f
+
+
+@shared_cotangent.defjvp
+def _shared_cotangent_jvp(
+    keep: Callable[[jax.Array], jax.Array], primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+    return primals[0], keep(tangents[0])
+
+
 def dt_over_rho0_sg(
     c: dict,
     axis: int,
@@ -196,7 +212,7 @@ def pressure_from_density(
     rho: Sequence[jax.Array], du: Sequence[jax.Array], c: dict, ops: SpectralOps, phys: Physics
 ) -> jax.Array:
     """Equation of state with optional B/A nonlinearity and power-law or Stokes absorption."""
-    rho_sum = sum(rho[1:], rho[0])
+    rho_sum = shared_cotangent(sum(rho[1:], rho[0]), _barrier(ops))
     term = rho_sum
     if phys.nonlinear:
         term = term + c["bona_2rho0"] * rho_sum * rho_sum

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
@@ -31,6 +32,15 @@ def _same_layout(old: list[np.ndarray], new: tuple[np.ndarray, ...]) -> bool:
     return len(old) == len(new) and all(
         o.shape == n.shape and o.dtype == n.dtype for o, n in zip(old, new)
     )
+
+
+def _save(f: Any, a: np.ndarray) -> None:
+    """``a`` (C-contiguous) written to the open file ``f`` in ``.npy`` format straight from its
+    memory. ``np.save`` copies an array into fresh bytes first (``tobytes``) unless ``f`` is a
+    plain reader or writer, which a file opened ``r+b`` is not: 8 MB of page faults per field."""
+    fmt = np.lib.format
+    fmt.write_array_header_1_0(f, fmt.header_data_from_array_1_0(a))
+    f.write(np.ascontiguousarray(a).data.cast("B"))
 
 
 class Tape:
@@ -58,8 +68,9 @@ class Tape:
         self._lock = threading.Lock()
         self.bytes_stored = 0  # largest total held at once in host memory [B]
         self._held = 0
-        # disk: one writer thread, so the files are written while the next steps compute;
-        # at most PENDING states wait in memory for it
+        # disk: one writer thread for a state's first files (created, so slow to write), which
+        # are written while the next steps compute; at most PENDING states wait in memory for
+        # it. A state rewritten in place is written at once (:meth:`_store_disk`).
         self._writer = ThreadPoolExecutor(1, "sonotile-tape") if where == "disk" else None
         self._pending: dict[tuple[int, int], Future] = {}
         # copies handed to the writer come back here once written: a disk tape reuses them
@@ -93,30 +104,49 @@ class Tape:
                 self._held += sum(a.nbytes for a in self._mem[key]) - sum(a.nbytes for a in old)
                 self.bytes_stored = max(self.bytes_stored, self._held)
         else:
-            with self._spare_lock:
-                spare = self._spare.pop() if self._spare else None
-            if spare is not None and _same_layout(spare, arrays):
-                for dst, a in zip(spare, arrays):  # the callback's buffers are lent: copy
-                    np.copyto(dst, a)
-                copies = spare
-            else:
-                copies = [np.array(a, copy=True) for a in arrays]
-            with self._lock:
-                while len(self._pending) >= PENDING:
-                    self._pending.pop(next(iter(self._pending))).result()
-                assert self._writer is not None  # a disk tape's
-                self._pending[key] = self._writer.submit(self._write, key, copies)
+            self._store_disk(key, arrays)
         return np.int32(0)
 
-    def _write(self, key: tuple[int, int], arrays: list[np.ndarray]) -> None:
+    def _in_place(self, key: tuple[int, int], arrays: tuple[np.ndarray, ...]) -> bool:
+        """Whether every file of ``key`` exists with the layout of ``arrays`` (written by this
+        tape) and no write of ``key`` is pending."""
+        return key not in self._pending and all(
+            self._written.get((key, i)) == (a.shape, a.dtype.str) for i, a in enumerate(arrays)
+        )
+
+    def _store_disk(self, key: tuple[int, int], arrays: tuple[np.ndarray, ...]) -> None:
+        if self._in_place(key, arrays):
+            # overwriting in place: one copy (into the page cache) straight from the lent
+            # buffers, now; a copy for the writer thread costs as long, then the writer's copy
+            # competes with the program for the cores
+            self._write_files(key, arrays)
+            return
+        with self._spare_lock:
+            spare = self._spare.pop() if self._spare else None
+        if spare is not None and _same_layout(spare, arrays):
+            for dst, a in zip(spare, arrays):  # the callback's buffers are lent: copy
+                np.copyto(dst, a)
+            copies = spare
+        else:
+            copies = [np.array(a, copy=True) for a in arrays]
+        with self._lock:
+            while len(self._pending) >= PENDING:
+                self._pending.pop(next(iter(self._pending))).result()
+            assert self._writer is not None  # a disk tape's
+            self._pending[key] = self._writer.submit(self._write, key, copies)
+
+    def _write_files(self, key: tuple[int, int], arrays: Sequence[np.ndarray]) -> None:
         for i, a in enumerate(arrays):
             layout = (a.shape, a.dtype.str)
             # a file this tape wrote with the same layout is overwritten in place: truncating
             # it would free its pages and make the kernel allocate them again (3-5x slower)
             mode = "r+b" if self._written.get((key, i)) == layout else "wb"
             with open(self._path(key, i), mode) as f:
-                np.save(f, a, allow_pickle=False)
+                _save(f, a)
             self._written[(key, i)] = layout
+
+    def _write(self, key: tuple[int, int], arrays: list[np.ndarray]) -> None:
+        self._write_files(key, arrays)
         with self._spare_lock:
             self._spare.append(arrays)
 
