@@ -48,19 +48,6 @@ def test_rfft_axes_equals_numpy(shape):
         assert _rel(got, np.fft.rfftn(x.astype(np.float64), axes=axes)) < 1e-5, axes
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def fftw_threads(request):
-    """FFTW's threads for the calls of one test (1 or 2; XLA runs them when they execute)."""
-    from sonotile import config
-
-    old = config.current()
-    config.configure(threads=request.param)
-    fftw._configure(fftw.load())
-    yield request.param
-    config.configure(old)
-    fftw._configure(fftw.load())
-
-
 @pytest.mark.parametrize(
     "shape",
     [(45, 53, 64), (37, 64, 45), (6, 9, 10), (5, 250, 251), (9, 32, 30, 33), (4, 7, 33, 20)],

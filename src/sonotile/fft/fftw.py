@@ -178,6 +178,7 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_r2c", "SonotileFftwR2C"),
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
                 ("sonotile_fftw_conv", "SonotileFftwConv"),
+                ("sonotile_fftw_conv_sum", "SonotileFftwConvSum"),
                 ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),
                 ("sonotile_fftw_xpass", "SonotileFftwXPass"),
                 ("sonotile_keep", "SonotileKeep"),
@@ -294,6 +295,33 @@ def conv(
             axis=np.array([codes.get(a, a) for _, a, _ in outs], np.int64),
         )
     )
+
+
+def conv_sum(
+    xs: Sequence[jax.Array],
+    op: jax.Array | None,
+    vecs: Sequence[tuple[int, jax.Array] | None],
+) -> jax.Array:
+    """``sum_j irfftn(rfftn(xs[j]) * op * vec_j[k_axis])`` on a 2-D / 3-D float32 grid, one call.
+
+    ``vecs[j]``: ``(axis, vector)`` as in :func:`conv` (the half length on the last axis) or
+    None. One inverse transform for the sum (``sonotile_fftw_conv_sum`` in the C++ source): the
+    adjoint of the gradient in 4 transforms' work where ``len(xs)`` :func:`conv` calls take 6.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    shape = xs[0].shape
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    args = list(xs)
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    args += [jnp.reshape(v[1], (-1,)).astype(jnp.complex64) for v in vecs if v is not None]
+    axis = np.array([-1 if v is None else v[0] for v in vecs], np.int64)
+    out = jax.ShapeDtypeStruct(shape, jnp.float32)
+    call = jax.ffi.ffi_call("sonotile_fftw_conv_sum", out, vmap_method="sequential")
+    return call(*args, has_op=int(op is not None), axis=axis)
 
 
 def planes_c2r(

@@ -7,7 +7,9 @@ Hermitian-symmetric spectrum (the staggered shift ``i k exp(+-i k d/2)`` is real
 so its adjoint is the spectral operator with kernel ``conj(K)`` and can itself run on FFTW:
 
 * ``grad`` (kernel ``kappa i k_a exp(+i k_a d/2)``): the adjoint sums the per-axis results of a
-  ``div`` whose shift vectors are ``conj(shift_pos)``;
+  ``div`` whose shift vectors are ``conj(shift_pos)`` (``div_sum``: one FFTW call,
+  :func:`sonotile.fft.fftw.conv_sum`), and the adjoint of ``div_sum`` is a ``grad`` with
+  ``conj(shift_neg)``;
 * ``div`` (kernel ``kappa i k_a exp(-i k_a d/2)`` on component a): a ``div`` with
   ``conj(shift_neg)``;
 * ``fractional``, ``filter_source`` (real, even kernels) and ``keep`` (identity): self-adjoint.
@@ -41,6 +43,7 @@ spectral_p.multiple_results = True
 FORWARD: dict[str, Callable[[FourierOps, list[jax.Array]], Sequence[jax.Array]]] = {
     "grad": lambda ops, xs: ops.grad(xs[0]),
     "div": lambda ops, xs: ops.div(tuple(xs)),
+    "div_sum": lambda ops, xs: (ops.div_sum(tuple(xs)),),
     "fractional1": lambda ops, xs: (ops.fractional(xs[0], 1),),
     "fractional2": lambda ops, xs: (ops.fractional(xs[0], 2),),
     "filter": lambda ops, xs: (ops.filter_source(xs[0]),),
@@ -67,7 +70,7 @@ def _abstract(
     *avals: jax.core.ShapedArray, kind: str, treedef: PyTreeDef, n_x: int
 ) -> list[jax.core.ShapedArray]:
     x = avals[0]
-    n_out = len(_ops_of(avals[n_x:], treedef).shift_pos) if kind == "grad" else n_x
+    n_out = {"grad": len(_ops_of(avals[n_x:], treedef).shift_pos), "div_sum": 1}.get(kind, n_x)
     return [jax.core.ShapedArray(x.shape, x.dtype) for _ in range(n_out)]
 
 
@@ -94,9 +97,11 @@ def _jvp(
 
 def adjoint(kind: str, ops: FourierOps, cts: list) -> list:
     """The adjoint of operator ``kind`` applied to the cotangents ``cts`` (one per output)."""
-    if kind == "grad":
+    if kind == "grad":  # the components' adjoints summed, in one call on FFTW
         t = replace(ops, shift_neg=tuple(jnp.conj(s) for s in ops.shift_pos))
-        return [sum(apply("div", t, cts))]
+        return apply("div_sum", t, cts)
+    if kind == "div_sum":
+        return apply("grad", replace(ops, shift_pos=tuple(jnp.conj(s) for s in ops.shift_neg)), cts)
     if kind == "div":
         t = replace(ops, shift_neg=tuple(jnp.conj(s) for s in ops.shift_neg))
         return apply("div", t, cts)

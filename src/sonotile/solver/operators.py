@@ -275,6 +275,17 @@ class FourierOps:
             for ua, s in zip(u, self.shift_neg)
         )
 
+    def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
+        """``sum_a div(u)[a]``: the divergence's components summed (with ``shift_neg`` set to
+        ``conj(shift_pos)``, the adjoint of :meth:`grad`), in one FFTW call when fused."""
+        if self.fused(u[0]):
+            return fftw.conv_sum(list(u), self.kappa, list(enumerate(self.shift_neg)))
+        parts = self.div(u)
+        out = parts[0]
+        for q in parts[1:]:
+            out = out + q
+        return out
+
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
         nabla = self.nabla1 if which == 1 else self.nabla2
         if self.fused(f):

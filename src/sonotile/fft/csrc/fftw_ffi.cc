@@ -781,6 +781,152 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   return ffi::Error::Success();
 }
 
+// sonotile_fftw_conv_sum: one real output, the sum of k spectral operators of conv's kind,
+//
+//   out = C2R(op * sum_j vec_j * R2C(in_j)) / N      (vec_j along grid axis axis[j], or none)
+//
+// (the adjoint of the gradient: sum_a D_a^T c_a). Inputs whose vectors run along plane axes
+// (or that have none) are summed while their planes are transformed (their vectors applied on
+// the plane in cache), each input with a vector along x has its own spectrum until the pass
+// along x, where the x-transformed blocks are summed before one transform back; then one C2R.
+// Three inputs cost 3 plane R2C, 2 forward and 1 inverse pass along x and 1 plane C2R, where
+// three conv calls and a sum cost 3 of each and a pass over 4 grids.
+struct SumArgs {
+  Grid g;
+  std::vector<const float*> in, vec;  // per input; vec null: no vector
+  std::vector<int64_t> axis;
+  const float* op = nullptr;
+  float* out = nullptr;
+};
+
+ffi::Error conv_sum_args(int64_t has_op, ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
+                         float* out, size_t out_count, SumArgs* a) {
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  const int k = int(axis.size());
+  int n_vec = 0;
+  for (int j = 0; j < k; ++j) {
+    if (axis[j] < -1) return bad("conv_sum: axis -1 (none) or a grid axis per input");
+    n_vec += axis[j] >= 0 ? 1 : 0;
+  }
+  if (k == 0 || int(args.size()) != k + (has_op ? 1 : 0) + n_vec)
+    return bad("conv_sum: argument count");
+  a->in.assign(k, nullptr);
+  a->vec.assign(k, nullptr);
+  a->axis.assign(axis.begin(), axis.end());
+  int i = 0;
+  for (int j = 0; j < k; ++j, ++i) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(i);
+    if (x.has_error()) return bad("conv_sum: float32 inputs");
+    if (j == 0 && !grid_of(x->dimensions(), &a->g)) return bad("conv_sum: rank 2-3 only");
+    if (x->element_count() != a->g.nr) return bad("conv_sum: input shapes differ");
+    a->in[j] = x->typed_data();
+  }
+  if (out_count != a->g.nr) return bad("conv_sum: output shape");
+  a->out = out;
+  if (has_op) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(i++);
+    if (x.has_error() || x->element_count() != a->g.nc) return bad("conv_sum: operator shape");
+    a->op = x->typed_data();
+  }
+  for (int j = 0; j < k; ++j) {
+    if (axis[j] < 0) continue;
+    auto x = args.get<ffi::Buffer<ffi::C64>>(i++);
+    if (axis[j] >= a->g.rank) return bad("conv_sum: vector axis beyond the rank");
+    const int64_t len = axis[j] == a->g.rank - 1 ? a->g.cols : a->g.d[axis[j]];
+    if (x.has_error() || int64_t(x->element_count()) != len) return bad("conv_sum: vector length");
+    a->vec[j] = reinterpret_cast<const float*>(x->typed_data());
+  }
+  return ffi::Error::Success();
+}
+
+// The three stages of conv_sum (see above) on spectra stored in `sum` (the plane-axis inputs'
+// sum, in the output's buffer) and `xs` (one whole spectrum per input with a vector along x).
+bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
+                  const std::vector<std::pair<int, float*>>& xs) {
+  const Grid& g = a.g;
+  const int T = g_threads, k = int(a.in.size());
+  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * kBlock);
+  const float scale = float(1.0 / double(g.nr));
+  const bool has_sum = int(xs.size()) < k;
+  const size_t pp = (plane + 15) & ~size_t(15);  // a second plane buffer, FFTW-aligned too
+  bool ok = parallel_items(g.X, T, 2 * pp, [&](float* pb, int64_t x) {
+    float* t = pb + pp;
+    bool first = true;
+    for (int j = 0; j < k; ++j) {
+      if (a.axis[j] == 0) continue;
+      float* q = first ? pb : t;
+      fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(a.in[j]) + x * g.pr,
+                            reinterpret_cast<fftwf_complex*>(q));
+      if (a.vec[j] != nullptr) plane_times(g, q, a.vec[j], int(a.axis[j]), q);
+      if (!first)
+        for (size_t i = 0; i < plane; ++i) pb[i] += t[i];
+      first = false;
+    }
+    if (has_sum) sum.put(x, 0, 2 * g.pc, pb);
+    for (const auto& [j, spec] : xs) {
+      fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(a.in[j]) + x * g.pr,
+                            reinterpret_cast<fftwf_complex*>(t));
+      std::memcpy(spec + x * plane, t, sizeof(float) * plane);
+    }
+  });
+  const int64_t nblocks = (g.pc + kBlock - 1) / kBlock;
+  ok = ok && parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
+    float* tmp = buf + blk;
+    const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
+    if (has_sum) {
+      for (int64_t x = 0; x < g.X; ++x) sum.get(x, 2 * c0, 2 * b, buf + 2 * x * kBlock);
+      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
+                        reinterpret_cast<fftwf_complex*>(buf));
+    } else {
+      std::memset(buf, 0, sizeof(float) * blk);
+    }
+    for (const auto& [j, spec] : xs) {
+      for (int64_t x = 0; x < g.X; ++x)
+        std::memcpy(tmp + 2 * x * kBlock, spec + x * plane + 2 * c0, sizeof(float) * 2 * b);
+      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(tmp),
+                        reinterpret_cast<fftwf_complex*>(tmp));
+      multiply_block(g, tmp, nullptr, a.vec[j], 1.f, c0, b, tmp);
+      for (size_t f = 0; f < blk; ++f) buf[f] += tmp[f];
+    }
+    multiply_block(g, buf, a.op, nullptr, scale, c0, b, buf);
+    fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(buf),
+                      reinterpret_cast<fftwf_complex*>(buf));
+    for (int64_t x = 0; x < g.X; ++x) sum.put(x, 2 * c0, 2 * b, buf + 2 * x * kBlock);
+  });
+  return ok && parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
+    sum.get(x, 0, 2 * g.pc, pb);
+    fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb), a.out + x * g.pr);
+  });
+}
+
+ffi::Error ConvSumImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_t> axis,
+                       ffi::RemainingArgs args, ffi::Result<ffi::Buffer<ffi::F32>> out) {
+  PoolScope scope(g_use_pool ? &pool : nullptr);
+  SumArgs a;
+  ffi::Error e = conv_sum_args(has_op, axis, args, out->typed_data(), out->element_count(), &a);
+  if (e.failure()) return e;
+  const Grid& g = a.g;
+  bool aligned = is_aligned(a.out) && is_aligned(a.out + g.pr);
+  for (const float* p : a.in) aligned = aligned && is_aligned(p) && is_aligned(p + g.pr);
+  const ConvPlans* P = get_conv_plans(g, aligned);
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const int64_t ov = 2 * g.pc - g.pr;
+  const size_t whole = size_t(2 * g.pc) * size_t(g.X);
+  float* side = take_scratch(size_t(g.X * ov));
+  std::vector<std::pair<int, float*>> xs;  // inputs with a vector along x: their spectra
+  bool ok = side != nullptr;
+  for (int j = 0; ok && j < int(a.in.size()); ++j) {
+    if (a.axis[j] != 0) continue;
+    float* p = take_scratch(whole);
+    ok = p != nullptr;
+    if (ok) xs.emplace_back(j, p);
+  }
+  ok = ok && conv_sum_run(a, P, Store{a.out, side, g.pr, ov}, xs);
+  if (side != nullptr) give_scratch(side, size_t(g.X * ov));
+  for (const auto& [j, p] : xs) give_scratch(p, whole);
+  return ok ? ffi::Error::Success() : ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+}
+
 // Row x of an input box of sonotile_fftw_xpass: the box itself, or (pad mode) assembled from a
 // block's interior planes and its two halos, [left | count interior planes | right | zeros]
 // times the bell along x, as LFB pads and windows a block (sonotile/parallel/lfb.py).
@@ -1448,6 +1594,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
                                   .Attr<ffi::Span<const int64_t>>("axis")
                                   .RemainingArgs()
                                   .RemainingRets());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConvSum, ConvSumImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("has_op")
+                                  .Attr<ffi::Span<const int64_t>>("axis")
+                                  .RemainingArgs()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwXPass, XPassImpl,
                               ffi::Ffi::Bind()
