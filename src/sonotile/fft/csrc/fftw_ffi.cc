@@ -155,27 +155,39 @@ fftwf_plan get_plan(int rank, const int64_t* dims, bool r2c, int threads, bool a
   return p;
 }
 
-// Scratch buffers for C2R inputs, reused across calls and threads.
+// Scratch buffers (C2R inputs, conv's and conv_sum's spectra), reused across calls and threads:
+// a request takes the smallest free buffer that is large enough, and a buffer goes back with the
+// size it was allocated with (a large buffer lent to a small request stays large for the next).
 std::mutex scratch_mu;
-std::vector<std::pair<size_t, float*>> scratch_free;
+std::vector<std::pair<size_t, float*>> scratch_free;  // (floats allocated, buffer)
+std::map<float*, size_t> scratch_size;                 // floats allocated, per buffer
 
 float* take_scratch(size_t floats) {
   {
     std::lock_guard<std::mutex> g(scratch_mu);
-    for (size_t i = 0; i < scratch_free.size(); ++i) {
-      if (scratch_free[i].first >= floats) {
-        float* p = scratch_free[i].second;
-        scratch_free.erase(scratch_free.begin() + i);
-        return p;
-      }
+    size_t best = scratch_free.size();
+    for (size_t i = 0; i < scratch_free.size(); ++i)
+      if (scratch_free[i].first >= floats &&
+          (best == scratch_free.size() || scratch_free[i].first < scratch_free[best].first))
+        best = i;
+    if (best < scratch_free.size()) {
+      float* p = scratch_free[best].second;
+      scratch_free.erase(scratch_free.begin() + best);
+      return p;
     }
   }
-  return static_cast<float*>(fft_alloc(sizeof(float) * floats));  // null: out of memory
+  float* p = static_cast<float*>(fft_alloc(sizeof(float) * floats));  // null: out of memory
+  if (p != nullptr) {
+    std::lock_guard<std::mutex> g(scratch_mu);
+    scratch_size[p] = floats;
+  }
+  return p;
 }
 
-void give_scratch(float* p, size_t floats) {
+void give_scratch(float* p, size_t /*floats: the request; the allocation's size is kept*/) {
+  if (p == nullptr) return;
   std::lock_guard<std::mutex> g(scratch_mu);
-  scratch_free.emplace_back(floats, p);
+  scratch_free.emplace_back(scratch_size[p], p);
 }
 
 struct Shape {
