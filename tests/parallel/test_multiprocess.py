@@ -359,6 +359,21 @@ def test_mpi_transport_equals_single(tmp_path, single):
             assert err["p_final"] <= 5e-4, err
 
 
+def _two_ranks_against_one_process(inp, tmp_path, outputs: list) -> dict:
+    """``{decomposition: {dataset: relative error}}`` of a 2-rank MPI run of ``inp`` (lfb and
+    pencil) against the same decomposition on 2 devices of one process
+    (``<dec>_one_process.h5`` in ``tmp_path``)."""
+    errs = {}
+    for dec in ("lfb", "pencil"):
+        two, ref = tmp_path / f"{dec}.h5", tmp_path / f"{dec}_one_process.h5"
+        ok(mpirun(*KWAVE, "-i", inp, "-o", two, *outputs, "--decomposition", dec,
+                  "--transport", "mpi"))  # fmt: skip
+        ok(run([*KWAVE, "-i", inp, "-o", ref, *outputs, "--decomposition", dec,
+                "--cpu_devices", 2]))  # fmt: skip
+        errs[dec] = compare(two, ref)
+    return errs
+
+
 @needs_mpi
 def test_mpi_transport_uneven_blocks_and_checkpoint(tmp_path):
     """A 53 x 45 grid over 2 ranks (blocks of 27 and 26 points: the uneven halos' dynamic
@@ -369,13 +384,8 @@ def test_mpi_transport_uneven_blocks_and_checkpoint(tmp_path):
 
     inp = write_input(tmp_path / "in.h5", shape=(53, 45), cuboid=True)
     outputs = ["--p_raw", "--p_max_all", "--u_min_all", "--u_final"]
-    for dec in ("lfb", "pencil"):
-        two, ref = tmp_path / f"{dec}.h5", tmp_path / f"{dec}_one_process.h5"
-        ok(mpirun(*KWAVE, "-i", inp, "-o", two, *outputs, "--decomposition", dec,
-                  "--transport", "mpi"))  # fmt: skip
-        ok(run([*KWAVE, "-i", inp, "-o", ref, *outputs, "--decomposition", dec,
-                "--cpu_devices", 2]))  # fmt: skip
-        assert max(compare(two, ref).values()) <= 1e-5, dec
+    for dec, err in _two_ranks_against_one_process(inp, tmp_path, outputs).items():
+        assert max(err.values()) <= 1e-5, dec
     out, ck = tmp_path / "out.h5", tmp_path / "ck.h5"
     nt = 0
     with h5py.File(inp) as f:
@@ -403,13 +413,7 @@ def test_mpi_transport_non_staggered_lines(tmp_path):
     assert all(sensors.lines_through(pts, a, (53, 45)) is not None for a in (0, 1))
     inp = write_input(tmp_path / "in.h5", shape=(53, 45))
     outputs = ["--p_raw", "--u_non_staggered_raw"]
-    for dec in ("lfb", "pencil"):
-        two, ref = tmp_path / f"{dec}.h5", tmp_path / f"{dec}_one_process.h5"
-        ok(mpirun(*KWAVE, "-i", inp, "-o", two, *outputs, "--decomposition", dec,
-                  "--transport", "mpi"))  # fmt: skip
-        ok(run([*KWAVE, "-i", inp, "-o", ref, *outputs, "--decomposition", dec,
-                "--cpu_devices", 2]))  # fmt: skip
-        err = compare(two, ref)
+    for dec, err in _two_ranks_against_one_process(inp, tmp_path, outputs).items():
         assert {"ux_non_staggered", "uy_non_staggered"} <= set(err), err
         assert max(err.values()) <= 1e-5, (dec, err)
 
