@@ -155,14 +155,6 @@ class PencilOps(FourierOps):
             out.append(self._join(self._send(S), ua, a, s if a else None))
         return tuple(out)
 
-    def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
-        """The summed divergence through this class's own (distributed) :meth:`div`."""
-        parts = self.div(u)
-        out = parts[0]
-        for q in parts[1:]:
-            out = out + q
-        return out
-
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
         if not self._local_fftw(f):
             return super().fractional(f, which)
