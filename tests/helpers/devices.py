@@ -7,6 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import warnings
+
+#: XLA:CPU's in-process collectives (jaxlib 0.10.2) can abort when a collective inside a loop
+#: is entered again before its previous rendezvous was torn down: a check in ``rendezvous.h``
+#: counts one participant too many ("7 vs. 6"). It is a race in XLA's runtime, seen only with
+#: many virtual devices sharing 2 cores under load (2 of ~20 full suites), never in a result.
+XLA_RENDEZVOUS_RACE = "rendezvous.h"
 
 
 def run_on_cpu_devices(script: str, devices: int, *args: str, timeout: float = 600) -> dict:
@@ -16,8 +23,26 @@ def run_on_cpu_devices(script: str, devices: int, *args: str, timeout: float = 6
     path = os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
                JAX_PLATFORMS="cpu", PYTHONPATH=path)  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    proc = run_python(["-c", script, *args], env, timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
     return json.loads(line[len("RESULT") :])
+
+
+def run_python(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``python *args`` with output captured; a run that XLA's rendezvous race aborted (see
+    :data:`XLA_RENDEZVOUS_RACE`) is repeated once, with a warning. Any other outcome, failures
+    included, is returned as it is."""
+    for attempt in range(2):
+        proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+        if proc.returncode == 0 or attempt == 1 or not _aborted_by_rendezvous_race(proc.stderr):
+            return proc
+        warnings.warn("XLA:CPU rendezvous race aborted the subprocess; running it again",
+                      stacklevel=2)  # fmt: skip
+    return proc
+
+
+def _aborted_by_rendezvous_race(stderr: str) -> bool:
+    """Whether ``stderr`` holds XLA's failed rendezvous check (a crash, not a wrong answer)."""
+    return any(XLA_RENDEZVOUS_RACE in ln and "Check failed" in ln for ln in stderr.splitlines())

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+
+from devices import run_python
 
 SCRIPT = r"""
 import json
@@ -42,8 +42,7 @@ print(json.dumps({"seen": seen, "one": float(np.abs(one["p"] - default["p"]).max
 
 def test_device_and_devices_choose_where_the_run_happens():
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env,
-                       timeout=300)  # fmt: skip
+    r = run_python(["-c", SCRIPT], env, timeout=300)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["seen"] == [["cpu:1"], ["cpu:0", "cpu:1"], ["cpu:0"]]

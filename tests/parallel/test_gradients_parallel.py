@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from devices import run_python
 from paths import REPO
 
 SCRIPT = r"""
@@ -52,10 +51,7 @@ def results():
     env["XLA_FLAGS"] = (
         env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     ).strip()
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(REPO / "tests" / "helpers")],
-        capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
+    r = run_python(["-c", SCRIPT, str(REPO / "tests" / "helpers")], env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 

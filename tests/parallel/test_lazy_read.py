@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import h5py
 import numpy as np
+from devices import run_python
 from paths import REFERENCE
 
 CASE = REFERENCE / "3d_het_absorb15_nonlin_hetbona_p0_index" / "input.h5"
@@ -44,9 +43,7 @@ print(json.dumps({"reads": reads, "err": err}))
 
 def run(path, dec, mesh):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), dec, mesh], env=env,
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
-    return r
+    return run_python(["-c", SCRIPT, str(path), dec, mesh], env, timeout=600)
 
 
 def test_each_shard_read_on_its_own_and_results_equal(tmp_path):
