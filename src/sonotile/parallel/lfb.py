@@ -157,65 +157,38 @@ class LfbOps:
         pick = lax.dynamic_slice_in_dim(order, first, ov)
         return jnp.take(jnp.concatenate(pieces, axis=a), pick, axis=a)
 
-    def _edge(self, f: jax.Array, a: int, side: int) -> tuple[jax.Array, tuple] | None:
-        """What this shard sends for its neighbours' halos on ``side`` along axis ``a`` (its
-        ``overlap`` planes nearest to them) and the permutation that delivers it; None where a
-        halo spans several blocks (:meth:`_halo`, :meth:`_halo_uneven`)."""
+    def _halo_fast(self, f: jax.Array, a: int, side: int) -> jax.Array:
         mt = self.meta
-        size, ov, n = mt.sizes[a], mt.overlap, f.shape[a]
-        if (mt.uneven(a) and ov > min(mt.counts[a])) or ov > n:
-            return None
-        if side < 0:  # my left halo = the right edge of the left neighbour (its real end)
-            perm = tuple((i, (i + 1) % size) for i in range(size))
-            if mt.uneven(a):
-                return lax.dynamic_slice_in_dim(f, self._count(a) - ov, ov, axis=a), perm
-            return lax.slice_in_dim(f, n - ov, n, axis=a), perm
-        return lax.slice_in_dim(f, 0, ov, axis=a), tuple((i, (i - 1) % size) for i in range(size))
+        name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
+        n = f.shape[a]
+        if mt.uneven(a) and ov > min(mt.counts[a]):
+            return self._halo_uneven(f, a, side)
+        if ov > n:
+            return self._halo(f, a, side)
+        if side < 0 and mt.uneven(a):  # the real end of the block (dead points after it)
+            edge = lax.dynamic_slice_in_dim(f, self._count(a) - ov, ov, axis=a)
+            perm = [(i, (i + 1) % size) for i in range(size)]
+        elif side < 0:  # my left halo = right edge of the left neighbour
+            edge = lax.slice_in_dim(f, n - ov, n, axis=a)
+            perm = [(i, (i + 1) % size) for i in range(size)]
+        else:
+            edge = lax.slice_in_dim(f, 0, ov, axis=a)
+            perm = [(i, (i - 1) % size) for i in range(size)]
+        return collectives.ppermute(edge, name, perm)
 
-    def _halos(self, fs: Sequence[jax.Array], a: int) -> list[tuple[jax.Array, jax.Array]]:
-        """``(left, right)`` halos along axis ``a`` of every field in as few messages as the
-        mesh allows: the edges that take the same permutation travel together (one message per
-        direction; on 2 shards one in all, both neighbours being the same shard). Fewer
-        messages: fewer waits for the partner and fewer fixed costs (MPI: one ``sendrecv``)."""
-        sent: dict[tuple, list[tuple[int, jax.Array]]] = {}
-        halos: dict[int, jax.Array] = {}
-        for k, f in enumerate(fs):
-            for j, side in enumerate((-1, 1)):
-                edge = self._edge(f, a, side)
-                if edge is None:
-                    halos[2 * k + j] = self._halo_uneven(f, a, side) if self.meta.uneven(a) \
-                        else self._halo(f, a, side)  # fmt: skip
-                else:
-                    sent.setdefault(edge[1], []).append((2 * k + j, edge[0]))
-        for perm, edges in sent.items():
-            got = collectives.ppermute(
-                jnp.concatenate([e for _, e in edges], axis=a), self.meta.names[a], perm
-            )
-            ov = self.meta.overlap
-            for i, (key, _) in enumerate(edges):
-                halos[key] = lax.slice_in_dim(got, i * ov, (i + 1) * ov, axis=a)
-        return [(halos[2 * k], halos[2 * k + 1]) for k in range(len(fs))]
-
-    def _pad(self, fs: Sequence[jax.Array], axes: tuple[int, ...] | None = None) -> list[jax.Array]:
-        """Every field padded with its halos along each split axis in turn (edges and corners
-        come along), the exchanges of one axis travelling together (:meth:`_halos`)."""
-        fs = list(fs)
+    def _pad(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a in range(len(self.meta.names)):
             if not self.meta.padded(a) or (axes is not None and a not in axes):
                 continue
-            out = []
-            for f, (left, right) in zip(fs, self._halos(fs, a)):
-                if not self.meta.uneven(a):
-                    out.append(jnp.concatenate([left, f, right], axis=a))
-                    continue
-                # [left halo | real points | right halo | zeros]: the right halo follows the
-                # real points (it overwrites the dead one); the box keeps one length everywhere
-                g = jnp.concatenate([left, f, jnp.zeros_like(right)], axis=a)
-                out.append(
-                    lax.dynamic_update_slice_in_dim(g, right, self.meta.overlap + self._count(a), a)
-                )
-            fs = out
-        return fs
+            left, right = self._halo_fast(f, a, -1), self._halo_fast(f, a, +1)
+            if not self.meta.uneven(a):
+                f = jnp.concatenate([left, f, right], axis=a)
+                continue
+            # [left halo | real points | right halo | zeros]: the right halo follows the real
+            # points (it overwrites the dead one); the box keeps one length on every shard
+            f = jnp.concatenate([left, f, jnp.zeros_like(right)], axis=a)
+            f = lax.dynamic_update_slice_in_dim(f, right, self.meta.overlap + self._count(a), a)
+        return f
 
     def _window(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a, b in enumerate(self.bells):
@@ -235,7 +208,8 @@ class LfbOps:
 
     def _local(self, fs: list[jax.Array]) -> list[jax.Array]:
         """Pad all fields first (all exchanges issued before any is used), then window."""
-        return [self._window(p) for p in self._pad(fs)]
+        padded = [self._pad(f) for f in fs]
+        return [self._window(p) for p in padded]
 
     # --- planes first (blocks split along axis 0 only, FFTW; see the module docstring)
     def _split(self, f: jax.Array) -> FourierOps | None:
@@ -250,7 +224,7 @@ class LfbOps:
         all exchanges issued before any is used): the padded box's parts, which
         :meth:`_xpass` pads and windows as it reads them."""
         specs = [plane_rfft(f) for f in fs]
-        return [(s, left, right) for s, (left, right) in zip(specs, self._halos(specs, 0))]
+        return [(s, self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1)) for s in specs]
 
     def _xpass(
         self,
@@ -291,14 +265,8 @@ class LfbOps:
 
     def _apply_planes(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
         (q,) = self._local_planes([f])
-        return self._xpass_c2r(q, f, op)
-
-    def _xpass_c2r(
-        self, part: tuple[jax.Array, jax.Array, jax.Array], like: jax.Array, op: jax.Array | None
-    ) -> jax.Array:
-        """``op`` applied to a block given by its plane spectra and halos: the block's field."""
-        (d,) = self._xpass(part, like, op, [(0, None, None)])
-        return fftw.planes_c2r(d, like.shape)
+        (d,) = self._xpass(q, f, op, [(0, None, None)])
+        return fftw.planes_c2r(d, f.shape)
 
     # --- the FourierOps interface
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
@@ -318,18 +286,6 @@ class LfbOps:
             return self._apply_planes(f, ops.nabla1 if which == 1 else ops.nabla2)
         (q,) = self._local([f])
         return self._crop(self.inner.fractional(q, which))
-
-    def fractionals(self, pairs: Sequence[tuple[jax.Array, int]]) -> list[jax.Array]:
-        """:meth:`fractional` of each ``(field, which)``, their overlaps exchanged together."""
-        fs = [f for f, _ in pairs]
-        if (ops := self._split(fs[0])) is not None:
-            nablas = [ops.nabla1 if w == 1 else ops.nabla2 for _, w in pairs]
-            return [
-                self._xpass_c2r(q, f, op) for q, f, op in zip(self._local_planes(fs), fs, nablas)
-            ]
-        return [
-            self._crop(self.inner.fractional(q, w)) for q, (_, w) in zip(self._local(fs), pairs)
-        ]
 
     def filter_source(self, s: jax.Array) -> jax.Array:
         if (ops := self._split(s)) is not None:
@@ -358,7 +314,7 @@ class LfbOps:
                 v = expand(v, mt.counts[axis], axis)
             return resize(collectives.all_to_all(v, name, axis, b), nb, b)
         ax = (axis,)
-        q = self._window(self._pad([u], ax)[0], ax)
+        q = self._window(self._pad(u, ax), ax)
         return self._crop(self.inner.unstagger(q, axis), ax)
 
 

@@ -46,10 +46,8 @@ Children = tuple[Any, Any, Any, Any, Any, Any, Any]
 class SpectralOps(Protocol):
     """The operators the step and the sensors call (see the module docstring): provided by
     :class:`FourierOps`, :class:`~sonotile.solver.adjoint.AdjointOps` and the decomposed
-    operators of :mod:`sonotile.parallel`. A ``keep(f)`` method, a ``barrier`` (a fusion
-    boundary for derivative rules, :class:`~sonotile.solver.linear.Barrier`) and
-    ``fractionals(pairs)`` (several ``fractional`` calls whose exchanges travel together) are
-    optional."""
+    operators of :mod:`sonotile.parallel`. A ``keep(f)`` method and a ``barrier`` (a fusion
+    boundary for derivative rules, :class:`~sonotile.solver.linear.Barrier`) are optional."""
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]: ...
 

@@ -221,23 +221,14 @@ def pressure_from_density(
     rho0_div_u = c["rho0"] * sum(du[1:], du[0])
     if phys.absorption == "stokes":
         return c["c2"] * (term + c["tau"] * rho0_div_u)
-    if not phys.dispersion:
-        return c["c2"] * (term + c["tau"] * ops.fractional(rho0_div_u, 1))
-    # eta = 2 a0 c0^y tan(pi y/2) = -tan(pi y/2) c0 tau: one constant field fewer
-    c2, rho_sum = in_step(c, "c2", rho_sum)
-    tau, rho_sum = in_step(c, "tau", rho_sum)
-    eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * tau
-    l1, l2 = fractionals(ops, [(rho0_div_u, 1), (rho_sum, 2)])
-    return c["c2"] * (term + (c["tau"] * l1 - eta * l2))
-
-
-def fractionals(ops: SpectralOps, pairs: Sequence[tuple[jax.Array, int]]) -> tuple[jax.Array, ...]:
-    """``ops.fractional(f, which)`` of each pair, through ``ops.fractionals`` where the
-    operators provide it (a decomposition sends the overlaps of all the fields together)."""
-    many = getattr(ops, "fractionals", None)
-    if many is None:
-        return tuple(ops.fractional(f, w) for f, w in pairs)
-    return tuple(many(pairs))
+    absorb = c["tau"] * ops.fractional(rho0_div_u, 1)
+    if phys.dispersion:
+        # eta = 2 a0 c0^y tan(pi y/2) = -tan(pi y/2) c0 tau: one constant field fewer
+        c2, rho_sum = in_step(c, "c2", rho_sum)
+        tau, rho_sum = in_step(c, "tau", rho_sum)
+        eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * tau
+        absorb = absorb - eta * ops.fractional(rho_sum, 2)
+    return c["c2"] * (term + absorb)
 
 
 def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> State:
