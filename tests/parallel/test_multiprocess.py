@@ -528,3 +528,19 @@ def test_mpi_transport_under_sonotile_launch_is_an_error(tmp_path):
         -2000:
     ]
     assert not out.exists()
+
+
+@needs_mpi
+def test_mpi_transport_several_point_fields(tmp_path):
+    """Several fields sampled at the sensor points (``p``, ``ux``, ``uy`` and their maxima)
+    through MPI equal XLA's collectives in one process: every rank sums them over the mesh in
+    the same order (one sum per step), whatever order Python's per-process string hashing gives
+    a set of field names."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from kwave_inputs import write_input
+
+    inp = write_input(tmp_path / "in.h5", shape=(53, 45))
+    outputs = ["--p_raw", "--u_raw", "--p_max", "--u_max"]
+    for dec, err in _two_ranks_against_one_process(inp, tmp_path, outputs).items():
+        assert {"p", "ux", "uy", "p_max", "ux_max", "uy_max"} <= set(err), err
+        assert max(err.values()) <= 1e-5, (dec, err)

@@ -92,21 +92,41 @@ class ShardIndex:
         return cls(*children, names=aux[0], blocks=aux[1])
 
     def gather(self, field: jax.Array) -> jax.Array:
-        idx = tuple(jnp.clip(i, 0, n - 1) for i, n in zip(self.index, field.shape))
-        v = jnp.where(self.owned, field[idx], jnp.zeros((), field.dtype))
-        return collectives.sum_over(v, self.names)
+        return self.gather_all([field])[0][0]
 
     def lines(self, fields: Sequence[jax.Array], lines: Sequence[Any]) -> list[jax.Array]:
         """Whole grid lines ``(L, N)`` of each field (``lines``: their
         :class:`~sonotile.solver.sensors.Lines`), the same on every shard: each shard puts its
         segments in place (zeros elsewhere) and one sum over the mesh joins them."""
-        segs = [self._segments(f, ln) for f, ln in zip(fields, lines)]
-        flat = collectives.sum_over(jnp.concatenate([s.reshape(-1) for s in segs]), self.names)
+        return self.gather_all([], fields, lines)[1]
+
+    def gather_all(
+        self,
+        fields: Sequence[jax.Array],
+        line_fields: Sequence[jax.Array] = (),
+        lines: Sequence[Any] = (),
+    ) -> tuple[list[jax.Array], list[jax.Array]]:
+        """The samples of each of ``fields`` at the points and the whole lines of each of
+        ``line_fields`` (see :meth:`lines`), the same on every shard, in one sum over the mesh:
+        one exchange per step, after every field it carries is computed, so that every process
+        meets its partners at the same point of the step (separate sums let each process run
+        the step's independent work in its own order and wait for the other's)."""
+        owned = [self._owned(f) for f in fields]
+        segs = [self._segments(f, ln) for f, ln in zip(line_fields, lines)]
+        parts = owned + segs
+        if not parts:
+            return [], []
+        flat = collectives.sum_over(jnp.concatenate([x.reshape(-1) for x in parts]), self.names)
         out, at = [], 0
-        for s in segs:
-            out.append(flat[at : at + s.size].reshape(s.shape))
-            at += s.size
-        return out
+        for x in parts:
+            out.append(flat[at : at + x.size].reshape(x.shape).astype(x.dtype))
+            at += x.size
+        return out[: len(owned)], out[len(owned) :]
+
+    def _owned(self, field: jax.Array) -> jax.Array:
+        """This shard's values at the points it owns, zeros at the others."""
+        idx = tuple(jnp.clip(i, 0, n - 1) for i, n in zip(self.index, field.shape))
+        return jnp.where(self.owned, field[idx], jnp.zeros((), field.dtype))
 
     def _span(self, a: int) -> tuple[jax.Array, jax.Array]:
         """This shard's first global index and real points along grid axis ``a``."""

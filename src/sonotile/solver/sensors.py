@@ -47,6 +47,15 @@ class PointGather(Protocol):
         """The whole lines ``(L, N)`` of each field, the same on every shard."""
         ...
 
+    def gather_all(
+        self,
+        fields: Sequence[jax.Array],
+        line_fields: Sequence[jax.Array] = (),
+        lines: Sequence[Lines] = (),
+    ) -> tuple[list[jax.Array], list[jax.Array]]:
+        """``gather`` of each of ``fields`` and ``lines`` of ``line_fields`` at once."""
+        ...
+
 
 @dataclass(frozen=True)
 class Interp:
@@ -386,6 +395,11 @@ def line_samples(
         segs = index.lines([u[ln.axis] for _, ln in layout.lines], [ln for _, ln in layout.lines])
     else:
         segs = [u[ln.axis][line_index(ln, u[ln.axis].shape[ln.axis])] for _, ln in layout.lines]
+    return pick_lines(segs, layout)
+
+
+def pick_lines(segs: Sequence[jax.Array], layout: SensorLayout) -> dict[str, jax.Array]:
+    """The sensor points' values from the whole lines ``segs`` of ``layout.lines``, shifted."""
     out = {}
     for (name, ln), v in zip(layout.lines, segs):
         picked = shift_lines(v)[jnp.asarray(ln.line_of), jnp.asarray(ln.pos)]
@@ -482,9 +496,17 @@ def sample(
 ) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
     """Whole fields and point samples of the current state."""
     fields = sampled_fields(state, ops, layout)
-    names = set(layout.raw) | {f for f, _ in layout.stats}
-    samples = line_samples(state.u, layout, index) if layout.lines else {}
-    samples.update({f: gather(fields[f], index) for f in names if f not in samples})
+    from_lines = {name for name, _ in layout.lines}
+    # sorted: every process of a decomposed run must gather the fields in the same order
+    names = sorted((set(layout.raw) | {f for f, _ in layout.stats}) - from_lines)
+    if isinstance(index, tuple):
+        samples = line_samples(state.u, layout, index) if layout.lines else {}
+        samples.update({f: gather(fields[f], index) for f in names})
+    else:  # a decomposed run's index: every sample in one sum over the mesh
+        points, segs = index.gather_all([fields[f] for f in names],
+                                        [state.u[ln.axis] for _, ln in layout.lines],
+                                        [ln for _, ln in layout.lines])  # fmt: skip
+        samples = dict(zip(names, points)) | pick_lines(segs, layout)
     if layout.interp is not None:
         samples = {f: interpolate(v, layout.interp, f) for f, v in samples.items()}
     return fields, samples
