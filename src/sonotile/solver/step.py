@@ -74,16 +74,15 @@ def _inject(
             for f in fields
         )
 
-    def add_filtered(fs: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        s = (
-            jnp.zeros_like(fs[0])
-            .at[index]
-            .set(jnp.broadcast_to(values, index[0].shape), mode="drop")
-        )
-        filtered = ops.filter_source(s)
-        return tuple(f + filtered for f in fs)
+    def filtered(f: jax.Array) -> jax.Array:
+        s = jnp.zeros_like(f).at[index].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
+        return ops.filter_source(s)
 
-    return lax.cond(active, add_filtered, lambda fs: fs, tuple(fields))
+    # only the filtered source comes out of the branch (zeros when inactive): the additions
+    # fuse into the updates that made ``fields``; a branch returning the fields copied every
+    # one of them (the untaken branch) or added in passes of their own
+    add = lax.cond(active, filtered, jnp.zeros_like, fields[0])
+    return tuple(f + add for f in fields)
 
 
 def _keep(ops: SpectralOps, f: jax.Array) -> jax.Array:
