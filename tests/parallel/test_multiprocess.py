@@ -544,3 +544,22 @@ def test_mpi_transport_several_point_fields(tmp_path):
     for dec, err in _two_ranks_against_one_process(inp, tmp_path, outputs).items():
         assert {"p", "ux", "uy", "p_max", "ux_max", "uy_max"} <= set(err), err
         assert max(err.values()) <= 1e-5, (dec, err)
+
+
+def test_xla_transport_several_point_fields(tmp_path):
+    """:func:`test_mpi_transport_several_point_fields` through XLA's collectives (gloo) between
+    2 processes of ``sonotile launch`` (pencil): several point fields agree with one process
+    there too (this transport passed it before the sampling order was fixed as well)."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from kwave_inputs import write_input
+
+    inp = write_input(tmp_path / "in.h5", shape=(53, 45))
+    outputs = ["--p_raw", "--u_raw", "--p_max", "--u_max"]
+    two, ref = tmp_path / "two.h5", tmp_path / "one.h5"
+    ok(launch(*KWAVE, "-i", inp, "-o", two, *outputs, "--decomposition", "pencil",
+              "--transport", "xla", cpu_devices=1))  # fmt: skip
+    ok(run([*KWAVE, "-i", inp, "-o", ref, *outputs, "--decomposition", "pencil",
+            "--cpu_devices", 2]))  # fmt: skip
+    err = compare(two, ref)
+    assert {"p", "ux", "uy", "p_max", "ux_max", "uy_max"} <= set(err), err
+    assert max(err.values()) <= 1e-5, err
