@@ -89,7 +89,10 @@ def test_bench_scaling_two_processes(tmp_path):
         lfb = s[k]
         parts = lfb["fft_ms"] + lfb["elementwise_ms"] + lfb["exchange_ms"] + lfb["waiting_ms"]
         assert abs(parts - lfb["ms_per_step"]) <= 1e-6 * lfb["ms_per_step"]
-        assert lfb["exchange_ms"] > 0, k  # two processes do exchange
+        # two processes do exchange (the part itself is capped: 0 when separately timed
+        # programs on a loaded machine add up to more than the step)
+        assert lfb["exchange_replay_ms"] > 0, k
+        assert 0 <= lfb["exchange_ms"] <= lfb["exchange_replay_ms"], k
         ceiling = s["weak/control"]["ms_per_step"] / lfb["ms_per_step"]
         assert abs(lfb["efficiency_vs_ceiling"] - ceiling) < 1e-9
     assert png.read_bytes()[:4] == b"\x89PNG"

@@ -16,6 +16,10 @@
   back to back in one program, the processes in step: the transport's cost;
 * ``waiting_ms``: the rest: processes waiting for each other (uneven work, a process
   descheduled by other load), not hidden by overlap.
+
+The parts are capped so that they add up to the step (separately timed programs on a loaded
+machine can exceed it; then ``exchange_ms`` can be 0): ``exchange_replay_ms`` is the replay's own
+time, uncapped.
 """
 
 from __future__ import annotations
@@ -248,6 +252,7 @@ def measure(
         mb = sum(v["bytes"] for k, v in sent.items() if k != "all-reduce") / 1e6
     return {k: 1e3 * v for k, v in ms.items()} | {"processes": procs, "block": list(block),
                                                   "mb_sent_per_step": mb,
+                                                  "exchange_replay_ms": 1e3 * exchange,
                                                   "transport": "mpi" if mpi else "xla"}  # fmt: skip
 
 

@@ -74,6 +74,11 @@ def _results(out: str) -> list[dict]:
     return [decoder.raw_decode(piece)[0] for piece in out.split("RESULT")[1:]]
 
 
+#: what each run reports, per step: the step, the bytes sent, the exchange replayed alone
+#: (uncapped) and the step's parts (:mod:`sonotile.bench.breakdown`)
+FIGURES = ("ms_per_step", "mb_sent_per_step", "exchange_replay_ms", *PARTS)
+
+
 def _run(kind: str, spec: dict) -> dict:
     """One run of a kind: single, control (two at once) or coupled (2 processes)."""
     env = _env()
@@ -98,7 +103,7 @@ def _run(kind: str, spec: dict) -> dict:
             raise RuntimeError(f"{kind} run failed: {r.stdout[-1500:]}{r.stderr[-1500:]}")
         rows = _results(r.stdout)
     worst = max(rows, key=lambda x: x["ms_per_step"])  # the slower process sets the pace
-    return {"kind": kind, **{k: worst[k] for k in ("ms_per_step", "mb_sent_per_step", *PARTS)}}
+    return {"kind": kind, **{k: worst[k] for k in FIGURES}}
 
 
 def _coupled(spec: dict, env: dict) -> list[str]:
@@ -148,8 +153,7 @@ def _summary(rows: list[dict]) -> dict:
     out: dict = {}
     for study, kind in {(r["study"], r["kind"]) for r in rows}:
         sel = [r for r in rows if r["study"] == study and r["kind"] == kind]
-        out[f"{study}/{kind}"] = {k: statistics.median(r[k] for r in sel)
-                                  for k in ("ms_per_step", "mb_sent_per_step", *PARTS)}  # fmt: skip
+        out[f"{study}/{kind}"] = {k: statistics.median(r[k] for r in sel) for k in FIGURES}
     for key, v in list(out.items()):
         study, kind = key.split("/", 1)
         if study == "weak" and kind not in ("single", "control"):
