@@ -75,9 +75,9 @@ def field_spec(ndim: int, m: int) -> P:
 @dataclass
 class ShardIndex:
     """Sensor points seen from one shard: local indices (clipped) and an ownership mask;
-    ``gather`` returns the global sample vector on every shard (a sum over the mesh,
-    :func:`sonotile.parallel.collectives.sum_over`). ``blocks``: how the grid is cut (needed
-    by ``lines``)."""
+    ``gather_all`` returns the global sample vectors (and sensor lines) on every shard (a sum
+    over the mesh, :func:`sonotile.parallel.collectives.sum_over`). ``blocks``: how the grid is
+    cut (needed for the lines)."""
 
     index: tuple[jax.Array, ...]
     owned: jax.Array
@@ -91,23 +91,16 @@ class ShardIndex:
     def tree_unflatten(cls, aux: tuple, children: tuple[Any, Any]) -> ShardIndex:
         return cls(*children, names=aux[0], blocks=aux[1])
 
-    def gather(self, field: jax.Array) -> jax.Array:
-        return self.gather_all([field])[0][0]
-
-    def lines(self, fields: Sequence[jax.Array], lines: Sequence[Any]) -> list[jax.Array]:
-        """Whole grid lines ``(L, N)`` of each field (``lines``: their
-        :class:`~sonotile.solver.sensors.Lines`), the same on every shard: each shard puts its
-        segments in place (zeros elsewhere) and one sum over the mesh joins them."""
-        return self.gather_all([], fields, lines)[1]
-
     def gather_all(
         self,
         fields: Sequence[jax.Array],
         line_fields: Sequence[jax.Array] = (),
         lines: Sequence[Any] = (),
     ) -> tuple[list[jax.Array], list[jax.Array]]:
-        """The samples of each of ``fields`` at the points and the whole lines of each of
-        ``line_fields`` (see :meth:`lines`), the same on every shard, in one sum over the mesh:
+        """The samples of each of ``fields`` at the points and the whole grid lines ``(L, N)`` of
+        each of ``line_fields`` (``lines``: their :class:`~sonotile.solver.sensors.Lines`; each
+        shard puts its segments in place, zeros elsewhere), the same on every shard, in one sum
+        over the mesh:
         one exchange per step, after every field it carries is computed, so that every process
         meets its partners at the same point of the step (separate sums let each process run
         the step's independent work in its own order and wait for the other's)."""

@@ -38,14 +38,8 @@ if TYPE_CHECKING:
 
 
 class PointGather(Protocol):
-    """A sensor index that gathers its points itself (a decomposed run's, see
-    :func:`gather`)."""
-
-    def gather(self, field: jax.Array) -> jax.Array: ...
-
-    def lines(self, fields: Sequence[jax.Array], lines: Sequence[Lines]) -> list[jax.Array]:
-        """The whole lines ``(L, N)`` of each field, the same on every shard."""
-        ...
+    """A decomposed run's sensor index (:class:`sonotile.parallel.mesh.ShardIndex`): each shard
+    picks what it holds and one sum over the mesh combines the shards."""
 
     def gather_all(
         self,
@@ -53,7 +47,8 @@ class PointGather(Protocol):
         line_fields: Sequence[jax.Array] = (),
         lines: Sequence[Lines] = (),
     ) -> tuple[list[jax.Array], list[jax.Array]]:
-        """``gather`` of each of ``fields`` and ``lines`` of ``line_fields`` at once."""
+        """The values of each of ``fields`` at the points and the whole lines ``(L, N)`` of
+        each of ``line_fields``, the same on every shard."""
         ...
 
 
@@ -382,19 +377,16 @@ def line_index(ln: Lines, n: int) -> tuple[jax.Array, ...]:
 
 
 def line_samples(
-    u: Sequence[jax.Array], layout: SensorLayout, index: PointIndex | PointGather
+    u: Sequence[jax.Array], layout: SensorLayout, index: PointIndex
 ) -> dict[str, jax.Array]:
     """The non-staggered velocities of ``layout.lines`` at the sensor points ``(Ns,)``, from the
     lines through them: gather the lines, shift them, pick the points.
 
     Cost ``L N log N`` per component (``L`` lines of ``N`` points) instead of the whole grid. A
-    decomposed run's index gathers each shard's segments and sums them over the mesh
-    (``index.lines``, one collective for all components), so every shard shifts whole lines.
+    decomposed run gathers each shard's segments and sums them over the mesh instead
+    (``PointGather.gather_all``, with the point samples), so every shard shifts whole lines.
     """
-    if not isinstance(index, tuple):  # a decomposed run's index
-        segs = index.lines([u[ln.axis] for _, ln in layout.lines], [ln for _, ln in layout.lines])
-    else:
-        segs = [u[ln.axis][line_index(ln, u[ln.axis].shape[ln.axis])] for _, ln in layout.lines]
+    segs = [u[ln.axis][line_index(ln, u[ln.axis].shape[ln.axis])] for _, ln in layout.lines]
     return pick_lines(segs, layout)
 
 
@@ -409,14 +401,9 @@ def pick_lines(segs: Sequence[jax.Array], layout: SensorLayout) -> dict[str, jax
     return out
 
 
-def gather(field: jax.Array, index: PointIndex | PointGather) -> jax.Array:
-    """Values of a field at the sensor points (``index``: per-axis int arrays).
-
-    A decomposed run passes an index object with a ``gather(field)`` method instead (it picks the
-    points its shard owns and combines the shards), see :mod:`sonotile.parallel`.
-    """
-    if hasattr(index, "gather"):
-        return index.gather(field)
+def gather(field: jax.Array, index: PointIndex) -> jax.Array:
+    """Values of a field at the sensor points (``index``: per-axis int arrays). A decomposed
+    run's index gathers with ``PointGather.gather_all`` (see :func:`sample`)."""
     return field[index]
 
 
