@@ -78,7 +78,9 @@ def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
 
 
 @needs_fftw
-@pytest.mark.parametrize("shape", [(12, 10, 8), (9, 7, 5), (11, 6)])
+# (6, 64, 100) and (7, 4000): planes of 3264 / 2001 bins, blocks of 128 bins along x, the last
+# one partial (the small grids take blocks of 16)
+@pytest.mark.parametrize("shape", [(12, 10, 8), (9, 7, 5), (11, 6), (6, 64, 100), (7, 4000)])
 def test_conv_general_outputs_equal_numpy(shape):
     """One ``conv`` call with several inputs, several vectors along x for one input (each its
     own pass product), shared outputs with and without a vector along a plane axis, and no
@@ -122,7 +124,7 @@ def test_conv_general_outputs_equal_numpy(shape):
 
 
 @needs_fftw
-@pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15)])
+@pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15), (14, 64, 100)])
 def test_xpass_then_planes_c2r_equals_numpy(shape):
     """``xpass`` on plane spectra (two inputs, a vector along x, shared outputs, an operator or
     none, the interior planes only, in place) and ``planes_c2r`` of its outputs (from plane
@@ -170,7 +172,9 @@ def test_xpass_then_planes_c2r_equals_numpy(shape):
 
 
 @needs_fftw
-@pytest.mark.parametrize("shape,short", [((40, 12, 10), 0), ((37, 9, 11), 1), ((21, 14), 1)])
+@pytest.mark.parametrize(
+    "shape,short", [((40, 12, 10), 0), ((37, 9, 11), 1), ((21, 14), 1), ((16, 64, 100), 1)]
+)
 def test_xpass_halo_equals_xpass_of_the_assembled_box(shape, short):
     """``xpass_halo`` (the box assembled from interior, halos and bell as the pass reads it; a
     block one plane short: zeros after the right halo; output 0 in place) equals ``xpass`` of

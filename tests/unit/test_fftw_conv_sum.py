@@ -26,7 +26,9 @@ def _reference(xs, op, vecs, shape) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("shape", [(16, 12, 10), (15, 9, 7), (45, 53, 20), (32, 45), (9, 8)])
+@pytest.mark.parametrize(
+    "shape", [(16, 12, 10), (15, 9, 7), (45, 53, 20), (32, 45), (9, 8), (6, 64, 100)]
+)
 @pytest.mark.parametrize("which", ["all", "none", "x only", "planes only"])
 def test_conv_sum_equals_numpy(shape, which, fftw_threads):
     import jax.numpy as jnp

@@ -442,7 +442,7 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 //
 //   1. planes forward: the (rank-1)-D R2C of every plane x = const (a plane fits in cache)
 //      into the spectrum array C;
-//   2. one pass along x: blocks of kBlock adjacent plane bins are gathered for all x,
+//   2. one pass along x: blocks of g.blk adjacent plane bins are gathered for all x,
 //      transformed along x, multiplied by op (and by the output's vector where it runs along x),
 //      transformed back along x and scattered, one result array per distinct product;
 //   3. planes back: each plane is copied to a buffer, multiplied by the output's vector where it
@@ -455,13 +455,19 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 // buffer of the output it becomes (see Store): no grid-sized scratch. All FFTW plans here are
 // 1-thread plans run on many planes / blocks at once.
 
-constexpr int64_t kBlock = 16;     // plane bins per block of the pass along x (128 B of complex64)
+// Plane bins per block of the pass along x: 128 (1 KB of complex64 per row; two blocks of X
+// rows in a worker's scratch, 320 KB at X = 160: in L2), halved down to 16 while a grid has
+// fewer than 8 blocks per thread. Measured on 1 thread of the 2-core EPYC (docs/performance.md,
+// tenth session): 128 against 16 took the single 128^3 step from 165 to 156 ms, an LFB shard's
+// local work (160-point box) from 199 to 175 ms, the single 256^3 step from 1532 to 1337 ms;
+// 32 and 64 were slower than both.
+constexpr int64_t kBlockMax = 128, kBlockMin = 16;
 constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum
 
 struct ConvPlans {
   fftwf_plan plane_r2c, plane_c2r, x_fwd, x_bwd;
 };
-using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int>;
+using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t>;
 std::map<ConvKey, ConvPlans> conv_plans;  // guarded by plan_mu; entries never move
 
 struct Grid {  // a real grid (X, plane...) of rank 2 or 3 and its half spectrum
@@ -471,6 +477,7 @@ struct Grid {  // a real grid (X, plane...) of rank 2 or 3 and its half spectrum
   int64_t pr = 1, pc = 1;    // real / complex elements per plane
   int64_t cols = 1;          // halved last axis (the contiguous axis of a spectrum plane)
   size_t nr = 0, nc = 0;     // real / complex elements of the grid
+  int64_t blk = kBlockMax;   // plane bins per block of the pass along x
 };
 
 bool grid_from(int rank, const int64_t* dims, Grid* g) {
@@ -483,6 +490,8 @@ bool grid_from(int rank, const int64_t* dims, Grid* g) {
   g->pc = g->cols * (g->rank == 3 ? g->d[1] : 1);
   g->nr = size_t(g->X) * g->pr;
   g->nc = size_t(g->X) * g->pc;
+  g->blk = kBlockMax;
+  while (g->blk > kBlockMin && (g->pc + g->blk - 1) / g->blk < 8 * int64_t(g_threads)) g->blk /= 2;
   return true;
 }
 
@@ -492,15 +501,15 @@ bool grid_of(ffi::Span<const int64_t> dims, Grid* g) {
 
 const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   std::lock_guard<std::mutex> lock(plan_mu);
-  ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned)};
+  ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned), g.blk};
   auto it = conv_plans.find(key);
   if (it != conv_plans.end()) return &it->second;
   int n[2] = {0, 0};
   for (int a = 1; a < g.rank; ++a) n[a - 1] = int(g.d[a]);
-  const int nx = int(g.X), howmany = int(kBlock);
+  const int nx = int(g.X), howmany = int(g.blk);
   float* r = static_cast<float*>(fft_alloc(sizeof(float) * g.pr));
   auto* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.pc));
-  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.X * kBlock));
+  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.X * g.blk));
   if (r == nullptr || c == nullptr || b == nullptr) {  // no plans: the caller's error
     fftwf_free(r);
     fftwf_free(c);
@@ -526,29 +535,29 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
 }
 
 // The pass along x's plans alone for X points (sonotile_fftw_xpass: an LFB box), planned with
-// FFTW_PATIENT where the effort is FFTW_MEASURE: 1-D transforms of kBlock bins, planned once in
+// FFTW_PATIENT where the effort is FFTW_MEASURE: 1-D transforms of g.blk bins, planned once in
 // about 2 s (then from the wisdom); MEASURE's plans at X = 160 took 1.2x as long (forward and
 // back of 520 blocks: 2.35 ms against 1.96 ms, 1 thread).
 struct XPlans {
   fftwf_plan fwd, bwd;
 };
-std::map<int64_t, XPlans> x_plans;  // guarded by plan_mu; entries never move
+std::map<std::pair<int64_t, int64_t>, XPlans> x_plans;  // (X, block); guarded by plan_mu
 
-const XPlans* get_x_plans(int64_t X) {
+const XPlans* get_x_plans(int64_t X, int64_t blk) {
   std::lock_guard<std::mutex> lock(plan_mu);
-  auto it = x_plans.find(X);
+  auto it = x_plans.find({X, blk});
   if (it != x_plans.end()) return &it->second;
-  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * kBlock));
+  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * blk));
   if (b == nullptr) return nullptr;
   if (g_threads_ok) fftwf_plan_with_nthreads(1);
   const unsigned f = g_effort == kMeasure ? kPatient : g_effort;
-  const int nx = int(X), hm = int(kBlock);
+  const int nx = int(X), hm = int(blk);
   XPlans p{fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, -1, f),
            fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, +1, f)};
   fftwf_free(b);
   if (!p.fwd || !p.bwd) return nullptr;
   save_wisdom_locked();
-  return &(x_plans[X] = p);
+  return &(x_plans[{X, blk}] = p);
 }
 
 struct FBuf {  // FFTW-aligned, zeroed scratch owned by one worker
@@ -582,13 +591,13 @@ bool parallel_items(int64_t n, int threads, size_t floats, Body body) {
   return ok;
 }
 
-// t[x, j] = s[x, j] * op[x, c0 + j] * w_x for the x-block (X rows of kBlock bins, b valid).
+// t[x, j] = s[x, j] * op[x, c0 + j] * w_x for the x-block (X rows of g.blk bins, b valid).
 void multiply_block(const Grid& g, const float* s, const float* op, const float* vecx,
                     float scale, int64_t c0, int64_t b, float* t) {
   for (int64_t x = 0; x < g.X; ++x) {
     const float wr = vecx ? vecx[2 * x] * scale : scale, wi = vecx ? vecx[2 * x + 1] * scale : 0.f;
-    const float* a = s + 2 * x * kBlock;
-    float* o = t + 2 * x * kBlock;
+    const float* a = s + 2 * x * g.blk;
+    float* o = t + 2 * x * g.blk;
     const float* k = op ? op + x * g.pc + c0 : nullptr;
     for (int64_t j = 0; j < b; ++j) {
       const float m = k ? k[j] : 1.f;
@@ -705,9 +714,9 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
 
   const float scale = float(1.0 / double(g.nr));
   const int T = g_threads;
-  const int64_t nblocks = (g.pc + kBlock - 1) / kBlock;
+  const int64_t nblocks = (g.pc + g.blk - 1) / g.blk;
   const int64_t ov = 2 * g.pc - g.pr;  // floats of a spectrum plane beyond a real plane
-  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * kBlock);
+  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * g.blk);
   std::vector<float*> sides;  // the overflow of each product's storage, X * ov floats
   for (int j = 0; j < k; ++j) {
     // products: [shared: op only, for outputs with no vector or one along a plane axis]
@@ -749,8 +758,8 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     // 2. along x, block by block
     ok = ok && parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
       float* tmp = buf + blk;
-      const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
-      for (int64_t x = 0; x < g.X; ++x) store[0].get(x, 2 * c0, 2 * b, buf + 2 * x * kBlock);
+      const int64_t c0 = i * g.blk, b = std::min(g.blk, g.pc - c0);
+      for (int64_t x = 0; x < g.X; ++x) store[0].get(x, 2 * c0, 2 * b, buf + 2 * x * g.blk);
       fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
                         reinterpret_cast<fftwf_complex*>(buf));
       for (int q = int(prods.size()) - 1; q >= 0; --q) {  // product 0 last, in place
@@ -758,7 +767,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
         multiply_block(g, buf, op, prods[q].vecx, scale, c0, b, t);
         fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(t),
                           reinterpret_cast<fftwf_complex*>(t));
-        for (int64_t x = 0; x < g.X; ++x) store[q].put(x, 2 * c0, 2 * b, t + 2 * x * kBlock);
+        for (int64_t x = 0; x < g.X; ++x) store[q].put(x, 2 * c0, 2 * b, t + 2 * x * g.blk);
       }
     });
     // 3. planes back; each plane of a storage is read before its output plane is written
@@ -857,7 +866,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
                   const std::vector<std::pair<int, float*>>& xs) {
   const Grid& g = a.g;
   const int T = g_threads, k = int(a.in.size());
-  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * kBlock);
+  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * g.blk);
   const float scale = float(1.0 / double(g.nr));
   const bool has_sum = int(xs.size()) < k;
   const size_t pp = (plane + 15) & ~size_t(15);  // a second plane buffer, FFTW-aligned too
@@ -881,12 +890,12 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
       std::memcpy(spec + x * plane, t, sizeof(float) * plane);
     }
   });
-  const int64_t nblocks = (g.pc + kBlock - 1) / kBlock;
+  const int64_t nblocks = (g.pc + g.blk - 1) / g.blk;
   ok = ok && parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
     float* tmp = buf + blk;
-    const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
+    const int64_t c0 = i * g.blk, b = std::min(g.blk, g.pc - c0);
     if (has_sum) {
-      for (int64_t x = 0; x < g.X; ++x) sum.get(x, 2 * c0, 2 * b, buf + 2 * x * kBlock);
+      for (int64_t x = 0; x < g.X; ++x) sum.get(x, 2 * c0, 2 * b, buf + 2 * x * g.blk);
       fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
                         reinterpret_cast<fftwf_complex*>(buf));
     } else {
@@ -894,7 +903,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
     }
     for (const auto& [j, spec] : xs) {
       for (int64_t x = 0; x < g.X; ++x)
-        std::memcpy(tmp + 2 * x * kBlock, spec + x * plane + 2 * c0, sizeof(float) * 2 * b);
+        std::memcpy(tmp + 2 * x * g.blk, spec + x * plane + 2 * c0, sizeof(float) * 2 * b);
       fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(tmp),
                         reinterpret_cast<fftwf_complex*>(tmp));
       multiply_block(g, tmp, nullptr, a.vec[j], 1.f, c0, b, tmp);
@@ -903,7 +912,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
     multiply_block(g, buf, a.op, nullptr, scale, c0, b, buf);
     fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(buf),
                       reinterpret_cast<fftwf_complex*>(buf));
-    for (int64_t x = 0; x < g.X; ++x) sum.put(x, 2 * c0, 2 * b, buf + 2 * x * kBlock);
+    for (int64_t x = 0; x < g.X; ++x) sum.put(x, 2 * c0, 2 * b, buf + 2 * x * g.blk);
   });
   return ok && parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
     sum.get(x, 0, 2 * g.pc, pb);
@@ -1056,20 +1065,20 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
     if (x.has_error() || int64_t(x->element_count()) != g.X) return bad("xpass: vector length");
     vec[o] = reinterpret_cast<const float*>(x->typed_data());
   }
-  const XPlans* P = get_x_plans(g.X);
+  const XPlans* P = get_x_plans(g.X, g.blk);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
   const float scale = float(1.0 / double(g.nr));
-  const int64_t nblocks = (g.pc + kBlock - 1) / kBlock;
-  const size_t blk = size_t(2 * g.X * kBlock);
+  const int64_t nblocks = (g.pc + g.blk - 1) / g.blk;
+  const size_t blk = size_t(2 * g.X * g.blk);
   std::vector<std::vector<int>> by_src(k);  // the outputs of each input
   for (int o = 0; o < m; ++o) by_src[src[o]].push_back(o);
   const bool ok = parallel_items(nblocks, g_threads, 2 * blk, [&](float* buf, int64_t i) {
     float* tmp = buf + blk;
-    const int64_t c0 = i * kBlock, b = std::min(kBlock, g.pc - c0);
+    const int64_t c0 = i * g.blk, b = std::min(g.blk, g.pc - c0);
     for (int j = 0; j < k; ++j) {
       const std::vector<int>& mine = by_src[j];
       if (mine.empty()) continue;
-      for (int64_t x = 0; x < g.X; ++x) in[j].get(g, x, c0, b, buf + 2 * x * kBlock);
+      for (int64_t x = 0; x < g.X; ++x) in[j].get(g, x, c0, b, buf + 2 * x * g.blk);
       fftwf_execute_dft(P->fwd, reinterpret_cast<fftwf_complex*>(buf),
                         reinterpret_cast<fftwf_complex*>(buf));
       for (int q = int(mine.size()) - 1; q >= 0; --q) {  // the first output last, in place
@@ -1080,7 +1089,7 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
                           reinterpret_cast<fftwf_complex*>(t));
         // an output aliasing an input overwrites only this block, already gathered
         for (int64_t x = 0; x < planes[o]; ++x)
-          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + 2 * (first[o] + x) * kBlock,
+          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + 2 * (first[o] + x) * g.blk,
                       sizeof(float) * 2 * b);
       }
     }
