@@ -29,7 +29,10 @@ from types import FrameType
 
 from sonotile import config
 
-MIN_COMPILE_S = 0.2
+#: programs that compile in less [s] are not kept in the persistent cache. A 128^3 time-loop
+#: chunk compiles in ~0.13 s on the 2-core EPYC: at 0.2 s every run compiled its chunks again
+#: (0.26 s of a 128^3 run's start, docs/performance.md, tenth session).
+MIN_COMPILE_S = 0.05
 
 # XLA options of the time-loop programs. XLA:CPU's concurrency-optimised scheduler orders
 # independent work (e.g. the d inverse transforms of a gradient) to run side by side, which

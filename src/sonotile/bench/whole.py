@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 
+from sonotile import runtime
 from sonotile.bench.inprocess import CASES, run_cases, spread, write_input
 from sonotile.cliargs import Parser
 
@@ -146,7 +147,7 @@ def first_step(path: str, out: str, threads: int | None, env: dict) -> dict:
     cmd = commands("", path, out, threads)["sonotile"] + ["--benchmark", "1"]
     with tempfile.TemporaryDirectory() as cache:
         env = {**env, "JAX_COMPILATION_CACHE_DIR": cache}
-        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"  # as sonotile's own cache
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = str(runtime.MIN_COMPILE_S)  # as ours
         walls = []
         for _ in range(3):
             walls.append(run_process(cmd, env)["wall_s"])
