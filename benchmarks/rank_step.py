@@ -15,7 +15,6 @@ side by side (``taskset -c 0`` and ``-c 1``) for the control of docs/scaling.md.
 from __future__ import annotations
 
 import argparse
-import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from sonotile import parallel
     from sonotile.bench.cases import heterogeneous_absorbing
+    from sonotile.bench.scaling import time_chunks
     from sonotile.solver import runner
 
     n = a.n
@@ -46,16 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         eng = runner.single_engine(problem)
     else:
         eng = parallel.decomposed_engine(problem, a.kind, (2,), 16, 0.5, transport="mpi")
-    rs, _ = eng.start()
-    xs = runner.step_inputs(problem, 0, a.steps)
-    carry, _ = eng.chunk(rs.carry, xs)
-    jax.block_until_ready(carry)
-    best = float("inf")
-    for _ in range(a.rounds):
-        t = time.perf_counter()
-        carry, _ = eng.chunk(carry, xs)
-        jax.block_until_ready(carry)
-        best = min(best, (time.perf_counter() - t) / a.steps)
+    best = time_chunks(eng, problem, a.steps, a.rounds)
     if jax.process_index() == 0:
         print(f"{a.tag} {a.kind} {shape}: best {1e3 * best:.1f} ms/step", flush=True)
     return 0

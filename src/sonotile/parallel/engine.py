@@ -3,10 +3,10 @@
 The physics is not repeated here: medium and PML constants come from :mod:`sonotile.solver.plan`
 (field-shaped arrays sharded like the state, 1-D PML profiles sharded along their axis), the
 scan body is :func:`sonotile.solver.runner.scan_body`, sensor samples are gathered on the owning
-shard and combined with ``psum`` through the index object's ``gather`` hook in
-:mod:`sonotile.solver.sensors`. Mask sources keep their global order: every shard gets the full
-index list with the points it does not own replaced by an out-of-range index, which the step's
-injection drops.
+shard and combined by one sum over the mesh per step through the index object's ``gather_all``
+(:class:`sonotile.parallel.mesh.ShardIndex`, called by :func:`sonotile.solver.sensors.sample`).
+Mask sources keep their global order: every shard gets the full index list with the points it
+does not own replaced by an out-of-range index, which the step's injection drops.
 """
 
 from __future__ import annotations

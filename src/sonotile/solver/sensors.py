@@ -401,12 +401,6 @@ def pick_lines(segs: Sequence[jax.Array], layout: SensorLayout) -> dict[str, jax
     return out
 
 
-def gather(field: jax.Array, index: PointIndex) -> jax.Array:
-    """Values of a field at the sensor points (``index``: per-axis int arrays). A decomposed
-    run's index gathers with ``PointGather.gather_all`` (see :func:`sample`)."""
-    return field[index]
-
-
 def init_aggregates(
     layout: SensorLayout,
     shape: tuple[int, ...],
@@ -488,7 +482,7 @@ def sample(
     names = sorted((set(layout.raw) | {f for f, _ in layout.stats}) - from_lines)
     if isinstance(index, tuple):
         samples = line_samples(state.u, layout, index) if layout.lines else {}
-        samples.update({f: gather(fields[f], index) for f in names})
+        samples.update({f: fields[f][index] for f in names})
     else:  # a decomposed run's index: every sample in one sum over the mesh
         points, segs = index.gather_all([fields[f] for f in names],
                                         [state.u[ln.axis] for _, ln in layout.lines],
