@@ -1,0 +1,49 @@
+"""The decomposed steps keep the single-device step's fusion boundaries.
+
+On the FFTW backend the step materialises the nonlinear density factor ``2 sum(rho) + rho0``
+once (``ops.keep``, the ``sonotile_keep`` custom call) before the three density updates read
+it. The LFB and pencil operators lacked that hook, so XLA fused the factor into each update:
+every update read all three old density components and XLA kept copies of them, ~4-5 ms of a
+128^3 step on one core (docs/scaling.md, eleventh session). Counted in the compiled chunk of
+each engine, in a subprocess with 2 virtual CPU devices.
+"""
+
+from __future__ import annotations
+
+import pytest
+from devices import run_on_cpu_devices
+from require import require_fftw
+
+from sonotile.fft import fftw
+
+SCRIPT = r"""
+import json
+import jax
+from sonotile import parallel
+from sonotile.bench.cases import heterogeneous_absorbing
+from sonotile.solver import runner
+
+problem = heterogeneous_absorbing(24, 6)
+xs = runner.step_inputs(problem, 0, 4)
+out = {}
+for name in ("single", "lfb", "pencil"):
+    if name == "single":
+        eng = runner.single_engine(problem)
+    else:
+        eng = parallel.decomposed_engine(problem, name, (2,), 8, 0.5)
+    text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
+    out[name] = text.count('custom_call_target="sonotile_keep"')
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def counts():
+    require_fftw(fftw.available(), f"FFTW extension unavailable: {fftw.reason()}")
+    return run_on_cpu_devices(SCRIPT, 2)
+
+
+def test_nonlinear_factor_is_materialised_on_every_decomposition(counts):
+    assert counts["single"] >= 1, counts
+    assert counts["lfb"] == counts["single"], counts
+    assert counts["pencil"] == counts["single"], counts
