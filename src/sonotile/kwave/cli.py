@@ -241,5 +241,21 @@ def now() -> float:
     return time.perf_counter()
 
 
+def entry() -> NoReturn:
+    """The ``sonotile-kwave`` program: :func:`main`, then the exit. A process that ran alone
+    ends at once (``os._exit``) once its streams are flushed: the output file is written,
+    closed and in place, and the interpreter's teardown of JAX and XLA would add 0.06-0.15 s
+    to every run (docs/performance.md, eleventh session). A process of a multi-process job
+    exits normally (JAX's shutdown barrier keeps the others in step)."""
+    status = main()
+    from sonotile.parallel import distributed
+
+    if distributed.is_multiprocess():
+        sys.exit(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
