@@ -260,7 +260,9 @@ def conv(
     """Spectral operators on 2-D / 3-D float32 grids of one shape, in one custom call.
 
     Output ``o`` of ``outs = ((src, axis, vec), ...)`` is ``irfftn(rfftn(xs[src]) * op *
-    vec[k_axis])``: ``op`` real on the half spectrum (or None), ``vec`` a 1-D complex vector
+    vec[k_axis])``: ``op`` real on the half spectrum and even along axis 0 (a function of
+    ``|k|``: ``op[x] = op[X - x]``; only rows ``0 .. X // 2`` are read), or None; ``vec`` a 1-D
+    complex vector
     along grid ``axis`` (its half length on the last axis), or ``axis`` and ``vec`` None. Outputs
     of one input share its forward transform (see ``sonotile_fftw_conv`` in the C++ source).
     ``axis = "spectrum"`` (at most one per input) returns instead the complex64 half spectrum
@@ -304,7 +306,8 @@ def conv_sum(
 ) -> jax.Array:
     """``sum_j irfftn(rfftn(xs[j]) * op * vec_j[k_axis])`` on a 2-D / 3-D float32 grid, one call.
 
-    ``vecs[j]``: ``(axis, vector)`` as in :func:`conv` (the half length on the last axis) or
+    ``op``: as in :func:`conv` (even along axis 0). ``vecs[j]``: ``(axis, vector)`` as in
+    :func:`conv` (the half length on the last axis) or
     None. One inverse transform for the sum (``sonotile_fftw_conv_sum`` in the C++ source): the
     adjoint of the gradient in 4 transforms' work where ``len(xs)`` :func:`conv` calls take 6.
     """
@@ -376,7 +379,8 @@ def xpass(
     ``outs = ((src, axis, vec), ...)`` (``axis`` 0 with a complex ``vec`` of length X, or
     None) is planes ``lo .. lo + planes - 1`` (default all) of ``ifft(fft(specs[src], axis=0)
     * op * vec[k_x], axis=0) / prod(shape)``, complex64: :func:`planes_c2r` of it gives the real
-    result ``irfftn(rfftn(x) * op * vec)`` on those planes. ``op``: real on the half spectrum.
+    result ``irfftn(rfftn(x) * op * vec)`` on those planes. ``op``: real on the half spectrum,
+    even along axis 0 (as in :func:`conv`).
     ``inplace``: output 0 is all X planes, written over ``specs[0]`` (XLA's buffer reused: the
     pass reads and writes the same memory); read its interior with ``planes_c2r(..., lo=lo)``.
     """
