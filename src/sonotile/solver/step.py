@@ -247,7 +247,10 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
         (u_list[0],) = _inject(
             (u_list[0],), c["tr_index"], vals, "additive_no_correction", active, ops
         )
-    u = tuple(u_list)
+    # each component materialised here: otherwise XLA fused the velocity update into the
+    # sensors' gathers (computing it again at the sensor points from the old velocity, which it
+    # then copied to keep it alive): 2-5 ms of a 128^3 step recording u (docs/scaling.md)
+    u = tuple(_keep(ops, x) for x in u_list)
     # 4. velocity divergence (per-axis parts)
     du = ops.div(u)
     # 5. split mass conservation with PML
