@@ -262,8 +262,8 @@ def conv(
     Output ``o`` of ``outs = ((src, axis, vec), ...)`` is ``irfftn(rfftn(xs[src]) * op *
     vec[k_axis])``: ``op`` real on the half spectrum and even along axis 0 (a function of
     ``|k|``: ``op[x] = op[X - x]``; only rows ``0 .. X // 2`` are read), or None; ``vec`` a 1-D
-    complex vector
-    along grid ``axis`` (its half length on the last axis), or ``axis`` and ``vec`` None. Outputs
+    complex vector along grid ``axis`` (its half length on the last axis), or ``axis`` and
+    ``vec`` None. Outputs
     of one input share its forward transform (see ``sonotile_fftw_conv`` in the C++ source).
     ``axis = "spectrum"`` (at most one per input) returns instead the complex64 half spectrum
     ``rfftn(xs[src]) * op / N`` transformed back along axis 0 only, for :func:`planes_c2r`.
@@ -307,9 +307,9 @@ def conv_sum(
     """``sum_j irfftn(rfftn(xs[j]) * op * vec_j[k_axis])`` on a 2-D / 3-D float32 grid, one call.
 
     ``op``: as in :func:`conv` (even along axis 0). ``vecs[j]``: ``(axis, vector)`` as in
-    :func:`conv` (the half length on the last axis) or
-    None. One inverse transform for the sum (``sonotile_fftw_conv_sum`` in the C++ source): the
-    adjoint of the gradient in 4 transforms' work where ``len(xs)`` :func:`conv` calls take 6.
+    :func:`conv` (the half length on the last axis) or None. One inverse transform for the sum
+    (``sonotile_fftw_conv_sum`` in the C++ source): the adjoint of the gradient in 4
+    transforms' work where ``len(xs)`` :func:`conv` calls take 6.
     """
     import jax
     import jax.numpy as jnp

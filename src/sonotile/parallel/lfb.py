@@ -37,6 +37,7 @@ from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
+from sonotile.solver import linear
 from sonotile.solver.device import to_device
 from sonotile.solver.operators import FourierOps
 
@@ -300,9 +301,11 @@ class LfbOps:
         return self.inner.keep(f)
 
     @property
-    def barrier(self) -> Any:
-        """The inner operators' fusion boundary for derivative rules, where they have one."""
-        return getattr(self.inner, "barrier", _same)
+    def barrier(self) -> linear.Barrier:
+        """The inner operators' fusion boundary for derivative rules (``AdjointOps.barrier``);
+        on plain :class:`FourierOps` (not differentiable) the same kind of boundary."""
+        inner = self.inner
+        return inner.barrier if isinstance(inner, linear.AdjointOps) else linear.Barrier(inner.fft)
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         """Half-cell shift along ``axis`` (sensor output only). Exact when possible: a transpose
@@ -400,7 +403,3 @@ def lfb_constants(
             shifts.append(to_device(np.exp(-0.5j * k * dx).reshape(shape), cdtype))
         unshift = tuple(shifts)
     return inner, tuple(bells), unshift, meta
-
-
-def _same(f: jax.Array) -> jax.Array:
-    return f

@@ -201,9 +201,10 @@ class PencilOps(FourierOps):
         return linear.keep(f, "fftw") if self.meta.fft == "fftw" else f
 
     @property
-    def barrier(self) -> Any:
-        """The fusion boundary for derivative rules (:class:`sonotile.solver.linear.Barrier`)."""
-        return linear.Barrier("fftw") if self.meta.fft == "fftw" else _same
+    def barrier(self) -> linear.Barrier:
+        """The fusion boundary for derivative rules (:class:`sonotile.solver.linear.Barrier`;
+        the identity unless the local transforms are FFTW's)."""
+        return linear.Barrier("fftw" if self.meta.fft == "fftw" else "xla")
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         mt = self.meta
@@ -267,7 +268,3 @@ def pencil_constants(
             specs.append(s)
     meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local)
     return arrays, specs, meta
-
-
-def _same(f: jax.Array) -> jax.Array:
-    return f

@@ -601,8 +601,8 @@ void multiply_block(const Grid& g, const float* s, const float* op, const float*
     const float wr = vecx ? vecx[2 * x] * scale : scale, wi = vecx ? vecx[2 * x + 1] * scale : 0.f;
     const float* a = s + 2 * x * g.blk;
     float* o = t + 2 * x * g.blk;
-    const int64_t xr = x <= g.X - x ? x : g.X - x;
-    const float* k = op ? op + xr * g.pc + c0 : nullptr;
+    const int64_t row = x <= g.X - x ? x : g.X - x;  // op's row for k_x and -k_x
+    const float* k = op ? op + row * g.pc + c0 : nullptr;
     for (int64_t j = 0; j < b; ++j) {
       const float m = k ? k[j] : 1.f;
       const float xr = a[2 * j] * m, xi = a[2 * j + 1] * m;
