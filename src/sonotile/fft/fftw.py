@@ -263,8 +263,8 @@ def conv(
     vec[k_axis])``: ``op`` real on the half spectrum and even along axis 0 (a function of
     ``|k|``: ``op[x] = op[X - x]``; only rows ``0 .. X // 2`` are read), or None; ``vec`` a 1-D
     complex vector along grid ``axis`` (its half length on the last axis), or ``axis`` and
-    ``vec`` None. Outputs
-    of one input share its forward transform (see ``sonotile_fftw_conv`` in the C++ source).
+    ``vec`` None. Outputs of one input share its forward transform (see ``sonotile_fftw_conv``
+    in the C++ source).
     ``axis = "spectrum"`` (at most one per input) returns instead the complex64 half spectrum
     ``rfftn(xs[src]) * op / N`` transformed back along axis 0 only, for :func:`planes_c2r`.
     """
