@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -59,10 +60,10 @@ def test_whole_run_comparison(tmp_path):
     out = tmp_path / "whole.json"
     args = ["bench", "--whole-run", "--kwave-binary", str(fake), "--size", "16", "--steps", "2",
             "--repeats", "1", "--cases", "lossless", "--json", str(out),
-            "--workdir", str(tmp_path), "--first-step"]  # fmt: skip
+            "--workdir", str(tmp_path), "--first-step", "--threads", "1"]  # fmt: skip
     assert main(args) == 0
     (case,) = json.loads(out.read_text())["cases"]
-    assert case["steps"] == [2, 6]
+    assert case["steps"] == [2, 6] and case["threads"] == 1
     for tool in ("kwave", "sonotile"):
         assert len(case["runs"][tool]["1"]) == len(case["runs"][tool]["3"]) == 1
         assert case[f"{tool}_peak_rss_bytes_per_point"] > 0
@@ -74,6 +75,20 @@ def test_whole_run_comparison(tmp_path):
     first = case["first_step_s"]
     assert first["cold"] > 0 and len(first["warm"]["values"]) == 2
     assert main(["bench", "--whole-run", "--kwave-binary", str(tmp_path / "missing")]) == 2
+
+
+def test_whole_run_thread_counts(capsys):
+    """``--threads`` takes one count or a list (each case runs at each); anything else is
+    refused before any run, naming the value."""
+    from sonotile.bench.whole import _thread_counts
+
+    assert _thread_counts("2") == [2] and _thread_counts("1,2") == [1, 2]
+    for bad in ("0", "1,x", "", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive integers"):
+            _thread_counts(bad)
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--whole-run", "--kwave-binary", "/bin/true", "--threads", "1,two"])
+    assert e.value.code == 2 and "1,two" in capsys.readouterr().err
 
 
 def test_whole_run_arithmetic():

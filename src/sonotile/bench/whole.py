@@ -20,7 +20,8 @@ per round. Each tool's fixed cost (``(3 t(N) - t(3N)) / 2``: imports, reading, p
 compiling, writing) is its own column. ``--first-step`` also times ``sonotile-kwave
 --benchmark 1`` on the ``N`` file with a fresh (cold) and a filled (warm) compilation cache:
 the whole process up to and including one step, an upper bound of the time to first step.
-The load average is recorded before every round.
+The load average is recorded before every round. ``--threads 1,2`` runs every case at each
+thread count in turn (one report line per case and count).
 """
 
 from __future__ import annotations
@@ -71,11 +72,14 @@ def commands(kwave: str, path: str, out: str, threads: int | None) -> dict:
     return {"kwave": [kwave, *flags], "sonotile": [*sonotile, *flags]}
 
 
-def compare_case(case: str, args: argparse.Namespace, workdir: str) -> dict:
+def compare_case(
+    case: str, args: argparse.Namespace, workdir: str, threads: int | None = None
+) -> dict:
+    """Rounds of both tools on one case at ``threads`` (-t for both; None: their defaults)."""
     n, steps = args.size, args.steps
     env = dict(os.environ)
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     paths = {}
     for k in (1, 3):
         paths[k] = os.path.join(workdir, f"{case}_{n}_{k * steps}.h5")
@@ -86,18 +90,19 @@ def compare_case(case: str, args: argparse.Namespace, workdir: str) -> dict:
     for r in range(-1, args.repeats):  # round -1 warms caches (compiled programs, wisdom)
         loads.append(os.getloadavg()[0])
         for k in (1, 3):
-            for tool, cmd in commands(args.kwave_binary, paths[k], out, args.threads).items():
+            for tool, cmd in commands(args.kwave_binary, paths[k], out, threads).items():
                 run = run_process(cmd, env)
                 run["loop_s"] = simulation_phase_s(out)
                 os.remove(out)
                 if r >= 0:
                     runs[tool][k].append(run)
     res: dict = {"case": case, "grid": [n, n, n], "steps": [steps, 3 * steps], "runs": runs}
+    res["threads"] = threads
     res["load_average_1min"] = spread(loads)
     res.update(differenced(runs, steps, n))
     res.update(whole_ratios(runs, steps))
     if args.first_step:
-        res["first_step_s"] = first_step(paths[1], out, args.threads, env)
+        res["first_step_s"] = first_step(paths[1], out, threads, env)
     return res
 
 
@@ -164,7 +169,9 @@ def _ratio_text(r: dict | None) -> str:
 def _print(res: dict) -> None:
     n, (s1, s3) = res["grid"][0], res["steps"]
     load = res["load_average_1min"]
-    print(f"{res['case']:20s} {n}^3, load average {load['min']:.1f}-{load['max']:.1f}")
+    t = res.get("threads")
+    t_text = "default threads" if t is None else f"-t {t}"
+    print(f"{res['case']:20s} {n}^3, {t_text}, load average {load['min']:.1f}-{load['max']:.1f}")
     for k in (s1, s3):
         sw, kw = res[f"sonotile_whole_{k}_wall_s"], res[f"kwave_whole_{k}_wall_s"]
         print(
@@ -201,7 +208,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
     p.add_argument("--steps", type=int, default=100, help="N: runs of N and 3N steps (default 100)")
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated cases (default all)")
-    p.add_argument("--threads", type=int, default=None, help="-t for both tools (default all)")
+    p.add_argument("--threads", type=_thread_counts, default=None,
+                   help="-t for both tools, or a comma-separated list run one after the other "
+                   "(e.g. 1,2; default: each tool's own default, all CPUs)")  # fmt: skip
     p.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
     p.add_argument(
         "--first-step", action="store_true", help="also time sonotile-kwave --benchmark 1"
@@ -223,4 +232,19 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     report = {"argv": argv, "threads": args.threads, "cases": []}
-    return run_cases(report, cases, lambda c, wd: compare_case(c, args, wd), _print, args)
+    jobs = {f"{c} -t {t}": (c, t) for t in (args.threads or [None]) for c in cases}
+    return run_cases(
+        report, list(jobs), lambda j, wd: compare_case(jobs[j][0], args, wd, jobs[j][1]),
+        _print, args,
+    )  # fmt: skip
+
+
+def _thread_counts(text: str) -> list[int]:
+    """``--threads``: one positive count or a comma-separated list of them."""
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers, e.g. 2 or 1,2")
+    return counts
