@@ -18,8 +18,8 @@ class Tty(io.StringIO):
 
 def test_chunk_sizer_follows_measured_time():
     """First chunk from the assumed rate; the second (compiled already) is timed and sets the
-    length to about 0.5 s of work, a power of two within the memory limit; then it stays."""
-    s = rn.ChunkSizer(cells=10**6, limit=1000)
+    length to about ``seconds`` of work, a power of two within the memory limit; then it stays."""
+    s = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5)
     assert s.length == 4  # 0.5 s at 1e7 cell-steps/s: 5 steps, rounded down to a power of two
     s.observe(4, 30.0)  # compile included: ignored
     assert s.length == 4
@@ -27,18 +27,20 @@ def test_chunk_sizer_follows_measured_time():
     assert s.length == 256
     s.observe(256, 10.0)  # settled: later timings do not recompile
     assert s.length == 256
-    slow = rn.ChunkSizer(cells=10**6, limit=1000)
+    slow = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5)
     slow.observe(4, 1.0)
     slow.observe(4, 8.0)  # 2 s per step: one step per chunk
     assert slow.length == 1
     fast = rn.ChunkSizer(cells=10, limit=300)
     assert fast.length == 256  # capped by the limit (a power of two below it)
     assert rn.ChunkSizer(cells=10**9, limit=1000, fixed=7).length == 7
+    # the default: 2 s of work (one-step chunks of a 256^3 grid cost ~15 % per step)
+    assert rn.ChunkSizer(cells=10**6, limit=1000).length == 16
 
 
 def test_chunk_sizer_processes_agree():
     """The length after timing goes through ``agree`` (the minimum over processes)."""
-    s = rn.ChunkSizer(cells=10**6, limit=1000, agree=lambda n: min(n, 16))
+    s = rn.ChunkSizer(cells=10**6, limit=1000, agree=lambda n: min(n, 16), seconds=0.5)
     s.observe(4, 1.0)
     s.observe(4, 0.004)
     assert s.length == 16

@@ -305,8 +305,12 @@ def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: flo
     return int(max(1, min(problem.grid.nt, budget_bytes // per_step, 1000)))
 
 
-#: seconds of work per chunk: signals, progress and checkpoints are handled between chunks
-CHUNK_SECONDS = 0.5
+#: seconds of work per chunk: signals, progress and checkpoints are handled between chunks.
+#: Each chunk (one call of the compiled scan) costs a fixed part, growing with the grid: at 256^3
+#: on 2 threads one-step chunks (0.5 s) ran 6-8 % slower per step than chunks of 4 and ~15 %
+#: slower than chunks of 8 (docs/performance.md, thirteenth session). A stop without checkpoint
+#: is not delayed by it (``wait_ready`` polls); a checkpoint waits for the chunk's end.
+CHUNK_SECONDS = 2.0
 #: rate assumed before anything is measured [cell-steps/s]: low, so that the first chunk is short
 ASSUMED_RATE = 1e7
 
@@ -320,7 +324,8 @@ def _pow2_at_most(x: float, limit: int) -> int:
 
 @dataclass
 class ChunkSizer:
-    """Steps per chunk from the measured time per step: about ``seconds`` of work per chunk.
+    """Steps per chunk from the measured time per step: about ``seconds`` of work per chunk
+    (:data:`CHUNK_SECONDS`).
 
     The first chunk's length comes from :data:`ASSUMED_RATE`; the second chunk (the first
     without compilation) is timed, and when it took outside ``[seconds/2, 2 seconds]`` the
