@@ -31,6 +31,7 @@
 // with wisdom imported from / exported to a file.
 
 #include <algorithm>
+#include <cmath>
 #include <complex>
 #include <atomic>
 #include <cstddef>
@@ -465,10 +466,28 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 constexpr int64_t kBlockMax = 128, kBlockMin = 16;
 constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum
 
+// A plane of a rank-3 grid (n1 rows of n2 reals, n2 even) is transformed "by halves" unless
+// SONOTILE_FFTW_PLANES=fftw: each row, read as n2/2 complex numbers, by one complex FFT of half
+// that length, unpacked into the row's n2/2 + 1 bins (the split into even and odd samples), then
+// the columns by complex FFTs in place (C2R: the same steps reversed; the imaginary parts of
+// bins 0 and n2/2 are dropped after the columns, as FFTW's C2R does). FFTW's 2-D plans run
+// their rows as real transforms at about half the speed of complex ones of half the length
+// (128 rows of 128: 24 against 12 us in cache). 1 thread of the 2-core Zen 3 EPYC: a 128^3
+// conv 15.0 against 16.7 ms (medians of 8 alternating runs); whole steps, 2 threads, 256^3
+// lossless 456-465 against 486-510 ms, 128^3 absorbing 80-85 against 76-94 ms (three
+// alternating pairs; docs/performance.md, fourteenth session).
+struct PairPlans {
+  fftwf_plan rows_f = nullptr, rows_b = nullptr, cols_f = nullptr, cols_b = nullptr;
+  // per bin k = 0 .. n2/2, each twice (one per float of a complex number): the unpacking's
+  // coefficients u0..u2 and the packing's p0..p2, from w = exp(-2 pi i k / n2)
+  std::vector<float> u0, u1, u2, p0, p1, p2;
+};
+
 struct ConvPlans {
   fftwf_plan plane_r2c, plane_c2r, x_fwd, x_bwd;
+  PairPlans pair;  // rows_f null: FFTW's plane plans are used
 };
-using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t>;
+using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t, int>;
 std::map<ConvKey, ConvPlans> conv_plans;  // guarded by plan_mu; entries never move
 
 struct Grid {  // a real grid (X, plane...) of rank 2 or 3 and its half spectrum
@@ -500,9 +519,45 @@ bool grid_of(ffi::Span<const int64_t> dims, Grid* g) {
   return grid_from(int(dims.size()), dims.begin(), g);
 }
 
+// True when planes of `g` are transformed by halves (see PairPlans).
+bool by_halves(const Grid& g) {
+  const char* e = std::getenv("SONOTILE_FFTW_PLANES");
+  const bool fftw = e != nullptr && std::string(e) == "fftw";
+  return g.rank == 3 && g.d[2] % 2 == 0 && g.d[2] >= 4 && !fftw;
+}
+
+// Plans and coefficients of the transforms by halves (plan_mu held); false when planning failed.
+bool make_pair_plans(const Grid& g, unsigned f, PairPlans* q) {
+  const int n1 = int(g.d[1]), n2 = int(g.d[2]), M = n2 / 2, h = int(g.cols);
+  auto* r = static_cast<fftwf_complex*>(fft_alloc(sizeof(float) * g.pr));
+  auto* S = static_cast<fftwf_complex*>(fft_alloc(sizeof(float) * g.pr));
+  auto* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.pc));
+  if (r != nullptr && S != nullptr && c != nullptr) {
+    q->rows_f = fftwf_plan_many_dft(1, &M, n1, r, nullptr, 1, M, S, nullptr, 1, M, -1, f);
+    q->rows_b = fftwf_plan_many_dft(1, &M, n1, S, nullptr, 1, M, r, nullptr, 1, M, +1, f);
+    q->cols_f = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, -1, g_effort);
+    q->cols_b = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, +1, g_effort);
+  }
+  fftwf_free(r);
+  fftwf_free(S);
+  fftwf_free(c);
+  for (auto* v : {&q->u0, &q->u1, &q->u2, &q->p0, &q->p1, &q->p2}) v->resize(size_t(2 * h + 4));
+  for (int k = 0; k < h; ++k) {
+    const double a = -2.0 * 3.14159265358979323846 * k / n2, wr = std::cos(a), wi = std::sin(a);
+    // X = u0 a + u1 conj(b) + u2 (swap(a) s + swap(b)), s = (1, -1): a = Z_k, b = Z_{M-k}
+    // Z = p0 a + p1 conj(b) + p2 (swap(a) s + swap(b)): a = X_k, b = X_{M-k} (twice Z)
+    const float v[6] = {float(0.5 * (1 + wi)), float(0.5 * (1 - wi)), float(0.5 * wr),
+                        float(1 + wi),         float(1 - wi),         float(-wr)};
+    std::vector<float>* t[6] = {&q->u0, &q->u1, &q->u2, &q->p0, &q->p1, &q->p2};
+    for (int i = 0; i < 6; ++i) (*t[i])[size_t(2 * k)] = (*t[i])[size_t(2 * k + 1)] = v[i];
+  }
+  return q->rows_f && q->rows_b && q->cols_f && q->cols_b;
+}
+
 const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   std::lock_guard<std::mutex> lock(plan_mu);
-  ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned), g.blk};
+  const bool halves = by_halves(g);
+  ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned), g.blk, int(halves)};
   auto it = conv_plans.find(key);
   if (it != conv_plans.end()) return &it->second;
   int n[2] = {0, 0};
@@ -531,8 +586,91 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   fftwf_free(c);
   fftwf_free(b);
   if (!p.plane_r2c || !p.plane_c2r || !p.x_fwd || !p.x_bwd) return nullptr;
+  if (halves && !make_pair_plans(g, f, &p.pair)) return nullptr;
   save_wisdom_locked();
   return &(conv_plans[key] = p);
+}
+
+// Floats of scratch a plane transform needs beyond its plane buffer (by halves: the rows' half
+// spectra), a multiple of 16 (a buffer after it stays FFTW-aligned).
+size_t plane_extra(const ConvPlans* P, const Grid& g) {
+  return P->pair.rows_f == nullptr ? 0 : (size_t(g.pr) + 15) & ~size_t(15);
+}
+
+// Two complex numbers per vector (GCC / Clang vector extensions: SSE2, NEON, ...).
+typedef float V4 __attribute__((vector_size(16)));
+inline V4 load4(const float* p) {
+  V4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store4(float* p, V4 v) { std::memcpy(p, &v, sizeof v); }
+inline V4 swap_ri(V4 v) { return V4{v[1], v[0], v[3], v[2]}; }  // (re, im) -> (im, re)
+inline V4 swap_pairs(V4 v) { return V4{v[2], v[3], v[0], v[1]}; }
+
+// out[k] = c0 a + c1 conj(b) + c2 (swap(a) s + swap(b)) for k = 0 .. kn - 1, a = z[k],
+// b = z[(M - k) mod M] (z: M complex numbers), coefficients per k from c0..c2 (PairPlans).
+void combine_row(const float* z, int64_t M, int64_t kn, const float* c0, const float* c1,
+                 const float* c2, float* out) {
+  const V4 s = {1.f, -1.f, 1.f, -1.f};
+  auto one = [&](int64_t k) {
+    const float* a = z + 2 * (k % M);
+    const float* b = z + 2 * ((M - k) % M);
+    const float ar = a[0], ai = a[1], br = b[0], bi = b[1];
+    out[2 * k] = c0[2 * k] * ar + c1[2 * k] * br + c2[2 * k] * (ai + bi);
+    out[2 * k + 1] = c0[2 * k] * ai - c1[2 * k] * bi + c2[2 * k] * (br - ar);
+  };
+  one(0);
+  int64_t k = 1;
+  for (; k + 1 < std::min(kn, M); k += 2) {  // a = z[k, k+1], b = z[M-k, M-k-1]
+    const V4 a = load4(z + 2 * k), b = swap_pairs(load4(z + 2 * (M - k - 1)));
+    const V4 v = load4(c0 + 2 * k) * a + load4(c1 + 2 * k) * (b * s) +
+                 load4(c2 + 2 * k) * (swap_ri(a) * s + swap_ri(b));
+    store4(out + 2 * k, v);
+  }
+  for (; k < kn; ++k) one(k);
+}
+
+// One plane's R2C: `in` (pr reals) -> `out` (pc complex, row-major); `ws`: plane_extra floats.
+void plane_r2c(const ConvPlans* P, const Grid& g, const float* in, float* out, float* ws) {
+  if (P->pair.rows_f == nullptr) {
+    fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(in),
+                          reinterpret_cast<fftwf_complex*>(out));
+    return;
+  }
+  const PairPlans& q = P->pair;
+  const int64_t M = g.d[2] / 2;
+  fftwf_execute_dft(q.rows_f, reinterpret_cast<fftwf_complex*>(const_cast<float*>(in)),
+                    reinterpret_cast<fftwf_complex*>(ws));
+  for (int64_t y = 0; y < g.d[1]; ++y)
+    combine_row(ws + 2 * y * M, M, g.cols, q.u0.data(), q.u1.data(), q.u2.data(),
+                out + 2 * y * g.cols);
+  fftwf_execute_dft(q.cols_f, reinterpret_cast<fftwf_complex*>(out),
+                    reinterpret_cast<fftwf_complex*>(out));
+}
+
+// One plane's C2R (unnormalised): `in` (pc complex, row-major; overwritten) -> `out`.
+void plane_c2r(const ConvPlans* P, const Grid& g, float* in, float* out, float* ws) {
+  if (P->pair.rows_f == nullptr) {
+    fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(in), out);
+    return;
+  }
+  const PairPlans& q = P->pair;
+  const int64_t M = g.d[2] / 2;
+  fftwf_execute_dft(q.cols_b, reinterpret_cast<fftwf_complex*>(in),
+                    reinterpret_cast<fftwf_complex*>(in));
+  for (int64_t y = 0; y < g.d[1]; ++y) {
+    float* row = in + 2 * y * g.cols;
+    row[1] = 0.f;  // bins 0 and M: real parts only
+    row[2 * M + 1] = 0.f;
+    combine_row(row, M, M, q.p0.data(), q.p1.data(), q.p2.data(), ws + 2 * y * M);
+    // k = 0 again, with b = X_M (combine_row read b = X_0 there: it reads b mod M)
+    const float ar = row[0], br = row[2 * M];
+    ws[2 * y * M] = q.p0[0] * ar + q.p1[0] * br;
+    ws[2 * y * M + 1] = q.p2[0] * (br - ar);
+  }
+  fftwf_execute_dft(q.rows_b, reinterpret_cast<fftwf_complex*>(ws),
+                    reinterpret_cast<fftwf_complex*>(out));
 }
 
 // The pass along x's plans alone for X points (sonotile_fftw_xpass: an LFB box), planned with
@@ -754,9 +892,9 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     }
     const float* x_in = in[j];
     // 1. planes forward, into the storage of product 0 (the pass along x makes it last)
-    bool ok = parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
-      fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(x_in) + x * g.pr,
-                            reinterpret_cast<fftwf_complex*>(pb));
+    const size_t pp = (plane + 15) & ~size_t(15), extra = plane_extra(P, g);
+    bool ok = parallel_items(g.X, T, pp + extra, [&](float* pb, int64_t x) {
+      plane_r2c(P, g, x_in + x * g.pr, pb, pb + pp);
       store[0].put(x, 0, 2 * g.pc, pb);
     });
     // 2. along x, block by block
@@ -777,14 +915,14 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     // 3. planes back; each plane of a storage is read before its output plane is written
     const bool keep_shared = shared_users.size() > 1;
     const bool shared0 = spectrum >= 0 || !shared_users.empty();  // product 0 is the shared one
-    ok = ok && parallel_items(g.X, T, keep_shared ? 2 * plane : plane, [&](float* pb, int64_t x) {
-      float* sp = pb + plane;
+    ok = ok && parallel_items(g.X, T, 2 * pp + extra, [&](float* pb, int64_t x) {
+      float* sp = pb + pp;
+      float* ws = pb + 2 * pp;
       for (size_t q = 0; q < prods.size(); ++q) {
         const bool shared = shared0 && q == 0;
         if (!shared) {  // an x product: op and vector applied
           store[q].get(x, 0, 2 * g.pc, pb);
-          fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb),
-                                out[prods[q].out] + x * g.pr);
+          plane_c2r(P, g, pb, out[prods[q].out] + x * g.pr, ws);
           continue;
         }
         if (shared_users.empty()) continue;  // returned as a spectrum only
@@ -792,8 +930,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
         for (int o : shared_users) {
           const float* v = axis[o] >= 1 ? vec[o] : nullptr;
           if (keep_shared || v != nullptr) plane_times(g, keep_shared ? sp : pb, v, int(axis[o]), pb);
-          fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb),
-                                out[o] + x * g.pr);
+          plane_c2r(P, g, pb, out[o] + x * g.pr, ws);
         }
       }
     });
@@ -874,14 +1011,15 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
   const float scale = float(1.0 / double(g.nr));
   const bool has_sum = int(xs.size()) < k;
   const size_t pp = (plane + 15) & ~size_t(15);  // a second plane buffer, FFTW-aligned too
-  bool ok = parallel_items(g.X, T, 2 * pp, [&](float* pb, int64_t x) {
+  const size_t extra = plane_extra(P, g);
+  bool ok = parallel_items(g.X, T, 2 * pp + extra, [&](float* pb, int64_t x) {
     float* t = pb + pp;
+    float* ws = pb + 2 * pp;
     bool first = true;
     for (int j = 0; j < k; ++j) {
       if (a.axis[j] == 0) continue;
       float* q = first ? pb : t;
-      fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(a.in[j]) + x * g.pr,
-                            reinterpret_cast<fftwf_complex*>(q));
+      plane_r2c(P, g, a.in[j] + x * g.pr, q, ws);
       if (a.vec[j] != nullptr) plane_times(g, q, a.vec[j], int(a.axis[j]), q);
       if (!first)
         for (size_t i = 0; i < plane; ++i) pb[i] += t[i];
@@ -889,8 +1027,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
     }
     if (has_sum) sum.put(x, 0, 2 * g.pc, pb);
     for (const auto& [j, spec] : xs) {
-      fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(a.in[j]) + x * g.pr,
-                            reinterpret_cast<fftwf_complex*>(t));
+      plane_r2c(P, g, a.in[j] + x * g.pr, t, ws);
       std::memcpy(spec + x * plane, t, sizeof(float) * plane);
     }
   });
@@ -918,9 +1055,9 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
                       reinterpret_cast<fftwf_complex*>(buf));
     for (int64_t x = 0; x < g.X; ++x) sum.put(x, 2 * c0, 2 * b, buf + 2 * x * g.blk);
   });
-  return ok && parallel_items(g.X, T, plane, [&](float* pb, int64_t x) {
+  return ok && parallel_items(g.X, T, pp + extra, [&](float* pb, int64_t x) {
     sum.get(x, 0, 2 * g.pc, pb);
-    fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb), a.out + x * g.pr);
+    plane_c2r(P, g, pb, a.out + x * g.pr, pb + pp);
   });
 }
 
@@ -1133,9 +1270,10 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
   const ConvPlans* P = get_conv_plans(g, aligned);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
   const float* s = reinterpret_cast<const float*>(spec.typed_data()) + 2 * lo * g.pc;
-  const bool ok = parallel_items(g.X, g_threads, size_t(2 * g.pc), [&](float* pb, int64_t x) {
+  const size_t pp = (size_t(2 * g.pc) + 15) & ~size_t(15);
+  const bool ok = parallel_items(g.X, g_threads, pp + plane_extra(P, g), [&](float* pb, int64_t x) {
     plane_times(g, s + 2 * x * g.pc, vec, int(axis), pb);
-    fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(pb), o + x * g.pr);
+    plane_c2r(P, g, pb, o + x * g.pr, pb + pp);
   });
   if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();
