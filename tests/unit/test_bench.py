@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
+import numpy as np
 import pytest
 from require import require_fftw
 
@@ -75,6 +77,24 @@ def test_whole_run_comparison(tmp_path):
     first = case["first_step_s"]
     assert first["cold"] > 0 and len(first["warm"]["values"]) == 2
     assert main(["bench", "--whole-run", "--kwave-binary", str(tmp_path / "missing")]) == 2
+
+
+def test_whole_run_peak_rss_is_the_childs():
+    """A tool's peak RSS is its own, not the bench's: with 400 MB touched in this process, a
+    child that touches 100 MB reports about that (a child started from this process directly
+    reported this process's peak instead). Its failure is reported with its stderr."""
+    import sys
+
+    from sonotile.bench.whole import run_process
+
+    big = np.ones(100_000_000, np.float32)  # 400 MB resident here
+    code = "import numpy as np; a = np.ones(25_000_000, np.float32); print(a.sum())"
+    res = run_process([sys.executable, "-c", code], dict(os.environ))
+    del big
+    assert 100e6 < res["peak_rss_bytes"] < 250e6
+    assert res["wall_s"] > 0 and res["cpu_s"] > 0
+    with pytest.raises(RuntimeError, match="(?s)failed .1.*boom"):
+        run_process([sys.executable, "-c", "import sys; sys.exit('boom')"], dict(os.environ))
 
 
 def test_whole_run_thread_counts(capsys):
