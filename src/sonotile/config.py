@@ -19,6 +19,7 @@ from typing import Any
 
 PLAN_EFFORTS = ("estimate", "measure", "patient")
 FFT_BACKENDS = ("auto", "xla", "fftw")
+PLANE_TRANSFORMS = ("halves", "fftw")
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -36,6 +37,10 @@ class Settings:
             FFT otherwise and on GPUs), ``"xla"`` or ``"fftw"``. Env: ``SONOTILE_FFT``.
         fftw_plan: FFTW planning effort, ``estimate`` | ``measure`` | ``patient``. Env:
             ``SONOTILE_FFTW_PLAN``.
+        fftw_planes: how the FFTW backend transforms a 2-D plane whose rows have an even length
+            (the planes of 3-D grids, LFB blocks and pencil slabs): ``halves`` (each row as a
+            complex FFT of half its length, then the columns; faster) or ``fftw`` (FFTW's own
+            2-D plans; for comparison). Same results to round-off. Env: ``SONOTILE_FFTW_PLANES``.
         fftw_pool: FFTW's threads run on XLA's intra-op thread pool (else FFTW's own threads).
             Env: ``SONOTILE_FFTW_POOL`` (1/0).
         fftw_fused: each spectral operator as one FFTW call (else R2C / C2R calls). Env:
@@ -61,6 +66,7 @@ class Settings:
 
     fft: str = "auto"
     fftw_plan: str = "measure"
+    fftw_planes: str = "halves"
     fftw_pool: bool = True
     fftw_fused: bool = True
     fftw_grouped: bool = False
@@ -78,6 +84,10 @@ class Settings:
             raise ValueError(f"fft = {self.fft!r}: expected one of {FFT_BACKENDS}")
         if self.fftw_plan not in PLAN_EFFORTS:
             raise ValueError(f"fftw_plan = {self.fftw_plan!r}: expected one of {PLAN_EFFORTS}")
+        if self.fftw_planes not in PLANE_TRANSFORMS:
+            raise ValueError(
+                f"fftw_planes = {self.fftw_planes!r}: expected one of {PLANE_TRANSFORMS}"
+            )
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads = {self.threads}: expected a positive number")
         if not self.cache_dir:
@@ -96,6 +106,7 @@ class Settings:
         values: dict[str, object] = dict(
             fft=env.get("SONOTILE_FFT", "auto"),
             fftw_plan=env.get("SONOTILE_FFTW_PLAN", "measure"),
+            fftw_planes=env.get("SONOTILE_FFTW_PLANES") or "halves",
             fftw_pool=flag("SONOTILE_FFTW_POOL", True),
             fftw_fused=flag("SONOTILE_FFTW_FUSED", True),
             fftw_grouped=flag("SONOTILE_FFTW_GROUP", False),

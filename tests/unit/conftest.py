@@ -17,3 +17,18 @@ def fftw_threads(request: pytest.FixtureRequest) -> Iterator[int]:
     yield request.param
     config.configure(old)
     fftw._configure(fftw.load())
+
+
+@pytest.fixture(params=["halves", "fftw"])
+def fftw_planes(request: pytest.FixtureRequest) -> Iterator[str]:
+    """How FFTW's calls transform 2-D planes with even rows in one test (by halves or by FFTW's
+    own plane plans, :attr:`sonotile.config.Settings.fftw_planes`)."""
+    from sonotile import config
+    from sonotile.fft import fftw
+
+    old = config.current()
+    config.configure(fftw_planes=request.param)
+    fftw._configure(fftw.load())
+    yield request.param
+    config.configure(old)
+    fftw._configure(fftw.load())

@@ -28,9 +28,14 @@ def test_defaults_then_environment_then_overrides():
     )
     assert s.threads == 3 and s.cache_dir == "/tmp/xdg/sonotile"
     assert s.fft_mode() == "unfused"
+    assert Settings.from_env({}).fftw_planes == "halves"
+    assert Settings.from_env({"SONOTILE_FFTW_PLANES": "fftw"}).fftw_planes == "fftw"
 
 
-@pytest.mark.parametrize("bad", [dict(fft="cufft"), dict(fftw_plan="fast"), dict(threads=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(fft="cufft"), dict(fftw_plan="fast"), dict(fftw_planes="quarters"), dict(threads=0)],
+)
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError, match=list(bad)[0]):
         Settings(**bad)

@@ -81,18 +81,16 @@ def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
 @needs_fftw
 # (6, 64, 100) and (7, 4000): planes of 3264 / 2001 bins, blocks of 128 bins along x, the last
 # one partial (the small grids take blocks of 16)
-@pytest.mark.parametrize("planes", ["halves", "fftw"])
 @pytest.mark.parametrize(
     "shape", [(12, 10, 8), (9, 7, 5), (11, 6), (6, 64, 100), (5, 9, 4), (7, 4000)]
 )
-def test_conv_general_outputs_equal_numpy(shape, planes, monkeypatch):
+def test_conv_general_outputs_equal_numpy(shape, fftw_planes):
     """One ``conv`` call with several inputs, several vectors along x for one input (each its
     own pass product), shared outputs with and without a vector along a plane axis, and no
     operator; a spectrum output and ``planes_c2r`` from it: every output equals numpy's
     transforms, and the inputs are left intact. Both plane transforms of rank-3 grids with an
     even last axis (by halves, the default, and FFTW's 2-D plans); the random vectors make the
     spectra non-Hermitian, so both must drop the same imaginary parts as numpy's irfftn."""
-    monkeypatch.setenv("SONOTILE_FFTW_PLANES", "fftw" if planes == "fftw" else "")
     rng = np.random.default_rng(7)
     nd = len(shape)
     half = (*shape[:-1], shape[-1] // 2 + 1)

@@ -52,11 +52,12 @@ def test_rfft_axes_equals_numpy(shape):
     "shape",
     [(45, 53, 64), (37, 64, 45), (6, 9, 10), (5, 250, 251), (9, 32, 30, 33), (4, 7, 33, 20)],
 )  # fmt: skip
-def test_rfft_axes_of_a_batch_in_groups_equals_numpy(shape, fftw_threads):
+def test_rfft_axes_of_a_batch_in_groups_equals_numpy(shape, fftw_threads, fftw_planes):
     """A batch of 2-D / 3-D transforms (>= 2 per thread) goes group by group on 1-thread plans
     (an LFB block's planes): numpy's rfftn on every transform, odd and even sizes, groups of
     several planes with a shorter last group (45 planes of 53x64: 18, 18, 9) or of one plane
-    (250x251), 1 and 2 threads."""
+    (250x251), 1 and 2 threads; 2-D planes with even rows (53x64, 9x10, 33x20) also by
+    halves, one plane per work item."""
     x = _real(shape, seed=11)
     axes = tuple(range(1, len(shape)))
     got = jax.jit(lambda v: fftw.rfft_axes(v, axes))(x)
@@ -133,9 +134,10 @@ def _pieces(F: np.ndarray, axis: int, pieces: int) -> np.ndarray:
      ((8, 97, 45), (2,), 2), ((45, 64, 53), (0, 1, 2), 0), ((3, 16, 6), (1, 2), 1)],
 )  # fmt: skip
 @pytest.mark.parametrize("pieces", [1, 2, 3, 4])
-def test_split_and_join_equal_numpy(shape, axes, split, pieces):
+def test_split_and_join_equal_numpy(shape, axes, split, pieces, fftw_planes):
     """rfft_split: numpy's rfftn cut into pieces; irfft_join: numpy's irfftn of the joined
-    pieces (the padding ignored: set to junk here), scaled."""
+    pieces (the padding ignored: set to junk here), scaled; planes with even rows (53x64,
+    16x6) by halves and by FFTW's plane plans."""
     x = _real(shape, seed=5)
     want = _pieces(np.fft.rfftn(x.astype(np.float64), axes=axes), split, pieces)
     got = jax.jit(lambda v: fftw.rfft_split(v, axes, split, pieces))(x)
@@ -159,9 +161,11 @@ def test_split_and_join_equal_numpy(shape, axes, split, pieces):
      ((53, 45), (1,), 1, 1), ((45, 64, 53), (0, 1, 2), 0, 1), ((3, 16, 6), (1, 2), 1, 2)],
 )  # fmt: skip
 @pytest.mark.parametrize("pieces", [1, 3])
-def test_join_with_a_vector_equals_numpy(shape, axes, split, vaxis, pieces):
+def test_join_with_a_vector_equals_numpy(shape, axes, split, vaxis, pieces, fftw_planes):
     """irfft_join's vector: numpy's irfftn of the joined spectrum times a complex vector along
-    a transformed axis (the split one or another), scaled; padding ignored."""
+    a transformed axis (the split one or another), scaled; padding ignored. The vector makes
+    the spectrum non-Hermitian: by halves and FFTW's plane plans must both drop what numpy's
+    irfftn drops."""
     x = _real(shape, seed=6)
     F = np.fft.rfftn(x.astype(np.float64), axes=axes)
     rng = np.random.default_rng(7)

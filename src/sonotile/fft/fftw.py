@@ -169,7 +169,7 @@ def load() -> ctypes.CDLL | None:
 
             lib = ctypes.CDLL(so)
             lib.sonotile_fftw_configure.argtypes = [
-                ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int
+                ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int
             ]  # fmt: skip
             lib.sonotile_fftw_prepare.argtypes = [
                 ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int
@@ -203,7 +203,10 @@ def load() -> ctypes.CDLL | None:
 def _configure(lib: ctypes.CDLL) -> None:
     s = config.current()
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
-    lib.sonotile_fftw_configure(threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool))
+    lib.sonotile_fftw_configure(
+        threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool),
+        int(s.fftw_planes == "halves"),
+    )  # fmt: skip
 
 
 def threads() -> int:

@@ -72,6 +72,7 @@ typedef struct {
 fftwf_plan fftwf_plan_guru_dft(int rank, const fftwf_iodim* dims, int howmany_rank,
                                const fftwf_iodim* howmany_dims, fftwf_complex* in,
                                fftwf_complex* out, int sign, unsigned flags);
+void fftwf_destroy_plan(fftwf_plan p);
 void fftwf_execute_dft(const fftwf_plan p, fftwf_complex* in, fftwf_complex* out);
 void fftwf_execute_dft_r2c(const fftwf_plan p, float* in, fftwf_complex* out);
 void fftwf_execute_dft_c2r(const fftwf_plan p, fftwf_complex* in, float* out);
@@ -466,16 +467,19 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 constexpr int64_t kBlockMax = 128, kBlockMin = 16;
 constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum
 
-// A plane of a rank-3 grid (n1 rows of n2 reals, n2 even) is transformed "by halves" unless
-// SONOTILE_FFTW_PLANES=fftw: each row, read as n2/2 complex numbers, by one complex FFT of half
-// that length, unpacked into the row's n2/2 + 1 bins (the split into even and odd samples), then
-// the columns by complex FFTs in place (C2R: the same steps reversed; the imaginary parts of
-// bins 0 and n2/2 are dropped after the columns, as FFTW's C2R does). FFTW's 2-D plans run
-// their rows as real transforms at about half the speed of complex ones of half the length
-// (128 rows of 128: 24 against 12 us in cache). 1 thread of the 2-core Zen 3 EPYC: a 128^3
-// conv 15.0 against 16.7 ms (medians of 8 alternating runs); whole steps, 2 threads, 256^3
-// lossless 456-465 against 486-510 ms, 128^3 absorbing 80-85 against 76-94 ms (three
-// alternating pairs; docs/performance.md, fourteenth session).
+// A plane of n1 rows of n2 reals (n2 even, >= 4; rank-2 planes: the planes of a 3-D grid, an
+// LFB block's, a pencil slab's) is transformed "by halves" unless the configuration asks for
+// FFTW's plane plans (`planes` of sonotile_fftw_configure; SONOTILE_FFTW_PLANES=fftw): each
+// row, read as n2/2 complex numbers, by one complex FFT of half that length, unpacked into the
+// row's n2/2 + 1 bins (the split into even and odd samples), then the columns by complex FFTs in
+// place (C2R: the same steps reversed; the imaginary parts of bins 0 and n2/2 are dropped after
+// the columns, as FFTW's C2R does). FFTW's 2-D plans run their rows as real transforms at about
+// half the speed of complex ones of half the length (128 rows of 128: 24 against 12 us in
+// cache). 1 thread of the 2-core Zen 3 EPYC: a 128^3 conv 15.0 against 16.7 ms (medians of 8
+// alternating runs); whole steps, 2 threads, 256^3 lossless 456-465 against 486-510 ms
+// (docs/performance.md, fourteenth session).
+bool g_planes_halves = true;  // sonotile_fftw_configure's `planes`
+
 struct PairPlans {
   fftwf_plan rows_f = nullptr, rows_b = nullptr, cols_f = nullptr, cols_b = nullptr;
   // per bin k = 0 .. n2/2, each twice (one per float of a complex number): the unpacking's
@@ -483,9 +487,116 @@ struct PairPlans {
   std::vector<float> u0, u1, u2, p0, p1, p2;
 };
 
+// One plane's transforms: a rank-1 plane (a row of n2 reals: the planes of a 2-D grid) or a
+// rank-2 one (n1 x n2), real <-> half spectrum (n1 x n2/2+1, row-major), 1-thread plans.
+struct PlanePlans {
+  int rank = 2;
+  int64_t n1 = 1, n2 = 1, cols = 1;         // rows, reals per row, bins per spectrum row
+  fftwf_plan r2c = nullptr, c2r = nullptr;  // FFTW's plane plans (when not by halves)
+  PairPlans pair;                           // by halves when pair.rows_f is set
+};
+// (rank, n1, n2, real side aligned, spectrum side aligned, by halves)
+using PlaneKey = std::tuple<int, int64_t, int64_t, int, int, int>;
+std::map<PlaneKey, PlanePlans> plane_plans;  // guarded by plan_mu; entries never move
+
+// `floats` rounded up to a multiple of 16 (64 bytes: a buffer after it stays FFTW-aligned).
+size_t pad16(size_t floats) { return (floats + 15) & ~size_t(15); }
+
+// True when planes of n1 x n2 reals are transformed by halves (see PairPlans).
+bool by_halves(int rank, int64_t n2) { return g_planes_halves && rank == 2 && n2 % 2 == 0 && n2 >= 4; }
+
+void destroy_pair(PairPlans* q) {
+  for (fftwf_plan* p : {&q->rows_f, &q->rows_b, &q->cols_f, &q->cols_b}) {
+    if (*p != nullptr) fftwf_destroy_plan(*p);
+    *p = nullptr;
+  }
+}
+
+// Plans and coefficients of the transforms by halves (plan_mu held); false (nothing kept) when
+// planning failed. `rows` / `cols`: the flags of the row transforms (real side) and of the
+// in-place column transforms (spectrum side).
+bool make_pair_plans(int n1, int n2, unsigned rows, unsigned cols, PairPlans* q) {
+  const int M = n2 / 2, h = M + 1;
+  auto* r = static_cast<fftwf_complex*>(fft_alloc(sizeof(float) * size_t(n1) * n2));
+  auto* S = static_cast<fftwf_complex*>(fft_alloc(sizeof(float) * size_t(n1) * n2));
+  auto* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * size_t(n1) * h));
+  if (r != nullptr && S != nullptr && c != nullptr) {
+    q->rows_f = fftwf_plan_many_dft(1, &M, n1, r, nullptr, 1, M, S, nullptr, 1, M, -1, rows);
+    q->rows_b = fftwf_plan_many_dft(1, &M, n1, S, nullptr, 1, M, r, nullptr, 1, M, +1, rows);
+    q->cols_f = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, -1, cols);
+    q->cols_b = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, +1, cols);
+  }
+  fftwf_free(r);
+  fftwf_free(S);
+  fftwf_free(c);
+  if (!q->rows_f || !q->rows_b || !q->cols_f || !q->cols_b) {
+    destroy_pair(q);
+    return false;
+  }
+  for (auto* v : {&q->u0, &q->u1, &q->u2, &q->p0, &q->p1, &q->p2}) v->resize(size_t(2 * h));
+  for (int k = 0; k < h; ++k) {
+    const double a = -2.0 * 3.14159265358979323846 * k / n2, wr = std::cos(a), wi = std::sin(a);
+    // X = u0 a + u1 conj(b) + u2 (swap(a) s + swap(b)), s = (1, -1): a = Z_k, b = Z_{M-k}
+    // Z = p0 a + p1 conj(b) + p2 (swap(a) s + swap(b)): a = X_k, b = X_{M-k} (twice Z)
+    const float v[6] = {float(0.5 * (1 + wi)), float(0.5 * (1 - wi)), float(0.5 * wr),
+                        float(1 + wi),         float(1 - wi),         float(-wr)};
+    std::vector<float>* t[6] = {&q->u0, &q->u1, &q->u2, &q->p0, &q->p1, &q->p2};
+    for (int i = 0; i < 6; ++i) (*t[i])[size_t(2 * k)] = (*t[i])[size_t(2 * k + 1)] = v[i];
+  }
+  return true;
+}
+
+// The plane plans of `rank` (1: a row of n2 reals, n1 = 1; 2: n1 x n2) with plan_mu held, made
+// if new (1-thread plans; `real_al` / `spec_al`: the real / spectrum planes they will run on are
+// FFTW-aligned); nullptr when planning fails.
+const PlanePlans* plane_plans_locked(int rank, int64_t n1, int64_t n2, bool real_al,
+                                     bool spec_al) {
+  const bool halves = by_halves(rank, n2);
+  PlaneKey key{rank, n1, n2, int(real_al), int(spec_al), int(halves)};
+  auto it = plane_plans.find(key);
+  if (it != plane_plans.end()) return &it->second;
+  PlanePlans p;
+  p.rank = rank;
+  p.n1 = rank == 2 ? n1 : 1;
+  p.n2 = n2;
+  p.cols = n2 / 2 + 1;
+  if (g_threads_ok) fftwf_plan_with_nthreads(1);
+  const unsigned real_f = g_effort | (real_al ? 0U : kUnaligned);
+  const unsigned spec_f = g_effort | (spec_al ? 0U : kUnaligned);
+  if (halves) {
+    if (!make_pair_plans(int(p.n1), int(n2), real_f, spec_f, &p.pair)) return nullptr;
+  } else {
+    const int n[2] = {int(p.n1), int(n2)};
+    const int* dims = rank == 2 ? n : n + 1;
+    const size_t nr = size_t(p.n1 * n2), nc = size_t(p.n1 * p.cols);
+    float* r = static_cast<float*>(fft_alloc(sizeof(float) * nr));
+    auto* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * nc));
+    const unsigned f = real_f | spec_f;
+    if (r != nullptr && c != nullptr) {
+      p.r2c = fftwf_plan_many_dft_r2c(rank, dims, 1, r, nullptr, 1, 0, c, nullptr, 1, 0, f);
+      p.c2r = fftwf_plan_many_dft_c2r(rank, dims, 1, c, nullptr, 1, 0, r, nullptr, 1, 0,
+                                      f | kDestroyInput);
+    }
+    fftwf_free(r);
+    fftwf_free(c);
+    if (p.r2c == nullptr || p.c2r == nullptr) {
+      if (p.r2c != nullptr) fftwf_destroy_plan(p.r2c);
+      if (p.c2r != nullptr) fftwf_destroy_plan(p.c2r);
+      return nullptr;
+    }
+  }
+  save_wisdom_locked();
+  return &(plane_plans[key] = p);
+}
+
+const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al, bool spec_al) {
+  std::lock_guard<std::mutex> lock(plan_mu);
+  return plane_plans_locked(rank, n1, n2, real_al, spec_al);
+}
+
 struct ConvPlans {
-  fftwf_plan plane_r2c, plane_c2r, x_fwd, x_bwd;
-  PairPlans pair;  // rows_f null: FFTW's plane plans are used
+  const PlanePlans* plane;
+  fftwf_plan x_fwd, x_bwd;
 };
 using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t, int>;
 std::map<ConvKey, ConvPlans> conv_plans;  // guarded by plan_mu; entries never move
@@ -519,82 +630,40 @@ bool grid_of(ffi::Span<const int64_t> dims, Grid* g) {
   return grid_from(int(dims.size()), dims.begin(), g);
 }
 
-// True when planes of `g` are transformed by halves (see PairPlans).
-bool by_halves(const Grid& g) {
-  const char* e = std::getenv("SONOTILE_FFTW_PLANES");
-  const bool fftw = e != nullptr && std::string(e) == "fftw";
-  return g.rank == 3 && g.d[2] % 2 == 0 && g.d[2] >= 4 && !fftw;
-}
-
-// Plans and coefficients of the transforms by halves (plan_mu held); false when planning failed.
-bool make_pair_plans(const Grid& g, unsigned f, PairPlans* q) {
-  const int n1 = int(g.d[1]), n2 = int(g.d[2]), M = n2 / 2, h = int(g.cols);
-  auto* r = static_cast<fftwf_complex*>(fft_alloc(sizeof(float) * g.pr));
-  auto* S = static_cast<fftwf_complex*>(fft_alloc(sizeof(float) * g.pr));
-  auto* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.pc));
-  if (r != nullptr && S != nullptr && c != nullptr) {
-    q->rows_f = fftwf_plan_many_dft(1, &M, n1, r, nullptr, 1, M, S, nullptr, 1, M, -1, f);
-    q->rows_b = fftwf_plan_many_dft(1, &M, n1, S, nullptr, 1, M, r, nullptr, 1, M, +1, f);
-    q->cols_f = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, -1, g_effort);
-    q->cols_b = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, +1, g_effort);
-  }
-  fftwf_free(r);
-  fftwf_free(S);
-  fftwf_free(c);
-  for (auto* v : {&q->u0, &q->u1, &q->u2, &q->p0, &q->p1, &q->p2}) v->resize(size_t(2 * h + 4));
-  for (int k = 0; k < h; ++k) {
-    const double a = -2.0 * 3.14159265358979323846 * k / n2, wr = std::cos(a), wi = std::sin(a);
-    // X = u0 a + u1 conj(b) + u2 (swap(a) s + swap(b)), s = (1, -1): a = Z_k, b = Z_{M-k}
-    // Z = p0 a + p1 conj(b) + p2 (swap(a) s + swap(b)): a = X_k, b = X_{M-k} (twice Z)
-    const float v[6] = {float(0.5 * (1 + wi)), float(0.5 * (1 - wi)), float(0.5 * wr),
-                        float(1 + wi),         float(1 - wi),         float(-wr)};
-    std::vector<float>* t[6] = {&q->u0, &q->u1, &q->u2, &q->p0, &q->p1, &q->p2};
-    for (int i = 0; i < 6; ++i) (*t[i])[size_t(2 * k)] = (*t[i])[size_t(2 * k + 1)] = v[i];
-  }
-  return q->rows_f && q->rows_b && q->cols_f && q->cols_b;
-}
-
+// The plans of conv on `g`: its planes' (real side `aligned`; the spectrum planes are the
+// workers' aligned scratch) and the pass along x's; nullptr when planning fails.
 const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   std::lock_guard<std::mutex> lock(plan_mu);
-  const bool halves = by_halves(g);
+  const int64_t n1 = g.rank == 3 ? g.d[1] : 1, n2 = g.d[g.rank - 1];
+  const bool halves = by_halves(g.rank - 1, n2);
   ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned), g.blk, int(halves)};
   auto it = conv_plans.find(key);
   if (it != conv_plans.end()) return &it->second;
-  int n[2] = {0, 0};
-  for (int a = 1; a < g.rank; ++a) n[a - 1] = int(g.d[a]);
-  const int nx = int(g.X), howmany = int(g.blk);
-  float* r = static_cast<float*>(fft_alloc(sizeof(float) * g.pr));
-  auto* c = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.pc));
-  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.X * g.blk));
-  if (r == nullptr || c == nullptr || b == nullptr) {  // no plans: the caller's error
-    fftwf_free(r);
-    fftwf_free(c);
-    fftwf_free(b);
-    return nullptr;
-  }
-  if (g_threads_ok) fftwf_plan_with_nthreads(1);
-  const unsigned f = g_effort | (aligned ? 0U : kUnaligned);
   ConvPlans p{};
-  p.plane_r2c = fftwf_plan_many_dft_r2c(g.rank - 1, n, 1, r, nullptr, 1, 0, c, nullptr, 1, 0, f);
-  p.plane_c2r = fftwf_plan_many_dft_c2r(g.rank - 1, n, 1, c, nullptr, 1, 0, r, nullptr, 1, 0,
-                                        f | kDestroyInput);
+  p.plane = plane_plans_locked(g.rank - 1, n1, n2, aligned, true);
+  if (p.plane == nullptr) return nullptr;
+  const int nx = int(g.X), howmany = int(g.blk);
+  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.X * g.blk));
+  if (b == nullptr) return nullptr;  // no plans: the caller's error
+  if (g_threads_ok) fftwf_plan_with_nthreads(1);
   p.x_fwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
                                 -1, g_effort);
   p.x_bwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
                                 +1, g_effort);
-  fftwf_free(r);
-  fftwf_free(c);
   fftwf_free(b);
-  if (!p.plane_r2c || !p.plane_c2r || !p.x_fwd || !p.x_bwd) return nullptr;
-  if (halves && !make_pair_plans(g, f, &p.pair)) return nullptr;
+  if (!p.x_fwd || !p.x_bwd) {
+    if (p.x_fwd != nullptr) fftwf_destroy_plan(p.x_fwd);
+    if (p.x_bwd != nullptr) fftwf_destroy_plan(p.x_bwd);
+    return nullptr;
+  }
   save_wisdom_locked();
   return &(conv_plans[key] = p);
 }
 
-// Floats of scratch a plane transform needs beyond its plane buffer (by halves: the rows' half
-// spectra), a multiple of 16 (a buffer after it stays FFTW-aligned).
-size_t plane_extra(const ConvPlans* P, const Grid& g) {
-  return P->pair.rows_f == nullptr ? 0 : (size_t(g.pr) + 15) & ~size_t(15);
+// Floats of scratch a plane transform needs beyond its plane buffers (by halves: the rows' half
+// spectra), a multiple of 16.
+size_t plane_extra(const PlanePlans* P) {
+  return P->pair.rows_f == nullptr ? 0 : pad16(size_t(P->n1 * P->n2));
 }
 
 // Two complex numbers per vector (GCC / Clang vector extensions: SSE2, NEON, ...).
@@ -631,36 +700,36 @@ void combine_row(const float* z, int64_t M, int64_t kn, const float* c0, const f
   for (; k < kn; ++k) one(k);
 }
 
-// One plane's R2C: `in` (pr reals) -> `out` (pc complex, row-major); `ws`: plane_extra floats.
-void plane_r2c(const ConvPlans* P, const Grid& g, const float* in, float* out, float* ws) {
+// One plane's R2C: `in` (n1 n2 reals) -> `out` (n1 cols complex, row-major); `ws`: plane_extra
+// floats.
+void plane_r2c(const PlanePlans* P, const float* in, float* out, float* ws) {
   if (P->pair.rows_f == nullptr) {
-    fftwf_execute_dft_r2c(P->plane_r2c, const_cast<float*>(in),
-                          reinterpret_cast<fftwf_complex*>(out));
+    fftwf_execute_dft_r2c(P->r2c, const_cast<float*>(in), reinterpret_cast<fftwf_complex*>(out));
     return;
   }
   const PairPlans& q = P->pair;
-  const int64_t M = g.d[2] / 2;
+  const int64_t M = P->n2 / 2;
   fftwf_execute_dft(q.rows_f, reinterpret_cast<fftwf_complex*>(const_cast<float*>(in)),
                     reinterpret_cast<fftwf_complex*>(ws));
-  for (int64_t y = 0; y < g.d[1]; ++y)
-    combine_row(ws + 2 * y * M, M, g.cols, q.u0.data(), q.u1.data(), q.u2.data(),
-                out + 2 * y * g.cols);
+  for (int64_t y = 0; y < P->n1; ++y)
+    combine_row(ws + 2 * y * M, M, P->cols, q.u0.data(), q.u1.data(), q.u2.data(),
+                out + 2 * y * P->cols);
   fftwf_execute_dft(q.cols_f, reinterpret_cast<fftwf_complex*>(out),
                     reinterpret_cast<fftwf_complex*>(out));
 }
 
-// One plane's C2R (unnormalised): `in` (pc complex, row-major; overwritten) -> `out`.
-void plane_c2r(const ConvPlans* P, const Grid& g, float* in, float* out, float* ws) {
+// One plane's C2R (unnormalised): `in` (n1 cols complex, row-major; overwritten) -> `out`.
+void plane_c2r(const PlanePlans* P, float* in, float* out, float* ws) {
   if (P->pair.rows_f == nullptr) {
-    fftwf_execute_dft_c2r(P->plane_c2r, reinterpret_cast<fftwf_complex*>(in), out);
+    fftwf_execute_dft_c2r(P->c2r, reinterpret_cast<fftwf_complex*>(in), out);
     return;
   }
   const PairPlans& q = P->pair;
-  const int64_t M = g.d[2] / 2;
+  const int64_t M = P->n2 / 2;
   fftwf_execute_dft(q.cols_b, reinterpret_cast<fftwf_complex*>(in),
                     reinterpret_cast<fftwf_complex*>(in));
-  for (int64_t y = 0; y < g.d[1]; ++y) {
-    float* row = in + 2 * y * g.cols;
+  for (int64_t y = 0; y < P->n1; ++y) {
+    float* row = in + 2 * y * P->cols;
     row[1] = 0.f;  // bins 0 and M: real parts only
     row[2 * M + 1] = 0.f;
     combine_row(row, M, M, q.p0.data(), q.p1.data(), q.p2.data(), ws + 2 * y * M);
@@ -892,9 +961,9 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     }
     const float* x_in = in[j];
     // 1. planes forward, into the storage of product 0 (the pass along x makes it last)
-    const size_t pp = (plane + 15) & ~size_t(15), extra = plane_extra(P, g);
+    const size_t pp = pad16(plane), extra = plane_extra(P->plane);
     bool ok = parallel_items(g.X, T, pp + extra, [&](float* pb, int64_t x) {
-      plane_r2c(P, g, x_in + x * g.pr, pb, pb + pp);
+      plane_r2c(P->plane, x_in + x * g.pr, pb, pb + pp);
       store[0].put(x, 0, 2 * g.pc, pb);
     });
     // 2. along x, block by block
@@ -922,7 +991,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
         const bool shared = shared0 && q == 0;
         if (!shared) {  // an x product: op and vector applied
           store[q].get(x, 0, 2 * g.pc, pb);
-          plane_c2r(P, g, pb, out[prods[q].out] + x * g.pr, ws);
+          plane_c2r(P->plane, pb, out[prods[q].out] + x * g.pr, ws);
           continue;
         }
         if (shared_users.empty()) continue;  // returned as a spectrum only
@@ -930,7 +999,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
         for (int o : shared_users) {
           const float* v = axis[o] >= 1 ? vec[o] : nullptr;
           if (keep_shared || v != nullptr) plane_times(g, keep_shared ? sp : pb, v, int(axis[o]), pb);
-          plane_c2r(P, g, pb, out[o] + x * g.pr, ws);
+          plane_c2r(P->plane, pb, out[o] + x * g.pr, ws);
         }
       }
     });
@@ -1010,8 +1079,8 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
   const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * g.blk);
   const float scale = float(1.0 / double(g.nr));
   const bool has_sum = int(xs.size()) < k;
-  const size_t pp = (plane + 15) & ~size_t(15);  // a second plane buffer, FFTW-aligned too
-  const size_t extra = plane_extra(P, g);
+  const size_t pp = pad16(plane);  // a second plane buffer, FFTW-aligned too
+  const size_t extra = plane_extra(P->plane);
   bool ok = parallel_items(g.X, T, 2 * pp + extra, [&](float* pb, int64_t x) {
     float* t = pb + pp;
     float* ws = pb + 2 * pp;
@@ -1019,7 +1088,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
     for (int j = 0; j < k; ++j) {
       if (a.axis[j] == 0) continue;
       float* q = first ? pb : t;
-      plane_r2c(P, g, a.in[j] + x * g.pr, q, ws);
+      plane_r2c(P->plane, a.in[j] + x * g.pr, q, ws);
       if (a.vec[j] != nullptr) plane_times(g, q, a.vec[j], int(a.axis[j]), q);
       if (!first)
         for (size_t i = 0; i < plane; ++i) pb[i] += t[i];
@@ -1027,7 +1096,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
     }
     if (has_sum) sum.put(x, 0, 2 * g.pc, pb);
     for (const auto& [j, spec] : xs) {
-      plane_r2c(P, g, a.in[j] + x * g.pr, t, ws);
+      plane_r2c(P->plane, a.in[j] + x * g.pr, t, ws);
       std::memcpy(spec + x * plane, t, sizeof(float) * plane);
     }
   });
@@ -1057,7 +1126,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
   });
   return ok && parallel_items(g.X, T, pp + extra, [&](float* pb, int64_t x) {
     sum.get(x, 0, 2 * g.pc, pb);
-    plane_c2r(P, g, pb, a.out + x * g.pr, pb + pp);
+    plane_c2r(P->plane, pb, a.out + x * g.pr, pb + pp);
   });
 }
 
@@ -1270,10 +1339,10 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
   const ConvPlans* P = get_conv_plans(g, aligned);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
   const float* s = reinterpret_cast<const float*>(spec.typed_data()) + 2 * lo * g.pc;
-  const size_t pp = (size_t(2 * g.pc) + 15) & ~size_t(15);
-  const bool ok = parallel_items(g.X, g_threads, pp + plane_extra(P, g), [&](float* pb, int64_t x) {
+  const size_t pp = pad16(size_t(2 * g.pc));
+  const bool ok = parallel_items(g.X, g_threads, pp + plane_extra(P->plane), [&](float* pb, int64_t x) {
     plane_times(g, s + 2 * x * g.pc, vec, int(axis), pb);
-    plane_c2r(P, g, pb, o + x * g.pr, pb + pp);
+    plane_c2r(P->plane, pb, o + x * g.pr, pb + pp);
   });
   if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();
@@ -1390,6 +1459,19 @@ void scale_floats(const float* src, float s, size_t n, float* dst) {
 // by group (group_size) on 1-thread plans, the groups shared among the threads as conv shares
 // its planes: each group's transform runs in cache, where one batched plan sweeps the whole
 // batch once per axis (measured: 1.5x the time of conv's plane transforms on 144 planes 128^2).
+// rfft_groups of planes by halves (by_halves): one plane per work item, in cache.
+ffi::Error rfft_planes(const Trailing& t, const float* in, float* out) {
+  const bool real_al = is_aligned(in) && is_aligned(in + t.real);
+  const bool spec_al = is_aligned(out) && is_aligned(out + 2 * t.half);
+  const PlanePlans* P = get_plane_plans(2, t.n[0], t.n[1], real_al, spec_al);
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const bool ok = parallel_items(t.batch, g_threads, plane_extra(P), [&](float* ws, int64_t b) {
+    plane_r2c(P, in + b * t.real, out + 2 * b * t.half, ws);
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
 ffi::Error rfft_groups(const Trailing& t, float* in, fftwf_complex* out) {
   const int64_t G = group_size(t), rem = t.batch % G;
   // every group starts aligned when the first two do (constant strides)
@@ -1417,7 +1499,10 @@ ffi::Error RfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, ffi::Buffer<ffi::F3
   if (t.batch * t.real == 0) return ffi::Error::Success();
   float* in = const_cast<float*>(x.typed_data());
   auto* out = reinterpret_cast<fftwf_complex*>(y->typed_data());
-  if (t.k >= 2 && t.batch >= 2 * g_threads) return rfft_groups(t, in, out);
+  if (t.k >= 2 && t.batch >= 2 * g_threads) {
+    if (t.k == 2 && by_halves(2, t.n[1])) return rfft_planes(t, in, reinterpret_cast<float*>(out));
+    return rfft_groups(t, in, out);
+  }
   const bool al = is_aligned(in) && is_aligned(out);
   fftwf_plan p = axes_plan({kAxesR2C, 0, t.k, t.n[0], t.n[1], t.n[2], t.batch, int64_t(al)},
                            size_t(t.batch * t.real), size_t(2 * t.batch * t.half),
@@ -1575,6 +1660,22 @@ void plane_pieces(const Split& s, int64_t b, float* plane, float* pieces, bool t
   }
 }
 
+// rfft_split with the planes by halves (by_halves): each plane into the worker's plane buffer,
+// then to its pieces.
+ffi::Error rfft_split_planes(const Split& s, const float* in, float* out) {
+  const bool real_al = is_aligned(in) && is_aligned(in + s.t.real);
+  const PlanePlans* P = get_plane_plans(2, s.t.n[0], s.t.n[1], real_al, true);
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const size_t pp = pad16(size_t(2 * s.t.half));
+  const bool ok = parallel_items(s.t.batch, g_threads, pp + plane_extra(P),
+                                 [&](float* buf, int64_t b) {
+    plane_r2c(P, in + b * s.t.real, buf, buf + pp);
+    plane_pieces(s, b, buf, out, true, 1.f);
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
 ffi::Error RfftSplitImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, ffi::Buffer<ffi::F32> x,
                          ffi::Result<ffi::Buffer<ffi::C64>> y) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
@@ -1584,6 +1685,7 @@ ffi::Error RfftSplitImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, ffi::Bu
   if (s.t.batch * s.t.real == 0) return ffi::Error::Success();
   const float* in = x.typed_data();
   float* out = reinterpret_cast<float*>(y->typed_data());
+  if (s.t.k == 2 && by_halves(2, s.t.n[1])) return rfft_split_planes(s, in, out);
   const bool al = is_aligned(in) && (s.t.real % 16 == 0);  // every group's start aligned
   const int64_t rem = s.t.batch % s.G;
   fftwf_plan full = split_plan(s, true, s.G, al);
@@ -1640,6 +1742,24 @@ bool join_weights(const int64_t* dims, int k, int64_t a, const float* vec, int64
   return true;
 }
 
+// irfft_join with the planes by halves (by_halves): each plane gathered from its pieces (times
+// the weights `w`, else `scale`) into the worker's plane buffer, then transformed.
+ffi::Error irfft_join_planes(const Split& s, float* in, const std::vector<float>& w, float scale,
+                             float* out) {
+  const bool real_al = is_aligned(out) && is_aligned(out + s.t.real);
+  const PlanePlans* P = get_plane_plans(2, s.t.n[0], s.t.n[1], real_al, true);
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const size_t pp = pad16(size_t(2 * s.t.half));
+  const bool ok = parallel_items(s.t.batch, g_threads, pp + plane_extra(P),
+                                 [&](float* buf, int64_t b) {
+    if (w.empty()) plane_pieces(s, b, buf, in, false, scale);
+    else plane_from_pieces_w(s, b, buf, in, w.data());
+    plane_c2r(P, buf, out + b * s.t.real, buf + pp);
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
 ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float scale,
                          int64_t vaxis, ffi::Buffer<ffi::C64> x, ffi::RemainingArgs args,
                          ffi::Result<ffi::Buffer<ffi::F32>> y) {
@@ -1664,6 +1784,7 @@ ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float s
   }
   float* in = reinterpret_cast<float*>(const_cast<void*>(static_cast<const void*>(x.typed_data())));
   float* out = y->typed_data();
+  if (s.t.k == 2 && by_halves(2, s.t.n[1])) return irfft_join_planes(s, in, w, scale, out);
   const bool al = is_aligned(out) && (s.t.real % 16 == 0);
   const int64_t rem = s.t.batch % s.G;
   fftwf_plan full = split_plan(s, false, s.G, al);
@@ -1695,7 +1816,7 @@ ffi::Error KeepImpl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
 }  // namespace
 
 extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom,
-                                       int use_pool) {
+                                       int use_pool, int planes_by_halves) {
   std::lock_guard<std::mutex> g(plan_mu);
   static bool init = false;
   if (!init) {
@@ -1706,6 +1827,7 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
   if (fftwf_threads_set_callback != nullptr)
     fftwf_threads_set_callback(g_use_pool ? fftw_loop : nullptr, nullptr);
   g_threads = threads > 0 ? threads : 1;
+  g_planes_halves = planes_by_halves != 0;
   g_effort = effort == 0 ? kEstimate : effort == 2 ? kPatient : kMeasure;
   std::string w = wisdom != nullptr ? wisdom : "";
   if (!w.empty() && w != g_wisdom) fftwf_import_wisdom_from_filename(w.c_str());
