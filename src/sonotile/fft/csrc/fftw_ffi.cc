@@ -1355,7 +1355,8 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
 //   sonotile_fftw_rfft_axes:  float32 (lead..., n_1..n_k) -> complex64 (lead..., n_1..n_k/2+1),
 //     the unnormalised R2C over the k = `naxes` trailing axes (numpy's rfftn over them); a
 //     batch of k >= 2 axes transforms (>= 2 per thread) goes group by group in cache instead,
-//     on 1-thread plans shared among the threads (rfft_groups: an LFB block's planes).
+//     on 1-thread plans shared among the threads (rfft_groups: an LFB block's planes), and
+//     2-D planes with rows of even length one by one by halves (rfft_planes, see PairPlans).
 //   sonotile_fftw_irfft_axes: the C2R back (the real shape is the output's), times `scale`
 //     (1 / (n_1 ... n_k) gives numpy's irfftn); the spectrum is copied to scratch first, scaled
 //     on the way (FFTW's C2R destroys its input; XLA's buffers must stay intact).
@@ -1596,7 +1597,8 @@ ffi::Error FftAxisImpl(ffi::ThreadPool pool, int64_t axis, int64_t sign, float s
 //     spectrum axis `vaxis` (0 .. k-1; e.g. a derivative's shift vector applied while the
 //     pieces are gathered, no pass over the spectrum of its own).
 //
-// Work items are groups of G planes (a group's spectrum fits in cache), on 1-thread plans.
+// Work items are groups of G planes (a group's spectrum fits in cache), on 1-thread plans;
+// 2-D planes with rows of even length are single planes transformed by halves (PairPlans).
 
 struct Split {
   Trailing t;
