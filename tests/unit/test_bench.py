@@ -79,6 +79,16 @@ def test_whole_run_comparison(tmp_path):
     assert main(["bench", "--whole-run", "--kwave-binary", str(tmp_path / "missing")]) == 2
 
 
+def test_whole_run_alternates_which_tool_goes_first():
+    """Each round runs both tools once; the one that goes first alternates (the first of two
+    back-to-back processes ran faster here), starting with k-Wave in the first timed round."""
+    from sonotile.bench.whole import run_order
+
+    orders = [run_order(r) for r in range(-1, 4)]  # round -1 only warms the caches
+    assert all(sorted(o) == ["kwave", "sonotile"] for o in orders)
+    assert [o[0] for o in orders] == ["sonotile", "kwave", "sonotile", "kwave", "sonotile"]
+
+
 def test_whole_run_peak_rss_is_the_childs():
     """A tool's peak RSS is its own, not the bench's: with 400 MB touched in this process, a
     child that touches 100 MB reports about that (a child started from this process directly

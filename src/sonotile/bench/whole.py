@@ -2,7 +2,8 @@
 
 For each case two k-Wave input files are written that differ only in their number of steps
 (``N`` and ``3 N``). Each round runs k-Wave and ``sonotile-kwave`` on both, alternating
-(k-Wave N, sonotile N, k-Wave 3N, sonotile 3N), and takes the per-step cost of each tool as
+(k-Wave N, sonotile N, k-Wave 3N, sonotile 3N; the next round sonotile first, see
+:func:`run_order`), and takes the per-step cost of each tool as
 ``(t(3N) - t(N)) / 2N``: everything a step costs in a real run (time loop, sensor output,
 chunk boundaries) and nothing of the fixed start-up (imports, reading, planning, compiling,
 writing; a first, unrecorded round fills sonotile's compilation cache and FFTW wisdom for
@@ -81,6 +82,14 @@ def commands(kwave: str, path: str, out: str, threads: int | None) -> dict:
     return {"kwave": [kwave, *flags], "sonotile": [*sonotile, *flags]}
 
 
+def run_order(round_index: int) -> tuple[str, str]:
+    """The tools of round ``round_index`` in the order they run: k-Wave first in even rounds,
+    sonotile first in odd ones. On the 2-core machines measured, the first of two back-to-back
+    processes ran up to ~7 % faster than the second (the same program both times:
+    docs/performance.md, fifteenth session), so a fixed order would favour one tool."""
+    return ("kwave", "sonotile") if round_index % 2 == 0 else ("sonotile", "kwave")
+
+
 def compare_case(
     case: str, args: argparse.Namespace, workdir: str, threads: int | None = None
 ) -> dict:
@@ -99,8 +108,9 @@ def compare_case(
     for r in range(-1, args.repeats):  # round -1 warms caches (compiled programs, wisdom)
         loads.append(os.getloadavg()[0])
         for k in (1, 3):
-            for tool, cmd in commands(args.kwave_binary, paths[k], out, threads).items():
-                run = run_process(cmd, env)
+            cmds = commands(args.kwave_binary, paths[k], out, threads)
+            for tool in run_order(r):
+                run = run_process(cmds[tool], env)
                 run["loop_s"] = simulation_phase_s(out)
                 os.remove(out)
                 if r >= 0:
