@@ -503,7 +503,9 @@ std::map<PlaneKey, PlanePlans> plane_plans;  // guarded by plan_mu; entries neve
 size_t pad16(size_t floats) { return (floats + 15) & ~size_t(15); }
 
 // True when planes of n1 x n2 reals are transformed by halves (see PairPlans).
-bool by_halves(int rank, int64_t n2) { return g_planes_halves && rank == 2 && n2 % 2 == 0 && n2 >= 4; }
+bool by_halves(int rank, int64_t n2) {
+  return g_planes_halves && rank == 2 && n2 % 2 == 0 && n2 >= 4;
+}
 
 void destroy_pair(PairPlans* q) {
   for (fftwf_plan* p : {&q->rows_f, &q->rows_b, &q->cols_f, &q->cols_b}) {
