@@ -87,21 +87,25 @@ def test_demo_end_to_end(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 10_000
 
 
-def test_staggered_density_detection():
+@pytest.mark.parametrize("chunk", [None, 1, 3])
+def test_staggered_density_detection(chunk):
     """dt/rho0_sg is derived in the step only when the staggered densities are k-Wave's
-    interpolation of rho0; any other values are kept as given."""
+    interpolation of rho0; any other values are kept as given. Checked in one slab (the
+    default at this size), plane by plane, and in slabs of 3 planes (a change on a slab's
+    first plane, whose neighbour along x lies in the previous slab)."""
     from sonotile.model.problem import staggered_density
     from sonotile.solver.plan import staggered_is_interpolated
 
     rho0 = (1000 + 200 * np.random.default_rng(0).random((40, 9, 7))).astype(np.float32)
     sg = staggered_density(rho0, 3)
-    assert staggered_is_interpolated(rho0, sg, np.float32)
+    assert staggered_is_interpolated(rho0, sg, np.float32, chunk)
     for ax in range(3):
-        bad = [s.copy() for s in sg]
-        bad[ax][-1, -1, -1] *= 1 + 1e-4  # the last plane of each axis keeps rho0 itself
-        assert not staggered_is_interpolated(rho0, tuple(bad), np.float32)
-    assert not staggered_is_interpolated(rho0, (rho0, rho0, rho0), np.float32)
-    assert not staggered_is_interpolated(1000.0, (1000.0,) * 3, np.float32)
+        for where in [(-1, -1, -1), (3, 4, 2)]:  # the last plane of each axis keeps rho0
+            bad = [s.copy() for s in sg]
+            bad[ax][where] *= 1 + 1e-4
+            assert not staggered_is_interpolated(rho0, tuple(bad), np.float32, chunk)
+    assert not staggered_is_interpolated(rho0, (rho0, rho0, rho0), np.float32, chunk)
+    assert not staggered_is_interpolated(1000.0, (1000.0,) * 3, np.float32, chunk)
 
 
 def test_derived_constants_match_stored(monkeypatch):
