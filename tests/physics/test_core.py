@@ -87,17 +87,21 @@ def test_demo_end_to_end(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 10_000
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("chunk", [None, 1, 3])
-def test_staggered_density_detection(chunk):
+def test_staggered_density_detection(chunk, order):
     """dt/rho0_sg is derived in the step only when the staggered densities are k-Wave's
     interpolation of rho0; any other values are kept as given. Checked in one slab (the
     default at this size), plane by plane, and in slabs of 3 planes (a change on a slab's
-    first plane, whose neighbour along x lies in the previous slab)."""
+    first plane, whose neighbour along x lies in the previous slab); C-ordered fields and
+    Fortran-ordered ones (a k-Wave file's, read as views: checked along their memory order)."""
     from sonotile.model.problem import staggered_density
     from sonotile.solver.plan import staggered_is_interpolated
 
     rho0 = (1000 + 200 * np.random.default_rng(0).random((40, 9, 7))).astype(np.float32)
     sg = staggered_density(rho0, 3)
+    if order == "F":
+        rho0, sg = np.asfortranarray(rho0), tuple(np.asfortranarray(s) for s in sg)
     assert staggered_is_interpolated(rho0, sg, np.float32, chunk)
     for ax in range(3):
         for where in [(-1, -1, -1), (3, 4, 2)]:  # the last plane of each axis keeps rho0

@@ -178,11 +178,14 @@ def staggered_is_interpolated(
         return bool(np.all(diff <= want))
 
     r = np.asarray(rho0)
+    sgs = [np.asarray(sg) for sg in rho0_sg]
+    axes = list(range(r.ndim))
+    if not r.flags.c_contiguous and r.T.flags.c_contiguous:  # a k-Wave file's fields (x fastest)
+        r, sgs, axes = r.T, [sg.T for sg in sgs], [r.ndim - 1 - a for a in axes]
     n0 = r.shape[0]
     if chunk is None:
         chunk = max(1, 2**17 // max(1, r[0].size))
-    for ax, sg in enumerate(rho0_sg):
-        sg = np.asarray(sg)
+    for ax, sg in zip(axes, sgs):
         for lo in range(0, n0, chunk):
             hi = min(lo + chunk, n0)
             a, s = r[lo:hi], sg[lo:hi]
