@@ -19,13 +19,14 @@ from sonotile.kwave import output as outmod
 from sonotile.kwave.cli import main as kwave_main
 
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
-# -r 25: chunks of at most 250 steps (128); with a checkpoint every 0.1 s a leg is start-up and
-# one or two chunks, so that the run takes several legs however fast the machine steps
+# with a checkpoint every 0.5 s a leg is start-up and one chunk (a chunk lasts at most the
+# checkpoint interval: 128 steps of 192^2 at the assumed rate), so that the run takes ~8 legs
+# however fast the machine steps
 FLAGS = ["--p_raw", "--p_max", "--p_rms", "--p_final", "--u_max_all", "-s", "5", "-r", "25"]
 
 
 def test_kill_9_then_resume_is_bit_identical(tmp_path):
-    """Legs end after 0.1 s (``--checkpoint_interval``: a leg runs its first chunk of steps,
+    """Legs end after 0.5 s (``--checkpoint_interval``: a leg runs its first chunk of steps,
     then checkpoints; 128 steps here, ~8 legs); after two legs, up to three legs are killed
     with SIGKILL at seeded random moments of a leg's length (start-up, stepping, or writing the
     output or the checkpoint); rerunning the command finishes the run with the uninterrupted
@@ -38,7 +39,7 @@ def test_kill_9_then_resume_is_bit_identical(tmp_path):
     work.mkdir()
     out, ck = work / "out.h5", work / "ck.h5"
     cmd = [*KWAVE, "-i", inp, "-o", str(out), *FLAGS, "--checkpoint_file", str(ck),
-           "--checkpoint_interval", "0.1"]  # fmt: skip
+           "--checkpoint_interval", "0.5"]  # fmt: skip
     rng = np.random.default_rng(11)
     killed, pending, legs = [], 3, []  # legs: seconds of the legs that finished
     for _ in range(40):

@@ -18,24 +18,43 @@ class Tty(io.StringIO):
 
 def test_chunk_sizer_follows_measured_time():
     """First chunk from the assumed rate; the second (compiled already) is timed and sets the
-    length to about ``seconds`` of work, a power of two within the memory limit; then it stays."""
-    s = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5)
+    length to about ``seconds`` of work (the nearest power of two, at least ``least`` steps,
+    within the memory limit); then it stays."""
+    s = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5, least=1)
     assert s.length == 4  # 0.5 s at 1e7 cell-steps/s: 5 steps, rounded down to a power of two
     s.observe(4, 30.0)  # compile included: ignored
     assert s.length == 4
     s.observe(4, 0.004)  # 1 ms per step: 500 steps make 0.5 s
-    assert s.length == 256
-    s.observe(256, 10.0)  # settled: later timings do not recompile
-    assert s.length == 256
-    slow = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5)
+    assert s.length == 512  # the nearest power of two (256 would be 0.26 s)
+    s.observe(512, 10.0)  # settled: later timings do not recompile
+    assert s.length == 512
+    inside = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5, least=1)
+    inside.observe(4, 1.0)
+    inside.observe(4, 0.3)  # within [seconds/2, 2 seconds]: kept
+    assert inside.length == 4
+    slow = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5, least=1)
     slow.observe(4, 1.0)
     slow.observe(4, 8.0)  # 2 s per step: one step per chunk
     assert slow.length == 1
+    floor = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5, least=8)
+    floor.observe(4, 1.0)
+    floor.observe(4, 8.0)  # the per-call cost: never fewer than `least` steps once timed
+    assert floor.length == 8
+    assert rn.ChunkSizer(cells=10**6, limit=6, seconds=0.5, least=8).length == 4
     fast = rn.ChunkSizer(cells=10, limit=300)
     assert fast.length == 256  # capped by the limit (a power of two below it)
+    fast.observe(256, 1.0)
+    fast.observe(256, 1e-3)
+    assert fast.length == 300  # once timed: the limit itself (no power of two needed)
     assert rn.ChunkSizer(cells=10**9, limit=1000, fixed=7).length == 7
-    # the default: 2 s of work (one-step chunks of a 256^3 grid cost ~15 % per step)
-    assert rn.ChunkSizer(cells=10**6, limit=1000).length == 16
+    # the default: 2 s of work, at least 16 steps (a 256^3 chunk of 2 steps costs ~12 % per
+    # step); with a progress interval of 10 steps as the limit, chunks of exactly 10
+    for limit, length in ((1000, 16), (10, 10)):
+        d = rn.ChunkSizer(cells=256**3, limit=limit)
+        assert (d.seconds, d.least, d.length) == (2.0, 16, 1)
+        d.observe(1, 4.0)
+        d.observe(1, 0.65)  # 0.65 s per step: 3 steps would make 2 s
+        assert d.length == length
 
 
 def test_chunk_sizer_processes_agree():

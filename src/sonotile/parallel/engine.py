@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -395,7 +394,7 @@ def _local_programs(
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         ops = parts.make_ops(ops_l)
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-        return lax.scan(body, carry, xs)
+        return runner.scan_steps(body, carry, xs)
 
     return local_init, local_chunk
 

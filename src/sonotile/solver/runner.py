@@ -127,7 +127,8 @@ class Engine:
         problem, layout, phys: what is run.
         start: ``() -> (RunState, raw0)``: the carry before the first chunk and the samples of
             step 0 of an initial-value problem.
-        chunk: ``(carry, xs) -> (carry, raw)``: one scan over the steps in ``xs``.
+        chunk: ``(carry, xs) -> (carry, raw)``: one scan over the steps in ``xs`` (the first
+            ``xs["count"]`` rows when it is given, see :func:`scan_steps`).
         divergence: ``u -> du``: per-axis velocity divergence (for k-Wave checkpoints).
         place: ``host carry -> device carry`` (restoring a checkpoint); the leaves may be
             lazy views (``view[index] -> numpy``) so that each process reads only its shards.
@@ -263,9 +264,35 @@ def run_chunk(
     phys: planmod.Physics,
     layout: sens.SensorLayout,
 ) -> tuple[Carry, dict[str, jax.Array]]:
-    """Advance ``carry = (state, aggregates)`` through the steps in ``xs`` (one scan)."""
+    """Advance ``carry = (state, aggregates)`` through the steps in ``xs`` (see
+    :func:`scan_steps`)."""
     body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-    return lax.scan(body, carry, xs)
+    return scan_steps(body, carry, xs)
+
+
+def scan_steps(body: Callable, carry: Any, xs: dict) -> tuple[Any, Any]:
+    """``lax.scan(body, carry, xs)``; when ``xs`` holds ``"count"`` (a scalar), only its first
+    ``count`` rows are steps and the rest is padding (:func:`padded_inputs`), so that one
+    compiled program serves every chunk up to the rows' length (a shorter last chunk does not
+    compile a program of its own). The outputs keep the full length; rows past ``count`` are
+    zeros."""
+    if "count" not in xs:
+        return lax.scan(body, carry, xs)
+    rows = {k: v for k, v in xs.items() if k != "count"}
+    length = jax.tree_util.tree_leaves(rows)[0].shape[0]
+
+    def row(i: Any) -> dict:
+        return jax.tree_util.tree_map(lambda a: lax.dynamic_index_in_dim(a, i, 0, False), rows)
+
+    shapes = jax.eval_shape(lambda c: body(c, row(0))[1], carry)
+    out0 = jax.tree_util.tree_map(lambda s: jnp.zeros((length, *s.shape), s.dtype), shapes)
+
+    def one(i: Any, st: tuple[Any, Any]) -> tuple[Any, Any]:
+        c, out = body(st[0], row(i))
+        put = partial(lax.dynamic_update_index_in_dim, index=i, axis=0)
+        return c, jax.tree_util.tree_map(lambda o, v: put(o, v), st[1], out)
+
+    return lax.fori_loop(0, xs["count"], one, (carry, out0))
 
 
 @partial(jax.jit, static_argnames=("phys", "layout"))
@@ -299,18 +326,41 @@ def step_inputs(problem: Problem, n0: int, n1: int) -> dict:
     return xs
 
 
+def padded_inputs(problem: Problem, n0: int, n1: int, rows: int) -> dict:
+    """:func:`step_inputs` for steps ``n0 <= n < n1`` padded with zero rows to ``rows`` rows,
+    with ``"count"`` = ``n1 - n0`` (see :func:`scan_steps`)."""
+    xs = step_inputs(problem, n0, n1)
+    k = n1 - n0
+    if rows < k:
+        raise ValueError(f"{k} steps do not fit in {rows} rows")
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a, np.zeros((rows - k, *a.shape[1:]), a.dtype)]) if rows > k else a
+
+    xs = jax.tree_util.tree_map(pad, xs)
+    xs["count"] = np.int32(k)
+    return xs
+
+
 def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: float = 64e6) -> int:
     """Steps per chunk: raw samples of one chunk stay under ``budget_bytes`` on the device."""
     per_step = max(1, len(layout.raw) * layout.n_out * np.dtype(problem.dtype).itemsize)
     return int(max(1, min(problem.grid.nt, budget_bytes // per_step, 1000)))
 
 
-#: seconds of work per chunk: signals, progress and checkpoints are handled between chunks.
-#: Each chunk (one call of the compiled scan) costs a fixed part, growing with the grid: at 256^3
-#: on 2 threads one-step chunks (0.5 s) ran 6-8 % slower per step than chunks of 4 and ~15 %
-#: slower than chunks of 8 (docs/performance.md, thirteenth session). A stop without checkpoint
-#: is not delayed by it (``wait_ready`` polls); a checkpoint waits for the chunk's end.
+#: seconds of work per chunk: progress is reported, and signals with a checkpoint file, the
+#: checkpoint interval and ``should_stop`` are handled, between chunks (a stop without checkpoint
+#: is not delayed: ``wait_ready`` polls; but the computation of a chunk cannot be cancelled, so
+#: a process exits, or the next computation starts, only after it).
 CHUNK_SECONDS = 2.0
+#: the fewest steps of a chunk sized by time (fewer only when the limit or the run is shorter).
+#: Each chunk (one call of the compiled loop) has a fixed cost that grows with the grid: XLA
+#: maps its temporary buffers afresh for every call and the first touch of each page costs ~4 us
+#: on the 2-core EPYC (20 B/point for the heterogeneous absorbing step: ~37 ms per call at
+#: 128^3, ~150 ms at 256^3, a quarter to a half of a step). At 256^3 on 2 threads chunks of 2
+#: steps ran 12 % slower per step than chunks of 8, at 128^3 chunks of 8 steps 5 % slower than
+#: chunks of 64 (docs/performance.md, sixteenth session).
+MIN_CHUNK_STEPS = 16
 #: rate assumed before anything is measured [cell-steps/s]: low, so that the first chunk is short
 ASSUMED_RATE = 1e7
 
@@ -322,16 +372,24 @@ def _pow2_at_most(x: float, limit: int) -> int:
     return max(1, min(n, limit))
 
 
+def _pow2_nearest(x: float, least: int, limit: int) -> int:
+    """The power of two nearest ``x`` (in ratio), at least ``least``, at most ``limit``."""
+    n = 2 ** max(0, round(math.log2(max(x, 1.0))))
+    return max(1, min(max(n, least), limit))
+
+
 @dataclass
 class ChunkSizer:
     """Steps per chunk from the measured time per step: about ``seconds`` of work per chunk
-    (:data:`CHUNK_SECONDS`).
+    (:data:`CHUNK_SECONDS`), at least ``least`` steps (:data:`MIN_CHUNK_STEPS`).
 
     The first chunk's length comes from :data:`ASSUMED_RATE`; the second chunk (the first
     without compilation) is timed, and when it took outside ``[seconds/2, 2 seconds]`` the
-    length is set once from the measured time per step (a power of two, at most ``limit``,
-    the memory bound on raw samples). Each distinct length compiles once. ``fixed`` turns
-    sizing off. ``agree(n)`` makes the processes of a job use the same length (the minimum).
+    length is set once from the measured time per step: the nearest power of two, at least
+    ``least``, at most ``limit`` (the memory bound on raw samples, or the progress interval:
+    then chunks end on its steps). Each length compiles once (a shorter last chunk reuses the
+    program, see :func:`scan_steps`). ``fixed`` turns sizing off. ``agree(n)`` makes the
+    processes of a job use the same length (the minimum).
     """
 
     cells: int
@@ -339,6 +397,7 @@ class ChunkSizer:
     seconds: float = CHUNK_SECONDS
     fixed: int | None = None
     agree: Callable[[int], int] = field(default=lambda n: n)
+    least: int = MIN_CHUNK_STEPS
     length: int = 0
     calls: int = 0
 
@@ -356,7 +415,8 @@ class ChunkSizer:
             return
         new = self.length
         if not self.seconds / 2 <= seconds <= 2 * self.seconds:
-            new = _pow2_at_most(self.seconds * steps / max(seconds, 1e-9), self.limit)
+            per_step = max(seconds, 1e-9) / steps
+            new = _pow2_nearest(self.seconds / per_step, self.least, self.limit)
         self.length = self.agree(new)
 
 
@@ -420,7 +480,7 @@ def advance(
     per_step: float | None = None  # seconds, from the last chunk (the first one compiles)
     while n < stop:
         m = min(stop, n + sizer.length)
-        xs = step_inputs(engine.problem, n, m)
+        xs = padded_inputs(engine.problem, n, m, sizer.length)
         t = time.perf_counter()
         carry, raw = engine.chunk(carry, xs)
         wait_ready((carry, raw), should_abort, None if per_step is None else per_step * (m - n))
@@ -431,7 +491,7 @@ def advance(
             keep = max(0, start - n)
             for name, v in raw.items():
                 if keep < m - n:
-                    recorder(name, n + keep - start, np.asarray(v[keep:]))
+                    recorder(name, n + keep - start, np.asarray(v[keep : m - n]))
         n = m
         if progress:
             progress(n)
@@ -449,12 +509,21 @@ def agree_min(n: int) -> int:
     return int(np.min(multihost_utils.process_allgather(np.int64(n))))
 
 
-def make_sizer(engine: Engine, chunk: int | None = None, limit: int | None = None) -> ChunkSizer:
-    """The chunk sizer of a run: ``chunk`` fixed steps, or sized by time (default), at most
-    ``limit`` steps (e.g. the progress interval) and the memory bound on raw samples."""
+def make_sizer(
+    engine: Engine, chunk: int | None = None, limit: int | None = None,
+    seconds: float | None = None,
+) -> ChunkSizer:  # fmt: skip
+    """The chunk sizer of a run: ``chunk`` fixed steps, or sized by time (default): about
+    ``seconds`` of work per chunk (at most :data:`CHUNK_SECONDS`; e.g. a shorter checkpoint
+    interval, then with no floor of :data:`MIN_CHUNK_STEPS`), at most ``limit`` steps (e.g.
+    the progress interval) and the memory bound on raw samples."""
     bound = default_chunk(engine.problem, engine.layout)
     bound = min(bound, max(1, limit)) if limit else bound
-    return ChunkSizer(engine.problem.grid.size, bound, fixed=chunk, agree=agree_min)
+    target = CHUNK_SECONDS if seconds is None else min(seconds, CHUNK_SECONDS)
+    least = MIN_CHUNK_STEPS if target >= CHUNK_SECONDS else 1
+    return ChunkSizer(
+        engine.problem.grid.size, bound, target, fixed=chunk, agree=agree_min, least=least
+    )
 
 
 def available_memory(device: jax.Device | None = None) -> tuple[int | None, str]:
