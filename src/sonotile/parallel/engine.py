@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -347,6 +348,7 @@ def decomposed_engine(
         blocks=None if blocks.all_even else blocks,
         devices=math.prod(mesh_shape),
         transport=carrier,
+        counted=False,
     )  # fmt: skip
 
 
@@ -394,7 +396,7 @@ def _local_programs(
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         ops = parts.make_ops(ops_l)
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-        return runner.scan_steps(body, carry, xs)
+        return lax.scan(body, carry, xs)  # no step count: see runner.Engine.counted
 
     return local_init, local_chunk
 

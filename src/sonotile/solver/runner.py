@@ -141,6 +141,12 @@ class Engine:
         devices: how many devices the arrays are spread over (memory check).
         transport: what carries the step's collectives when it is not XLA (e.g.
             :class:`sonotile.parallel.mpi.MpiTransport`), else None.
+        counted: whether ``chunk`` takes rows padded to the chunk length with a step count
+            (:func:`padded_inputs`, :func:`scan_steps`), so that a shorter last chunk reuses
+            the program. The decomposed engines do not: with jaxlib 0.10.2, XLA:CPU's
+            in-process collectives inside a loop with a run-time trip count abort in their
+            rendezvous check ("7 vs. 6" participants) when the program was loaded from the
+            persistent compilation cache (tests/parallel/test_uneven.py, second run).
     """
 
     problem: Problem
@@ -155,6 +161,7 @@ class Engine:
     blocks: Any = None
     devices: int = 1  # devices the engine's arrays are spread over
     transport: Any = None
+    counted: bool = True
 
     def to_true(self, fields: dict) -> dict:
         """Gathered whole fields (host arrays) in the grid's shape."""
@@ -480,7 +487,10 @@ def advance(
     per_step: float | None = None  # seconds, from the last chunk (the first one compiles)
     while n < stop:
         m = min(stop, n + sizer.length)
-        xs = padded_inputs(engine.problem, n, m, sizer.length)
+        if engine.counted:
+            xs = padded_inputs(engine.problem, n, m, sizer.length)
+        else:
+            xs = step_inputs(engine.problem, n, m)
         t = time.perf_counter()
         carry, raw = engine.chunk(carry, xs)
         wait_ready((carry, raw), should_abort, None if per_step is None else per_step * (m - n))
