@@ -18,16 +18,16 @@ class Tty(io.StringIO):
 
 def test_chunk_sizer_follows_measured_time():
     """First chunk from the assumed rate; the second (compiled already) is timed and sets the
-    length to about ``seconds`` of work (the nearest power of two, at least ``least`` steps,
-    within the memory limit); then it stays."""
+    length to about ``seconds`` of work (a power of two at most that, at least ``least``
+    steps, within the memory limit); then it stays."""
     s = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5, least=1)
     assert s.length == 4  # 0.5 s at 1e7 cell-steps/s: 5 steps, rounded down to a power of two
     s.observe(4, 30.0)  # compile included: ignored
     assert s.length == 4
     s.observe(4, 0.004)  # 1 ms per step: 500 steps make 0.5 s
-    assert s.length == 512  # the nearest power of two (256 would be 0.26 s)
-    s.observe(512, 10.0)  # settled: later timings do not recompile
-    assert s.length == 512
+    assert s.length == 256  # rounded down: a chunk stays within its seconds
+    s.observe(256, 10.0)  # settled: later timings do not recompile
+    assert s.length == 256
     inside = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5, least=1)
     inside.observe(4, 1.0)
     inside.observe(4, 0.3)  # within [seconds/2, 2 seconds]: kept

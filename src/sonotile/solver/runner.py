@@ -379,9 +379,11 @@ def _pow2_at_most(x: float, limit: int) -> int:
     return max(1, min(n, limit))
 
 
-def _pow2_nearest(x: float, least: int, limit: int) -> int:
-    """The power of two nearest ``x`` (in ratio), at least ``least``, at most ``limit``."""
-    n = 2 ** max(0, round(math.log2(max(x, 1.0))))
+def _pow2_floor(x: float, least: int, limit: int) -> int:
+    """The largest power of two at most ``x``, but at least ``least`` and at most ``limit``
+    (so a chunk of a fast grid stays within its seconds: an interrupted API run returns
+    only after the chunk in flight)."""
+    n = 2 ** max(0, math.floor(math.log2(max(x, 1.0))))
     return max(1, min(max(n, least), limit))
 
 
@@ -392,7 +394,7 @@ class ChunkSizer:
 
     The first chunk's length comes from :data:`ASSUMED_RATE`; the second chunk (the first
     without compilation) is timed, and when it took outside ``[seconds/2, 2 seconds]`` the
-    length is set once from the measured time per step: the nearest power of two, at least
+    length is set once from the measured time per step: a power of two at most that, at least
     ``least``, at most ``limit`` (the memory bound on raw samples, or the progress interval:
     then chunks end on its steps). Each length compiles once (a shorter last chunk reuses the
     program, see :func:`scan_steps`). ``fixed`` turns sizing off. ``agree(n)`` makes the
@@ -423,7 +425,7 @@ class ChunkSizer:
         new = self.length
         if not self.seconds / 2 <= seconds <= 2 * self.seconds:
             per_step = max(seconds, 1e-9) / steps
-            new = _pow2_nearest(self.seconds / per_step, self.least, self.limit)
+            new = _pow2_floor(self.seconds / per_step, self.least, self.limit)
         self.length = self.agree(new)
 
 
