@@ -383,8 +383,7 @@ def _pow2_floor(x: float, least: int, limit: int) -> int:
     """The largest power of two at most ``x``, but at least ``least`` and at most ``limit``
     (so a chunk of a fast grid stays within its seconds: an interrupted API run returns
     only after the chunk in flight)."""
-    n = 2 ** max(0, math.floor(math.log2(max(x, 1.0))))
-    return max(1, min(max(n, least), limit))
+    return max(1, min(max(_pow2_at_most(x, sys.maxsize), least), limit))
 
 
 @dataclass
