@@ -358,8 +358,10 @@ def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: flo
 #: seconds of work per chunk: progress is reported, and signals with a checkpoint file, the
 #: checkpoint interval and ``should_stop`` are handled, between chunks (a stop without checkpoint
 #: is not delayed: ``wait_ready`` polls; but the computation of a chunk cannot be cancelled, so
-#: a process exits, or the next computation starts, only after it).
-CHUNK_SECONDS = 2.0
+#: a process exits, or the next computation starts, only after it: an interrupted
+#: ``simulate()`` script ends within about this long). Large grids are bounded by
+#: :data:`MIN_CHUNK_STEPS` instead, so their per-call cost does not grow with a shorter target.
+CHUNK_SECONDS = 1.0
 #: the fewest steps of a chunk sized by time (fewer only when the limit or the run is shorter).
 #: Each chunk (one call of the compiled loop) has a fixed cost that grows with the grid: XLA
 #: maps its temporary buffers afresh for every call and the first touch of each page costs ~4 us
@@ -394,10 +396,10 @@ class ChunkSizer:
     The first chunk's length comes from :data:`ASSUMED_RATE`; the second chunk (the first
     without compilation) is timed, and when it took outside ``[seconds/2, 2 seconds]`` the
     length is set once from the measured time per step: a power of two at most that, at least
-    ``least``, at most ``limit`` (the memory bound on raw samples, or the progress interval:
-    then chunks end on its steps). Each length compiles once (a shorter last chunk reuses the
-    program, see :func:`scan_steps`). ``fixed`` turns sizing off. ``agree(n)`` makes the
-    processes of a job use the same length (the minimum).
+    ``least`` (also when the length is kept), at most ``limit`` (the memory bound on raw
+    samples, or the progress interval: then chunks end on its steps). Each length compiles
+    once (a shorter last chunk reuses the program, see :func:`scan_steps`). ``fixed`` turns
+    sizing off. ``agree(n)`` makes the processes of a job use the same length (the minimum).
     """
 
     cells: int
@@ -421,7 +423,7 @@ class ChunkSizer:
         self.calls += 1
         if self.fixed or self.calls != 2 or steps != self.length:
             return
-        new = self.length
+        new = min(max(self.length, self.least), self.limit)  # within a factor 2: kept
         if not self.seconds / 2 <= seconds <= 2 * self.seconds:
             per_step = max(seconds, 1e-9) / steps
             new = _pow2_floor(self.seconds / per_step, self.least, self.limit)
