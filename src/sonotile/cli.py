@@ -30,6 +30,13 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``sonotile`` program (``argv`` None: this process's arguments; the program first
+    starts itself again with huge pages for malloc when it can,
+    :func:`sonotile.runtime.restart_with_hugepages`)."""
+    if argv is None:
+        from sonotile import runtime
+
+        runtime.restart_with_hugepages()
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # a usage error: say what there is, on stderr
         print(usage(), file=sys.stderr)

@@ -58,6 +58,10 @@ class Settings:
             ``XDG_CACHE_HOME`` (``$XDG_CACHE_HOME/sonotile``).
         malloc_tune: pin glibc's mmap threshold so freed grid-sized buffers return to the
             system (peak RSS). Env: ``SONOTILE_MALLOC_TUNE`` (1/0).
+        hugepages: the programs (``sonotile-kwave``, ``sonotile``) start themselves again once
+            with glibc's ``glibc.malloc.hugetlb=1`` tunable (transparent huge pages for large
+            blocks: XLA's per-call temporaries are faulted in 2 MiB pages instead of 4 KiB ones)
+            unless ``GLIBC_TUNABLES`` names it already. Env: ``SONOTILE_HUGEPAGES`` (1/0).
         xla_scheduler_off: switch XLA:CPU's concurrency-optimised scheduler off (less memory per
             grid point, same speed; ignored when ``XLA_FLAGS`` sets it already).
         memory_limit: memory a run may use [bytes], in place of the device's free memory in
@@ -76,6 +80,7 @@ class Settings:
     compilation_cache: bool = True
     cache_dir: str = ""
     malloc_tune: bool = True
+    hugepages: bool = True
     xla_scheduler_off: bool = True
     memory_limit: int | None = None
 
@@ -115,6 +120,7 @@ class Settings:
             compilation_cache=flag("SONOTILE_COMPILATION_CACHE", True),
             cache_dir=default_cache_dir(env),
             malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
+            hugepages=flag("SONOTILE_HUGEPAGES", True),
         )
         if env.get("SONOTILE_MEMORY_LIMIT"):
             values["memory_limit"] = int(float(env["SONOTILE_MEMORY_LIMIT"]))

@@ -80,6 +80,70 @@ def fix_malloc() -> None:
         pass
 
 
+#: glibc's tunable for transparent huge pages in malloc (glibc >= 2.35)
+HUGETLB = "glibc.malloc.hugetlb"
+THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def hugepages_env(
+    environ: Mapping[str, str], libc: str, thp_mode: str, wanted: bool = True
+) -> dict[str, str] | None:
+    """The environment to start a program again with so that glibc's malloc asks for
+    transparent huge pages (``GLIBC_TUNABLES`` plus ``glibc.malloc.hugetlb=1``), or None when
+    there is nothing to gain: not ``wanted``, the tunable already named (by the user, or by
+    the start before), a C library other than glibc >= 2.35 (``libc``:
+    ``os.confstr("CS_GNU_LIBC_VERSION")``, e.g. ``"glibc 2.36"``) or the kernel's huge pages
+    off (``thp_mode``: the contents of :data:`THP_MODE`, ``"... [never]"``).
+
+    Why: XLA:CPU allocates each chunk's temporaries (8-20 B per grid point) afresh for every
+    call of the compiled loop, mapped by glibc and faulted in page by page; with 4 KiB pages
+    that took ~30 ms per call at 128^3 and ~150 ms at 256^3 on the 2-core EPYC, with 2 MiB
+    pages a few ms (docs/performance.md, seventeenth session)."""
+    tunables = environ.get("GLIBC_TUNABLES", "")
+    if not wanted or HUGETLB in tunables or "[never]" in thp_mode:
+        return None
+    name, _, version = libc.partition(" ")
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return None
+    if name != "glibc" or (major, minor) < (2, 35):
+        return None
+    return dict(environ, GLIBC_TUNABLES=":".join(t for t in (tunables, f"{HUGETLB}=1") if t))
+
+
+def restart_with_hugepages() -> None:
+    """Start this program again in its own process (``os.execve``: same pid, same arguments,
+    before any work) with :func:`hugepages_env`'s environment, when that is not None. glibc
+    reads its tunables only when a process starts, so an entry point calls this first thing;
+    ``Settings.hugepages`` (``SONOTILE_HUGEPAGES=0``) turns it off. Costs one more interpreter
+    start (~30 ms)."""
+    if sys.platform != "linux" or not getattr(sys, "orig_argv", None) or not sys.executable:
+        return
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+        with open(THP_MODE) as f:
+            mode = f.read()
+    except (OSError, ValueError):
+        return
+    env = hugepages_env(os.environ, libc, mode, config.current().hugepages)
+    if env is None:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, sys.orig_argv, env)
+    except OSError:
+        return
+
+
+def hugepages_state() -> str:
+    """How this process's malloc pages its large blocks (for ``--verbose``)."""
+    if HUGETLB + "=1" in os.environ.get("GLIBC_TUNABLES", ""):
+        return f"transparent huge pages ({HUGETLB}=1)"
+    return "4 KiB pages (glibc's default)"
+
+
 def enable_env() -> None:
     """The compilation cache through environment variables, before JAX is imported (entry
     points), :func:`set_xla_flags` and :func:`fix_malloc`."""

@@ -15,11 +15,19 @@ import h5py
 import pytest
 from kwave_inputs import write_input
 
-from sonotile import config
+from sonotile import config, runtime
 from sonotile.kwave.cli import main as kwave_main
 
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def _thp_mode() -> str:
+    try:
+        with open(runtime.THP_MODE) as f:
+            return f.read()
+    except OSError:
+        return "[never]"
 
 
 def _first_line_with(proc, text: str, timeout: float = 120.0) -> str:
@@ -83,6 +91,25 @@ def test_simulate_raises_keyboard_interrupt_promptly(tmp_path):
     assert proc.returncode == 3 and "KeyboardInterrupt" in stdout, stderr[-2000:]
     assert "about" in stderr and "MB" in stderr  # the pre-run line
     assert elapsed < 2.0, f"took {elapsed:.2f} s to stop"
+
+
+@pytest.mark.skipif(
+    runtime.hugepages_env({}, os.confstr("CS_GNU_LIBC_VERSION") or "", _thp_mode()) is None,
+    reason="no glibc >= 2.35 with the kernel's transparent huge pages on",
+)
+def test_program_runs_with_huge_pages_unless_told_not_to(tmp_path):
+    """``sonotile-kwave`` starts itself again with ``glibc.malloc.hugetlb=1`` (XLA's per-call
+    temporaries in 2 MiB pages) and says so at ``--verbose 1``; ``SONOTILE_HUGEPAGES=0`` or a
+    ``GLIBC_TUNABLES`` that names the tunable leave the allocator as it is."""
+    inp = write_input(tmp_path / "in.h5", shape=(16, 16, 16), nt=4)
+    env = {k: v for k, v in ENV.items() if k != "GLIBC_TUNABLES"}
+    cases = [({}, "transparent huge pages"), ({"SONOTILE_HUGEPAGES": "0"}, "4 KiB pages"),
+             ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "4 KiB pages")]  # fmt: skip
+    for extra, says in cases:
+        cmd = [*KWAVE, "-i", inp, "-o", str(tmp_path / "o.h5"), "--verbose", "1"]
+        r = subprocess.run(cmd, capture_output=True, text=True, env={**env, **extra}, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert f"host allocator: {says}" in r.stderr, (extra, r.stderr)
 
 
 def test_progress_interval_r(tmp_path):

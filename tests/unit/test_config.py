@@ -60,3 +60,25 @@ def test_operators_record_the_fft_options():
         assert jax.tree_util.tree_structure(fused) != jax.tree_util.tree_structure(calls)
     finally:
         config.configure(saved)
+
+
+def test_hugepages_environment():
+    """The programs start again with ``glibc.malloc.hugetlb=1`` added to ``GLIBC_TUNABLES``
+    (kept: the user's other tunables) only where it acts and is not named yet: glibc >= 2.35,
+    the kernel's huge pages not off, not turned off by the settings."""
+    from sonotile.runtime import hugepages_env
+
+    thp = "always [madvise] never"
+    env = hugepages_env({"PATH": "/bin"}, "glibc 2.36", thp)
+    assert env == {"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    env = hugepages_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, "glibc 2.35", thp)
+    assert env == {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"}
+    for named in ("glibc.malloc.hugetlb=0", "glibc.malloc.hugetlb=1"):  # no loop, user's word
+        assert hugepages_env({"GLIBC_TUNABLES": named}, "glibc 2.36", thp) is None
+    assert hugepages_env({}, "glibc 2.34", thp) is None  # the tunable is not there yet
+    assert hugepages_env({}, "musl 1.2", thp) is None
+    assert hugepages_env({}, "", thp) is None
+    assert hugepages_env({}, "glibc 2.36", "always madvise [never]") is None
+    assert hugepages_env({}, "glibc 2.36", thp, wanted=False) is None
+    assert Settings.from_env({"SONOTILE_HUGEPAGES": "0"}).hugepages is False
+    assert Settings.from_env({}).hugepages is True

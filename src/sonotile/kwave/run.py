@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import h5py
 import jax
 
+from sonotile import runtime
 from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
 from sonotile.kwave.cli import check_writable
 from sonotile.kwave.output import OutputFile
@@ -123,6 +124,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     if args.verbose and not quiet:
         mb = checks.memory_estimate(problem) / 2**20
         print(f"sonotile-kwave: estimated device memory {mb:.0f} MB", file=sys.stderr)
+        print(f"sonotile-kwave: host allocator: {runtime.hugepages_state()}", file=sys.stderr)
     t_load = time.perf_counter()
     ckpt = args.checkpoint_file
     resume = bool(ckpt) and os.path.exists(ckpt)
