@@ -131,8 +131,11 @@ def restart_with_hugepages() -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    # argv[0] the interpreter's full path: a bare "python3" would make the new interpreter
+    # look itself up on PATH, and it could find one outside this environment
+    argv = [sys.executable, *sys.orig_argv[1:]]
     try:
-        os.execve(sys.executable, sys.orig_argv, env)
+        os.execve(sys.executable, argv, env)
     except OSError:
         return
 
