@@ -16,6 +16,11 @@ Host allocator (peak RSS): glibc raises its mmap threshold after large blocks ar
 later grid-sized buffers (numpy arrays, XLA's buffers) come from the heap and freed ones stay
 resident. :func:`fix_malloc` pins the threshold at 4 MiB: grid-sized blocks are always
 mapped and returned to the system when freed. ``SONOTILE_MALLOC_TUNE=0`` leaves it alone.
+
+Huge pages (time per chunk of steps): the programs start themselves again once with glibc's
+``glibc.malloc.hugetlb=1`` (:func:`restart_with_hugepages`), so the blocks XLA maps afresh for
+every call of the compiled loop are faulted in 2 MiB pages. ``SONOTILE_HUGEPAGES=0`` leaves
+the allocator alone.
 """
 
 from __future__ import annotations
@@ -117,7 +122,7 @@ def restart_with_hugepages() -> None:
     before any work) with :func:`hugepages_env`'s environment, when that is not None. glibc
     reads its tunables only when a process starts, so an entry point calls this first thing;
     ``Settings.hugepages`` (``SONOTILE_HUGEPAGES=0``) turns it off. Costs one more interpreter
-    start (~30 ms)."""
+    start (30-70 ms here)."""
     if sys.platform != "linux" or not getattr(sys, "orig_argv", None) or not sys.executable:
         return
     try:
