@@ -61,6 +61,17 @@ def test_chunking_does_not_change_results():
     carry, raw3 = engine.chunk(rs.carry, rn.step_inputs(p, rs.next_step, p.grid.nt))  # lax.scan
     np.testing.assert_array_equal(raw1["p"][1:], np.asarray(raw3["p"]))
     np.testing.assert_array_equal(fin1["p_final"], np.asarray(carry[0].p))
+    # sized by time: a first chunk (1 step, from the assumed rate) shorter than the floor (8,
+    # the timed length here) runs in the program of the chunks after it: one program
+    rn.run_chunk.clear_cache()
+    sizer = rn.ChunkSizer(cells=p.grid.size, limit=1000, seconds=1e-6, least=8)
+    assert (sizer.length, sizer.rows) == (1, 8)
+    rec = rn.ListRecorder()
+    rs, _ = engine.start()
+    rs = rn.advance(engine, rs, p.grid.nt, rec, chunk=sizer)
+    assert sizer.length == 8 and rn.run_chunk._cache_size() == 1
+    np.testing.assert_array_equal(raw1["p"][1:], rec.result()["p"])
+    np.testing.assert_array_equal(fin1["p_final"], np.asarray(rs.carry[0].p))
 
 
 @pytest.mark.parametrize("shape", [(128,), (64, 48), (32, 28, 24)])

@@ -47,11 +47,13 @@ def test_chunk_sizer_follows_measured_time():
     fast.observe(256, 1e-3)
     assert fast.length == 300  # once timed: the limit itself (no power of two needed)
     assert rn.ChunkSizer(cells=10**9, limit=1000, fixed=7).length == 7
+    assert rn.ChunkSizer(cells=10**9, limit=1000, fixed=7).rows == 7
     # the default: 1 s of work, at least 16 steps (a 256^3 chunk of 2 steps costs ~12 % per
     # step); with a progress interval of 10 steps as the limit, chunks of exactly 10
     for limit, length in ((1000, 16), (10, 10)):
         d = rn.ChunkSizer(cells=256**3, limit=limit)
         assert (d.seconds, d.least, d.length) == (1.0, 16, 1)
+        assert d.rows == length  # the first chunk runs in the program of the timed ones
         d.observe(1, 4.0)
         d.observe(1, 0.65)  # 0.65 s per step: 1 step would make 1 s (and does, as timed)
         assert d.length == length

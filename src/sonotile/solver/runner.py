@@ -418,6 +418,16 @@ class ChunkSizer:
             guess = self.seconds * ASSUMED_RATE / max(self.cells, 1)
             self.length = _pow2_at_most(guess, self.limit)
 
+    @property
+    def rows(self) -> int:
+        """The rows the chunk programs are compiled for (:func:`padded_inputs`): the length,
+        but at least ``least`` (within ``limit``) while sized by time, so that a first chunk
+        shorter than the floor runs in the program of the chunks after it (on large grids the
+        timed length is the floor: one program per run instead of two)."""
+        if self.fixed:
+            return self.length
+        return max(self.length, min(self.least, self.limit))
+
     def observe(self, steps: int, seconds: float) -> None:
         """Record that a chunk of ``steps`` steps took ``seconds`` (dispatch to results)."""
         self.calls += 1
@@ -491,7 +501,7 @@ def advance(
     while n < stop:
         m = min(stop, n + sizer.length)
         if engine.counted:
-            xs = padded_inputs(engine.problem, n, m, sizer.length)
+            xs = padded_inputs(engine.problem, n, m, sizer.rows)
         else:
             xs = step_inputs(engine.problem, n, m)
         t = time.perf_counter()
