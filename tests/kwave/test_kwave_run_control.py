@@ -112,6 +112,16 @@ def test_program_runs_with_huge_pages_unless_told_not_to(tmp_path):
         assert f"host allocator: {says}" in r.stderr, (extra, r.stderr)
 
 
+def test_help_and_version_do_not_start_jax():
+    """``--version`` and ``--help`` answer without importing JAX (~0.7 s here)."""
+    for flag in ("--version", "--help"):
+        r = subprocess.run([sys.executable, "-X", "importtime", "-m", "sonotile.kwave.cli", flag],
+                           capture_output=True, text=True, env=ENV, timeout=120)  # fmt: skip
+        assert r.returncode == 0 and "sonotile" in r.stdout, r.stderr
+        imported = {ln.rsplit("|", 1)[-1].strip() for ln in r.stderr.splitlines() if "|" in ln}
+        assert "sonotile.runtime" in imported and "jax" not in imported, flag
+
+
 def test_progress_interval_r(tmp_path):
     """``-r 10``: ten lines during the run, each with percent, step, rate and ETA."""
     inp = write_input(tmp_path / "in.h5", shape=(24, 20, 16), nt=200)

@@ -252,9 +252,10 @@ def entry() -> NoReturn:
 
     runtime.restart_with_hugepages()
     status = main()
-    from sonotile.parallel import distributed
-
-    if distributed.is_multiprocess():
+    # not imported (--help, --version, a usage error): one process, and importing it would
+    # import JAX (0.7 s) just to say so
+    distributed = sys.modules.get("sonotile.parallel.distributed")
+    if distributed is not None and distributed.is_multiprocess():
         sys.exit(status)
     sys.stdout.flush()
     sys.stderr.flush()
