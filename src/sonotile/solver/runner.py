@@ -425,16 +425,18 @@ class ChunkSizer:
         but at least ``least`` (within ``limit``) while sized by time, so that a first chunk
         shorter than the floor runs in the program of the chunks after it (on large grids the
         timed length is the floor: one program per run instead of two)."""
-        if self.fixed:
-            return self.length
-        return max(self.length, min(self.least, self.limit))
+        return self.length if self.fixed else self._floored()
+
+    def _floored(self) -> int:
+        """The length raised to ``least``, within ``limit``."""
+        return min(max(self.length, self.least), self.limit)
 
     def observe(self, steps: int, seconds: float) -> None:
         """Record that a chunk of ``steps`` steps took ``seconds`` (dispatch to results)."""
         self.calls += 1
         if self.fixed or self.calls != 2 or steps != self.length:
             return
-        new = min(max(self.length, self.least), self.limit)  # within a factor 2: kept
+        new = self._floored()  # within a factor 2 of the target: kept
         if not self.seconds / 2 <= seconds <= 2 * self.seconds:
             per_step = max(seconds, 1e-9) / steps
             new = _pow2_floor(self.seconds / per_step, self.least, self.limit)
