@@ -59,11 +59,20 @@ CASES = {
 # --------------------------------------------------------------------------- input files
 
 
-def bench_problem(case: str, n: int, steps: int) -> Problem:
+#: k-Wave's pressure source modes a benchmark input can have (``--source_mode``)
+SOURCE_MODES = ("additive_no_correction", "additive")
+
+
+def bench_problem(
+    case: str, n: int, steps: int, source_mode: str = "additive_no_correction"
+) -> Problem:
     """The benchmark problem on an ``n^3`` grid: ``lossless`` (homogeneous) or
     ``absorbing_nonlinear`` (a ball and a layer of other tissue in water, power law y = 1.5,
-    B/A), one pressure source point (a 1 kPa, 1 MHz burst, additive without k-space correction,
-    scaled as k-Wave scales it) and 8 sensor points along x."""
+    B/A), one pressure source point (a 1 kPa, 1 MHz burst, scaled as k-Wave scales it; added
+    without k-space correction, or ``source_mode="additive"``: k-space filtered, k-Wave's
+    default) and 8 sensor points along x."""
+    if source_mode not in SOURCE_MODES:
+        raise ValueError(f"source_mode = {source_mode!r}: expected one of {SOURCE_MODES}")
     dx = 1e-4
     c_max = 1650.0 if case != "lossless" else 1500.0
     dt = 0.3 * dx / c_max
@@ -85,17 +94,20 @@ def bench_problem(case: str, n: int, steps: int) -> Problem:
     f0, c = 1e6, n // 2
     sig = 1e3 * np.sin(2 * np.pi * f0 * t) * np.exp(-(((t - 3 / f0) * f0 / 1.5) ** 2))  # [Pa]
     sig *= 2 * dt / (3 * 1500.0 * dx)  # k-Wave's scaling of an additive source (c0 = 1500)
-    source = MaskSource(np.array([[pml + 2, c, c]]), sig, "additive_no_correction")
+    source = MaskSource(np.array([[pml + 2, c, c]]), sig, source_mode)  # type: ignore[arg-type]
     xs = np.linspace(pml + 4, n - pml - 4, 8).astype(np.int64)
     sensor = Sensor(index=np.stack([xs, np.full(8, c), np.full(8, c)], axis=1), record=("p",))
     return Problem(grid, medium, Sources(p=source), sensor, Pml((pml,) * 3, (2.0,) * 3))
 
 
-def write_input(path: str, case: str, n: int, steps: int) -> None:
+def write_input(
+    path: str, case: str, n: int, steps: int, source_mode: str = "additive_no_correction"
+) -> None:
     """A k-Wave 1.2 input file of :func:`bench_problem` (through the k-Wave writer)."""
     from sonotile.kwave.writer import write_input as write
 
-    write(path, bench_problem(case, n, steps), description=f"sonotile bench {case} {n}^3")
+    problem = bench_problem(case, n, steps, source_mode)
+    write(path, problem, description=f"sonotile bench {case} {n}^3, {source_mode} source")
 
 
 # --------------------------------------------------------------------------- measurement

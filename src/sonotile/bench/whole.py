@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 from sonotile import runtime
-from sonotile.bench.inprocess import CASES, run_cases, spread, write_input
+from sonotile.bench.inprocess import CASES, SOURCE_MODES, run_cases, spread, write_input
 from sonotile.cliargs import Parser
 
 # Each run is started by a small launcher process that times it and waits for it: Linux counts
@@ -101,7 +101,7 @@ def compare_case(
     paths = {}
     for k in (1, 3):
         paths[k] = os.path.join(workdir, f"{case}_{n}_{k * steps}.h5")
-        write_input(paths[k], case, n, k * steps)
+        write_input(paths[k], case, n, k * steps, args.source_mode)
     out = os.path.join(workdir, "out.h5")
     runs: dict = {"kwave": {1: [], 3: []}, "sonotile": {1: [], 3: []}}
     loads = []
@@ -116,6 +116,7 @@ def compare_case(
                 if r >= 0:
                     runs[tool][k].append(run)
     res: dict = {"case": case, "grid": [n, n, n], "steps": [steps, 3 * steps], "runs": runs}
+    res["source_mode"] = args.source_mode
     res["threads"] = threads
     res["load_average_1min"] = spread(loads)
     res.update(differenced(runs, steps, n))
@@ -190,7 +191,11 @@ def _print(res: dict) -> None:
     load = res["load_average_1min"]
     t = res.get("threads")
     t_text = "default threads" if t is None else f"-t {t}"
-    print(f"{res['case']:20s} {n}^3, {t_text}, load average {load['min']:.1f}-{load['max']:.1f}")
+    mode = res.get("source_mode", "additive_no_correction")
+    print(
+        f"{res['case']:20s} {n}^3, {t_text}, {mode} source, load average "
+        f"{load['min']:.1f}-{load['max']:.1f}"
+    )
     for k in (s1, s3):
         sw, kw = res[f"sonotile_whole_{k}_wall_s"], res[f"kwave_whole_{k}_wall_s"]
         print(
@@ -231,6 +236,9 @@ def main(argv: list[str]) -> int:
                    help="-t for both tools, or a comma-separated list run one after the other "
                    "(e.g. 1,2; default: each tool's own default, all CPUs)")  # fmt: skip
     p.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
+    p.add_argument("--source_mode", choices=SOURCE_MODES, default=SOURCE_MODES[0],
+                   help="the pressure source point's k-Wave mode (default additive_no_correction;"
+                   " additive: filtered in k-space, k-Wave's default)")  # fmt: skip
     p.add_argument(
         "--first-step", action="store_true", help="also time sonotile-kwave --benchmark 1"
     )

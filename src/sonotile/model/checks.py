@@ -160,9 +160,15 @@ def memory_estimate(problem: Problem) -> int:
     # dt/rho0_sg: assumed derived from rho0 in the step (staggered densities that are k-Wave's
     # interpolation of rho0, the usual case); other given ones add d fields
     operators = 0.5 * (1 + (2 if absorbing else 0))  # kappa (and two nablas), half spectra
+    # additive sources: the filtered grid (a temporary), and the filtered mask of those whose
+    # points share one signal (step.with_source_patterns)
+    additive = [
+        v for v in (problem.sources.p, *problem.sources.u) if v is not None and v.mode == "additive"
+    ]
+    sources = len(additive) + sum(v.common_signal is not None for v in additive)
     rec = problem.sensor.record
     whole = sum(q.endswith("_all") for q in rec) * (1 if any(q.startswith("p") for q in rec) else d)
-    return int(g.size * item * (state + temps + medium + operators + whole))
+    return int(g.size * item * (state + temps + medium + operators + whole + sources))
 
 
 # --------------------------------------------------------------------------- probable mistakes

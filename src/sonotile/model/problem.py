@@ -237,6 +237,14 @@ class MaskSource:
         return int(np.shape(self.signal)[0])
 
     @property
+    def common_signal(self) -> np.ndarray | None:
+        """The one signal ``(Nt_src,)`` that every point carries, or None where they differ."""
+        sig = np.asarray(self.signal)
+        if sig.ndim == 1:
+            return sig
+        return sig[:, 0] if bool(np.all(sig == sig[:, :1])) else None
+
+    @property
     def many(self) -> bool:
         return np.ndim(self.signal) == 2
 

@@ -47,7 +47,7 @@ from sonotile.solver import plan as planmod
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
 from sonotile.solver.operators import FourierOps
-from sonotile.solver.step import zero_state
+from sonotile.solver.step import with_source_patterns, zero_state
 
 if TYPE_CHECKING:
     from jax.tree_util import PyTreeDef
@@ -395,6 +395,7 @@ def _local_programs(
     ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         ops = parts.make_ops(ops_l)
+        c = with_source_patterns(c, ops, phys, carry[0].p)
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return lax.scan(body, carry, xs)  # no step count: see runner.Engine.counted
 

@@ -41,6 +41,9 @@ class Physics:
     u_modes: tuple[str | None, ...]  # per axis: mode or None
     transducer: bool
     p0: bool
+    #: additive sources whose points share one signal (pressure; velocity per axis)
+    p_shared: bool = False
+    u_shared: tuple[bool, ...] = ()
 
 
 def pml_profile(
@@ -85,6 +88,8 @@ def physics_of(problem: Problem) -> Physics:
         u_modes=tuple(None if u is None else u.mode for u in s.u),
         transducer=s.transducer is not None,
         p0=s.p0 is not None,
+        p_shared=shared_signal(s.p) is not None,
+        u_shared=tuple(shared_signal(u) is not None for u in s.u),
     )
 
 
@@ -249,6 +254,15 @@ def source_constants(problem: Problem) -> dict:
     if s.p0 is not None:
         c["p0"] = s.p0 if is_lazy(s.p0) else to_device(s.p0, dtype)
     return c
+
+
+def shared_signal(src: MaskSource | None) -> np.ndarray | None:
+    """The signal ``(Nt,)`` of an ``additive`` (k-space filtered) source whose points all carry
+    the same one, else None: its filtered grid is ``signal(t)`` times the filtered mask
+    (:func:`sonotile.solver.step.with_source_patterns`)."""
+    if src is None or src.mode != "additive":
+        return None
+    return src.common_signal
 
 
 def spectral_ops(problem: Problem, unstagger: bool) -> FourierOps:

@@ -27,7 +27,14 @@ from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
 from sonotile.solver.device import to_device
 from sonotile.solver.operators import SpectralOps
-from sonotile.solver.step import PointIndex, State, initial_pressure_state, step, zero_state
+from sonotile.solver.step import (
+    PointIndex,
+    State,
+    initial_pressure_state,
+    step,
+    with_source_patterns,
+    zero_state,
+)
 
 #: The scan's carry: the state and the running sensor aggregates.
 Carry = tuple[State, dict[str, jax.Array]]
@@ -273,6 +280,7 @@ def run_chunk(
 ) -> tuple[Carry, dict[str, jax.Array]]:
     """Advance ``carry = (state, aggregates)`` through the steps in ``xs`` (see
     :func:`scan_steps`)."""
+    c = with_source_patterns(c, ops, phys, carry[0].p)
     body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
     return scan_steps(body, carry, xs)
 

@@ -54,11 +54,14 @@ def _inject(
     mode: str,
     active: jax.Array,
     ops: SpectralOps,
+    pattern: jax.Array | None = None,
 ) -> tuple[jax.Array, ...]:
     """Apply one mask source to one or more fields (values per point or one shared value).
 
     A pressure source enters every split density component with the same value; in additive
-    mode the k-space filtered source grid is computed once and added to each (one FFT pair).
+    mode the k-space filtered source grid is computed once and added to each (one FFT pair),
+    or, given the filtered mask ``pattern`` of a source whose points share one signal
+    (:func:`sonotile.solver.plan.source_patterns`), is that signal's value times the pattern.
     """
     if mode == "dirichlet":
 
@@ -74,6 +77,14 @@ def _inject(
             for f in fields
         )
 
+    if pattern is not None:
+        amp = jnp.where(active, jnp.ravel(values)[0], 0).astype(pattern.dtype)
+        # materialised, as the filtered grid was: fused into the updates, the product is
+        # rounded differently in programs of different chunk lengths (results would depend on
+        # the chunking and on where a run was checkpointed)
+        add = _keep(ops, amp * pattern)
+        return tuple(f + add for f in fields)
+
     def filtered(f: jax.Array) -> jax.Array:
         s = jnp.zeros_like(f).at[index].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
         return ops.filter_source(s)
@@ -83,6 +94,32 @@ def _inject(
     # one of them (the untaken branch) or added in passes of their own
     add = lax.cond(active, filtered, jnp.zeros_like, fields[0])
     return tuple(f + add for f in fields)
+
+
+def with_source_patterns(c: dict, ops: SpectralOps, phys: Physics, like: jax.Array) -> dict:
+    """``c`` plus the k-space filtered masks of the additive sources whose points share one
+    signal (``"p_pattern"``, ``"u_pattern"`` per axis), made once per chunk of steps.
+
+    Filtering is linear: such a source's filtered grid at step ``n`` is ``s(n)`` times its
+    filtered mask, so :func:`step` adds that instead of transforming the source grid forwards
+    and back in every step (one FFT pair per source and step fewer; one grid-sized field more
+    while the chunk runs). ``like``: a state field (shape and dtype of the masks).
+    """
+    if not (phys.p_shared or any(phys.u_shared)):
+        return c
+
+    def pattern(index: PointIndex) -> jax.Array:
+        mask = jnp.zeros_like(like).at[index].set(1.0, mode="drop")
+        return ops.filter_source(mask)
+
+    out = dict(c)
+    if phys.p_shared:
+        out["p_pattern"] = pattern(c["p_index"])
+    if any(phys.u_shared):
+        out["u_pattern"] = tuple(
+            pattern(c["u_index"][a]) if shared else None for a, shared in enumerate(phys.u_shared)
+        )
+    return out
 
 
 def _keep(ops: SpectralOps, f: jax.Array) -> jax.Array:
@@ -240,7 +277,10 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     for ax, mode in enumerate(phys.u_modes):
         if mode is not None:
             active = n < x["u_len"][ax]
-            (u_list[ax],) = _inject((u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops)
+            pattern = c["u_pattern"][ax] if "u_pattern" in c else None
+            (u_list[ax],) = _inject(
+                (u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops, pattern
+            )
     if phys.transducer:
         active = n < x["tr_len"]
         vals = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, c["tr_signal"].shape[0] - 1)]
@@ -265,7 +305,7 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     # 6. pressure (mass) source, into every split component
     if phys.p_mode is not None:
         active = n < x["p_len"]
-        rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops)
+        rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops, c.get("p_pattern"))
     # 7. equation of state
     p = pressure_from_density(rho, du, c, ops, phys)
     return State(p, rho, u)
