@@ -63,10 +63,12 @@ def test_whole_run_comparison(tmp_path):
     out = tmp_path / "whole.json"
     args = ["bench", "--whole-run", "--kwave-binary", str(fake), "--size", "16", "--steps", "2",
             "--repeats", "1", "--cases", "lossless", "--json", str(out),
-            "--workdir", str(tmp_path), "--first-step", "--threads", "1"]  # fmt: skip
+            "--workdir", str(tmp_path), "--first-step", "--threads", "1",
+            "--source_mode", "additive"]  # fmt: skip
     assert main(args) == 0
     (case,) = json.loads(out.read_text())["cases"]
     assert case["steps"] == [2, 6] and case["threads"] == 1
+    assert case["source_mode"] == "additive"
     for tool in ("kwave", "sonotile"):
         assert len(case["runs"][tool]["1"]) == len(case["runs"][tool]["3"]) == 1
         assert case[f"{tool}_peak_rss_bytes_per_point"] > 0
@@ -148,3 +150,17 @@ def test_whole_run_arithmetic():
     assert whole["whole_30_wall_ratio_kwave_over_sonotile"]["values"][0] == pytest.approx(2.2 / 3.6)
     assert whole["sonotile_whole_10_wall_s"]["values"] == pytest.approx([3.2, 3.3])
     assert whole["whole_30_cpu_ratio_kwave_over_sonotile"]["values"][0] == pytest.approx(2.2 / 3.6)
+
+
+@pytest.mark.parametrize(("mode", "number"), [("additive_no_correction", 1), ("additive", 2)])
+def test_bench_inputs_carry_the_source_mode(mode, number, tmp_path):
+    """``--source_mode``: the inputs both tools read have k-Wave's number for the mode."""
+    import h5py
+
+    from sonotile.bench.inprocess import bench_problem, write_input
+
+    write_input(str(tmp_path / "in.h5"), "lossless", 16, 4, mode)
+    with h5py.File(tmp_path / "in.h5") as f:
+        assert int(f["p_source_mode"][()].ravel()[0]) == number
+    with pytest.raises(ValueError, match="source_mode"):
+        bench_problem("lossless", 16, 4, "dirichlet")

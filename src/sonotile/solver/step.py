@@ -61,7 +61,7 @@ def _inject(
     A pressure source enters every split density component with the same value; in additive
     mode the k-space filtered source grid is computed once and added to each (one FFT pair),
     or, given the filtered mask ``pattern`` of a source whose points share one signal
-    (:func:`sonotile.solver.plan.source_patterns`), is that signal's value times the pattern.
+    (:func:`with_source_patterns`), is that signal's value times the pattern.
     """
     if mode == "dirichlet":
 
