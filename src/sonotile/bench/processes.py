@@ -147,13 +147,15 @@ def _plan(a: argparse.Namespace) -> list[tuple[str, str, dict]]:
 
 
 def _summary(rows: list[dict]) -> dict:
-    """Median figures per (study, kind) and the efficiencies / speed-ups."""
-    import statistics
-
+    """The median round per (study, kind) (by its step; the lower middle of an even count), all
+    its figures, so that its parts add up to its step as in each round; and the efficiencies /
+    speed-ups of these steps."""
     out: dict = {}
     for study, kind in {(r["study"], r["kind"]) for r in rows}:
-        sel = [r for r in rows if r["study"] == study and r["kind"] == kind]
-        out[f"{study}/{kind}"] = {k: statistics.median(r[k] for r in sel) for k in FIGURES}
+        sel = sorted((r for r in rows if r["study"] == study and r["kind"] == kind),
+                     key=lambda r: r["ms_per_step"])  # fmt: skip
+        middle = sel[(len(sel) - 1) // 2]
+        out[f"{study}/{kind}"] = {k: middle[k] for k in FIGURES}
     for key, v in list(out.items()):
         study, kind = key.split("/", 1)
         if study == "weak" and kind not in ("single", "control"):
