@@ -42,7 +42,7 @@ from sonotile.solver import adjoint, runner
 from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
 from sonotile.solver.linear import AdjointOps
-from sonotile.solver.step import State, initial_pressure_state, with_source_patterns, zero_state
+from sonotile.solver.step import State, initial_pressure_state, zero_state
 from sonotile.solver.tape import Tape, as_tape
 
 if TYPE_CHECKING:  # imported where used: a single-device simulator does not load them
@@ -210,8 +210,8 @@ def local_run(
         raw0 = {f: samples[f][None] for f in layout.raw}
     else:
         state = zero_state(shape, dtype)
-    # additive sources whose points share one signal: filtered mask once, not a pair per step
-    c = with_source_patterns(c, ops, phys, state.p)
+    # no step.with_source_patterns here: the signals are parameters (per point, scaled by the
+    # traced sound speed), so whether the points share one is not known when this is traced
     if st.tape is None:
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         carry = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
