@@ -10,7 +10,9 @@ Variants, each a jitted ``lax.scan`` over ``--steps`` steps on the bench case's 
   the k-space multiplications, no PML/medium updates;
 * ``ffts``     the same FFTs with nothing but a scalar scaling between them;
 * ``pointwise`` the step with every spectral operator replaced by a scalar multiple of its
-  input (element-wise work, source injection and the equation of state only).
+  input (element-wise work, source injection and the equation of state only);
+* ``separate`` the real step with the velocity (and lossless density) updates done by XLA after
+  the FFTW calls instead of inside them (``SONOTILE_FFTW_UPDATES=0``).
 
 For each the wall time per step and the CPU time / wall time (threads actually busy) are printed,
 medians over ``--rounds`` round-robin rounds, and the compiled temp bytes.
@@ -25,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 
 def cpu_s() -> float:
@@ -98,6 +101,12 @@ def main(argv=None) -> int:
     def pointwise_body(s, x, c, ops):
         return step(s, x, c, ScalarOps(), phys)
 
+    # the step with the velocity / density updates done by XLA after the FFTW calls
+    separate_ops = replace(ops, fft=f"{ops.fft}-separate-updates")
+
+    def separate_body(s, x, c, ops):
+        return step(s, x, c, separate_ops, phys)
+
     def spectral_body(s, x, c, ops):
         g = ops.grad(s.p)
         d = ops.div(g)
@@ -122,6 +131,7 @@ def main(argv=None) -> int:
         "spectral": spectral_body,
         "ffts": ffts_body,
         "pointwise": pointwise_body,
+        "separate": separate_body,
     }
     names = [v for v in a.variants.split(",") if v]
     dtype = jnp.dtype(problem.dtype)

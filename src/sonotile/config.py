@@ -45,6 +45,10 @@ class Settings:
             Env: ``SONOTILE_FFTW_POOL`` (1/0).
         fftw_fused: each spectral operator as one FFTW call (else R2C / C2R calls). Env:
             ``SONOTILE_FFTW_FUSED`` (1/0).
+        fftw_updates: in fused mode on one device, the velocity update (and, lossless, the
+            density update) is done inside the gradient's (divergence's) FFTW calls, plane by
+            plane on all threads, instead of by XLA after them. Env: ``SONOTILE_FFTW_UPDATES``
+            (1/0).
         fftw_grouped: a gradient's inverse transforms in one call (R2C / C2R mode only). Env:
             ``SONOTILE_FFTW_GROUP`` (1/0).
         fftw_concurrent: independent transforms of one call run side by side. Env:
@@ -73,6 +77,7 @@ class Settings:
     fftw_planes: str = "halves"
     fftw_pool: bool = True
     fftw_fused: bool = True
+    fftw_updates: bool = True
     fftw_grouped: bool = False
     fftw_concurrent: bool = False
     lfb_planes: bool = True
@@ -114,6 +119,7 @@ class Settings:
             fftw_planes=env.get("SONOTILE_FFTW_PLANES") or "halves",
             fftw_pool=flag("SONOTILE_FFTW_POOL", True),
             fftw_fused=flag("SONOTILE_FFTW_FUSED", True),
+            fftw_updates=flag("SONOTILE_FFTW_UPDATES", True),
             fftw_grouped=flag("SONOTILE_FFTW_GROUP", False),
             fftw_concurrent=flag("SONOTILE_FFTW_CONCURRENT", False),
             lfb_planes=flag("SONOTILE_LFB_PLANES", True),
@@ -131,7 +137,8 @@ class Settings:
         """The FFTW options that change compiled programs, as a static tag (``fused``,
         ``grouped``, ``concurrent``)."""
         tags = [t for t, on in (("unfused", not self.fftw_fused), ("grouped", self.fftw_grouped),
-                                ("concurrent", self.fftw_concurrent)) if on]  # fmt: skip
+                                ("concurrent", self.fftw_concurrent),
+                                ("separate-updates", not self.fftw_updates)) if on]  # fmt: skip
         return "-".join(tags)
 
 

@@ -38,6 +38,12 @@ if TYPE_CHECKING:  # jax is imported when a transform is first made
 
 #: ``(source, axis, vector)`` of one output of :func:`conv`
 ConvOut = tuple[int, "int | str | None", "jax.Array | None"]
+#: ``(mode, old, m, s, G)``: a split-field update applied to an operator's real output ``d``
+#: as its planes are made, ``m (m old - coef d)`` with ``coef`` = ``s`` (mode 1), ``s G``
+#: (mode 2) or ``s / mean(G)`` (mode 3: ``G``'s mean with the next point along the output's
+#: axis, the last point ``G`` itself); ``m`` a 1-D real vector along that axis, ``s`` a scalar,
+#: ``old`` and ``G`` grids of the output's shape (``apply_epilogue`` in the C++ source)
+Epilogue = tuple[int, "jax.Array", "jax.Array", "jax.typing.ArrayLike", "jax.Array | None"]
 
 _EFFORT = {"estimate": 0, "measure": 1, "patient": 2}
 _state: dict = {}  # "lib", "path", "reason", "threads", "noted"
@@ -255,10 +261,24 @@ def resolve(fft: str | None, dtype: str) -> str:
     return "xla"
 
 
+def _epilogue_args(e: Epilogue) -> list[jax.Array]:
+    import jax.numpy as jnp
+
+    mode, old, m, s, G = e
+    assert 1 <= mode <= 3 and (G is not None) == (mode >= 2), "epilogue: mode and field"
+    args = [
+        old,
+        jnp.reshape(m, (-1,)).astype(jnp.float32),
+        jnp.reshape(s, (1,)).astype(jnp.float32),
+    ]
+    return args + ([G.astype(jnp.float32)] if G is not None else [])
+
+
 def conv(
     xs: Sequence[jax.Array],
     op: jax.Array | None = None,
     outs: Sequence[ConvOut] = ((0, None, None),),
+    epilogues: Sequence[Epilogue | None] | None = None,
 ) -> list[jax.Array]:
     """Spectral operators on 2-D / 3-D float32 grids of one shape, in one custom call.
 
@@ -270,6 +290,8 @@ def conv(
     in the C++ source).
     ``axis = "spectrum"`` (at most one per input) returns instead the complex64 half spectrum
     ``rfftn(xs[src]) * op / N`` transformed back along axis 0 only, for :func:`planes_c2r`.
+    ``epilogues[o]``: an :data:`Epilogue` applied to output ``o`` (a real output along a grid
+    axis), or None; its ``old`` field must not be that output's buffer (not donated).
     """
     import jax
     import jax.numpy as jnp
@@ -285,6 +307,10 @@ def conv(
         if w:
             assert v is not None, "conv: an output along a grid axis needs its vector"
             args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
+    epis = list(epilogues) if epilogues is not None else [None] * len(outs)
+    assert len(epis) == len(outs), "conv: one epilogue (or None) per output"
+    for e in epis:
+        args += _epilogue_args(e) if e is not None else []
     out = [
         jax.ShapeDtypeStruct(half, jnp.complex64)
         if a == "spectrum"
@@ -298,6 +324,7 @@ def conv(
             has_op=int(op is not None),
             src=np.array([s for s, _, _ in outs], np.int64),
             axis=np.array([codes.get(a, a) for _, a, _ in outs], np.int64),
+            epi=np.array([0 if e is None else e[0] for e in epis], np.int64),
         )
     )
 
@@ -336,18 +363,31 @@ def planes_c2r(
     axis: int | None = None,
     vec: jax.Array | None = None,
     lo: int = 0,
+    epilogue: Epilogue | None = None,
 ) -> jax.Array:
     """``irfftn`` of a spectrum from :func:`conv` (``axis="spectrum"``) times the 1-D complex
     vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only.
     The output's planes are ``spec``'s planes ``lo .. lo + shape[0] - 1`` (``spec`` may have
-    more planes: a padded box from :func:`xpass`)."""
+    more planes: a padded box from :func:`xpass`). ``epilogue``: an :data:`Epilogue` applied
+    to the result, written over its ``old`` field's buffer (XLA copies it first if the field
+    is still needed)."""
     import jax
     import jax.numpy as jnp
 
     args = [spec] + ([] if vec is None else [jnp.reshape(vec, (-1,)).astype(jnp.complex64)])
+    alias = {}
+    if epilogue is not None:
+        alias = {len(args): 0}
+        args += _epilogue_args(epilogue)
     out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
-    return jax.ffi.ffi_call("sonotile_fftw_planes_c2r", out, vmap_method="sequential")(
-        *args, axis=-1 if axis is None else int(axis), lo=int(lo)
+    call = jax.ffi.ffi_call(
+        "sonotile_fftw_planes_c2r", out, input_output_aliases=alias, vmap_method="sequential"
+    )
+    return call(
+        *args,
+        axis=-1 if axis is None else int(axis),
+        lo=int(lo),
+        epi=0 if epilogue is None else int(epilogue[0]),
     )
 
 

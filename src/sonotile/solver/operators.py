@@ -319,3 +319,71 @@ class FourierOps:
         n = u.shape[axis]
         F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]
         return jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)
+
+
+@dataclass(frozen=True)
+class SplitUpdate:
+    """A split-field PML update of one component by a derivative ``d``:
+    ``m (m old - coef d)``, ``coef = scale`` (``field`` None), ``scale * field``, or
+    ``scale / mean_axis(field)`` (``staggered``: ``field`` on the staggered grid of ``axis`` as
+    :func:`sonotile.solver.step.staggered_mean` makes it). The velocity update is
+    ``m = pml_sg``, ``coef = dt / rho0_sg`` [s m^3/kg]; the density update ``m = pml``,
+    ``coef = dt rho0`` [s kg/m^3]. ``m``: the PML profile along ``axis`` (any shape holding
+    ``n_axis`` values)."""
+
+    old: jax.Array
+    m: jax.Array
+    axis: int
+    scale: jax.typing.ArrayLike
+    field: jax.Array | None = None
+    staggered: bool = False
+
+    def epilogue(self) -> fftw.Epilogue:
+        """The FFTW custom call's form of this update (:data:`sonotile.fft.fftw.Epilogue`)."""
+        mode = 1 if self.field is None else (3 if self.staggered else 2)
+        return (mode, self.old, self.m, self.scale, self.field)
+
+
+def fuses_updates(ops: Any, like: jax.Array) -> bool:
+    """True when :func:`grad_update` / :func:`div_update` can run on ``ops`` for fields like
+    ``like``: a plain single-device :class:`FourierOps` in fused FFTW mode (a subclass's or a
+    wrapper's operators are distributed or differentiable, and keep the separate update), unless
+    :attr:`sonotile.config.Settings.fftw_updates` was off when it was built."""
+    return type(ops) is FourierOps and ops.fused(like) and "separate-updates" not in ops.fft
+
+
+def grad_update(
+    ops: SpectralOps, p: jax.Array, updates: Sequence[SplitUpdate]
+) -> tuple[jax.Array, ...]:
+    """``updates[a]`` applied with ``ops.grad(p)[a]``, inside the gradient's FFTW calls
+    (:func:`fuses_updates` must hold): each component's update is done on each plane as the
+    plane is transformed, on all threads, and no gradient component is written to memory.
+    The y and z components overwrite their old fields (XLA copies one first if it is still
+    needed)."""
+    assert isinstance(ops, FourierOps) and fuses_updates(ops, p) and len(updates) == p.ndim
+    assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
+    ux, spec = fftw.conv(
+        [p],
+        ops.kappa,
+        [(0, 0, ops.shift_pos[0]), (0, "spectrum", None)],
+        [updates[0].epilogue(), None],
+    )
+    rest = [
+        fftw.planes_c2r(spec, p.shape, a, s, epilogue=updates[a].epilogue())
+        for a, s in enumerate(ops.shift_pos)
+        if a
+    ]
+    return (ux, *rest)
+
+
+def div_update(
+    ops: SpectralOps, u: Sequence[jax.Array], updates: Sequence[SplitUpdate]
+) -> tuple[jax.Array, ...]:
+    """``updates[a]`` applied with ``ops.div(u)[a]``, inside the divergence's FFTW calls
+    (:func:`fuses_updates` must hold; one call per component, as :meth:`FourierOps.div`)."""
+    assert isinstance(ops, FourierOps) and fuses_updates(ops, u[0]) and len(updates) == len(u)
+    assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
+    return tuple(
+        fftw.conv([ua], ops.kappa, [(0, a, s)], [up.epilogue()])[0]
+        for a, (ua, s, up) in enumerate(zip(u, ops.shift_neg, updates))
+    )

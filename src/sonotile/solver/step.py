@@ -24,7 +24,13 @@ from jax import lax
 from jax.custom_derivatives import SymbolicZero
 
 from sonotile.solver import device
-from sonotile.solver.operators import SpectralOps
+from sonotile.solver.operators import (
+    SpectralOps,
+    SplitUpdate,
+    div_update,
+    fuses_updates,
+    grad_update,
+)
 from sonotile.solver.plan import Physics
 
 #: Per-axis integer index arrays of a set of grid points (``field[index]`` gathers them).
@@ -244,6 +250,54 @@ def velocity_update(
     return tuple(out)
 
 
+def _coef(v: Any, like: jax.Array) -> tuple[Any, jax.Array | None] | None:
+    """A coefficient ``v`` (a number or a field) as ``(scale, field)`` for a
+    :class:`~sonotile.solver.operators.SplitUpdate` of fields like ``like``; None when it is
+    neither a single value nor a whole grid (then the update is not fused)."""
+    if jnp.size(v) == 1:
+        return (jnp.reshape(v, ()) if isinstance(v, jax.Array) else v), None
+    if jnp.shape(v) == like.shape:
+        return 1.0, v
+    return None
+
+
+def velocity_updates(u: Sequence[jax.Array], c: dict) -> tuple[SplitUpdate, ...] | None:
+    """:func:`velocity_update` as split-field updates for the fused FFTW calls
+    (:func:`sonotile.solver.operators.grad_update`), or None when a coefficient has another
+    shape. ``dt / rho0_sg`` derived in the step becomes the calls' staggered mean of rho0."""
+    out = []
+    for a, (ua, m) in enumerate(zip(u, c["pml_sg"])):
+        v = c["dt_rho0_sg"][a]
+        if v is None:
+            if jnp.shape(c["rho0"]) != ua.shape:
+                return None
+            out.append(SplitUpdate(ua, m, a, c["dt"], c["rho0"], staggered=True))
+            continue
+        coef = _coef(v, ua)
+        if coef is None:
+            return None
+        out.append(SplitUpdate(ua, m, a, *coef))
+    return tuple(out)
+
+
+def density_updates(
+    rho: Sequence[jax.Array], c: dict, factor: Any
+) -> tuple[SplitUpdate, ...] | None:
+    """``rho_a = pml_a (pml_a rho_a - dt factor du_a/dx_a)`` as split-field updates for
+    :func:`sonotile.solver.operators.div_update`, or None (``factor``: rho0, or the nonlinear
+    ``2 rho + rho0``; a number or a whole grid)."""
+    coef = _coef(factor, rho[0])
+    if coef is None:
+        return None
+    scale, field = coef
+    dt = c["dt"]
+    if field is None:
+        return tuple(
+            SplitUpdate(r, m, a, dt * scale) for a, (r, m) in enumerate(zip(rho, c["pml"]))
+        )
+    return tuple(SplitUpdate(r, m, a, dt, field) for a, (r, m) in enumerate(zip(rho, c["pml"])))
+
+
 def pressure_from_density(
     rho: Sequence[jax.Array], du: Sequence[jax.Array], c: dict, ops: SpectralOps, phys: Physics
 ) -> jax.Array:
@@ -270,8 +324,14 @@ def pressure_from_density(
 def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> State:
     """Advance ``state`` from step ``n-1`` to step ``n = x["n"]``."""
     n = x["n"]
-    # 1-2. pressure gradient on the staggered grids, velocity update with PML
-    u = velocity_update(state.u, ops.grad(state.p), c, _barrier(ops))
+    # 1-2. pressure gradient on the staggered grids, velocity update with PML (inside the
+    # gradient's FFTW calls where they can: no gradient component goes to memory)
+    fuse = fuses_updates(ops, state.p)
+    v_ups = velocity_updates(state.u, c) if fuse else None
+    if v_ups is not None:
+        u = grad_update(ops, state.p, v_ups)
+    else:
+        u = velocity_update(state.u, ops.grad(state.p), c, _barrier(ops))
     # 3. velocity sources and transducer
     u_list = list(u)
     for ax, mode in enumerate(phys.u_modes):
@@ -291,17 +351,24 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     # sensors' gathers (computing it again at the sensor points from the old velocity, which it
     # then copied to keep it alive): 2-5 ms of a 128^3 step recording u (docs/scaling.md)
     u = tuple(_keep(ops, x) for x in u_list)
-    # 4. velocity divergence (per-axis parts)
-    du = ops.div(u)
-    # 5. split mass conservation with PML
+    # 4-5. velocity divergence (per-axis parts), split mass conservation with PML
     if phys.nonlinear:
         # one field, made before any component changes: otherwise each update recomputes it
         # and XLA keeps a copy of every old component for the later ones (3 grids per step)
         factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"])
     else:
         factor = c["rho0"]
-    dt = c["dt"]
-    rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
+    # inside the divergence's FFTW calls where they can, when nothing else needs du
+    d_ups = None
+    if fuse and phys.absorption == "lossless":
+        d_ups = density_updates(state.rho, c, factor)
+    if d_ups is not None:
+        du: tuple[jax.Array, ...] = ()
+        rho = div_update(ops, u, d_ups)
+    else:
+        du = ops.div(u)
+        dt = c["dt"]
+        rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
     # 6. pressure (mass) source, into every split component
     if phys.p_mode is not None:
         active = n < x["p_len"]

@@ -841,6 +841,110 @@ void plane_times(const Grid& g, const float* src, const float* vec, int axis, fl
   }
 }
 
+// A split-field update applied to an operator's real output as each plane is made (the plane
+// is in cache; XLA would read the derivative back from memory, on one thread):
+//
+//   out = m (m old - coef d),   m: a real vector along the output's axis (a PML profile),
+//   coef = s (kEpiScalar), s G (kEpiField) or s / mean_axis(G) (kEpiStaggered: G's mean with
+//   the next point along the axis, the last point G itself: k-Wave's rho0 on the staggered
+//   grid),
+//
+// d the operator's output, old / G grids of the output's shape (old may be the output's own
+// buffer: the plane is read before it is written). sonotile's velocity update
+// u = pml_sg (pml_sg u - dt / rho0_sg dp/dx) and density update rho = pml (pml rho - dt rho0
+// du/dx) (sonotile/solver/step.py), same arithmetic in the same order.
+enum EpiMode : int64_t { kEpiNone = 0, kEpiScalar = 1, kEpiField = 2, kEpiStaggered = 3 };
+
+struct Epilogue {
+  int64_t mode = kEpiNone;
+  int axis = 0;
+  const float* old = nullptr;
+  const float* m = nullptr;
+  const float* G = nullptr;
+  float s = 0.f;
+};
+
+// One row of n values of the update: mk (a pointer: m along the row; else the scalar mv),
+// coefficient by mode (g: G's row, gn: the next row of the mean, or g itself for the last).
+// Written as plain loops per case so that the compiler vectorises them.
+void epilogue_row(int64_t mode, int64_t n, const float* mk, float mv, float s, const float* o,
+                  const float* d, const float* g, const float* gn, float* y) {
+  if (mk != nullptr) {  // m along the row (the output's axis is the last one)
+    if (mode == kEpiScalar) {
+      for (int64_t c = 0; c < n; ++c) y[c] = mk[c] * (mk[c] * o[c] - s * d[c]);
+    } else if (mode == kEpiField) {
+      for (int64_t c = 0; c < n; ++c) y[c] = mk[c] * (mk[c] * o[c] - (s * g[c]) * d[c]);
+    } else {  // staggered along the row: the mean of g[c] and g[c + 1], the last g itself
+      for (int64_t c = 0; c + 1 < n; ++c)
+        y[c] = mk[c] * (mk[c] * o[c] - (s / (0.5f * (g[c] + g[c + 1]))) * d[c]);
+      const int64_t c = n - 1;
+      y[c] = mk[c] * (mk[c] * o[c] - (s / g[c]) * d[c]);
+    }
+    return;
+  }
+  const float m = mv;
+  if (mode == kEpiScalar) {
+    for (int64_t c = 0; c < n; ++c) y[c] = m * (m * o[c] - s * d[c]);
+  } else if (mode == kEpiField) {
+    for (int64_t c = 0; c < n; ++c) y[c] = m * (m * o[c] - (s * g[c]) * d[c]);
+  } else if (gn == g) {  // the last row / plane of the mean's axis: g itself
+    for (int64_t c = 0; c < n; ++c) y[c] = m * (m * o[c] - (s / g[c]) * d[c]);
+  } else {
+    for (int64_t c = 0; c < n; ++c)
+      y[c] = m * (m * o[c] - (s / (0.5f * (g[c] + gn[c]))) * d[c]);
+  }
+}
+
+// Plane x of `out` from plane x of the derivative `d` (may be `out` itself; `out` may be the
+// old field's plane too: each value is read before it is written).
+void apply_epilogue(const Grid& g, const Epilogue& e, int64_t x, const float* d, float* out) {
+  const int64_t n2 = g.d[g.rank - 1], n1 = g.pr / n2;
+  const int64_t off = x * g.pr;
+  const int col_axis = g.rank - 1;
+  const bool along_x = e.axis == 0, along_row = e.axis == col_axis;
+  for (int64_t r = 0; r < n1; ++r) {
+    const int64_t i = r * n2;
+    const float* gp = e.G != nullptr ? e.G + off + i : nullptr;
+    const float* gn = gp;
+    if (e.mode == kEpiStaggered && !along_row) {
+      if (along_x) gn = x == g.X - 1 ? gp : gp + g.pr;
+      else gn = r == n1 - 1 ? gp : gp + n2;
+    }
+    const float mv = along_x ? e.m[x] : (along_row ? 0.f : e.m[r]);
+    epilogue_row(e.mode, n2, along_row ? e.m : nullptr, mv, e.s, e.old + off + i, d + i, gp, gn,
+                 out + i);
+  }
+}
+
+// The epilogue operands of one output (after the call's other operands, from index `a` on):
+// old, m, s (1 element) and, for kEpiField / kEpiStaggered, G. Advances `a`.
+ffi::Error epilogue_args(const Grid& g, int64_t mode, int axis, ffi::RemainingArgs& args,
+                         int* a, Epilogue* e) {
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  if (mode < kEpiNone || mode > kEpiStaggered) return bad("epilogue: mode 0-3");
+  e->mode = mode;
+  if (mode == kEpiNone) return ffi::Error::Success();
+  if (axis < 0 || axis >= g.rank) return bad("epilogue: needs the output's grid axis");
+  e->axis = axis;
+  const int n = mode == kEpiScalar ? 3 : 4;
+  if (*a + n > int(args.size())) return bad("epilogue: operand count");
+  auto old = args.get<ffi::Buffer<ffi::F32>>((*a)++);
+  auto m = args.get<ffi::Buffer<ffi::F32>>((*a)++);
+  auto s = args.get<ffi::Buffer<ffi::F32>>((*a)++);
+  if (old.has_error() || old->element_count() != g.nr) return bad("epilogue: old field shape");
+  if (m.has_error() || int64_t(m->element_count()) != g.d[axis]) return bad("epilogue: m length");
+  if (s.has_error() || s->element_count() != 1) return bad("epilogue: one scale");
+  e->old = old->typed_data();
+  e->m = m->typed_data();
+  e->s = s->typed_data()[0];
+  if (n == 4) {
+    auto G = args.get<ffi::Buffer<ffi::F32>>((*a)++);
+    if (G.has_error() || G->element_count() != g.nr) return bad("epilogue: field shape");
+    e->G = G->typed_data();
+  }
+  return ffi::Error::Success();
+}
+
 // Where a product's spectrum waits between the passes: in the output it becomes (plane x of
 // the spectrum in the output's plane x, the 2 pc - pr floats that do not fit in `side`), so
 // the operators need no grid-sized scratch.
@@ -867,19 +971,22 @@ struct Prod {
 };
 
 ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_t> src,
-                    ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
-                    ffi::RemainingRets rets) {
+                    ffi::Span<const int64_t> axis, ffi::Span<const int64_t> epi,
+                    ffi::RemainingArgs args, ffi::RemainingRets rets) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   const int m = int(rets.size());
   if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("conv: src/axis per output");
-  int k = 0, n_vec = 0;
+  if (int(epi.size()) != m) return bad("conv: epi per output");
+  int k = 0, n_vec = 0, n_epi = 0;
   for (int o = 0; o < m; ++o) {
     if (src[o] < 0) return bad("conv: negative src");
     k = std::max(k, int(src[o]) + 1);
     n_vec += axis[o] >= 0 ? 1 : 0;
+    n_epi += epi[o] == kEpiNone ? 0 : (epi[o] == kEpiScalar ? 3 : 4);
   }
-  if (int(args.size()) != k + (has_op ? 1 : 0) + n_vec) return bad("conv: argument count");
+  if (int(args.size()) != k + (has_op ? 1 : 0) + n_vec + n_epi)
+    return bad("conv: argument count");
   Grid g;
   std::vector<const float*> in(k);
   int a = 0;
@@ -917,6 +1024,13 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     const int64_t len = axis[o] == g.rank - 1 ? g.cols : g.d[axis[o]];
     if (x.has_error() || int64_t(x->element_count()) != len) return bad("conv: vector length");
     vec[o] = reinterpret_cast<const float*>(x->typed_data());
+  }
+  std::vector<Epilogue> epis(m);
+  for (int o = 0; o < m; ++o) {
+    ffi::Error e = epilogue_args(g, epi[o], int(axis[o]), args, &a, &epis[o]);
+    if (e.failure()) return e;
+    // the output holds a spectrum between the passes: its old field must be another buffer
+    if (epis[o].old == out[o] || epis[o].G == out[o]) return bad("conv: epilogue aliases out");
   }
   bool aligned = true;
   for (const float* p : in) aligned = aligned && is_aligned(p) && is_aligned(p + g.pr);
@@ -992,8 +1106,11 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
       for (size_t q = 0; q < prods.size(); ++q) {
         const bool shared = shared0 && q == 0;
         if (!shared) {  // an x product: op and vector applied
+          const int o = prods[q].out;
           store[q].get(x, 0, 2 * g.pc, pb);
-          plane_c2r(P->plane, pb, out[prods[q].out] + x * g.pr, ws);
+          plane_c2r(P->plane, pb, out[o] + x * g.pr, ws);
+          if (epis[o].mode != kEpiNone)
+            apply_epilogue(g, epis[o], x, out[o] + x * g.pr, out[o] + x * g.pr);
           continue;
         }
         if (shared_users.empty()) continue;  // returned as a spectrum only
@@ -1002,6 +1119,8 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
           const float* v = axis[o] >= 1 ? vec[o] : nullptr;
           if (keep_shared || v != nullptr) plane_times(g, keep_shared ? sp : pb, v, int(axis[o]), pb);
           plane_c2r(P->plane, pb, out[o] + x * g.pr, ws);
+          if (epis[o].mode != kEpiNone)
+            apply_epilogue(g, epis[o], x, out[o] + x * g.pr, out[o] + x * g.pr);
         }
       }
     });
@@ -1316,7 +1435,7 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
 // several outputs can be made from it one at a time (the gradient: XLA can consume each
 // component before the next exists). The output's planes are spectrum planes lo, lo + 1, ...
 // (a spectrum of more planes than the output: e.g. a padded box from sonotile_fftw_xpass).
-ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
+ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo, int64_t epi,
                          ffi::Buffer<ffi::C64> spec, ffi::RemainingArgs args,
                          ffi::Result<ffi::Buffer<ffi::F32>> out) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
@@ -1327,24 +1446,35 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo,
       int64_t(spec.element_count() / g.pc) < lo + g.X)
     return bad("planes_c2r: spectrum shape");
   const float* vec = nullptr;
+  const int n_epi = epi == kEpiNone ? 0 : (epi == kEpiScalar ? 3 : 4);
+  int a = 0;
   if (axis >= 0) {
-    if (axis < 1 || axis >= g.rank || args.size() != 1) return bad("planes_c2r: a plane axis");
-    auto v = args.get<ffi::Buffer<ffi::C64>>(0);
+    if (axis < 1 || axis >= g.rank || int(args.size()) != 1 + n_epi)
+      return bad("planes_c2r: a plane axis");
+    auto v = args.get<ffi::Buffer<ffi::C64>>(a++);
     const int64_t len = axis == g.rank - 1 ? g.cols : g.d[axis];
     if (v.has_error() || int64_t(v->element_count()) != len) return bad("planes_c2r: vector");
     vec = reinterpret_cast<const float*>(v->typed_data());
-  } else if (args.size() != 0) {
+  } else if (int(args.size()) != n_epi) {
     return bad("planes_c2r: a vector needs its axis");
   }
+  Epilogue e;  // (out may be its old field: each plane goes through a scratch plane first)
+  ffi::Error err = epilogue_args(g, epi, int(axis), args, &a, &e);
+  if (err.failure()) return err;
   float* o = out->typed_data();
   const bool aligned = is_aligned(o) && is_aligned(o + g.pr);
   const ConvPlans* P = get_conv_plans(g, aligned);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
   const float* s = reinterpret_cast<const float*>(spec.typed_data()) + 2 * lo * g.pc;
-  const size_t pp = pad16(size_t(2 * g.pc));
-  const bool ok = parallel_items(g.X, g_threads, pp + plane_extra(P->plane), [&](float* pb, int64_t x) {
+  const size_t pp = pad16(size_t(2 * g.pc)), rp = e.mode != kEpiNone ? pad16(size_t(g.pr)) : 0;
+  const bool ok = parallel_items(g.X, g_threads, pp + rp + plane_extra(P->plane), [&](float* pb, int64_t x) {
     plane_times(g, s + 2 * x * g.pc, vec, int(axis), pb);
-    plane_c2r(P->plane, pb, o + x * g.pr, pb + pp);
+    if (e.mode == kEpiNone) {
+      plane_c2r(P->plane, pb, o + x * g.pr, pb + pp);
+      return;
+    }
+    plane_c2r(P->plane, pb, pb + pp, pb + pp + rp);
+    apply_epilogue(g, e, x, pb + pp, o + x * g.pr);
   });
   if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();
@@ -1881,6 +2011,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
                                   .Attr<int64_t>("has_op")
                                   .Attr<ffi::Span<const int64_t>>("src")
                                   .Attr<ffi::Span<const int64_t>>("axis")
+                                  .Attr<ffi::Span<const int64_t>>("epi")
                                   .RemainingArgs()
                                   .RemainingRets());
 
@@ -1909,6 +2040,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
                                   .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("axis")
                                   .Attr<int64_t>("lo")
+                                  .Attr<int64_t>("epi")
                                   .Arg<ffi::Buffer<ffi::C64>>()
                                   .RemainingArgs()
                                   .Ret<ffi::Buffer<ffi::F32>>());
