@@ -81,17 +81,16 @@ def test_grad_and_div_updates_equal_the_separate_update(shape, kind):
     assert ops.fft == "fftw" and fuses_updates(ops, jnp.zeros(shape, jnp.float32))
     p = jnp.asarray(rng.standard_normal(shape).astype(np.float32))
     ups = [make_update(kind, shape, a, rng) for a in range(len(shape))]
-    grad = [np.asarray(g, np.float64) for g in ops.grad(p)]
-    got = grad_update(ops, p, [as_split(up, a) for a, up in enumerate(ups)])
-    for a, (g, up) in enumerate(zip(grad, ups)):
-        ref = expected(g, up, a)
-        err = np.abs(np.asarray(got[a]) - ref).max() / np.abs(ref).max()
-        assert err < 2e-6, (a, err)
+    splits = [as_split(up, a) for a, up in enumerate(ups)]
+    assert_updated(grad_update(ops, p, splits), ops.grad(p), ups)
     u = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in shape]
-    div = [np.asarray(d, np.float64) for d in ops.div(u)]
-    got = div_update(ops, u, [as_split(up, a) for a, up in enumerate(ups)])
-    for a, (d, up) in enumerate(zip(div, ups)):
-        ref = expected(d, up, a)
+    assert_updated(div_update(ops, u, splits), ops.div(u), ups)
+
+
+def assert_updated(got, derivs, ups) -> None:
+    """Each component of ``got`` is its update applied to the matching derivative."""
+    for a, (d, up) in enumerate(zip(derivs, ups)):
+        ref = expected(np.asarray(d, np.float64), up, a)
         err = np.abs(np.asarray(got[a]) - ref).max() / np.abs(ref).max()
         assert err < 2e-6, (a, err)
 
