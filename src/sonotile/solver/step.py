@@ -290,12 +290,9 @@ def density_updates(
     if coef is None:
         return None
     scale, field = coef
-    dt = c["dt"]
-    if field is None:
-        return tuple(
-            SplitUpdate(r, m, a, dt * scale) for a, (r, m) in enumerate(zip(rho, c["pml"]))
-        )
-    return tuple(SplitUpdate(r, m, a, dt, field) for a, (r, m) in enumerate(zip(rho, c["pml"])))
+    # dt * factor as the separate update computes it: a number's product first, else f32(dt)
+    scale = c["dt"] * scale if field is None else c["dt"]
+    return tuple(SplitUpdate(r, m, a, scale, field) for a, (r, m) in enumerate(zip(rho, c["pml"])))
 
 
 def pressure_from_density(
