@@ -364,19 +364,23 @@ def planes_c2r(
     vec: jax.Array | None = None,
     lo: int = 0,
     epilogue: Epilogue | None = None,
+    update_axis: int | None = None,
 ) -> jax.Array:
     """``irfftn`` of a spectrum from :func:`conv` (``axis="spectrum"``) times the 1-D complex
     vector ``vec`` along grid ``axis`` (>= 1) or none: the transforms over the planes only.
     The output's planes are ``spec``'s planes ``lo .. lo + shape[0] - 1`` (``spec`` may have
     more planes: a padded box from :func:`xpass`). ``epilogue``: an :data:`Epilogue` applied
     to the result, written over its ``old`` field's buffer (XLA copies it first if the field
-    is still needed)."""
+    is still needed); it updates along grid ``update_axis`` (default ``axis``; 0 for a
+    derivative along x that the pass along x applied)."""
     import jax
     import jax.numpy as jnp
 
     args = [spec] + ([] if vec is None else [jnp.reshape(vec, (-1,)).astype(jnp.complex64)])
     alias = {}
+    epi_axis = axis if update_axis is None else update_axis
     if epilogue is not None:
+        assert epi_axis is not None, "planes_c2r: an epilogue needs its grid axis"
         alias = {len(args): 0}
         args += _epilogue_args(epilogue)
     out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
@@ -388,6 +392,7 @@ def planes_c2r(
         axis=-1 if axis is None else int(axis),
         lo=int(lo),
         epi=0 if epilogue is None else int(epilogue[0]),
+        epi_axis=-1 if epi_axis is None else int(epi_axis),
     )
 
 

@@ -39,7 +39,7 @@ from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver import linear
 from sonotile.solver.device import to_device
-from sonotile.solver.operators import FourierOps
+from sonotile.solver.operators import FourierOps, SplitUpdate
 
 if TYPE_CHECKING:
     from sonotile.solver.linear import AdjointOps
@@ -247,27 +247,60 @@ class LfbOps:
         return fftw.xpass_halo(mid, (left, right), cast(jax.Array, bell), count, shape, op, outs,
                                inplace=True)  # fmt: skip
 
-    def _grad_planes(self, p: jax.Array, ops: FourierOps) -> tuple[jax.Array, ...]:
+    def _grad_planes(
+        self, p: jax.Array, ops: FourierOps, updates: Sequence[SplitUpdate] | None = None
+    ) -> tuple[jax.Array, ...]:
+        """The gradient's components, or (``updates``) the split-field updates by them inside
+        the plane transforms back (:func:`sonotile.solver.operators.grad_update`)."""
+        epi = [None] * p.ndim if updates is None else [up.epilogue() for up in updates]
         (q,) = self._local_planes([p])
         spec, gx = self._xpass(q, p, ops.kappa, [(0, None, None), (0, 0, ops.shift_pos[0])])
-        rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(ops.shift_pos) if a]
-        return (fftw.planes_c2r(gx, p.shape), *rest)
+        rest = [fftw.planes_c2r(spec, p.shape, a, s, epilogue=epi[a])
+                for a, s in enumerate(ops.shift_pos) if a]  # fmt: skip
+        return (fftw.planes_c2r(gx, p.shape, epilogue=epi[0], update_axis=0), *rest)
 
-    def _div_planes(self, u: Sequence[jax.Array], ops: FourierOps) -> tuple[jax.Array, ...]:
+    def _div_planes(
+        self, u: Sequence[jax.Array], ops: FourierOps, updates: Sequence[SplitUpdate] | None = None
+    ) -> tuple[jax.Array, ...]:
+        """The divergence's per-axis parts, or (``updates``) the updates by them
+        (:func:`sonotile.solver.operators.div_update`)."""
         out = []
         for a, (q, ua, s) in enumerate(zip(self._local_planes(list(u)), u, ops.shift_neg)):
+            epi = None if updates is None else updates[a].epilogue()
             if a == 0:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, 0, s)])
-                out.append(fftw.planes_c2r(d, ua.shape))
+                out.append(fftw.planes_c2r(d, ua.shape, epilogue=epi, update_axis=0))
             else:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, None, None)])
-                out.append(fftw.planes_c2r(d, ua.shape, a, s))
+                out.append(fftw.planes_c2r(d, ua.shape, a, s, epilogue=epi))
         return tuple(out)
 
     def _apply_planes(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
         (q,) = self._local_planes([f])
         (d,) = self._xpass(q, f, op, [(0, None, None)])
         return fftw.planes_c2r(d, f.shape)
+
+    # --- split-field updates inside the FFTW calls (sonotile.solver.operators.grad_update)
+    def fuses_updates(self, like: jax.Array) -> bool:
+        """Whether :meth:`grad_update` / :meth:`div_update` apply: the planes-first way on plain
+        FFTW operators, unless :attr:`sonotile.config.Settings.fftw_updates` was off when they
+        were built."""
+        ops = self._split(like)
+        return type(ops) is FourierOps and "separate-updates" not in ops.fft
+
+    def grad_update(
+        self, p: jax.Array, updates: Sequence[SplitUpdate]
+    ) -> tuple[jax.Array, ...]:  # fmt: skip
+        ops = self._split(p)
+        assert ops is not None
+        return self._grad_planes(p, ops, updates)
+
+    def div_update(
+        self, u: Sequence[jax.Array], updates: Sequence[SplitUpdate]
+    ) -> tuple[jax.Array, ...]:  # fmt: skip
+        ops = self._split(u[0])
+        assert ops is not None
+        return self._div_planes(u, ops, updates)
 
     # --- the FourierOps interface
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:

@@ -346,10 +346,14 @@ class SplitUpdate:
 
 def fuses_updates(ops: Any, like: jax.Array) -> bool:
     """True when :func:`grad_update` / :func:`div_update` can run on ``ops`` for fields like
-    ``like``: a plain single-device :class:`FourierOps` in fused FFTW mode (a subclass's or a
-    wrapper's operators are distributed or differentiable, and keep the separate update), unless
-    :attr:`sonotile.config.Settings.fftw_updates` was off when it was built."""
-    return type(ops) is FourierOps and ops.fused(like) and "separate-updates" not in ops.fft
+    ``like``: a plain single-device :class:`FourierOps` in fused FFTW mode, or operators that
+    say so themselves (``ops.fuses_updates(like)``: LFB blocks taking the planes-first way; other
+    subclasses and wrappers are distributed or differentiable and keep the separate update);
+    never when :attr:`sonotile.config.Settings.fftw_updates` was off when they were built."""
+    if type(ops) is FourierOps:
+        return ops.fused(like) and "separate-updates" not in ops.fft
+    own = getattr(ops, "fuses_updates", None)
+    return bool(own is not None and own(like))
 
 
 def grad_update(
@@ -360,8 +364,11 @@ def grad_update(
     plane is transformed, on all threads, and no gradient component is written to memory.
     The y and z components overwrite their old fields (XLA copies one first if it is still
     needed)."""
-    assert isinstance(ops, FourierOps) and fuses_updates(ops, p) and len(updates) == p.ndim
+    assert fuses_updates(ops, p) and len(updates) == p.ndim
     assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
+    if type(ops) is not FourierOps:  # operators with their own way (LFB's planes first)
+        return ops.grad_update(p, updates)  # type: ignore[attr-defined]
+    assert isinstance(ops, FourierOps)
     ux, spec = fftw.conv(
         [p],
         ops.kappa,
@@ -381,8 +388,11 @@ def div_update(
 ) -> tuple[jax.Array, ...]:
     """``updates[a]`` applied with ``ops.div(u)[a]``, inside the divergence's FFTW calls
     (:func:`fuses_updates` must hold; one call per component, as :meth:`FourierOps.div`)."""
-    assert isinstance(ops, FourierOps) and fuses_updates(ops, u[0]) and len(updates) == len(u)
+    assert fuses_updates(ops, u[0]) and len(updates) == len(u)
     assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
+    if type(ops) is not FourierOps:  # operators with their own way (LFB's planes first)
+        return ops.div_update(u, updates)  # type: ignore[attr-defined]
+    assert isinstance(ops, FourierOps)
     return tuple(
         fftw.conv([ua], ops.kappa, [(0, a, s)], [up.epilogue()])[0]
         for a, (ua, s, up) in enumerate(zip(u, ops.shift_neg, updates))

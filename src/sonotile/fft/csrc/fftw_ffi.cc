@@ -1435,7 +1435,10 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
 // several outputs can be made from it one at a time (the gradient: XLA can consume each
 // component before the next exists). The output's planes are spectrum planes lo, lo + 1, ...
 // (a spectrum of more planes than the output: e.g. a padded box from sonotile_fftw_xpass).
+// An epilogue (`epi`, operands after the vector) updates the output along grid axis
+// `epi_axis` (the vector's axis, or 0 for a spectrum whose derivative along x the pass applied).
 ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo, int64_t epi,
+                         int64_t epi_axis,
                          ffi::Buffer<ffi::C64> spec, ffi::RemainingArgs args,
                          ffi::Result<ffi::Buffer<ffi::F32>> out) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
@@ -1459,7 +1462,7 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo, int64_t
     return bad("planes_c2r: a vector needs its axis");
   }
   Epilogue e;  // (out may be its old field: each plane goes through a scratch plane first)
-  ffi::Error err = epilogue_args(g, epi, int(axis), args, &a, &e);
+  ffi::Error err = epilogue_args(g, epi, int(epi_axis), args, &a, &e);
   if (err.failure()) return err;
   float* o = out->typed_data();
   const bool aligned = is_aligned(o) && is_aligned(o + g.pr);
@@ -2041,6 +2044,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
                                   .Attr<int64_t>("axis")
                                   .Attr<int64_t>("lo")
                                   .Attr<int64_t>("epi")
+                                  .Attr<int64_t>("epi_axis")
                                   .Arg<ffi::Buffer<ffi::C64>>()
                                   .RemainingArgs()
                                   .Ret<ffi::Buffer<ffi::F32>>());
