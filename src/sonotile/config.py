@@ -45,10 +45,10 @@ class Settings:
             Env: ``SONOTILE_FFTW_POOL`` (1/0).
         fftw_fused: each spectral operator as one FFTW call (else R2C / C2R calls). Env:
             ``SONOTILE_FFTW_FUSED`` (1/0).
-        fftw_updates: in fused mode on one device, the velocity update (and, lossless, the
-            density update) is done inside the gradient's (divergence's) FFTW calls, plane by
-            plane on all threads, instead of by XLA after them. Env: ``SONOTILE_FFTW_UPDATES``
-            (1/0).
+        fftw_updates: in fused mode on one device (and on LFB blocks split along x only), the
+            velocity update (and, lossless, the density update) is done inside the gradient's
+            (divergence's) FFTW calls, plane by plane on all threads, instead of by XLA after
+            them. Env: ``SONOTILE_FFTW_UPDATES`` (1/0).
         fftw_grouped: a gradient's inverse transforms in one call (R2C / C2R mode only). Env:
             ``SONOTILE_FFTW_GROUP`` (1/0).
         fftw_concurrent: independent transforms of one call run side by side. Env:
