@@ -60,6 +60,9 @@ class Settings:
             Env: ``SONOTILE_COMPILATION_CACHE`` (1/0).
         cache_dir: the FFTW extension, FFTW wisdom and compiled programs. Env:
             ``XDG_CACHE_HOME`` (``$XDG_CACHE_HOME/sonotile``).
+        cache_limit: bytes the compiled programs may take in ``cache_dir/jax``: beyond, the
+            least recently used are removed (checked once a day; 0: no limit). Env:
+            ``SONOTILE_CACHE_LIMIT`` (bytes, e.g. ``4e9``).
         malloc_tune: pin glibc's mmap threshold so freed grid-sized buffers return to the
             system (peak RSS). Env: ``SONOTILE_MALLOC_TUNE`` (1/0).
         hugepages: the programs (``sonotile-kwave``, ``sonotile``) start themselves again once
@@ -84,6 +87,7 @@ class Settings:
     threads: int | None = None
     compilation_cache: bool = True
     cache_dir: str = ""
+    cache_limit: int = 2 * 2**30
     malloc_tune: bool = True
     hugepages: bool = True
     xla_scheduler_off: bool = True
@@ -98,6 +102,8 @@ class Settings:
             raise ValueError(
                 f"fftw_planes = {self.fftw_planes!r}: expected one of {PLANE_TRANSFORMS}"
             )
+        if self.cache_limit < 0:
+            raise ValueError(f"cache_limit = {self.cache_limit}: expected bytes >= 0 (0: none)")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads = {self.threads}: expected a positive number")
         if not self.cache_dir:
@@ -128,6 +134,8 @@ class Settings:
             malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
             hugepages=flag("SONOTILE_HUGEPAGES", True),
         )
+        if env.get("SONOTILE_CACHE_LIMIT"):
+            values["cache_limit"] = int(float(env["SONOTILE_CACHE_LIMIT"]))
         if env.get("SONOTILE_MEMORY_LIMIT"):
             values["memory_limit"] = int(float(env["SONOTILE_MEMORY_LIMIT"]))
         values.update(overrides)

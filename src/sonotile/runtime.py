@@ -32,7 +32,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from types import FrameType
 
-from sonotile import config
+from sonotile import cachedir, config
 
 #: programs that compile in less [s] are not kept in the persistent cache. A 128^3 time-loop
 #: chunk compiles in ~0.13 s on the 2-core EPYC: at 0.2 s every run compiled its chunks again
@@ -154,13 +154,15 @@ def hugepages_state() -> str:
 
 def enable_env() -> None:
     """The compilation cache through environment variables, before JAX is imported (entry
-    points), :func:`set_xla_flags` and :func:`fix_malloc`."""
+    points; kept under :attr:`~sonotile.config.Settings.cache_limit`,
+    :func:`sonotile.cachedir.prune_daily`), :func:`set_xla_flags` and :func:`fix_malloc`."""
     set_xla_flags()
     fix_malloc()
     if not config.current().compilation_cache:
         return
     if "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
+    cachedir.prune_daily(cache_path(), config.current().cache_limit)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = cache_path()
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(MIN_COMPILE_S))
 
@@ -178,6 +180,7 @@ def enable() -> None:
         return
     try:
         os.makedirs(cache_path(), exist_ok=True)
+        cachedir.prune_daily(cache_path(), config.current().cache_limit)
         jax.config.update("jax_compilation_cache_dir", cache_path())
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
     except (OSError, AttributeError):

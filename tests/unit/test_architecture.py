@@ -11,7 +11,8 @@ PKG = REPO / "src" / "sonotile"
 
 #: Layers from the bottom; a module may import its own layer and the ones below.
 LAYERS = [
-    {"sonotile.runtime", "sonotile.cliargs", "sonotile.config", "sonotile.version"},
+    {"sonotile.runtime", "sonotile.cliargs", "sonotile.config", "sonotile.version",
+     "sonotile.cachedir"},
     {"sonotile.model"},
     {"sonotile.fft"},
     {"sonotile.solver"},

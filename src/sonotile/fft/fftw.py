@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from sonotile import config
+from sonotile import cachedir, config
 
 if TYPE_CHECKING:  # jax is imported when a transform is first made
     import jax
@@ -131,6 +131,7 @@ def _build(verbose: bool) -> str | None:
     os.makedirs(cache_dir(), exist_ok=True)
     so = os.path.join(cache_dir(), f"fftw_ffi_{tag}.so")
     if os.path.exists(so):
+        cachedir.touch(so)  # in use: kept by prune_builds
         return so
     main, thr = libs
     rpaths = sorted({os.path.dirname(main)} | ({os.path.dirname(thr)} if thr else set()))
@@ -153,6 +154,7 @@ def _build(verbose: bool) -> str | None:
         part = f"{so}.{os.getpid()}"
         shutil.copy(tmp, part)
         os.replace(part, so)
+    cachedir.prune_builds(cache_dir(), so, ("fftw_ffi_", ".so"))  # other versions' builds
     return so
 
 
