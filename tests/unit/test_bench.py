@@ -164,3 +164,19 @@ def test_bench_inputs_carry_the_source_mode(mode, number, tmp_path):
         assert int(f["p_source_mode"][()].ravel()[0]) == number
     with pytest.raises(ValueError, match="source_mode"):
         bench_problem("lossless", 16, 4, "dirichlet")
+
+
+def test_scaling_figures_per_round_use_that_rounds_reference():
+    """Each round's coupled run against the same round's control / single run (a median of
+    ratios, not a ratio of medians from different rounds)."""
+    from sonotile.bench.processes import per_round
+
+    def row(study, kind, rnd, ms):
+        return {"study": study, "kind": kind, "round": rnd, "ms_per_step": ms}
+
+    rows = [row("weak", "control", 0, 100.0), row("weak", "lfb/mpi", 0, 125.0),
+            row("weak", "single", 0, 90.0), row("weak", "control", 1, 150.0),
+            row("weak", "lfb/mpi", 1, 160.0), row("strong", "single", 1, 400.0),
+            row("strong", "lfb/mpi", 1, 250.0), row("strong", "lfb/mpi", 0, 1.0)]  # fmt: skip
+    got = per_round(rows)
+    assert got == {"weak/lfb/mpi": [0.8, 150.0 / 160.0], "strong/lfb/mpi": [1.6]}

@@ -166,6 +166,20 @@ def _summary(rows: list[dict]) -> dict:
     return out
 
 
+def per_round(rows: list[dict]) -> dict[str, list[float]]:
+    """Each coupled run's figure in every round against that round's reference run: weak
+    efficiency vs the control, strong speed-up vs the single process (the spread a median
+    hides; the machine's drift moves both runs of a round alike)."""
+    ref = {"weak": "control", "strong": "single"}
+    by = {(r["study"], r["kind"], r["round"]): r["ms_per_step"] for r in rows}
+    out: dict[str, list[float]] = {}
+    for (study, kind, rnd), ms in sorted(by.items(), key=lambda kv: kv[0][2]):
+        base = by.get((study, ref[study], rnd))
+        if kind not in ("single", "control") and base is not None:
+            out.setdefault(f"{study}/{kind}", []).append(base / ms)
+    return out
+
+
 def _plot(summary: dict, path: str) -> None:
     import matplotlib
 
@@ -240,11 +254,15 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(r)
             print(f"round {rnd + 1} {study:6s} {kind:8s} {r['ms_per_step']:8.1f} ms/step "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
-    summary = _summary(rows)
+    summary, rounds = _summary(rows), per_round(rows)
     _report(summary)
+    for k, v in sorted(rounds.items()):
+        what = "efficiency vs control" if k.startswith("weak") else "speed-up"
+        print(f"{k:16s} {what} per round: " + " ".join(f"{x:.2f}" for x in v))
     with open(a.json, "w") as f:
         json.dump({"command": "sonotile bench --scaling " + " ".join(argv), "rows": rows,
-                   "summary": summary, "load": os.getloadavg()}, f, indent=1)  # fmt: skip
+                   "summary": summary, "per_round": rounds, "load": os.getloadavg()}, f,
+                  indent=1)  # fmt: skip
     _plot(summary, a.png)
     print(f"written {a.json}, {a.png}")
     return 0
