@@ -19,15 +19,16 @@ from sonotile.kwave import output as outmod
 from sonotile.kwave.cli import main as kwave_main
 
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
-# with a checkpoint every 0.5 s a leg is start-up and one chunk (a chunk lasts at most the
-# checkpoint interval: 128 steps of 192^2 at the assumed rate), so that the run takes ~8 legs
-# however fast the machine steps
-FLAGS = ["--p_raw", "--p_max", "--p_rms", "--p_final", "--u_max_all", "-s", "5", "-r", "25"]
+# with a checkpoint every 0.5 s a leg is start-up and one chunk, and a chunk is at most the
+# progress interval (-r 10: 100 steps), so that the run takes ~10 legs however fast the machine
+# steps (with -r 25 it took 4 legs of 250 steps, only the last two of which could be killed: a
+# CI run whose first legs were slow killed none)
+FLAGS = ["--p_raw", "--p_max", "--p_rms", "--p_final", "--u_max_all", "-s", "5", "-r", "10"]
 
 
 def test_kill_9_then_resume_is_bit_identical(tmp_path):
     """Legs end after 0.5 s (``--checkpoint_interval``: a leg runs its first chunk of steps,
-    then checkpoints; 128 steps here, ~8 legs); after two legs, up to three legs are killed
+    then checkpoints; 100 steps here, ~10 legs); after two legs, up to three legs are killed
     with SIGKILL at seeded random moments of a leg's length (start-up, stepping, or writing the
     output or the checkpoint); rerunning the command finishes the run with the uninterrupted
     output. A leg's length is the shortest leg that finished: the first leg compiles the step
