@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike
 from sonotile import config, runtime
 from sonotile.model.problem import Problem
 from sonotile.solver import plan as planmod
+from sonotile.solver import programs
 from sonotile.solver import sensors as sens
 from sonotile.solver.device import to_device
 from sonotile.solver.operators import SpectralOps
@@ -216,15 +217,19 @@ def single_engine(problem: Problem) -> Engine:
     layout, phys = cp.layout, cp.phys
     dtype = jnp.dtype(problem.dtype)
 
+    statics = {"phys": phys, "layout": layout}
+    first = programs.cached(start_ivp, "start", statics)  # kept on disk: no trace when warm
+    run = programs.cached(run_chunk, "chunk", statics)
+
     def start() -> tuple[RunState, dict[str, np.ndarray]]:
         agg = sens.init_aggregates(layout, problem.grid.shape, dtype, eager=True)
         if phys.p0:
-            carry, raw0 = start_ivp(agg, cp.consts, cp.ops, cp.index, phys, layout)
+            carry, raw0 = first(agg, cp.consts, cp.ops, cp.index)
             return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
         return RunState((zero_state(problem.grid.shape, dtype, eager=True), agg), 0), {}
 
     def chunk(carry: Carry, xs: dict) -> tuple[Carry, dict[str, jax.Array]]:
-        return run_chunk(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
+        return run(carry, xs, cp.consts, cp.ops, cp.index)
 
     def place(carry: Any) -> Carry:
         def put(
