@@ -119,3 +119,31 @@ def test_memory_check_refuses_what_does_not_fit(tmp_path):
             rn.run(problem, progress=False)
     finally:
         config.configure(saved)
+
+
+def test_a_chunk_program_traces_the_step_once(monkeypatch):
+    """The padded chunk needs its outputs' shapes before the loop: that trace is reused by the
+    loop, not repeated (tracing is a warm start's largest cost after the imports)."""
+    import jax
+    import numpy as np
+    from ivp_case import ivp
+
+    from sonotile.solver import step as stepmod
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return stepmod.step(*args, **kwargs)
+
+    monkeypatch.setattr(rn, "step", counted)
+    problem = ivp((23, 19), nt=12)  # a shape no other test compiles: no cached trace
+    engine = rn.single_engine(problem)
+    rs, _ = engine.start()
+    xs = rn.padded_inputs(problem, 1, 9, 8)
+    jax.clear_caches()
+    engine.lower(rs.carry, xs)
+    assert len(calls) == 1
+    carry, _ = engine.chunk(rs.carry, xs)  # and the program runs
+    p = np.asarray(carry[0].p)
+    assert np.isfinite(p).all() and np.abs(p).max() > 0
