@@ -53,6 +53,10 @@ class Settings:
             ``SONOTILE_FFTW_GROUP`` (1/0).
         fftw_concurrent: independent transforms of one call run side by side. Env:
             ``SONOTILE_FFTW_CONCURRENT`` (1/0).
+        fftw_native: the FFTW extension is compiled for the CPU it runs on (``-march=native``:
+            its loops use every vector instruction the CPU has; the build is kept per CPU model
+            and feature set, so a cache directory shared by different nodes holds one build for
+            each), else for any CPU of its architecture. Env: ``SONOTILE_FFTW_NATIVE`` (1/0).
         lfb_planes: LFB blocks split along x only transform their planes before the overlap
             exchange (FFTW; same results, less FFT work). Env: ``SONOTILE_LFB_PLANES`` (1/0).
         threads: CPU threads for XLA and FFTW (None: the CPUs of the affinity mask; ``-t``).
@@ -83,6 +87,7 @@ class Settings:
     fftw_updates: bool = True
     fftw_grouped: bool = False
     fftw_concurrent: bool = False
+    fftw_native: bool = True
     lfb_planes: bool = True
     threads: int | None = None
     compilation_cache: bool = True
@@ -128,6 +133,7 @@ class Settings:
             fftw_updates=flag("SONOTILE_FFTW_UPDATES", True),
             fftw_grouped=flag("SONOTILE_FFTW_GROUP", False),
             fftw_concurrent=flag("SONOTILE_FFTW_CONCURRENT", False),
+            fftw_native=flag("SONOTILE_FFTW_NATIVE", True),
             lfb_planes=flag("SONOTILE_LFB_PLANES", True),
             compilation_cache=flag("SONOTILE_COMPILATION_CACHE", True),
             cache_dir=default_cache_dir(env),

@@ -4,6 +4,7 @@ solver falls back to XLA's FFT when the extension cannot be built."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -332,6 +333,48 @@ assert err < 2e-6, err
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_cpu_signature_follows_the_model_and_features_not_the_clock(tmp_path):
+    """The ``-march=native`` build is kept per CPU: another feature set (a node of another
+    kind sharing the cache directory) gets its own build; the clock changes nothing."""
+    base = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: EPYC\ncpu MHz\t: {mhz}\n"
+    base += "flags\t\t: fpu sse2 {extra}\n\nprocessor\t: 1\nflags\t\t: fpu\n"
+    sig = []
+    for mhz, extra in ((2400.1, "avx2"), (3100.7, "avx2"), (2400.1, "avx2 avx512f")):
+        path = tmp_path / f"cpuinfo{len(sig)}"
+        path.write_text(base.format(mhz=mhz, extra=extra))
+        sig.append(fftw.cpu_signature(str(path)))
+    assert sig[0] == sig[1] != sig[2]
+    assert fftw.cpu_signature().startswith("native ")
+
+
+@needs_fftw
+def test_a_compiler_without_march_native_builds_the_portable_extension(tmp_path):
+    """The extension is compiled for the CPU it runs on; a compiler that refuses
+    ``-march=native`` builds it for any CPU instead, with the same results."""
+    cxx = tmp_path / "cxx"
+    cxx.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = -march=native ] && exit 1; done\n'
+        f'exec {shutil.which("g++") or "c++"} "$@"\n'
+    )
+    cxx.chmod(0o755)
+    code = """
+import numpy as np, jax.numpy as jnp
+import sonotile.fft.fftw as f
+from sonotile.solver.operators import FourierOps
+a = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
+b = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="xla")
+assert f.available(), f.reason()
+p = jnp.asarray(np.random.default_rng(0).random((20, 18, 12)), jnp.float32)
+err = max(float(jnp.abs(x - y).max() / jnp.abs(y).max()) for x, y in zip(a.grad(p), b.grad(p)))
+assert err < 2e-6, err
+"""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), CXX=str(cxx))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(list((tmp_path / "sonotile").glob("fftw_ffi_*.so"))) == 1
 
 
 FAILING_ALLOC = """

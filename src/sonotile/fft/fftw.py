@@ -90,6 +90,23 @@ def find_library() -> tuple[str, str | None] | None:
     return None
 
 
+def cpu_signature(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """What a ``-march=native`` build depends on: the CPU's model and features (Linux:
+    ``/proc/cpuinfo``'s first processor, not its clock; elsewhere the platform's machine and
+    processor)."""
+    import platform
+
+    keys = ("vendor_id", "cpu family", "model", "model name", "flags", "Features", "CPU part")
+    try:
+        with open(cpuinfo) as fh:
+            first = fh.read().split("\n\n")[0]
+        lines = [ln for ln in first.splitlines() if ln.split(":")[0].strip() in keys]
+    except OSError:
+        lines = []
+    text = "\n".join(lines) or f"{platform.machine()} {platform.processor()}"
+    return "native " + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def build(verbose: bool = False) -> str | None:
     """Path of the compiled extension (compiling it if needed), or None with ``reason()`` set."""
     if "path" in _state:
@@ -126,7 +143,8 @@ def _build(verbose: bool) -> str | None:
     import jaxlib
 
     link = "rpath-disable-new-dtags"  # how the libraries are found; part of the cache key
-    key = "\n".join([src, inc, jaxlib.__version__, cxx, link, *[p or "" for p in libs]])
+    native = cpu_signature() if config.current().fftw_native else "portable"
+    key = "\n".join([src, inc, jaxlib.__version__, cxx, link, native, *[p or "" for p in libs]])
     tag = hashlib.sha256(key.encode()).hexdigest()[:16]
     os.makedirs(cache_dir(), exist_ok=True)
     so = os.path.join(cache_dir(), f"fftw_ffi_{tag}.so")
@@ -145,9 +163,13 @@ def _build(verbose: bool) -> str | None:
         # libgomp-<hash>.so that pyFFTW's wheel ships next to its libfftw3f_omp
         cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths]
         cmd += ["-Wl,--disable-new-dtags", "-lpthread"]
-        if verbose:
-            print("sonotile: building the FFTW extension:", " ".join(cmd), file=sys.stderr)
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        tries = [cmd[:1] + ["-march=native"] + cmd[1:], cmd] if native != "portable" else [cmd]
+        for cmd in tries:  # a compiler without -march=native builds the portable extension
+            if verbose:
+                print("sonotile: building the FFTW extension:", " ".join(cmd), file=sys.stderr)
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode == 0:
+                break
         if r.returncode != 0:
             _state["reason"] = f"compiling the FFTW extension failed: {r.stderr.strip()[-400:]}"
             return None
