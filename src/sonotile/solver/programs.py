@@ -222,7 +222,7 @@ def cached(fn: Any, name: str, statics: Mapping[str, Hashable] | None = None) ->
 
 def _program(fn: Any, name: str, args: tuple, statics: dict) -> Callable[..., Any]:
     """The compiled program for ``args`` (or ``fn`` itself when the cache does not apply)."""
-    if not enabled() or not _only_default_device(args):
+    if not enabled() or jax.process_count() > 1 or not _only_default_device(args):
         return lambda *a: fn(*a, **statics)
     key = key_of(name, args, statics)
     folder = directory()
