@@ -46,6 +46,8 @@ def homogeneous_2d() -> Problem:
 
 def run_both(problem: Problem, monkeypatch) -> tuple[dict, dict, dict]:
     """Results fused and separate, and how often each fused update was traced."""
+    # traced, not loaded whole from the program cache (sonotile.solver.programs) of a run before
+    monkeypatch.setenv("SONOTILE_PROGRAM_CACHE", "0")
     counts = {"grad": 0, "div": 0}
     for name in counts:
         real = getattr(step, f"{name}_update")
