@@ -42,6 +42,9 @@ class Spy:
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
+    # keys of their own: JAX's shared cache may hold the fresh compiles of an earlier run of
+    # these tests (whose kept files went with their temporary directory)
+    monkeypatch.setattr(programs, "_digest", [str(tmp_path)])
     monkeypatch.setattr(programs, "directory", lambda: str(tmp_path))
     monkeypatch.setattr(programs, "enabled", lambda: True)
     return tmp_path

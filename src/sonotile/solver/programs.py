@@ -176,7 +176,11 @@ def load(path: str) -> jax.stages.Compiled | None:
     try:
         with open(path, "rb") as fh:
             blob, in_tree, out_tree = pickle.load(fh)
-        return serialize_executable.deserialize_and_load(blob, in_tree, out_tree)
+        # for the first device alone (by default it would load for all of the backend's)
+        first = jax.devices()[0]
+        return serialize_executable.deserialize_and_load(
+            blob, in_tree, out_tree, backend=first.client, execution_devices=[first]
+        )
     except FileNotFoundError:
         return None
     except Exception:  # unreadable, truncated or from another build: compile again
