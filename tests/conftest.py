@@ -18,3 +18,15 @@ def jax_float64() -> Iterator[None]:
     jax.config.update("jax_enable_x64", True)
     yield
     jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture
+def no_program_cache() -> Iterator[None]:
+    """Programs traced and compiled through jit, not loaded whole from the program cache
+    (:mod:`sonotile.solver.programs`): for tests that count traces or jit's own cache."""
+    from sonotile import config
+
+    saved = config.current()
+    config.configure(program_cache=False)
+    yield
+    config.configure(saved)

@@ -62,6 +62,9 @@ class Settings:
         threads: CPU threads for XLA and FFTW (None: the CPUs of the affinity mask; ``-t``).
         compilation_cache: keep compiled programs in ``cache_dir/jax`` (time to first step).
             Env: ``SONOTILE_COMPILATION_CACHE`` (1/0).
+        program_cache: with the compilation cache on, the single-device engine also keeps its
+            programs whole, so a warm start does not trace them again
+            (:mod:`sonotile.solver.programs`). Env: ``SONOTILE_PROGRAM_CACHE`` (1/0).
         cache_dir: the FFTW extension, FFTW wisdom and compiled programs. Env:
             ``XDG_CACHE_HOME`` (``$XDG_CACHE_HOME/sonotile``).
         cache_limit: bytes the compiled programs may take in ``cache_dir/jax``: beyond, the
@@ -91,6 +94,7 @@ class Settings:
     lfb_planes: bool = True
     threads: int | None = None
     compilation_cache: bool = True
+    program_cache: bool = True
     cache_dir: str = ""
     cache_limit: int = 2 * 2**30
     malloc_tune: bool = True
@@ -136,6 +140,7 @@ class Settings:
             fftw_native=flag("SONOTILE_FFTW_NATIVE", True),
             lfb_planes=flag("SONOTILE_LFB_PLANES", True),
             compilation_cache=flag("SONOTILE_COMPILATION_CACHE", True),
+            program_cache=flag("SONOTILE_PROGRAM_CACHE", True),
             cache_dir=default_cache_dir(env),
             malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
             hugepages=flag("SONOTILE_HUGEPAGES", True),

@@ -42,14 +42,12 @@ def small_problem(shape=(40, 36, 32), nt=60, dtype="float32") -> Problem:
     return Problem(g, m, Sources(p0=p0, p=src), sens, dtype=dtype)
 
 
-def test_chunking_does_not_change_results(monkeypatch):
+@pytest.mark.usefixtures("no_program_cache")  # counts jit's programs (tests/unit/test_programs.py)
+def test_chunking_does_not_change_results():
     """Chunks of 7 steps (the last one 4: padded rows in the same compiled program) give the
     results of one chunk bit for bit, and of the plain scan the chunks replaced."""
     from sonotile.solver import runner as rn
 
-    # the programs counted are jit's (the program cache, which compiles its own, is tested in
-    # tests/unit/test_programs.py)
-    monkeypatch.setenv("SONOTILE_PROGRAM_CACHE", "0")
     p = small_problem()
     rn.run_chunk.clear_cache()
     raw1, fin1 = run(p, chunk=7, progress=False)

@@ -46,8 +46,6 @@ def homogeneous_2d() -> Problem:
 
 def run_both(problem: Problem, monkeypatch) -> tuple[dict, dict, dict]:
     """Results fused and separate, and how often each fused update was traced."""
-    # traced, not loaded whole from the program cache (sonotile.solver.programs) of a run before
-    monkeypatch.setenv("SONOTILE_PROGRAM_CACHE", "0")
     counts = {"grad": 0, "div": 0}
     for name in counts:
         real = getattr(step, f"{name}_update")
@@ -80,6 +78,7 @@ def run_both(problem: Problem, monkeypatch) -> tuple[dict, dict, dict]:
     ],
     ids=["absorbing-3d", "lossless-nonlinear-3d", "lossless-3d", "homogeneous-2d"],
 )
+@pytest.mark.usefixtures("no_program_cache")  # counts traces
 def test_fused_updates_give_the_separate_updates_results(make, density, monkeypatch):
     problem = make()
     fused, separate, counts = run_both(problem, monkeypatch)

@@ -9,7 +9,8 @@ arguments' tree structure, shapes, dtypes and placement, and the static argument
 the serialized executable next to JAX's cache (``sonotile-<name>-<key>.prog``: one directory to
 bound, :mod:`sonotile.cachedir`, and a cold cache is cold for both). A file that cannot be read
 or loaded is compiled again and replaced; anything the key cannot be made of (an argument that
-does not pickle) bypasses the cache. ``SONOTILE_PROGRAM_CACHE=0`` switches it off.
+does not pickle) bypasses the cache. ``Settings.program_cache`` (``SONOTILE_PROGRAM_CACHE=0``)
+switches it off.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hashlib
 import os
 import pickle
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import jax
 from jax import monitoring
@@ -41,11 +42,10 @@ _hits: list[int] = []
 
 
 def enabled() -> bool:
-    """Whether programs are kept: the compilation cache is on, JAX has a directory for it, and
-    ``SONOTILE_PROGRAM_CACHE`` is not ``0``."""
-    if os.environ.get("SONOTILE_PROGRAM_CACHE", "1") in ("0", "", "false", "no"):
-        return False
-    return config.current().compilation_cache and bool(directory())
+    """Whether programs are kept: the compilation cache and the program cache are on
+    (:class:`sonotile.config.Settings`) and JAX has a directory for them."""
+    settings = config.current()
+    return settings.compilation_cache and settings.program_cache and bool(directory())
 
 
 def directory() -> str | None:
@@ -181,9 +181,7 @@ def load(path: str) -> jax.stages.Compiled | None:
         return serialize_executable.deserialize_and_load(
             blob, in_tree, out_tree, backend=first.client, execution_devices=[first]
         )
-    except FileNotFoundError:
-        return None
-    except Exception:  # unreadable, truncated or from another build: compile again
+    except Exception:  # none, unreadable, truncated or from another build: compile again
         return None
 
 
@@ -229,9 +227,9 @@ def _program(fn: Any, name: str, args: tuple, statics: dict) -> Callable[..., An
     if not enabled() or jax.process_count() > 1 or not _only_default_device(args):
         return lambda *a: fn(*a, **statics)
     key = key_of(name, args, statics)
-    folder = directory()
-    if key is None or folder is None:
+    if key is None:
         return lambda *a: fn(*a, **statics)
+    folder = cast(str, directory())  # enabled: there is one
     path = os.path.join(folder, f"{PREFIX}{name}-{key}{SUFFIX}")
     compiled = load(path)
     if compiled is None:
