@@ -19,16 +19,16 @@ from sonotile.kwave import output as outmod
 from sonotile.kwave.cli import main as kwave_main
 
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
-# with a checkpoint every 0.5 s a leg is start-up and one chunk, and a chunk is at most the
-# progress interval (-r 10: 100 steps), so that the run takes ~10 legs however fast the machine
-# steps (with -r 25 it took 4 legs of 250 steps, only the last two of which could be killed: a
-# CI run whose first legs were slow killed none)
+# legs of 100 steps (--checkpoint_timesteps), 10 in all however fast the machine steps or starts:
+# with a checkpoint interval (0.5 s) a leg ran until that time had passed, and once a warm start
+# loaded its whole program from the program cache, two legs ran all 1000 steps and none was
+# killed (so did -r 25, 4 legs of 250 steps, on a slow machine)
 FLAGS = ["--p_raw", "--p_max", "--p_rms", "--p_final", "--u_max_all", "-s", "5", "-r", "10"]
 
 
 def test_kill_9_then_resume_is_bit_identical(tmp_path):
-    """Legs end after 0.5 s (``--checkpoint_interval``: a leg runs its first chunk of steps,
-    then checkpoints; 100 steps here, ~10 legs); after two legs, up to three legs are killed
+    """Legs end after 100 steps (``--checkpoint_timesteps``: a leg checkpoints and exits, 10
+    legs); after two legs, up to three legs are killed
     with SIGKILL at seeded random moments of a leg's length (start-up, stepping, or writing the
     output or the checkpoint); rerunning the command finishes the run with the uninterrupted
     output. A leg's length is the shortest leg that finished: the first leg compiles the step
@@ -40,7 +40,7 @@ def test_kill_9_then_resume_is_bit_identical(tmp_path):
     work.mkdir()
     out, ck = work / "out.h5", work / "ck.h5"
     cmd = [*KWAVE, "-i", inp, "-o", str(out), *FLAGS, "--checkpoint_file", str(ck),
-           "--checkpoint_interval", "0.5"]  # fmt: skip
+           "--checkpoint_timesteps", "100"]  # fmt: skip
     rng = np.random.default_rng(11)
     killed, pending, legs = [], 3, []  # legs: seconds of the legs that finished
     for _ in range(40):
