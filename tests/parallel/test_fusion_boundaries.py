@@ -5,8 +5,9 @@ once (``ops.keep``, the ``sonotile_keep`` custom call) before the three density 
 it, and each updated velocity component before the sensors gather from it. The LFB and pencil
 operators lacked that hook, so XLA fused the factor into each update: every update read all
 three old density components and XLA kept copies of them, ~4-5 ms of a 128^3 step on one core
-(docs/scaling.md, eleventh session). Counted in the compiled chunk of each engine, in a
-subprocess with 2 virtual CPU devices.
+(docs/scaling.md, eleventh session). And LFB blocks meet their neighbours once per group of
+fields (each field's transform before any exchange). Counted in the compiled chunk of each
+engine, in a subprocess with 2 virtual CPU devices.
 """
 
 from __future__ import annotations
@@ -19,10 +20,26 @@ from sonotile.fft import fftw
 
 SCRIPT = r"""
 import json
+import re
 import jax
 from sonotile import parallel
 from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.solver import runner
+
+
+def meetings(text):
+    # groups of collectives not separated by an FFTW call in the scheduled computation with
+    # the most (the time loop's body): where the devices (processes) wait for each other
+    seqs = [""]
+    for line in text.splitlines():
+        if line.endswith("{"):  # a computation starts
+            seqs.append("")
+        elif re.search(r" (collective-permute|all-reduce|all-to-all)(-start)?\(", line):
+            seqs[-1] += "C"
+        elif 'custom_call_target="sonotile_fftw_' in line:
+            seqs[-1] += "F"
+    return max(len(re.findall("C+", s)) for s in seqs)
+
 
 problem = heterogeneous_absorbing(24, 6)
 xs = runner.step_inputs(problem, 0, 4)
@@ -33,7 +50,12 @@ for name in ("single", "lfb", "pencil"):
     else:
         eng = parallel.decomposed_engine(problem, name, (2,), 8, 0.5)
     text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
-    out[name] = text.count('custom_call_target="sonotile_keep"')
+    # one field materialised: keep calls of one buffer (several: an ordering of exchanges)
+    out[name] = sum(
+        'custom_call_target="sonotile_keep"' in line and " = (" not in line
+        for line in text.splitlines()
+    )
+    out[name + "_meetings"] = meetings(text)
 print("RESULT" + json.dumps(out))
 """
 
@@ -49,3 +71,11 @@ def test_nonlinear_factor_is_materialised_on_every_decomposition(counts):
     assert counts["single"] >= 4, counts
     assert counts["lfb"] == counts["single"], counts
     assert counts["pencil"] == counts["single"], counts
+
+
+def test_lfb_blocks_meet_four_times_per_step(counts):
+    # the absorbing step's exchanges: the pressure's overlap (gradient), the three velocity
+    # components' (divergence), the two absorption operands' (fractional Laplacians), and the
+    # sensors' one sum. XLA used to put each field's plane transform between the exchanges of
+    # the others: seven meeting points, at each of which a process waits for the other
+    assert counts["lfb_meetings"] == 4, counts

@@ -706,13 +706,22 @@ def prepare(shape: tuple[int, ...]) -> bool:
 def keep(x: jax.Array) -> jax.Array:
     """``x`` itself, materialised in memory at this point: a custom call aliasing its input,
     across which XLA cannot fuse (no data is moved)."""
+    return keep_all([x])[0]
+
+
+def keep_all(xs: Sequence[jax.Array]) -> list[jax.Array]:
+    """The arrays ``xs`` themselves, all materialised before any of them is read after this
+    point: one custom call aliasing each input to its output (no data is moved). XLA removes
+    ``lax.optimization_barrier`` before it schedules a CPU program, so this is what orders
+    work there (e.g. every field's transform before the first exchange)."""
     import jax
 
-    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    outs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
     call = jax.ffi.ffi_call(
-        "sonotile_keep", out, input_output_aliases={0: 0}, vmap_method="sequential"
-    )
-    return call(x)
+        "sonotile_keep", outs, input_output_aliases={i: i for i in range(len(xs))},
+        vmap_method="sequential",
+    )  # fmt: skip
+    return list(call(*xs))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -221,11 +221,23 @@ class LfbOps:
         return None
 
     def _local_planes(self, fs: list[jax.Array]) -> list[tuple[jax.Array, jax.Array, jax.Array]]:
-        """``(plane spectra, left halo, right halo)`` of each block (complex64, planes along x;
-        all exchanges issued before any is used): the padded box's parts, which
-        :meth:`_xpass` pads and windows as it reads them."""
+        """``(plane spectra, left halo, right halo)`` of each block (complex64, planes along x):
+        the padded box's parts, which :meth:`_xpass` pads and windows as it reads them.
+
+        Several fields meet their neighbours once: every field's planes are transformed before
+        any exchange, and every exchange is done before any pass uses it
+        (:func:`sonotile.fft.fftw.keep_all`). Otherwise XLA put each field's transform between
+        the exchanges of the others (seven meeting points per absorbing step instead of four),
+        and at each the processes waited for the slower one's work since the last."""
         specs = [plane_rfft(f) for f in fs]
-        return [(s, self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1)) for s in specs]
+        if len(fs) == 1:
+            (s,) = specs
+            return [(s, self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1))]
+        specs = fftw.keep_all(specs)
+        halos = [h for s in specs for h in (self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1))]
+        kept = fftw.keep_all([*specs, *halos])
+        k = len(specs)
+        return [(kept[i], kept[k + 2 * i], kept[k + 2 * i + 1]) for i in range(k)]
 
     def _xpass(
         self,
@@ -275,10 +287,15 @@ class LfbOps:
                 out.append(fftw.planes_c2r(d, ua.shape, a, s, epilogue=epi))
         return tuple(out)
 
-    def _apply_planes(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
-        (q,) = self._local_planes([f])
-        (d,) = self._xpass(q, f, op, [(0, None, None)])
-        return fftw.planes_c2r(d, f.shape)
+    def _apply_planes(
+        self, fs: Sequence[jax.Array], ops: Sequence[jax.Array | None]
+    ) -> tuple[jax.Array, ...]:  # fmt: skip
+        """Operator ``ops[i]`` applied to field ``fs[i]``, the exchanges of all together."""
+        out = []
+        for q, f, op in zip(self._local_planes(list(fs)), fs, ops):
+            (d,) = self._xpass(q, f, op, [(0, None, None)])
+            out.append(fftw.planes_c2r(d, f.shape))
+        return tuple(out)
 
     # --- split-field updates inside the FFTW calls (sonotile.solver.operators.grad_update)
     def fuses_updates(self, like: jax.Array) -> bool:
@@ -317,13 +334,22 @@ class LfbOps:
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
         if (ops := self._split(f)) is not None:
-            return self._apply_planes(f, ops.nabla1 if which == 1 else ops.nabla2)
+            return self._apply_planes([f], [ops.nabla1 if which == 1 else ops.nabla2])[0]
         (q,) = self._local([f])
         return self._crop(self.inner.fractional(q, which))
 
+    def fractionals(self, f1: jax.Array, f2: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(fractional(f1, 1), fractional(f2, 2))`` with both fields' overlaps exchanged at
+        one meeting point of the processes (:func:`sonotile.solver.operators.fractional_pair`)."""
+        if (ops := self._split(f1)) is not None:
+            a, b = self._apply_planes([f1, f2], [ops.nabla1, ops.nabla2])
+            return a, b
+        q1, q2 = self._local([f1, f2])
+        return self._crop(self.inner.fractional(q1, 1)), self._crop(self.inner.fractional(q2, 2))
+
     def filter_source(self, s: jax.Array) -> jax.Array:
         if (ops := self._split(s)) is not None:
-            return self._apply_planes(s, ops.source_kappa)
+            return self._apply_planes([s], [ops.source_kappa])[0]
         (q,) = self._local([s])
         return self._crop(self.inner.filter_source(q))
 

@@ -356,6 +356,18 @@ def fuses_updates(ops: Any, like: jax.Array) -> bool:
     return bool(own is not None and own(like))
 
 
+def fractional_pair(
+    ops: SpectralOps, f1: jax.Array, f2: jax.Array
+) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+    """``(ops.fractional(f1, 1), ops.fractional(f2, 2))``: the power-law absorption's two
+    operators, together where the operators can do them together (``ops.fractionals``: LFB
+    blocks exchange both fields' overlaps at one meeting point of the processes, not two)."""
+    both = getattr(ops, "fractionals", None)
+    if both is not None:
+        return both(f1, f2)
+    return ops.fractional(f1, 1), ops.fractional(f2, 2)
+
+
 def grad_update(
     ops: SpectralOps, p: jax.Array, updates: Sequence[SplitUpdate]
 ) -> tuple[jax.Array, ...]:

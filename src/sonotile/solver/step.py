@@ -28,6 +28,7 @@ from sonotile.solver.operators import (
     SpectralOps,
     SplitUpdate,
     div_update,
+    fractional_pair,
     fuses_updates,
     grad_update,
 )
@@ -308,14 +309,14 @@ def pressure_from_density(
     rho0_div_u = c["rho0"] * sum(du[1:], du[0])
     if phys.absorption == "stokes":
         return c["c2"] * (term + c["tau"] * rho0_div_u)
-    absorb = c["tau"] * ops.fractional(rho0_div_u, 1)
-    if phys.dispersion:
-        # eta = 2 a0 c0^y tan(pi y/2) = -tan(pi y/2) c0 tau: one constant field fewer
-        c2, rho_sum = in_step(c, "c2", rho_sum)
-        tau, rho_sum = in_step(c, "tau", rho_sum)
-        eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * tau
-        absorb = absorb - eta * ops.fractional(rho_sum, 2)
-    return c["c2"] * (term + absorb)
+    if not phys.dispersion:
+        return c["c2"] * (term + c["tau"] * ops.fractional(rho0_div_u, 1))
+    # eta = 2 a0 c0^y tan(pi y/2) = -tan(pi y/2) c0 tau: one constant field fewer
+    c2, rho_sum = in_step(c, "c2", rho_sum)
+    tau, rho_sum = in_step(c, "tau", rho_sum)
+    eta = c["eta_per_c0_tau"] * jnp.sqrt(c2) * tau
+    nabla1, nabla2 = fractional_pair(ops, rho0_div_u, rho_sum)
+    return c["c2"] * (term + (c["tau"] * nabla1 - eta * nabla2))
 
 
 def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> State:

@@ -1942,11 +1942,21 @@ ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float s
   return ffi::Error::Success();
 }
 
-// Identity on a buffer aliased to its output: XLA materialises the value here and cannot
-// fuse across the call (the step uses it to stop fusions re-reading and copying fields).
-ffi::Error KeepImpl(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
-  if (x.untyped_data() != y->untyped_data())
-    std::memcpy(y->untyped_data(), x.untyped_data(), x.size_bytes());
+// Identity on buffers aliased to their outputs: XLA materialises the values here and cannot
+// fuse across the call (the step uses it to stop fusions re-reading and copying fields); with
+// several buffers, nothing that reads an output runs before every input is computed (LFB
+// blocks use that to meet their neighbours once for several fields).
+ffi::Error KeepImpl(ffi::RemainingArgs args, ffi::RemainingRets rets) {
+  if (args.size() != rets.size())
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "keep: as many outputs as inputs");
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto x = args.get<ffi::AnyBuffer>(i);
+    auto y = rets.get<ffi::AnyBuffer>(i);
+    if (x.has_error() || y.has_error() || x->size_bytes() != (*y)->size_bytes())
+      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "keep: outputs like the inputs");
+    if (x->untyped_data() != (*y)->untyped_data())
+      std::memcpy((*y)->untyped_data(), x->untyped_data(), x->size_bytes());
+  }
   return ffi::Error::Success();
 }
 
@@ -2050,7 +2060,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwPlanesC2R, PlanesC2RImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileKeep, KeepImpl,
-                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+                              ffi::Ffi::Bind().RemainingArgs().RemainingRets());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwRfftAxes, RfftAxesImpl,
                               ffi::Ffi::Bind()
