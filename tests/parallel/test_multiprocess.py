@@ -563,3 +563,50 @@ def test_xla_transport_several_point_fields(tmp_path):
     err = compare(two, ref)
     assert {"p", "ux", "uy", "p_max", "ux_max", "uy_max"} <= set(err), err
     assert max(err.values()) <= 1e-5, err
+
+
+MEETINGS_SCRIPT = r"""
+import sonotile.parallel.distributed
+sonotile.parallel.distributed.initialize()
+import json, re
+import jax
+from sonotile import parallel
+from sonotile.bench.cases import heterogeneous_absorbing
+from sonotile.fft import fftw
+from sonotile.solver import runner
+
+assert fftw.available(), fftw.reason()
+problem = heterogeneous_absorbing(16, 6, shape=(32, 16, 16), pml=4)
+xs = runner.step_inputs(problem, 0, 4)
+out = {}
+for dec in ("lfb", "pencil"):
+    eng = parallel.decomposed_engine(problem, dec, (2,), 8, 0.5, transport="mpi")
+    text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
+    seqs = [""]  # per computation: M for an MPI call, F for an FFTW call
+    for line in text.splitlines():
+        if line.endswith("{"):
+            seqs.append("")
+        elif re.search(r'custom_call_target="mpi_\w+"', line):
+            seqs[-1] += "M"
+        elif 'custom_call_target="sonotile_fftw_' in line:
+            seqs[-1] += "F"
+    out[dec] = max(len(re.findall("M+", s)) for s in seqs)
+if jax.process_index() == 0:
+    print("RESULT" + json.dumps(out))
+"""
+
+
+@needs_mpi
+def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
+    """In the compiled absorbing step of 2 MPI ranks (slabs along x, FFTW), the MPI calls come
+    in groups not separated by local transforms: LFB meets 4 times per step (the pressure's
+    overlap, the three velocity components', the two absorption operands', the sensors' sum),
+    pencil 7 (forward and back transposes of the gradient, the divergence and the two
+    absorption operators, and the sum). MPI calls keep program order, and XLA used to schedule
+    each field's local transform between the other fields' exchanges: 7 and 13 meetings, at
+    each of which a rank waits for the other's work since the last."""
+    script = tmp_path / "meet.py"
+    script.write_text(MEETINGS_SCRIPT)
+    r = ok(mpirun(sys.executable, script, timeout=240))
+    got = json.loads(r.stdout.split("RESULT")[1].splitlines()[0])
+    assert got == {"lfb": 4, "pencil": 7}, got
