@@ -579,7 +579,7 @@ assert fftw.available(), fftw.reason()
 problem = heterogeneous_absorbing(16, 6, shape=(32, 16, 16), pml=4)
 xs = runner.step_inputs(problem, 0, 4)
 out = {}
-for dec in ("lfb", "pencil"):
+for dec in ("lfb",):
     eng = parallel.decomposed_engine(problem, dec, (2,), 8, 0.5, transport="mpi")
     text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
     seqs = [""]  # per computation: M for an MPI call, F for an FFTW call
@@ -598,15 +598,15 @@ if jax.process_index() == 0:
 
 @needs_mpi
 def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
-    """In the compiled absorbing step of 2 MPI ranks (slabs along x, FFTW), the MPI calls come
-    in groups not separated by local transforms: LFB meets 4 times per step (the pressure's
-    overlap, the three velocity components', the two absorption operands', the sensors' sum),
-    pencil 7 (forward and back transposes of the gradient, the divergence and the two
-    absorption operators, and the sum). MPI calls keep program order, and XLA used to schedule
-    each field's local transform between the other fields' exchanges: 7 and 13 meetings, at
-    each of which a rank waits for the other's work since the last."""
+    """In the compiled absorbing step of 2 MPI ranks (LFB slabs along x, FFTW), the MPI calls
+    come in 4 groups not separated by local transforms: the pressure's overlap, the three
+    velocity components', the two absorption operands', the sensors' sum. MPI calls keep
+    program order, and XLA used to schedule each field's plane transform between the other
+    fields' exchanges (11 meetings in this case), at each of which a rank waits for the other's
+    work since the last. (Pencil: 10 here; grouping its transposes the same way made XLA copy
+    every piece, and the step slower: not done.)"""
     script = tmp_path / "meet.py"
     script.write_text(MEETINGS_SCRIPT)
     r = ok(mpirun(sys.executable, script, timeout=240))
     got = json.loads(r.stdout.split("RESULT")[1].splitlines()[0])
-    assert got == {"lfb": 4, "pencil": 7}, got
+    assert got["lfb"] == 4, got

@@ -91,18 +91,15 @@ class PencilOps(FourierOps):
         mt = self.meta
         return mt.fft == "fftw" and len(mt.names) == 1 and like.dtype == jnp.float32
 
-    def _slab_planes(self, fs: Sequence[jax.Array]) -> list[jax.Array]:
-        """The slab transform of each field on FFTW up to the pass along x: the plane transforms
-        leave the spectrum in the pieces the transpose sends (no reordering pass); the pieces
-        received, stacked, are the x blocks in order (a reshape), the dead points dropped.
-        Every field's planes are transformed before the first transpose and every transpose
-        is done before the first pass uses one (:func:`_together`): the processes meet once."""
+    def _slab_planes(self, f: jax.Array) -> jax.Array:
+        """The slab transform on FFTW up to the pass along x: the plane transforms leave the
+        spectrum in the pieces the transpose sends (no reordering pass); the pieces received,
+        stacked, are the x blocks in order (a reshape), the dead points dropped."""
         mt = self.meta
         n = mt.sizes[0]
-        axes = tuple(range(1, fs[0].ndim))
-        pieces = _together([fftw.rfft_split(f, axes, 1, n) for f in fs])  # (n, X_l, kpad/n, ..)
-        got = _together([collectives.all_to_all(p, mt.names[0], 0, 0) for p in pieces])
-        return [self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0) for F in got]
+        pieces = fftw.rfft_split(f, tuple(range(1, f.ndim)), 1, n)  # (n, X_l, kpad/n, ...)
+        F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
+        return self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0)
 
     def _box(self, F: jax.Array) -> tuple[int, ...]:
         """The real grid :func:`fftw.xpass` sees in this shard's transposed spectrum ``F`` ``(X,
@@ -111,38 +108,30 @@ class PencilOps(FourierOps):
             return (F.shape[0], F.shape[1], self.meta.shape[2])
         return (F.shape[0], 2 * F.shape[1] - 1)
 
-    def _xpasses(
-        self, fs: Sequence[jax.Array], ops: Sequence[jax.Array | None],
-        xvecs: Sequence[Sequence[Any]],
-    ) -> list[list[jax.Array]]:  # fmt: skip
-        """Per field ``fs[i]``: its spectrum (transposed layout), transformed along x, times
-        ``ops[i]`` and per output ``xvecs[i][o]`` along x (None: none), transformed back along x,
-        in one FFTW pass in cache (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``,
-        see :meth:`_sends`)."""
-        out = []
-        for F, op, vecs in zip(self._slab_planes(fs), ops, xvecs):
-            outs = [(0, None if v is None else 0, v) for v in vecs]
-            # not in place: XLA copied the all-to-all's output (a whole spectrum) before every
-            # in-place pass, 7 copies of ~0.5 ms per 128^3 step; a fresh output costs ~0.3 ms
-            out.append(fftw.xpass([F], self._box(F), op, outs))
-        return out
+    def _xpass(self, f: jax.Array, op: jax.Array | None, xvecs: Sequence[Any]) -> list[jax.Array]:
+        """``f``'s spectrum (transposed layout), transformed along x, times ``op`` and per output
+        ``xvecs[o]`` along x (None: none), transformed back along x, in one FFTW pass in cache
+        (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``, see :meth:`_send`)."""
+        F = self._slab_planes(f)
+        outs = [(0, None if v is None else 0, v) for v in xvecs]
+        # not in place: XLA copied the all-to-all's output (a whole spectrum) before every
+        # in-place pass, 7 copies of ~0.5 ms per 128^3 step; a fresh output costs ~0.3 ms
+        return fftw.xpass([F], self._box(F), op, outs)
 
-    def _sends(self, Ss: Sequence[jax.Array]) -> list[tuple[jax.Array, float]]:
-        """:meth:`_xpasses` outputs to the pieces :func:`fftw.irfft_join` joins, each with the
-        scale that completes the inverse's ``1 / N`` after xpass's ``1 / prod(box)``; all
-        transposed at one meeting of the processes."""
+    def _send(self, S: jax.Array) -> tuple[jax.Array, float]:
+        """An :meth:`_xpass` output to the pieces :func:`fftw.irfft_join` joins, and the scale
+        that completes the inverse's ``1 / N`` after xpass's ``1 / prod(box)``."""
         mt = self.meta
         n = mt.sizes[0]
-        scales = [float(np.prod(self._box(S))) / float(np.prod(mt.shape)) for S in Ss]
-        pre = [self._expand(S, 0) for S in Ss]
-        pre = _together([S.reshape((n, S.shape[0] // n, *S.shape[1:])) for S in pre])
-        got = _together([collectives.all_to_all(S, mt.names[0], 0, 0) for S in pre])
-        return list(zip(got, scales))
+        scale = float(np.prod(self._box(S))) / float(np.prod(mt.shape))
+        S = self._expand(S, 0)
+        S = collectives.all_to_all(S.reshape((n, S.shape[0] // n, *S.shape[1:])), mt.names[0], 0, 0)
+        return S, scale
 
     def _join(
         self, sent: tuple[jax.Array, float], like: jax.Array, a: int = 0, vec: Any = None
     ) -> jax.Array:
-        """The real field from :meth:`_sends`'s pieces, times ``vec`` (the whole replicated
+        """The real field from :meth:`_send`'s pieces, times ``vec`` (the whole replicated
         vector, padded, see :func:`pencil_constants`) along plane axis ``a`` if given."""
         S, scale = sent
         if vec is not None:
@@ -150,48 +139,36 @@ class PencilOps(FourierOps):
         axes = tuple(range(1, like.ndim))
         return fftw.irfft_join(S, like.shape, axes, 1, scale, a if vec is not None else None, vec)
 
-    def _apply(self, fs: Sequence[jax.Array], ops: Sequence[jax.Array | None]) -> list[jax.Array]:
-        """Operator ``ops[i]`` applied to field ``fs[i]`` (FFTW slabs), all fields together."""
-        Ss = [S for (S,) in self._xpasses(fs, ops, [[None]] * len(fs))]
-        return [self._join(sent, f) for sent, f in zip(self._sends(Ss), fs)]
-
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         if not self._local_fftw(p):
             return super().grad(p)
         # the x component and the spectrum without a vector from one pass along x; each other
         # component's vector applied while its pieces are joined (one transpose for them all)
-        ((gx, spec),) = self._xpasses([p], [self.kappa], [[self.shift_pos[0], None]])
-        sent_x, sent = self._sends([gx, spec])
+        gx, spec = self._xpass(p, self.kappa, [self.shift_pos[0], None])
+        sent = self._send(spec)
         rest = [self._join(sent, p, a, s) for a, s in enumerate(self.shift_pos) if a]
-        return (self._join(sent_x, p), *rest)
+        return (self._join(self._send(gx), p), *rest)
 
     def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
         if not self._local_fftw(u[0]):
             return super().div(u)
-        vecs = [[s if a == 0 else None] for a, s in enumerate(self.shift_neg)]
-        Ss = [S for (S,) in self._xpasses(u, [self.kappa] * len(u), vecs)]
-        return tuple(
-            self._join(sent, ua, a, s if a else None)
-            for a, (sent, ua, s) in enumerate(zip(self._sends(Ss), u, self.shift_neg))
-        )
+        out = []
+        for a, (ua, s) in enumerate(zip(u, self.shift_neg)):
+            (S,) = self._xpass(ua, self.kappa, [s if a == 0 else None])
+            out.append(self._join(self._send(S), ua, a, s if a else None))
+        return tuple(out)
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
         if not self._local_fftw(f):
             return super().fractional(f, which)
-        return self._apply([f], [self.nabla1 if which == 1 else self.nabla2])[0]
-
-    def fractionals(self, f1: jax.Array, f2: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``(fractional(f1, 1), fractional(f2, 2))``, both fields transposed together
-        (:func:`sonotile.solver.operators.fractional_pair`)."""
-        if not self._local_fftw(f1):
-            return self.fractional(f1, 1), self.fractional(f2, 2)
-        a, b = self._apply([f1, f2], [self.nabla1, self.nabla2])
-        return a, b
+        (S,) = self._xpass(f, self.nabla1 if which == 1 else self.nabla2, [None])
+        return self._join(self._send(S), f)
 
     def filter_source(self, s: jax.Array) -> jax.Array:
         if not self._local_fftw(s):
             return super().filter_source(s)
-        return self._apply([s], [self.source_kappa])[0]
+        (S,) = self._xpass(s, self.source_kappa, [None])
+        return self._join(self._send(S), s)
 
     def _spec(self, f: jax.Array) -> jax.Array:
         mt = self.meta
@@ -239,13 +216,6 @@ class PencilOps(FourierOps):
         v = collectives.all_to_all(v, name, d - 1, axis)  # make `axis` local
         v = self._expand(super().unstagger(self._compact(v, axis), axis), axis)
         return resize(collectives.all_to_all(v, name, axis, d - 1), n_last, d - 1)
-
-
-def _together(xs: list[jax.Array]) -> list[jax.Array]:
-    """``xs``, all computed before any is read (:func:`sonotile.fft.fftw.keep_all`) when there
-    are several: so the work before a group of transposes is all done before the first, and
-    the transposes all done before the work after them."""
-    return fftw.keep_all(xs) if len(xs) > 1 else xs
 
 
 def pencil_constants(
