@@ -20,26 +20,11 @@ from sonotile.fft import fftw
 
 SCRIPT = r"""
 import json
-import re
 import jax
+from schedule import XLA_COLLECTIVE, meetings
 from sonotile import parallel
 from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.solver import runner
-
-
-def meetings(text):
-    # groups of collectives not separated by an FFTW call in the scheduled computation with
-    # the most (the time loop's body): where the devices (processes) wait for each other
-    seqs = [""]
-    for line in text.splitlines():
-        if line.endswith("{"):  # a computation starts
-            seqs.append("")
-        elif re.search(r" (collective-permute|all-reduce|all-to-all)(-start)?\(", line):
-            seqs[-1] += "C"
-        elif 'custom_call_target="sonotile_fftw_' in line:
-            seqs[-1] += "F"
-    return max(len(re.findall("C+", s)) for s in seqs)
-
 
 problem = heterogeneous_absorbing(24, 6)
 xs = runner.step_inputs(problem, 0, 4)
@@ -55,7 +40,7 @@ for name in ("single", "lfb", "pencil"):
         'custom_call_target="sonotile_keep"' in line and " = (" not in line
         for line in text.splitlines()
     )
-    out[name + "_meetings"] = meetings(text)
+    out[name + "_meetings"] = meetings(text, XLA_COLLECTIVE)
 print("RESULT" + json.dumps(out))
 """
 

@@ -568,8 +568,10 @@ def test_xla_transport_several_point_fields(tmp_path):
 MEETINGS_SCRIPT = r"""
 import sonotile.parallel.distributed
 sonotile.parallel.distributed.initialize()
-import json, re
+import json, sys
 import jax
+sys.path.insert(0, {helpers!r})
+from schedule import MPI_CALL, meetings
 from sonotile import parallel
 from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.fft import fftw
@@ -578,21 +580,10 @@ from sonotile.solver import runner
 assert fftw.available(), fftw.reason()
 problem = heterogeneous_absorbing(16, 6, shape=(32, 16, 16), pml=4)
 xs = runner.step_inputs(problem, 0, 4)
-out = {}
-for dec in ("lfb",):
-    eng = parallel.decomposed_engine(problem, dec, (2,), 8, 0.5, transport="mpi")
-    text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
-    seqs = [""]  # per computation: M for an MPI call, F for an FFTW call
-    for line in text.splitlines():
-        if line.endswith("{"):
-            seqs.append("")
-        elif re.search(r'custom_call_target="mpi_\w+"', line):
-            seqs[-1] += "M"
-        elif 'custom_call_target="sonotile_fftw_' in line:
-            seqs[-1] += "F"
-    out[dec] = max(len(re.findall("M+", s)) for s in seqs)
+eng = parallel.decomposed_engine(problem, "lfb", (2,), 8, 0.5, transport="mpi")
+text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
 if jax.process_index() == 0:
-    print("RESULT" + json.dumps(out))
+    print("RESULT" + json.dumps({{"lfb": meetings(text, MPI_CALL)}}))
 """
 
 
@@ -606,7 +597,7 @@ def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
     work since the last. (Pencil: 10 here; grouping its transposes the same way made XLA copy
     every piece, and the step slower: not done.)"""
     script = tmp_path / "meet.py"
-    script.write_text(MEETINGS_SCRIPT)
+    script.write_text(MEETINGS_SCRIPT.format(helpers=str(ROOT / "tests" / "helpers")))
     r = ok(mpirun(sys.executable, script, timeout=240))
     got = json.loads(r.stdout.split("RESULT")[1].splitlines()[0])
     assert got["lfb"] == 4, got
