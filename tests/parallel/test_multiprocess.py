@@ -444,13 +444,19 @@ def f(v):
     cright = collectives.ppermute(lax.complex(v, -2 * v), names[0], ring)  # complex64 halos
     a2a = collectives.all_to_all(v, names[0], 0, 1)
     total = collectives.sum_over(v, names)
-    return right, cright, a2a, total, collectives.axis_index(names[0])
+    # every block's 2-plane overlaps with both neighbours along names[0], one call for the
+    # group; then blocks whose real planes end early (the uneven layout's dead planes)
+    group = collectives.halos([v, lax.complex(v, -2 * v)], names[0], 2)
+    short = collectives.halos([v], names[0], 2, ENDS)
+    return right, cright, a2a, total, collectives.axis_index(names[0]), group, short
 
+ENDS = [6 * n0 - (c % 2) for c in range(n0)]
 with collectives.using(t):
-    right, cright, a2a, total, idx = jax.jit(f)(jnp.asarray(x))
+    right, cright, a2a, total, idx, group, short = jax.jit(f)(jnp.asarray(x))
 def val(c):  # the array of the rank at coordinates c
     return base + 1000 * np.ravel_multi_index(c, shape)
 left = me.copy(); left[0] = (me[0] - 1) % n0
+rnb = me.copy(); rnb[0] = (me[0] + 1) % n0
 pieces = [np.split(val(np.r_[k, me[1:]]), n0, axis=0)[me[0]] for k in range(n0)]
 all_ = [val(np.unravel_index(r, shape)) for r in range(int(np.prod(shape)))]
 ok = {
@@ -460,6 +466,13 @@ ok = {
     "all_to_all": bool(np.array_equal(a2a, np.concatenate(pieces, axis=1))),
     "sum_over": bool(np.allclose(total, np.sum(all_, axis=0), rtol=1e-6)),
     "axis_index": int(idx) == int(me[0]),
+    "halos": bool(np.array_equal(group[0][0], val(left)[-2:]))
+    and bool(np.array_equal(group[0][1], val(rnb)[:2]))
+    and group[1][0].dtype == np.complex64
+    and bool(np.array_equal(group[1][0], val(left)[-2:] - 2j * val(left)[-2:]))
+    and bool(np.array_equal(group[1][1], val(rnb)[:2] - 2j * val(rnb)[:2])),
+    "halos_short_blocks": bool(np.array_equal(short[0][0], val(left)[ENDS[left[0]] - 2 :][:2]))
+    and bool(np.array_equal(short[0][1], val(rnb)[:2])),
 }
 with open(OUT + f"/rank{jax.process_index()}.json", "w") as fh:
     json.dump(ok, fh)
@@ -571,7 +584,7 @@ sonotile.parallel.distributed.initialize()
 import json, sys
 import jax
 sys.path.insert(0, {helpers!r})
-from schedule import MPI_CALL, meetings
+from schedule import MPI_POINT_TO_POINT, meetings
 from sonotile import parallel
 from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.fft import fftw
@@ -583,21 +596,30 @@ xs = runner.step_inputs(problem, 0, 4)
 eng = parallel.decomposed_engine(problem, "lfb", (2,), 8, 0.5, transport="mpi")
 text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
 if jax.process_index() == 0:
-    print("RESULT" + json.dumps({{"lfb": meetings(text, MPI_CALL)}}))
+    print("RESULT" + json.dumps({{
+        "lfb": meetings(text, MPI_POINT_TO_POINT),
+        "halo_calls": text.count('custom_call_target="sonotile_mpi_halos"'),
+        "sendrecv": text.count('custom_call_target="mpi_sendrecv_ffi"'),
+    }}))
 """
 
 
 @needs_mpi
 def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
-    """In the compiled absorbing step of 2 MPI ranks (LFB slabs along x, FFTW), the MPI calls
-    come in 4 groups not separated by local transforms: the pressure's overlap, the three
-    velocity components', the two absorption operands', the sensors' sum. MPI calls keep
-    program order, and XLA used to schedule each field's plane transform between the other
-    fields' exchanges (11 meetings in this case), at each of which a rank waits for the other's
-    work since the last. (Pencil: 10 here; grouping its transposes the same way made XLA copy
-    every piece, and the step slower: not done.)"""
+    """In the compiled absorbing step of 2 MPI ranks (LFB slabs along x, FFTW), the halo
+    exchanges and the sensors' sum come in 4 groups not separated by local transforms: the
+    pressure's overlap, the three velocity components', the two absorption operands', the
+    sensors' sum. MPI calls keep program order, and XLA used to schedule each field's plane
+    transform between the other fields' exchanges (11 meetings in this case), at each of which
+    a rank waits for the other's work since the last. Each group is one call
+    (``sonotile_mpi_halos``: 3 in the step, 1 before its loop), not a sendrecv per halo.
+    (Pencil: 10 meetings here; grouping its transposes the same way made XLA copy every piece,
+    and the step slower: not done.)"""
     script = tmp_path / "meet.py"
     script.write_text(MEETINGS_SCRIPT.format(helpers=str(ROOT / "tests" / "helpers")))
     r = ok(mpirun(sys.executable, script, timeout=240))
     got = json.loads(r.stdout.split("RESULT")[1].splitlines()[0])
     assert got["lfb"] == 4, got
+    # each group's overlaps in one call, straight from the blocks (no halo cut into a buffer of
+    # its own and sent alone); the only sendrecv left is the sensors' sum
+    assert got["halo_calls"] == 4 and got["sendrecv"] == 1, got

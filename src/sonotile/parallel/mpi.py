@@ -106,6 +106,9 @@ class MpiTransport:
         self._axis_comms: dict[str, Any] = {}
         for name in self.names:
             self._sub(name)
+        # the halo exchanges' own (sonotile_mpi_halos: messages tagged per call, never mixed
+        # with mpi4jax's, whose sendrecv receives any tag)
+        self._halo_comm = self.comm.Dup()
         #: ``(kind, bytes)`` of every collective traced so far (the exchange benchmark's list)
         self.traced: list[tuple[str, int]] = []
 
@@ -140,6 +143,30 @@ class MpiTransport:
         return mpi4jax.sendrecv(
             x, x, source=self._rank_at(a, src[0]), dest=self._rank_at(a, dest[0]), comm=self.comm
         )
+
+    def halos(
+        self, xs: Sequence[jax.Array], name: str, width: int, ends: Sequence[int] | None
+    ) -> list[tuple[jax.Array, jax.Array]] | None:
+        """:func:`sonotile.parallel.collectives.halos` as one MPI call for the group
+        (:mod:`.mpi_halos`), or None when that is unavailable or a neighbour's block is thinner
+        than ``width`` (the halo then spans several blocks: ``ppermute`` hop by hop)."""
+        from mpi4py import MPI
+
+        from sonotile.parallel import mpi_halos
+
+        a = self._axis(name)
+        n, me = self.shape[a], self.coords[a]
+        real = [xs[0].shape[0]] * n if ends is None else [int(e) for e in ends]
+        if n == 1 or min(real) < width or not mpi_halos.available():
+            return None
+        for x in xs:
+            self.traced += [
+                ("collective-permute", width * x.size // x.shape[0] * x.dtype.itemsize)
+            ] * 2
+        return mpi_halos.halos(
+            xs, MPI._handleof(self._halo_comm), self._rank_at(a, (me - 1) % n),
+            self._rank_at(a, (me + 1) % n), width, real[me],
+        )  # fmt: skip
 
     def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
         """``lax.all_to_all(tiled=True)``: piece ``k`` of ``split_axis`` goes to shard ``k``,

@@ -1,0 +1,106 @@
+// sonotile_mpi_halos: the overlaps of k blocks with both neighbours along grid axis 0, as one
+// XLA FFI custom call of MPI point-to-point messages (sonotile/parallel/mpi_halos.py builds it
+// with the MPI C++ compiler and registers it).
+//
+// Every field is a C-ordered block whose axis 0 is the split one, so a run of whole planes is one
+// contiguous range of memory: each block's first `width` planes go to the left neighbour and its
+// planes [end - width, end) (its last real ones) to the right one, straight from the block's
+// buffer (no packing copy), and each neighbour's go straight into the halo outputs. All 4k
+// messages are in flight at once; the call returns when every one is done.
+//
+//   args: k blocks (any dtype, same shape), then mpi4jax's ordering token
+//   rets: 2k halos (field i: left at 2i, right at 2i + 1; `width` planes each), then the token
+//   attrs: comm (the communicator's handle), left, right (ranks in it), width, end (this
+//     block's real planes), tag (first tag of the call; the call uses tag .. tag + 2k - 1)
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+ffi::Error Fail(const std::string& what) {
+  return ffi::Error(ffi::ErrorCode::kInvalidArgument, "sonotile_mpi_halos: " + what);
+}
+
+ffi::Error MpiFail(const char* call, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return ffi::Error(ffi::ErrorCode::kInternal,
+                    std::string("sonotile_mpi_halos: ") + call + ": " + std::string(text, len));
+}
+
+ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t width,
+                     int64_t end, int64_t tag, ffi::RemainingArgs args, ffi::RemainingRets rets) {
+  // the last argument and result are the ordering token
+  if (args.size() < 2 || rets.size() != 2 * (args.size() - 1) + 1)
+    return Fail("expected k blocks and a token in, 2k halos and a token out");
+  const size_t k = args.size() - 1;
+  MPI_Comm comm;
+  static_assert(sizeof(MPI_Comm) <= sizeof(int64_t), "MPI_Comm wider than 64 bits");
+  std::memcpy(&comm, &comm_handle, sizeof(MPI_Comm));  // a pointer (Open MPI) or an int (MPICH)
+
+  // check every block and halo before the first message is posted
+  std::vector<size_t> planes(k);
+  for (size_t i = 0; i < k; ++i) {
+    auto x = args.get<ffi::AnyBuffer>(i);
+    auto lo = rets.get<ffi::AnyBuffer>(2 * i);
+    auto hi = rets.get<ffi::AnyBuffer>(2 * i + 1);
+    if (x.has_error() || lo.has_error() || hi.has_error())
+      return Fail("a block or halo is not an array");
+    auto dims = x->dimensions();
+    if (dims.size() == 0 || dims[0] < width || width < 1 || end < width || end > dims[0])
+      return Fail("block of " + std::to_string(dims.size() == 0 ? 0 : dims[0]) + " planes, width " +
+                  std::to_string(width) + ", end " + std::to_string(end));
+    planes[i] = x->size_bytes() / static_cast<size_t>(dims[0]);
+    if ((*lo)->size_bytes() != planes[i] * width || (*hi)->size_bytes() != planes[i] * width)
+      return Fail("halo outputs are not `width` planes of the block");
+    if (planes[i] * width > static_cast<size_t>(INT32_MAX))
+      return Fail("a halo of over 2 GB");
+  }
+  std::vector<MPI_Request> req(4 * k, MPI_REQUEST_NULL);
+  int rc = MPI_SUCCESS;
+  for (size_t i = 0; i < k && rc == MPI_SUCCESS; ++i) {
+    char* data = static_cast<char*>(args.get<ffi::AnyBuffer>(i)->untyped_data());
+    void* lo = (*rets.get<ffi::AnyBuffer>(2 * i))->untyped_data();
+    void* hi = (*rets.get<ffi::AnyBuffer>(2 * i + 1))->untyped_data();
+    const int bytes = static_cast<int>(planes[i] * width);
+    const int t_lo = static_cast<int>(tag + 2 * i), t_hi = static_cast<int>(tag + 2 * i + 1);
+    MPI_Request* r = &req[4 * i];
+    // my left halo is the left neighbour's last planes (its message to the right, tag t_lo);
+    // my right halo the right neighbour's first planes (its message to the left, tag t_hi)
+    rc = MPI_Irecv(lo, bytes, MPI_BYTE, static_cast<int>(left), t_lo, comm, &r[0]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Irecv(hi, bytes, MPI_BYTE, static_cast<int>(right), t_hi, comm, &r[1]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(data, bytes, MPI_BYTE, static_cast<int>(left), t_hi, comm, &r[2]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(data + (end - width) * planes[i], bytes, MPI_BYTE, static_cast<int>(right),
+                     t_lo, comm, &r[3]);
+  }
+  if (rc != MPI_SUCCESS) return MpiFail("MPI_Isend/Irecv", rc);
+  rc = MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) return MpiFail("MPI_Waitall", rc);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileMpiHalos, HalosImpl,
+                              ffi::Ffi::Bind()
+                                  .Attr<int64_t>("comm")
+                                  .Attr<int64_t>("left")
+                                  .Attr<int64_t>("right")
+                                  .Attr<int64_t>("width")
+                                  .Attr<int64_t>("end")
+                                  .Attr<int64_t>("tag")
+                                  .RemainingArgs()
+                                  .RemainingRets());
