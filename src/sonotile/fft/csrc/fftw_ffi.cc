@@ -678,6 +678,20 @@ inline V4 load4(const float* p) {
 inline void store4(float* p, V4 v) { std::memcpy(p, &v, sizeof v); }
 inline V4 swap_ri(V4 v) { return V4{v[1], v[0], v[3], v[2]}; }  // (re, im) -> (im, re)
 inline V4 swap_pairs(V4 v) { return V4{v[2], v[3], v[0], v[1]}; }
+#ifdef __AVX__
+// Four complex numbers per vector where the build has 256-bit registers (x86 with AVX): a plane
+// row's combine 1.6x faster on the 2-core EPYC (3.0 against 4.9 us per 128 x 128 plane; 512-bit
+// vectors took 3.7). Without AVX these would be emulated at half the speed of V4: not used.
+typedef float V8 __attribute__((vector_size(32)));
+inline V8 load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+inline V8 swap_ri8(V8 v) { return V8{v[1], v[0], v[3], v[2], v[5], v[4], v[7], v[6]}; }
+inline V8 reverse_pairs8(V8 v) { return V8{v[6], v[7], v[4], v[5], v[2], v[3], v[0], v[1]}; }
+#endif
 
 // out[k] = c0 a + c1 conj(b) + c2 (swap(a) s + swap(b)) for k = 0 .. kn - 1, a = z[k],
 // b = z[(M - k) mod M] (z: M complex numbers), coefficients per k from c0..c2 (PairPlans).
@@ -693,7 +707,17 @@ void combine_row(const float* z, int64_t M, int64_t kn, const float* c0, const f
   };
   one(0);
   int64_t k = 1;
-  for (; k + 1 < std::min(kn, M); k += 2) {  // a = z[k, k+1], b = z[M-k, M-k-1]
+  const int64_t end = std::min(kn, M);
+#ifdef __AVX__
+  const V8 s8 = {1.f, -1.f, 1.f, -1.f, 1.f, -1.f, 1.f, -1.f};
+  for (; k + 3 < end; k += 4) {  // a = z[k .. k+3], b = z[M-k .. M-k-3]
+    const V8 a = load8(z + 2 * k), b = reverse_pairs8(load8(z + 2 * (M - k - 3)));
+    const V8 v = load8(c0 + 2 * k) * a + load8(c1 + 2 * k) * (b * s8) +
+                 load8(c2 + 2 * k) * (swap_ri8(a) * s8 + swap_ri8(b));
+    store8(out + 2 * k, v);
+  }
+#endif
+  for (; k + 1 < end; k += 2) {  // a = z[k, k+1], b = z[M-k, M-k-1]
     const V4 a = load4(z + 2 * k), b = swap_pairs(load4(z + 2 * (M - k - 1)));
     const V4 v = load4(c0 + 2 * k) * a + load4(c1 + 2 * k) * (b * s) +
                  load4(c2 + 2 * k) * (swap_ri(a) * s + swap_ri(b));
