@@ -400,6 +400,27 @@ def test_mpi_transport_uneven_blocks_and_checkpoint(tmp_path):
 
 
 @needs_mpi
+def test_mpi_transport_lfb_on_a_2x2_mesh(tmp_path):
+    """LFB on a 2x2 mesh of 4 MPI ranks, a 53 x 45 grid (blocks of 27/26 by 23/22 points): the
+    halos of every field along x in one exchange, then along y (strided planes, the corners
+    carried along) in another, uneven blocks' last real planes sent; equals XLA's collectives on
+    4 devices of one process to round-off."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from kwave_inputs import write_input
+
+    inp = write_input(tmp_path / "in.h5", shape=(53, 45), cuboid=True)
+    outputs = ["--p_raw", "--p_max_all", "--u_final"]
+    four, ref = tmp_path / "four.h5", tmp_path / "ref.h5"
+    ok(mpirun(*KWAVE, "-i", inp, "-o", four, *outputs, "--decomposition", "lfb", "--mesh", "2x2",
+              "--transport", "mpi", n=4))  # fmt: skip
+    ok(run([*KWAVE, "-i", inp, "-o", ref, *outputs, "--decomposition", "lfb", "--mesh", "2x2",
+            "--cpu_devices", 4]))  # fmt: skip
+    err = compare(four, ref)
+    assert {"p/1", "p_max_all", "ux_final"} <= set(err), err
+    assert max(err.values()) <= 1e-5, err
+
+
+@needs_mpi
 def test_mpi_transport_non_staggered_lines(tmp_path):
     """``u_non_staggered`` from the lines through the sensor points (each shard's segments
     joined by one sum over the mesh) through MPI on a 53 x 45 grid over 2 ranks (blocks of 27
@@ -448,15 +469,19 @@ def f(v):
     # group; then blocks whose real planes end early (the uneven layout's dead planes)
     group = collectives.halos([v, lax.complex(v, -2 * v)], names[0], 2)
     short = collectives.halos([v], names[0], 2, ENDS)
-    return right, cright, a2a, total, collectives.axis_index(names[0]), group, short
+    # along the second array axis (strided planes) over the second mesh axis, where there is one
+    cols = collectives.halos([v], names[-1], 2, axis=1) if len(names) > 1 else None
+    return right, cright, a2a, total, collectives.axis_index(names[0]), group, short, cols
 
 ENDS = [6 * n0 - (c % 2) for c in range(n0)]
 with collectives.using(t):
-    right, cright, a2a, total, idx, group, short = jax.jit(f)(jnp.asarray(x))
+    right, cright, a2a, total, idx, group, short, cols = jax.jit(f)(jnp.asarray(x))
 def val(c):  # the array of the rank at coordinates c
     return base + 1000 * np.ravel_multi_index(c, shape)
 left = me.copy(); left[0] = (me[0] - 1) % n0
 rnb = me.copy(); rnb[0] = (me[0] + 1) % n0
+lcol, rcol = me.copy(), me.copy()
+lcol[-1], rcol[-1] = (me[-1] - 1) % shape[-1], (me[-1] + 1) % shape[-1]
 pieces = [np.split(val(np.r_[k, me[1:]]), n0, axis=0)[me[0]] for k in range(n0)]
 all_ = [val(np.unravel_index(r, shape)) for r in range(int(np.prod(shape)))]
 ok = {
@@ -473,6 +498,9 @@ ok = {
     and bool(np.array_equal(group[1][1], val(rnb)[:2] - 2j * val(rnb)[:2])),
     "halos_short_blocks": bool(np.array_equal(short[0][0], val(left)[ENDS[left[0]] - 2 :][:2]))
     and bool(np.array_equal(short[0][1], val(rnb)[:2])),
+    "halos_axis1": cols is None
+    or (bool(np.array_equal(cols[0][0], val(lcol)[:, -2:]))
+        and bool(np.array_equal(cols[0][1], val(rcol)[:, :2]))),
 }
 with open(OUT + f"/rank{jax.process_index()}.json", "w") as fh:
     json.dump(ok, fh)

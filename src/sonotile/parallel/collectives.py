@@ -68,15 +68,20 @@ def ppermute(x: jax.Array, name: str, perm: Sequence[tuple[int, int]]) -> jax.Ar
 
 
 def halos(
-    xs: Sequence[jax.Array], name: str, width: int, ends: Sequence[int] | None = None
+    xs: Sequence[jax.Array],
+    name: str,
+    width: int,
+    ends: Sequence[int] | None = None,
+    axis: int = 0,
 ) -> list[tuple[jax.Array, jax.Array]] | None:
-    """``(left, right)`` overlaps along array axis 0 of every block of ``xs`` with its two
-    neighbours along mesh axis ``name``, in one exchange: ``width`` planes of each neighbour's
-    block (the left one's last real planes, ``ends[shard]`` real planes per shard, else all; the
-    right one's first). None where the transport does not do it so (then :func:`ppermute`)."""
+    """``(left, right)`` overlaps along array axis ``axis`` of every block of ``xs`` with its
+    two neighbours along mesh axis ``name``, in one exchange: ``width`` planes of each
+    neighbour's block (the left one's last real planes, ``ends[shard]`` real planes per shard,
+    else all; the right one's first). None where the transport does not do it so (then
+    :func:`ppermute`)."""
     t = _current.get()
     f = getattr(t, "halos", None)
-    return None if f is None else f(xs, name, width, ends)
+    return None if f is None else f(xs, name, width, ends, axis)
 
 
 def all_to_all(x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:

@@ -177,19 +177,37 @@ class LfbOps:
             perm = [(i, (i - 1) % size) for i in range(size)]
         return collectives.ppermute(edge, name, perm)
 
+    def _join(self, f: jax.Array, left: jax.Array, right: jax.Array, a: int) -> jax.Array:
+        """``f`` with its halos along axis ``a``: ``[left | f | right]``; on an uneven axis
+        ``[left | real points | right | zeros]`` (the right halo follows the real points and
+        overwrites the dead one; the box keeps one length on every shard)."""
+        if not self.meta.uneven(a):
+            return jnp.concatenate([left, f, right], axis=a)
+        f = jnp.concatenate([left, f, jnp.zeros_like(right)], axis=a)
+        return lax.dynamic_update_slice_in_dim(f, right, self.meta.overlap + self._count(a), a)
+
     def _pad(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a in range(len(self.meta.names)):
             if not self.meta.padded(a) or (axes is not None and a not in axes):
                 continue
-            left, right = self._halo_fast(f, a, -1), self._halo_fast(f, a, +1)
-            if not self.meta.uneven(a):
-                f = jnp.concatenate([left, f, right], axis=a)
-                continue
-            # [left halo | real points | right halo | zeros]: the right halo follows the real
-            # points (it overwrites the dead one); the box keeps one length on every shard
-            f = jnp.concatenate([left, f, jnp.zeros_like(right)], axis=a)
-            f = lax.dynamic_update_slice_in_dim(f, right, self.meta.overlap + self._count(a), a)
+            f = self._join(f, self._halo_fast(f, a, -1), self._halo_fast(f, a, +1), a)
         return f
+
+    def _pad_all(self, fs: list[jax.Array]) -> list[jax.Array]:
+        """:meth:`_pad` of every field, axis by axis (edges and corners come along), each axis's
+        halos of all fields in one exchange where the transport does that
+        (:func:`sonotile.parallel.collectives.halos`, the MPI transport)."""
+        mt = self.meta
+        for a in range(len(mt.names)):
+            if not mt.padded(a):
+                continue
+            ends = mt.counts[a] if mt.uneven(a) else None
+            got = collectives.halos(fs, mt.names[a], mt.overlap, ends, axis=a)
+            if got is None:
+                fs = [self._pad(f, (a,)) for f in fs]
+            else:
+                fs = [self._join(f, lo, hi, a) for f, (lo, hi) in zip(fs, got)]
+        return fs
 
     def _window(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a, b in enumerate(self.bells):
@@ -209,8 +227,7 @@ class LfbOps:
 
     def _local(self, fs: list[jax.Array]) -> list[jax.Array]:
         """Pad all fields first (all exchanges issued before any is used), then window."""
-        padded = [self._pad(f) for f in fs]
-        return [self._window(p) for p in padded]
+        return [self._window(p) for p in self._pad_all(list(fs))]
 
     # --- planes first (blocks split along axis 0 only, FFTW; see the module docstring)
     def _split(self, f: jax.Array) -> FourierOps | None:
@@ -231,9 +248,8 @@ class LfbOps:
         and at each the processes waited for the slower one's work since the last."""
         specs = [plane_rfft(f) for f in fs]
         mt = self.meta
-        got = collectives.halos(
-            specs, mt.names[0], mt.overlap, mt.counts[0] if mt.uneven(0) else None
-        )
+        ends = mt.counts[0] if mt.uneven(0) else None
+        got = collectives.halos(specs, mt.names[0], mt.overlap, ends, axis=0)
         if got is not None:  # one call for the group (the MPI transport): no slices, no keeps
             return [(s, lo, hi) for s, (lo, hi) in zip(specs, got)]
         if len(fs) == 1:

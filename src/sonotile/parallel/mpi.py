@@ -145,7 +145,12 @@ class MpiTransport:
         )
 
     def halos(
-        self, xs: Sequence[jax.Array], name: str, width: int, ends: Sequence[int] | None
+        self,
+        xs: Sequence[jax.Array],
+        name: str,
+        width: int,
+        ends: Sequence[int] | None,
+        axis: int = 0,
     ) -> list[tuple[jax.Array, jax.Array]] | None:
         """:func:`sonotile.parallel.collectives.halos` as one MPI call for the group
         (:mod:`.mpi_halos`), or None when that is unavailable or a neighbour's block is thinner
@@ -156,16 +161,15 @@ class MpiTransport:
 
         a = self._axis(name)
         n, me = self.shape[a], self.coords[a]
-        real = [xs[0].shape[0]] * n if ends is None else [int(e) for e in ends]
+        real = [xs[0].shape[axis]] * n if ends is None else [int(e) for e in ends]
         if n == 1 or min(real) < width or not mpi_halos.available():
             return None
         for x in xs:
-            self.traced += [
-                ("collective-permute", width * x.size // x.shape[0] * x.dtype.itemsize)
-            ] * 2
+            halo = width * x.size // x.shape[axis] * x.dtype.itemsize
+            self.traced += [("collective-permute", halo)] * 2
         return mpi_halos.halos(
             xs, MPI._handleof(self._halo_comm), self._rank_at(a, (me - 1) % n),
-            self._rank_at(a, (me + 1) % n), width, real[me],
+            self._rank_at(a, (me + 1) % n), width, real[me], axis,
         )  # fmt: skip
 
     def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:

@@ -3,9 +3,10 @@
 The MPI transport's ``ppermute`` is one ``sendrecv`` per halo (mpi4jax), and each needs the
 halo cut out of its block first: for a 2-rank LFB step, 12 halos of 1 MB a step, each sliced
 into a buffer of its own (a read and a write of every halo) and sent while the other messages
-wait. This custom call (``csrc/mpi_halos.cc``) takes the whole group of blocks (split along grid
-axis 0, so a halo is a contiguous run of planes), posts every message at once straight from the
-blocks' buffers into the halo outputs, and waits for all of them.
+wait. This custom call (``csrc/mpi_halos.cc``) takes the whole group of blocks and one axis,
+posts every message at once straight from the blocks' buffers (along axis 0 a halo is a
+contiguous run of planes, along a later axis MPI reads it as a strided vector) into the halo
+outputs, and waits for all of them.
 
 It joins mpi4jax's ordered effect: its token comes from mpi4jax's chain and goes back into it, so
 every MPI call of a program (these, mpi4jax's ``sendrecv`` and ``alltoall``) keeps program order
@@ -120,21 +121,24 @@ def _setup() -> bool:
     prim = Primitive("sonotile_mpi_halos")
     prim.multiple_results = True
 
-    def abstract(*xs: Any, width: int, **_: Any) -> tuple[list[Any], set[Any]]:
-        outs = [
-            jax.core.ShapedArray((width, *x.shape[1:]), x.dtype) for x in xs for _side in (0, 1)
-        ]
+    def abstract(*xs: Any, axis: int, width: int, **_: Any) -> tuple[list[Any], set[Any]]:
+        def halo(x: Any) -> Any:
+            return jax.core.ShapedArray((*x.shape[:axis], width, *x.shape[axis + 1 :]), x.dtype)
+
+        outs = [halo(x) for x in xs for _side in (0, 1)]
         return outs, {ordered_effect}
 
-    def lower(ctx: Any, *xs: Any, comm: int, left: int, right: int, width: int, end: int) -> Any:
+    def lower(
+        ctx: Any, *xs: Any, comm: int, left: int, right: int, axis: int, width: int, end: int
+    ) -> Any:
         token = get_token_effect(ctx, ordered_effect)
         with_token = ctx.replace(
             avals_in=(*ctx.avals_in, abstract_token), avals_out=(*ctx.avals_out, abstract_token)
         )
         rule = jax.ffi.ffi_lowering("sonotile_mpi_halos", has_side_effect=True)
         i64 = np.int64
-        outs = list(rule(with_token, *xs, token, comm=i64(comm), left=i64(left),
-                         right=i64(right), width=i64(width), end=i64(end), tag=i64(0)))  # fmt: skip
+        outs = list(rule(with_token, *xs, token, comm=i64(comm), left=i64(left), right=i64(right),
+                         axis=i64(axis), width=i64(width), end=i64(end), tag=i64(0)))  # fmt: skip
         set_token_effect(ctx, ordered_effect, outs.pop())
         return outs
 
@@ -145,13 +149,12 @@ def _setup() -> bool:
 
 
 def halos(
-    xs: Sequence[jax.Array], comm: int, left: int, right: int, width: int, end: int
+    xs: Sequence[jax.Array], comm: int, left: int, right: int, width: int, end: int, axis: int = 0
 ) -> list[tuple[jax.Array, jax.Array]]:
-    """``(left halo, right halo)`` of each block of ``xs`` (same shape, split along axis 0):
-    ``width`` planes from rank ``left``'s block (its planes ``[end' - width, end')``) and from
-    rank ``right``'s (its first ``width``), this block's own going the other way (its last
-    real plane is ``end - 1``). ``comm``: the communicator's handle (mpi4py ``_handleof``).
-    Requires :func:`available`."""
+    """``(left halo, right halo)`` along ``axis`` of each block of ``xs`` (same shape): ``width``
+    planes from rank ``left``'s block (its last real ones) and from rank ``right``'s (its first
+    ``width``), this block's own going the other way (its last real plane is ``end - 1``).
+    ``comm``: the communicator's handle (mpi4py ``_handleof``). Requires :func:`available`."""
     out = _state["primitive"].bind(*xs, comm=int(comm), left=int(left), right=int(right),
-                                   width=int(width), end=int(end))  # fmt: skip
+                                   axis=int(axis), width=int(width), end=int(end))  # fmt: skip
     return [(out[2 * i], out[2 * i + 1]) for i in range(len(xs))]

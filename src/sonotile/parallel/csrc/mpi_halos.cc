@@ -1,17 +1,19 @@
-// sonotile_mpi_halos: the overlaps of k blocks with both neighbours along grid axis 0, as one
+// sonotile_mpi_halos: the overlaps of k blocks with both neighbours along one array axis, as one
 // XLA FFI custom call of MPI point-to-point messages (sonotile/parallel/mpi_halos.py builds it
 // with the MPI C++ compiler and registers it).
 //
-// Every field is a C-ordered block whose axis 0 is the split one, so a run of whole planes is one
-// contiguous range of memory: each block's first `width` planes go to the left neighbour and its
-// planes [end - width, end) (its last real ones) to the right one, straight from the block's
-// buffer (no packing copy), and each neighbour's go straight into the halo outputs. All 4k
-// messages are in flight at once; the call returns when every one is done.
+// Every field is a C-ordered block of the same shape. Along `axis`, each block's first `width`
+// planes go to the left neighbour and its planes [end - width, end) (its last real ones) to the
+// right one, read straight from the block's buffer (along axis 0 a plane run is one contiguous
+// range; along a later axis MPI reads it as a strided vector: no packing copy of ours either
+// way), and each neighbour's go straight into the halo outputs (contiguous, shape of the block
+// with `width` along `axis`). All 4k messages are in flight at once; the call returns when
+// every one is done.
 //
 //   args: k blocks (any dtype, same shape), then mpi4jax's ordering token
-//   rets: 2k halos (field i: left at 2i, right at 2i + 1; `width` planes each), then the token
-//   attrs: comm (the communicator's handle), left, right (ranks in it), width, end (this
-//     block's real planes), tag (first tag of the call; the call uses tag .. tag + 2k - 1)
+//   rets: 2k halos (field i: left at 2i, right at 2i + 1), then the token
+//   attrs: comm (the communicator's handle), left, right (ranks in it), axis, width, end (this
+//     block's real planes along axis), tag (first tag of the call: tags tag .. tag + 2k - 1)
 
 #include <mpi.h>
 
@@ -38,8 +40,9 @@ ffi::Error MpiFail(const char* call, int code) {
                     std::string("sonotile_mpi_halos: ") + call + ": " + std::string(text, len));
 }
 
-ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t width,
-                     int64_t end, int64_t tag, ffi::RemainingArgs args, ffi::RemainingRets rets) {
+ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t axis,
+                     int64_t width, int64_t end, int64_t tag, ffi::RemainingArgs args,
+                     ffi::RemainingRets rets) {
   // the last argument and result are the ordering token
   if (args.size() < 2 || rets.size() != 2 * (args.size() - 1) + 1)
     return Fail("expected k blocks and a token in, 2k halos and a token out");
@@ -49,7 +52,8 @@ ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t w
   std::memcpy(&comm, &comm_handle, sizeof(MPI_Comm));  // a pointer (Open MPI) or an int (MPICH)
 
   // check every block and halo before the first message is posted
-  std::vector<size_t> planes(k);
+  std::vector<size_t> outer(k), inner(k);  // per block: planes' count before axis, bytes after
+  int64_t n = 0;
   for (size_t i = 0; i < k; ++i) {
     auto x = args.get<ffi::AnyBuffer>(i);
     auto lo = rets.get<ffi::AnyBuffer>(2 * i);
@@ -57,37 +61,65 @@ ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t w
     if (x.has_error() || lo.has_error() || hi.has_error())
       return Fail("a block or halo is not an array");
     auto dims = x->dimensions();
-    if (dims.size() == 0 || dims[0] < width || width < 1 || end < width || end > dims[0])
-      return Fail("block of " + std::to_string(dims.size() == 0 ? 0 : dims[0]) + " planes, width " +
-                  std::to_string(width) + ", end " + std::to_string(end));
-    planes[i] = x->size_bytes() / static_cast<size_t>(dims[0]);
-    if ((*lo)->size_bytes() != planes[i] * width || (*hi)->size_bytes() != planes[i] * width)
+    if (axis < 0 || axis >= int64_t(dims.size()))
+      return Fail("axis " + std::to_string(axis) + " of a block of rank " +
+                  std::to_string(dims.size()));
+    n = dims[axis];
+    if (width < 1 || n < width || end < width || end > n)
+      return Fail("block of " + std::to_string(n) + " planes along axis " + std::to_string(axis) +
+                  ", width " + std::to_string(width) + ", end " + std::to_string(end));
+    outer[i] = 1;
+    for (int64_t a = 0; a < axis; ++a) outer[i] *= size_t(dims[a]);
+    inner[i] = x->size_bytes() / (outer[i] * size_t(n));
+    const size_t halo = outer[i] * width * inner[i];
+    if ((*lo)->size_bytes() != halo || (*hi)->size_bytes() != halo)
       return Fail("halo outputs are not `width` planes of the block");
-    if (planes[i] * width > static_cast<size_t>(INT32_MAX))
-      return Fail("a halo of over 2 GB");
+    if (inner[i] * width > size_t(INT32_MAX) || outer[i] > size_t(INT32_MAX) ||
+        inner[i] * n > size_t(INT32_MAX))
+      return Fail("a halo run of over 2 GB");
+  }
+  // one datatype per block shape: `outer` runs of `width` planes, `n` planes apart
+  std::vector<MPI_Datatype> types;
+  auto free_types = [&]() {
+    for (MPI_Datatype& t : types) MPI_Type_free(&t);
+  };
+  int rc = MPI_SUCCESS;
+  for (size_t i = 0; i < k && rc == MPI_SUCCESS; ++i) {
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    rc = MPI_Type_vector(int(outer[i]), int(inner[i] * width), int(inner[i] * n), MPI_BYTE, &t);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t);
+    if (rc == MPI_SUCCESS) types.push_back(t);
+  }
+  if (rc != MPI_SUCCESS) {
+    free_types();
+    return MpiFail("MPI_Type_vector", rc);
   }
   std::vector<MPI_Request> req(4 * k, MPI_REQUEST_NULL);
-  int rc = MPI_SUCCESS;
   for (size_t i = 0; i < k && rc == MPI_SUCCESS; ++i) {
     char* data = static_cast<char*>(args.get<ffi::AnyBuffer>(i)->untyped_data());
     void* lo = (*rets.get<ffi::AnyBuffer>(2 * i))->untyped_data();
     void* hi = (*rets.get<ffi::AnyBuffer>(2 * i + 1))->untyped_data();
-    const int bytes = static_cast<int>(planes[i] * width);
-    const int t_lo = static_cast<int>(tag + 2 * i), t_hi = static_cast<int>(tag + 2 * i + 1);
+    const int bytes = int(outer[i] * width * inner[i]);
+    const int t_lo = int(tag + 2 * i), t_hi = int(tag + 2 * i + 1);
     MPI_Request* r = &req[4 * i];
     // my left halo is the left neighbour's last planes (its message to the right, tag t_lo);
     // my right halo the right neighbour's first planes (its message to the left, tag t_hi)
-    rc = MPI_Irecv(lo, bytes, MPI_BYTE, static_cast<int>(left), t_lo, comm, &r[0]);
+    rc = MPI_Irecv(lo, bytes, MPI_BYTE, int(left), t_lo, comm, &r[0]);
+    if (rc == MPI_SUCCESS) rc = MPI_Irecv(hi, bytes, MPI_BYTE, int(right), t_hi, comm, &r[1]);
+    // a run of whole planes (axis 0) as bytes, else the strided vector
+    const bool flat = outer[i] == 1;
+    const int count = flat ? bytes : 1;
+    const MPI_Datatype t = flat ? MPI_BYTE : types[i];
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(data, count, t, int(left), t_hi, comm, &r[2]);
     if (rc == MPI_SUCCESS)
-      rc = MPI_Irecv(hi, bytes, MPI_BYTE, static_cast<int>(right), t_hi, comm, &r[1]);
-    if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(data, bytes, MPI_BYTE, static_cast<int>(left), t_hi, comm, &r[2]);
-    if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(data + (end - width) * planes[i], bytes, MPI_BYTE, static_cast<int>(right),
-                     t_lo, comm, &r[3]);
+      rc = MPI_Isend(data + (end - width) * inner[i], count, t, int(right), t_lo, comm, &r[3]);
   }
-  if (rc != MPI_SUCCESS) return MpiFail("MPI_Isend/Irecv", rc);
+  if (rc != MPI_SUCCESS) {
+    free_types();
+    return MpiFail("MPI_Isend/Irecv", rc);
+  }
   rc = MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
+  free_types();
   if (rc != MPI_SUCCESS) return MpiFail("MPI_Waitall", rc);
   return ffi::Error::Success();
 }
@@ -99,6 +131,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileMpiHalos, HalosImpl,
                                   .Attr<int64_t>("comm")
                                   .Attr<int64_t>("left")
                                   .Attr<int64_t>("right")
+                                  .Attr<int64_t>("axis")
                                   .Attr<int64_t>("width")
                                   .Attr<int64_t>("end")
                                   .Attr<int64_t>("tag")
