@@ -343,7 +343,7 @@ def decomposed_engine(
         problem, layout, phys, start, lambda carry, xs: chunk_fn(carry, xs, *const_args),
         lambda u: div_fn(u, const_args[3]), place,
         _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks)
-        + (", halos and transposes through MPI" if how == "mpi" else ""),
+        + _via(carrier),
         lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
         blocks=None if blocks.all_even else blocks,
         devices=math.prod(mesh_shape),
@@ -371,6 +371,18 @@ def _step_programs(
     )  # fmt: skip
     programs = _shard_programs(parts, mesh, layout, phys, local_shape, dtype, const_args, carrier)
     return (*programs, carrier)
+
+
+def _via(carrier: collectives.Transport | None) -> str:
+    """How the step's collectives travel, for the engine's description (``--verbose 2``)."""
+    if not isinstance(carrier, mpimod.MpiTransport):
+        return ""
+    if carrier.grouped_halos:
+        return ", halos (one MPI call per group of fields) and transposes through MPI"
+    from sonotile.parallel import mpi_halos
+
+    why = mpi_halos.reason() or "another rank could not build it"
+    return f", halos and transposes through MPI (halos one at a time: {why})"
 
 
 def _local_programs(

@@ -109,6 +109,11 @@ class MpiTransport:
         # the halo exchanges' own (sonotile_mpi_halos: messages tagged per call, never mixed
         # with mpi4jax's, whose sendrecv receives any tag)
         self._halo_comm = self.comm.Dup()
+        from sonotile.parallel import mpi_halos
+
+        # decided by all ranks together: a rank whose build failed while another's worked would
+        # send its halos one by one to a partner waiting for them in one call
+        self.grouped_halos = bool(self.comm.allreduce(int(mpi_halos.available()), op=MPI.MIN))
         #: ``(kind, bytes)`` of every collective traced so far (the exchange benchmark's list)
         self.traced: list[tuple[str, int]] = []
 
@@ -162,7 +167,7 @@ class MpiTransport:
         a = self._axis(name)
         n, me = self.shape[a], self.coords[a]
         real = [xs[0].shape[axis]] * n if ends is None else [int(e) for e in ends]
-        if n == 1 or min(real) < width or not mpi_halos.available():
+        if n == 1 or min(real) < width or not self.grouped_halos:
             return None
         for x in xs:
             halo = width * x.size // x.shape[axis] * x.dtype.itemsize
