@@ -1,19 +1,24 @@
-"""Keeping sonotile's cache directory bounded: JAX's compiled programs and old FFTW builds.
+"""Keeping sonotile's cache directory bounded: JAX's compiled programs and old builds.
 
 JAX writes one file per compiled program (``<name>-<hash>-cache``) and never removes any
 unless it is given a size limit (which needs the ``filelock`` package); every grid shape, step
 count and sonotile version adds programs, and every sonotile version its own build of the FFTW
-extension. :func:`prune_daily` removes the least recently used programs once the directory is
-over a limit (at most one scan per day: one ``stat`` per process start otherwise), and
-:func:`prune_builds` removes FFTW builds unused for a month. Removing a file another process is
-reading is safe (it keeps its open copy; a program removed before it is opened is compiled
-again).
+extension and of the MPI halo extension (both compiled by :func:`compile_library`).
+:func:`prune_daily` removes the least recently used programs once the directory is over a limit
+(at most one scan per day: one ``stat`` per process start otherwise), and :func:`prune_builds`
+removes builds unused for a month. Removing a file another process is reading is safe (it keeps
+its open copy; a program removed before it is opened is compiled again).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
 
 #: the file whose modification time says when the directory was last scanned
 STAMP = ".sonotile-pruned"
@@ -118,3 +123,29 @@ def touch(path: str) -> None:
         os.utime(path)
     except OSError:
         pass
+
+
+def compile_library(
+    source: str, so: str, commands: Callable[[str, str], list[list[str]]], label: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """Compile the C++ ``source`` into the shared library ``so`` (atomically: a rename; other
+    processes see the old state or the whole library). ``commands(cc, out)`` lists the compiler
+    commands to try in turn (source path, output path); the first that succeeds is installed.
+    Returns the last command's process (``returncode`` != 0: nothing installed). ``label``:
+    print each command to stderr under that name."""
+    name = os.path.basename(so).split("_")[0]
+    with tempfile.TemporaryDirectory() as d:
+        cc, out = os.path.join(d, f"{name}.cc"), os.path.join(d, f"{name}.so")
+        with open(cc, "w") as fh:
+            fh.write(source)
+        r = subprocess.CompletedProcess([], 1, "", "no compiler command")
+        for cmd in commands(cc, out):
+            if label:
+                print(f"sonotile: building {label}:", " ".join(cmd), file=sys.stderr)
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode == 0:
+                part = f"{so}.{os.getpid()}"
+                shutil.copy(out, part)
+                os.replace(part, so)
+                break
+    return r

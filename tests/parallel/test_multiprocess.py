@@ -525,6 +525,18 @@ def test_mpi_collectives_match_their_definitions(tmp_path, mesh):
         assert all(got.values()), got
 
 
+@needs_mpi
+def test_mpi_halo_extension_without_a_compiler_says_why(monkeypatch):
+    """No MPI C++ compiler that works: the grouped halo call is unavailable, with the compiler's
+    error as the reason (the transport then sends each halo by mpi4jax's sendrecv)."""
+    from sonotile.parallel import mpi_halos
+
+    monkeypatch.setattr(mpi_halos, "_state", {})
+    monkeypatch.setenv("SONOTILE_MPICXX", "false")
+    assert not mpi_halos.available()
+    assert "compiling the MPI halo extension failed" in (mpi_halos.reason() or "")
+
+
 def test_transport_choice_and_its_errors():
     """auto falls back to XLA's collectives where MPI cannot carry the mesh (one process);
     asking for MPI there, or for an unknown transport, is an error naming why."""

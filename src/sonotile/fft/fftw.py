@@ -24,9 +24,7 @@ import glob
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -153,29 +151,20 @@ def _build(verbose: bool) -> str | None:
         return so
     main, thr = libs
     rpaths = sorted({os.path.dirname(main)} | ({os.path.dirname(thr)} if thr else set()))
-    with tempfile.TemporaryDirectory() as d:
-        cc = os.path.join(d, "fftw_ffi.cc")
-        with open(cc, "w") as fh:
-            fh.write(src)
-        tmp = os.path.join(d, "fftw_ffi.so")
-        cmd = [cxx, "-O3", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", cc, "-o", tmp]
+
+    def commands(cc: str, out: str) -> list[list[str]]:
+        cmd = [cxx, "-O3", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", cc, "-o", out]
         # RPATH (not RUNPATH): also searched for the FFTW libraries' own dependencies, e.g. the
         # libgomp-<hash>.so that pyFFTW's wheel ships next to its libfftw3f_omp
         cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths]
         cmd += ["-Wl,--disable-new-dtags", "-lpthread"]
-        tries = [cmd[:1] + ["-march=native"] + cmd[1:], cmd] if native != "portable" else [cmd]
-        for cmd in tries:  # a compiler without -march=native builds the portable extension
-            if verbose:
-                print("sonotile: building the FFTW extension:", " ".join(cmd), file=sys.stderr)
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode == 0:
-                break
-        if r.returncode != 0:
-            _state["reason"] = f"compiling the FFTW extension failed: {r.stderr.strip()[-400:]}"
-            return None
-        part = f"{so}.{os.getpid()}"
-        shutil.copy(tmp, part)
-        os.replace(part, so)
+        # a compiler without -march=native builds the portable extension
+        return [cmd[:1] + ["-march=native"] + cmd[1:], cmd] if native != "portable" else [cmd]
+
+    r = cachedir.compile_library(src, so, commands, "the FFTW extension" if verbose else "")
+    if r.returncode != 0:
+        _state["reason"] = f"compiling the FFTW extension failed: {r.stderr.strip()[-400:]}"
+        return None
     cachedir.prune_builds(cache_dir(), so, ("fftw_ffi_", ".so"))  # other versions' builds
     return so
 

@@ -25,7 +25,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -69,21 +68,13 @@ def _build() -> str | None:
     if os.path.exists(so):
         cachedir.touch(so)
         return so
-    with tempfile.TemporaryDirectory() as d:
-        cc = os.path.join(d, "mpi_halos.cc")
-        with open(cc, "w") as fh:
-            fh.write(src)
-        tmp = os.path.join(d, "mpi_halos.so")
-        cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-w", f"-I{inc}", cc, "-o", tmp]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            lines = r.stderr.splitlines()
-            errors = [ln for ln in lines if "error" in ln] or lines[-3:]
-            _state["reason"] = "compiling the MPI halo extension failed: " + "; ".join(errors[:3])
-            return None
-        part = f"{so}.{os.getpid()}"
-        shutil.copy(tmp, part)
-        os.replace(part, so)
+    flags = ["-O2", "-std=c++17", "-shared", "-fPIC", "-w", f"-I{inc}"]
+    r = cachedir.compile_library(src, so, lambda cc, out: [[cxx, *flags, cc, "-o", out]])
+    if r.returncode != 0:
+        lines = r.stderr.splitlines()
+        errors = [ln for ln in lines if "error" in ln] or lines[-3:]
+        _state["reason"] = "compiling the MPI halo extension failed: " + "; ".join(errors[:3])
+        return None
     cachedir.prune_builds(root, so, ("mpi_halos_", ".so"))
     return so
 

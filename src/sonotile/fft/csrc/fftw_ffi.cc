@@ -668,14 +668,22 @@ size_t plane_extra(const PlanePlans* P) {
   return P->pair.rows_f == nullptr ? 0 : pad16(size_t(P->n1 * P->n2));
 }
 
-// Two complex numbers per vector (GCC / Clang vector extensions: SSE2, NEON, ...).
-typedef float V4 __attribute__((vector_size(16)));
-inline V4 load4(const float* p) {
-  V4 v;
+// Unaligned loads and stores of a GCC / Clang vector type.
+template <class V>
+inline V load_v(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store4(float* p, V4 v) { std::memcpy(p, &v, sizeof v); }
+template <class V>
+inline void store_v(float* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Two complex numbers per vector (GCC / Clang vector extensions: SSE2, NEON, ...).
+typedef float V4 __attribute__((vector_size(16)));
+inline V4 load4(const float* p) { return load_v<V4>(p); }
+inline void store4(float* p, V4 v) { store_v(p, v); }
 inline V4 swap_ri(V4 v) { return V4{v[1], v[0], v[3], v[2]}; }  // (re, im) -> (im, re)
 inline V4 swap_pairs(V4 v) { return V4{v[2], v[3], v[0], v[1]}; }
 #ifdef __AVX__
@@ -683,12 +691,8 @@ inline V4 swap_pairs(V4 v) { return V4{v[2], v[3], v[0], v[1]}; }
 // row's combine 1.6x faster on the 2-core EPYC (3.0 against 4.9 us per 128 x 128 plane; 512-bit
 // vectors took 3.7). Without AVX these would be emulated at half the speed of V4: not used.
 typedef float V8 __attribute__((vector_size(32)));
-inline V8 load8(const float* p) {
-  V8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+inline V8 load8(const float* p) { return load_v<V8>(p); }
+inline void store8(float* p, V8 v) { store_v(p, v); }
 inline V8 swap_ri8(V8 v) { return V8{v[1], v[0], v[3], v[2], v[5], v[4], v[7], v[6]}; }
 inline V8 reverse_pairs8(V8 v) { return V8{v[6], v[7], v[4], v[5], v[2], v[3], v[0], v[1]}; }
 #endif
