@@ -526,15 +526,15 @@ def test_mpi_collectives_match_their_definitions(tmp_path, mesh):
 
 
 @needs_mpi
-def test_mpi_halo_extension_without_a_compiler_says_why(monkeypatch):
+def test_mpi_halo_extension_without_a_compiler_says_why():
     """No MPI C++ compiler that works: the grouped halo call is unavailable, with the compiler's
-    error as the reason (the transport then sends each halo by mpi4jax's sendrecv)."""
-    from sonotile.parallel import mpi_halos
-
-    monkeypatch.setattr(mpi_halos, "_state", {})
-    monkeypatch.setenv("SONOTILE_MPICXX", "false")
-    assert not mpi_halos.available()
-    assert "compiling the MPI halo extension failed" in (mpi_halos.reason() or "")
+    error as the reason (the transport then sends each halo by mpi4jax's sendrecv). In a
+    process of its own: importing mpi4py starts MPI, and an ``mpirun`` started later from a
+    process where MPI runs fails without a word."""
+    code = ("from sonotile.parallel import mpi_halos\n"
+            "print('AVAILABLE', mpi_halos.available(), mpi_halos.reason())")  # fmt: skip
+    r = ok(run([sys.executable, "-c", code], extra_env={"SONOTILE_MPICXX": "false"}))
+    assert "AVAILABLE False compiling the MPI halo extension failed" in r.stdout, r.stdout
 
 
 def test_transport_choice_and_its_errors():
