@@ -7,9 +7,10 @@ for A/B comparisons of two source trees in alternating jobs (``PYTHONPATH`` pick
 
 ``heterogeneous_absorbing`` (``sonotile.bench.cases``) at ``n^3`` (single) or ``2n x n x n`` over
 the ranks of the job (lfb: overlap 16, bell width 0.5; pencil: slabs), the step's collectives
-through MPI, 1 thread per process. One chunk of ``--steps`` steps compiles and warms, then the
-best of ``--rounds`` chunks is printed by rank 0 (with ``--tag``). Run two single processes
-side by side (``taskset -c 0`` and ``-c 1``) for the control of docs/scaling.md.
+through MPI, 1 thread per process (``--threads``). One chunk of ``--steps`` steps compiles and
+warms, then the best of ``--rounds`` chunks is printed by rank 0 (with ``--tag``). Run two
+single processes side by side (``taskset -c 0`` and ``-c 1``) for the control of
+docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10, help="steps per timed chunk")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tag", default="", help="printed first (which tree)")
+    ap.add_argument("--threads", type=int, default=1, help="threads per process")
     a = ap.parse_args(argv)
     from sonotile import runtime
 
-    runtime.configure_threads(1)
+    runtime.configure_threads(a.threads)
     from sonotile.parallel import distributed
 
     if a.kind != "single":

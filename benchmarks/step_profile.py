@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--trace",
         action="store_true",
-        help="also trace the step variant with jax.profiler and print ms/step per XLA thunk "
+        help="also trace each variant with jax.profiler and print ms/step per XLA thunk "
         "(FFT custom calls, loop fusions, copies)",
     )
     a = ap.parse_args(argv)
@@ -166,9 +166,10 @@ def main(argv=None) -> int:
             f"{max(w):6.1f})  cpu/wall {statistics.median(util[name]):4.2f}  "
             f"{n / min(w) / 1e3:6.1f} Mcells/s best  temp {compiled[name][2] / n:5.1f} B/pt"
         )
-    if a.trace and "step" in compiled:
-        comp, st, _ = compiled["step"]
-        trace_thunks(lambda: jax.block_until_ready(comp(st, xs, c, ops)), a.steps)
+    for name in names if a.trace else ():
+        comp, st, _ = compiled[name]
+        print(f"  {name}:")
+        trace_thunks(lambda comp=comp, st=st: jax.block_until_ready(comp(st, xs, c, ops)), a.steps)
     return 0
 
 

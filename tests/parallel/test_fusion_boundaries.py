@@ -6,8 +6,8 @@ it, and each updated velocity component before the sensors gather from it. The L
 operators lacked that hook, so XLA fused the factor into each update: every update read all
 three old density components and XLA kept copies of them, ~4-5 ms of a 128^3 step on one core
 (docs/scaling.md, eleventh session). And LFB blocks meet their neighbours once per group of
-fields (each field's transform before any exchange). Counted in the compiled chunk of each
-engine, in a subprocess with 2 virtual CPU devices.
+fields (each field's transform before any exchange), the sensors' sum once per chunk. Counted
+in the compiled chunk of each engine, in a subprocess with 2 virtual CPU devices.
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ def test_nonlinear_factor_is_materialised_on_every_decomposition(counts):
     assert counts["pencil"] == counts["single"], counts
 
 
-def test_lfb_blocks_meet_four_times_per_step(counts):
+def test_lfb_blocks_meet_three_times_per_step(counts):
     # the absorbing step's exchanges: the pressure's overlap (gradient), the three velocity
-    # components' (divergence), the two absorption operands' (fractional Laplacians), and the
-    # sensors' one sum. XLA used to put each field's plane transform between the exchanges of
-    # the others: seven meeting points, at each of which a process waits for the other
-    assert counts["lfb_meetings"] == 4, counts
+    # components' (divergence), the two absorption operands' (fractional Laplacians); the
+    # sensors' sum comes once per chunk, after the loop (it was a fourth meeting in every
+    # step). XLA used to put each field's plane transform between the exchanges of the others:
+    # seven meeting points, at each of which a process waits for the other
+    assert counts["lfb_meetings"] == 3, counts

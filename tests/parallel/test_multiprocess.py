@@ -642,6 +642,10 @@ if jax.process_index() == 0:
         "lfb": meetings(text, MPI_POINT_TO_POINT),
         "halo_calls": text.count('custom_call_target="sonotile_mpi_halos"'),
         "sendrecv": text.count('custom_call_target="mpi_sendrecv_ffi"'),
+        "sendrecv_in_loop": max(
+            (c for c in text.split("\n%") if "sonotile_mpi_halos" in c),
+            key=lambda c: c.count("sonotile_mpi_halos"),
+        ).count('custom_call_target="mpi_sendrecv_ffi"'),
     }}))
 """
 
@@ -649,19 +653,21 @@ if jax.process_index() == 0:
 @needs_mpi
 def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
     """In the compiled absorbing step of 2 MPI ranks (LFB slabs along x, FFTW), the halo
-    exchanges and the sensors' sum come in 4 groups not separated by local transforms: the
-    pressure's overlap, the three velocity components', the two absorption operands', the
-    sensors' sum. MPI calls keep program order, and XLA used to schedule each field's plane
-    transform between the other fields' exchanges (11 meetings in this case), at each of which
-    a rank waits for the other's work since the last. Each group is one call
-    (``sonotile_mpi_halos``: 3 in the step, 1 before its loop), not a sendrecv per halo.
+    exchanges come in 3 groups not separated by local transforms: the pressure's overlap, the
+    three velocity components', the two absorption operands'. MPI calls keep program order,
+    and XLA used to schedule each field's plane transform between the other fields' exchanges
+    (11 meetings in this case), at each of which a rank waits for the other's work since the
+    last. Each group is one call (``sonotile_mpi_halos``: 3 in the step, 1 before its loop),
+    not a sendrecv per halo. The sensors' sum was a fourth meeting in every step; it is one
+    sendrecv per chunk, after the loop.
     (Pencil: 10 meetings here; grouping its transposes the same way made XLA copy every piece,
     and the step slower: not done.)"""
     script = tmp_path / "meet.py"
     script.write_text(MEETINGS_SCRIPT.format(helpers=str(ROOT / "tests" / "helpers")))
     r = ok(mpirun(sys.executable, script, timeout=240))
     got = json.loads(r.stdout.split("RESULT")[1].splitlines()[0])
-    assert got["lfb"] == 4, got
+    assert got["lfb"] == 3, got
     # each group's overlaps in one call, straight from the blocks (no halo cut into a buffer of
-    # its own and sent alone); the only sendrecv left is the sensors' sum
+    # its own and sent alone); the only sendrecv left is the sensors' sum, outside the loop
     assert got["halo_calls"] == 4 and got["sendrecv"] == 1, got
+    assert got["sendrecv_in_loop"] == 0, got

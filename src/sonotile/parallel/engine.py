@@ -3,8 +3,9 @@
 The physics is not repeated here: medium and PML constants come from :mod:`sonotile.solver.plan`
 (field-shaped arrays sharded like the state, 1-D PML profiles sharded along their axis), the
 scan body is :func:`sonotile.solver.runner.scan_body`, sensor samples are gathered on the owning
-shard and combined by one sum over the mesh per step through the index object's ``gather_all``
-(:class:`sonotile.parallel.mesh.ShardIndex`, called by :func:`sonotile.solver.sensors.sample`).
+shard and combined by one sum over the mesh through the index object
+(:class:`sonotile.parallel.mesh.ShardIndex`, called by :func:`sonotile.solver.sensors.sample`):
+once per chunk after its last step where the sensor allows it, else once per step.
 Mask sources keep their global order: every shard gets the full index list with the points it
 does not own replaced by an out-of-range index, which the step's injection drops.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -385,6 +386,26 @@ def _via(carrier: collectives.Transport | None) -> str:
     return f", halos and transposes through MPI (halos one at a time: {why})"
 
 
+def _deferred(index: ShardIndex | tuple[()], layout: sens.SensorLayout) -> Any:
+    """The sensor index summing once per chunk where the layout allows it
+    (:func:`sonotile.solver.sensors.sums_deferrable`): the shards then meet 3 times per
+    absorbing LFB step, not 4, and a butterfly of log2 P exchanges per step becomes one per
+    chunk."""
+    if isinstance(index, ShardIndex) and sens.sums_deferrable(layout):
+        return replace(index, deferred=True)
+    return index
+
+
+def _settled(
+    index: ShardIndex | tuple[()], raw: dict[str, jax.Array], agg: dict[str, jax.Array],
+    layout: sens.SensorLayout,
+) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:  # fmt: skip
+    """A chunk's samples and statistics made whole on every shard (:meth:`ShardIndex.settle`)."""
+    if not isinstance(index, ShardIndex):
+        return raw, agg
+    return index.settle(raw, agg, [f"{f}_{kind}" for f, kind in layout.stats])
+
+
 def _local_programs(
     parts: _Parts, layout: sens.SensorLayout, phys: Physics, local_shape: tuple[int, ...],
     dtype: jax.typing.DTypeLike,
@@ -398,7 +419,11 @@ def _local_programs(
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         agg = sens.init_aggregates(layout, local_shape, dtype)
         if phys.p0:
-            return runner.start_ivp(agg, c, parts.make_ops(ops_l), index, phys, layout)
+            index = _deferred(index, layout)
+            ops = parts.make_ops(ops_l)
+            (state, agg), raw = runner.start_ivp(agg, c, ops, index, phys, layout)
+            raw, agg = _settled(index, raw, agg, layout)
+            return (state, agg), raw
         return (zero_state(local_shape, dtype), agg), {}
 
     def local_chunk(
@@ -406,10 +431,13 @@ def _local_programs(
         arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None, ops_l: Any,
     ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
+        index = _deferred(index, layout)
         ops = parts.make_ops(ops_l)
         c = with_source_patterns(c, ops, phys, carry[0].p)
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-        return lax.scan(body, carry, xs)  # no step count: see runner.Engine.counted
+        (state, agg), raw = lax.scan(body, carry, xs)  # no step count: runner.Engine.counted
+        raw, agg = _settled(index, raw, agg, layout)
+        return (state, agg), raw
 
     return local_init, local_chunk
 

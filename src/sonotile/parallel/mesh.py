@@ -77,19 +77,25 @@ class ShardIndex:
     """Sensor points seen from one shard: local indices (clipped) and an ownership mask;
     ``gather_all`` returns the global sample vectors (and sensor lines) on every shard (a sum
     over the mesh, :func:`sonotile.parallel.collectives.sum_over`). ``blocks``: how the grid is
-    cut (needed for the lines)."""
+    cut (needed for the lines).
+
+    ``deferred``: ``gather_all`` returns this shard's part instead (zeros where another shard
+    holds the value) and :meth:`settle` sums a whole chunk's samples once after its last step
+    (:func:`sonotile.solver.sensors.sums_deferrable`): the shards meet once per chunk for the
+    sensors, not once per step."""
 
     index: tuple[jax.Array, ...]
     owned: jax.Array
     names: tuple[str, ...] = ()
     blocks: Blocks | None = None
+    deferred: bool = False
 
     def tree_flatten(self) -> tuple[tuple[tuple[jax.Array, ...], jax.Array], tuple]:
-        return (self.index, self.owned), (self.names, self.blocks)
+        return (self.index, self.owned), (self.names, self.blocks, self.deferred)
 
     @classmethod
     def tree_unflatten(cls, aux: tuple, children: tuple[Any, Any]) -> ShardIndex:
-        return cls(*children, names=aux[0], blocks=aux[1])
+        return cls(*children, names=aux[0], blocks=aux[1], deferred=aux[2])
 
     def gather_all(
         self,
@@ -106,15 +112,35 @@ class ShardIndex:
         the step's independent work in its own order and wait for the other's)."""
         owned = [self._owned(f) for f in fields]
         segs = [self._segments(f, ln) for f, ln in zip(line_fields, lines)]
-        parts = owned + segs
+        if self.deferred:
+            return owned, segs
+        out = self._sum(owned + segs)
+        return out[: len(owned)], out[len(owned) :]
+
+    def _sum(self, parts: list[jax.Array]) -> list[jax.Array]:
+        """Each of ``parts`` summed over the mesh, all in one sum."""
         if not parts:
-            return [], []
+            return []
         flat = collectives.sum_over(jnp.concatenate([x.reshape(-1) for x in parts]), self.names)
         out, at = [], 0
         for x in parts:
             out.append(flat[at : at + x.size].reshape(x.shape).astype(x.dtype))
             at += x.size
-        return out[: len(owned)], out[len(owned) :]
+        return out
+
+    def settle(
+        self, raw: dict[str, jax.Array], agg: dict[str, jax.Array], stats: Sequence[str]
+    ) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
+        """A deferred chunk's samples ``raw`` (per step, this shard's parts) and running point
+        statistics ``agg[k]`` for ``k`` in ``stats`` (this shard's, right at its own points)
+        made whole on every shard in one sum: the raw parts summed, each statistic taken from
+        the shard owning its point. Unchanged unless :attr:`deferred`."""
+        if not self.deferred:
+            return raw, agg
+        rk, sk = sorted(raw), sorted(stats)
+        mine = [jnp.where(self.owned, agg[k], jnp.zeros((), agg[k].dtype)) for k in sk]
+        out = self._sum([raw[k] for k in rk] + mine)
+        return dict(zip(rk, out[: len(rk)])), {**agg, **dict(zip(sk, out[len(rk) :]))}
 
     def _owned(self, field: jax.Array) -> jax.Array:
         """This shard's values at the points it owns, zeros at the others."""

@@ -472,6 +472,18 @@ def update(
     return out
 
 
+def sums_deferrable(layout: SensorLayout) -> bool:
+    """Whether a decomposed run may sum its shards' sensor samples once per chunk instead of
+    once per step (:meth:`sonotile.parallel.mesh.ShardIndex.settle`): the samples are linear in
+    the shards' parts (point values, lines shifted, off-grid weights), and every running point
+    statistic must be of values its owning shard alone holds, so not of the velocities read
+    from lines through the points nor of off-grid interpolations."""
+    on_lines = {f for f, _ in layout.lines}
+    if layout.interp is not None and layout.stats:
+        return False
+    return not any(f in on_lines for f, _ in layout.stats)
+
+
 def sample(
     state: State, ops: SpectralOps, layout: SensorLayout, index: PointIndex | PointGather
 ) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
