@@ -386,7 +386,7 @@ def _via(carrier: collectives.Transport | None) -> str:
     return f", halos and transposes through MPI (halos one at a time: {why})"
 
 
-def _deferred(index: ShardIndex | tuple[()], layout: sens.SensorLayout) -> Any:
+def _deferred(index: ShardIndex | tuple[()], layout: sens.SensorLayout) -> ShardIndex | tuple[()]:
     """The sensor index summing once per chunk where the layout allows it
     (:func:`sonotile.solver.sensors.sums_deferrable`): the shards then meet 3 times per
     absorbing LFB step, not 4, and a butterfly of log2 P exchanges per step becomes one per
