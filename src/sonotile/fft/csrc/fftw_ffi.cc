@@ -104,6 +104,16 @@ std::string g_wisdom;
 bool g_threads_ok = false;
 bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callback present)
 
+// The effort for the small batched 1-D plans conv is built from (the plane rows' half-length
+// transforms and the pass along x): FFTW_PATIENT where the effort is FFTW_MEASURE. MEASURE
+// times few candidates once, on a shared machine under noise, and often keeps a plan that
+// loops over the batch outside the codelet (rows of 64: 6.7 against 4.3 us per plane; the
+// 128-point pass along x 17.8 against 14.2 us per block; 256 points 78 against 34), and the
+// wisdom keeps it for good. PATIENT plans these in ~0.1 s (rows) and ~0.5-1 s (x) per shape,
+// once per machine. Whole 128^3 absorbing steps from fresh wisdom, 1 thread, 9 simultaneous
+// pairs: 9 ms (9 %) per step faster (docs/performance.md, twenty-fifth session).
+unsigned batched_effort() { return g_effort == kMeasure ? kPatient : g_effort; }
+
 // Every FFTW-aligned allocation. A null result (out of memory) becomes an XLA error of the call,
 // never a crash. SONOTILE_FFTW_TEST_FAIL_ALLOC set in the environment makes every allocation
 // fail from then on (read at each allocation; for tests of these error paths).
@@ -566,7 +576,8 @@ const PlanePlans* plane_plans_locked(int rank, int64_t n1, int64_t n2, bool real
   const unsigned real_f = g_effort | (real_al ? 0U : kUnaligned);
   const unsigned spec_f = g_effort | (spec_al ? 0U : kUnaligned);
   if (halves) {
-    if (!make_pair_plans(int(p.n1), int(n2), real_f, spec_f, &p.pair)) return nullptr;
+    const unsigned rows_f = batched_effort() | (real_al ? 0U : kUnaligned);
+    if (!make_pair_plans(int(p.n1), int(n2), rows_f, spec_f, &p.pair)) return nullptr;
   } else {
     const int n[2] = {int(p.n1), int(n2)};
     const int* dims = rank == 2 ? n : n + 1;
@@ -649,9 +660,9 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   if (b == nullptr) return nullptr;  // no plans: the caller's error
   if (g_threads_ok) fftwf_plan_with_nthreads(1);
   p.x_fwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
-                                -1, g_effort);
+                                -1, batched_effort());
   p.x_bwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
-                                +1, g_effort);
+                                +1, batched_effort());
   fftwf_free(b);
   if (!p.x_fwd || !p.x_bwd) {
     if (p.x_fwd != nullptr) fftwf_destroy_plan(p.x_fwd);
@@ -788,7 +799,7 @@ const XPlans* get_x_plans(int64_t X, int64_t blk) {
   auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * blk));
   if (b == nullptr) return nullptr;
   if (g_threads_ok) fftwf_plan_with_nthreads(1);
-  const unsigned f = g_effort == kMeasure ? kPatient : g_effort;
+  const unsigned f = batched_effort();
   const int nx = int(X), hm = int(blk);
   XPlans p{fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, -1, f),
            fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, +1, f)};
