@@ -36,7 +36,8 @@ class Settings:
         fft: FFT backend, ``"auto"`` (FFTW on a CPU for float32 when its extension builds, XLA's
             FFT otherwise and on GPUs), ``"xla"`` or ``"fftw"``. Env: ``SONOTILE_FFT``.
         fftw_plan: FFTW planning effort, ``estimate`` | ``measure`` | ``patient``
-            (``measure`` plans the operators' batched 1-D transforms with FFTW_PATIENT). Env:
+            (``measure`` plans the operators' batched 1-D transforms of planes of 128 x 128
+            points and more with FFTW_PATIENT). Env:
             ``SONOTILE_FFTW_PLAN``.
         fftw_planes: how the FFTW backend transforms a 2-D plane whose rows have an even length
             (the planes of 3-D grids, LFB blocks and pencil slabs): ``halves`` (each row as a

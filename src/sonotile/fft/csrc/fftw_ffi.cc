@@ -111,8 +111,14 @@ bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callb
 // 128-point pass along x 17.8 against 14.2 us per block; 256 points 78 against 34), and the
 // wisdom keeps it for good. PATIENT plans these in ~0.1 s (rows) and ~0.5-1 s (x) per shape,
 // once per machine. Whole 128^3 absorbing steps from fresh wisdom, 1 thread, 9 simultaneous
-// pairs: 9 ms (9 %) per step faster (docs/performance.md, twenty-fifth session).
-unsigned batched_effort() { return g_effort == kMeasure ? kPatient : g_effort; }
+// pairs: 9 ms (9 %) per step faster (docs/performance.md, twenty-fifth session). Only where
+// the batch (a plane of n1 x n2 reals, a block of X x blk bins) has 128 x 128 points or more:
+// smaller grids' steps take milliseconds and PATIENT's planning would cost more than it saves
+// (the test suite from empty wisdom, one run each: 14.6 min with MEASURE, 16.2 with PATIENT at
+// every size).
+unsigned batched_effort(int64_t points) {
+  return g_effort == kMeasure && points >= 128 * 128 ? kPatient : g_effort;
+}
 
 // Every FFTW-aligned allocation. A null result (out of memory) becomes an XLA error of the call,
 // never a crash. SONOTILE_FFTW_TEST_FAIL_ALLOC set in the environment makes every allocation
@@ -576,7 +582,7 @@ const PlanePlans* plane_plans_locked(int rank, int64_t n1, int64_t n2, bool real
   const unsigned real_f = g_effort | (real_al ? 0U : kUnaligned);
   const unsigned spec_f = g_effort | (spec_al ? 0U : kUnaligned);
   if (halves) {
-    const unsigned rows_f = batched_effort() | (real_al ? 0U : kUnaligned);
+    const unsigned rows_f = batched_effort(p.n1 * n2) | (real_al ? 0U : kUnaligned);
     if (!make_pair_plans(int(p.n1), int(n2), rows_f, spec_f, &p.pair)) return nullptr;
   } else {
     const int n[2] = {int(p.n1), int(n2)};
@@ -660,9 +666,9 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   if (b == nullptr) return nullptr;  // no plans: the caller's error
   if (g_threads_ok) fftwf_plan_with_nthreads(1);
   p.x_fwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
-                                -1, batched_effort());
+                                -1, batched_effort(g.X * g.blk));
   p.x_bwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
-                                +1, batched_effort());
+                                +1, batched_effort(g.X * g.blk));
   fftwf_free(b);
   if (!p.x_fwd || !p.x_bwd) {
     if (p.x_fwd != nullptr) fftwf_destroy_plan(p.x_fwd);
@@ -799,7 +805,7 @@ const XPlans* get_x_plans(int64_t X, int64_t blk) {
   auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * blk));
   if (b == nullptr) return nullptr;
   if (g_threads_ok) fftwf_plan_with_nthreads(1);
-  const unsigned f = batched_effort();
+  const unsigned f = batched_effort(X * blk);
   const int nx = int(X), hm = int(blk);
   XPlans p{fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, -1, f),
            fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, +1, f)};
