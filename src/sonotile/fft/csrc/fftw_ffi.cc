@@ -613,6 +613,40 @@ const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al
   return plane_plans_locked(rank, n1, n2, real_al, spec_al);
 }
 
+// The pass along x's plans: X points, in place on X rows of `blk` adjacent bins (a block),
+// with the effort of batched_effort; one pair per (X, blk), shared by conv and
+// sonotile_fftw_xpass (an LFB box).
+struct XPlans {
+  fftwf_plan fwd, bwd;
+};
+std::map<std::pair<int64_t, int64_t>, XPlans> x_plans;  // (X, block); guarded by plan_mu
+
+// plan_mu held; nullptr (nothing kept) when planning fails.
+const XPlans* x_plans_locked(int64_t X, int64_t blk) {
+  auto it = x_plans.find({X, blk});
+  if (it != x_plans.end()) return &it->second;
+  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * blk));
+  if (b == nullptr) return nullptr;
+  if (g_threads_ok) fftwf_plan_with_nthreads(1);
+  const unsigned f = batched_effort(X * blk);
+  const int nx = int(X), hm = int(blk);
+  XPlans p{fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, -1, f),
+           fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, +1, f)};
+  fftwf_free(b);
+  if (!p.fwd || !p.bwd) {
+    if (p.fwd != nullptr) fftwf_destroy_plan(p.fwd);
+    if (p.bwd != nullptr) fftwf_destroy_plan(p.bwd);
+    return nullptr;
+  }
+  save_wisdom_locked();
+  return &(x_plans[{X, blk}] = p);
+}
+
+const XPlans* get_x_plans(int64_t X, int64_t blk) {
+  std::lock_guard<std::mutex> lock(plan_mu);
+  return x_plans_locked(X, blk);
+}
+
 struct ConvPlans {
   const PlanePlans* plane;
   fftwf_plan x_fwd, x_bwd;
@@ -661,21 +695,10 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   ConvPlans p{};
   p.plane = plane_plans_locked(g.rank - 1, n1, n2, aligned, true);
   if (p.plane == nullptr) return nullptr;
-  const int nx = int(g.X), howmany = int(g.blk);
-  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * g.X * g.blk));
-  if (b == nullptr) return nullptr;  // no plans: the caller's error
-  if (g_threads_ok) fftwf_plan_with_nthreads(1);
-  p.x_fwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
-                                -1, batched_effort(g.X * g.blk));
-  p.x_bwd = fftwf_plan_many_dft(1, &nx, howmany, b, nullptr, howmany, 1, b, nullptr, howmany, 1,
-                                +1, batched_effort(g.X * g.blk));
-  fftwf_free(b);
-  if (!p.x_fwd || !p.x_bwd) {
-    if (p.x_fwd != nullptr) fftwf_destroy_plan(p.x_fwd);
-    if (p.x_bwd != nullptr) fftwf_destroy_plan(p.x_bwd);
-    return nullptr;
-  }
-  save_wisdom_locked();
+  const XPlans* x = x_plans_locked(g.X, g.blk);
+  if (x == nullptr) return nullptr;  // no plans: the caller's error
+  p.x_fwd = x->fwd;
+  p.x_bwd = x->bwd;
   return &(conv_plans[key] = p);
 }
 
@@ -787,32 +810,6 @@ void plane_c2r(const PlanePlans* P, float* in, float* out, float* ws) {
   }
   fftwf_execute_dft(q.rows_b, reinterpret_cast<fftwf_complex*>(ws),
                     reinterpret_cast<fftwf_complex*>(out));
-}
-
-// The pass along x's plans alone for X points (sonotile_fftw_xpass: an LFB box), planned with
-// FFTW_PATIENT where the effort is FFTW_MEASURE: 1-D transforms of g.blk bins, planned once in
-// about 2 s (then from the wisdom); MEASURE's plans at X = 160 took 1.2x as long (forward and
-// back of 520 blocks: 2.35 ms against 1.96 ms, 1 thread).
-struct XPlans {
-  fftwf_plan fwd, bwd;
-};
-std::map<std::pair<int64_t, int64_t>, XPlans> x_plans;  // (X, block); guarded by plan_mu
-
-const XPlans* get_x_plans(int64_t X, int64_t blk) {
-  std::lock_guard<std::mutex> lock(plan_mu);
-  auto it = x_plans.find({X, blk});
-  if (it != x_plans.end()) return &it->second;
-  auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * blk));
-  if (b == nullptr) return nullptr;
-  if (g_threads_ok) fftwf_plan_with_nthreads(1);
-  const unsigned f = batched_effort(X * blk);
-  const int nx = int(X), hm = int(blk);
-  XPlans p{fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, -1, f),
-           fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, +1, f)};
-  fftwf_free(b);
-  if (!p.fwd || !p.bwd) return nullptr;
-  save_wisdom_locked();
-  return &(x_plans[{X, blk}] = p);
 }
 
 struct FBuf {  // FFTW-aligned, zeroed scratch owned by one worker
