@@ -37,3 +37,11 @@ def fftw_planes(request: pytest.FixtureRequest) -> Iterator[str]:
     own plane plans, :attr:`sonotile.config.Settings.fftw_planes`)."""
     with fftw_configured(fftw_planes=request.param):
         yield request.param
+
+
+@pytest.fixture(params=["vector", "fftw"])
+def fftw_xpass(request: pytest.FixtureRequest) -> Iterator[str]:
+    """What runs the operators' pass along x in one test (sonotile's vector kernel where it
+    applies, or FFTW's plans, :attr:`sonotile.config.Settings.fftw_xpass`)."""
+    with fftw_configured(fftw_xpass=request.param):
+        yield request.param

@@ -30,11 +30,19 @@ def test_defaults_then_environment_then_overrides():
     assert s.fft_mode() == "unfused"
     assert Settings.from_env({}).fftw_planes == "halves"
     assert Settings.from_env({"SONOTILE_FFTW_PLANES": "fftw"}).fftw_planes == "fftw"
+    assert Settings.from_env({}).fftw_xpass == "vector"
+    assert Settings.from_env({"SONOTILE_FFTW_XPASS": "fftw"}).fftw_xpass == "fftw"
 
 
 @pytest.mark.parametrize(
     "bad",
-    [dict(fft="cufft"), dict(fftw_plan="fast"), dict(fftw_planes="quarters"), dict(threads=0)],
+    [
+        dict(fft="cufft"),
+        dict(fftw_plan="fast"),
+        dict(fftw_planes="quarters"),
+        dict(fftw_xpass="avx"),
+        dict(threads=0),
+    ],
 )
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError, match=list(bad)[0]):

@@ -85,7 +85,7 @@ def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
 @pytest.mark.parametrize(
     "shape", [(12, 10, 8), (9, 7, 5), (11, 6), (6, 64, 100), (5, 9, 4), (7, 4000)]
 )
-def test_conv_general_outputs_equal_numpy(shape, fftw_planes):
+def test_conv_general_outputs_equal_numpy(shape, fftw_planes, fftw_xpass):
     """One ``conv`` call with several inputs, several vectors along x for one input (each its
     own pass product), shared outputs with and without a vector along a plane axis, and no
     operator; a spectrum output and ``planes_c2r`` from it: every output equals numpy's
@@ -132,7 +132,7 @@ def test_conv_general_outputs_equal_numpy(shape, fftw_planes):
 
 @needs_fftw
 @pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15), (14, 64, 100)])
-def test_xpass_then_planes_c2r_equals_numpy(shape):
+def test_xpass_then_planes_c2r_equals_numpy(shape, fftw_xpass):
     """``xpass`` on plane spectra (two inputs, a vector along x, shared outputs, an operator or
     none, the interior planes only, in place) and ``planes_c2r`` of its outputs (from plane
     ``lo`` of a whole box): the interior planes of numpy's ``irfftn(rfftn(x) * op * vec)``; the
@@ -179,11 +179,48 @@ def test_xpass_then_planes_c2r_equals_numpy(shape):
         np.testing.assert_array_equal(np.asarray(s), k)
 
 
+def _factors_235(n: int) -> bool:
+    for f in (2, 3, 5):
+        while n % f == 0:
+            n //= f
+    return n == 1
+
+
+@needs_fftw
+@pytest.mark.parametrize("mode", ["vector", "fftw"])
+def test_pass_along_x_of_every_length_equals_numpy(mode):
+    """The pass along x of every length the vector kernel takes (products of 2, 3 and 5, each
+    radix and their mixes, 2 to 160 points) and of lengths it leaves to FFTW (7, 11, 14, 53):
+    the kernel that runs is the one configured and possible, and ``xpass`` (forward, an
+    operator, a vector along x, backward) equals numpy's transforms on every plane bin of
+    blocks whose bins do not fill a whole vector (planes of 5 x 3 bins)."""
+    from conftest import fftw_configured
+
+    rng = np.random.default_rng(11)
+    sizes = [2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 75, 81, 96, 100, 125,
+             128, 160, 7, 11, 14, 53]  # fmt: skip
+    with fftw_configured(fftw_xpass=mode):
+        for n in sizes:
+            vector = mode == "vector" and fftw.vector_width() > 0 and _factors_235(n)
+            assert fftw.x_kernel(n) == ("vector" if vector else "fftw"), n
+            shape = (n, 5, 4)
+            half = (n, 5, 3)
+            x = rng.standard_normal(shape).astype(np.float32)
+            op = even_along_x(rng.random(half).astype(np.float32))
+            v = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+            spec = np.fft.rfftn(x, axes=(1, 2)).astype(np.complex64)
+            (got,) = fftw.xpass([jax.numpy.asarray(spec)], shape, op, [(0, 0, v)])
+            along_x = np.fft.fft(spec.astype(np.complex128), axis=0) * op * v.reshape(-1, 1, 1)
+            # xpass scales by 1 / N (N: all real points), numpy's ifft by 1 / n of them
+            want = np.fft.ifft(along_x, axis=0) * n / np.prod(shape)
+            assert _rel(want, got) < 2e-6, n
+
+
 @needs_fftw
 @pytest.mark.parametrize(
     "shape,short", [((40, 12, 10), 0), ((37, 9, 11), 1), ((21, 14), 1), ((16, 64, 100), 1)]
 )
-def test_xpass_halo_equals_xpass_of_the_assembled_box(shape, short):
+def test_xpass_halo_equals_xpass_of_the_assembled_box(shape, short, fftw_xpass):
     """``xpass_halo`` (the box assembled from interior, halos and bell as the pass reads it; a
     block one plane short: zeros after the right halo; output 0 in place) equals ``xpass`` of
     the box built in numpy."""

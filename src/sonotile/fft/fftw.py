@@ -53,7 +53,14 @@ def cache_dir() -> str:
 
 
 def _source() -> str:
-    return resources.files("sonotile.fft").joinpath("csrc/fftw_ffi.cc").read_text()
+    """The extension's C++ source as one file: ``fftw_ffi.cc`` with ``vector_fft.h`` spliced in
+    where it is included (the build compiles a copy in a temporary folder; the cache key is
+    this text)."""
+    csrc = resources.files("sonotile.fft").joinpath("csrc")
+    main = csrc.joinpath("fftw_ffi.cc").read_text()
+    include = '#include "vector_fft.h"'
+    assert include in main, "fftw_ffi.cc no longer includes vector_fft.h"
+    return main.replace(include, csrc.joinpath("vector_fft.h").read_text(), 1)
 
 
 def _lib_dirs() -> list[str]:
@@ -187,9 +194,8 @@ def load() -> ctypes.CDLL | None:
             import jax
 
             lib = ctypes.CDLL(so)
-            lib.sonotile_fftw_configure.argtypes = [
-                ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int
-            ]  # fmt: skip
+            i = ctypes.c_int
+            lib.sonotile_fftw_configure.argtypes = [i, i, ctypes.c_char_p, i, i, i]
             lib.sonotile_fftw_prepare.argtypes = [
                 ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int
             ]  # fmt: skip
@@ -224,7 +230,7 @@ def _configure(lib: ctypes.CDLL) -> None:
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
     lib.sonotile_fftw_configure(
         threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool),
-        int(s.fftw_planes == "halves"),
+        int(s.fftw_planes == "halves"), int(s.fftw_xpass == "vector"),
     )  # fmt: skip
 
 
@@ -235,6 +241,24 @@ def threads() -> int:
 
 def available() -> bool:
     return load() is not None
+
+
+def x_kernel(n: int) -> str:
+    """What runs the operators' pass along an outer axis of ``n`` points: ``"vector"``
+    (sonotile's kernel, ``csrc/vector_fft.h``) or ``"fftw"`` (FFTW's plans), as configured
+    (:attr:`sonotile.config.Settings.fftw_xpass`) and built (``""`` without the extension)."""
+    lib = load()
+    if lib is None:
+        return ""
+    fn = lib.sonotile_fftw_xpass_vector
+    fn.argtypes = [ctypes.c_int64]
+    return "vector" if fn(n) else "fftw"
+
+
+def vector_width() -> int:
+    """Floats per vector of that kernel in this build of the extension (0: not built in)."""
+    lib = load()
+    return int(lib.sonotile_fftw_vector_width()) if lib is not None else 0
 
 
 def reason() -> str | None:

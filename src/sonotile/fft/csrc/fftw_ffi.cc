@@ -43,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -51,6 +52,8 @@
 #include <unistd.h>
 
 #include "xla/ffi/api/ffi.h"
+
+#include "vector_fft.h"  // spliced in by sonotile/fft/fftw.py
 
 extern "C" {
 typedef float fftwf_complex[2];
@@ -103,6 +106,7 @@ unsigned g_effort = kMeasure;
 std::string g_wisdom;
 bool g_threads_ok = false;
 bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callback present)
+bool g_xpass_vector = true;  // sonotile_fftw_configure's `xpass`: vfft where it can
 
 // The effort for the small batched 1-D plans conv is built from (the plane rows' half-length
 // transforms and the pass along x): FFTW_PATIENT where the effort is FFTW_MEASURE. MEASURE
@@ -613,33 +617,69 @@ const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al
   return plane_plans_locked(rank, n1, n2, real_al, spec_al);
 }
 
-// The pass along x's plans: X points, in place on X rows of `blk` adjacent bins (a block),
-// with the effort of batched_effort; one pair per (X, blk), shared by conv and
-// sonotile_fftw_xpass (an LFB box).
+// Whether the pass along x over X points runs on vfft (vector_fft.h): built in, configured, and
+// X a product of 2, 3 and 5.
+bool vector_xpass(int64_t X) {
+#ifdef SONOTILE_VFFT
+  if (!g_xpass_vector || X < 2) return false;
+  int64_t n = X;
+  for (int64_t f : {2, 3, 5})
+    while (n % f == 0) n /= f;
+  return n == 1;
+#else
+  (void)X;
+  return false;
+#endif
+}
+
+// The pass along x's transforms: X points down the columns of a block of X rows of `blk`
+// adjacent bins, in place, the rows `rs` floats apart; one per (X, blk, kernel), shared by
+// conv and sonotile_fftw_xpass (an LFB box). sonotile's vector kernel (vector_fft.h) where
+// the build has it, the configuration allows it and X factors into 2, 3 and 5 (rows one
+// vector longer than the block: see vfft::block); else FFTW's plans (rows 2 blk floats apart)
+// with the effort of batched_effort.
 struct XPlans {
-  fftwf_plan fwd, bwd;
+  fftwf_plan fwd = nullptr, bwd = nullptr;
+  int64_t rs = 0;    // floats from one row of a block to the next
+  bool vec = false;  // vfft's plans, not FFTW's
+#ifdef SONOTILE_VFFT
+  vfft::Plan vf, vb;
+#endif
+  // floats of one block buffer
+  size_t floats(int64_t X) const { return size_t(X) * size_t(rs); }
 };
-std::map<std::pair<int64_t, int64_t>, XPlans> x_plans;  // (X, block); guarded by plan_mu
+std::map<std::tuple<int64_t, int64_t, bool>, XPlans> x_plans;  // guarded by plan_mu
 
 // plan_mu held; nullptr (nothing kept) when planning fails.
 const XPlans* x_plans_locked(int64_t X, int64_t blk) {
-  auto it = x_plans.find({X, blk});
+  const bool want_vec = vector_xpass(X);
+  auto it = x_plans.find({X, blk, want_vec});
   if (it != x_plans.end()) return &it->second;
+  XPlans p;
+#ifdef SONOTILE_VFFT
+  if (want_vec) {
+    p.vec = vfft::make(int(X), -1, &p.vf) && vfft::make(int(X), +1, &p.vb);
+    if (!p.vec) return nullptr;
+    p.rs = 2 * blk + vfft::kVW;
+    return &(x_plans[{X, blk, true}] = std::move(p));
+  }
+#endif
   auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * blk));
   if (b == nullptr) return nullptr;
   if (g_threads_ok) fftwf_plan_with_nthreads(1);
   const unsigned f = batched_effort(X * blk);
   const int nx = int(X), hm = int(blk);
-  XPlans p{fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, -1, f),
-           fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, +1, f)};
+  p.fwd = fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, -1, f);
+  p.bwd = fftwf_plan_many_dft(1, &nx, hm, b, nullptr, hm, 1, b, nullptr, hm, 1, +1, f);
   fftwf_free(b);
   if (!p.fwd || !p.bwd) {
     if (p.fwd != nullptr) fftwf_destroy_plan(p.fwd);
     if (p.bwd != nullptr) fftwf_destroy_plan(p.bwd);
     return nullptr;
   }
+  p.rs = 2 * blk;
   save_wisdom_locked();
-  return &(x_plans[{X, blk}] = p);
+  return &(x_plans[{X, blk, false}] = std::move(p));
 }
 
 const XPlans* get_x_plans(int64_t X, int64_t blk) {
@@ -647,11 +687,30 @@ const XPlans* get_x_plans(int64_t X, int64_t blk) {
   return x_plans_locked(X, blk);
 }
 
+// The pass along x's transform of one block in place (`forward`: sign -1), its first `b` bins
+// of each row used; false when the kernel's scratch could not be allocated.
+bool x_transform(const XPlans* P, bool forward, float* buf, int64_t X, int64_t b) {
+#ifdef SONOTILE_VFFT
+  if (P->vec) {
+    vfft::V* scratch = vfft::scratch(2 * size_t(X));
+    if (scratch == nullptr) return false;
+    vfft::block(forward ? P->vf : P->vb, buf, P->rs, 2 * b, scratch);
+    return true;
+  }
+#else
+  (void)X;
+  (void)b;
+#endif
+  fftwf_execute_dft(forward ? P->fwd : P->bwd, reinterpret_cast<fftwf_complex*>(buf),
+                    reinterpret_cast<fftwf_complex*>(buf));
+  return true;
+}
+
 struct ConvPlans {
   const PlanePlans* plane;
-  fftwf_plan x_fwd, x_bwd;
+  const XPlans* x;
 };
-using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t, int>;
+using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t, int, int>;
 std::map<ConvKey, ConvPlans> conv_plans;  // guarded by plan_mu; entries never move
 
 struct Grid {  // a real grid (X, plane...) of rank 2 or 3 and its half spectrum
@@ -689,7 +748,8 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   std::lock_guard<std::mutex> lock(plan_mu);
   const int64_t n1 = g.rank == 3 ? g.d[1] : 1, n2 = g.d[g.rank - 1];
   const bool halves = by_halves(g.rank - 1, n2);
-  ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned), g.blk, int(halves)};
+  ConvKey key{g.rank, g.d[0],      g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned),
+              g.blk,    int(halves), int(vector_xpass(g.X))};
   auto it = conv_plans.find(key);
   if (it != conv_plans.end()) return &it->second;
   ConvPlans p{};
@@ -697,8 +757,7 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   if (p.plane == nullptr) return nullptr;
   const XPlans* x = x_plans_locked(g.X, g.blk);
   if (x == nullptr) return nullptr;  // no plans: the caller's error
-  p.x_fwd = x->fwd;
-  p.x_bwd = x->bwd;
+  p.x = x;
   return &(conv_plans[key] = p);
 }
 
@@ -843,15 +902,16 @@ bool parallel_items(int64_t n, int threads, size_t floats, Body body) {
   return ok;
 }
 
-// t[x, j] = s[x, j] * op[x, c0 + j] * w_x for the x-block (X rows of g.blk bins, b valid).
+// t[x, j] = s[x, j] * op[x, c0 + j] * w_x for the x-block (X rows `rs` floats apart, b bins
+// valid).
 // op is even along x (a function of |k|: op[x] = op[X - x]), so only its rows 0 .. X/2 are read:
 // half the operator's bytes of every pass along x (~2 % of a 128^3 absorbing step).
-void multiply_block(const Grid& g, const float* s, const float* op, const float* vecx,
-                    float scale, int64_t c0, int64_t b, float* t) {
+void multiply_block(const Grid& g, int64_t rs, const float* s, const float* op,
+                    const float* vecx, float scale, int64_t c0, int64_t b, float* t) {
   for (int64_t x = 0; x < g.X; ++x) {
     const float wr = vecx ? vecx[2 * x] * scale : scale, wi = vecx ? vecx[2 * x + 1] * scale : 0.f;
-    const float* a = s + 2 * x * g.blk;
-    float* o = t + 2 * x * g.blk;
+    const float* a = s + x * rs;
+    float* o = t + x * rs;
     const int64_t row = x <= g.X - x ? x : g.X - x;  // op's row for k_x and -k_x
     const float* k = op ? op + row * g.pc + c0 : nullptr;
     for (int64_t j = 0; j < b; ++j) {
@@ -1085,7 +1145,8 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   const int T = g_threads;
   const int64_t nblocks = (g.pc + g.blk - 1) / g.blk;
   const int64_t ov = 2 * g.pc - g.pr;  // floats of a spectrum plane beyond a real plane
-  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * g.blk);
+  const size_t plane = size_t(2 * g.pc), blk = P->x->floats(g.X);
+  const int64_t rs = P->x->rs;
   std::vector<float*> sides;  // the overflow of each product's storage, X * ov floats
   for (int j = 0; j < k; ++j) {
     // products: [shared: op only, for outputs with no vector or one along a plane axis]
@@ -1125,20 +1186,20 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
       store[0].put(x, 0, 2 * g.pc, pb);
     });
     // 2. along x, block by block
+    std::atomic<bool> x_ok{true};
     ok = ok && parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
       float* tmp = buf + blk;
       const int64_t c0 = i * g.blk, b = std::min(g.blk, g.pc - c0);
-      for (int64_t x = 0; x < g.X; ++x) store[0].get(x, 2 * c0, 2 * b, buf + 2 * x * g.blk);
-      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
-                        reinterpret_cast<fftwf_complex*>(buf));
+      for (int64_t x = 0; x < g.X; ++x) store[0].get(x, 2 * c0, 2 * b, buf + x * rs);
+      if (!x_transform(P->x, true, buf, g.X, b)) x_ok = false;
       for (int q = int(prods.size()) - 1; q >= 0; --q) {  // product 0 last, in place
         float* t = q == 0 ? buf : tmp;
-        multiply_block(g, buf, op, prods[q].vecx, scale, c0, b, t);
-        fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(t),
-                          reinterpret_cast<fftwf_complex*>(t));
-        for (int64_t x = 0; x < g.X; ++x) store[q].put(x, 2 * c0, 2 * b, t + 2 * x * g.blk);
+        multiply_block(g, rs, buf, op, prods[q].vecx, scale, c0, b, t);
+        if (!x_transform(P->x, false, t, g.X, b)) x_ok = false;
+        for (int64_t x = 0; x < g.X; ++x) store[q].put(x, 2 * c0, 2 * b, t + x * rs);
       }
     });
+    ok = ok && x_ok;
     // 3. planes back; each plane of a storage is read before its output plane is written
     const bool keep_shared = shared_users.size() > 1;
     const bool shared0 = spectrum >= 0 || !shared_users.empty();  // product 0 is the shared one
@@ -1239,7 +1300,8 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
                   const std::vector<std::pair<int, float*>>& xs) {
   const Grid& g = a.g;
   const int T = g_threads, k = int(a.in.size());
-  const size_t plane = size_t(2 * g.pc), blk = size_t(2 * g.X * g.blk);
+  const size_t plane = size_t(2 * g.pc), blk = P->x->floats(g.X);
+  const int64_t rs = P->x->rs;
   const float scale = float(1.0 / double(g.nr));
   const bool has_sum = int(xs.size()) < k;
   const size_t pp = pad16(plane);  // a second plane buffer, FFTW-aligned too
@@ -1264,29 +1326,28 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
     }
   });
   const int64_t nblocks = (g.pc + g.blk - 1) / g.blk;
+  std::atomic<bool> x_ok{true};
   ok = ok && parallel_items(nblocks, T, 2 * blk, [&](float* buf, int64_t i) {
     float* tmp = buf + blk;
     const int64_t c0 = i * g.blk, b = std::min(g.blk, g.pc - c0);
     if (has_sum) {
-      for (int64_t x = 0; x < g.X; ++x) sum.get(x, 2 * c0, 2 * b, buf + 2 * x * g.blk);
-      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(buf),
-                        reinterpret_cast<fftwf_complex*>(buf));
+      for (int64_t x = 0; x < g.X; ++x) sum.get(x, 2 * c0, 2 * b, buf + x * rs);
+      if (!x_transform(P->x, true, buf, g.X, b)) x_ok = false;
     } else {
       std::memset(buf, 0, sizeof(float) * blk);
     }
     for (const auto& [j, spec] : xs) {
       for (int64_t x = 0; x < g.X; ++x)
-        std::memcpy(tmp + 2 * x * g.blk, spec + x * plane + 2 * c0, sizeof(float) * 2 * b);
-      fftwf_execute_dft(P->x_fwd, reinterpret_cast<fftwf_complex*>(tmp),
-                        reinterpret_cast<fftwf_complex*>(tmp));
-      multiply_block(g, tmp, nullptr, a.vec[j], 1.f, c0, b, tmp);
+        std::memcpy(tmp + x * rs, spec + x * plane + 2 * c0, sizeof(float) * 2 * b);
+      if (!x_transform(P->x, true, tmp, g.X, b)) x_ok = false;
+      multiply_block(g, rs, tmp, nullptr, a.vec[j], 1.f, c0, b, tmp);
       for (size_t f = 0; f < blk; ++f) buf[f] += tmp[f];
     }
-    multiply_block(g, buf, a.op, nullptr, scale, c0, b, buf);
-    fftwf_execute_dft(P->x_bwd, reinterpret_cast<fftwf_complex*>(buf),
-                      reinterpret_cast<fftwf_complex*>(buf));
-    for (int64_t x = 0; x < g.X; ++x) sum.put(x, 2 * c0, 2 * b, buf + 2 * x * g.blk);
+    multiply_block(g, rs, buf, a.op, nullptr, scale, c0, b, buf);
+    if (!x_transform(P->x, false, buf, g.X, b)) x_ok = false;
+    for (int64_t x = 0; x < g.X; ++x) sum.put(x, 2 * c0, 2 * b, buf + x * rs);
   });
+  ok = ok && x_ok;
   return ok && parallel_items(g.X, T, pp + extra, [&](float* pb, int64_t x) {
     sum.get(x, 0, 2 * g.pc, pb);
     plane_c2r(P->plane, pb, a.out + x * g.pr, pb + pp);
@@ -1442,32 +1503,32 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
   const float scale = float(1.0 / double(g.nr));
   const int64_t nblocks = (g.pc + g.blk - 1) / g.blk;
-  const size_t blk = size_t(2 * g.X * g.blk);
+  const size_t blk = P->floats(g.X);
+  const int64_t rs = P->rs;
   std::vector<std::vector<int>> by_src(k);  // the outputs of each input
   for (int o = 0; o < m; ++o) by_src[src[o]].push_back(o);
+  std::atomic<bool> x_ok{true};
   const bool ok = parallel_items(nblocks, g_threads, 2 * blk, [&](float* buf, int64_t i) {
     float* tmp = buf + blk;
     const int64_t c0 = i * g.blk, b = std::min(g.blk, g.pc - c0);
     for (int j = 0; j < k; ++j) {
       const std::vector<int>& mine = by_src[j];
       if (mine.empty()) continue;
-      for (int64_t x = 0; x < g.X; ++x) in[j].get(g, x, c0, b, buf + 2 * x * g.blk);
-      fftwf_execute_dft(P->fwd, reinterpret_cast<fftwf_complex*>(buf),
-                        reinterpret_cast<fftwf_complex*>(buf));
+      for (int64_t x = 0; x < g.X; ++x) in[j].get(g, x, c0, b, buf + x * rs);
+      if (!x_transform(P, true, buf, g.X, b)) x_ok = false;
       for (int q = int(mine.size()) - 1; q >= 0; --q) {  // the first output last, in place
         const int o = mine[q];
         float* t = q == 0 ? buf : tmp;
-        multiply_block(g, buf, op, vec[o], scale, c0, b, t);
-        fftwf_execute_dft(P->bwd, reinterpret_cast<fftwf_complex*>(t),
-                          reinterpret_cast<fftwf_complex*>(t));
+        multiply_block(g, rs, buf, op, vec[o], scale, c0, b, t);
+        if (!x_transform(P, false, t, g.X, b)) x_ok = false;
         // an output aliasing an input overwrites only this block, already gathered
         for (int64_t x = 0; x < planes[o]; ++x)
-          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + 2 * (first[o] + x) * g.blk,
+          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + (first[o] + x) * rs,
                       sizeof(float) * 2 * b);
       }
     }
   });
-  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  if (!ok || !x_ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();
 }
 
@@ -2005,7 +2066,7 @@ ffi::Error KeepImpl(ffi::RemainingArgs args, ffi::RemainingRets rets) {
 }  // namespace
 
 extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom,
-                                       int use_pool, int planes_by_halves) {
+                                       int use_pool, int planes_by_halves, int xpass_vector) {
   std::lock_guard<std::mutex> g(plan_mu);
   static bool init = false;
   if (!init) {
@@ -2017,6 +2078,7 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
     fftwf_threads_set_callback(g_use_pool ? fftw_loop : nullptr, nullptr);
   g_threads = threads > 0 ? threads : 1;
   g_planes_halves = planes_by_halves != 0;
+  g_xpass_vector = xpass_vector != 0;
   g_effort = effort == 0 ? kEstimate : effort == 2 ? kPatient : kMeasure;
   std::string w = wisdom != nullptr ? wisdom : "";
   if (!w.empty() && w != g_wisdom) fftwf_import_wisdom_from_filename(w.c_str());
@@ -2040,6 +2102,18 @@ extern "C" int sonotile_fftw_prepare(int rank, const int64_t* dims, int fused) {
 }
 
 extern "C" int sonotile_fftw_threads() { return g_threads; }
+
+// 1 when the pass along x over X points runs on the vector kernel (vector_xpass), else 0.
+extern "C" int sonotile_fftw_xpass_vector(int64_t X) { return vector_xpass(X) ? 1 : 0; }
+
+// Floats per vector of the pass along x's own kernel in this build (vector_fft.h), 0 if none.
+extern "C" int sonotile_fftw_vector_width() {
+#ifdef SONOTILE_VFFT
+  return vfft::kVW;
+#else
+  return 0;
+#endif
+}
 extern "C" int sonotile_fftw_uses_pool() { return g_use_pool ? 1 : 0; }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwR2C, R2CImpl,

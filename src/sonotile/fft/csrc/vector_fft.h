@@ -1,0 +1,205 @@
+// Batched complex FFTs down the columns of a block, on the CPU's vector registers: sonotile's
+// own kernel for the pass along x of fftw_ffi.cc (which splices this file in where it includes
+// it; sonotile/fft/fftw.py).
+//
+// A block is n rows of complex64 (interleaved re, im), rows `rs` floats apart; one call
+// transforms every column of it (for each bin j the n values block[i][j], i = 0 .. n-1), the
+// layout of the pass along x: rows are planes x, columns the plane bins of one block. A column
+// of kVW floats (kVW / 2 bins) at a time is gathered into a contiguous scratch of n vectors
+// (in L1), transformed there by Stockham's self-sorting stages of radix 4, 2, 3 and 5 (every
+// butterfly a vector of kVW / 2 independent transforms, the twiddle after it a scalar: the
+// same for every bin), and written back. n must factor into 2, 3 and 5 (vfft::make says
+// false otherwise). Unnormalised, sign -1 forward and +1 backward, as FFTW's plans.
+//
+// Why: FFTW's plans for this layout (n points, howmany = the block's bins, stride = howmany)
+// copy the block to and from buffers of their own on every call. On the 2-core Zen 4 EPYC
+// (AVX-512, Debian's FFTW 3.3.10 built with SSE2 / AVX codelets, PATIENT plans), one block of
+// 128 bins, forward + backward in cache: n = 128 28 against 16 us, n = 160 37 against 22 us;
+// with 256-bit vectors (-mno-avx512f) 1.1-1.25x faster than FFTW, with 128-bit ones slower,
+// so the kernel is built only for AVX-512 or AVX2 with FMA (docs/performance.md, twenty-sixth
+// session).
+
+#if defined(__AVX512F__)
+#define SONOTILE_VFFT 16
+#elif defined(__AVX2__) && defined(__FMA__)
+#define SONOTILE_VFFT 8
+#endif
+
+#ifdef SONOTILE_VFFT
+namespace vfft {
+
+constexpr int kVW = SONOTILE_VFFT;  // floats per vector
+typedef float V __attribute__((vector_size(4 * kVW)));
+
+inline V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+
+// (re, im) -> (im, re) in every pair
+inline V swap_ri(V a) {
+  V r;
+  for (int i = 0; i < kVW; i += 2) {
+    r[i] = a[i + 1];
+    r[i + 1] = a[i];
+  }
+  return r;
+}
+
+// (-1, 1, -1, 1, ...): swap_ri(a) * pm = i a
+inline V minus_plus() {
+  V s;
+  for (int i = 0; i < kVW; ++i) s[i] = i % 2 ? 1.f : -1.f;
+  return s;
+}
+
+struct Stage {
+  int r = 0;
+  std::vector<float> tw;  // tw[2 ((r - 1) p + j - 1)], +1: w^(j p), w = exp(sign 2 pi i / len)
+};
+
+struct Plan {
+  int n = 0;
+  float sign = -1.f;
+  std::vector<Stage> st;  // applied in order; stage t has len = n / (r_0 ... r_{t-1})
+};
+
+// The stages of an n-point transform of sign `sign`; false when n < 2 or has a prime factor
+// other than 2, 3 and 5.
+inline bool make(int n, int sign, Plan* P) {
+  P->n = n;
+  P->sign = float(sign);
+  P->st.clear();
+  if (n < 2) return false;
+  for (int len = n; len > 1;) {
+    const int r = len % 4 == 0 ? 4 : len % 2 == 0 ? 2 : len % 3 == 0 ? 3 : len % 5 == 0 ? 5 : 0;
+    if (r == 0) return false;
+    const int m = len / r;
+    Stage s;
+    s.r = r;
+    s.tw.resize(2 * size_t(m) * size_t(r - 1));
+    for (int p = 0; p < m; ++p)
+      for (int j = 1; j < r; ++j) {
+        const double a = sign * 2.0 * M_PI * double(j) * double(p) / double(len);
+        s.tw[2 * (size_t(p) * (r - 1) + j - 1)] = float(std::cos(a));
+        s.tw[2 * (size_t(p) * (r - 1) + j - 1) + 1] = float(std::sin(a));
+      }
+    P->st.push_back(std::move(s));
+    len = m;
+  }
+  return true;
+}
+
+// The r-point DFT of a[0 .. r-1] (sign `sg`: i sg = exp(sg i pi / 2)) into b.
+template <int R>
+inline void butterfly(const V* a, V* b, float sg, V pm) {
+  if constexpr (R == 2) {
+    b[0] = a[0] + a[1];
+    b[1] = a[0] - a[1];
+  } else if constexpr (R == 3) {
+    const float h = float(0.86602540378443864676) * sg;  // sg sin(2 pi / 3)
+    const V s = a[1] + a[2], d = swap_ri(a[1] - a[2]) * (pm * h);
+    const V t = a[0] - 0.5f * s;
+    b[0] = a[0] + s;
+    b[1] = t + d;
+    b[2] = t - d;
+  } else if constexpr (R == 4) {
+    const V t0 = a[0] + a[2], t1 = a[0] - a[2], t2 = a[1] + a[3];
+    const V t3 = swap_ri(a[1] - a[3]) * (pm * sg);
+    b[0] = t0 + t2;
+    b[1] = t1 + t3;
+    b[2] = t0 - t2;
+    b[3] = t1 - t3;
+  } else {  // R == 5
+    const float c1 = float(0.30901699437494742410), c2 = float(-0.80901699437494742410);
+    const float s1 = float(0.95105651629515357212) * sg, s2 = float(0.58778525229247312917) * sg;
+    const V p1 = a[1] + a[4], m1 = a[1] - a[4], p2 = a[2] + a[3], m2 = a[2] - a[3];
+    const V r1 = a[0] + c1 * p1 + c2 * p2, r2 = a[0] + c2 * p1 + c1 * p2;
+    const V i1 = swap_ri(s1 * m1 + s2 * m2) * pm, i2 = swap_ri(s2 * m1 - s1 * m2) * pm;
+    b[0] = a[0] + p1 + p2;
+    b[1] = r1 + i1;
+    b[2] = r2 + i2;
+    b[3] = r2 - i2;
+    b[4] = r1 - i1;
+  }
+}
+
+// One Stockham stage of radix R on a column of `len` x `s` vectors, vector i at in + i is
+// (floats), to out + i os: in[q + s (p + k m)] -> out[q + s (R p + j)], m = len / R, twiddled
+// by w^(j p) after the butterfly. In place (in == out) only for a single stage (len = R).
+// Not inlined: every stage inlined into `block` made the 160-point transform 1.3x slower.
+template <int R>
+__attribute__((noinline)) void stage(const Stage& S, int len, int s, const float* in, int64_t is, float* out,
+                  int64_t os, float sg, V pm) {
+  const int m = len / R;
+  const int64_t ik = int64_t(s) * m * is, oj = int64_t(s) * os;  // steps of k and of j
+  for (int p = 0; p < m; ++p) {
+    const float* ip = in + int64_t(s) * p * is;
+    float* op = out + int64_t(s) * R * p * os;
+    float wr[R], wi[R];
+    for (int j = 1; j < R; ++j) {
+      wr[j] = S.tw[2 * (size_t(R - 1) * size_t(p) + j - 1)];
+      wi[j] = S.tw[2 * (size_t(R - 1) * size_t(p) + j - 1) + 1];
+    }
+    for (int q = 0; q < s; ++q, ip += is, op += os) {
+      V a[R], b[R];
+      for (int k = 0; k < R; ++k) a[k] = load(ip + k * ik);
+      butterfly<R>(a, b, sg, pm);
+      store(op, b[0]);
+      if (p == 0) {
+        for (int j = 1; j < R; ++j) store(op + j * oj, b[j]);
+      } else {
+        for (int j = 1; j < R; ++j) store(op + j * oj, b[j] * wr[j] + swap_ri(b[j]) * (pm * wi[j]));
+      }
+    }
+  }
+}
+
+// Every column of the block, in place: n = P.n rows `rs` floats apart, the first `width`
+// floats of each row (rounded up to whole vectors, which must fit in the row's rs floats).
+// The first stage reads the block, the last writes it, the others run between two contiguous
+// columns of `scratch` (2 n vectors). A row stride of a whole number of cache lines plus one
+// vector keeps the rows of a column in different L1 sets (1 KB rows: 2x slower without).
+inline void block(const Plan& P, float* base, int64_t rs, int64_t width, V* scratch) {
+  const int n = P.n, last = int(P.st.size()) - 1;
+  const V pm = minus_plus();
+  float* c[2] = {reinterpret_cast<float*>(scratch), reinterpret_cast<float*>(scratch + n)};
+  for (int64_t col = 0; col < width; col += kVW) {
+    float* b = base + col;
+    const float* in = b;
+    int64_t is = rs;
+    int len = n, s = 1;
+    for (int t = 0; t <= last; ++t) {
+      const Stage& S = P.st[size_t(t)];
+      float* out = t == last ? b : c[t % 2];
+      const int64_t os = t == last ? rs : kVW;
+      switch (S.r) {
+        case 2: stage<2>(S, len, s, in, is, out, os, P.sign, pm); break;
+        case 3: stage<3>(S, len, s, in, is, out, os, P.sign, pm); break;
+        case 4: stage<4>(S, len, s, in, is, out, os, P.sign, pm); break;
+        default: stage<5>(S, len, s, in, is, out, os, P.sign, pm); break;
+      }
+      in = out;
+      is = os;
+      len /= S.r;
+      s *= S.r;
+    }
+  }
+}
+
+// A worker's scratch of at least `vectors` vectors (kept for the thread's life); nullptr when
+// out of memory.
+inline V* scratch(size_t vectors) {
+  thread_local std::vector<V> buf;
+  try {
+    if (buf.size() < vectors) buf.resize(vectors);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  return buf.data();
+}
+
+}  // namespace vfft
+#endif
