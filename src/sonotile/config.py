@@ -20,7 +20,7 @@ from typing import Any
 PLAN_EFFORTS = ("estimate", "measure", "patient")
 FFT_BACKENDS = ("auto", "xla", "fftw")
 PLANE_TRANSFORMS = ("halves", "fftw")
-X_TRANSFORMS = ("vector", "fftw")
+COLUMN_TRANSFORMS = ("vector", "fftw")
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -44,11 +44,12 @@ class Settings:
             (the planes of 3-D grids, LFB blocks and pencil slabs): ``halves`` (each row as a
             complex FFT of half its length, then the columns; faster) or ``fftw`` (FFTW's own
             2-D plans; for comparison). Same results to round-off. Env: ``SONOTILE_FFTW_PLANES``.
-        fftw_xpass: what transforms the operators' pass along x (batched 1-D FFTs down the
-            columns of blocks of plane bins): ``vector`` (sonotile's own kernel on the CPU's
-            vectors, where the extension is built for AVX-512 or AVX2 with FMA and the axis
-            length factors into 2, 3 and 5; FFTW's plans otherwise; 1.2-1.9x faster than them)
-            or ``fftw``. Same results to round-off. Env: ``SONOTILE_FFTW_XPASS``.
+        fftw_columns: what runs the operators' batched 1-D FFTs down the columns of a block
+            (the pass along x over the plane bins, and a plane's columns when it is transformed
+            by halves): ``vector`` (sonotile's own kernel on the CPU's vectors, where the
+            extension is built for AVX-512 or AVX2 with FMA and the column length factors into
+            2, 3 and 5; FFTW's plans otherwise; 1.5-1.9x faster than them) or ``fftw``. Same
+            results to round-off. Env: ``SONOTILE_FFTW_COLUMNS``.
         fftw_pool: FFTW's threads run on XLA's intra-op thread pool (else FFTW's own threads).
             Env: ``SONOTILE_FFTW_POOL`` (1/0).
         fftw_fused: each spectral operator as one FFTW call (else R2C / C2R calls). Env:
@@ -93,7 +94,7 @@ class Settings:
     fft: str = "auto"
     fftw_plan: str = "measure"
     fftw_planes: str = "halves"
-    fftw_xpass: str = "vector"
+    fftw_columns: str = "vector"
     fftw_pool: bool = True
     fftw_fused: bool = True
     fftw_updates: bool = True
@@ -120,8 +121,10 @@ class Settings:
             raise ValueError(
                 f"fftw_planes = {self.fftw_planes!r}: expected one of {PLANE_TRANSFORMS}"
             )
-        if self.fftw_xpass not in X_TRANSFORMS:
-            raise ValueError(f"fftw_xpass = {self.fftw_xpass!r}: expected one of {X_TRANSFORMS}")
+        if self.fftw_columns not in COLUMN_TRANSFORMS:
+            raise ValueError(
+                f"fftw_columns = {self.fftw_columns!r}: expected one of {COLUMN_TRANSFORMS}"
+            )
         if self.cache_limit < 0:
             raise ValueError(f"cache_limit = {self.cache_limit}: expected bytes >= 0 (0: none)")
         if self.threads is not None and self.threads < 1:
@@ -143,7 +146,7 @@ class Settings:
             fft=env.get("SONOTILE_FFT", "auto"),
             fftw_plan=env.get("SONOTILE_FFTW_PLAN", "measure"),
             fftw_planes=env.get("SONOTILE_FFTW_PLANES") or "halves",
-            fftw_xpass=env.get("SONOTILE_FFTW_XPASS") or "vector",
+            fftw_columns=env.get("SONOTILE_FFTW_COLUMNS") or "vector",
             fftw_pool=flag("SONOTILE_FFTW_POOL", True),
             fftw_fused=flag("SONOTILE_FFTW_FUSED", True),
             fftw_updates=flag("SONOTILE_FFTW_UPDATES", True),

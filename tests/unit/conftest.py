@@ -40,8 +40,9 @@ def fftw_planes(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(params=["vector", "fftw"])
-def fftw_xpass(request: pytest.FixtureRequest) -> Iterator[str]:
-    """What runs the operators' pass along x in one test (sonotile's vector kernel where it
-    applies, or FFTW's plans, :attr:`sonotile.config.Settings.fftw_xpass`)."""
-    with fftw_configured(fftw_xpass=request.param):
+def fftw_columns(request: pytest.FixtureRequest) -> Iterator[str]:
+    """What runs the operators' batched column transforms (the pass along x, the planes'
+    columns) in one test: sonotile's vector kernel where it applies, or FFTW's plans
+    (:attr:`sonotile.config.Settings.fftw_columns`)."""
+    with fftw_configured(fftw_columns=request.param):
         yield request.param

@@ -30,8 +30,8 @@ def test_defaults_then_environment_then_overrides():
     assert s.fft_mode() == "unfused"
     assert Settings.from_env({}).fftw_planes == "halves"
     assert Settings.from_env({"SONOTILE_FFTW_PLANES": "fftw"}).fftw_planes == "fftw"
-    assert Settings.from_env({}).fftw_xpass == "vector"
-    assert Settings.from_env({"SONOTILE_FFTW_XPASS": "fftw"}).fftw_xpass == "fftw"
+    assert Settings.from_env({}).fftw_columns == "vector"
+    assert Settings.from_env({"SONOTILE_FFTW_COLUMNS": "fftw"}).fftw_columns == "fftw"
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_defaults_then_environment_then_overrides():
         dict(fft="cufft"),
         dict(fftw_plan="fast"),
         dict(fftw_planes="quarters"),
-        dict(fftw_xpass="avx"),
+        dict(fftw_columns="avx"),
         dict(threads=0),
     ],
 )

@@ -85,7 +85,7 @@ def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
 @pytest.mark.parametrize(
     "shape", [(12, 10, 8), (9, 7, 5), (11, 6), (6, 64, 100), (5, 9, 4), (7, 4000)]
 )
-def test_conv_general_outputs_equal_numpy(shape, fftw_planes, fftw_xpass):
+def test_conv_general_outputs_equal_numpy(shape, fftw_planes, fftw_columns):
     """One ``conv`` call with several inputs, several vectors along x for one input (each its
     own pass product), shared outputs with and without a vector along a plane axis, and no
     operator; a spectrum output and ``planes_c2r`` from it: every output equals numpy's
@@ -132,7 +132,7 @@ def test_conv_general_outputs_equal_numpy(shape, fftw_planes, fftw_xpass):
 
 @needs_fftw
 @pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15), (14, 64, 100)])
-def test_xpass_then_planes_c2r_equals_numpy(shape, fftw_xpass):
+def test_xpass_then_planes_c2r_equals_numpy(shape, fftw_columns):
     """``xpass`` on plane spectra (two inputs, a vector along x, shared outputs, an operator or
     none, the interior planes only, in place) and ``planes_c2r`` of its outputs (from plane
     ``lo`` of a whole box): the interior planes of numpy's ``irfftn(rfftn(x) * op * vec)``; the
@@ -199,10 +199,10 @@ def test_pass_along_x_of_every_length_equals_numpy(mode):
     rng = np.random.default_rng(11)
     sizes = [2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 75, 81, 96, 100, 125,
              128, 160, 7, 11, 14, 53]  # fmt: skip
-    with fftw_configured(fftw_xpass=mode):
+    with fftw_configured(fftw_columns=mode):
         for n in sizes:
             vector = mode == "vector" and fftw.vector_width() > 0 and _factors_235(n)
-            assert fftw.x_kernel(n) == ("vector" if vector else "fftw"), n
+            assert fftw.column_kernel(n) == ("vector" if vector else "fftw"), n
             shape = (n, 5, 4)
             half = (n, 5, 3)
             x = rng.standard_normal(shape).astype(np.float32)
@@ -217,10 +217,37 @@ def test_pass_along_x_of_every_length_equals_numpy(mode):
 
 
 @needs_fftw
+@pytest.mark.parametrize("mode", ["vector", "fftw"])
+def test_plane_columns_of_every_length_equal_numpy(mode):
+    """A plane's columns (transformed by halves: rows of n2 reals, then n1-point columns over
+    its n2 / 2 + 1 bins) on the vector kernel for every column length it takes, with no bins
+    after the last whole vector (16 / 2 + 1 - 8 = 1 here: FFTW's tail plan; 14 / 2 + 1 = 8:
+    none) and on FFTW's plans for other lengths: ``conv`` with a vector along the columns' axis
+    equals numpy's transforms."""
+    from conftest import fftw_configured
+
+    rng = np.random.default_rng(13)
+    sizes = [2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 75, 81, 96, 100, 125,
+             128, 160, 7, 11, 14, 53]  # fmt: skip
+    with fftw_configured(fftw_columns=mode):
+        for n1 in sizes:
+            vector = mode == "vector" and fftw.vector_width() > 0 and _factors_235(n1)
+            assert fftw.column_kernel(n1) == ("vector" if vector else "fftw"), n1
+            for n2 in (14, 16):
+                shape = (3, n1, n2)
+                x = rng.standard_normal(shape).astype(np.float32)
+                op = even_along_x(rng.random((3, n1, n2 // 2 + 1)).astype(np.float32))
+                v = (rng.standard_normal(n1) + 1j * rng.standard_normal(n1)).astype(np.complex64)
+                (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
+                spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
+                assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6, (n1, n2)
+
+
+@needs_fftw
 @pytest.mark.parametrize(
     "shape,short", [((40, 12, 10), 0), ((37, 9, 11), 1), ((21, 14), 1), ((16, 64, 100), 1)]
 )
-def test_xpass_halo_equals_xpass_of_the_assembled_box(shape, short, fftw_xpass):
+def test_xpass_halo_equals_xpass_of_the_assembled_box(shape, short, fftw_columns):
     """``xpass_halo`` (the box assembled from interior, halos and bell as the pass reads it; a
     block one plane short: zeros after the right halo; output 0 in place) equals ``xpass`` of
     the box built in numpy."""

@@ -230,7 +230,7 @@ def _configure(lib: ctypes.CDLL) -> None:
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
     lib.sonotile_fftw_configure(
         threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool),
-        int(s.fftw_planes == "halves"), int(s.fftw_xpass == "vector"),
+        int(s.fftw_planes == "halves"), int(s.fftw_columns == "vector"),
     )  # fmt: skip
 
 
@@ -243,14 +243,15 @@ def available() -> bool:
     return load() is not None
 
 
-def x_kernel(n: int) -> str:
-    """What runs the operators' pass along an outer axis of ``n`` points: ``"vector"``
+def column_kernel(n: int) -> str:
+    """What runs the operators' batched ``n``-point transforms down the columns of a block (the
+    pass along x over ``n`` planes; the columns of planes of ``n`` rows): ``"vector"``
     (sonotile's kernel, ``csrc/vector_fft.h``) or ``"fftw"`` (FFTW's plans), as configured
-    (:attr:`sonotile.config.Settings.fftw_xpass`) and built (``""`` without the extension)."""
+    (:attr:`sonotile.config.Settings.fftw_columns`) and built (``""`` without the extension)."""
     lib = load()
     if lib is None:
         return ""
-    fn = lib.sonotile_fftw_xpass_vector
+    fn = lib.sonotile_fftw_vector_columns
     fn.argtypes = [ctypes.c_int64]
     return "vector" if fn(n) else "fftw"
 

@@ -106,7 +106,21 @@ unsigned g_effort = kMeasure;
 std::string g_wisdom;
 bool g_threads_ok = false;
 bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callback present)
-bool g_xpass_vector = true;  // sonotile_fftw_configure's `xpass`: vfft where it can
+bool g_vector_columns = true;  // sonotile_fftw_configure's `columns`: vfft where it can
+
+// Whether batched n-point transforms down the columns of a block (the pass along x, a plane's
+// columns) run on vfft (vector_fft.h): built in, configured, and n a product of 2, 3 and 5.
+bool vector_columns(int64_t n) {
+#ifdef SONOTILE_VFFT
+  if (!g_vector_columns || n < 2) return false;
+  for (int64_t f : {2, 3, 5})
+    while (n % f == 0) n /= f;
+  return n == 1;
+#else
+  (void)n;
+  return false;
+#endif
+}
 
 // The effort for the small batched 1-D plans conv is built from (the plane rows' half-length
 // transforms and the pass along x): FFTW_PATIENT where the effort is FFTW_MEASURE. MEASURE
@@ -502,6 +516,13 @@ bool g_planes_halves = true;  // sonotile_fftw_configure's `planes`
 
 struct PairPlans {
   fftwf_plan rows_f = nullptr, rows_b = nullptr, cols_f = nullptr, cols_b = nullptr;
+  // the columns on vfft (vector_columns): bins [0, hv) (whole vectors), the last n2/2 + 1 - hv
+  // on FFTW's tail plans; hv = 0: all on cols_f / cols_b
+  int64_t hv = 0;
+  fftwf_plan tail_f = nullptr, tail_b = nullptr;
+#ifdef SONOTILE_VFFT
+  vfft::Plan vf, vb;
+#endif
   // per bin k = 0 .. n2/2, each twice (one per float of a complex number): the unpacking's
   // coefficients u0..u2 and the packing's p0..p2, from w = exp(-2 pi i k / n2)
   std::vector<float> u0, u1, u2, p0, p1, p2;
@@ -515,8 +536,8 @@ struct PlanePlans {
   fftwf_plan r2c = nullptr, c2r = nullptr;  // FFTW's plane plans (when not by halves)
   PairPlans pair;                           // by halves when pair.rows_f is set
 };
-// (rank, n1, n2, real side aligned, spectrum side aligned, by halves)
-using PlaneKey = std::tuple<int, int64_t, int64_t, int, int, int>;
+// (rank, n1, n2, real side aligned, spectrum side aligned, by halves, columns on vfft allowed)
+using PlaneKey = std::tuple<int, int64_t, int64_t, int, int, int, int>;
 std::map<PlaneKey, PlanePlans> plane_plans;  // guarded by plan_mu; entries never move
 
 // `floats` rounded up to a multiple of 16 (64 bytes: a buffer after it stays FFTW-aligned).
@@ -528,7 +549,7 @@ bool by_halves(int rank, int64_t n2) {
 }
 
 void destroy_pair(PairPlans* q) {
-  for (fftwf_plan* p : {&q->rows_f, &q->rows_b, &q->cols_f, &q->cols_b}) {
+  for (fftwf_plan* p : {&q->rows_f, &q->rows_b, &q->cols_f, &q->cols_b, &q->tail_f, &q->tail_b}) {
     if (*p != nullptr) fftwf_destroy_plan(*p);
     *p = nullptr;
   }
@@ -547,11 +568,25 @@ bool make_pair_plans(int n1, int n2, unsigned rows, unsigned cols, PairPlans* q)
     q->rows_b = fftwf_plan_many_dft(1, &M, n1, S, nullptr, 1, M, r, nullptr, 1, M, +1, rows);
     q->cols_f = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, -1, cols);
     q->cols_b = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, +1, cols);
+#ifdef SONOTILE_VFFT
+    const int hv = h / (vfft::kVW / 2) * (vfft::kVW / 2);
+    if (vector_columns(n1) && hv > 0 && vfft::make(n1, -1, &q->vf) && vfft::make(n1, +1, &q->vb)) {
+      q->hv = hv;
+      const int t = h - hv;
+      if (t > 0) {
+        q->tail_f = fftwf_plan_many_dft(1, &n1, t, c + hv, nullptr, h, 1, c + hv, nullptr, h, 1,
+                                        -1, cols);
+        q->tail_b = fftwf_plan_many_dft(1, &n1, t, c + hv, nullptr, h, 1, c + hv, nullptr, h, 1,
+                                        +1, cols);
+      }
+    }
+#endif
   }
   fftwf_free(r);
   fftwf_free(S);
   fftwf_free(c);
-  if (!q->rows_f || !q->rows_b || !q->cols_f || !q->cols_b) {
+  const bool tails = q->hv == 0 || q->hv == n2 / 2 + 1 || (q->tail_f && q->tail_b);
+  if (!q->rows_f || !q->rows_b || !q->cols_f || !q->cols_b || !tails) {
     destroy_pair(q);
     return false;
   }
@@ -574,7 +609,7 @@ bool make_pair_plans(int n1, int n2, unsigned rows, unsigned cols, PairPlans* q)
 const PlanePlans* plane_plans_locked(int rank, int64_t n1, int64_t n2, bool real_al,
                                      bool spec_al) {
   const bool halves = by_halves(rank, n2);
-  PlaneKey key{rank, n1, n2, int(real_al), int(spec_al), int(halves)};
+  PlaneKey key{rank, n1, n2, int(real_al), int(spec_al), int(halves), int(g_vector_columns)};
   auto it = plane_plans.find(key);
   if (it != plane_plans.end()) return &it->second;
   PlanePlans p;
@@ -617,21 +652,6 @@ const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al
   return plane_plans_locked(rank, n1, n2, real_al, spec_al);
 }
 
-// Whether the pass along x over X points runs on vfft (vector_fft.h): built in, configured, and
-// X a product of 2, 3 and 5.
-bool vector_xpass(int64_t X) {
-#ifdef SONOTILE_VFFT
-  if (!g_xpass_vector || X < 2) return false;
-  int64_t n = X;
-  for (int64_t f : {2, 3, 5})
-    while (n % f == 0) n /= f;
-  return n == 1;
-#else
-  (void)X;
-  return false;
-#endif
-}
-
 // The pass along x's transforms: X points down the columns of a block of X rows of `blk`
 // adjacent bins, in place, the rows `rs` floats apart; one per (X, blk, kernel), shared by
 // conv and sonotile_fftw_xpass (an LFB box). sonotile's vector kernel (vector_fft.h) where
@@ -652,7 +672,7 @@ std::map<std::tuple<int64_t, int64_t, bool>, XPlans> x_plans;  // guarded by pla
 
 // plan_mu held; nullptr (nothing kept) when planning fails.
 const XPlans* x_plans_locked(int64_t X, int64_t blk) {
-  const bool want_vec = vector_xpass(X);
+  const bool want_vec = vector_columns(X);
   auto it = x_plans.find({X, blk, want_vec});
   if (it != x_plans.end()) return &it->second;
   XPlans p;
@@ -749,7 +769,7 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   const int64_t n1 = g.rank == 3 ? g.d[1] : 1, n2 = g.d[g.rank - 1];
   const bool halves = by_halves(g.rank - 1, n2);
   ConvKey key{g.rank, g.d[0],      g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned),
-              g.blk,    int(halves), int(vector_xpass(g.X))};
+              g.blk,    int(halves), int(g_vector_columns)};
   auto it = conv_plans.find(key);
   if (it != conv_plans.end()) return &it->second;
   ConvPlans p{};
@@ -829,6 +849,27 @@ void combine_row(const float* z, int64_t M, int64_t kn, const float* c0, const f
   for (; k < kn; ++k) one(k);
 }
 
+// The column transforms of a plane's half spectrum (n1 rows of `cols` bins) in place: on vfft
+// where the plans have it (FFTW's tail plans for the bins after the last whole vector), else
+// FFTW's column plans.
+void plane_columns(const PlanePlans* P, bool forward, float* spec) {
+  const PairPlans& q = P->pair;
+#ifdef SONOTILE_VFFT
+  if (q.hv > 0) {
+    if (vfft::V* s = vfft::scratch(2 * size_t(P->n1)); s != nullptr) {
+      vfft::block(forward ? q.vf : q.vb, spec, 2 * P->cols, 2 * q.hv, s);
+      float* tail = spec + 2 * q.hv;
+      if (q.hv < P->cols)
+        fftwf_execute_dft(forward ? q.tail_f : q.tail_b, reinterpret_cast<fftwf_complex*>(tail),
+                          reinterpret_cast<fftwf_complex*>(tail));
+      return;
+    }
+  }
+#endif
+  fftwf_execute_dft(forward ? q.cols_f : q.cols_b, reinterpret_cast<fftwf_complex*>(spec),
+                    reinterpret_cast<fftwf_complex*>(spec));
+}
+
 // One plane's R2C: `in` (n1 n2 reals) -> `out` (n1 cols complex, row-major); `ws`: plane_extra
 // floats.
 void plane_r2c(const PlanePlans* P, const float* in, float* out, float* ws) {
@@ -843,8 +884,7 @@ void plane_r2c(const PlanePlans* P, const float* in, float* out, float* ws) {
   for (int64_t y = 0; y < P->n1; ++y)
     combine_row(ws + 2 * y * M, M, P->cols, q.u0.data(), q.u1.data(), q.u2.data(),
                 out + 2 * y * P->cols);
-  fftwf_execute_dft(q.cols_f, reinterpret_cast<fftwf_complex*>(out),
-                    reinterpret_cast<fftwf_complex*>(out));
+  plane_columns(P, true, out);
 }
 
 // One plane's C2R (unnormalised): `in` (n1 cols complex, row-major; overwritten) -> `out`.
@@ -855,8 +895,7 @@ void plane_c2r(const PlanePlans* P, float* in, float* out, float* ws) {
   }
   const PairPlans& q = P->pair;
   const int64_t M = P->n2 / 2;
-  fftwf_execute_dft(q.cols_b, reinterpret_cast<fftwf_complex*>(in),
-                    reinterpret_cast<fftwf_complex*>(in));
+  plane_columns(P, false, in);
   for (int64_t y = 0; y < P->n1; ++y) {
     float* row = in + 2 * y * P->cols;
     row[1] = 0.f;  // bins 0 and M: real parts only
@@ -2066,7 +2105,7 @@ ffi::Error KeepImpl(ffi::RemainingArgs args, ffi::RemainingRets rets) {
 }  // namespace
 
 extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom,
-                                       int use_pool, int planes_by_halves, int xpass_vector) {
+                                       int use_pool, int planes_by_halves, int columns_vector) {
   std::lock_guard<std::mutex> g(plan_mu);
   static bool init = false;
   if (!init) {
@@ -2078,7 +2117,7 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
     fftwf_threads_set_callback(g_use_pool ? fftw_loop : nullptr, nullptr);
   g_threads = threads > 0 ? threads : 1;
   g_planes_halves = planes_by_halves != 0;
-  g_xpass_vector = xpass_vector != 0;
+  g_vector_columns = columns_vector != 0;
   g_effort = effort == 0 ? kEstimate : effort == 2 ? kPatient : kMeasure;
   std::string w = wisdom != nullptr ? wisdom : "";
   if (!w.empty() && w != g_wisdom) fftwf_import_wisdom_from_filename(w.c_str());
@@ -2103,8 +2142,8 @@ extern "C" int sonotile_fftw_prepare(int rank, const int64_t* dims, int fused) {
 
 extern "C" int sonotile_fftw_threads() { return g_threads; }
 
-// 1 when the pass along x over X points runs on the vector kernel (vector_xpass), else 0.
-extern "C" int sonotile_fftw_xpass_vector(int64_t X) { return vector_xpass(X) ? 1 : 0; }
+// 1 when batched n-point column transforms run on the vector kernel (vector_columns), else 0.
+extern "C" int sonotile_fftw_vector_columns(int64_t n) { return vector_columns(n) ? 1 : 0; }
 
 // Floats per vector of the pass along x's own kernel in this build (vector_fft.h), 0 if none.
 extern "C" int sonotile_fftw_vector_width() {
