@@ -179,11 +179,23 @@ def test_xpass_then_planes_c2r_equals_numpy(shape, fftw_columns):
         np.testing.assert_array_equal(np.asarray(s), k)
 
 
-def _factors_235(n: int) -> bool:
-    for f in (2, 3, 5):
-        while n % f == 0:
-            n //= f
-    return n == 1
+#: column lengths: products of 2, 3 and 5 (each radix of the vector kernel and their mixes, 2 to
+#: 160 points), then lengths it leaves to FFTW
+COLUMN_LENGTHS = (2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 75, 81, 96, 100,
+                  125, 128, 160, 7, 11, 14, 53)  # fmt: skip
+
+
+def _lengths_checked(mode: str):
+    """Each of :data:`COLUMN_LENGTHS`, its kernel checked first: the vector one where it is
+    configured (``mode``) and built and the length factors into 2, 3 and 5, else FFTW's."""
+    for n in COLUMN_LENGTHS:
+        m = n
+        for f in (2, 3, 5):
+            while m % f == 0:
+                m //= f
+        vector = mode == "vector" and fftw.vector_width() > 0 and m == 1
+        assert fftw.column_kernel(n) == ("vector" if vector else "fftw"), n
+        yield n
 
 
 @needs_fftw
@@ -197,12 +209,8 @@ def test_pass_along_x_of_every_length_equals_numpy(mode):
     from conftest import fftw_configured
 
     rng = np.random.default_rng(11)
-    sizes = [2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 75, 81, 96, 100, 125,
-             128, 160, 7, 11, 14, 53]  # fmt: skip
     with fftw_configured(fftw_columns=mode):
-        for n in sizes:
-            vector = mode == "vector" and fftw.vector_width() > 0 and _factors_235(n)
-            assert fftw.column_kernel(n) == ("vector" if vector else "fftw"), n
+        for n in _lengths_checked(mode):
             shape = (n, 5, 4)
             half = (n, 5, 3)
             x = rng.standard_normal(shape).astype(np.float32)
@@ -220,19 +228,15 @@ def test_pass_along_x_of_every_length_equals_numpy(mode):
 @pytest.mark.parametrize("mode", ["vector", "fftw"])
 def test_plane_columns_of_every_length_equal_numpy(mode):
     """A plane's columns (transformed by halves: rows of n2 reals, then n1-point columns over
-    its n2 / 2 + 1 bins) on the vector kernel for every column length it takes, with no bins
-    after the last whole vector (16 / 2 + 1 - 8 = 1 here: FFTW's tail plan; 14 / 2 + 1 = 8:
-    none) and on FFTW's plans for other lengths: ``conv`` with a vector along the columns' axis
-    equals numpy's transforms."""
+    its n2 / 2 + 1 bins) on the vector kernel for every column length it takes, with and
+    without bins after the last whole vector (with 8 bins per vector, n2 = 16: 9 bins, the
+    last on FFTW's tail plan; n2 = 14: 8 bins, none), and on FFTW's plans for other lengths:
+    ``conv`` with a vector along the columns' axis equals numpy's transforms."""
     from conftest import fftw_configured
 
     rng = np.random.default_rng(13)
-    sizes = [2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 75, 81, 96, 100, 125,
-             128, 160, 7, 11, 14, 53]  # fmt: skip
     with fftw_configured(fftw_columns=mode):
-        for n1 in sizes:
-            vector = mode == "vector" and fftw.vector_width() > 0 and _factors_235(n1)
-            assert fftw.column_kernel(n1) == ("vector" if vector else "fftw"), n1
+        for n1 in _lengths_checked(mode):
             for n2 in (14, 16):
                 shape = (3, n1, n2)
                 x = rng.standard_normal(shape).astype(np.float32)

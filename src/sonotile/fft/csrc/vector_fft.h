@@ -1,23 +1,25 @@
 // Batched complex FFTs down the columns of a block, on the CPU's vector registers: sonotile's
-// own kernel for the pass along x of fftw_ffi.cc (which splices this file in where it includes
-// it; sonotile/fft/fftw.py).
+// own kernel for the column transforms of fftw_ffi.cc (the pass along x, a plane's columns;
+// fftw_ffi.cc includes this file, which sonotile/fft/fftw.py splices in).
 //
 // A block is n rows of complex64 (interleaved re, im), rows `rs` floats apart; one call
-// transforms every column of it (for each bin j the n values block[i][j], i = 0 .. n-1), the
-// layout of the pass along x: rows are planes x, columns the plane bins of one block. A column
-// of kVW floats (kVW / 2 bins) at a time is gathered into a contiguous scratch of n vectors
-// (in L1), transformed there by Stockham's self-sorting stages of radix 4, 2, 3 and 5 (every
-// butterfly a vector of kVW / 2 independent transforms, the twiddle after it a scalar: the
-// same for every bin), and written back. n must factor into 2, 3 and 5 (vfft::make says
-// false otherwise). Unnormalised, sign -1 forward and +1 backward, as FFTW's plans.
+// transforms every column of it (for each bin j the n values block[i][j], i = 0 .. n-1): in
+// the pass along x rows are planes x and columns the plane bins of one block, in a plane rows
+// are its rows y. A column of kVW floats (kVW / 2 bins) at a time goes through Stockham's
+// self-sorting stages of radix 4, 2, 3 and 5 (every butterfly a vector of kVW / 2 independent
+// transforms, the twiddle after it a scalar: the same for every bin): the first stage reads
+// the block, the last writes it back, the stages between run on two contiguous scratch
+// columns of n vectors (in L1). n must factor into 2, 3 and 5 (vfft::make says false
+// otherwise). Unnormalised, sign -1 forward and +1 backward, as FFTW's plans.
 //
 // Why: FFTW's plans for this layout (n points, howmany = the block's bins, stride = howmany)
 // copy the block to and from buffers of their own on every call. On the 2-core Zen 4 EPYC
-// (AVX-512, Debian's FFTW 3.3.10 built with SSE2 / AVX codelets, PATIENT plans), one block of
-// 128 bins, forward + backward in cache: n = 128 28 against 16 us, n = 160 37 against 22 us;
-// with 256-bit vectors (-mno-avx512f) 1.1-1.25x faster than FFTW, with 128-bit ones slower,
-// so the kernel is built only for AVX-512 or AVX2 with FMA (docs/performance.md, twenty-sixth
-// session).
+// (AVX-512; Debian's FFTW 3.3.10, whose codelets are SSE2 / AVX; PATIENT plans), forward +
+// backward of one block of 128 bins in cache: n = 128 28 against 16 us, n = 160 36 against
+// 21 us; a plane's 128-point columns over 65 bins 24 against 15 us. With 256-bit vectors
+// (-mno-avx512f) 1.45-1.5x faster than FFTW; with 128-bit ones slower (the vector loop did not
+// pay), so the kernel is built only for AVX-512 or AVX2 with FMA (docs/performance.md,
+// twenty-sixth session). Lengths below 8 are slower than FFTW's codelets (sub-microsecond).
 
 #if defined(__AVX512F__)
 #define SONOTILE_VFFT 16
