@@ -768,8 +768,8 @@ const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   std::lock_guard<std::mutex> lock(plan_mu);
   const int64_t n1 = g.rank == 3 ? g.d[1] : 1, n2 = g.d[g.rank - 1];
   const bool halves = by_halves(g.rank - 1, n2);
-  ConvKey key{g.rank, g.d[0],      g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned),
-              g.blk,    int(halves), int(g_vector_columns)};
+  ConvKey key{g.rank,        g.d[0], g.d[1],      g.rank == 3 ? g.d[2] : 0,
+              int(aligned),  g.blk,  int(halves), int(g_vector_columns)};
   auto it = conv_plans.find(key);
   if (it != conv_plans.end()) return &it->second;
   ConvPlans p{};
