@@ -1,5 +1,6 @@
 """Shared test set-up: the helper modules in tests/helpers are importable by name."""
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,6 +8,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
+# A shell without job control starts background commands (``pytest ... &``, ``nohup``) with
+# SIGINT ignored, and the processes the tests start inherit that: Python then never raises
+# KeyboardInterrupt, and the tests that interrupt a run with Ctrl-C's signal would time out.
+# Tests are about sonotile's handling of the signal, not the shell's: children start with it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="module")
