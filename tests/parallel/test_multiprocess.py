@@ -473,11 +473,16 @@ def f(v):
     short = collectives.halos([v], names[0], 2, ENDS)
     # along the second array axis (strided planes) over the second mesh axis, where there is one
     cols = collectives.halos([v], names[-1], 2, axis=1) if len(names) > 1 else None
-    return right, cright, a2a, total, collectives.axis_index(names[0]), group, short, cols
+    # the all-to-all that keeps this rank's piece in place: the other slots hold garbage
+    k = collectives.kept_piece(names[0])
+    P = v.reshape(n0, 6, 5)
+    full = jnp.where((jnp.arange(n0) == k)[:, None, None], P, -1.0)
+    kept = collectives.transpose_kept(full, jnp.delete(P, k, axis=0), names[0])
+    return right, cright, a2a, total, collectives.axis_index(names[0]), group, short, cols, kept
 
 ENDS = [6 * n0 - (c % 2) for c in range(n0)]
 with collectives.using(t):
-    right, cright, a2a, total, idx, group, short, cols = jax.jit(f)(jnp.asarray(x))
+    right, cright, a2a, total, idx, group, short, cols, kept = jax.jit(f)(jnp.asarray(x))
 def val(c):  # the array of the rank at coordinates c
     return base + 1000 * np.ravel_multi_index(c, shape)
 left = me.copy(); left[0] = (me[0] - 1) % n0
@@ -493,6 +498,8 @@ ok = {
     "all_to_all": bool(np.array_equal(a2a, np.concatenate(pieces, axis=1))),
     "sum_over": bool(np.allclose(total, np.sum(all_, axis=0), rtol=1e-6)),
     "axis_index": int(idx) == int(me[0]),
+    "transpose_kept": t.kept_piece(names[0]) == int(me[0])
+    and bool(np.array_equal(kept, np.stack(pieces))),
     "halos": bool(np.array_equal(group[0][0], val(left)[-2:]))
     and bool(np.array_equal(group[0][1], val(rnb)[:2]))
     and group[1][0].dtype == np.complex64
@@ -513,8 +520,8 @@ with open(OUT + f"/rank{jax.process_index()}.json", "w") as fh:
 @pytest.mark.parametrize("mesh", [[3], [2, 2]])
 def test_mpi_collectives_match_their_definitions(tmp_path, mesh):
     """The MPI transport's ppermute (ring; float32 and complex64, LFB's plane halos), tiled
-    all_to_all (along x, on every row of a 2-D mesh), sensor sum (ring on 3 ranks, butterfly on
-    2x2) and axis_index against numpy."""
+    all_to_all (along x, on every row of a 2-D mesh) and the one that keeps each rank's piece in
+    place, sensor sum (ring on 3 ranks, butterfly on 2x2) and axis_index against numpy."""
     script = tmp_path / "c.py"
     script.write_text(MPI_COLLECTIVES.replace("MESH", repr(json.dumps(mesh)))
                       .replace("OUT", repr(str(tmp_path))))  # fmt: skip
@@ -531,10 +538,10 @@ def test_mpi_halo_extension_without_a_compiler_says_why():
     error as the reason (the transport then sends each halo by mpi4jax's sendrecv). In a
     process of its own: importing mpi4py starts MPI, and an ``mpirun`` started later from a
     process where MPI runs fails without a word."""
-    code = ("from sonotile.parallel import mpi_halos\n"
-            "print('AVAILABLE', mpi_halos.available(), mpi_halos.reason())")  # fmt: skip
+    code = ("from sonotile.parallel import mpi_ffi\n"
+            "print('AVAILABLE', mpi_ffi.available(), mpi_ffi.reason())")  # fmt: skip
     r = ok(run([sys.executable, "-c", code], extra_env={"SONOTILE_MPICXX": "false"}))
-    assert "AVAILABLE False compiling the MPI halo extension failed" in r.stdout, r.stdout
+    assert "AVAILABLE False compiling the MPI extension failed" in r.stdout, r.stdout
 
 
 def test_transport_choice_and_its_errors():
@@ -647,6 +654,17 @@ if jax.process_index() == 0:
             key=lambda c: c.count("sonotile_mpi_halos"),
         ).count('custom_call_target="mpi_sendrecv_ffi"'),
     }}))
+eng = parallel.decomposed_engine(problem, "pencil", (2,), 8, 0.5, transport="mpi")
+text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
+calls = [ln for ln in text.splitlines() if 'custom_call_target="sonotile_mpi_transpose"' in ln]
+if jax.process_index() == 0:
+    print("PENCIL" + json.dumps({{
+        "transposes": len(calls),
+        "aliased": sum("output_to_operand_aliasing={{{{0}}: (0, {{}})}}" in ln for ln in calls),
+        # the kept buffer straight from the transform that wrote it, not copied for the alias
+        "copied": sum("copy" in ln.split("custom-call(")[1].split(",")[0] for ln in calls),
+        "alltoall": text.count('custom_call_target="mpi_alltoall_ffi"'),
+    }}))
 """
 
 
@@ -671,3 +689,9 @@ def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
     # its own and sent alone); the only sendrecv left is the sensors' sum, outside the loop
     assert got["halo_calls"] == 4 and got["sendrecv"] == 1, got
     assert got["sendrecv_in_loop"] == 0, got
+    # pencil: the step's 13 transposes of the operators (and 2 before the loop) keep each
+    # rank's own piece in place (sonotile_mpi_transpose, result aliasing the kept piece's
+    # buffer, which XLA did not copy); mpi4jax's alltoall only for unstaggering the velocity
+    pencil = json.loads(r.stdout.split("PENCIL")[1].splitlines()[0])
+    assert pencil["transposes"] == 15 and pencil["aliased"] == 15, pencil
+    assert pencil["copied"] == 0 and pencil["alltoall"] == 2, pencil

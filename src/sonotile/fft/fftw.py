@@ -27,7 +27,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sonotile import cachedir, config
 
@@ -457,7 +457,8 @@ def xpass(
     lo: int = 0,
     planes: int | None = None,
     inplace: bool = False,
-) -> list[jax.Array]:
+    keep: tuple[int, int] | None = None,
+) -> list[Any]:
     """The pass along axis 0 of :func:`conv` alone, on boxes whose planes are transformed.
 
     ``specs``: complex64 ``[X, plane half spectrum]`` boxes, each plane the unnormalised R2C
@@ -469,6 +470,11 @@ def xpass(
     even along axis 0 (as in :func:`conv`).
     ``inplace``: output 0 is all X planes, written over ``specs[0]`` (XLA's buffer reused: the
     pass reads and writes the same memory); read its interior with ``planes_c2r(..., lo=lo)``.
+    ``keep = (P, p)``: every output is the pair ``(full, others)`` of an all-to-all that keeps
+    its own piece where it lies (``sonotile.parallel.mpi_ffi.transpose``): the X planes cut into
+    P pieces along axis 0, stacked first: piece ``p`` written into ``full`` (``(P, X / P,
+    ...)``; the other pieces left unwritten), the other pieces, in order, into ``others``
+    (``(P - 1, X / P, ...)``).
     """
     import jax
     import jax.numpy as jnp
@@ -482,19 +488,27 @@ def xpass(
         assert outs[0][0] == 0, "xpass: in place, output 0 is made from input 0"
         out[0] = jax.ShapeDtypeStruct(half, jnp.complex64)
     alias = {0: 0} if inplace else {}
-    return list(
-        jax.ffi.ffi_call(
-            "sonotile_fftw_xpass", out, input_output_aliases=alias, vmap_method="sequential"
-        )(
-            *args,
-            dims=np.array(shape, np.int64),
-            has_op=int(op is not None),
-            lo=int(lo),
-            pad=0,
-            src=np.array([s for s, _, _ in outs], np.int64),
-            axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64),
-        )
+    parts, mine = (1, -1) if keep is None else keep
+    if keep is not None:
+        assert not inplace and n == half[0] and half[0] % parts == 0 and 0 <= mine < parts
+        piece = half[0] // parts
+        full = jax.ShapeDtypeStruct((parts, piece, *half[1:]), jnp.complex64)
+        rest = jax.ShapeDtypeStruct((parts - 1, piece, *half[1:]), jnp.complex64)
+        out = [s for _ in out for s in (full, rest)]
+    got = jax.ffi.ffi_call(
+        "sonotile_fftw_xpass", out, input_output_aliases=alias, vmap_method="sequential"
+    )(
+        *args,
+        dims=np.array(shape, np.int64),
+        has_op=int(op is not None),
+        lo=int(lo),
+        pad=0,
+        parts=int(parts),
+        keep=int(mine),
+        src=np.array([s for s, _, _ in outs], np.int64),
+        axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64),
     )
+    return list(got) if keep is None else list(zip(got[::2], got[1::2]))
 
 
 def xpass_halo(
@@ -528,7 +542,7 @@ def xpass_halo(
                             input_output_aliases={0: 0} if inplace else {})  # fmt: skip
     return list(
         call(*args, dims=np.array(shape, np.int64), has_op=int(op is not None), lo=int(ov),
-             pad=int(ov), src=np.zeros(len(outs), np.int64),
+             pad=int(ov), parts=1, keep=-1, src=np.zeros(len(outs), np.int64),
              axis=np.array([-1 if a is None else a for _, a, _ in outs], np.int64))
     )  # fmt: skip
 
@@ -650,12 +664,18 @@ def fft_axis(
     )
 
 
-def rfft_split(x: jax.Array, axes: Sequence[int], split_axis: int, pieces: int) -> jax.Array:
+def rfft_split(
+    x: jax.Array, axes: Sequence[int], split_axis: int, pieces: int, keep: int | None = None
+) -> Any:
     """:func:`rfft_axes` cut along ``split_axis`` (one of ``axes``) into ``pieces`` pieces,
     stacked first: shape ``(pieces, *spectrum shape with L on split_axis)``, ``L =
     ceil(s / pieces)`` for the spectrum's ``s`` points there, piece ``p`` holding indices ``[p L,
     p L + L)`` (zeros past ``s``). What an ``all_to_all`` that splits ``split_axis`` sends, made
-    while each plane is in cache (no reordering pass)."""
+    while each plane is in cache (no reordering pass).
+
+    ``keep = p``: the pair ``(full, others)`` of an all-to-all that keeps its own piece where it
+    lies (``sonotile.parallel.mpi_ffi.transpose``): piece ``p`` in ``full`` (the other pieces
+    left unwritten), the others, in order, in ``others`` (``pieces - 1`` pieces)."""
     import jax
     import jax.numpy as jnp
 
@@ -665,9 +685,14 @@ def rfft_split(x: jax.Array, axes: Sequence[int], split_axis: int, pieces: int) 
     if a < x.ndim - k:
         raise ValueError(f"rfft_split: split axis {split_axis} is not among {tuple(axes)}")
     spec[a] = -(-spec[a] // pieces)
-    out = jax.ShapeDtypeStruct((pieces, *spec), jnp.complex64)
+    out = [jax.ShapeDtypeStruct((pieces, *spec), jnp.complex64)]
+    if keep is not None:
+        assert 0 <= keep < pieces, f"rfft_split: keep {keep} of {pieces} pieces"
+        out.append(jax.ShapeDtypeStruct((pieces - 1, *spec), jnp.complex64))
     call = jax.ffi.ffi_call("sonotile_fftw_rfft_split", out, vmap_method="sequential")
-    return call(x.astype(jnp.float32), naxes=k, q=a - (x.ndim - k))
+    mine = -1 if keep is None else keep
+    got = call(x.astype(jnp.float32), naxes=k, q=a - (x.ndim - k), keep=mine)
+    return got[0] if keep is None else tuple(got)
 
 
 def irfft_join(

@@ -92,6 +92,24 @@ def all_to_all(x: jax.Array, name: str, split_axis: int, concat_axis: int) -> ja
     return t.all_to_all(x, name, split_axis, concat_axis)
 
 
+def kept_piece(name: str) -> int | None:
+    """This shard's position along mesh axis ``name`` when the transport does all-to-alls that
+    keep the shard's own piece where it lies (:func:`transpose_kept`), else None."""
+    t = _current.get()
+    f = getattr(t, "kept_piece", None)
+    return None if f is None else f(name)
+
+
+def transpose_kept(full: jax.Array, others: jax.Array, name: str) -> jax.Array:
+    """The all-to-all of pieces stacked first along axis 0 (``all_to_all(x, name, 0, 0)``) as
+    the transport that offered :func:`kept_piece` does it: ``full`` holds only this shard's own
+    piece (at its position), ``others`` the pieces for the other shards in order; the result is
+    ``full`` with piece ``p`` from shard ``p``."""
+    t = _current.get()
+    assert t is not None and hasattr(t, "transpose_kept"), "transpose_kept: no such transport"
+    return t.transpose_kept(full, others, name)
+
+
 def axis_index(name: str) -> jax.Array:
     """This shard's position along mesh axis ``name``."""
     t = _current.get()
@@ -111,6 +129,12 @@ class LocalCopies:
     def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
         parts = jnp.split(x, self.axis_size(name), axis=split_axis)
         return jnp.concatenate(parts, axis=concat_axis)
+
+    def kept_piece(self, name: str) -> int | None:
+        return 0 if self.sizes is not None else None  # a program per process: shard 0's
+
+    def transpose_kept(self, full: jax.Array, others: jax.Array, name: str) -> jax.Array:
+        return full.at[1:].set(others)  # the pieces sent, copied into place
 
     def axis_index(self, name: str) -> jax.Array:
         return lax.axis_index(name) if self.sizes is None else jnp.int32(0)

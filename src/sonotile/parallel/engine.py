@@ -378,12 +378,13 @@ def _via(carrier: collectives.Transport | None) -> str:
     """How the step's collectives travel, for the engine's description (``--verbose 2``)."""
     if not isinstance(carrier, mpimod.MpiTransport):
         return ""
-    if carrier.grouped_halos:
-        return ", halos (one MPI call per group of fields) and transposes through MPI"
-    from sonotile.parallel import mpi_halos
+    if carrier.own_calls:
+        return (", halos (one MPI call per group of fields) and transposes (own pieces kept in "
+                "place) through MPI")  # fmt: skip
+    from sonotile.parallel import mpi_ffi
 
-    why = mpi_halos.reason() or "another rank could not build it"
-    return f", halos and transposes through MPI (halos one at a time: {why})"
+    why = mpi_ffi.reason() or "another rank could not build it"
+    return f", halos and transposes through MPI (halos one at a time, mpi4jax's alltoall: {why})"
 
 
 def _deferred(index: ShardIndex | tuple[()], layout: sens.SensorLayout) -> ShardIndex | tuple[()]:

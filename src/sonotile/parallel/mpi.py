@@ -107,13 +107,14 @@ class MpiTransport:
         for name in self.names:
             self._sub(name)
         # the halo exchanges' own (sonotile_mpi_halos: messages tagged per call, never mixed
-        # with mpi4jax's, whose sendrecv receives any tag)
+        # with mpi4jax's, whose sendrecv receives any tag; the transposes use the axes' own)
         self._halo_comm = self.comm.Dup()
-        from sonotile.parallel import mpi_halos
+        from sonotile.parallel import mpi_ffi
 
-        # decided by all ranks together: a rank whose build failed while another's worked would
-        # send its halos one by one to a partner waiting for them in one call
-        self.grouped_halos = bool(self.comm.allreduce(int(mpi_halos.available()), op=MPI.MIN))
+        # sonotile's own MPI calls (mpi_ffi), decided by all ranks together: a rank whose build
+        # failed while another's worked would send its halos one by one to a partner waiting
+        # for them in one call
+        self.own_calls = bool(self.comm.allreduce(int(mpi_ffi.available()), op=MPI.MIN))
         #: ``(kind, bytes)`` of every collective traced so far (the exchange benchmark's list)
         self.traced: list[tuple[str, int]] = []
 
@@ -158,24 +159,41 @@ class MpiTransport:
         axis: int = 0,
     ) -> list[tuple[jax.Array, jax.Array]] | None:
         """:func:`sonotile.parallel.collectives.halos` as one MPI call for the group
-        (:mod:`.mpi_halos`), or None when that is unavailable or a neighbour's block is thinner
+        (:mod:`.mpi_ffi`), or None when that is unavailable or a neighbour's block is thinner
         than ``width`` (the halo then spans several blocks: ``ppermute`` hop by hop)."""
         from mpi4py import MPI
 
-        from sonotile.parallel import mpi_halos
+        from sonotile.parallel import mpi_ffi
 
         a = self._axis(name)
         n, me = self.shape[a], self.coords[a]
         real = [xs[0].shape[axis]] * n if ends is None else [int(e) for e in ends]
-        if n == 1 or min(real) < width or not self.grouped_halos:
+        if n == 1 or min(real) < width or not self.own_calls:
             return None
         for x in xs:
             halo = width * x.size // x.shape[axis] * x.dtype.itemsize
             self.traced += [("collective-permute", halo)] * 2
-        return mpi_halos.halos(
+        return mpi_ffi.halos(
             xs, MPI._handleof(self._halo_comm), self._rank_at(a, (me - 1) % n),
             self._rank_at(a, (me + 1) % n), width, real[me], axis,
         )  # fmt: skip
+
+    def kept_piece(self, name: str) -> int | None:
+        """This rank's coordinate along ``name`` when :meth:`transpose_kept` can carry the
+        axis's all-to-alls (the MPI extension built on every rank), else None."""
+        n = self.axis_size(name)
+        return self.coords[self._axis(name)] if n > 1 and self.own_calls else None
+
+    def transpose_kept(self, full: jax.Array, others: jax.Array, name: str) -> jax.Array:
+        """:func:`sonotile.parallel.collectives.transpose_kept` as one MPI call
+        (:func:`sonotile.parallel.mpi_ffi.transpose`)."""
+        from mpi4py import MPI
+
+        from sonotile.parallel import mpi_ffi
+
+        self.traced.append(("all-to-all", others.size * others.dtype.itemsize))  # sent
+        me = self.coords[self._axis(name)]
+        return mpi_ffi.transpose(full, others, MPI._handleof(self._sub(name)), me)
 
     def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
         """``lax.all_to_all(tiled=True)``: piece ``k`` of ``split_axis`` goes to shard ``k``,

@@ -15,7 +15,10 @@ receives contiguous pieces and the pieces received, stacked, are the transposed 
 ``xpass`` per input field then does the forward transform along x, the k-space operator (kappa
 or a power-law or source filter, the x shift vector) and the inverse along x, block by block in
 cache, for all the field's outputs; ``irfft_join`` joins the pieces received back while applying
-the y / z shift vector (these are whole on every shard) and the rest of ``1 / N``. 2-D meshes,
+the y / z shift vector (these are whole on every shard) and the rest of ``1 / N``. Where the
+transport keeps each shard's own piece in place (MPI, :func:`collectives.kept_piece`), the plane
+transforms and the passes along x write the piece a shard keeps straight into the transpose's
+result and only the others into a buffer to send (no copy of the kept half). 2-D meshes,
 other backends and gradients (:mod:`sonotile.parallel.differentiable`) use XLA's FFT and
 multiply the spectrum in XLA.
 """
@@ -96,34 +99,48 @@ class PencilOps(FourierOps):
         spectrum in the pieces the transpose sends (no reordering pass); the pieces received,
         stacked, are the x blocks in order (a reshape), the dead points dropped."""
         mt = self.meta
-        n = mt.sizes[0]
-        pieces = fftw.rfft_split(f, tuple(range(1, f.ndim)), 1, n)  # (n, X_l, kpad/n, ...)
-        F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
+        n, me = mt.sizes[0], collectives.kept_piece(mt.names[0])
+        axes = tuple(range(1, f.ndim))
+        if me is None:
+            pieces = fftw.rfft_split(f, axes, 1, n)  # (n, X_l, kpad/n, ...)
+            F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
+        else:
+            F = collectives.transpose_kept(*fftw.rfft_split(f, axes, 1, n, keep=me), mt.names[0])
         return self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0)
 
-    def _box(self, F: jax.Array) -> tuple[int, ...]:
-        """The real grid :func:`fftw.xpass` sees in this shard's transposed spectrum ``F`` ``(X,
-        L[, Z // 2 + 1])``: ``(X, L, Z)``, or ``(X, 2 L - 1)`` (``L`` bins) on 2-D grids."""
-        if F.ndim == 3:
-            return (F.shape[0], F.shape[1], self.meta.shape[2])
-        return (F.shape[0], 2 * F.shape[1] - 1)
+    def _box(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The real grid :func:`fftw.xpass` sees in this shard's transposed spectrum of ``shape``
+        ``(X, L[, Z // 2 + 1])``: ``(X, L, Z)``, or ``(X, 2 L - 1)`` (``L`` bins) on 2-D grids."""
+        if len(shape) == 3:
+            return (shape[0], shape[1], self.meta.shape[2])
+        return (shape[0], 2 * shape[1] - 1)
 
-    def _xpass(self, f: jax.Array, op: jax.Array | None, xvecs: Sequence[Any]) -> list[jax.Array]:
+    def _xpass(self, f: jax.Array, op: jax.Array | None, xvecs: Sequence[Any]) -> list[Any]:
         """``f``'s spectrum (transposed layout), transformed along x, times ``op`` and per output
         ``xvecs[o]`` along x (None: none), transformed back along x, in one FFTW pass in cache
-        (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``, see :meth:`_send`)."""
+        (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``, see :meth:`_send`). Each
+        output is an array, or where the transport keeps pieces in place (even blocks along x)
+        the pair ``(full, others)`` of :func:`collectives.transpose_kept`."""
+        mt = self.meta
         F = self._slab_planes(f)
         outs = [(0, None if v is None else 0, v) for v in xvecs]
+        me = collectives.kept_piece(mt.names[0])
+        keep = None if me is None or not mt.blocks.even(0) else (mt.sizes[0], me)
         # not in place: XLA copied the all-to-all's output (a whole spectrum) before every
         # in-place pass, 7 copies of ~0.5 ms per 128^3 step; a fresh output costs ~0.3 ms
-        return fftw.xpass([F], self._box(F), op, outs)
+        return fftw.xpass([F], self._box(F.shape), op, outs, keep=keep)
 
-    def _send(self, S: jax.Array) -> tuple[jax.Array, float]:
+    def _send(self, S: Any) -> tuple[jax.Array, float]:
         """An :meth:`_xpass` output to the pieces :func:`fftw.irfft_join` joins, and the scale
         that completes the inverse's ``1 / N`` after xpass's ``1 / prod(box)``."""
         mt = self.meta
         n = mt.sizes[0]
-        scale = float(np.prod(self._box(S))) / float(np.prod(mt.shape))
+        if isinstance(S, tuple):  # (full, others), pieces first: this shard's already in place
+            full, others = S
+            box = self._box((n * full.shape[1], *full.shape[2:]))
+            scale = float(np.prod(box)) / float(np.prod(mt.shape))
+            return collectives.transpose_kept(full, others, mt.names[0]), scale
+        scale = float(np.prod(self._box(S.shape))) / float(np.prod(mt.shape))
         S = self._expand(S, 0)
         S = collectives.all_to_all(S.reshape((n, S.shape[0] // n, *S.shape[1:])), mt.names[0], 0, 0)
         return S, scale

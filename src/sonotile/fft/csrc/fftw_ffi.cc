@@ -1467,15 +1467,23 @@ struct XRows {
 // [ov, plane bins], the bell along x (float32 [X]) and the block's real planes `count` (int32
 // [1], <= X - 2 ov): the box is [left | count interior planes | right | zeros] * bell, assembled
 // while the pass gathers it (no padded copy in memory). Output 0 may then alias the interior.
+//
+// Pieces (`parts` P > 1, `keep` 0 .. P - 1; outputs of all X planes, P dividing X): output o is
+// two results, the X planes cut into P pieces of X / P along x, piece `keep` in the first
+// result ([X, plane bins], its other pieces left for sonotile_mpi_transpose to fill) and the
+// other pieces, in order, in the second ([X - X / P, plane bins]).
 ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_t has_op,
-                     int64_t lo, int64_t pad, ffi::Span<const int64_t> src,
-                     ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
-                     ffi::RemainingRets rets) {
+                     int64_t lo, int64_t pad, int64_t parts, int64_t keep,
+                     ffi::Span<const int64_t> src, ffi::Span<const int64_t> axis,
+                     ffi::RemainingArgs args, ffi::RemainingRets rets) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   Grid g;
   if (!grid_of(dims, &g)) return bad("xpass: rank 2-3 only");
-  const int m = int(rets.size());
+  const bool pieces = parts > 1;
+  if (pieces && (keep < 0 || keep >= parts || g.X % parts != 0 || rets.size() % 2 != 0))
+    return bad("xpass: pieces (parts dividing X, keep among them, two results per output)");
+  const int m = int(rets.size()) / (pieces ? 2 : 1);
   if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("xpass: src/axis per output");
   int k = 0, n_vec = 0;
   for (int o = 0; o < m; ++o) {
@@ -1523,16 +1531,24 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
     if (x.has_error() || x->element_count() != g.nc) return bad("xpass: operator shape");
     op = x->typed_data();
   }
-  std::vector<float*> out(m);
+  std::vector<float*> out(m), rest(m, nullptr);
   std::vector<int64_t> planes(m), first(m);
   std::vector<const float*> vec(m, nullptr);
+  const int64_t piece = pieces ? g.X / parts : g.X;  // planes per piece
   for (int o = 0; o < m; ++o) {
-    auto y = rets.get<ffi::Buffer<ffi::C64>>(o);
+    auto y = rets.get<ffi::Buffer<ffi::C64>>(pieces ? 2 * o : o);
     if (y.has_error() || (*y)->element_count() % g.pc != 0) return bad("xpass: output shape");
     planes[o] = int64_t((*y)->element_count()) / g.pc;
     first[o] = planes[o] == g.X ? 0 : lo;
     if (first[o] < 0 || first[o] + planes[o] > g.X) return bad("xpass: output planes beyond the box");
     out[o] = reinterpret_cast<float*>((*y)->typed_data());
+    if (pieces) {
+      auto r = rets.get<ffi::Buffer<ffi::C64>>(2 * o + 1);
+      if (planes[o] != g.X || r.has_error() ||
+          int64_t((*r)->element_count()) != (g.X - piece) * g.pc)
+        return bad("xpass: pieces need outputs of all X planes and X - X / parts others");
+      rest[o] = reinterpret_cast<float*>((*r)->typed_data());
+    }
     if (axis[o] != 0) continue;
     auto x = args.get<ffi::Buffer<ffi::C64>>(a++);
     if (x.has_error() || int64_t(x->element_count()) != g.X) return bad("xpass: vector length");
@@ -1561,9 +1577,13 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
         multiply_block(g, rs, buf, op, vec[o], scale, c0, b, t);
         if (!x_transform(P, false, t, g.X, b)) x_ok = false;
         // an output aliasing an input overwrites only this block, already gathered
-        for (int64_t x = 0; x < planes[o]; ++x)
-          std::memcpy(out[o] + 2 * (x * g.pc + c0), t + (first[o] + x) * rs,
-                      sizeof(float) * 2 * b);
+        for (int64_t x = 0; x < planes[o]; ++x) {
+          const int64_t p = x / piece;  // the kept piece in out, the others in rest
+          float* row = p == keep || !pieces
+                           ? out[o] + 2 * x * g.pc
+                           : rest[o] + 2 * (x - (p > keep ? piece : 0)) * g.pc;
+          std::memcpy(row + 2 * c0, t + (first[o] + x) * rs, sizeof(float) * 2 * b);
+        }
       }
     }
   });
@@ -1868,6 +1888,10 @@ ffi::Error FftAxisImpl(ffi::ThreadPool pool, int64_t axis, int64_t sign, float s
 //   sonotile_fftw_rfft_split: float32 (lead..., n_1..n_k) -> complex64 (P, lead..., s_1..L..s_k)
 //     with s the half spectrum's dims (s_k = n_k / 2 + 1) and L at axis q: numpy's rfftn over
 //     the k trailing axes, cut into the P pieces (zeros where p L + i >= s_q).
+//     With `keep` >= 0 (an all-to-all that keeps its own piece where it lies: the MPI transport's
+//     sonotile_mpi_transpose), only piece `keep` goes into the (P, ...) output and the other
+//     P - 1 pieces, in order, into a second output (P - 1, ...): the first output's other
+//     pieces are left for the exchange to fill.
 //   sonotile_fftw_irfft_join: the inverse: pieces (P, lead..., s_1..L..s_k) joined along q
 //     (entries at p L + i >= s_q ignored), C2R to float32 (lead..., n_1..n_k), times `scale`
 //     and, with `vaxis` >= 0, times a complex vector (one more argument, length s_vaxis) along
@@ -1883,7 +1907,16 @@ struct Split {
   int64_t P = 1, L = 1;               // pieces, their length along q
   int64_t pre = 1, sq = 1, post = 1;  // a spectrum plane as (pre, s_q, post)
   int64_t G = 1, items = 1;           // planes per item, items
+  int64_t keep = -1;                  // to pieces: the piece kept in `pieces` (-1: all) ...
+  float* rest = nullptr;              // ... the others, in order, here
 };
+
+// Where piece p of `pieces` lies (`per_piece` floats per plane): in `pieces`, or in `s.rest`
+// when another piece is kept (`s.keep`).
+float* piece_at(const Split& s, float* pieces, int64_t p, int64_t per_piece) {
+  if (s.keep < 0 || p == s.keep) return pieces + p * s.t.batch * per_piece;
+  return s.rest + (p - (p > s.keep ? 1 : 0)) * s.t.batch * per_piece;
+}
 
 // The split of real dims `real` and pieces dims `pieces` (q: a transformed axis, from 0).
 bool split_of(ffi::Span<const int64_t> real, ffi::Span<const int64_t> pieces, int64_t naxes,
@@ -1924,7 +1957,7 @@ void plane_pieces(const Split& s, int64_t b, float* plane, float* pieces, bool t
   const int64_t chunk = 2 * s.L * s.post, per_piece = s.pre * chunk;
   for (int64_t p = 0; p < s.P; ++p) {
     const int64_t lo = p * s.L, len = std::max<int64_t>(0, std::min(s.L, s.sq - lo));
-    float* piece = pieces + (p * s.t.batch + b) * per_piece;
+    float* piece = piece_at(s, pieces, p, per_piece) + b * per_piece;
     for (int64_t r = 0; r < s.pre; ++r) {
       float* c = piece + r * chunk;
       float* v = plane + 2 * (r * s.sq + lo) * s.post;
@@ -1955,15 +1988,26 @@ ffi::Error rfft_split_planes(const Split& s, const float* in, float* out) {
   return ffi::Error::Success();
 }
 
-ffi::Error RfftSplitImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, ffi::Buffer<ffi::F32> x,
-                         ffi::Result<ffi::Buffer<ffi::C64>> y) {
+ffi::Error RfftSplitImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, int64_t keep,
+                         ffi::Buffer<ffi::F32> x, ffi::RemainingRets rets) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  if (rets.size() != (keep >= 0 ? 2 : 1)) return bad("rfft_split: one output, two with keep");
+  auto y = rets.get<ffi::Buffer<ffi::C64>>(0);
+  if (y.has_error()) return bad("rfft_split: output");
   Split s;
-  if (!split_of(x.dimensions(), y->dimensions(), naxes, q, &s))
-    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "rfft_split: shapes");
+  if (!split_of(x.dimensions(), (*y)->dimensions(), naxes, q, &s)) return bad("rfft_split: shapes");
+  if (keep >= 0) {
+    auto r = rets.get<ffi::Buffer<ffi::C64>>(1);
+    if (keep >= s.P || r.has_error() ||
+        (*r)->element_count() != (*y)->element_count() / s.P * (s.P - 1))
+      return bad("rfft_split: the kept piece and the others' output");
+    s.keep = keep;
+    s.rest = reinterpret_cast<float*>((*r)->typed_data());
+  }
   if (s.t.batch * s.t.real == 0) return ffi::Error::Success();
   const float* in = x.typed_data();
-  float* out = reinterpret_cast<float*>(y->typed_data());
+  float* out = reinterpret_cast<float*>((*y)->typed_data());
   if (s.t.k == 2 && by_halves(2, s.t.n[1])) return rfft_split_planes(s, in, out);
   const bool al = is_aligned(in) && (s.t.real % 16 == 0);  // every group's start aligned
   const int64_t rem = s.t.batch % s.G;
@@ -2198,6 +2242,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwXPass, XPassImpl,
                                   .Attr<int64_t>("has_op")
                                   .Attr<int64_t>("lo")
                                   .Attr<int64_t>("pad")
+                                  .Attr<int64_t>("parts")
+                                  .Attr<int64_t>("keep")
                                   .Attr<ffi::Span<const int64_t>>("src")
                                   .Attr<ffi::Span<const int64_t>>("axis")
                                   .RemainingArgs()
@@ -2246,8 +2292,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwRfftSplit, RfftSplitImpl,
                                   .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("naxes")
                                   .Attr<int64_t>("q")
+                                  .Attr<int64_t>("keep")
                                   .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::C64>>());
+                                  .RemainingRets());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwIrfftJoin, IrfftJoinImpl,
                               ffi::Ffi::Bind()

@@ -1,6 +1,8 @@
-// sonotile_mpi_halos: the overlaps of k blocks with both neighbours along one array axis, as one
-// XLA FFI custom call of MPI point-to-point messages (sonotile/parallel/mpi_halos.py builds it
-// with the MPI C++ compiler and registers it).
+// sonotile's MPI custom calls (sonotile/parallel/mpi_ffi.py builds this file with the MPI C++
+// compiler and registers them). Both join mpi4jax's ordered effect: a token in, a token out.
+//
+// sonotile_mpi_halos: the overlaps of k blocks with both neighbours along one array axis, as
+// one call of MPI point-to-point messages.
 //
 // Every field is a C-ordered block of the same shape. Along `axis`, each block's first `width`
 // planes go to the left neighbour and its planes [end - width, end) (its last real ones) to the
@@ -14,6 +16,17 @@
 //   rets: 2k halos (field i: left at 2i, right at 2i + 1), then the token
 //   attrs: comm (the communicator's handle), left, right (ranks in it), axis, width, end (this
 //     block's real planes along axis), tag (first tag of the call: tags tag .. tag + 2k - 1)
+//
+// sonotile_mpi_transpose: an all-to-all of P equal contiguous pieces that keeps this rank's own
+// piece where it lies. The first argument is the result's buffer (aliased to it) holding only
+// piece `me` (the piece this rank keeps; its other pieces are not yet written); the second
+// holds the P - 1 pieces for the other ranks, in rank order. Piece p of the result comes from
+// rank p's second argument, straight into place: no copy of the kept piece, no staging buffer
+// (an MPI_Alltoall copies the kept piece from its send buffer to its receive buffer).
+//
+//   args: full (P pieces), others (P - 1 pieces), mpi4jax's ordering token
+//   rets: full (aliased to the first argument), the token
+//   attrs: comm (the communicator's handle; ranks 0 .. P - 1 are the pieces' owners), me, tag
 
 #include <mpi.h>
 
@@ -28,16 +41,23 @@ namespace ffi = xla::ffi;
 
 namespace {
 
-ffi::Error Fail(const std::string& what) {
-  return ffi::Error(ffi::ErrorCode::kInvalidArgument, "sonotile_mpi_halos: " + what);
+ffi::Error Fail(const std::string& what, const char* call = "sonotile_mpi_halos") {
+  return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string(call) + ": " + what);
 }
 
-ffi::Error MpiFail(const char* call, int code) {
+ffi::Error MpiFail(const char* call, int code, const char* name = "sonotile_mpi_halos") {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(code, text, &len);
   return ffi::Error(ffi::ErrorCode::kInternal,
-                    std::string("sonotile_mpi_halos: ") + call + ": " + std::string(text, len));
+                    std::string(name) + ": " + call + ": " + std::string(text, len));
+}
+
+MPI_Comm CommOf(int64_t handle) {
+  MPI_Comm comm;
+  static_assert(sizeof(MPI_Comm) <= sizeof(int64_t), "MPI_Comm wider than 64 bits");
+  std::memcpy(&comm, &handle, sizeof(MPI_Comm));  // a pointer (Open MPI) or an int (MPICH)
+  return comm;
 }
 
 ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t axis,
@@ -47,9 +67,7 @@ ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t a
   if (args.size() < 2 || rets.size() != 2 * (args.size() - 1) + 1)
     return Fail("expected k blocks and a token in, 2k halos and a token out");
   const size_t k = args.size() - 1;
-  MPI_Comm comm;
-  static_assert(sizeof(MPI_Comm) <= sizeof(int64_t), "MPI_Comm wider than 64 bits");
-  std::memcpy(&comm, &comm_handle, sizeof(MPI_Comm));  // a pointer (Open MPI) or an int (MPICH)
+  const MPI_Comm comm = CommOf(comm_handle);
 
   // check every block and halo before the first message is posted
   std::vector<size_t> outer(k), inner(k);  // per block: planes' count before axis, bytes after
@@ -124,7 +142,51 @@ ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t a
   return ffi::Error::Success();
 }
 
+ffi::Error TransposeImpl(int64_t comm_handle, int64_t me, int64_t tag, ffi::AnyBuffer full,
+                         ffi::AnyBuffer others, ffi::Token, ffi::Result<ffi::AnyBuffer> out,
+                         ffi::Result<ffi::Token>) {
+  const char* name = "sonotile_mpi_transpose";
+  const MPI_Comm comm = CommOf(comm_handle);
+  int P = 0;
+  int rc = MPI_Comm_size(comm, &P);
+  if (rc != MPI_SUCCESS) return MpiFail("MPI_Comm_size", rc, name);
+  const size_t bytes = full.size_bytes();
+  if (P < 1 || me < 0 || me >= P || bytes % size_t(P) != 0)
+    return Fail("rank " + std::to_string(me) + " of " + std::to_string(P), name);
+  const size_t piece = bytes / size_t(P);
+  if (others.size_bytes() != piece * size_t(P - 1) || out->size_bytes() != bytes)
+    return Fail("the others' pieces or the result are not of the kept buffer's pieces", name);
+  if (piece > size_t(INT32_MAX)) return Fail("a piece of over 2 GB", name);
+  char* dst = static_cast<char*>(out->untyped_data());
+  const char* src = static_cast<const char*>(others.untyped_data());
+  if (dst != full.untyped_data())  // not aliased after all: the kept piece copied
+    std::memcpy(dst + me * piece, static_cast<const char*>(full.untyped_data()) + me * piece,
+                piece);
+  std::vector<MPI_Request> req(2 * size_t(P), MPI_REQUEST_NULL);
+  for (int p = 0; p < P && rc == MPI_SUCCESS; ++p) {
+    if (p == me) continue;
+    const size_t j = size_t(p - (p > me ? 1 : 0));  // p's piece among the others
+    rc = MPI_Irecv(dst + p * piece, int(piece), MPI_BYTE, p, int(tag), comm, &req[2 * p]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(src + j * piece, int(piece), MPI_BYTE, p, int(tag), comm, &req[2 * p + 1]);
+  }
+  if (rc == MPI_SUCCESS) rc = MPI_Waitall(int(req.size()), req.data(), MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) return MpiFail("MPI_Isend/Irecv/Waitall", rc, name);
+  return ffi::Error::Success();
+}
+
 }  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileMpiTranspose, TransposeImpl,
+                              ffi::Ffi::Bind()
+                                  .Attr<int64_t>("comm")
+                                  .Attr<int64_t>("me")
+                                  .Attr<int64_t>("tag")
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Token>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Token>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileMpiHalos, HalosImpl,
                               ffi::Ffi::Bind()

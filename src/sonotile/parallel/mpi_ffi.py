@@ -1,21 +1,30 @@
-"""All the overlaps of a group of blocks in one MPI call: ``sonotile_mpi_halos``.
+"""sonotile's MPI custom calls (``csrc/mpi_ffi.cc``): a group's halos, a transpose, each in one
+call.
 
-The MPI transport's ``ppermute`` is one ``sendrecv`` per halo (mpi4jax), and each needs the
-halo cut out of its block first: for a 2-rank LFB step, 12 halos of 1 MB a step, each sliced
-into a buffer of its own (a read and a write of every halo) and sent while the other messages
-wait. This custom call (``csrc/mpi_halos.cc``) takes the whole group of blocks and one axis,
-posts every message at once straight from the blocks' buffers (along axis 0 a halo is a
-contiguous run of planes, along a later axis MPI reads it as a strided vector) into the halo
-outputs, and waits for all of them.
+**Halos** (``sonotile_mpi_halos``, :func:`halos`). The MPI transport's ``ppermute`` is one
+``sendrecv`` per halo (mpi4jax), and each needs the halo cut out of its block first: for a
+2-rank LFB step, 12 halos of 1 MB a step, each sliced into a buffer of its own (a read and a
+write of every halo) and sent while the other messages wait. This custom call takes the whole
+group of blocks and one axis, posts every message at once straight from the blocks' buffers
+(along axis 0 a halo is a contiguous run of planes, along a later axis MPI reads it as a strided
+vector) into the halo outputs, and waits for all of them.
 
-It joins mpi4jax's ordered effect: its token comes from mpi4jax's chain and goes back into it, so
-every MPI call of a program (these, mpi4jax's ``sendrecv`` and ``alltoall``) keeps program order
-on every rank — the ranks cannot reach them in different orders and deadlock.
+**Transpose** (``sonotile_mpi_transpose``, :func:`transpose`). An all-to-all of P pieces in
+which each rank's own piece stays where its producer wrote it: the pencil's plane transforms
+and passes along x write the piece they keep straight into the result's buffer and the others
+into a buffer of their own (``keep`` of :func:`sonotile.fft.fftw.rfft_split` and
+:func:`~sonotile.fft.fftw.xpass`); the call (the result aliasing the first) receives each
+other rank's piece into its place. mpi4jax's ``alltoall`` (``MPI_Alltoall``) copies the kept
+piece from the send buffer to the receive buffer: half of every transpose's bytes at 2 ranks.
+
+Both join mpi4jax's ordered effect: their token comes from mpi4jax's chain and goes back into
+it, so every MPI call of a program (these, mpi4jax's ``sendrecv`` and ``alltoall``) keeps program
+order on every rank — the ranks cannot reach them in different orders and deadlock.
 
 Built on first use with the MPI C++ compiler (``mpicxx``; ``SONOTILE_MPICXX`` overrides) against
 jaxlib's FFI headers, cached next to the FFTW extension. Unavailable (no compiler, a build
 error, an mpi4jax without the private names used here): :func:`available` is False with
-:func:`reason`, and the transport keeps mpi4jax's ``sendrecv``.
+:func:`reason`, and the transport keeps mpi4jax's ``sendrecv`` and ``alltoall``.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ _state: dict[str, Any] = {}  # "ok", "reason", "primitive"
 
 
 def _source() -> str:
-    return resources.files("sonotile.parallel").joinpath("csrc/mpi_halos.cc").read_text()
+    return resources.files("sonotile.parallel").joinpath("csrc/mpi_ffi.cc").read_text()
 
 
 def reason() -> str | None:
@@ -64,7 +73,7 @@ def _build() -> str | None:
     tag = hashlib.sha256(key.encode()).hexdigest()[:16]
     root = config.current().cache_dir
     os.makedirs(root, exist_ok=True)
-    so = os.path.join(root, f"mpi_halos_{tag}.so")
+    so = os.path.join(root, f"mpi_ffi_{tag}.so")
     if os.path.exists(so):
         cachedir.touch(so)
         return so
@@ -73,9 +82,9 @@ def _build() -> str | None:
     if r.returncode != 0:
         lines = r.stderr.splitlines()
         errors = [ln for ln in lines if "error" in ln] or lines[-3:]
-        _state["reason"] = "compiling the MPI halo extension failed: " + "; ".join(errors[:3])
+        _state["reason"] = "compiling the MPI extension failed: " + "; ".join(errors[:3])
         return None
-    cachedir.prune_builds(root, so, ("mpi_halos_", ".so"))
+    cachedir.prune_builds(root, so, ("mpi_ffi_", ".so"))
     return so
 
 
@@ -87,7 +96,7 @@ def available() -> bool:
     try:
         ok = _setup()
     except Exception as e:  # anything unexpected: mpi4jax's sendrecv stays the way
-        _state["reason"] = f"MPI halo extension unavailable: {e}"
+        _state["reason"] = f"MPI extension unavailable: {e}"
     _state["ok"] = ok
     return ok
 
@@ -106,9 +115,9 @@ def _setup() -> bool:
     from jax.interpreters import mlir
 
     lib = ctypes.CDLL(so)
-    jax.ffi.register_ffi_target(
-        "sonotile_mpi_halos", jax.ffi.pycapsule(lib.SonotileMpiHalos), platform="cpu"
-    )
+    for name, symbol in (("sonotile_mpi_halos", lib.SonotileMpiHalos),
+                         ("sonotile_mpi_transpose", lib.SonotileMpiTranspose)):  # fmt: skip
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(symbol), platform="cpu")
     prim = Primitive("sonotile_mpi_halos")
     prim.multiple_results = True
 
@@ -136,6 +145,27 @@ def _setup() -> bool:
     prim.def_effectful_abstract_eval(abstract)
     mlir.register_lowering(prim, lower, platform="cpu")
     _state["primitive"] = prim
+
+    swap = Primitive("sonotile_mpi_transpose")
+
+    def swap_abstract(full: Any, others: Any, **_: Any) -> tuple[Any, set[Any]]:
+        return jax.core.ShapedArray(full.shape, full.dtype), {ordered_effect}
+
+    def swap_lower(ctx: Any, full: Any, others: Any, *, comm: int, me: int) -> Any:
+        token = get_token_effect(ctx, ordered_effect)
+        with_token = ctx.replace(
+            avals_in=(*ctx.avals_in, abstract_token), avals_out=(*ctx.avals_out, abstract_token)
+        )
+        rule = jax.ffi.ffi_lowering("sonotile_mpi_transpose", has_side_effect=True,
+                                    operand_output_aliases={0: 0})  # fmt: skip
+        result, token = rule(with_token, full, others, token, comm=np.int64(comm),
+                             me=np.int64(me), tag=np.int64(0))  # fmt: skip
+        set_token_effect(ctx, ordered_effect, token)
+        return [result]
+
+    swap.def_effectful_abstract_eval(swap_abstract)
+    mlir.register_lowering(swap, swap_lower, platform="cpu")
+    _state["transpose"] = swap
     return True
 
 
@@ -149,3 +179,12 @@ def halos(
     out = _state["primitive"].bind(*xs, comm=int(comm), left=int(left), right=int(right),
                                    axis=int(axis), width=int(width), end=int(end))  # fmt: skip
     return [(out[2 * i], out[2 * i + 1]) for i in range(len(xs))]
+
+
+def transpose(full: jax.Array, others: jax.Array, comm: int, me: int) -> jax.Array:
+    """``full`` (P pieces stacked first, only piece ``me`` written) with every other piece ``p``
+    received from rank ``p`` of ``comm`` (its ``others``' piece for this rank), while this rank's
+    ``others`` (the P - 1 pieces for the other ranks, in rank order) go to them: the all-to-all
+    of the pieces, the kept one never copied. ``comm``: the communicator's handle (mpi4py
+    ``_handleof``; ranks 0 .. P - 1 own the pieces). Requires :func:`available`."""
+    return _state["transpose"].bind(full, others, comm=int(comm), me=int(me))
