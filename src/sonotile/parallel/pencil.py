@@ -105,7 +105,8 @@ class PencilOps(FourierOps):
             pieces = fftw.rfft_split(f, axes, 1, n)  # (n, X_l, kpad/n, ...)
             F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
         else:
-            F = collectives.transpose_kept(*fftw.rfft_split(f, axes, 1, n, keep=me), mt.names[0])
+            full, others = fftw.rfft_split(f, axes, 1, n, keep=me)
+            F = collectives.transpose_kept(full, others, mt.names[0])
         return self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0)
 
     def _box(self, shape: tuple[int, ...]) -> tuple[int, ...]:
