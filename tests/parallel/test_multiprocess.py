@@ -473,11 +473,13 @@ def f(v):
     short = collectives.halos([v], names[0], 2, ENDS)
     # along the second array axis (strided planes) over the second mesh axis, where there is one
     cols = collectives.halos([v], names[-1], 2, axis=1) if len(names) > 1 else None
-    # the all-to-all that keeps this rank's piece in place: the other slots hold garbage
+    # the all-to-alls that keep this rank's piece in place (two fields, float32 and complex64,
+    # at one meeting): the other slots hold garbage
     k = collectives.kept_piece(names[0])
     P = v.reshape(n0, 6, 5)
-    full = jnp.where((jnp.arange(n0) == k)[:, None, None], P, -1.0)
-    kept = collectives.transpose_kept(full, jnp.delete(P, k, axis=0), names[0])
+    pairs = [(jnp.where((jnp.arange(n0) == k)[:, None, None], Q, -1.0), jnp.delete(Q, k, axis=0))
+             for Q in (P, lax.complex(P, 3 * P))]
+    kept = collectives.transpose_kept(pairs, names[0])
     return right, cright, a2a, total, collectives.axis_index(names[0]), group, short, cols, kept
 
 ENDS = [6 * n0 - (c % 2) for c in range(n0)]
@@ -499,7 +501,9 @@ ok = {
     "sum_over": bool(np.allclose(total, np.sum(all_, axis=0), rtol=1e-6)),
     "axis_index": int(idx) == int(me[0]),
     "transpose_kept": t.kept_piece(names[0]) == int(me[0])
-    and bool(np.array_equal(kept, np.stack(pieces))),
+    and bool(np.array_equal(kept[0], np.stack(pieces)))
+    and kept[1].dtype == np.complex64
+    and bool(np.array_equal(kept[1], np.stack(pieces) + 3j * np.stack(pieces))),
     "halos": bool(np.array_equal(group[0][0], val(left)[-2:]))
     and bool(np.array_equal(group[0][1], val(rnb)[:2]))
     and group[1][0].dtype == np.complex64
@@ -657,12 +661,17 @@ if jax.process_index() == 0:
 eng = parallel.decomposed_engine(problem, "pencil", (2,), 8, 0.5, transport="mpi")
 text = eng.lower(eng.start()[0].carry, xs).compile().as_text()
 calls = [ln for ln in text.splitlines() if 'custom_call_target="sonotile_mpi_transpose"' in ln]
+operands = [ln.split("custom-call(")[1].split(")")[0].split(", ") for ln in calls]
+body = max(text.split("\n\n"), key=lambda c: c.count("sonotile_mpi_transpose"))
 if jax.process_index() == 0:
     print("PENCIL" + json.dumps({{
         "transposes": len(calls),
-        "aliased": sum("output_to_operand_aliasing={{{{0}}: (0, {{}})}}" in ln for ln in calls),
-        # the kept buffer straight from the transform that wrote it, not copied for the alias
-        "copied": sum("copy" in ln.split("custom-call(")[1].split(",")[0] for ln in calls),
+        "in_loop": body.count('custom_call_target="sonotile_mpi_transpose"'),
+        "fields": sum((len(ops) - 1) // 2 for ops in operands),
+        "aliased": sum(ln.split("output_to_operand_aliasing=")[1].split("}}, ")[0].count("}}: (")
+                       for ln in calls if "output_to_operand_aliasing=" in ln),
+        # each kept buffer straight from the transform that wrote it, not copied for the alias
+        "copied": sum("copy" in a for ops in operands for a in ops),
         "alltoall": text.count('custom_call_target="mpi_alltoall_ffi"'),
     }}))
 """
@@ -678,8 +687,7 @@ def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
     last. Each group is one call (``sonotile_mpi_halos``: 3 in the step, 1 before its loop),
     not a sendrecv per halo. The sensors' sum was a fourth meeting in every step; it is one
     sendrecv per chunk, after the loop.
-    (Pencil: 10 meetings here; grouping its transposes the same way made XLA copy every piece,
-    and the step slower: not done.)"""
+    Pencil slabs: the fields of an operator meet once each way (below)."""
     script = tmp_path / "meet.py"
     script.write_text(MEETINGS_SCRIPT.format(helpers=str(ROOT / "tests" / "helpers")))
     r = ok(mpirun(sys.executable, script, timeout=240))
@@ -689,9 +697,12 @@ def test_mpi_ranks_meet_once_per_group_of_fields(tmp_path):
     # its own and sent alone); the only sendrecv left is the sensors' sum, outside the loop
     assert got["halo_calls"] == 4 and got["sendrecv"] == 1, got
     assert got["sendrecv_in_loop"] == 0, got
-    # pencil: the step's 13 transposes of the operators (and 2 before the loop) keep each
-    # rank's own piece in place (sonotile_mpi_transpose, result aliasing the kept piece's
-    # buffer, which XLA did not copy); mpi4jax's alltoall only for unstaggering the velocity
+    # pencil: the step's 13 transposes of the operators keep each rank's own piece in place
+    # (sonotile_mpi_transpose, each result aliasing its kept piece's buffer, which XLA did not
+    # copy), the fields of an operator together: 6 meetings (gradient, divergence, the two
+    # fractional Laplacians, each one way and back), 2 more before the loop; mpi4jax's
+    # alltoall only for unstaggering the velocity
     pencil = json.loads(r.stdout.split("PENCIL")[1].splitlines()[0])
-    assert pencil["transposes"] == 15 and pencil["aliased"] == 15, pencil
+    assert pencil["in_loop"] == 6 and pencil["transposes"] == 8, pencil
+    assert pencil["fields"] == 15 and pencil["aliased"] == 15, pencil
     assert pencil["copied"] == 0 and pencil["alltoall"] == 2, pencil

@@ -100,14 +100,17 @@ def kept_piece(name: str) -> int | None:
     return None if f is None else f(name)
 
 
-def transpose_kept(full: jax.Array, others: jax.Array, name: str) -> jax.Array:
-    """The all-to-all of pieces stacked first along axis 0 (``all_to_all(x, name, 0, 0)``) as
-    the transport that offered :func:`kept_piece` does it: ``full`` holds only this shard's own
-    piece (at its position), ``others`` the pieces for the other shards in order; the result is
-    ``full`` with piece ``p`` from shard ``p``."""
+def transpose_kept(
+    pairs: Sequence[tuple[jax.Array, jax.Array]], name: str
+) -> list[jax.Array]:  # fmt: skip
+    """All-to-alls of pieces stacked first along axis 0 (``all_to_all(x, name, 0, 0)``), one
+    per ``(full, others)`` of ``pairs``, at one meeting, as the transport that offered
+    :func:`kept_piece` does them: ``full`` holds only this shard's own piece (at its position),
+    ``others`` the pieces for the other shards in order; each result is ``full`` with piece
+    ``p`` from shard ``p``."""
     t = _current.get()
     assert t is not None and hasattr(t, "transpose_kept"), "transpose_kept: no such transport"
-    return t.transpose_kept(full, others, name)
+    return t.transpose_kept(pairs, name)
 
 
 def axis_index(name: str) -> jax.Array:
@@ -133,8 +136,10 @@ class LocalCopies:
     def kept_piece(self, name: str) -> int | None:
         return 0 if self.sizes is not None else None  # a program per process: shard 0's
 
-    def transpose_kept(self, full: jax.Array, others: jax.Array, name: str) -> jax.Array:
-        return full.at[1:].set(others)  # the pieces sent, copied into place
+    def transpose_kept(
+        self, pairs: Sequence[tuple[jax.Array, jax.Array]], name: str
+    ) -> list[jax.Array]:  # fmt: skip
+        return [full.at[1:].set(others) for full, others in pairs]  # the pieces sent, copied
 
     def axis_index(self, name: str) -> jax.Array:
         return lax.axis_index(name) if self.sizes is None else jnp.int32(0)

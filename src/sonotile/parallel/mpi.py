@@ -184,16 +184,19 @@ class MpiTransport:
         n = self.axis_size(name)
         return self.coords[self._axis(name)] if n > 1 and self.own_calls else None
 
-    def transpose_kept(self, full: jax.Array, others: jax.Array, name: str) -> jax.Array:
+    def transpose_kept(
+        self, pairs: Sequence[tuple[jax.Array, jax.Array]], name: str
+    ) -> list[jax.Array]:  # fmt: skip
         """:func:`sonotile.parallel.collectives.transpose_kept` as one MPI call
         (:func:`sonotile.parallel.mpi_ffi.transpose`)."""
         from mpi4py import MPI
 
         from sonotile.parallel import mpi_ffi
 
-        self.traced.append(("all-to-all", others.size * others.dtype.itemsize))  # sent
+        for _, others in pairs:
+            self.traced.append(("all-to-all", others.size * others.dtype.itemsize))  # sent
         me = self.coords[self._axis(name)]
-        return mpi_ffi.transpose(full, others, MPI._handleof(self._sub(name)), me)
+        return mpi_ffi.transpose(pairs, MPI._handleof(self._sub(name)), me)
 
     def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
         """``lax.all_to_all(tiled=True)``: piece ``k`` of ``split_axis`` goes to shard ``k``,

@@ -147,21 +147,22 @@ def _setup() -> bool:
     _state["primitive"] = prim
 
     swap = Primitive("sonotile_mpi_transpose")
+    swap.multiple_results = True
 
-    def swap_abstract(full: Any, others: Any, **_: Any) -> tuple[Any, set[Any]]:
-        return jax.core.ShapedArray(full.shape, full.dtype), {ordered_effect}
+    def swap_abstract(*pairs: Any, **_: Any) -> tuple[list[Any], set[Any]]:
+        return [jax.core.ShapedArray(f.shape, f.dtype) for f in pairs[::2]], {ordered_effect}
 
-    def swap_lower(ctx: Any, full: Any, others: Any, *, comm: int, me: int) -> Any:
+    def swap_lower(ctx: Any, *pairs: Any, comm: int, me: int) -> Any:
         token = get_token_effect(ctx, ordered_effect)
         with_token = ctx.replace(
             avals_in=(*ctx.avals_in, abstract_token), avals_out=(*ctx.avals_out, abstract_token)
         )
+        alias = {2 * i: i for i in range(len(pairs) // 2)}  # result i is field i's full buffer
         rule = jax.ffi.ffi_lowering("sonotile_mpi_transpose", has_side_effect=True,
-                                    operand_output_aliases={0: 0})  # fmt: skip
-        result, token = rule(with_token, full, others, token, comm=np.int64(comm),
-                             me=np.int64(me), tag=np.int64(0))  # fmt: skip
-        set_token_effect(ctx, ordered_effect, token)
-        return [result]
+                                    operand_output_aliases=alias)  # fmt: skip
+        outs = list(rule(with_token, *pairs, token, comm=np.int64(comm), me=np.int64(me)))
+        set_token_effect(ctx, ordered_effect, outs.pop())
+        return outs
 
     swap.def_effectful_abstract_eval(swap_abstract)
     mlir.register_lowering(swap, swap_lower, platform="cpu")
@@ -181,10 +182,14 @@ def halos(
     return [(out[2 * i], out[2 * i + 1]) for i in range(len(xs))]
 
 
-def transpose(full: jax.Array, others: jax.Array, comm: int, me: int) -> jax.Array:
-    """``full`` (P pieces stacked first, only piece ``me`` written) with every other piece ``p``
-    received from rank ``p`` of ``comm`` (its ``others``' piece for this rank), while this rank's
-    ``others`` (the P - 1 pieces for the other ranks, in rank order) go to them: the all-to-all
-    of the pieces, the kept one never copied. ``comm``: the communicator's handle (mpi4py
-    ``_handleof``; ranks 0 .. P - 1 own the pieces). Requires :func:`available`."""
-    return _state["transpose"].bind(full, others, comm=int(comm), me=int(me))
+def transpose(
+    pairs: Sequence[tuple[jax.Array, jax.Array]], comm: int, me: int
+) -> list[jax.Array]:  # fmt: skip
+    """For each ``(full, others)`` of ``pairs`` (one meeting for them all): ``full`` (P pieces
+    stacked first, only piece ``me`` written) with every other piece ``p`` received from rank
+    ``p`` of ``comm`` (its ``others``' piece for this rank), while this rank's ``others`` (the
+    P - 1 pieces for the other ranks, in rank order) go to them: the all-to-all of the pieces,
+    the kept one never copied. ``comm``: the communicator's handle (mpi4py ``_handleof``; ranks
+    0 .. P - 1 own the pieces). Requires :func:`available`."""
+    flat = [a for pair in pairs for a in pair]
+    return list(_state["transpose"].bind(*flat, comm=int(comm), me=int(me)))

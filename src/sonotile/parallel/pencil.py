@@ -95,20 +95,22 @@ class PencilOps(FourierOps):
         mt = self.meta
         return mt.fft == "fftw" and len(mt.names) == 1 and like.dtype == jnp.float32
 
-    def _slab_planes(self, f: jax.Array) -> jax.Array:
-        """The slab transform on FFTW up to the pass along x: the plane transforms leave the
-        spectrum in the pieces the transpose sends (no reordering pass); the pieces received,
-        stacked, are the x blocks in order (a reshape), the dead points dropped."""
+    def _slab_planes(self, fs: Sequence[jax.Array]) -> list[jax.Array]:
+        """The slab transforms of fields ``fs`` on FFTW up to the pass along x: the plane
+        transforms leave each spectrum in the pieces the transpose sends (no reordering pass);
+        the pieces received, stacked, are the x blocks in order (a reshape), the dead points
+        dropped. Where the transport keeps pieces in place, the fields' transposes are one
+        meeting of the shards."""
         mt = self.meta
         n, me = mt.sizes[0], collectives.kept_piece(mt.names[0])
-        axes = tuple(range(1, f.ndim))
+        axes = tuple(range(1, fs[0].ndim))
         if me is None:
-            pieces = fftw.rfft_split(f, axes, 1, n)  # (n, X_l, kpad/n, ...)
-            F = collectives.all_to_all(pieces, mt.names[0], 0, 0)
+            pieces = [fftw.rfft_split(f, axes, 1, n) for f in fs]  # (n, X_l, kpad/n, ...)
+            Fs = [collectives.all_to_all(q, mt.names[0], 0, 0) for q in pieces]
         else:
-            full, others = fftw.rfft_split(f, axes, 1, n, keep=me)
-            F = collectives.transpose_kept(full, others, mt.names[0])
-        return self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0)
+            Fs = collectives.transpose_kept([fftw.rfft_split(f, axes, 1, n, keep=me) for f in fs],
+                                            mt.names[0])  # fmt: skip
+        return [self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0) for F in Fs]
 
     def _box(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The real grid :func:`fftw.xpass` sees in this shard's transposed spectrum of ``shape``
@@ -117,14 +119,14 @@ class PencilOps(FourierOps):
             return (shape[0], shape[1], self.meta.shape[2])
         return (shape[0], 2 * shape[1] - 1)
 
-    def _xpass(self, f: jax.Array, op: jax.Array | None, xvecs: Sequence[Any]) -> list[Any]:
-        """``f``'s spectrum (transposed layout), transformed along x, times ``op`` and per output
-        ``xvecs[o]`` along x (None: none), transformed back along x, in one FFTW pass in cache
-        (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``, see :meth:`_send`). Each
-        output is an array, or where the transport keeps pieces in place (even blocks along x)
-        the pair ``(full, others)`` of :func:`collectives.transpose_kept`."""
+    def _xpass(self, F: jax.Array, op: jax.Array | None, xvecs: Sequence[Any]) -> list[Any]:
+        """The spectrum ``F`` (transposed layout, from :meth:`_slab_planes`), transformed along
+        x, times ``op`` and per output ``xvecs[o]`` along x (None: none), transformed back along
+        x, in one FFTW pass in cache (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``,
+        see :meth:`_send`). Each output is an array, or where the transport keeps pieces in
+        place (even blocks along x) the pair ``(full, others)`` of
+        :func:`collectives.transpose_kept`."""
         mt = self.meta
-        F = self._slab_planes(f)
         outs = [(0, None if v is None else 0, v) for v in xvecs]
         me = collectives.kept_piece(mt.names[0])
         keep = None if me is None or not mt.blocks.even(0) else (mt.sizes[0], me)
@@ -132,20 +134,24 @@ class PencilOps(FourierOps):
         # in-place pass, 7 copies of ~0.5 ms per 128^3 step; a fresh output costs ~0.3 ms
         return fftw.xpass([F], self._box(F.shape), op, outs, keep=keep)
 
-    def _send(self, S: Any) -> tuple[jax.Array, float]:
-        """An :meth:`_xpass` output to the pieces :func:`fftw.irfft_join` joins, and the scale
+    def _send(self, Ss: Sequence[Any]) -> list[tuple[jax.Array, float]]:
+        """:meth:`_xpass` outputs to the pieces :func:`fftw.irfft_join` joins (one meeting of
+        the shards for them all where the transport keeps pieces in place), each with the scale
         that completes the inverse's ``1 / N`` after xpass's ``1 / prod(box)``."""
         mt = self.meta
-        n = mt.sizes[0]
-        if isinstance(S, tuple):  # (full, others), pieces first: this shard's already in place
-            full, others = S
-            box = self._box((n * full.shape[1], *full.shape[2:]))
-            scale = float(np.prod(box)) / float(np.prod(mt.shape))
-            return collectives.transpose_kept(full, others, mt.names[0]), scale
-        scale = float(np.prod(self._box(S.shape))) / float(np.prod(mt.shape))
-        S = self._expand(S, 0)
-        S = collectives.all_to_all(S.reshape((n, S.shape[0] // n, *S.shape[1:])), mt.names[0], 0, 0)
-        return S, scale
+        n, N = mt.sizes[0], float(np.prod(mt.shape))
+        if all(isinstance(S, tuple) for S in Ss):  # (full, others): own pieces in place
+            boxes = [self._box((n * full.shape[1], *full.shape[2:])) for full, _ in Ss]
+            got = collectives.transpose_kept(list(Ss), mt.names[0])
+            return [(R, float(np.prod(b)) / N) for R, b in zip(got, boxes)]
+        out = []
+        for S in Ss:
+            scale = float(np.prod(self._box(S.shape))) / N
+            S = self._expand(S, 0)
+            S = collectives.all_to_all(S.reshape((n, S.shape[0] // n, *S.shape[1:])),
+                                       mt.names[0], 0, 0)  # fmt: skip
+            out.append((S, scale))
+        return out
 
     def _join(
         self,
@@ -196,10 +202,11 @@ class PencilOps(FourierOps):
         ups = list(updates) if updates is not None else [None] * p.ndim
         # the x component and the spectrum without a vector from one pass along x; each other
         # component's vector applied while its pieces are joined (one transpose for them all)
-        gx, spec = self._xpass(p, self.kappa, [self.shift_pos[0], None])
-        sent = self._send(spec)
+        (F,) = self._slab_planes([p])
+        gx, spec = self._xpass(F, self.kappa, [self.shift_pos[0], None])
+        sent_x, sent = self._send([gx, spec])
         rest = [self._join(sent, p, a, s, ups[a]) for a, s in enumerate(self.shift_pos) if a]
-        return (self._join(self._send(gx), p, update=ups[0]), *rest)
+        return (self._join(sent_x, p, update=ups[0]), *rest)
 
     def div(
         self, u: Sequence[jax.Array], updates: Sequence[SplitUpdate] | None = None
@@ -209,23 +216,36 @@ class PencilOps(FourierOps):
             return super().div(u)
         assert updates is None or not any(up.staggered and up.axis == 0 for up in updates)
         ups = list(updates) if updates is not None else [None] * len(u)
-        out = []
-        for a, (ua, s) in enumerate(zip(u, self.shift_neg)):
-            (S,) = self._xpass(ua, self.kappa, [s if a == 0 else None])
-            out.append(self._join(self._send(S), ua, a, s if a else None, ups[a]))
-        return tuple(out)
+        # every component's transposes at one meeting each way
+        Ss = [self._xpass(F, self.kappa, [s if a == 0 else None])[0]
+              for a, (F, s) in enumerate(zip(self._slab_planes(u), self.shift_neg))]  # fmt: skip
+        sent = self._send(Ss)
+        return tuple(self._join(sent[a], ua, a, s if a else None, ups[a])
+                     for a, (ua, s) in enumerate(zip(u, self.shift_neg)))  # fmt: skip
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
         if not self._local_fftw(f):
             return super().fractional(f, which)
-        (S,) = self._xpass(f, self.nabla1 if which == 1 else self.nabla2, [None])
-        return self._join(self._send(S), f)
+        return self._apply([f], [self.nabla1 if which == 1 else self.nabla2])[0]
+
+    def fractionals(self, f1: jax.Array, f2: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(fractional(f1, 1), fractional(f2, 2))``, both fields' transposes at one meeting
+        each way (:func:`sonotile.solver.operators.fractional_pair`)."""
+        if not self._local_fftw(f1):
+            return super().fractional(f1, 1), super().fractional(f2, 2)
+        a, b = self._apply([f1, f2], [self.nabla1, self.nabla2])
+        return a, b
 
     def filter_source(self, s: jax.Array) -> jax.Array:
         if not self._local_fftw(s):
             return super().filter_source(s)
-        (S,) = self._xpass(s, self.source_kappa, [None])
-        return self._join(self._send(S), s)
+        return self._apply([s], [self.source_kappa])[0]
+
+    def _apply(self, fs: Sequence[jax.Array], ops: Sequence[jax.Array | None]) -> list[jax.Array]:
+        """Operator ``ops[i]`` on the spectrum of field ``fs[i]`` (slabs on FFTW), the fields'
+        transposes together."""
+        Ss = [self._xpass(F, op, [None])[0] for F, op in zip(self._slab_planes(fs), ops)]
+        return [self._join(sent, f) for sent, f in zip(self._send(Ss), fs)]
 
     def _spec(self, f: jax.Array) -> jax.Array:
         mt = self.meta

@@ -17,16 +17,17 @@
 //   attrs: comm (the communicator's handle), left, right (ranks in it), axis, width, end (this
 //     block's real planes along axis), tag (first tag of the call: tags tag .. tag + 2k - 1)
 //
-// sonotile_mpi_transpose: an all-to-all of P equal contiguous pieces that keeps this rank's own
-// piece where it lies. The first argument is the result's buffer (aliased to it) holding only
-// piece `me` (the piece this rank keeps; its other pieces are not yet written); the second
-// holds the P - 1 pieces for the other ranks, in rank order. Piece p of the result comes from
-// rank p's second argument, straight into place: no copy of the kept piece, no staging buffer
-// (an MPI_Alltoall copies the kept piece from its send buffer to its receive buffer).
+// sonotile_mpi_transpose: all-to-alls of P equal contiguous pieces, one per field (k fields
+// at one meeting), each keeping this rank's own piece where it lies. A field's `full` is the
+// result's buffer (aliased to it) holding only piece `me` (the piece this rank keeps; its
+// other pieces are not yet written); its `others` holds the P - 1 pieces for the other ranks,
+// in rank order. Piece p of the result comes from rank p's `others`, straight into place: no
+// copy of the kept piece, no staging buffer (an MPI_Alltoall copies the kept piece from its
+// send buffer to its receive buffer). Field i's messages carry tag i.
 //
-//   args: full (P pieces), others (P - 1 pieces), mpi4jax's ordering token
-//   rets: full (aliased to the first argument), the token
-//   attrs: comm (the communicator's handle; ranks 0 .. P - 1 are the pieces' owners), me, tag
+//   args: k pairs (full, others) (full: P pieces, others: P - 1), mpi4jax's ordering token
+//   rets: k results (result i aliased to full i), the token
+//   attrs: comm (the communicator's handle; ranks 0 .. P - 1 are the pieces' owners), me
 
 #include <mpi.h>
 
@@ -142,33 +143,51 @@ ffi::Error HalosImpl(int64_t comm_handle, int64_t left, int64_t right, int64_t a
   return ffi::Error::Success();
 }
 
-ffi::Error TransposeImpl(int64_t comm_handle, int64_t me, int64_t tag, ffi::AnyBuffer full,
-                         ffi::AnyBuffer others, ffi::Token, ffi::Result<ffi::AnyBuffer> out,
-                         ffi::Result<ffi::Token>) {
+ffi::Error TransposeImpl(int64_t comm_handle, int64_t me, ffi::RemainingArgs args,
+                         ffi::RemainingRets rets) {
   const char* name = "sonotile_mpi_transpose";
+  // args: k (full, others) pairs and the token; rets: k results and the token
+  if (rets.size() < 2 || args.size() != 2 * (rets.size() - 1) + 1)
+    return Fail("expected k (full, others) pairs and a token in, k results and a token out",
+                name);
+  const size_t k = rets.size() - 1;
   const MPI_Comm comm = CommOf(comm_handle);
   int P = 0;
   int rc = MPI_Comm_size(comm, &P);
   if (rc != MPI_SUCCESS) return MpiFail("MPI_Comm_size", rc, name);
-  const size_t bytes = full.size_bytes();
-  if (P < 1 || me < 0 || me >= P || bytes % size_t(P) != 0)
+  if (P < 1 || me < 0 || me >= P)
     return Fail("rank " + std::to_string(me) + " of " + std::to_string(P), name);
-  const size_t piece = bytes / size_t(P);
-  if (others.size_bytes() != piece * size_t(P - 1) || out->size_bytes() != bytes)
-    return Fail("the others' pieces or the result are not of the kept buffer's pieces", name);
-  if (piece > size_t(INT32_MAX)) return Fail("a piece of over 2 GB", name);
-  char* dst = static_cast<char*>(out->untyped_data());
-  const char* src = static_cast<const char*>(others.untyped_data());
-  if (dst != full.untyped_data())  // not aliased after all: the kept piece copied
-    std::memcpy(dst + me * piece, static_cast<const char*>(full.untyped_data()) + me * piece,
-                piece);
-  std::vector<MPI_Request> req(2 * size_t(P), MPI_REQUEST_NULL);
-  for (int p = 0; p < P && rc == MPI_SUCCESS; ++p) {
-    if (p == me) continue;
-    const size_t j = size_t(p - (p > me ? 1 : 0));  // p's piece among the others
-    rc = MPI_Irecv(dst + p * piece, int(piece), MPI_BYTE, p, int(tag), comm, &req[2 * p]);
-    if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(src + j * piece, int(piece), MPI_BYTE, p, int(tag), comm, &req[2 * p + 1]);
+  if (k > size_t(INT32_MAX / 2)) return Fail("too many fields", name);
+  std::vector<size_t> piece(k);  // check every field before the first message is posted
+  for (size_t i = 0; i < k; ++i) {
+    auto full = args.get<ffi::AnyBuffer>(2 * i);
+    auto others = args.get<ffi::AnyBuffer>(2 * i + 1);
+    auto out = rets.get<ffi::AnyBuffer>(i);
+    if (full.has_error() || others.has_error() || out.has_error())
+      return Fail("a field is not an array", name);
+    const size_t bytes = full->size_bytes();
+    if (bytes % size_t(P) != 0) return Fail("a field not of P equal pieces", name);
+    piece[i] = bytes / size_t(P);
+    if (others->size_bytes() != piece[i] * size_t(P - 1) || (*out)->size_bytes() != bytes)
+      return Fail("the others' pieces or the result are not of the kept buffer's pieces", name);
+    if (piece[i] > size_t(INT32_MAX)) return Fail("a piece of over 2 GB", name);
+  }
+  std::vector<MPI_Request> req(2 * k * size_t(P), MPI_REQUEST_NULL);
+  for (size_t i = 0; i < k && rc == MPI_SUCCESS; ++i) {
+    auto full = args.get<ffi::AnyBuffer>(2 * i);
+    char* dst = static_cast<char*>((*rets.get<ffi::AnyBuffer>(i))->untyped_data());
+    const char* kept = static_cast<const char*>(full->untyped_data());
+    const char* src = static_cast<const char*>(args.get<ffi::AnyBuffer>(2 * i + 1)->untyped_data());
+    const size_t n = piece[i];
+    if (dst != kept) std::memcpy(dst + me * n, kept + me * n, n);  // not aliased after all
+    MPI_Request* r = &req[2 * i * size_t(P)];
+    for (int p = 0; p < P && rc == MPI_SUCCESS; ++p) {
+      if (p == me) continue;
+      const size_t j = size_t(p - (p > me ? 1 : 0));  // p's piece among the others
+      rc = MPI_Irecv(dst + p * n, int(n), MPI_BYTE, p, int(i), comm, &r[2 * p]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(src + j * n, int(n), MPI_BYTE, p, int(i), comm, &r[2 * p + 1]);
+    }
   }
   if (rc == MPI_SUCCESS) rc = MPI_Waitall(int(req.size()), req.data(), MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) return MpiFail("MPI_Isend/Irecv/Waitall", rc, name);
@@ -181,12 +200,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileMpiTranspose, TransposeImpl,
                               ffi::Ffi::Bind()
                                   .Attr<int64_t>("comm")
                                   .Attr<int64_t>("me")
-                                  .Attr<int64_t>("tag")
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Token>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Token>());
+                                  .RemainingArgs()
+                                  .RemainingRets());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileMpiHalos, HalosImpl,
                               ffi::Ffi::Bind()
