@@ -18,7 +18,11 @@ cache, for all the field's outputs; ``irfft_join`` joins the pieces received bac
 the y / z shift vector (these are whole on every shard) and the rest of ``1 / N``. Where the
 transport keeps each shard's own piece in place (MPI, :func:`collectives.kept_piece`), the plane
 transforms and the passes along x write the piece a shard keeps straight into the transpose's
-result and only the others into a buffer to send (no copy of the kept half). 2-D meshes,
+result and only the others into a buffer to send (no copy of the kept half), and the fields of
+one operator (the divergence's components, the two fractional Laplacians' operands, the
+gradient's two results) are transposed at one meeting of the shards each way. The split-field
+updates (:func:`sonotile.solver.operators.grad_update`) are applied as ``irfft_join`` makes
+each plane. 2-D meshes,
 other backends and gradients (:mod:`sonotile.parallel.differentiable`) use XLA's FFT and
 multiply the spectrum in XLA.
 """
