@@ -703,8 +703,6 @@ def irfft_join(
     scale: float,
     axis: int | None = None,
     vec: jax.Array | None = None,
-    epilogue: Epilogue | None = None,
-    update_axis: int | None = None,
 ) -> jax.Array:
     """Inverse of :func:`rfft_split` times ``scale`` (``1 / prod(n)`` is numpy's ``irfftn``):
     the pieces ``X`` (``(pieces, *half spectrum with L on split_axis)``) joined along
@@ -712,9 +710,7 @@ def irfft_join(
     ``shape``: what an ``all_to_all`` that concatenates along ``split_axis`` receives, consumed
     without a reordering pass. ``vec``: a 1-D complex vector along grid ``axis`` (one of
     ``axes``; the whole spectrum's length there, ``n // 2 + 1`` on the last) multiplying the
-    spectrum while the pieces are joined. ``epilogue``: an :data:`Epilogue` applied to each
-    plane as it is made (rank 2-3 outputs, the planes along axis 0), updating along grid
-    ``update_axis`` (default ``axis``); the output is a fresh buffer, ``old`` is only read."""
+    spectrum while the pieces are joined."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -732,15 +728,9 @@ def irfft_join(
         if vaxis < 0:
             raise ValueError(f"irfft_join: vector axis {axis} is not among {tuple(axes)}")
         args.append(jnp.reshape(vec, (-1,)).astype(jnp.complex64))
-    epi_axis = axis if update_axis is None else update_axis
-    if epilogue is not None:
-        assert epi_axis is not None, "irfft_join: an epilogue needs its grid axis"
-        args += _epilogue_args(epilogue)
     out = jax.ShapeDtypeStruct(shape, jnp.float32)
     call = jax.ffi.ffi_call("sonotile_fftw_irfft_join", out, vmap_method="sequential")
-    return call(*args, naxes=k, q=a - (len(shape) - k), scale=np.float32(scale), vaxis=vaxis,
-                epi=0 if epilogue is None else int(epilogue[0]),
-                epi_axis=-1 if epi_axis is None else int(epi_axis))  # fmt: skip
+    return call(*args, naxes=k, q=a - (len(shape) - k), scale=np.float32(scale), vaxis=vaxis)
 
 
 def prepare(shape: tuple[int, ...]) -> bool:

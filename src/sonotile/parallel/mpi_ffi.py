@@ -111,63 +111,61 @@ def _setup() -> bool:
     so = _build()
     if so is None:
         return False
-    from jax.extend.core import Primitive
-    from jax.interpreters import mlir
-
     lib = ctypes.CDLL(so)
     for name, symbol in (("sonotile_mpi_halos", lib.SonotileMpiHalos),
                          ("sonotile_mpi_transpose", lib.SonotileMpiTranspose)):  # fmt: skip
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(symbol), platform="cpu")
-    prim = Primitive("sonotile_mpi_halos")
-    prim.multiple_results = True
+    tokens = (ordered_effect, abstract_token, get_token_effect, set_token_effect)
 
-    def abstract(*xs: Any, axis: int, width: int, **_: Any) -> tuple[list[Any], set[Any]]:
+    def halo_shapes(*xs: Any, axis: int, width: int, **_: Any) -> list[Any]:
         def halo(x: Any) -> Any:
             return jax.core.ShapedArray((*x.shape[:axis], width, *x.shape[axis + 1 :]), x.dtype)
 
-        outs = [halo(x) for x in xs for _side in (0, 1)]
-        return outs, {ordered_effect}
+        return [halo(x) for x in xs for _side in (0, 1)]
 
-    def lower(
-        ctx: Any, *xs: Any, comm: int, left: int, right: int, axis: int, width: int, end: int
-    ) -> Any:
-        token = get_token_effect(ctx, ordered_effect)
+    def transposed_shapes(*pairs: Any, **_: Any) -> list[Any]:
+        return [jax.core.ShapedArray(f.shape, f.dtype) for f in pairs[::2]]
+
+    _state["primitive"] = _primitive("sonotile_mpi_halos", halo_shapes, tokens)
+    # result i is field i's full buffer (the kept piece already in place)
+    _state["transpose"] = _primitive("sonotile_mpi_transpose", transposed_shapes, tokens,
+                                     lambda n: {2 * i: i for i in range(n // 2)})  # fmt: skip
+    return True
+
+
+def _primitive(
+    name: str, shapes: Any, tokens: tuple[Any, ...], aliases: Any = None
+) -> Any:  # fmt: skip
+    """The primitive of custom call ``name`` on mpi4jax's ordered effect (``tokens``: the
+    effect, the token's abstract value, and mpi4jax's get / set of the chain): a token from the
+    chain goes in with the operands, the call's token goes back into it. ``shapes(*operands,
+    **params)``: the results' abstract values; ``aliases(n operands)``: operand → result
+    aliases, or None. Every parameter is passed to the call as a 64-bit integer attribute."""
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+
+    effect, abstract_token, get_token, set_token = tokens
+    prim = Primitive(name)
+    prim.multiple_results = True
+
+    def abstract(*xs: Any, **params: Any) -> tuple[list[Any], set[Any]]:
+        return shapes(*xs, **params), {effect}
+
+    def lower(ctx: Any, *xs: Any, **params: Any) -> Any:
+        token = get_token(ctx, effect)
         with_token = ctx.replace(
             avals_in=(*ctx.avals_in, abstract_token), avals_out=(*ctx.avals_out, abstract_token)
         )
-        rule = jax.ffi.ffi_lowering("sonotile_mpi_halos", has_side_effect=True)
-        i64 = np.int64
-        outs = list(rule(with_token, *xs, token, comm=i64(comm), left=i64(left), right=i64(right),
-                         axis=i64(axis), width=i64(width), end=i64(end), tag=i64(0)))  # fmt: skip
-        set_token_effect(ctx, ordered_effect, outs.pop())
+        extra = {} if aliases is None else {"operand_output_aliases": aliases(len(xs))}
+        rule = jax.ffi.ffi_lowering(name, has_side_effect=True, **extra)
+        attrs = {k: np.int64(v) for k, v in params.items()}
+        outs = list(rule(with_token, *xs, token, **attrs))
+        set_token(ctx, effect, outs.pop())
         return outs
 
     prim.def_effectful_abstract_eval(abstract)
     mlir.register_lowering(prim, lower, platform="cpu")
-    _state["primitive"] = prim
-
-    swap = Primitive("sonotile_mpi_transpose")
-    swap.multiple_results = True
-
-    def swap_abstract(*pairs: Any, **_: Any) -> tuple[list[Any], set[Any]]:
-        return [jax.core.ShapedArray(f.shape, f.dtype) for f in pairs[::2]], {ordered_effect}
-
-    def swap_lower(ctx: Any, *pairs: Any, comm: int, me: int) -> Any:
-        token = get_token_effect(ctx, ordered_effect)
-        with_token = ctx.replace(
-            avals_in=(*ctx.avals_in, abstract_token), avals_out=(*ctx.avals_out, abstract_token)
-        )
-        alias = {2 * i: i for i in range(len(pairs) // 2)}  # result i is field i's full buffer
-        rule = jax.ffi.ffi_lowering("sonotile_mpi_transpose", has_side_effect=True,
-                                    operand_output_aliases=alias)  # fmt: skip
-        outs = list(rule(with_token, *pairs, token, comm=np.int64(comm), me=np.int64(me)))
-        set_token_effect(ctx, ordered_effect, outs.pop())
-        return outs
-
-    swap.def_effectful_abstract_eval(swap_abstract)
-    mlir.register_lowering(swap, swap_lower, platform="cpu")
-    _state["transpose"] = swap
-    return True
+    return prim
 
 
 def halos(
@@ -177,8 +175,8 @@ def halos(
     planes from rank ``left``'s block (its last real ones) and from rank ``right``'s (its first
     ``width``), this block's own going the other way (its last real plane is ``end - 1``).
     ``comm``: the communicator's handle (mpi4py ``_handleof``). Requires :func:`available`."""
-    out = _state["primitive"].bind(*xs, comm=int(comm), left=int(left), right=int(right),
-                                   axis=int(axis), width=int(width), end=int(end))  # fmt: skip
+    attrs = {"comm": comm, "left": left, "right": right, "axis": axis, "width": width, "end": end}
+    out = _state["primitive"].bind(*xs, tag=0, **{k: int(v) for k, v in attrs.items()})
     return [(out[2 * i], out[2 * i + 1]) for i in range(len(xs))]
 
 

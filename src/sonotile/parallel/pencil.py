@@ -20,9 +20,7 @@ transport keeps each shard's own piece in place (MPI, :func:`collectives.kept_pi
 transforms and the passes along x write the piece a shard keeps straight into the transpose's
 result and only the others into a buffer to send (no copy of the kept half), and the fields of
 one operator (the divergence's components, the two fractional Laplacians' operands, the
-gradient's two results) are transposed at one meeting of the shards each way. The split-field
-updates (:func:`sonotile.solver.operators.grad_update`) are applied as ``irfft_join`` makes
-each plane. 2-D meshes,
+gradient's two results) are transposed at one meeting of the shards each way. 2-D meshes,
 other backends and gradients (:mod:`sonotile.parallel.differentiable`) use XLA's FFT and
 multiply the spectrum in XLA.
 """
@@ -45,7 +43,7 @@ from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.solver import linear
 from sonotile.solver import plan as planmod
-from sonotile.solver.operators import FourierOps, SplitUpdate
+from sonotile.solver.operators import FourierOps
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -62,7 +60,6 @@ class PencilMeta:
     kpad: tuple[int, ...]  # ... padded to a multiple of the mesh size that splits it in k-space
     blocks: Blocks  # real-space blocks (dead points of uneven axes)
     fft: str = "xla"  # the local transforms: "fftw" (custom calls, float32 on the CPU) or "xla"
-    updates: bool = False  # split-field updates inside the FFTW calls (Settings.fftw_updates)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -158,73 +155,35 @@ class PencilOps(FourierOps):
         return out
 
     def _join(
-        self,
-        sent: tuple[jax.Array, float],
-        like: jax.Array,
-        a: int = 0,
-        vec: Any = None,
-        update: SplitUpdate | None = None,
+        self, sent: tuple[jax.Array, float], like: jax.Array, a: int = 0, vec: Any = None
     ) -> jax.Array:
         """The real field from :meth:`_send`'s pieces, times ``vec`` (the whole replicated
-        vector, padded, see :func:`pencil_constants`) along plane axis ``a`` if given, and with
-        ``update`` applied to each plane as it is made (the derivative never in memory)."""
+        vector, padded, see :func:`pencil_constants`) along plane axis ``a`` if given."""
         S, scale = sent
         if vec is not None:
             vec = jnp.reshape(vec, (-1,))[: self.meta.klen[a]]
         axes = tuple(range(1, like.ndim))
-        epi = None if update is None else update.epilogue()
-        return fftw.irfft_join(S, like.shape, axes, 1, scale, a if vec is not None else None, vec,
-                               epi, None if update is None else update.axis)  # fmt: skip
+        return fftw.irfft_join(S, like.shape, axes, 1, scale, a if vec is not None else None, vec)
 
-    def fuses_updates(self, like: jax.Array) -> bool:
-        """Whether :meth:`grad_update` / :meth:`div_update` apply
-        (:func:`sonotile.solver.operators.fuses_updates`): slabs on FFTW, unless
-        :attr:`sonotile.config.Settings.fftw_updates` was off when the operators were built.
-        (The split axis's ``dt / rho0_sg`` is a stored field on slabs, never the staggered mean
-        of a plane and the next, which may lie on the next shard.)"""
-        return self._local_fftw(like) and like.ndim in (2, 3) and self.meta.updates
-
-    def grad_update(
-        self, p: jax.Array, updates: Sequence[SplitUpdate]
-    ) -> tuple[jax.Array, ...]:  # fmt: skip
-        """``updates[a]`` applied with ``grad(p)[a]`` as each plane is joined and transformed."""
-        return self.grad(p, updates)
-
-    def div_update(
-        self, u: Sequence[jax.Array], updates: Sequence[SplitUpdate]
-    ) -> tuple[jax.Array, ...]:  # fmt: skip
-        """``updates[a]`` applied with ``div(u)[a]`` as each plane is joined and transformed."""
-        return self.div(u, updates)
-
-    def grad(
-        self, p: jax.Array, updates: Sequence[SplitUpdate] | None = None
-    ) -> tuple[jax.Array, ...]:  # fmt: skip
+    def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         if not self._local_fftw(p):
-            assert updates is None
             return super().grad(p)
-        assert updates is None or not any(u.staggered and u.axis == 0 for u in updates)
-        ups = list(updates) if updates is not None else [None] * p.ndim
         # the x component and the spectrum without a vector from one pass along x; each other
         # component's vector applied while its pieces are joined (one transpose for them all)
         (F,) = self._slab_planes([p])
         gx, spec = self._xpass(F, self.kappa, [self.shift_pos[0], None])
         sent_x, sent = self._send([gx, spec])
-        rest = [self._join(sent, p, a, s, ups[a]) for a, s in enumerate(self.shift_pos) if a]
-        return (self._join(sent_x, p, update=ups[0]), *rest)
+        rest = [self._join(sent, p, a, s) for a, s in enumerate(self.shift_pos) if a]
+        return (self._join(sent_x, p), *rest)
 
-    def div(
-        self, u: Sequence[jax.Array], updates: Sequence[SplitUpdate] | None = None
-    ) -> tuple[jax.Array, ...]:  # fmt: skip
+    def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
         if not self._local_fftw(u[0]):
-            assert updates is None
             return super().div(u)
-        assert updates is None or not any(up.staggered and up.axis == 0 for up in updates)
-        ups = list(updates) if updates is not None else [None] * len(u)
         # every component's transposes at one meeting each way
         Ss = [self._xpass(F, self.kappa, [s if a == 0 else None])[0]
               for a, (F, s) in enumerate(zip(self._slab_planes(u), self.shift_neg))]  # fmt: skip
         sent = self._send(Ss)
-        return tuple(self._join(sent[a], ua, a, s if a else None, ups[a])
+        return tuple(self._join(sent[a], ua, a, s if a else None)
                      for a, (ua, s) in enumerate(zip(u, self.shift_neg)))  # fmt: skip
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
@@ -347,6 +306,5 @@ def pencil_constants(
             a, s = spectral(kid)
             arrays.append(a)
             specs.append(s)
-    updates = local == "fftw" and "separate-updates" not in full.fft
-    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local, updates)
+    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local)
     return arrays, specs, meta

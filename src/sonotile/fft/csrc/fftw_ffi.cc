@@ -1896,9 +1896,7 @@ ffi::Error FftAxisImpl(ffi::ThreadPool pool, int64_t axis, int64_t sign, float s
 //     (entries at p L + i >= s_q ignored), C2R to float32 (lead..., n_1..n_k), times `scale`
 //     and, with `vaxis` >= 0, times a complex vector (one more argument, length s_vaxis) along
 //     spectrum axis `vaxis` (0 .. k-1; e.g. a derivative's shift vector applied while the
-//     pieces are gathered, no pass over the spectrum of its own). An epilogue (`epi`, operands
-//     after the vector; rank 2-3 outputs) updates each plane along grid axis `epi_axis` as it
-//     is made, in place on the output (a fresh buffer: `old` is read, never written).
+//     pieces are gathered, no pass over the spectrum of its own).
 //
 // Work items are groups of G planes (a group's spectrum fits in cache), on 1-thread plans;
 // 2-D planes with rows of even length are single planes transformed by halves (PairPlans).
@@ -2070,7 +2068,7 @@ bool join_weights(const int64_t* dims, int k, int64_t a, const float* vec, int64
 // irfft_join with the planes by halves (by_halves): each plane gathered from its pieces (times
 // the weights `w`, else `scale`) into the worker's plane buffer, then transformed.
 ffi::Error irfft_join_planes(const Split& s, float* in, const std::vector<float>& w, float scale,
-                             const Grid& g, const Epilogue& e, float* out) {
+                             float* out) {
   const bool real_al = is_aligned(out) && is_aligned(out + s.t.real);
   const PlanePlans* P = get_plane_plans(2, s.t.n[0], s.t.n[1], real_al, true);
   if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
@@ -2079,29 +2077,23 @@ ffi::Error irfft_join_planes(const Split& s, float* in, const std::vector<float>
                                  [&](float* buf, int64_t b) {
     if (w.empty()) plane_pieces(s, b, buf, in, false, scale);
     else plane_from_pieces_w(s, b, buf, in, w.data());
-    float* plane = out + b * s.t.real;
-    plane_c2r(P, buf, plane, buf + pp);
-    if (e.mode != kEpiNone) apply_epilogue(g, e, b, plane, plane);
+    plane_c2r(P, buf, out + b * s.t.real, buf + pp);
   });
   if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();
 }
 
 ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float scale,
-                         int64_t vaxis, int64_t epi, int64_t epi_axis, ffi::Buffer<ffi::C64> x,
-                         ffi::RemainingArgs args, ffi::Result<ffi::Buffer<ffi::F32>> y) {
+                         int64_t vaxis, ffi::Buffer<ffi::C64> x, ffi::RemainingArgs args,
+                         ffi::Result<ffi::Buffer<ffi::F32>> y) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
   Split s;
   if (!split_of(y->dimensions(), x.dimensions(), naxes, q, &s))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: shapes");
   if (s.t.batch * s.t.real == 0) return ffi::Error::Success();
   std::vector<float> w;  // the vector's weights over a plane spectrum (times scale)
-  const int n_epi = epi == kEpiNone ? 0 : (epi == kEpiScalar ? 3 : 4);
-  Grid grid;  // the output as planes along its first axis (for the epilogue)
-  if (n_epi > 0 && (!grid_of(y->dimensions(), &grid) || grid.pr != s.t.real))
-    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: an epilogue on planes");
   if (vaxis >= 0) {
-    if (int(args.size()) != 1 + n_epi)
+    if (args.size() != 1)
       return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: one vector");
     auto v = args.get<ffi::Buffer<ffi::C64>>(0);
     int64_t dims[3];
@@ -2110,17 +2102,12 @@ ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float s
         !join_weights(dims, s.t.k, vaxis, reinterpret_cast<const float*>(v->typed_data()),
                       int64_t(v->element_count()), scale, &w))
       return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: vector");
-  } else if (int(args.size()) != n_epi) {
+  } else if (args.size() != 0) {
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: a vector needs its axis");
   }
-  Epilogue e;
-  int a = vaxis >= 0 ? 1 : 0;
-  ffi::Error err = epilogue_args(grid, epi, int(epi_axis), args, &a, &e);
-  if (err.failure()) return err;
   float* in = reinterpret_cast<float*>(const_cast<void*>(static_cast<const void*>(x.typed_data())));
   float* out = y->typed_data();
-  if (s.t.k == 2 && by_halves(2, s.t.n[1]))
-    return irfft_join_planes(s, in, w, scale, grid, e, out);
+  if (s.t.k == 2 && by_halves(2, s.t.n[1])) return irfft_join_planes(s, in, w, scale, out);
   const bool al = is_aligned(out) && (s.t.real % 16 == 0);
   const int64_t rem = s.t.batch % s.G;
   fftwf_plan full = split_plan(s, false, s.G, al);
@@ -2136,10 +2123,6 @@ ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float s
     }
     fftwf_execute_dft_c2r(g == s.G ? full : last, reinterpret_cast<fftwf_complex*>(buf),
                           out + b0 * s.t.real);
-    for (int64_t j = 0; j < g && e.mode != kEpiNone; ++j) {
-      float* plane = out + (b0 + j) * s.t.real;
-      apply_epilogue(grid, e, b0 + j, plane, plane);
-    }
   });
   if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();
@@ -2320,8 +2303,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwIrfftJoin, IrfftJoinImpl,
                                   .Attr<int64_t>("q")
                                   .Attr<float>("scale")
                                   .Attr<int64_t>("vaxis")
-                                  .Attr<int64_t>("epi")
-                                  .Attr<int64_t>("epi_axis")
                                   .Arg<ffi::Buffer<ffi::C64>>()
                                   .RemainingArgs()
                                   .Ret<ffi::Buffer<ffi::F32>>());
