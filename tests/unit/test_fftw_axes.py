@@ -180,3 +180,31 @@ def test_join_with_a_vector_equals_numpy(shape, axes, split, vaxis, pieces, fftw
     )
     assert back.shape == shape and back.dtype == jnp.float32
     assert _rel(back, want) < 1e-5
+
+
+@pytest.mark.parametrize("shape, pieces", [((6, 45, 64), 3), ((5, 53, 30), 2), ((4, 12), 4)])
+def test_kept_piece_and_the_others_are_the_pieces(shape, pieces, fftw_planes):
+    """``keep`` (the MPI transport's transposes that leave a rank's own piece in place): for
+    every kept piece, ``rfft_split`` writes that piece into the full output and the others, in
+    order, into the second; ``xpass`` does the same with the X planes cut along x, for each of
+    its outputs."""
+    x = _real(shape, seed=8)
+    axes = tuple(range(1, len(shape)))
+    whole = np.array(jax.jit(lambda v: fftw.rfft_split(v, axes, 1, pieces))(x))
+    spec = jnp.asarray(np.fft.rfftn(x.astype(np.float64), axes=axes), jnp.complex64)
+    X = shape[0] * pieces  # a box whose planes cut evenly into the pieces
+    box = jnp.concatenate([spec] * pieces)
+    outs = [(0, None, None), (0, 0, jnp.exp(1j * jnp.arange(X) / X))]
+    ref = [np.array(y) for y in fftw.xpass([box], (X, *shape[1:]), None, outs)]
+    for k in range(pieces):
+        rest = [p for p in range(pieces) if p != k]
+        full, others = jax.jit(lambda v, k=k: fftw.rfft_split(v, axes, 1, pieces, keep=k))(x)
+        assert full.shape == whole.shape and others.shape == (pieces - 1, *whole.shape[1:])
+        np.testing.assert_array_equal(np.array(full)[k], whole[k])
+        np.testing.assert_array_equal(np.array(others), whole[rest])
+        got = fftw.xpass([box], (X, *shape[1:]), None, outs, keep=(pieces, k))
+        for (f, o), r in zip(got, ref):
+            r = r.reshape(pieces, shape[0], *r.shape[1:])
+            assert f.shape == r.shape and o.shape == (pieces - 1, *r.shape[1:])
+            np.testing.assert_array_equal(np.array(f)[k], r[k])
+            np.testing.assert_array_equal(np.array(o), r[rest])
