@@ -34,7 +34,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -134,8 +134,11 @@ def _setup() -> bool:
 
 
 def _primitive(
-    name: str, shapes: Any, tokens: tuple[Any, ...], aliases: Any = None
-) -> Any:  # fmt: skip
+    name: str,
+    shapes: Callable[..., list[Any]],
+    tokens: tuple[Any, ...],
+    aliases: Callable[[int], dict[int, int]] | None = None,
+) -> Any:
     """The primitive of custom call ``name`` on mpi4jax's ordered effect (``tokens``: the
     effect, the token's abstract value, and mpi4jax's get / set of the chain): a token from the
     chain goes in with the operands, the call's token goes back into it. ``shapes(*operands,
@@ -156,7 +159,9 @@ def _primitive(
         with_token = ctx.replace(
             avals_in=(*ctx.avals_in, abstract_token), avals_out=(*ctx.avals_out, abstract_token)
         )
-        extra = {} if aliases is None else {"operand_output_aliases": aliases(len(xs))}
+        extra: dict[str, Any] = (
+            {} if aliases is None else {"operand_output_aliases": aliases(len(xs))}
+        )
         rule = jax.ffi.ffi_lowering(name, has_side_effect=True, **extra)
         attrs = {k: np.int64(v) for k, v in params.items()}
         outs = list(rule(with_token, *xs, token, **attrs))
