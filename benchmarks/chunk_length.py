@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if not lengths or lengths[0] < 1:
         ap.error(f"--lengths {a.lengths!r}: give positive step counts, e.g. 1,2,4,8")
 
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.enable_env()
     runtime.configure_threads(a.threads)

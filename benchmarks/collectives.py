@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.configure_threads(a.threads)
     if a.cpu_devices:

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=5, help="calls per timing")
     a = ap.parse_args(argv)
-    from sonotile import config
+    from sonotile.base import config
 
     config.configure(threads=a.threads)
     import jax

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--variants", default="xla,fftw")
     a = ap.parse_args(argv)
-    from sonotile.runtime import configure_threads
+    from sonotile.base.runtime import configure_threads
 
     configure_threads(a.threads)
     import numpy as np

@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     threads = a.threads or len(os.sched_getaffinity(0))
     if a.threads:
-        from sonotile.runtime import configure_threads
+        from sonotile.base.runtime import configure_threads
 
         configure_threads(a.threads)
     n = a.size

@@ -186,7 +186,7 @@ def fftw_ops_class():
     import jax
     import jax.numpy as jnp
 
-    from sonotile.solver.operators import FourierOps
+    from sonotile.spectral.operators import FourierOps
 
     @jax.tree_util.register_pytree_node_class
     class FftwOps(FourierOps):
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--plan", default="measure", choices=("measure", "estimate"))
     a = ap.parse_args(argv)
-    from sonotile.runtime import configure_threads
+    from sonotile.base.runtime import configure_threads
 
     configure_threads(a.threads)
     import time

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", type=float, default=4.26, help="piece size [MB] (128^3 spectrum / 2)")
     ap.add_argument("--repeats", type=int, default=15)
     a = ap.parse_args(argv)
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.configure_threads(1)
     import jax

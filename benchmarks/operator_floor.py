@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--applications", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=4)
     a = ap.parse_args(argv)
-    from sonotile.runtime import configure_threads
+    from sonotile.base.runtime import configure_threads
 
     configure_threads(a.threads)
     import jax

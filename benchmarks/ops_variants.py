@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/ops_variants.py --size 128 --steps 20 --rounds 5 \
         --case absorbing_nonlinear [--variants base,realmul] [--no-time]
 
-``base`` is :class:`sonotile.solver.operators.FourierOps` as it is. ``realmul`` multiplies spectra
+``base`` is :class:`sonotile.spectral.operators.FourierOps` as it is. ``realmul`` multiplies spectra
 by the real operators (kappa, |k|^(y-2), |k|^(y-1), source kappa) component-wise
 (``lax.complex(re*k, im*k)``) instead of ``complex * real``, which XLA otherwise lowers by
 converting the real operator to a complex array hoisted out of the time loop (a second, complex
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="base,realmul")
     ap.add_argument("--no-time", action="store_true")
     a = ap.parse_args(argv)
-    from sonotile.runtime import configure_threads
+    from sonotile.base.runtime import configure_threads
 
     configure_threads(a.threads)
     import jax
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
 
     from sonotile.bench.inprocess import SonotileCase, write_input
     from sonotile.solver import runner as rn
-    from sonotile.solver.operators import FourierOps
+    from sonotile.spectral.operators import FourierOps
 
     def rmul(F, k):
         return lax.complex(F.real * k, F.imag * k)

@@ -26,7 +26,7 @@ from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sou
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks
 from sonotile.parallel.pencil import PencilOps, pencil_constants
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 
 
 def problem(shape):

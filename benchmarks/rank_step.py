@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="", help="printed first (which tree)")
     ap.add_argument("--threads", type=int, default=1, help="threads per process")
     a = ap.parse_args(argv)
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.configure_threads(a.threads)
     from sonotile.parallel import distributed

@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         "(FFT custom calls, loop fusions, copies)",
     )
     a = ap.parse_args(argv)
-    from sonotile.runtime import configure_threads
+    from sonotile.base.runtime import configure_threads
 
     configure_threads(a.threads)
     import jax

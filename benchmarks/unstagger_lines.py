@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.solver import sensors as sens
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 
 
 def timed(f: object, u: jax.Array, reps: int) -> float:

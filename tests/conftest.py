@@ -32,7 +32,7 @@ def jax_float64() -> Iterator[None]:
 def no_program_cache() -> Iterator[None]:
     """Programs traced and compiled through jit, not loaded whole from the program cache
     (:mod:`sonotile.solver.programs`): for tests that count traces or jit's own cache."""
-    from sonotile import config
+    from sonotile.base import config
 
     saved = config.current()
     config.configure(program_cache=False)

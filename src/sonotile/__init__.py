@@ -8,7 +8,7 @@ geometry and signal helpers at start-up (time to first step).
 from importlib import import_module
 from typing import Any
 
-from sonotile.version import __version__
+from sonotile.base.version import __version__
 
 # public name -> module that defines it
 _WHERE = {

@@ -610,7 +610,7 @@ def simulate(
     Returns:
         :class:`Results`.
     """
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)

@@ -32,9 +32,9 @@ def usage() -> str:
 def main(argv: list[str] | None = None) -> int:
     """The ``sonotile`` program (``argv`` None: this process's arguments; the program first
     starts itself again with huge pages for malloc when it can,
-    :func:`sonotile.runtime.restart_with_hugepages`)."""
+    :func:`sonotile.base.runtime.restart_with_hugepages`)."""
     if argv is None:
-        from sonotile import runtime
+        from sonotile.base import runtime
 
         runtime.restart_with_hugepages()
     argv = sys.argv[1:] if argv is None else argv
@@ -45,14 +45,14 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0
     if argv[0] == "--version":
-        from sonotile.version import __version__
+        from sonotile.base.version import __version__
 
         print(f"sonotile {__version__}")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(usage(), file=sys.stderr)
-        from sonotile.cliargs import closest
+        from sonotile.base.cliargs import closest
 
         print(f"sonotile: error: unknown command '{name}'{closest(name, list(COMMANDS))}",
               file=sys.stderr)  # fmt: skip

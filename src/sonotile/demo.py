@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from sonotile.cliargs import Parser
+from sonotile.base.cliargs import Parser
 
 if TYPE_CHECKING:  # imported when run: the options act before JAX is imported
     from sonotile.api import Inputs, KWaveGrid, KWaveMedium, Results

@@ -41,9 +41,9 @@ from sonotile.model.problem import Problem, ProblemError
 from sonotile.solver import adjoint, runner
 from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
-from sonotile.solver.linear import AdjointOps
 from sonotile.solver.step import State, initial_pressure_state, zero_state
 from sonotile.solver.tape import Tape, as_tape
+from sonotile.spectral.linear import AdjointOps
 
 if TYPE_CHECKING:  # imported where used: a single-device simulator does not load them
     from sonotile.parallel.lfb import LfbOps
@@ -411,7 +411,7 @@ def make_simulator(
     """
     if decomposition not in ("single", "pencil", "lfb"):
         raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     opts = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0=False)

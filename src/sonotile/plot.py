@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
-from sonotile.cliargs import Parser
+from sonotile.base.cliargs import Parser
 
 if TYPE_CHECKING:  # matplotlib and h5py are imported where used
     import h5py

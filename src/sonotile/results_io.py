@@ -91,7 +91,7 @@ def save_results(
     tmp = path + ".sonotile-partial"
     try:
         with h5py.File(tmp, "w") as f:
-            from sonotile.version import __version__
+            from sonotile.base.version import __version__
 
             f.attrs["format"], f.attrs["version"] = FORMAT, 1
             f.attrs["created_by"] = f"sonotile {__version__}"

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sonotile.cliargs import Parser
+from sonotile.base.cliargs import Parser
 
 #: the reference cases of the source checkout this module was installed from (editable install)
 DEFAULT = Path(__file__).resolve().parents[2] / "tests" / "data" / "kwave-reference"

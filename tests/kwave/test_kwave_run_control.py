@@ -15,7 +15,7 @@ import h5py
 import pytest
 from kwave_inputs import write_input
 
-from sonotile import config, runtime
+from sonotile.base import config, runtime
 from sonotile.kwave.cli import main as kwave_main
 
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
@@ -119,7 +119,7 @@ def test_help_and_version_do_not_start_jax():
                            capture_output=True, text=True, env=ENV, timeout=120)  # fmt: skip
         assert r.returncode == 0 and "sonotile" in r.stdout, r.stderr
         imported = {ln.rsplit("|", 1)[-1].strip() for ln in r.stderr.splitlines() if "|" in ln}
-        assert "sonotile.runtime" in imported and "jax" not in imported, flag
+        assert "sonotile.base.runtime" in imported and "jax" not in imported, flag
 
 
 def test_progress_interval_r(tmp_path):

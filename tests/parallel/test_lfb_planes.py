@@ -61,7 +61,7 @@ def compare(shape, mesh_shape, overlap):
 def updates(shape, mesh_shape, overlap, field_axes):
     # split-field updates inside the plane transforms back (grad_update, div_update) against
     # the same updates after LfbOps.grad / div; the coefficient a field on `field_axes`
-    from sonotile.solver.operators import SplitUpdate, div_update, fuses_updates, grad_update
+    from sonotile.spectral.operators import SplitUpdate, div_update, fuses_updates, grad_update
 
     d = len(shape)
     blocks = Blocks(shape, mesh_shape)

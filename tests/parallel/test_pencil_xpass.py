@@ -22,7 +22,7 @@ from operator_case import apply, problem
 from sonotile.parallel.blocks import Blocks
 from sonotile.parallel.mesh import field_spec, make_mesh, shard_map
 from sonotile.parallel.pencil import PencilOps, pencil_constants
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 
 assert len(jax.devices()) == 8
 

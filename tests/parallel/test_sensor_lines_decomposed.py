@@ -20,7 +20,7 @@ import numpy as np
 from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.parallel import run_decomposed
 from sonotile.solver import sensors as sens
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 from sonotile.solver.runner import run
 
 assert len(jax.devices()) == 4, jax.devices()

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from sonotile import runtime
+from sonotile.base import runtime
 
 SUM_SCRIPT = r"""
 import json
@@ -83,7 +83,7 @@ def test_launched_processes_run_on_different_cpus():
     # all CPUs allowed first: an in-process test run with -t 1 (test_kwave_cli) pins the test
     # process itself, and children inherit that
     code = ("import os; os.sched_setaffinity(0, range(os.cpu_count())); "
-            "from sonotile import runtime; runtime.configure_threads(1); "
+            "from sonotile.base import runtime; runtime.configure_threads(1); "
             "print('CPUS', sorted(os.sched_getaffinity(0)))")  # fmt: skip
     r = subprocess.run([sys.executable, "-m", "sonotile.parallel.launch", "-n", "2", "--",
                         sys.executable, "-c", code], capture_output=True, text=True,

@@ -165,8 +165,8 @@ def test_xla_scheduler_flag(monkeypatch):
     import subprocess
     import sys
 
-    from sonotile import config
-    from sonotile.runtime import SCHEDULER_FLAG, set_xla_flags
+    from sonotile.base import config
+    from sonotile.base.runtime import SCHEDULER_FLAG, set_xla_flags
 
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     code = "import os, sonotile; print(os.environ['XLA_FLAGS'])"

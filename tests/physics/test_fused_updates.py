@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from require import require_fftw
 
-from sonotile import config
+from sonotile.base import config
 from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.fft import fftw
 from sonotile.model.grid import Grid

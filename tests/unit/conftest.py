@@ -9,9 +9,9 @@ import pytest
 
 @contextmanager
 def fftw_configured(**changes: Any) -> Iterator[None]:
-    """The installed settings with ``changes`` (:class:`sonotile.config.Settings` attributes),
+    """The installed settings with ``changes`` (:class:`sonotile.base.config.Settings` attributes),
     passed to the FFTW extension for the duration; the old ones restored after."""
-    from sonotile import config
+    from sonotile.base import config
     from sonotile.fft import fftw
 
     old = config.current()
@@ -34,7 +34,7 @@ def fftw_threads(request: pytest.FixtureRequest) -> Iterator[int]:
 @pytest.fixture(params=["halves", "fftw"])
 def fftw_planes(request: pytest.FixtureRequest) -> Iterator[str]:
     """How FFTW's calls transform 2-D planes with even rows in one test (by halves or by FFTW's
-    own plane plans, :attr:`sonotile.config.Settings.fftw_planes`)."""
+    own plane plans, :attr:`sonotile.base.config.Settings.fftw_planes`)."""
     with fftw_configured(fftw_planes=request.param):
         yield request.param
 
@@ -43,6 +43,6 @@ def fftw_planes(request: pytest.FixtureRequest) -> Iterator[str]:
 def fftw_columns(request: pytest.FixtureRequest) -> Iterator[str]:
     """What runs the operators' batched column transforms (the pass along x, the planes'
     columns) in one test: sonotile's vector kernel where it applies, or FFTW's plans
-    (:attr:`sonotile.config.Settings.fftw_columns`)."""
+    (:attr:`sonotile.base.config.Settings.fftw_columns`)."""
     with fftw_configured(fftw_columns=request.param):
         yield request.param

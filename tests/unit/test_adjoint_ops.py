@@ -1,5 +1,5 @@
 """The adjoint test <A x, y> = <x, A^T y> for every spectral operator, on the FFTW backend
-(custom transpose rules, :mod:`sonotile.solver.linear`) and on XLA's FFT (JAX's own rules), on
+(custom transpose rules, :mod:`sonotile.spectral.linear`) and on XLA's FFT (JAX's own rules), on
 odd and even grids; and the FFTW primitive's JVP and batching rules."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from sonotile.fft import fftw
-from sonotile.solver.linear import AdjointOps
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.linear import AdjointOps
+from sonotile.spectral.operators import FourierOps
 
 SHAPES = [(16,), (15,), (16, 12), (15, 11), (12, 10, 8), (11, 9, 7)]
 OPERATORS = ["grad", "div", "fractional1", "fractional2", "filter", "unstagger"]

@@ -11,10 +11,11 @@ PKG = REPO / "src" / "sonotile"
 
 #: Layers from the bottom; a module may import its own layer and the ones below.
 LAYERS = [
-    {"sonotile.runtime", "sonotile.cliargs", "sonotile.config", "sonotile.version",
-     "sonotile.cachedir"},
+    {"sonotile.base"},
     {"sonotile.model"},
     {"sonotile.fft"},
+    {"sonotile.spectral"},
+    {"sonotile.physics"},
     {"sonotile.solver"},
     {"sonotile.parallel"},
     {"sonotile.kwave"},

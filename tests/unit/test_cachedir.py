@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sonotile import cachedir, config
+from sonotile.base import cachedir, config
 
 
 def put(d, name: str, size: int, age_days: float) -> str:

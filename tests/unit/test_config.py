@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sonotile import config
-from sonotile.config import Settings
+from sonotile.base import config
+from sonotile.base.config import Settings
 
 
 def test_defaults_then_environment_then_overrides():
@@ -51,7 +51,7 @@ def test_bad_settings_are_refused(bad):
 
 def test_operators_record_the_fft_options():
     from sonotile.fft import fftw
-    from sonotile.solver.operators import FourierOps
+    from sonotile.spectral.operators import FourierOps
 
     if not fftw.available():
         pytest.skip("FFTW extension unavailable")
@@ -74,7 +74,7 @@ def test_hugepages_environment():
     """The programs start again with ``glibc.malloc.hugetlb=1`` added to ``GLIBC_TUNABLES``
     (kept: the user's other tunables) only where it acts and is not named yet: glibc >= 2.35,
     the kernel's huge pages not off, not turned off by the settings."""
-    from sonotile.runtime import hugepages_env
+    from sonotile.base.runtime import hugepages_env
 
     thp = "always [madvise] never"
     env = hugepages_env({"PATH": "/bin"}, "glibc 2.36", thp)

@@ -18,7 +18,7 @@ from require import require_fftw
 
 from sonotile.fft import fftw
 from sonotile.kwave.cli import main as kwave_main
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 
 
 @pytest.fixture
@@ -389,7 +389,7 @@ import numpy as np, jax.numpy as jnp
 import sonotile.fft.fftw as f
 f._lib_dirs = lambda: []
 assert "pyfftw.libs" in f.find_library()[0]
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 a = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
 b = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="xla")
 assert f._state.get("lib") is not None, f._state.get("reason")
@@ -430,7 +430,7 @@ def test_a_compiler_without_march_native_builds_the_portable_extension(tmp_path)
     code = """
 import numpy as np, jax.numpy as jnp
 import sonotile.fft.fftw as f
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 a = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
 b = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="xla")
 assert f.available(), f.reason()
@@ -449,7 +449,7 @@ FAILING_ALLOC = """
 import os
 import jax, jax.numpy as jnp, numpy as np
 from sonotile.fft import fftw
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 assert fftw.available(), fftw.reason()
 ops = FourierOps.build((24, 20, 16), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
 p = jnp.asarray(np.random.default_rng(0).random((24, 20, 16)), jnp.float32)

@@ -11,7 +11,7 @@ import pytest
 from require import require_fftw
 
 from sonotile.fft import fftw
-from sonotile.solver.operators import (
+from sonotile.spectral.operators import (
     FourierOps,
     SplitUpdate,
     div_update,

@@ -8,7 +8,7 @@ _PROBE = """
 import sys
 import sonotile.kwave.cli, sonotile.kwave.run
 heavy = [m for m in ("sonotile.parallel.engine", "sonotile.parallel.lfb",
-                     "sonotile.parallel.pencil", "sonotile.solver.linear") if m in sys.modules]
+                     "sonotile.parallel.pencil", "sonotile.spectral.linear") if m in sys.modules]
 print("HEAVY", heavy)
 from sonotile import parallel
 from sonotile.parallel import auto, make_mesh, run_decomposed, erf_bell, DECOMPOSITIONS

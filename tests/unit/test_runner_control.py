@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from sonotile import config
+from sonotile.base import config
 from sonotile.solver import runner as rn
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from sonotile.fft import fftw
-from sonotile.solver.linear import Barrier
 from sonotile.solver.step import shared_cotangent
+from sonotile.spectral.linear import Barrier
 
 
 @pytest.fixture(autouse=True, scope="module")

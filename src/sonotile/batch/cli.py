@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sonotile.base.cliargs import Parser
+from sonotile.base.runtime import host_memory_available
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
 from sonotile.batch.spec import Run, SpecError, load
-from sonotile.cliargs import Parser
-from sonotile.runtime import host_memory_available
 
 STATE = ".sonotile-batch"
 

@@ -44,8 +44,8 @@ from sonotile.solver.step import with_source_patterns
 if TYPE_CHECKING:
     from jax.tree_util import PyTreeDef
 
-    from sonotile.solver.operators import FourierOps
     from sonotile.solver.step import State
+    from sonotile.spectral.operators import FourierOps
 
 VECTORIZE = ("auto", "loop", "vmap")
 
@@ -117,7 +117,7 @@ def simulate_many(
         one :class:`sonotile.Results` per run, in order; equal to :func:`sonotile.simulate` of
         each run (bit for bit in ``"loop"``, to round-off in ``"vmap"``).
     """
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     media, sources = _broadcast(media, sources)

@@ -31,7 +31,7 @@ LAUNCHER_ENV = (
 
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process since the last :func:`reset_peak` [bytes]."""
-    from sonotile.runtime import peak_rss_bytes as vm_hwm
+    from sonotile.base.runtime import peak_rss_bytes as vm_hwm
 
     hwm = vm_hwm()
     if hwm is not None:
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, {int(c) for c in a.cpus.split(",")})
         except (AttributeError, OSError):
             pass
-    from sonotile.runtime import configure_threads
+    from sonotile.base.runtime import configure_threads
 
     configure_threads(a.threads)  # before JAX starts: XLA's and FFTW's threads
     out = os.fdopen(a.fd, "w", buffering=1)

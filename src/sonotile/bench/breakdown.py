@@ -126,7 +126,7 @@ def plane_fft_seconds(shape: tuple[int, ...], overlap: int, transforms: int, rep
 
 def planes_first(decomposition: str, problem: Problem) -> bool:
     """True when this process's LFB operators take the planes-first way (1-D mesh here)."""
-    from sonotile import config
+    from sonotile.base import config
     from sonotile.fft import fftw
 
     s = config.current()

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sonotile import runtime
-from sonotile.cliargs import Parser, normalize
+from sonotile.base import runtime
+from sonotile.base.cliargs import Parser, normalize
 from sonotile.model.grid import Grid
 from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
 
@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.size < 8 or args.steps < 1 or args.repeats < 1:
         print("sonotile bench: need --size >= 8, --steps >= 1, --repeats >= 1", file=sys.stderr)
         return 2
-    from sonotile.runtime import configure_threads
+    from sonotile.base.runtime import configure_threads
 
     configure_threads(args.threads)
     import jax

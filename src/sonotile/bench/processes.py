@@ -29,14 +29,14 @@ import subprocess
 import sys
 import time
 
+from sonotile.base.cliargs import Parser
 from sonotile.bench.breakdown import PARTS
-from sonotile.cliargs import Parser
 
 
 def _worker(spec: dict) -> dict:
     """One measurement in this process (one of a launched pair, or alone), on one CPU: a
     launched process pins itself to the CPU of its rank, a lone one was pinned by its parent."""
-    from sonotile import config, runtime
+    from sonotile.base import config, runtime
 
     if any(k in os.environ for k in ("SONOTILE_PROCESS_ID", "OMPI_COMM_WORLD_RANK")):
         cpus = sorted(os.sched_getaffinity(0))

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sonotile.cliargs import Parser
+from sonotile.base.cliargs import Parser
 
 if TYPE_CHECKING:  # JAX and the solver are imported where used (after the XLA flags are set)
     import jax

@@ -33,9 +33,9 @@ import subprocess
 import sys
 import tempfile
 
-from sonotile import runtime
+from sonotile.base import runtime
+from sonotile.base.cliargs import Parser
 from sonotile.bench.inprocess import CASES, SOURCE_MODES, run_cases, spread, write_input
-from sonotile.cliargs import Parser
 
 # Each run is started by a small launcher process that times it and waits for it: Linux counts
 # in a process's peak RSS the memory of the process it was forked from, so a tool started by

@@ -1,4 +1,4 @@
 """FFT backends: XLA's FFT everywhere, FFTW as XLA custom calls on CPUs.
 
-May import: sonotile.runtime.
+May import: sonotile.base.runtime.
 """

@@ -1,5 +1,5 @@
 """FFTW on the CPU as XLA custom calls (the FFT backend of
-:class:`~sonotile.solver.operators.FourierOps`).
+:class:`~sonotile.spectral.operators.FourierOps`).
 
 The C++ source (``csrc/fftw_ffi.cc``, shipped with the package) is compiled on first use, or by
 ``scripts/setup.sh``, with the system C++ compiler against jaxlib's FFI headers and a
@@ -14,7 +14,7 @@ returns False after one line on stderr and the operators use XLA's FFT. GPU runs
 XLA's FFT (cuFFT). float64 runs use XLA's FFT (only ``fftwf`` is bound).
 
 Settings (backend, plan effort, thread pool, fused / grouped / concurrent calls, threads, cache
-folder) come from :class:`sonotile.config.Settings` (environment variables are its defaults).
+folder) come from :class:`sonotile.base.config.Settings` (environment variables are its defaults).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from sonotile import cachedir, config
+from sonotile.base import cachedir, config
 
 if TYPE_CHECKING:  # jax is imported when a transform is first made
     import jax
@@ -48,7 +48,7 @@ _state: dict = {}  # "lib", "path", "reason", "threads", "noted"
 
 
 def cache_dir() -> str:
-    """Where the extension and FFTW's wisdom live (:attr:`sonotile.config.Settings.cache_dir`)."""
+    """Where the extension and FFTW's wisdom live (``Settings.cache_dir``)."""
     return config.current().cache_dir
 
 
@@ -235,7 +235,7 @@ def _configure(lib: ctypes.CDLL) -> None:
 
 
 def threads() -> int:
-    """FFTW's threads: :attr:`sonotile.config.Settings.threads`, else the affinity mask's CPUs."""
+    """FFTW's threads: ``Settings.threads``, else the affinity mask's CPUs."""
     return config.current().threads or default_threads()
 
 
@@ -247,7 +247,7 @@ def column_kernel(n: int) -> str:
     """What runs the operators' batched ``n``-point transforms down the columns of a block (the
     pass along x over ``n`` planes; the columns of planes of ``n`` rows): ``"vector"``
     (sonotile's kernel, ``csrc/vector_fft.h``) or ``"fftw"`` (FFTW's plans), as configured
-    (:attr:`sonotile.config.Settings.fftw_columns`) and built (``""`` without the extension)."""
+    (``Settings.fftw_columns``) and built (``""`` without the extension)."""
     lib = load()
     if lib is None:
         return ""
@@ -281,7 +281,7 @@ def reset() -> None:
 
 def resolve(fft: str | None, dtype: str) -> str:
     """The backend to use: ``fftw`` on the CPU for float32 when the extension works, else xla
-    (``fft`` ``"auto"``/None: :attr:`sonotile.config.Settings.fft` decides)."""
+    (``fft`` ``"auto"``/None: :attr:`sonotile.base.config.Settings.fft` decides)."""
     fft = fft or "auto"
     if fft == "auto":
         fft = config.current().fft

@@ -1,5 +1,5 @@
 """k-Wave's HDF5 files and command line: layout (axis order), reader, writer, output,
 checkpoints, the run, ``sonotile-kwave``.
 
-May import: sonotile.parallel, sonotile.solver, sonotile.model, sonotile.fft, sonotile.runtime.
+May import: sonotile.parallel, sonotile.solver, sonotile.model, sonotile.fft, sonotile.base.runtime.
 """

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.base.version import __version__
 from sonotile.kwave.layout import XyzView, to_xyz
 from sonotile.kwave.output import set_str, temp_path, write_scalar, write_shards
 from sonotile.model.grid import AXES
@@ -19,7 +20,6 @@ from sonotile.parallel.distributed import barrier, in_turns
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
 from sonotile.solver.step import State
-from sonotile.version import __version__
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

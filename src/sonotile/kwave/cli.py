@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
-from sonotile.cliargs import Parser, closest
-from sonotile.runtime import configure_cpu_devices, configure_threads, cpus_restored
-from sonotile.version import __version__
+from sonotile.base.cliargs import Parser, closest
+from sonotile.base.runtime import configure_cpu_devices, configure_threads, cpus_restored
+from sonotile.base.version import __version__
 
 OUTPUT_FLAGS = {
     "p_raw": "p", "p_rms": "p_rms", "p_max": "p_max", "p_min": "p_min",
@@ -248,7 +248,7 @@ def entry() -> NoReturn:
     to every run (docs/performance.md, eleventh session). A process of a multi-process job
     exits normally (JAX's shutdown barrier keeps the others in step). It first starts itself
     again with huge pages for malloc when it can (:func:`runtime.restart_with_hugepages`)."""
-    from sonotile import runtime
+    from sonotile.base import runtime
 
     runtime.restart_with_hugepages()
     status = main()

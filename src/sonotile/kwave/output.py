@@ -21,11 +21,11 @@ import h5py
 import jax
 import numpy as np
 
+from sonotile.base.version import __version__
 from sonotile.kwave.layout import to_zyx
 from sonotile.kwave.reader import KwaveInput
 from sonotile.model.grid import AXES
 from sonotile.solver.sensors import SensorLayout
-from sonotile.version import __version__
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike

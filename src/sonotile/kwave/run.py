@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any, Literal
 import h5py
 import jax
 
-from sonotile import runtime
+from sonotile.base import runtime
+from sonotile.base.runtime import install_stop_handlers, restore_handlers
+from sonotile.base.version import __version__
 from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
 from sonotile.kwave.cli import check_writable
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.reader import read_input
 from sonotile.model import checks
 from sonotile.parallel.distributed import agree_any, barrier
-from sonotile.runtime import install_stop_handlers, restore_handlers
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
-from sonotile.version import __version__
 
 if TYPE_CHECKING:
     from sonotile.kwave.reader import KwaveInput

@@ -49,7 +49,7 @@ def _signal_zyx(src: MaskSource) -> np.ndarray:
 def _write_header(f: h5py.File, description: str) -> None:
     import time as _time
 
-    from sonotile.version import __version__
+    from sonotile.base.version import __version__
 
     header = {
         "file_type": "input",

@@ -1,7 +1,7 @@
 """Many devices and processes: meshes, the pencil and LFB decompositions, engines running
 the one step on a mesh, ``auto``, ``jax.distributed`` set-up and the local launcher.
 
-May import: sonotile.solver, sonotile.model, sonotile.fft, sonotile.runtime.
+May import: sonotile.solver, sonotile.model, sonotile.fft, sonotile.base.runtime.
 
 The names below are imported on first use (PEP 562): a single-device run imports
 :mod:`.distributed` only, not the decompositions (~0.1 s of a k-Wave run's start).

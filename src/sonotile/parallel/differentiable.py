@@ -8,7 +8,7 @@ like the state, 1-D PML profiles along their axis, the rest replicated) and runs
 time loop (:func:`sonotile.solver.runner.scan_body` under
 :func:`sonotile.solver.adjoint.checkpointed_scan`) inside :func:`shard_map`. Overlap exchange
 (``ppermute``), transposes (``all_to_all``) and sensor gathers (``psum``) are differentiated by
-JAX; the FFTW operators of LFB blocks by :class:`sonotile.solver.linear.AdjointOps`.
+JAX; the FFTW operators of LFB blocks by :class:`sonotile.spectral.linear.AdjointOps`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from sonotile.parallel.mesh import AXIS_NAMES, ShardIndex, field_spec, local_ind
 from sonotile.parallel.mesh import shard_map as smap
 from sonotile.parallel.pencil import PencilOps, pencil_constants
 from sonotile.solver import sensors as sens
-from sonotile.solver.linear import AdjointOps
+from sonotile.spectral.linear import AdjointOps
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from sonotile.solver.operators import FourierOps
+    from sonotile.spectral.operators import FourierOps
 
 INDEX_KEYS = ("p_index", "tr_index")
 

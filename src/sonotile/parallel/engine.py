@@ -47,8 +47,8 @@ from sonotile.parallel.pencil import PencilOps, pencil_constants
 from sonotile.solver import plan as planmod
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
-from sonotile.solver.operators import FourierOps
 from sonotile.solver.step import with_source_patterns, zero_state
+from sonotile.spectral.operators import FourierOps
 
 if TYPE_CHECKING:
     from jax.tree_util import PyTreeDef

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import IO
 
-from sonotile.cliargs import Parser
+from sonotile.base.cliargs import Parser
 from sonotile.parallel.distributed import (
     ENV_COORDINATOR,
     ENV_LOCAL_DEVICES,

@@ -31,18 +31,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from sonotile import config
+from sonotile.base import config
 from sonotile.fft import fftw
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
-from sonotile.solver import linear
-from sonotile.solver.device import to_device
-from sonotile.solver.operators import FourierOps, SplitUpdate
+from sonotile.spectral import linear
+from sonotile.spectral.device import to_device
+from sonotile.spectral.operators import FourierOps, SplitUpdate
 
 if TYPE_CHECKING:
-    from sonotile.solver.linear import AdjointOps
+    from sonotile.spectral.linear import AdjointOps
 
 #: Per grid axis: a broadcastable bell on the padded length (uneven axes: the pair for a full
 #: block and a block one point short, zero-filled to the box), or None where not split.
@@ -285,7 +285,7 @@ class LfbOps:
         self, p: jax.Array, ops: FourierOps, updates: Sequence[SplitUpdate] | None = None
     ) -> tuple[jax.Array, ...]:
         """The gradient's components, or (``updates``) the split-field updates by them inside
-        the plane transforms back (:func:`sonotile.solver.operators.grad_update`)."""
+        the plane transforms back (:func:`sonotile.spectral.operators.grad_update`)."""
         epi = [None] * p.ndim if updates is None else [up.epilogue() for up in updates]
         (q,) = self._local_planes([p])
         spec, gx = self._xpass(q, p, ops.kappa, [(0, None, None), (0, 0, ops.shift_pos[0])])
@@ -297,7 +297,7 @@ class LfbOps:
         self, u: Sequence[jax.Array], ops: FourierOps, updates: Sequence[SplitUpdate] | None = None
     ) -> tuple[jax.Array, ...]:
         """The divergence's per-axis parts, or (``updates``) the updates by them
-        (:func:`sonotile.solver.operators.div_update`)."""
+        (:func:`sonotile.spectral.operators.div_update`)."""
         out = []
         for a, (q, ua, s) in enumerate(zip(self._local_planes(list(u)), u, ops.shift_neg)):
             epi = None if updates is None else updates[a].epilogue()
@@ -319,10 +319,10 @@ class LfbOps:
             out.append(fftw.planes_c2r(d, f.shape))
         return tuple(out)
 
-    # --- split-field updates inside the FFTW calls (sonotile.solver.operators.grad_update)
+    # --- split-field updates inside the FFTW calls (sonotile.spectral.operators.grad_update)
     def fuses_updates(self, like: jax.Array) -> bool:
         """Whether :meth:`grad_update` / :meth:`div_update` apply: the planes-first way on plain
-        FFTW operators, unless :attr:`sonotile.config.Settings.fftw_updates` was off when they
+        FFTW operators, unless :attr:`sonotile.base.config.Settings.fftw_updates` was off when they
         were built."""
         ops = self._split(like)
         return type(ops) is FourierOps and "separate-updates" not in ops.fft
@@ -362,7 +362,7 @@ class LfbOps:
 
     def fractionals(self, f1: jax.Array, f2: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(fractional(f1, 1), fractional(f2, 2))`` with both fields' overlaps exchanged at
-        one meeting point of the processes (:func:`sonotile.solver.operators.fractional_pair`)."""
+        one meeting point of the processes (:func:`sonotile.spectral.operators.fractional_pair`)."""
         if (ops := self._split(f1)) is not None:
             a, b = self._apply_planes([f1, f2], [ops.nabla1, ops.nabla2])
             return a, b

@@ -41,7 +41,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from sonotile import cachedir, config
+from sonotile.base import cachedir, config
 
 _state: dict[str, Any] = {}  # "ok", "reason", "primitive"
 

@@ -41,9 +41,9 @@ from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
-from sonotile.solver import linear
 from sonotile.solver import plan as planmod
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral import linear
+from sonotile.spectral.operators import FourierOps
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -193,7 +193,7 @@ class PencilOps(FourierOps):
 
     def fractionals(self, f1: jax.Array, f2: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(fractional(f1, 1), fractional(f2, 2))``, both fields' transposes at one meeting
-        each way (:func:`sonotile.solver.operators.fractional_pair`)."""
+        each way (:func:`sonotile.spectral.operators.fractional_pair`)."""
         if not self._local_fftw(f1):
             return super().fractional(f1, 1), super().fractional(f2, 2)
         a, b = self._apply([f1, f2], [self.nabla1, self.nabla2])
@@ -234,7 +234,7 @@ class PencilOps(FourierOps):
         return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
 
     def keep(self, f: jax.Array) -> jax.Array:
-        """A fusion boundary (differentiable, :func:`sonotile.solver.linear.keep`) where the local
+        """A fusion boundary (differentiable, :func:`sonotile.spectral.linear.keep`) where the local
         transforms are FFTW's, like :meth:`FourierOps.keep` on one device. Without it XLA fused
         the nonlinear density factor into each of the three density updates (each reading all
         three old components and keeping copies of them)."""
@@ -242,7 +242,7 @@ class PencilOps(FourierOps):
 
     @property
     def barrier(self) -> linear.Barrier:
-        """The fusion boundary for derivative rules (:class:`sonotile.solver.linear.Barrier`;
+        """The fusion boundary for derivative rules (:class:`sonotile.spectral.linear.Barrier`;
         the identity unless the local transforms are FFTW's)."""
         return linear.Barrier("fftw" if self.meta.fft == "fftw" else "xla")
 

@@ -24,9 +24,9 @@ from jax import lax
 
 from sonotile.model.grid import along
 from sonotile.model.problem import Problem
-from sonotile.solver import linear
 from sonotile.solver.plan import pml_profile
 from sonotile.solver.tape import Tape
+from sonotile.spectral import linear
 
 #: alpha_coeff [dB/(MHz^y cm)] -> Np/((rad/s)^y m) is ``100 (1e-6 / 2 pi)^y / NEPER_DB``
 NEPER_DB = 20 * math.log10(math.e)

@@ -21,8 +21,8 @@ from sonotile.model.absorption import absorption_factors
 from sonotile.model.grid import along
 from sonotile.model.lazy import LazyField, is_lazy
 from sonotile.model.problem import MaskSource, Problem, Scalar, is_field
-from sonotile.solver.device import to_device
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.device import to_device
+from sonotile.spectral.operators import FourierOps
 
 #: A device constant of the medium: a Python float (homogeneous), a device array, or a lazily
 #: read field (a distributed run makes its shards).

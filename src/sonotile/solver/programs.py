@@ -7,7 +7,7 @@ everything its trace depends on instead (sonotile's own source, JAX's version, t
 settings and JAX's configuration, the environment variables that steer sonotile and XLA, the
 arguments' tree structure, shapes, dtypes and placement, and the static arguments) and keeps
 the serialized executable next to JAX's cache (``sonotile-<name>-<key>.prog``: one directory to
-bound, :mod:`sonotile.cachedir`, and a cold cache is cold for both). A file that cannot be read
+bound, :mod:`sonotile.base.cachedir`, and a cold cache is cold for both). A file that cannot be read
 or loaded is compiled again and replaced; anything the key cannot be made of (an argument that
 does not pickle) bypasses the cache. ``Settings.program_cache`` (``SONOTILE_PROGRAM_CACHE=0``)
 switches it off.
@@ -24,7 +24,7 @@ from typing import Any, cast
 import jax
 from jax import monitoring
 
-from sonotile import config
+from sonotile.base import config
 
 #: the prefix and suffix of the files in the compilation cache directory
 PREFIX, SUFFIX = "sonotile-", ".prog"
@@ -43,7 +43,7 @@ _hits: list[int] = []
 
 def enabled() -> bool:
     """Whether programs are kept: the compilation cache and the program cache are on
-    (:class:`sonotile.config.Settings`) and JAX has a directory for them."""
+    (:class:`sonotile.base.config.Settings`) and JAX has a directory for them."""
     settings = config.current()
     return settings.compilation_cache and settings.program_cache and bool(directory())
 

@@ -21,13 +21,11 @@ import numpy as np
 from jax import lax
 from numpy.typing import ArrayLike
 
-from sonotile import config, runtime
+from sonotile.base import config, runtime
 from sonotile.model.problem import Problem
 from sonotile.solver import plan as planmod
 from sonotile.solver import programs
 from sonotile.solver import sensors as sens
-from sonotile.solver.device import to_device
-from sonotile.solver.operators import SpectralOps
 from sonotile.solver.step import (
     PointIndex,
     State,
@@ -36,6 +34,8 @@ from sonotile.solver.step import (
     with_source_patterns,
     zero_state,
 )
+from sonotile.spectral.device import to_device
+from sonotile.spectral.operators import SpectralOps
 
 #: The scan's carry: the state and the running sensor aggregates.
 Carry = tuple[State, dict[str, jax.Array]]
@@ -385,7 +385,7 @@ CHUNK_SECONDS = 1.0
 #: 128^3, ~150 ms at 256^3, a quarter to a half of a step). At 256^3 on 2 threads chunks of 2
 #: steps ran 12 % slower per step than chunks of 8, at 128^3 chunks of 8 steps 5 % slower than
 #: chunks of 64 (docs/performance.md, sixteenth session). With 2 MiB pages for malloc
-#: (:func:`sonotile.runtime.restart_with_hugepages`) the per-call cost at 128^3 halves (~15 ms).
+#: (``runtime.restart_with_hugepages``) the per-call cost at 128^3 halves (~15 ms).
 MIN_CHUNK_STEPS = 16
 #: rate assumed before anything is measured [cell-steps/s]: low, so that the first chunk is short
 ASSUMED_RATE = 1e7

@@ -30,11 +30,11 @@ import numpy as np
 from sonotile.model import bli
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Sensor, cw_window
-from sonotile.solver import device
+from sonotile.spectral import device
 
 if TYPE_CHECKING:
-    from sonotile.solver.operators import SpectralOps
     from sonotile.solver.step import PointIndex, State
+    from sonotile.spectral.operators import SpectralOps
 
 
 class PointGather(Protocol):
@@ -408,7 +408,7 @@ def init_aggregates(
     eager: bool = False,
 ) -> dict[str, jax.Array]:
     """Initial carry of running statistics (k-Wave starts max/min at -/+ FLT_MAX); ``eager``:
-    outside a trace (:func:`sonotile.solver.device.full`)."""
+    outside a trace (:func:`sonotile.spectral.device.full`)."""
     big = float(jnp.finfo(dtype).max)
     full = device.full if eager else jnp.full
     agg = {}

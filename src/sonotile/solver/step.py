@@ -5,7 +5,7 @@
 staggered grids, velocity update with split PML, velocity sources, velocity divergence, split
 mass conservation with PML, pressure sources, equation of state with power-law or Stokes
 absorption and B/A nonlinearity. All derivatives come from ``ops`` (see
-:mod:`sonotile.solver.operators`), so the same function runs on one device or on a shard of a
+:mod:`sonotile.spectral.operators`), so the same function runs on one device or on a shard of a
 decomposed grid.
 
 State fields: ``p`` [Pa], ``rho`` (split density per axis) [kg/m^3], ``u`` (staggered velocity
@@ -23,8 +23,9 @@ import jax.numpy as jnp
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
 
-from sonotile.solver import device
-from sonotile.solver.operators import (
+from sonotile.solver.plan import Physics
+from sonotile.spectral import device
+from sonotile.spectral.operators import (
     SpectralOps,
     SplitUpdate,
     div_update,
@@ -32,7 +33,6 @@ from sonotile.solver.operators import (
     fuses_updates,
     grad_update,
 )
-from sonotile.solver.plan import Physics
 
 #: Per-axis integer index arrays of a set of grid points (``field[index]`` gathers them).
 PointIndex = tuple[jax.Array, ...]
@@ -253,7 +253,7 @@ def velocity_update(
 
 def _coef(v: Any, like: jax.Array) -> tuple[Any, jax.Array | None] | None:
     """A coefficient ``v`` (a number or a field) as ``(scale, field)`` for a
-    :class:`~sonotile.solver.operators.SplitUpdate` of fields like ``like``; None when it is
+    :class:`~sonotile.spectral.operators.SplitUpdate` of fields like ``like``; None when it is
     neither a single value nor a whole grid (then the update is not fused)."""
     if jnp.size(v) == 1:
         return (jnp.reshape(v, ()) if isinstance(v, jax.Array) else v), None
@@ -264,7 +264,7 @@ def _coef(v: Any, like: jax.Array) -> tuple[Any, jax.Array | None] | None:
 
 def velocity_updates(u: Sequence[jax.Array], c: dict) -> tuple[SplitUpdate, ...] | None:
     """:func:`velocity_update` as split-field updates for the fused FFTW calls
-    (:func:`sonotile.solver.operators.grad_update`), or None when a coefficient has another
+    (:func:`sonotile.spectral.operators.grad_update`), or None when a coefficient has another
     shape. ``dt / rho0_sg`` derived in the step becomes the calls' staggered mean of rho0."""
     out = []
     for a, (ua, m) in enumerate(zip(u, c["pml_sg"])):
@@ -285,7 +285,7 @@ def density_updates(
     rho: Sequence[jax.Array], c: dict, factor: Any
 ) -> tuple[SplitUpdate, ...] | None:
     """``rho_a = pml_a (pml_a rho_a - dt factor du_a/dx_a)`` as split-field updates for
-    :func:`sonotile.solver.operators.div_update`, or None (``factor``: rho0, or the nonlinear
+    :func:`sonotile.spectral.operators.div_update`, or None (``factor``: rho0, or the nonlinear
     ``2 rho + rho0``; a number or a whole grid)."""
     coef = _coef(factor, rho[0])
     if coef is None:

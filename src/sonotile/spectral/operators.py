@@ -33,10 +33,10 @@ import numpy as np
 from jax import lax
 from numpy.typing import DTypeLike
 
-from sonotile import config
+from sonotile.base import config
 from sonotile.fft import fftw
 from sonotile.model.grid import along
-from sonotile.solver.device import to_device
+from sonotile.spectral.device import to_device
 
 #: The pytree children of :class:`FourierOps` (its arrays; JAX puts placeholders or tracers
 #: there while it transforms a function).
@@ -47,7 +47,7 @@ class SpectralOps(Protocol):
     """The operators the step and the sensors call (see the module docstring): provided by
     :class:`FourierOps`, :class:`~sonotile.solver.adjoint.AdjointOps` and the decomposed
     operators of :mod:`sonotile.parallel`. A ``keep(f)`` method and a ``barrier`` (a fusion
-    boundary for derivative rules, :class:`~sonotile.solver.linear.Barrier`) are optional."""
+    boundary for derivative rules, :class:`~sonotile.spectral.linear.Barrier`) are optional."""
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]: ...
 
@@ -160,7 +160,7 @@ class FourierOps:
 
         ``fft``: ``"auto"`` (``settings.fft``: FFTW on the CPU when available, else XLA; see
         :func:`sonotile.fft.fftw.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a note
-        where FFTW cannot be used). ``settings`` (default :func:`sonotile.config.current`): the
+        where FFTW cannot be used). ``settings`` (default :func:`sonotile.base.config.current`): the
         FFTW options, recorded in the operators' static part (hence in every program's key).
         """
         settings = settings or config.current()
@@ -349,7 +349,7 @@ def fuses_updates(ops: Any, like: jax.Array) -> bool:
     ``like``: a plain single-device :class:`FourierOps` in fused FFTW mode, or operators that
     say so themselves (``ops.fuses_updates(like)``: LFB blocks taking the planes-first way; other
     subclasses and wrappers are distributed or differentiable and keep the separate update);
-    never when :attr:`sonotile.config.Settings.fftw_updates` was off when they were built."""
+    never when :attr:`sonotile.base.config.Settings.fftw_updates` was off when they were built."""
     if type(ops) is FourierOps:
         return ops.fused(like) and "separate-updates" not in ops.fft
     own = getattr(ops, "fuses_updates", None)

@@ -5,7 +5,7 @@ Compilation cache (time to first step): ``~/.cache/sonotile/jax``.
 :func:`enable_env` is called by the entry points (``sonotile-kwave`` and the ``sonotile``
 commands, through :func:`configure_threads`), :func:`prepare` by the Python API (``simulate``,
 ``simulate_many``, ``make_simulator``) before its first run; importing sonotile changes nothing.
-What they do follows the installed :class:`sonotile.config.Settings`. Programs
+What they do follows the installed :class:`sonotile.base.config.Settings`. Programs
 that took at least 0.2 s to compile are stored (JAX's default: no size limit; an LRU limit
 would need the ``filelock`` package); a second run of the
 same problem shape loads them instead of compiling. Nothing is changed when the user set a
@@ -32,7 +32,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from types import FrameType
 
-from sonotile import cachedir, config
+from sonotile.base import cachedir, config
 
 #: programs that compile in less [s] are not kept in the persistent cache. A 128^3 time-loop
 #: chunk compiles in ~0.13 s on the 2-core EPYC: at 0.2 s every run compiled its chunks again
@@ -154,8 +154,8 @@ def hugepages_state() -> str:
 
 def enable_env() -> None:
     """The compilation cache through environment variables, before JAX is imported (entry
-    points; kept under :attr:`~sonotile.config.Settings.cache_limit`,
-    :func:`sonotile.cachedir.prune_daily`), :func:`set_xla_flags` and :func:`fix_malloc`."""
+    points; kept under :attr:`~sonotile.base.config.Settings.cache_limit`,
+    :func:`sonotile.base.cachedir.prune_daily`), :func:`set_xla_flags` and :func:`fix_malloc`."""
     set_xla_flags()
     fix_malloc()
     if not config.current().compilation_cache:
@@ -303,7 +303,7 @@ def restore_handlers(previous: dict) -> None:
 def prepare() -> None:
     """What the Python API does before its first run: sonotile's XLA flags if JAX has not
     started its CPU client yet (they would be ignored after), the host allocator and the
-    compilation cache, all as the installed :class:`sonotile.config.Settings` say."""
+    compilation cache, all as the installed :class:`sonotile.base.config.Settings` say."""
     import jax._src.xla_bridge as xb
 
     if not xb.backends_are_initialized():

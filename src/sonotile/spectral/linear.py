@@ -1,7 +1,7 @@
 """Derivative rules for the FFTW-backed spectral operators.
 
 XLA's FFT is differentiable as it stands; FFTW's custom calls (:mod:`sonotile.fft.fftw`) are
-opaque to JAX. Every operator of :class:`~sonotile.solver.operators.FourierOps` is linear in
+opaque to JAX. Every operator of :class:`~sonotile.spectral.operators.FourierOps` is linear in
 its field argument, ``A x = irfftn(K rfftn x)`` with a kernel ``K`` that is the half of a
 Hermitian-symmetric spectrum (the staggered shift ``i k exp(+-i k d/2)`` is real at Nyquist),
 so its adjoint is the spectral operator with kernel ``conj(K)`` and can itself run on FFTW:
@@ -34,7 +34,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 from jax.tree_util import PyTreeDef
 
-from sonotile.solver.operators import FourierOps
+from sonotile.spectral.operators import FourierOps
 
 spectral_p = Primitive("sonotile_spectral")
 spectral_p.multiple_results = True

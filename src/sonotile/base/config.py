@@ -3,10 +3,10 @@
 Every setting has a default; the ``SONOTILE_*`` environment variables override defaults, and are
 read here only (:meth:`Settings.from_env`). Front ends (``sonotile-kwave``, ``sonotile``
 commands, ``simulate``) make the settings once and install them with :func:`configure`;
-:class:`~sonotile.solver.operators.FourierOps` records the FFT choices it was built with in its
+:class:`~sonotile.spectral.operators.FourierOps` records the FFT choices it was built with in its
 static (hashable) part, so they are part of every compiled program's cache key.
 
-Nothing here changes the process: :mod:`sonotile.runtime` applies the process-wide ones (XLA
+Nothing here changes the process: :mod:`sonotile.base.runtime` applies the process-wide ones (XLA
 flags, threads, compilation cache, allocator) when an entry point asks it to.
 """
 

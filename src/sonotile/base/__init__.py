@@ -1,0 +1,5 @@
+"""The base every other package stands on: settings (``config``), process set-up (``runtime``),
+the cache directory (``cachedir``), command-line parsing helpers (``cliargs``), the version.
+
+May import: nothing of sonotile's.
+"""
