@@ -41,9 +41,9 @@ _WHERE = {
         ("create_cw_signals", "extract_amp_phase", "tone_burst"), "sonotile.model.signals"
     ),
     "simulate_many": "sonotile.batch.many",
-    "load_input": "sonotile.results_io",
-    "load_results": "sonotile.results_io",
-    "make_simulator": "sonotile.differentiable",
+    "load_input": "sonotile.api.results",
+    "load_results": "sonotile.api.results",
+    "make_simulator": "sonotile.api.differentiable",
     "Tape": "sonotile.solver.tape",
 }
 

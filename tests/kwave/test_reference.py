@@ -56,7 +56,7 @@ def test_compare_catches_a_wrong_dataset(tmp_path):
 def test_validate_runs_a_case_folder(tmp_path, capsys):
     """``sonotile validate FOLDER``: one case within tolerance prints ok and exits 0; the default
     folder is the repository's own reference cases."""
-    from sonotile import validate
+    from sonotile.commands import validate
 
     assert validate.DEFAULT == REFERENCE
     case = tmp_path / "cases" / "2d_homog_lossless_p0_index"

@@ -15,7 +15,7 @@ CASE = "2d_homog_lossless_p0_index"  # 96 x 80 points, 220 steps: a few seconds
 
 def validate(folder) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sonotile.cli", "validate", str(folder)],
+        [sys.executable, "-m", "sonotile.commands.cli", "validate", str(folder)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 

@@ -29,7 +29,7 @@ from sonotile.parallel.distributed import detect
 ROOT = REPO
 CASE = REFERENCE / "3d_het_absorb15_nonlin_hetbona_p0_index"
 KWAVE = [sys.executable, "-m", "sonotile.kwave.cli"]
-LAUNCH = [sys.executable, "-m", "sonotile.cli", "launch"]
+LAUNCH = [sys.executable, "-m", "sonotile.commands.cli", "launch"]
 
 
 def env(extra=None):

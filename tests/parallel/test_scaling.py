@@ -71,9 +71,9 @@ def test_bench_scaling_two_processes(tmp_path):
     out, png = tmp_path / "s.json", tmp_path / "s.png"
     transports = default_transports()
     r = subprocess.run(
-        [sys.executable, "-m", "sonotile.cli", "bench", "--scaling", "--size", "24", "--strong",
-         "0", "--steps", "2", "--repeats", "1", "--rounds", "1", "--decompositions", "lfb",
-         "--overlap", "4", "--json", str(out), "--png", str(png)],
+        [sys.executable, "-m", "sonotile.commands.cli", "bench", "--scaling", "--size", "24",
+         "--strong", "0", "--steps", "2", "--repeats", "1", "--rounds", "1",
+         "--decompositions", "lfb", "--overlap", "4", "--json", str(out), "--png", str(png)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

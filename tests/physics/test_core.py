@@ -98,7 +98,7 @@ def test_make_time_matches_kwave_defaults():
 
 
 def test_demo_end_to_end(tmp_path):
-    from sonotile.cli import main
+    from sonotile.commands.cli import main
 
     assert main(["demo", "--size", "32", "--out", str(tmp_path)]) == 0
     with h5py.File(tmp_path / "results.h5") as f:

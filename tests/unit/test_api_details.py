@@ -220,8 +220,8 @@ def test_command_line_spelling_and_unknown_flags():
     import sys
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "sonotile.cli", *args], capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        return subprocess.run([sys.executable, "-m", "sonotile.commands.cli", *args],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
 
     r = run()
     assert r.returncode == 2 and "usage: sonotile <command>" in r.stderr

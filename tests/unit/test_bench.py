@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from require import require_fftw
 
-from sonotile.cli import main
+from sonotile.commands.cli import main
 
 
 def test_bench_smoke(tmp_path):

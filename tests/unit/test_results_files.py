@@ -47,7 +47,7 @@ def test_result_file_has_units_and_reruns_bit_identically(saved):
         assert f["input/grid"].attrs["dt_units"] == "s"
         assert f["input/sensor/mask"].attrs["units"] == ""  # a mask has no unit
         assert f["results/sensor_points"].attrs["units"] == "grid index (0-based)"
-    from sonotile.results_io import unit_of
+    from sonotile.api.results import unit_of
 
     assert (unit_of("p_mask"), unit_of("u_mask"), unit_of("transducer_delays")) == (
         "", "", "time steps")  # fmt: skip
@@ -63,8 +63,8 @@ def test_plot_command_writes_pngs(saved, tmp_path, which):
     src = saved[0] if which == "sonotile" else (
         REFERENCE / "3d_het_lossless_p0_cuboid_allfields_s25" / "output.h5")  # fmt: skip
     out = tmp_path / "fig.png"
-    r = subprocess.run([sys.executable, "-m", "sonotile.cli", "plot", str(src), "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    cmd = [sys.executable, "-m", "sonotile.commands.cli", "plot", str(src), "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
 
@@ -73,7 +73,7 @@ def test_plot_command_refuses_other_files(tmp_path):
     bad = tmp_path / "x.h5"
     with h5py.File(bad, "w") as f:
         f["a"] = 1
-    r = subprocess.run([sys.executable, "-m", "sonotile.cli", "plot", str(bad)],
+    r = subprocess.run([sys.executable, "-m", "sonotile.commands.cli", "plot", str(bad)],
                        capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "k-Wave output" in r.stderr
 
@@ -134,7 +134,7 @@ def test_float64_command_line_run_matches_kwave(tmp_path):
 
 
 def test_plot_reads_source_points_and_sensor_positions(saved):
-    from sonotile.plot import read_any
+    from sonotile.commands.plot import read_any
 
     d = read_any(str(saved[0]))
     assert d["labels"][0] == "x = 3.2, y = 2.4 mm"  # mask[32, 24], 0.1 mm spacing
@@ -147,7 +147,7 @@ def test_signed_field_gets_a_centred_diverging_map():
     import matplotlib
 
     matplotlib.use("Agg")
-    from sonotile.plot import planes_through
+    from sonotile.commands.plot import planes_through
 
     field = np.zeros((40, 30))
     field[10, 5], field[20, 20] = -3e5, 1e5  # [Pa]
@@ -163,7 +163,7 @@ def test_three_planes_through_the_focus_in_db_with_source_marked():
     import matplotlib
 
     matplotlib.use("Agg")
-    from sonotile.plot import planes_through
+    from sonotile.commands.plot import planes_through
 
     x, y, z = np.meshgrid(np.arange(30), np.arange(20), np.arange(16), indexing="ij")
     field = 1e6 * np.exp(-((x - 20) ** 2 + (y - 8) ** 2 + (z - 5) ** 2) / 8)  # focus (20, 8, 5)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sonotile.base import runtime
-from sonotile.base.cliargs import Parser, normalize
+from sonotile.base.cliargs import Parser
 from sonotile.model.grid import Grid
 from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
 
@@ -505,21 +505,8 @@ def _print(res: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    argv = normalize(argv, ["--whole_run"])
-    if argv[:1] == ["--scaling"]:  # 1 -> 2 processes: weak, strong, time by part
-        from sonotile.bench import processes
-
-        return processes.main(argv[1:])
-    if argv[:1] == ["--decompositions"]:  # communication and time breakdown per decomposition
-        from sonotile.bench import scaling
-
-        return scaling.main(argv[1:])
-    if argv[:1] == ["--whole_run"]:  # complete sonotile-kwave and k-Wave processes, differenced
-        from sonotile.bench import whole as bench_whole
-
-        return bench_whole.main(argv[1:])
-    args = parser().parse_args(argv)
+    """The in-process bench of the cases (``sonotile bench`` without a mode flag)."""
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in CASES]
     if bad:

@@ -135,7 +135,7 @@ def _plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sonotile.plot import field_map, traces
+    from sonotile.commands.plot import field_map, traces
 
     spacing = cast("tuple[float, ...]", grid.spacing)  # per axis since KWaveGrid.__post_init__
     p_max_all, p_axis = cast(np.ndarray, res["p_max_all"]), cast(np.ndarray, res["p"])  # arrays

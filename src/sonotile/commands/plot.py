@@ -163,7 +163,7 @@ def read_any(path: str) -> FileData:
     positions in mm where known; ``source`` the source points' grid indices ``(N, d)``)."""
     import h5py
 
-    from sonotile.results_io import FORMAT
+    from sonotile.api.results import FORMAT
 
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") == FORMAT:

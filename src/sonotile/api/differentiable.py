@@ -34,7 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
-from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Options, build_problem
+from sonotile.api.problem import build_problem
+from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError

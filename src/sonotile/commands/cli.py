@@ -9,15 +9,18 @@ from __future__ import annotations
 import sys
 
 COMMANDS = {
-    "demo": ("sonotile.demo", "3-D focused ultrasound through a tissue layer (about a minute)"),
+    "demo": (
+        "sonotile.commands.demo",
+        "3-D focused ultrasound through a tissue layer (about a minute)",
+    ),
     "kwave": (
         "sonotile.kwave.cli",
         "k-Wave compatible solver (same flags as kspaceFirstOrder-OMP)",
     ),
-    "bench": ("sonotile.bench.inprocess", "throughput, compile time and memory benchmarks"),
+    "bench": ("sonotile.bench.cli", "throughput, compile time and memory benchmarks"),
     "batch": ("sonotile.batch.cli", "many k-Wave input files at once, on subsets of the devices"),
-    "plot": ("sonotile.plot", "figures of a result or k-Wave output file (PNG)"),
-    "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
+    "plot": ("sonotile.commands.plot", "figures of a result or k-Wave output file (PNG)"),
+    "validate": ("sonotile.commands.validate", "run the k-Wave reference cases and compare"),
     "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),
 }
 

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import KeysView
+from dataclasses import dataclass, field
+from typing import Any
 
 import h5py
 import numpy as np
 
-if TYPE_CHECKING:  # sonotile.api imports this module when saving
-    from sonotile.api import Inputs, KSensor, KSource, KWaveMedium, Results
+from sonotile.api.types import Inputs, KSensor, KSource, KWaveGrid, KWaveMedium
+from sonotile.model.grid import Grid
 
 FORMAT = "sonotile-results"
 
@@ -38,6 +40,44 @@ UNITS = {
     "p_cw_amp": "Pa", "p_cw_amp_all": "Pa", "p_cw_phase": "rad", "p_cw_phase_all": "rad",
     "cw_frequency": "Hz", "cw_periods": "periods", "bli_tolerance": "1",
 }  # fmt: skip
+
+
+@dataclass
+class Results:
+    """Simulation output: ``results[name]`` as numpy arrays, plus metadata.
+
+    Index and Cartesian sensors give time series as ``(n_sensors, n_recorded_steps)`` and
+    statistics as ``(n_sensors,)``; cuboid sensors give per cuboid ``(Cx, Cy, Cz,
+    n_recorded_steps)`` lists. Whole-field quantities have the grid shape (the user's grid when
+    the PML was outside). ``sensor_points``: ``(n_sensors, ndim)`` 0-based grid indices of the
+    user's grid (fractional for Cartesian points).
+    """
+
+    data: dict[str, Quantity]
+    grid: Grid
+    t: np.ndarray
+    sensor_points: np.ndarray | None
+    warnings: list[str] = field(default_factory=list)
+    inputs: Inputs | None = None  # (kgrid, medium, source, sensor) as given to simulate
+    options: dict[str, Any] = field(default_factory=dict)  # simulate's keyword options
+
+    def save(self, path: str) -> None:
+        """Write every quantity with its unit, and the input, to an HDF5 file that
+        :func:`sonotile.load_input` reads back for a re-run (see :mod:`sonotile.api.results`)."""
+        save_results(path, self, self.inputs, self.options)
+
+    def __getitem__(self, k: str) -> Quantity:
+        return self.data[k]
+
+    def __contains__(self, k: str) -> bool:
+        return k in self.data
+
+    def keys(self) -> KeysView[str]:
+        return self.data.keys()
+
+
+#: A recorded quantity: an array, or per cuboid a list of arrays (cuboid sensors).
+Quantity = np.ndarray | list[np.ndarray]
 
 
 def unit_of(name: str) -> str:
@@ -146,7 +186,6 @@ def _read_group(g: h5py.Group) -> dict[str, Any]:
 def load_input(path: str) -> tuple[Inputs, dict[str, Any]]:
     """``((kgrid, medium, source, sensor), options)`` of a result file, ready for
     ``simulate(*inputs, **options)``."""
-    from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium
 
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") != FORMAT or "input" not in f:

@@ -14,8 +14,8 @@ from numpy.typing import ArrayLike
 
 from sonotile.model.problem import ProblemError
 
-if TYPE_CHECKING:  # sonotile.api imports this module
-    from sonotile.api import KSensor, KSource, KWaveMedium
+if TYPE_CHECKING:
+    from sonotile.api.types import KSensor, KSource, KWaveMedium
 
 #: Solver-layer names -> the API's names.
 USER_NAMES = {
@@ -85,7 +85,7 @@ def check_sources(source: KSource, shape: tuple[int, ...]) -> None:
 
 def check_sensor(sensor: KSensor, shape: tuple[int, ...]) -> None:
     """Masks of the grid shape or Cartesian points ``(D, N)`` [m] (checked where they are
-    converted, :func:`sonotile.api.cartesian_coords`); points are 0-based grid indices."""
+    converted, :func:`sonotile.api.problem.cartesian_coords`); points are 0-based grid indices."""
     if sensor.mask is not None:
         m = np.asarray(sensor.mask)
         cartesian = m.ndim == 2 and m.shape[0] == len(shape) and m.shape != tuple(shape)

@@ -1,0 +1,18 @@
+"""The Python API: what a k-Wave user describes (``types``), its checks in the user's own names
+(``inputs``), the solver-ready problem made from it (``problem``), ``simulate`` (``simulation``),
+result files (``results``) and differentiable simulators (``differentiable``, imported when
+used: it loads JAX).
+
+May import: every layer below the front ends.
+"""
+
+from sonotile.api.problem import build_problem, mask_points
+from sonotile.api.results import Results, load_input, load_results, save_results
+from sonotile.api.simulation import shape_results, simulate
+from sonotile.api.types import Inputs, KSensor, KSource, KWaveGrid, KWaveMedium, Options
+
+__all__ = [
+    "Inputs", "KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Options", "Results",
+    "build_problem", "load_input", "load_results", "mask_points", "save_results",
+    "shape_results", "simulate",
+]  # fmt: skip

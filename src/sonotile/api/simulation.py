@@ -1,0 +1,205 @@
+"""The Python API a k-Wave user finds natural: grid, medium, source, sensor -> ``simulate``.
+
+It does what k-Wave's MATLAB/Python front end does before its solver runs (scaling source terms
+to density/velocity units, densities on the staggered grids, default time step and PML, PML
+outside the grid when asked, intensity post-processing) and then runs the very same core that
+``sonotile-kwave`` runs.
+
+Conventions: arrays are indexed ``(x, y, z)``; SI units throughout; masks are boolean arrays of
+the grid shape; source points and sensor points are ordered as k-Wave orders them (MATLAB
+column-major ``find`` order: x fastest).
+
+Example::
+
+    grid = KWaveGrid((128, 128), (1e-4, 1e-4))
+    medium = KWaveMedium(sound_speed=1500.0, density=1000.0)
+    source = KSource(p0=disc)
+    sensor = KSensor(mask=ring, record=("p", "p_max"))
+    res = simulate(grid, medium, source, sensor)
+    res["p"]  # (n_sensors, n_steps) [Pa]
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sonotile.api import inputs as user_input
+from sonotile.api.problem import build_problem, fourier_shift
+from sonotile.api.results import Quantity, Results
+from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
+from sonotile.model.grid import AXES
+from sonotile.model.problem import (
+    Problem,
+)
+from sonotile.physics.acoustic import checks
+
+if TYPE_CHECKING:
+    import jax
+
+
+def simulate(
+    kgrid: KWaveGrid,
+    medium: KWaveMedium,
+    source: KSource,
+    sensor: KSensor,
+    pml_size: int | Sequence[int] | None = None,
+    pml_alpha: float | Sequence[float] = 2.0,
+    pml_inside: bool = True,
+    dtype: str = "float32",
+    smooth_p0: bool = True,
+    smooth_c0: bool = False,
+    smooth_rho0: bool = False,
+    decomposition: str = "single",
+    mesh: tuple[int, ...] | None = None,
+    overlap: int | None = None,
+    accuracy: float = 1e-3,
+    progress: bool | None = None,
+    quiet: bool = False,
+    device: jax.Device | None = None,
+    devices: Sequence[jax.Device] | None = None,
+) -> Results:
+    """Run a simulation (k-Wave's ``kspaceFirstOrder1D/2D/3D``) on the default device.
+
+    Args:
+        kgrid, medium, source, sensor: the k-Wave-style description.
+        pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D).
+        pml_alpha: PML absorption [Np per point] (default 2).
+        pml_inside: PML inside the given grid (k-Wave's default) or added around it.
+        dtype: ``"float32"`` or ``"float64"`` (JAX's 64-bit mode is switched on for the run).
+        smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
+            default; :func:`sonotile.model.filters.smooth`).
+        smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
+        decomposition: ``"single"`` (one device), ``"pencil"`` (distributed FFT, exact),
+            ``"lfb"`` (local Fourier basis, nearest-neighbour exchange) or ``"auto"`` (chosen
+            from grid, devices and ``accuracy``); see ``docs/decomposition.md``.
+        mesh: devices per split axis, e.g. ``(2, 4)`` (default: all devices on x).
+        overlap: LFB overlap [points] (default: auto's pick, else 16).
+        accuracy: relative accuracy target for ``decomposition="auto"``.
+        progress: print progress (default: when stderr is a terminal).
+        quiet: do not print warnings or the memory estimate.
+        device: the one device to run on (a ``jax.Device``; default: JAX's default device).
+        devices: the devices of a decomposition (default: all).
+
+    Returns:
+        :class:`Results`.
+    """
+    from sonotile.base import runtime
+
+    runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
+    options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
+    problem, mapping = build_problem(kgrid, medium, source, sensor, options)
+    notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
+    notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
+    for w in notes:
+        warnings.warn(w, stacklevel=2)
+    if not quiet and (progress or (progress is None and sys.stderr.isatty())):
+        mb = checks.memory_estimate(problem) / 2**20
+        print(
+            f"sonotile: grid {problem.grid.shape}, {problem.grid.nt} steps, about {mb:.0f} MB",
+            file=sys.stderr,
+        )
+    raw, final = _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device,
+                      devices)  # fmt: skip
+    data = shape_results(problem, raw, final, mapping["crop"])
+    t = np.arange(problem.sensor.start, problem.grid.nt) * problem.grid.dt  # recorded steps
+    opts = dict(pml_size=pml_size, pml_alpha=pml_alpha, pml_inside=pml_inside, dtype=dtype,
+                smooth_p0=smooth_p0, smooth_c0=smooth_c0, smooth_rho0=smooth_rho0)  # fmt: skip
+    inputs = (kgrid, medium, source, sensor)
+    return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
+
+
+def _run(
+    problem: Problem,
+    decomposition: str,
+    mesh: tuple[int, ...] | None,
+    overlap: int | None,
+    accuracy: float,
+    progress: bool | None,
+    quiet: bool,
+    device: jax.Device | None,
+    devices: Sequence[jax.Device] | None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Run on the device(s) asked for; float64 runs switch JAX's 64-bit mode on for the run."""
+    import contextlib
+
+    import jax
+
+    from sonotile.solver import runner
+
+    x64: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if problem.dtype == "float64" and not jax.enable_x64.value:
+        x64 = jax.enable_x64(True)
+    with x64:
+        if decomposition == "single":
+            if devices is not None and len(devices) > 1:
+                raise ValueError(
+                    f"devices: {len(devices)} devices for decomposition 'single'; choose "
+                    "pencil, lfb or auto, or pass device="
+                )
+            dev = device if device is not None else (devices[0] if devices else None)
+            ctx = jax.default_device(dev) if dev is not None else contextlib.nullcontext()
+            with ctx:
+                return runner.run_engine(runner.single_engine(problem), progress=progress)
+        from sonotile.parallel.engine import engine_for
+
+        engine, reason = engine_for(
+            problem, decomposition, mesh, overlap, accuracy=accuracy, devices=devices
+        )
+        if not quiet:
+            print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
+        return runner.run_engine(engine, progress=progress)
+
+
+def shape_results(
+    problem: Problem,
+    raw: dict[str, np.ndarray],
+    final: dict[str, np.ndarray],
+    crop: tuple[slice, ...],
+) -> dict[str, Quantity]:
+    """The runner's raw series and final quantities in the user's layout (see :class:`Results`),
+    whole fields cropped to the user's grid."""
+    sensor = problem.sensor
+    nd = problem.grid.ndim
+    shapes = None
+    if sensor.cuboids is not None:
+        shapes = [tuple(int(h - lo + 1) for lo, h in zip(c[0], c[1])) for c in sensor.cuboids]
+        splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
+
+    def series(v: np.ndarray) -> Quantity:  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
+        if shapes is None:
+            return np.ascontiguousarray(v.T)
+        return [
+            np.moveaxis(b.reshape((v.shape[0],) + s), 0, -1)
+            for b, s in zip(np.split(v, splits, axis=1), shapes)
+        ]
+
+    def stat(v: np.ndarray) -> Quantity:
+        if shapes is None:
+            return v
+        return [b.reshape(s) for b, s in zip(np.split(v, splits), shapes)]
+
+    out: dict[str, Quantity] = {}
+    rec = set(sensor.record)
+    for name, v in raw.items():
+        base = (
+            "u_non_staggered" if name.endswith("_non_staggered") else ("p" if name == "p" else "u")
+        )
+        if base in rec:
+            out[name] = series(v)
+    for name, v in final.items():
+        out[name] = v[crop] if (name.endswith("_all") or name.endswith("_final")) else stat(v)
+    if {"I", "I_avg"} & rec:
+        p = raw["p"].T
+        for a in range(nd):
+            u = fourier_shift(raw[f"u{AXES[a]}_non_staggered"].T, 0.5)
+            inten = p * u
+            if "I" in rec:
+                out[f"I{AXES[a]}"] = series(inten.T)
+            if "I_avg" in rec:
+                out[f"I{AXES[a]}_avg"] = stat(inten.mean(axis=-1))
+    return out

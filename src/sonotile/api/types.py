@@ -1,0 +1,169 @@
+"""What a k-Wave user describes: grid, medium, source, sensor (and the options that turn them
+into a solver-ready problem). Conventions: arrays indexed ``(x, y, z)``; SI units; masks are
+boolean arrays of the grid shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict, cast
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from sonotile.model.grid import make_time
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass
+class KWaveGrid:
+    """Grid points and spacing; time axis set by :meth:`make_time` or by ``simulate``.
+
+    Attributes:
+        shape: points per axis ``(Nx[, Ny[, Nz]])``.
+        spacing: ``(dx[, dy[, dz]])`` [m] (a single float for all axes).
+        dt: time step [s] (``None``: k-Wave's default from CFL 0.3).
+        nt: number of time steps (``None``: time to cross the grid diagonal).
+    """
+
+    shape: tuple[int, ...]
+    spacing: tuple[float, ...] | float
+    dt: float | None = None
+    nt: int | None = None
+
+    def __post_init__(self) -> None:
+        self.shape = tuple(int(n) for n in self.shape)
+        if np.isscalar(self.spacing):
+            self.spacing = (float(cast(float, self.spacing)),) * len(self.shape)
+        self.spacing = tuple(float(d) for d in cast("tuple[float, ...]", self.spacing))
+
+    def make_time(
+        self, sound_speed: ArrayLike, cfl: float = 0.3, t_end: float | None = None
+    ) -> None:
+        """k-Wave's ``makeTime``: ``dt = cfl min(d) / max(c)``, end time from the diagonal."""
+        c = np.asarray(sound_speed)
+        spacing = cast("tuple[float, ...]", self.spacing)  # per axis since __post_init__
+        self.dt, self.nt = make_time(
+            self.shape, spacing, float(c.max()), float(c.min()), cfl, t_end
+        )
+
+    @property
+    def t(self) -> np.ndarray:
+        """Time of each step [s]."""
+        return np.arange(self.nt) * self.dt
+
+
+@dataclass
+class KWaveMedium:
+    """Acoustic medium; each property a scalar or an array of the grid shape.
+
+    Attributes:
+        sound_speed: [m/s].
+        density: [kg/m^3].
+        alpha_coeff: absorption prefactor [dB/(MHz^y cm)] (``None``: lossless).
+        alpha_power: power-law exponent y.
+        alpha_mode: ``None`` (absorption and dispersion), ``"no_dispersion"`` or ``"stokes"``.
+        BonA: nonlinearity parameter B/A (``None``: linear).
+        sound_speed_ref: reference sound speed of the k-space correction [m/s] (default max).
+    """
+
+    sound_speed: ArrayLike
+    density: ArrayLike = 1000.0
+    alpha_coeff: ArrayLike | None = None
+    alpha_power: float = 1.5
+    alpha_mode: str | None = None
+    BonA: ArrayLike | None = None  # noqa: N815 (k-Wave's name)
+    sound_speed_ref: float | None = None
+
+
+@dataclass
+class KSource:
+    """Sources as k-Wave takes them (unscaled physical units).
+
+    Attributes:
+        p0: initial pressure [Pa], grid-shaped.
+        p: pressure signal(s) [Pa]: ``(Nt_src,)`` for all points or ``(Nsrc, Nt_src)``.
+        p_mask: boolean mask of the pressure source points.
+        p_mode: ``"additive"`` (default), ``"additive-no-correction"`` or ``"dirichlet"``.
+        ux, uy, uz: velocity signal(s) [m/s], same layouts as ``p``.
+        u_mask: boolean mask of the velocity source points.
+        u_mode: as ``p_mode``.
+        transducer_mask: boolean mask of the points of a k-Wave transducer source (a beamformed
+            signal added to ``ux``, k-Wave's ``kWaveTransducerSimple`` as seen by its solver).
+        transducer_signal: its input signal ``(Nt_in,)`` [m/s].
+        transducer_delays: per point (mask order) delay [time steps], integers >= 0; the point
+            receives ``signal[delay + n]`` at step n.
+    """
+
+    p0: np.ndarray | None = None
+    p: np.ndarray | None = None
+    p_mask: np.ndarray | None = None
+    p_mode: str = "additive"
+    ux: np.ndarray | None = None
+    uy: np.ndarray | None = None
+    uz: np.ndarray | None = None
+    u_mask: np.ndarray | None = None
+    u_mode: str = "additive"
+    transducer_mask: np.ndarray | None = None
+    transducer_signal: np.ndarray | None = None
+    transducer_delays: np.ndarray | None = None
+
+
+@dataclass
+class KSensor:
+    """Sensor points and what to record.
+
+    Attributes:
+        mask: boolean mask of the grid's shape (points in k-Wave order), or Cartesian points
+            ``(ndim, N)`` [m] relative to the grid centre (k-Wave's convention), read off the
+            grid by ``cart_interp`` in the given order; or ``None`` with ``corners``/``points``.
+        points: ``(N, ndim)`` integer grid indices (0-based), recorded in the given order.
+        corners: list of ``(lo, hi)`` inclusive 0-based corner index pairs of cuboids.
+        record: quantities (k-Wave names): p, p_max, p_min, p_rms, p_final, p_max_all,
+            p_min_all, u, u_non_staggered, u_max, u_min, u_rms, u_final, u_max_all,
+            u_min_all, I, I_avg; and ``p_cw`` (at the points) / ``p_cw_all`` (whole grid):
+            steady-state amplitude ``p_cw_amp[_all]`` [Pa] and phase ``p_cw_phase[_all]`` [rad]
+            at ``cw_frequency``.
+        record_start_index: first recorded step, 1-based as in k-Wave.
+        cart_interp: Cartesian points are read by ``"bli"`` (band-limited, default),
+            ``"linear"`` (multilinear) or ``"nearest"``.
+        bli_tolerance: truncation of the band-limited stencil (smaller: wider, more accurate).
+        cw_frequency: frequency [Hz] of ``p_cw`` / ``p_cw_all``.
+        cw_periods: the DFT window: the last ``cw_periods`` periods of the run.
+    """
+
+    mask: np.ndarray | None = None
+    corners: list | None = None
+    points: np.ndarray | None = None
+    record: tuple[str, ...] = ("p",)
+    record_start_index: int = 1
+    cart_interp: str = "bli"
+    bli_tolerance: float = 0.05
+    cw_frequency: float | None = None
+    cw_periods: float = 3.0
+
+
+class UserLayout(TypedDict):
+    """How solver results map back to the user's grid (:func:`build_problem`)."""
+
+    crop: tuple[slice, ...]  # the user's grid within the (PML-padded) solver grid
+    points: np.ndarray | None  # the sensor points (N, ndim) on the user's grid
+
+
+@dataclass(frozen=True)
+class Options:
+    """How k-Wave-style input becomes a solver-ready problem (see :func:`simulate`)."""
+
+    pml_size: int | Sequence[int] | None = None
+    pml_alpha: float | Sequence[float] = 2.0
+    pml_inside: bool = True
+    dtype: str = "float32"
+    smooth_p0: bool = True
+    smooth_c0: bool = False
+    smooth_rho0: bool = False
+
+
+#: What ``simulate`` takes and ``Results.inputs`` / ``load_input`` give back.
+Inputs = tuple[KWaveGrid, KWaveMedium, KSource, KSensor]
