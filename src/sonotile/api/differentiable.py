@@ -39,6 +39,7 @@ from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
+from sonotile.parallel.decomposition import AUTO, PENCIL, SINGLE, Decomposition
 from sonotile.physics.acoustic import AcousticModel, State
 from sonotile.physics.acoustic.constants import source_constants, traced_medium_constants
 from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
@@ -382,7 +383,7 @@ def make_simulator(
     pml_inside: bool = True,
     dtype: str = "float32",
     smooth_p0: bool = True,
-    decomposition: str = "single",
+    decomposition: Decomposition | str = SINGLE,
     mesh: tuple[int, ...] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
@@ -411,8 +412,9 @@ def make_simulator(
         ``density``, ``alpha_coeff``, ``BonA``, ``p0``, ``p``, ``ux``, ``uy``, ``uz`` present
         in the input; ``sim.params`` holds the given values.
     """
-    if decomposition not in ("single", "pencil", "lfb"):
-        raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
+    decomposition = Decomposition.parse(decomposition)
+    if decomposition == AUTO:
+        raise ValueError("decomposition = 'auto': make_simulator takes single, pencil or lfb")
     from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
@@ -431,7 +433,7 @@ def make_simulator(
         problem, sens.layout_of(problem.sensor, problem.grid.shape), AcousticModel.of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
-    if decomposition == "single":
+    if decomposition == SINGLE:
         run, fixed, describe = _single(st)
         derive = tuple(range(problem.grid.ndim))
     else:
@@ -443,7 +445,7 @@ def make_simulator(
         run, fixed = mesh_runner(
             problem, st.layout, partial(local_run, st), decomposition, mesh, overlap, bell_width
         )
-        derive = tuple(range(len(mesh), problem.grid.ndim)) if decomposition == "pencil" else ()
+        derive = tuple(range(len(mesh), problem.grid.ndim)) if decomposition == PENCIL else ()
         describe = f"{decomposition} on a {'x'.join(map(str, mesh))} mesh"
     sim = Simulator(
         st, default_params(medium, source, problem, dtype), run, fixed, derive, describe

@@ -36,6 +36,7 @@ from sonotile.model.grid import AXES
 from sonotile.model.problem import (
     Problem,
 )
+from sonotile.parallel.decomposition import Decomposition
 from sonotile.physics.acoustic import checks
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def simulate(
     smooth_p0: bool = True,
     smooth_c0: bool = False,
     smooth_rho0: bool = False,
-    decomposition: str = "single",
+    decomposition: Decomposition | str = Decomposition.SINGLE,
     mesh: tuple[int, ...] | None = None,
     overlap: int | None = None,
     accuracy: float = 1e-3,
@@ -91,6 +92,7 @@ def simulate(
     from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
+    decomposition = Decomposition.parse(decomposition)
     options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
@@ -115,7 +117,7 @@ def simulate(
 
 def _run(
     problem: Problem,
-    decomposition: str,
+    decomposition: Decomposition,
     mesh: tuple[int, ...] | None,
     overlap: int | None,
     accuracy: float,
@@ -135,7 +137,7 @@ def _run(
     if problem.dtype == "float64" and not jax.enable_x64.value:
         x64 = jax.enable_x64(True)
     with x64:
-        if decomposition == "single":
+        if decomposition == Decomposition.SINGLE:
             if devices is not None and len(devices) > 1:
                 raise ValueError(
                     f"devices: {len(devices)} devices for decomposition 'single'; choose "

@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sonotile.parallel.decomposition import LFB, SINGLE
+
 if TYPE_CHECKING:  # JAX and the solver are imported where used
     import jax
 
@@ -56,9 +58,9 @@ def local_block(
     """Shape of the block one process transforms: axis 0 split ``processes`` ways (uneven
     blocks: the largest), padded by ``overlap`` on both sides for LFB."""
     shape = list(problem.grid.shape)
-    if decomposition != "single":
+    if decomposition != SINGLE:
         shape[0] = -(-shape[0] // processes)
-    if decomposition == "lfb":
+    if decomposition == LFB:
         shape[0] += 2 * overlap
     return tuple(shape)
 
@@ -130,7 +132,7 @@ def planes_first(decomposition: str, problem: Problem) -> bool:
     from sonotile.fft import fftw
 
     s = config.current()
-    return (decomposition == "lfb" and s.lfb_planes and s.fftw_fused and problem.grid.ndim >= 2
+    return (decomposition == LFB and s.lfb_planes and s.fftw_fused and problem.grid.ndim >= 2
             and fftw.resolve(None, problem.dtype) == "fftw")  # fmt: skip
 
 
@@ -219,7 +221,7 @@ def measure(
     devs = list(jax.devices())
 
     def build(transport: str | None = None) -> Engine:
-        if decomposition == "single":
+        if decomposition == SINGLE:
             return runner.single_engine(problem)
         return parallel.decomposed_engine(problem, decomposition, (len(devs),), overlap, 0.5,
                                           transport=transport)  # fmt: skip
@@ -232,7 +234,7 @@ def measure(
     traced = list(engine.transport.traced) if mpi else []  # one step's MPI calls
     step = scaling.time_chunks(engine, problem, steps, repeats)
     local = step
-    if decomposition != "single":  # each process's shard with local copies for collectives
+    if decomposition != SINGLE:  # each process's shard with local copies for collectives
         local = scaling.time_chunks(build("local"), problem, steps, repeats)
     block = local_block(problem, decomposition, len(devs), overlap)
     if planes_first(decomposition, problem):
@@ -241,7 +243,7 @@ def measure(
     else:
         fft = fft_seconds(block, scaling.transforms_per_step(problem), repeats)
     exchange = 0.0
-    if decomposition != "single":
+    if decomposition != SINGLE:
         exchange = (mpi_exchange_seconds(engine.transport, traced, repeats) if mpi
                     else exchange_seconds(hlo, devs, repeats))  # fmt: skip
     ms = split(step, local, fft, exchange)

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from sonotile.base.cliargs import Parser
+from sonotile.parallel.decomposition import Decomposition
 
 if TYPE_CHECKING:  # JAX and the solver are imported where used (after the XLA flags are set)
     import jax
@@ -162,7 +163,7 @@ def _method_bytes(
 ) -> float:
     d = len(shape)
     p_total = math.prod(mesh)
-    if decomposition == "pencil":
+    if decomposition == Decomposition.PENCIL:
         half = math.prod(shape[:-1]) * (shape[-1] // 2 + 1)
         b = half * 2 * item / p_total
         return n_transforms * sum(b * (p - 1) / p for p in mesh if p > 1)
@@ -234,11 +235,11 @@ def step_time_model(
     full = tuple(mesh) + (1,) * (d - len(mesh))
     local = math.prod(shape) / p
     pad = 1.0
-    if decomposition == "lfb":
+    if decomposition == Decomposition.LFB:
         pad = math.prod((n / m + 2 * overlap) / (n / m) for n, m in zip(shape, full) if m > 1)
     work = compute_ns * 1e-9 * local * ((1 - fft_share) + fft_share * pad)
     sent = predicted_bytes(shape, mesh, decomposition, n_transforms, n_exchanged, overlap)
-    if decomposition == "pencil":
+    if decomposition == Decomposition.PENCIL:
         msgs = n_transforms * sum(m - 1 for m in mesh if m > 1)
         off = max(p - node, 0) / p
     else:
@@ -266,7 +267,7 @@ def large_run_rows(
         row: dict[str, Any] = {"devices": p}
         for dec, mesh in (("pencil", _near_square(p)), ("lfb", _near_cube(p))):
             m = step_time_model((n,) * 3, mesh, dec, compute_ns, overlap=overlap)
-            gb = bytes_per_point * n**3 / p * (m["pad"] if dec == "lfb" else 1) / 1e9
+            gb = bytes_per_point * n**3 / p * (m["pad"] if dec == Decomposition.LFB else 1) / 1e9
             row[dec] = {"mesh": mesh, "GB_per_device": gb, **m}
         rows.append(row)
     return rows
@@ -395,7 +396,7 @@ def measure(
     from sonotile.solver import runner
 
     def build() -> Engine:
-        if decomposition == "single":
+        if decomposition == Decomposition.SINGLE:
             return runner.single_engine(problem)
         return parallel.decomposed_engine(problem, decomposition, mesh, overlap, 0.5)
 
@@ -409,7 +410,7 @@ def measure(
     t_full = t_local = t_fft = t_io = math.nan
     if timings:
         t_full = time_chunks(engine, problem, steps, repeats)
-        if decomposition == "single":
+        if decomposition == Decomposition.SINGLE:
             t_local = t_full
             devs = [jax.devices()[0]]
         else:

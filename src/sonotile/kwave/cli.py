@@ -17,6 +17,7 @@ from typing import NoReturn
 from sonotile.base.cliargs import Parser, closest
 from sonotile.base.runtime import configure_cpu_devices, configure_threads, cpus_restored
 from sonotile.base.version import __version__
+from sonotile.parallel.decomposition import NAMES
 
 OUTPUT_FLAGS = {
     "p_raw": "p", "p_rms": "p_rms", "p_max": "p_max", "p_min": "p_min",
@@ -136,7 +137,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true")
     p.add_argument("-h", "--help", action="store_true")
     p.add_argument("--float64", action="store_true")
-    p.add_argument("--decomposition", choices=("auto", "single", "pencil", "lfb"), default="single")
+    p.add_argument("--decomposition", choices=NAMES, default="single")
     p.add_argument("--mesh", type=_mesh)
     p.add_argument("--overlap", type=_int_range(2, 32))
     p.add_argument("--bell_width", type=_positive_float, default=0.5)

@@ -18,6 +18,7 @@ from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
 from sonotile.kwave.cli import check_writable
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.reader import read_input
+from sonotile.parallel.decomposition import AUTO, SINGLE
 from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.physics.acoustic import checks, release_host_medium
 from sonotile.solver import runner as rn
@@ -30,13 +31,13 @@ if TYPE_CHECKING:
 
 def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device | None) -> rn.Engine:
     """The engine for ``--decomposition`` / ``--mesh`` / ``--overlap`` (single by default)."""
-    if jax.process_count() > 1 and (args.decomposition == "single" or device is not None):
+    if jax.process_count() > 1 and (args.decomposition == SINGLE or device is not None):
         raise ValueError(
             f"{jax.process_count()} processes: use --decomposition pencil, lfb or auto (and no "
             "-g) so that the grid is split over the devices of all of them"
         )
-    if args.decomposition == "single" or device is not None:
-        if args.decomposition not in ("single", "auto"):
+    if args.decomposition == SINGLE or device is not None:
+        if args.decomposition not in (SINGLE, AUTO):
             raise ValueError(
                 f"-g selects one device; it cannot be used with --decomposition "
                 f"{args.decomposition}"
@@ -48,7 +49,7 @@ def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device |
         problem, args.decomposition, args.mesh, args.overlap, args.bell_width, args.accuracy,
         transport=args.transport,
     )  # fmt: skip
-    if (args.decomposition == "auto" or args.verbose) and jax.process_index() == 0:
+    if (args.decomposition == AUTO or args.verbose) and jax.process_index() == 0:
         print(f"sonotile-kwave: running {engine.describe} ({reason})", file=sys.stderr)
     return engine
 
@@ -130,7 +131,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     resume = bool(ckpt) and os.path.exists(ckpt)
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
-        n_dev = 1 if args.decomposition == "single" or device is not None else jax.device_count()
+        n_dev = 1 if args.decomposition == SINGLE or device is not None else jax.device_count()
         rn.check_memory(problem, n_dev, device)  # before any work
         engine = make_engine(problem, args, device)
         if engine.describe.startswith("single"):  # medium constants are on the device now

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import TypedDict
 
+from sonotile.parallel.decomposition import LFB, PENCIL, SINGLE
+
 # ---------------------------------------------------------------------------------------------
 # choosing a decomposition
 
@@ -69,7 +71,7 @@ def auto(
     d = len(shape)
     if n_devices <= 1:
         return {
-            "decomposition": "single",
+            "decomposition": SINGLE,
             "mesh_shape": (),
             "overlap": 0,
             "reason": "one device: no decomposition needed",
@@ -98,7 +100,7 @@ def auto(
             else f"padded blocks cost {work:.2f}x the work, acceptable"
         )
         return {
-            "decomposition": "lfb",
+            "decomposition": LFB,
             "mesh_shape": lfb_mesh,
             "overlap": ov,
             "reason": f"overlap {ov} meets accuracy {accuracy:g} "
@@ -116,4 +118,9 @@ def pencil_pick(
 ) -> Pick:
     if mesh is None:
         raise ValueError(f"grid {shape} has fewer points than {n_devices} devices along its axes")
-    return {"decomposition": "pencil", "mesh_shape": mesh, "overlap": 0, "reason": reason}
+    return {
+        "decomposition": PENCIL,
+        "mesh_shape": mesh,
+        "overlap": 0,
+        "reason": reason,
+    }

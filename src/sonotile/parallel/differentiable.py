@@ -23,6 +23,7 @@ from jax.sharding import PartitionSpec as P
 
 from sonotile.model.problem import Problem
 from sonotile.parallel.blocks import Blocks
+from sonotile.parallel.decomposition import Decomposition
 from sonotile.parallel.lfb import LfbOps, lfb_constants
 from sonotile.parallel.mesh import AXIS_NAMES, ShardIndex, field_spec, local_index, make_mesh
 from sonotile.parallel.mesh import shard_map as smap
@@ -56,11 +57,11 @@ def const_spec(leaf: jax.Array, shape: tuple[int, ...], m: int) -> P:
 
 def _check(problem: Problem, decomposition: str, mesh_shape: tuple[int, ...]) -> None:
     d, m = problem.grid.ndim, len(mesh_shape)
-    if decomposition not in ("pencil", "lfb"):
+    if decomposition not in (Decomposition.PENCIL, Decomposition.LFB):
         raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
     if d < 2:
         raise ValueError("decomposed runs need a 2-D or 3-D grid")
-    if m > (d - 1 if decomposition == "pencil" else d):
+    if m > (d - 1 if decomposition == Decomposition.PENCIL else d):
         raise ValueError(f"{decomposition}: mesh {mesh_shape} has too many axes for a {d}-D grid")
     for a, p in enumerate(mesh_shape):  # uneven blocks: forward runs only (docs/decomposition.md)
         if problem.grid.shape[a] % p:
@@ -75,7 +76,7 @@ def _ops_parts(
     bell_width: float, unstagger: bool,
 ) -> tuple[Any, Any, Callable[[Any], FourierOps | LfbOps]]:  # fmt: skip
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
-    if decomposition == "pencil":
+    if decomposition == Decomposition.PENCIL:
         arrays, specs, meta = pencil_constants(problem, Blocks(problem.grid.shape, mesh_shape),
                                                unstagger, fftw_transforms=False)  # fmt: skip
         return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]

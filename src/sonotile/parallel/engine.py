@@ -32,6 +32,7 @@ from sonotile.parallel import collectives
 from sonotile.parallel import mpi as mpimod
 from sonotile.parallel.auto import auto
 from sonotile.parallel.blocks import Blocks
+from sonotile.parallel.decomposition import AUTO, LFB, NAMES, PENCIL, SINGLE, Decomposition
 from sonotile.parallel.lfb import LfbOps, lfb_constants
 from sonotile.parallel.mesh import (
     AXIS_NAMES,
@@ -72,25 +73,27 @@ def normalise_mesh(
         raise ValueError(f"{decomposition}: mesh {mesh_shape}: expected positive sizes")
     while len(mesh_shape) > 1 and mesh_shape[-1] == 1:
         mesh_shape = mesh_shape[:-1]
-    most = ndim - 1 if decomposition == "pencil" else ndim
+    most = ndim - 1 if decomposition == PENCIL else ndim
     if len(mesh_shape) > most:
         raise ValueError(
             f"{decomposition}: mesh {'x'.join(map(str, mesh_shape))} splits {len(mesh_shape)} "
             f"axes of a {ndim}-D grid (at most {most}"
-            + (": the last axis is never split" if decomposition == "pencil" else "")
+            + (": the last axis is never split" if decomposition == PENCIL else "")
             + ")"
         )
     return mesh_shape
 
 
-def validate(problem: Problem, decomposition: str, blocks: Blocks, overlap: int) -> None:
+def validate(
+    problem: Problem, decomposition: Decomposition | str, blocks: Blocks, overlap: int
+) -> None:
     """Refuse what the decomposition cannot run, before anything is built."""
     if problem.grid.ndim < 2:
         raise ValueError("decomposed runs need a 2-D or 3-D grid")
-    if decomposition not in ("pencil", "lfb"):
+    if decomposition not in (PENCIL, LFB):
         raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
     blocks.check(decomposition)
-    if decomposition == "pencil":
+    if decomposition == PENCIL:
         return
     if not 1 <= int(overlap) <= 64:
         raise ValueError(f"lfb: overlap = {overlap} points, expected 1..64")
@@ -133,7 +136,7 @@ def _split_consts(
 
 def run_decomposed(
     problem: Problem,
-    decomposition: str = "pencil",
+    decomposition: Decomposition | str = PENCIL,
     mesh_shape: tuple[int, ...] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
@@ -144,7 +147,7 @@ def run_decomposed(
 ) -> tuple[dict, dict]:
     """Run a problem on a device mesh; returns ``(raw, final)`` exactly like
     :func:`sonotile.solver.runner.run` (see :func:`decomposed_engine` for the arguments)."""
-    if decomposition == "single":
+    if decomposition == SINGLE:
         engine = runner.single_engine(problem)
     else:
         engine = decomposed_engine(problem, decomposition, mesh_shape, overlap, bell_width, devices)
@@ -223,7 +226,7 @@ def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: in
                bell_width: float, unstagger: bool) -> tuple[Any, Any, MakeOps]:  # fmt: skip
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     with on_host():
-        if decomposition == "pencil":
+        if decomposition == PENCIL:
             arrays, specs, meta = pencil_constants(problem, blocks, unstagger)
             return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
         inner, bells, unshift, lmeta = lfb_constants(
@@ -241,7 +244,7 @@ def _parts(problem: Problem, phys: Model, decomposition: str, blocks: Blocks, ov
     d, m = problem.grid.ndim, len(blocks.mesh_shape)
     with on_host():
         # dt/rho0_sg from rho0 in the step along the axes each pencil shard holds whole
-        derive = tuple(range(m, d)) if decomposition == "pencil" else ()
+        derive = tuple(range(m, d)) if decomposition == PENCIL else ()
         consts = phys.constants(problem, derive_axes=derive)
     src_idx = {k: _localise_any(consts.pop(k), blocks) for k in point_index_keys(consts)}
     arrays, specs, static, treedef = _split_consts(consts, problem.grid.shape, m)
@@ -289,7 +292,7 @@ def _place_args(parts: _Parts, specs: tuple, mesh: Mesh, blocks: Blocks) -> tupl
 
 def decomposed_engine(
     problem: Problem,
-    decomposition: str = "pencil",
+    decomposition: Decomposition | str = PENCIL,
     mesh_shape: tuple[int, ...] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
@@ -541,7 +544,7 @@ def _describe(
     bell_width: float, blocks: Blocks,
 ) -> str:  # fmt: skip
     shape_txt = "x".join(str(k) for k in mesh_shape)
-    extra = f", overlap {overlap}, bell width {bell_width}" if decomposition == "lfb" else ""
+    extra = f", overlap {overlap}, bell width {bell_width}" if decomposition == LFB else ""
     uneven = [a for a in range(len(mesh_shape)) if not blocks.even(a)]
     if uneven:
         extra += ", blocks of " + ", ".join(
@@ -554,12 +557,12 @@ def _describe(
     )
 
 
-DECOMPOSITIONS = ("auto", "single", "pencil", "lfb")
+DECOMPOSITIONS = NAMES
 
 
 def engine_for(
     problem: Problem,
-    decomposition: str = "single",
+    decomposition: Decomposition | str = SINGLE,
     mesh_shape: tuple[int, ...] | None = None,
     overlap: int | None = None,
     bell_width: float = 0.5,
@@ -573,17 +576,16 @@ def engine_for(
     across processes) and the accuracy target; explicit ``mesh_shape``/``overlap`` override its
     picks. ``transport``: see :func:`decomposed_engine`.
     """
-    if decomposition not in DECOMPOSITIONS:
-        raise ValueError(f"decomposition = {decomposition!r}: expected one of {DECOMPOSITIONS}")
+    decomposition = Decomposition.parse(decomposition)
     devs = list(jax.devices() if devices is None else devices)
     reason = "asked for"
-    if decomposition == "auto":
+    if decomposition == AUTO:
         n = len(devs) if mesh_shape is None else math.prod(mesh_shape)
         pick = auto(problem.grid.shape, n, accuracy, processes=jax.process_count())
         decomposition, reason = pick["decomposition"], pick["reason"]
         mesh_shape = mesh_shape or pick["mesh_shape"]
         overlap = overlap or pick["overlap"]
-    if decomposition == "single":
+    if decomposition == SINGLE:
         if jax.process_count() > 1:
             raise ValueError(
                 f"decomposition 'single' with {jax.process_count()} processes: use pencil, lfb "
