@@ -9,10 +9,18 @@ May import: every layer below the front ends.
 from sonotile.api.problem import build_problem, mask_points
 from sonotile.api.results import Results, load_input, load_results, save_results
 from sonotile.api.simulation import shape_results, simulate
-from sonotile.api.types import Inputs, KSensor, KSource, KWaveGrid, KWaveMedium, Options
+from sonotile.api.types import (
+    Inputs,
+    KSensor,
+    KSource,
+    KWaveGrid,
+    KWaveMedium,
+    OptionArgs,
+    Options,
+)
 
 __all__ = [
-    "Inputs", "KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Options", "Results",
+    "Inputs", "KSensor", "KSource", "KWaveGrid", "KWaveMedium", "OptionArgs", "Options", "Results",
     "build_problem", "load_input", "load_results", "mask_points", "save_results",
     "shape_results", "simulate",
 ]  # fmt: skip

@@ -24,7 +24,7 @@ Memory: the time loop runs in checkpointed chunks
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,7 +35,7 @@ import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api.problem import build_problem
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
+from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, OptionArgs, Options
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
@@ -48,7 +48,10 @@ from sonotile.solver import sensors as sens
 from sonotile.solver.tape import Tape, as_tape
 from sonotile.spectral.linear import AdjointOps
 
-if TYPE_CHECKING:  # imported where used: a single-device simulator does not load them
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    # imported where used: a single-device simulator does not load them
     from sonotile.parallel.lfb import LfbOps
     from sonotile.parallel.mesh import ShardIndex
     from sonotile.parallel.pencil import PencilOps
@@ -378,11 +381,7 @@ def make_simulator(
     source: KSource,
     sensor: KSensor,
     *,
-    pml_size: int | Sequence[int] | None = None,
-    pml_alpha: float | Sequence[float] = 2.0,
-    pml_inside: bool = True,
-    dtype: str = "float32",
-    smooth_p0: bool = True,
+    options: Options | None = None,
     decomposition: Decomposition | str = SINGLE,
     mesh: tuple[int, ...] | None = None,
     overlap: int = 16,
@@ -390,6 +389,7 @@ def make_simulator(
     chunk: int | Literal["auto"] | None = "auto",
     remat_step: bool = False,
     tape: Tape | str | None = None,
+    **option_args: Unpack[OptionArgs],
 ) -> Simulator:
     """A differentiable simulation of k-Wave-style input (arguments as :func:`sonotile.simulate`).
 
@@ -418,8 +418,11 @@ def make_simulator(
     from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
-    opts = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0=False)
-    problem, mapping = build_problem(kgrid, medium, source, sensor, opts)
+    opts = Options.of(options, option_args, "make_simulator")
+    if opts.smooth_c0 or opts.smooth_rho0:
+        raise ValueError("make_simulator: smooth_c0 / smooth_rho0 are not differentiable here")
+    smooth_p0 = opts.smooth_p0  # applied to the (traced) p0 of each call, not to the input's
+    problem, mapping = build_problem(kgrid, medium, source, sensor, replace(opts, smooth_p0=False))
     shape = tuple(kgrid.shape)
     full = problem.grid.shape
     start = [sl.start for sl in mapping["crop"]]
@@ -448,7 +451,7 @@ def make_simulator(
         derive = tuple(range(len(mesh), problem.grid.ndim)) if decomposition == PENCIL else ()
         describe = f"{decomposition} on a {'x'.join(map(str, mesh))} mesh"
     sim = Simulator(
-        st, default_params(medium, source, problem, dtype), run, fixed, derive, describe
+        st, default_params(medium, source, problem, opts.dtype), run, fixed, derive, describe
     )
     sim.sensor_points = mapping["points"]
     return sim

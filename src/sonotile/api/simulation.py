@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ import numpy as np
 from sonotile.api import inputs as user_input
 from sonotile.api.problem import build_problem, fourier_shift
 from sonotile.api.results import Quantity, Results
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
+from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, OptionArgs, Options
 from sonotile.model.grid import AXES
 from sonotile.model.problem import (
     Problem,
@@ -41,6 +42,7 @@ from sonotile.physics.acoustic import checks
 
 if TYPE_CHECKING:
     import jax
+    from typing_extensions import Unpack
 
 
 def simulate(
@@ -48,13 +50,8 @@ def simulate(
     medium: KWaveMedium,
     source: KSource,
     sensor: KSensor,
-    pml_size: int | Sequence[int] | None = None,
-    pml_alpha: float | Sequence[float] = 2.0,
-    pml_inside: bool = True,
-    dtype: str = "float32",
-    smooth_p0: bool = True,
-    smooth_c0: bool = False,
-    smooth_rho0: bool = False,
+    *,
+    options: Options | None = None,
     decomposition: Decomposition | str = Decomposition.SINGLE,
     mesh: tuple[int, ...] | None = None,
     overlap: int | None = None,
@@ -63,18 +60,15 @@ def simulate(
     quiet: bool = False,
     device: jax.Device | None = None,
     devices: Sequence[jax.Device] | None = None,
+    **option_args: Unpack[OptionArgs],
 ) -> Results:
     """Run a simulation (k-Wave's ``kspaceFirstOrder1D/2D/3D``) on the default device.
 
     Args:
         kgrid, medium, source, sensor: the k-Wave-style description.
-        pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D).
-        pml_alpha: PML absorption [Np per point] (default 2).
-        pml_inside: PML inside the given grid (k-Wave's default) or added around it.
-        dtype: ``"float32"`` or ``"float64"`` (JAX's 64-bit mode is switched on for the run).
-        smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
-            default; :func:`sonotile.model.filters.smooth`).
-        smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
+        options: how the input becomes a problem (:class:`~sonotile.api.Options`: PML size,
+            alpha and placement, dtype, smoothing); its fields may also be given as keyword
+            arguments (``pml_size=10, dtype="float64"``), which override ``options``.
         decomposition: ``"single"`` (one device), ``"pencil"`` (distributed FFT, exact),
             ``"lfb"`` (local Fourier basis, nearest-neighbour exchange) or ``"auto"`` (chosen
             from grid, devices and ``accuracy``); see ``docs/decomposition.md``.
@@ -93,7 +87,7 @@ def simulate(
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     decomposition = Decomposition.parse(decomposition)
-    options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
+    options = Options.of(options, option_args, "simulate")
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
     notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
@@ -109,8 +103,7 @@ def simulate(
                       devices)  # fmt: skip
     data = shape_results(problem, raw, final, mapping["crop"])
     t = np.arange(problem.sensor.start, problem.grid.nt) * problem.grid.dt  # recorded steps
-    opts = dict(pml_size=pml_size, pml_alpha=pml_alpha, pml_inside=pml_inside, dtype=dtype,
-                smooth_p0=smooth_p0, smooth_c0=smooth_c0, smooth_rho0=smooth_rho0)  # fmt: skip
+    opts = dataclasses.asdict(options)
     inputs = (kgrid, medium, source, sensor)
     return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
 

@@ -4,9 +4,9 @@ boolean arrays of the grid shape."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict, cast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -152,9 +152,33 @@ class UserLayout(TypedDict):
     points: np.ndarray | None  # the sensor points (N, ndim) on the user's grid
 
 
+class OptionArgs(TypedDict, total=False):
+    """The fields of :class:`Options` as keyword arguments (``simulate``, ``simulate_many``,
+    ``make_simulator``)."""
+
+    pml_size: int | Sequence[int] | None
+    pml_alpha: float | Sequence[float]
+    pml_inside: bool
+    dtype: str
+    smooth_p0: bool
+    smooth_c0: bool
+    smooth_rho0: bool
+
+
 @dataclass(frozen=True)
 class Options:
-    """How k-Wave-style input becomes a solver-ready problem (see :func:`simulate`)."""
+    """How k-Wave-style input becomes a solver-ready problem; one object for ``simulate``,
+    ``simulate_many`` and ``make_simulator``.
+
+    Attributes:
+        pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D).
+        pml_alpha: PML absorption [Np per point] (default 2).
+        pml_inside: PML inside the given grid (k-Wave's default) or added around it.
+        dtype: ``"float32"`` or ``"float64"`` (JAX's 64-bit mode is switched on for the run).
+        smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
+            default; :func:`sonotile.model.filters.smooth`).
+        smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
+    """
 
     pml_size: int | Sequence[int] | None = None
     pml_alpha: float | Sequence[float] = 2.0
@@ -163,6 +187,17 @@ class Options:
     smooth_p0: bool = True
     smooth_c0: bool = False
     smooth_rho0: bool = False
+
+    @classmethod
+    def of(cls, options: Options | None, given: Mapping[str, Any], caller: str) -> Options:
+        """``options`` (default: the defaults) with the keyword arguments ``given`` of
+        ``caller`` applied; a :class:`TypeError` naming any that is not an option."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise TypeError(f"{caller}() got unexpected keyword argument(s) {unknown}; its "
+                            f"options are {names} (or options=Options(...))")  # fmt: skip
+        return replace(options or cls(), **given)
 
 
 #: What ``simulate`` takes and ``Results.inputs`` / ``load_input`` give back.

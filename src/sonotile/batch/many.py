@@ -30,6 +30,7 @@ from sonotile.api import (
     KSource,
     KWaveGrid,
     KWaveMedium,
+    OptionArgs,
     Options,
     Results,
     build_problem,
@@ -42,6 +43,7 @@ from sonotile.solver import sensors as sens
 
 if TYPE_CHECKING:
     from jax.tree_util import PyTreeDef
+    from typing_extensions import Unpack
 
     from sonotile.spectral.operators import FourierOps
 
@@ -92,13 +94,8 @@ def simulate_many(
     sources: KSource | Sequence[KSource],
     sensor: KSensor,
     vectorize: str = "auto",
-    pml_size: int | Sequence[int] | None = None,
-    pml_alpha: float | Sequence[float] = 2.0,
-    pml_inside: bool = True,
-    dtype: str = "float32",
-    smooth_p0: bool = True,
-    smooth_c0: bool = False,
-    smooth_rho0: bool = False,
+    options: Options | None = None,
+    **option_args: Unpack[OptionArgs],
 ) -> list[Results]:
     """Run one simulation per medium / source pair on one grid with one sensor.
 
@@ -109,7 +106,7 @@ def simulate_many(
         vectorize: ``"loop"``, ``"vmap"`` (runs must have equally shaped inputs: same kinds of
             medium fields and source masks of the same sizes) or ``"auto"`` (vmap on
             accelerators, loop on CPUs).
-        pml_size ... smooth_rho0: as :func:`sonotile.simulate`.
+        options, option_args: as :func:`sonotile.simulate` (:class:`sonotile.api.Options`).
 
     Returns:
         one :class:`sonotile.Results` per run, in order; equal to :func:`sonotile.simulate` of
@@ -120,7 +117,7 @@ def simulate_many(
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     media, sources = _broadcast(media, sources)
     grid = _time_axis(kgrid, media)
-    options = Options(pml_size, pml_alpha, pml_inside, dtype, smooth_p0, smooth_c0, smooth_rho0)
+    options = Options.of(options, option_args, "simulate_many")
     built = [build_problem(replace(grid), m, s, sensor, options) for m, s in zip(media, sources)]
     problems = [p for p, _ in built]
     how = _resolve(vectorize)
