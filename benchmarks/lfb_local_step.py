@@ -9,7 +9,7 @@ one core (2 virtual devices, FFTW on 1 thread), or the single-device control.
 CPU time (``getrusage``, all threads) and wall time per step, best and median; single's are
 doubled (two independent blocks: the local-work bound on weak efficiency is single / lfb).
 ``--no-unstagger`` drops ``u_non_staggered`` from the recorded fields. Compare variants only in
-alternating runs of the same session (docs/scaling.md, "LFB: less local work per shard").
+alternating runs within the hour (the machine's speed drifts between hours).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ On the FFTW backend the step materialises the nonlinear density factor ``2 sum(r
 once (``ops.keep``, the ``sonotile_keep`` custom call) before the three density updates read
 it, and each updated velocity component before the sensors gather from it. The LFB and pencil
 operators lacked that hook, so XLA fused the factor into each update: every update read all
-three old density components and XLA kept copies of them, ~4-5 ms of a 128^3 step on one core
-(docs/scaling.md, eleventh session). And LFB blocks meet their neighbours once per group of
+three old density components and XLA kept copies of them, ~4-5 ms of a 128^3 step on one core.
+And LFB blocks meet their neighbours once per group of
 fields (each field's transform before any exchange), the sensors' sum once per chunk. Counted
 in the compiled chunk of each engine, in a subprocess with 2 virtual CPU devices.
 """

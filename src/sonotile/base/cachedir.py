@@ -3,7 +3,7 @@
 JAX writes one file per compiled program (``<name>-<hash>-cache``) and never removes any
 unless it is given a size limit (which needs the ``filelock`` package); every grid shape, step
 count and sonotile version adds programs, and every sonotile version its own build of the FFTW
-extension and of the MPI halo extension (both compiled by :func:`compile_library`).
+extension and of the MPI extension (both compiled by :func:`compile_library`).
 :func:`prune_daily` removes the least recently used programs once the directory is over a limit
 (at most one scan per day: one ``stat`` per process start otherwise), and :func:`prune_builds`
 removes builds unused for a month. Removing a file another process is reading is safe (it keeps

@@ -6,8 +6,8 @@ Compilation cache (time to first step): ``~/.cache/sonotile/jax``.
 commands, through :func:`configure_threads`), :func:`prepare` by the Python API (``simulate``,
 ``simulate_many``, ``make_simulator``) before its first run; importing sonotile changes nothing.
 What they do follows the installed :class:`sonotile.base.config.Settings`. Programs
-that took at least 0.2 s to compile are stored (JAX's default: no size limit; an LRU limit
-would need the ``filelock`` package); a second run of the
+that took at least :data:`MIN_COMPILE_S` (0.05 s) to compile are stored (JAX's own size limit
+would need the ``filelock`` package; :mod:`.cachedir` prunes them); a second run of the
 same problem shape loads them instead of compiling. Nothing is changed when the user set a
 cache directory (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config``);
 ``SONOTILE_COMPILATION_CACHE=0`` disables it.
@@ -36,13 +36,13 @@ from sonotile.base import cachedir, config
 
 #: programs that compile in less [s] are not kept in the persistent cache. A 128^3 time-loop
 #: chunk compiles in ~0.13 s on the 2-core EPYC: at 0.2 s every run compiled its chunks again
-#: (0.26 s of a 128^3 run's start, docs/performance.md, tenth session).
+#: (0.26 s of a 128^3 run's start).
 MIN_COMPILE_S = 0.05
 
 # XLA options of the time-loop programs. XLA:CPU's concurrency-optimised scheduler orders
 # independent work (e.g. the d inverse transforms of a gradient) to run side by side, which
 # keeps all their outputs alive at once: 16 instead of 8 B/point of temporaries in the
-# lossless step, no faster here (docs/performance.md). Other backends ignore the option.
+# lossless step, and no faster. Other backends ignore the option.
 STEP_COMPILER_OPTIONS = {"xla_cpu_enable_concurrency_optimized_scheduler": False}
 _done: list[str] = []
 
@@ -60,8 +60,8 @@ def set_xla_flags() -> None:
     its CPU client, so this acts only if that has not happened yet; ``import sonotile`` calls
     it). XLA:CPU's concurrency-optimised scheduler orders independent work (the d inverse
     transforms of a gradient) to run side by side and so keeps all their outputs alive: 16
-    instead of 8 B/point of temporaries in the lossless step, and no faster here
-    (docs/performance.md). It is switched off unless ``XLA_FLAGS`` already sets it."""
+    instead of 8 B/point of temporaries in the lossless step, and no faster. It is switched
+    off unless ``XLA_FLAGS`` already sets it."""
     flags = os.environ.get("XLA_FLAGS", "")
     if config.current().xla_scheduler_off and SCHEDULER_FLAG not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {SCHEDULER_FLAG}=false".strip()
@@ -103,7 +103,7 @@ def hugepages_env(
     Why: XLA:CPU allocates each chunk's temporaries (8-20 B per grid point) afresh for every
     call of the compiled loop, mapped by glibc and faulted in page by page; with 4 KiB pages
     that took ~30 ms per call at 128^3 and ~150 ms at 256^3 on the 2-core EPYC, with 2 MiB
-    pages a few ms (docs/performance.md, seventeenth session)."""
+    pages a few ms."""
     tunables = environ.get("GLIBC_TUNABLES", "")
     if not wanted or HUGETLB in tunables or "[never]" in thp_mode:
         return None

@@ -85,8 +85,8 @@ def commands(kwave: str, path: str, out: str, threads: int | None) -> dict:
 def run_order(round_index: int) -> tuple[str, str]:
     """The tools of round ``round_index`` in the order they run: k-Wave first in even rounds,
     sonotile first in odd ones. On the 2-core machines measured, the first of two back-to-back
-    processes ran up to ~7 % faster than the second (the same program both times:
-    docs/performance.md, fifteenth session), so a fixed order would favour one tool."""
+    processes ran up to ~7 % faster than the second (the same program both times), so a
+    fixed order would favour one tool."""
     return ("kwave", "sonotile") if round_index % 2 == 0 else ("sonotile", "kwave")
 
 

@@ -246,7 +246,7 @@ def entry() -> NoReturn:
     """The ``sonotile-kwave`` program: :func:`main`, then the exit. A process that ran alone
     ends at once (``os._exit``) once its streams are flushed: the output file is written,
     closed and in place, and the interpreter's teardown of JAX and XLA would add 0.06-0.15 s
-    to every run (docs/performance.md, eleventh session). A process of a multi-process job
+    to every run. A process of a multi-process job
     exits normally (JAX's shutdown barrier keeps the others in step). It first starts itself
     again with huge pages for malloc when it can (:func:`runtime.restart_with_hugepages`)."""
     from sonotile.base import runtime

@@ -364,7 +364,7 @@ CHUNK_SECONDS = 1.0
 #: on the 2-core EPYC (20 B/point for the heterogeneous absorbing step: ~37 ms per call at
 #: 128^3, ~150 ms at 256^3, a quarter to a half of a step). At 256^3 on 2 threads chunks of 2
 #: steps ran 12 % slower per step than chunks of 8, at 128^3 chunks of 8 steps 5 % slower than
-#: chunks of 64 (docs/performance.md, sixteenth session). With 2 MiB pages for malloc
+#: chunks of 64. With 2 MiB pages for malloc
 #: (``runtime.restart_with_hugepages``) the per-call cost at 128^3 halves (~15 ms).
 MIN_CHUNK_STEPS = 16
 #: rate assumed before anything is measured [cell-steps/s]: low, so that the first chunk is short

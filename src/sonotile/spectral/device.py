@@ -4,7 +4,7 @@
 converts it there with an eagerly dispatched ``convert_element_type``: one small XLA program
 compiled per shape and dtype, 10-30 ms each on a CPU and too quick to enter the persistent
 compilation cache. Building a problem made ~10 of them (a quarter of a second of a warm
-128^3 start, docs/performance.md). Converting with numpy first makes it a plain transfer;
+128^3 start). Converting with numpy first makes it a plain transfer;
 :func:`full` makes the initial fields of a run the same way on a CPU (outside a trace).
 """
 

@@ -129,7 +129,7 @@ bool vector_columns(int64_t n) {
 // 128-point pass along x 17.8 against 14.2 us per block; 256 points 78 against 34), and the
 // wisdom keeps it for good. PATIENT plans these in ~0.1 s (rows) and ~0.5-1 s (x) per shape,
 // once per machine. Whole 128^3 absorbing steps from fresh wisdom, 1 thread, 9 simultaneous
-// pairs: 9 ms (9 %) per step faster (docs/performance.md, twenty-fifth session). Only where
+// pairs: 9 ms (9 %) per step faster. Only where
 // the batch (a plane of n1 x n2 reals, a block of X x blk bins) has 128 x 128 points or more:
 // smaller grids' steps take milliseconds and PATIENT's planning would cost more than it saves
 // (the test suite from empty wisdom, one run each: 14.6 min with MEASURE, 16.2 with PATIENT at
@@ -494,10 +494,10 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 
 // Plane bins per block of the pass along x: 128 (1 KB of complex64 per row; two blocks of X
 // rows in a worker's scratch, 320 KB at X = 160: in L2), halved down to 16 while a grid has
-// fewer than 8 blocks per thread. Measured on 1 thread of the 2-core EPYC (docs/performance.md,
-// tenth session): 128 against 16 took the single 128^3 step from 165 to 156 ms, an LFB shard's
-// local work (160-point box) from 199 to 175 ms, the single 256^3 step from 1532 to 1337 ms;
-// 32 and 64 were slower than both.
+// fewer than 8 blocks per thread. Measured on 1 thread of the 2-core EPYC: 128 against 16
+// took the single 128^3 step from 165 to 156 ms, an LFB shard's local work (160-point box)
+// from 199 to 175 ms, the single 256^3 step from 1532 to 1337 ms; 32 and 64 were slower than
+// both.
 constexpr int64_t kBlockMax = 128, kBlockMin = 16;
 constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum
 
@@ -510,8 +510,7 @@ constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared produc
 // the columns, as FFTW's C2R does). FFTW's 2-D plans run their rows as real transforms at about
 // half the speed of complex ones of half the length (128 rows of 128: 24 against 12 us in
 // cache). 1 thread of the 2-core Zen 3 EPYC: a 128^3 conv 15.0 against 16.7 ms (medians of 8
-// alternating runs); whole steps, 2 threads, 256^3 lossless 456-465 against 486-510 ms
-// (docs/performance.md, fourteenth session).
+// alternating runs); whole steps, 2 threads, 256^3 lossless 456-465 against 486-510 ms.
 bool g_planes_halves = true;  // sonotile_fftw_configure's `planes`
 
 struct PairPlans {

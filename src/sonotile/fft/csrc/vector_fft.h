@@ -18,8 +18,7 @@
 // backward of one block of 128 bins in cache: n = 128 28 against 16 us, n = 160 36 against
 // 21 us; a plane's 128-point columns over 65 bins 24 against 15 us. With 256-bit vectors
 // (-mno-avx512f) 1.45-1.5x faster than FFTW; with 128-bit ones slower (the vector loop did not
-// pay), so the kernel is built only for AVX-512 or AVX2 with FMA (docs/performance.md,
-// twenty-sixth session). Lengths below 8 are slower than FFTW's codelets (sub-microsecond).
+// pay), so the kernel is built only for AVX-512 or AVX2 with FMA. Lengths below 8 are slower than FFTW's codelets (sub-microsecond).
 
 #if defined(__AVX512F__)
 #define SONOTILE_VFFT 16
