@@ -75,7 +75,7 @@ def test_r2c_and_c2r_equal_numpy(shape):
     spec = jax.jit(fftw.r2c)(jax.numpy.asarray(x))
     assert spec.shape == half and spec.dtype == np.complex64
     want = np.fft.rfftn(x.astype(np.float64))
-    assert _rel(want, spec) < 2e-6
+    assert np.max(np.abs(want - np.asarray(spec))) / np.max(np.abs(want)) < 2e-6
     kept = np.asarray(spec).copy()
     op = rng.random(half).astype(np.float32)
     got = jax.jit(lambda s: fftw.c2r(s, shape))(spec)

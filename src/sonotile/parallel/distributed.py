@@ -37,14 +37,7 @@ from types import TracebackType
 from typing import Any, TypedDict
 
 from sonotile.base import config
-from sonotile.base.config import (
-    ENV_COORDINATOR,
-    ENV_LOCAL_DEVICES,
-    ENV_NUM_PROCESSES,
-    ENV_PROCESS_ID,
-)
-
-__all__ = ["ENV_COORDINATOR", "ENV_LOCAL_DEVICES", "ENV_NUM_PROCESSES", "ENV_PROCESS_ID"]
+from sonotile.base.config import ENV_COORDINATOR, ENV_NUM_PROCESSES
 
 
 class JobInfo(TypedDict):

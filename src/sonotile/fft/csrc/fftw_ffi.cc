@@ -603,12 +603,11 @@ std::map<std::pair<int64_t, int64_t>, XPlans> x_plans;  // (X, blk); guarded by 
 
 // plan_mu held; nullptr (nothing kept) when planning fails.
 const XPlans* x_plans_locked(int64_t X, int64_t blk) {
-  const bool want_vec = vector_columns(X);
   auto it = x_plans.find({X, blk});
   if (it != x_plans.end()) return &it->second;
   XPlans p;
 #ifdef SONOTILE_VFFT
-  if (want_vec) {
+  if (vector_columns(X)) {
     p.vec = vfft::make(int(X), -1, &p.vf) && vfft::make(int(X), +1, &p.vb);
     if (!p.vec) return nullptr;
     p.rs = 2 * blk + vfft::kVW;
