@@ -1,13 +1,11 @@
-"""Step time of the solver with XLA's FFT vs FFTW's operator calls vs FFTW's transform calls.
+"""Step time of the solver with XLA's FFT vs FFTW's operator calls.
 
     .venv/bin/python benchmarks/fft_backends.py --size 128 --steps 20 --rounds 6 \
-        --case lossless --threads 1 [--variants xla,fftw,fftw_calls,fftw_group,fftw_conc]
+        --case lossless --threads 1 [--variants xla,fftw]
 
-``fftw``: one call per operator (the default, ``sonotile_fftw_conv``); ``fftw_calls``: an R2C
-call and a multiply-and-C2R call per transform (``SONOTILE_FFTW_FUSED=0``), ``fftw_group`` /
-``fftw_conc`` those grouped per grad / div, run one after another / concurrently.
+``fftw``: one call per operator (``sonotile_fftw_conv``); ``xla``: XLA's FFT.
 Each variant is the whole ``sonotile bench`` case (same input file, same ``runner.run_chunk``)
-compiled under its own environment; the runs
+compiled under its own settings; the runs
 alternate round-robin in one process and the speed of each variant relative to ``xla`` is
 given per round (median, min, max), with CPU time / wall time and the compiled memory.
 """
@@ -20,14 +18,8 @@ import statistics
 import sys
 import tempfile
 
-CALLS = {"SONOTILE_FFT": "fftw", "SONOTILE_FFTW_FUSED": "0"}  # one R2C / C2R call per transform
-VARIANTS = {
-    "xla": {"SONOTILE_FFT": "xla"},
-    "fftw": {"SONOTILE_FFT": "fftw", "SONOTILE_FFTW_FUSED": "1"},  # one call per operator
-    "fftw_calls": {**CALLS, "SONOTILE_FFTW_GROUP": "0", "SONOTILE_FFTW_CONCURRENT": "0"},
-    "fftw_group": {**CALLS, "SONOTILE_FFTW_GROUP": "1", "SONOTILE_FFTW_CONCURRENT": "0"},
-    "fftw_conc": {**CALLS, "SONOTILE_FFTW_GROUP": "1", "SONOTILE_FFTW_CONCURRENT": "1"},
-}
+#: each variant's settings (:class:`sonotile.base.config.Settings` attributes)
+VARIANTS = {"xla": {"fft": "xla"}, "fftw": {"fft": "fftw"}}
 
 
 def main(argv=None) -> int:
@@ -44,6 +36,7 @@ def main(argv=None) -> int:
     configure_threads(a.threads)
     import numpy as np
 
+    from sonotile.base import config
     from sonotile.bench.inprocess import SonotileCase, write_input
     from sonotile.fft import fftw
 
@@ -53,16 +46,12 @@ def main(argv=None) -> int:
         path = os.path.join(d, "in.h5")
         write_input(path, a.case, a.size, a.steps)
         for name in names:
-            old = {k: os.environ.get(k) for k in VARIANTS[name]}
-            os.environ.update(VARIANTS[name])
+            old = config.current()
+            config.configure(**VARIANTS[name])
             try:
                 cases[name] = SonotileCase(path, a.steps)
             finally:
-                for k, v in old.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+                config.configure(old)
             print(f"  {name}: ops.fft={cases[name].cp.ops.fft}, first step after "
                   f"{cases[name].first_step_s:.2f} s", flush=True)  # fmt: skip
 

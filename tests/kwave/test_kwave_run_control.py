@@ -99,11 +99,12 @@ def test_simulate_raises_keyboard_interrupt_promptly(tmp_path):
 )
 def test_program_runs_with_huge_pages_unless_told_not_to(tmp_path):
     """``sonotile-kwave`` starts itself again with ``glibc.malloc.hugetlb=1`` (XLA's per-call
-    temporaries in 2 MiB pages) and says so at ``--verbose 1``; ``SONOTILE_HUGEPAGES=0`` or a
-    ``GLIBC_TUNABLES`` that names the tunable leave the allocator as it is."""
+    temporaries in 2 MiB pages) and says so at ``--verbose 1``; a ``GLIBC_TUNABLES`` that names
+    the tunable (``glibc.malloc.hugetlb=0``: the user's way to keep 4 KiB pages) leaves the
+    allocator as it is."""
     inp = write_input(tmp_path / "in.h5", shape=(16, 16, 16), nt=4)
     env = {k: v for k, v in ENV.items() if k != "GLIBC_TUNABLES"}
-    cases = [({}, "transparent huge pages"), ({"SONOTILE_HUGEPAGES": "0"}, "4 KiB pages"),
+    cases = [({}, "transparent huge pages"),
              ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "4 KiB pages")]  # fmt: skip
     for extra, says in cases:
         cmd = [*KWAVE, "-i", inp, "-o", str(tmp_path / "o.h5"), "--verbose", "1"]

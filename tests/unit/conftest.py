@@ -29,20 +29,3 @@ def fftw_threads(request: pytest.FixtureRequest) -> Iterator[int]:
     """FFTW's threads for the calls of one test (1 or 2; XLA runs them when they execute)."""
     with fftw_configured(threads=request.param):
         yield request.param
-
-
-@pytest.fixture(params=["halves", "fftw"])
-def fftw_planes(request: pytest.FixtureRequest) -> Iterator[str]:
-    """How FFTW's calls transform 2-D planes with even rows in one test (by halves or by FFTW's
-    own plane plans, :attr:`sonotile.base.config.Settings.fftw_planes`)."""
-    with fftw_configured(fftw_planes=request.param):
-        yield request.param
-
-
-@pytest.fixture(params=["vector", "fftw"])
-def fftw_columns(request: pytest.FixtureRequest) -> Iterator[str]:
-    """What runs the operators' batched column transforms (the pass along x, the planes'
-    columns) in one test: sonotile's vector kernel where it applies, or FFTW's plans
-    (:attr:`sonotile.base.config.Settings.fftw_columns`)."""
-    with fftw_configured(fftw_columns=request.param):
-        yield request.param

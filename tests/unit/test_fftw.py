@@ -42,10 +42,10 @@ def _ops(shape, fft):
 
 
 @needs_fftw
-@pytest.mark.parametrize("fused", ["1", "0"])
 @pytest.mark.parametrize("shape", [(16,), (15,), (12, 9), (9, 12), (8, 7, 6), (9, 10, 11)])
-def test_operators_equal_xla(shape, fused, monkeypatch):
-    monkeypatch.setenv("SONOTILE_FFTW_FUSED", fused)  # 1: sonotile_fftw_conv on rank 2-3
+def test_operators_equal_xla(shape):
+    """Every operator on FFTW (R2C and multiply-and-C2R calls on 1-D grids, one conv call per
+    operator on 2-D and 3-D ones) equals XLA's FFT."""
     ox, of = _ops(shape, "xla"), _ops(shape, "fftw")
     assert (ox.fft, of.fft) == ("xla", "fftw")
     rng = np.random.default_rng(len(shape))
@@ -63,20 +63,29 @@ def test_operators_equal_xla(shape, fused, monkeypatch):
 
 
 @needs_fftw
-@pytest.mark.parametrize("group,concurrent", [("1", "0"), ("1", "1")])
-def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
-    monkeypatch.setenv("SONOTILE_FFTW_FUSED", "0")  # the R2C / C2R calls
-    monkeypatch.setenv("SONOTILE_FFTW_GROUP", group)
-    monkeypatch.setenv("SONOTILE_FFTW_CONCURRENT", concurrent)
-    shape = (10, 9, 8)
-    ox, of = _ops(shape, "xla"), _ops(shape, "fftw")
-    u = tuple(
-        jax.numpy.asarray(np.random.default_rng(a).random(shape), "float32") for a in range(3)
-    )
-    for a, b in zip(jax.jit(ox.div)(u), jax.jit(of.div)(u)):
-        assert _rel(a, b) < 2e-6
-    for a, b in zip(jax.jit(ox.grad)(u[0]), jax.jit(of.grad)(u[0])):
-        assert _rel(a, b) < 2e-6
+@pytest.mark.parametrize("shape", [(16,), (15,), (12, 9), (10, 9, 8), (7, 6, 5)])
+def test_r2c_and_c2r_equal_numpy(shape):
+    """``r2c`` is numpy's ``rfftn``; ``c2r`` with an operator and a vector along each axis (or
+    neither) is ``irfftn(spec * op * vec)``, on grids of rank 1-3 with odd and even axes; the
+    spectrum is left intact."""
+    rng = np.random.default_rng(len(shape))
+    nd = len(shape)
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    spec = jax.jit(fftw.r2c)(jax.numpy.asarray(x))
+    assert spec.shape == half and spec.dtype == np.complex64
+    want = np.fft.rfftn(x.astype(np.float64))
+    assert np.max(np.abs(want - np.asarray(spec))) / np.max(np.abs(want)) < 2e-6
+    kept = np.asarray(spec).copy()
+    op = rng.random(half).astype(np.float32)
+    got = jax.jit(lambda s: fftw.c2r(s, shape))(spec)
+    assert _rel(np.fft.irfftn(want, s=shape, axes=tuple(range(nd))), got) < 2e-6
+    for axis, n in enumerate(half):
+        v = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+        got = jax.jit(lambda s, k, w, a=axis: fftw.c2r(s, shape, k, w, axis=a))(spec, op, v)
+        ref = want * op * v.reshape([-1 if a == axis else 1 for a in range(nd)])
+        assert _rel(np.fft.irfftn(ref, s=shape, axes=tuple(range(nd))), got) < 2e-6, axis
+    np.testing.assert_array_equal(np.asarray(spec), kept)
 
 
 @needs_fftw
@@ -85,13 +94,13 @@ def test_grouped_and_concurrent_calls_equal_xla(monkeypatch, group, concurrent):
 @pytest.mark.parametrize(
     "shape", [(12, 10, 8), (9, 7, 5), (11, 6), (6, 64, 100), (5, 9, 4), (7, 4000)]
 )
-def test_conv_general_outputs_equal_numpy(shape, fftw_planes, fftw_columns):
+def test_conv_general_outputs_equal_numpy(shape):
     """One ``conv`` call with several inputs, several vectors along x for one input (each its
     own pass product), shared outputs with and without a vector along a plane axis, and no
     operator; a spectrum output and ``planes_c2r`` from it: every output equals numpy's
-    transforms, and the inputs are left intact. Both plane transforms of rank-3 grids with an
-    even last axis (by halves, the default, and FFTW's 2-D plans); the random vectors make the
-    spectra non-Hermitian, so both must drop the same imaginary parts as numpy's irfftn."""
+    transforms, and the inputs are left intact. Both plane transforms of rank-3 grids (by
+    halves with an even last axis, FFTW's 2-D plans with an odd one); the random vectors make
+    the spectra non-Hermitian, so both must drop the same imaginary parts as numpy's irfftn."""
     rng = np.random.default_rng(7)
     nd = len(shape)
     half = (*shape[:-1], shape[-1] // 2 + 1)
@@ -132,7 +141,7 @@ def test_conv_general_outputs_equal_numpy(shape, fftw_planes, fftw_columns):
 
 @needs_fftw
 @pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15), (14, 64, 100)])
-def test_xpass_then_planes_c2r_equals_numpy(shape, fftw_columns):
+def test_xpass_then_planes_c2r_equals_numpy(shape):
     """``xpass`` on plane spectra (two inputs, a vector along x, shared outputs, an operator or
     none, the interior planes only, in place) and ``planes_c2r`` of its outputs (from plane
     ``lo`` of a whole box): the interior planes of numpy's ``irfftn(rfftn(x) * op * vec)``; the
@@ -185,73 +194,65 @@ COLUMN_LENGTHS = (2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 7
                   125, 128, 160, 7, 11, 14, 53)  # fmt: skip
 
 
-def _lengths_checked(mode: str):
+def _lengths_checked():
     """Each of :data:`COLUMN_LENGTHS`, its kernel checked first: the vector one where it is
-    configured (``mode``) and built and the length factors into 2, 3 and 5, else FFTW's."""
+    built and the length factors into 2, 3 and 5, else FFTW's."""
     for n in COLUMN_LENGTHS:
         m = n
         for f in (2, 3, 5):
             while m % f == 0:
                 m //= f
-        vector = mode == "vector" and fftw.vector_width() > 0 and m == 1
+        vector = fftw.vector_width() > 0 and m == 1
         assert fftw.column_kernel(n) == ("vector" if vector else "fftw"), n
         yield n
 
 
 @needs_fftw
-@pytest.mark.parametrize("mode", ["vector", "fftw"])
-def test_pass_along_x_of_every_length_equals_numpy(mode):
+def test_pass_along_x_of_every_length_equals_numpy():
     """The pass along x of every length the vector kernel takes (products of 2, 3 and 5, each
     radix and their mixes, 2 to 160 points) and of lengths it leaves to FFTW (7, 11, 14, 53):
-    the kernel that runs is the one configured and possible, and ``xpass`` (forward, an
-    operator, a vector along x, backward) equals numpy's transforms on every plane bin of
-    blocks whose bins do not fill a whole vector (planes of 5 x 3 bins)."""
-    from conftest import fftw_configured
-
+    the kernel that runs is the one possible, and ``xpass`` (forward, an operator, a vector
+    along x, backward) equals numpy's transforms on every plane bin of blocks whose bins do not
+    fill a whole vector (planes of 5 x 3 bins)."""
     rng = np.random.default_rng(11)
-    with fftw_configured(fftw_columns=mode):
-        for n in _lengths_checked(mode):
-            shape = (n, 5, 4)
-            half = (n, 5, 3)
-            x = rng.standard_normal(shape).astype(np.float32)
-            op = even_along_x(rng.random(half).astype(np.float32))
-            v = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
-            spec = np.fft.rfftn(x, axes=(1, 2)).astype(np.complex64)
-            (got,) = fftw.xpass([jax.numpy.asarray(spec)], shape, op, [(0, 0, v)])
-            along_x = np.fft.fft(spec.astype(np.complex128), axis=0) * op * v.reshape(-1, 1, 1)
-            # xpass scales by 1 / N (N: all real points), numpy's ifft by 1 / n of them
-            want = np.fft.ifft(along_x, axis=0) * n / np.prod(shape)
-            assert _rel(want, got) < 2e-6, n
+    for n in _lengths_checked():
+        shape = (n, 5, 4)
+        half = (n, 5, 3)
+        x = rng.standard_normal(shape).astype(np.float32)
+        op = even_along_x(rng.random(half).astype(np.float32))
+        v = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+        spec = np.fft.rfftn(x, axes=(1, 2)).astype(np.complex64)
+        (got,) = fftw.xpass([jax.numpy.asarray(spec)], shape, op, [(0, 0, v)])
+        along_x = np.fft.fft(spec.astype(np.complex128), axis=0) * op * v.reshape(-1, 1, 1)
+        # xpass scales by 1 / N (N: all real points), numpy's ifft by 1 / n of them
+        want = np.fft.ifft(along_x, axis=0) * n / np.prod(shape)
+        assert _rel(want, got) < 2e-6, n
 
 
 @needs_fftw
-@pytest.mark.parametrize("mode", ["vector", "fftw"])
-def test_plane_columns_of_every_length_equal_numpy(mode):
+def test_plane_columns_of_every_length_equal_numpy():
     """A plane's columns (transformed by halves: rows of n2 reals, then n1-point columns over
     its n2 / 2 + 1 bins) on the vector kernel for every column length it takes, with and
     without bins after the last whole vector (with 8 bins per vector, n2 = 16: 9 bins, the
     last on FFTW's tail plan; n2 = 14: 8 bins, none), and on FFTW's plans for other lengths:
     ``conv`` with a vector along the columns' axis equals numpy's transforms."""
-    from conftest import fftw_configured
-
     rng = np.random.default_rng(13)
-    with fftw_configured(fftw_columns=mode):
-        for n1 in _lengths_checked(mode):
-            for n2 in (14, 16):
-                shape = (3, n1, n2)
-                x = rng.standard_normal(shape).astype(np.float32)
-                op = even_along_x(rng.random((3, n1, n2 // 2 + 1)).astype(np.float32))
-                v = (rng.standard_normal(n1) + 1j * rng.standard_normal(n1)).astype(np.complex64)
-                (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
-                spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
-                assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6, (n1, n2)
+    for n1 in _lengths_checked():
+        for n2 in (14, 16):
+            shape = (3, n1, n2)
+            x = rng.standard_normal(shape).astype(np.float32)
+            op = even_along_x(rng.random((3, n1, n2 // 2 + 1)).astype(np.float32))
+            v = (rng.standard_normal(n1) + 1j * rng.standard_normal(n1)).astype(np.complex64)
+            (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
+            spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
+            assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6, (n1, n2)
 
 
 @needs_fftw
 @pytest.mark.parametrize(
     "shape,short", [((40, 12, 10), 0), ((37, 9, 11), 1), ((21, 14), 1), ((16, 64, 100), 1)]
 )
-def test_xpass_halo_equals_xpass_of_the_assembled_box(shape, short, fftw_columns):
+def test_xpass_halo_equals_xpass_of_the_assembled_box(shape, short):
     """``xpass_halo`` (the box assembled from interior, halos and bell as the pass reads it; a
     block one plane short: zeros after the right halo; output 0 in place) equals ``xpass`` of
     the box built in numpy."""
@@ -446,7 +447,6 @@ assert err < 2e-6, err
 
 
 FAILING_ALLOC = """
-import os
 import jax, jax.numpy as jnp, numpy as np
 from sonotile.fft import fftw
 from sonotile.spectral.operators import FourierOps
@@ -455,19 +455,19 @@ ops = FourierOps.build((24, 20, 16), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
 p = jnp.asarray(np.random.default_rng(0).random((24, 20, 16)), jnp.float32)
 grad = jax.jit(ops.grad)
 good = [np.asarray(g) for g in grad(p)]
-os.environ["SONOTILE_FFTW_TEST_FAIL_ALLOC"] = "1"   # every fftwf_malloc fails from now on
+fftw.load().sonotile_fftw_fail_allocations(1)   # every fftwf_malloc fails from now on
 for what, f, x in (("scratch", grad, p),
                    ("plan", jax.jit(FourierOps.build((18, 14, 10), (1e-4,) * 3, 1500.0, 2e-8,
                                                      fft="fftw").grad),
                     jnp.ones((18, 14, 10), jnp.float32)),
-                   ("r2c", jax.jit(lambda a: fftw.r2c([a])[0]),
+                   ("r2c", jax.jit(fftw.r2c),
                     jnp.ones((6, 10, 12), jnp.float32))):
     try:
         jax.block_until_ready(f(x))
         print(what, "NO ERROR")
     except Exception as e:
         print(what, type(e).__name__, str(e).splitlines()[0][:200])
-del os.environ["SONOTILE_FFTW_TEST_FAIL_ALLOC"]
+fftw.load().sonotile_fftw_fail_allocations(0)
 again = [np.asarray(g) for g in grad(p)]   # the process is intact and recovers
 print("recovered", all(np.array_equal(a, b) for a, b in zip(good, again)))
 """
@@ -475,11 +475,10 @@ print("recovered", all(np.array_equal(a, b) for a, b in zip(good, again)))
 
 @needs_fftw
 def test_allocation_or_plan_failure_is_an_xla_error_not_a_crash(tmp_path):
-    """``fftwf_malloc`` failing (forced by ``SONOTILE_FFTW_TEST_FAIL_ALLOC``) in a custom call's
+    """``fftwf_malloc`` failing (forced by ``sonotile_fftw_fail_allocations``) in a custom call's
     scratch or in planning a new shape: the call raises an XLA error naming the cause, the
     process survives, and works again once memory is back."""
     env = dict(os.environ, XDG_CACHE_HOME=os.environ.get("XDG_CACHE_HOME", ""))
-    env.pop("SONOTILE_FFTW_TEST_FAIL_ALLOC", None)
     r = subprocess.run([sys.executable, "-c", FAILING_ALLOC], capture_output=True, text=True,
                        timeout=300, env={k: v for k, v in env.items() if v})  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]

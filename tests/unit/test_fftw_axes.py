@@ -52,7 +52,7 @@ def test_rfft_axes_equals_numpy(shape):
     "shape",
     [(45, 53, 64), (37, 64, 45), (6, 9, 10), (5, 250, 251), (9, 32, 30, 33), (4, 7, 33, 20)],
 )  # fmt: skip
-def test_rfft_axes_of_a_batch_in_groups_equals_numpy(shape, fftw_threads, fftw_planes):
+def test_rfft_axes_of_a_batch_in_groups_equals_numpy(shape, fftw_threads):
     """A batch of 2-D / 3-D transforms (>= 2 per thread) goes group by group on 1-thread plans
     (an LFB block's planes): numpy's rfftn on every transform, odd and even sizes, groups of
     several planes with a shorter last group (45 planes of 53x64: 18, 18, 9) or of one plane
@@ -134,7 +134,7 @@ def _pieces(F: np.ndarray, axis: int, pieces: int) -> np.ndarray:
      ((8, 97, 45), (2,), 2), ((45, 64, 53), (0, 1, 2), 0), ((3, 16, 6), (1, 2), 1)],
 )  # fmt: skip
 @pytest.mark.parametrize("pieces", [1, 2, 3, 4])
-def test_split_and_join_equal_numpy(shape, axes, split, pieces, fftw_planes):
+def test_split_and_join_equal_numpy(shape, axes, split, pieces):
     """rfft_split: numpy's rfftn cut into pieces; irfft_join: numpy's irfftn of the joined
     pieces (the padding ignored: set to junk here), scaled; planes with even rows (53x64,
     16x6) by halves and by FFTW's plane plans."""
@@ -161,7 +161,7 @@ def test_split_and_join_equal_numpy(shape, axes, split, pieces, fftw_planes):
      ((53, 45), (1,), 1, 1), ((45, 64, 53), (0, 1, 2), 0, 1), ((3, 16, 6), (1, 2), 1, 2)],
 )  # fmt: skip
 @pytest.mark.parametrize("pieces", [1, 3])
-def test_join_with_a_vector_equals_numpy(shape, axes, split, vaxis, pieces, fftw_planes):
+def test_join_with_a_vector_equals_numpy(shape, axes, split, vaxis, pieces):
     """irfft_join's vector: numpy's irfftn of the joined spectrum times a complex vector along
     a transformed axis (the split one or another), scaled; padding ignored. The vector makes
     the spectrum non-Hermitian: by halves and FFTW's plane plans must both drop what numpy's
@@ -183,7 +183,7 @@ def test_join_with_a_vector_equals_numpy(shape, axes, split, vaxis, pieces, fftw
 
 
 @pytest.mark.parametrize("shape, pieces", [((6, 45, 64), 3), ((5, 53, 30), 2), ((4, 12), 4)])
-def test_kept_piece_and_the_others_are_the_pieces(shape, pieces, fftw_planes):
+def test_kept_piece_and_the_others_are_the_pieces(shape, pieces):
     """``keep`` (the MPI transport's transposes that leave a rank's own piece in place): for
     every kept piece, ``rfft_split`` writes that piece into the full output and the others, in
     order, into the second; ``xpass`` does the same with the X planes cut along x, for each of

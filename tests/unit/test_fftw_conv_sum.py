@@ -31,7 +31,7 @@ def _reference(xs, op, vecs, shape) -> np.ndarray:
     "shape", [(16, 12, 10), (15, 9, 7), (45, 53, 20), (32, 45), (9, 8), (6, 64, 100)]
 )
 @pytest.mark.parametrize("which", ["all", "none", "x only", "planes only"])
-def test_conv_sum_equals_numpy(shape, which, fftw_threads, fftw_columns):
+def test_conv_sum_equals_numpy(shape, which, fftw_threads):
     import jax.numpy as jnp
 
     rng = np.random.default_rng(len(shape) * 100 + shape[0])

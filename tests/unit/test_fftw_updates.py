@@ -146,7 +146,6 @@ def test_updates_are_not_fused_for_distributed_or_separate_operators():
     from dataclasses import replace
 
     assert not fuses_updates(replace(ops, fft="fftw-separate-updates"), like)
-    assert not fuses_updates(replace(ops, fft="fftw-unfused"), like)
     assert not fuses_updates(replace(ops, fft="xla"), like)
     assert not fuses_updates(
         ops, like.astype(jnp.float64) if jax.config.x64_enabled else like[0, 0]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from kwave_inputs import write_input
 
+from sonotile.base import config
 from sonotile.solver import programs
 
 
@@ -77,9 +78,15 @@ def test_keys_change_with_shape_dtype_statics_environment_and_source(cache_dir, 
         programs.key_of("other", (x, 3), {"power": 3}),
         programs.key_of("poly", ((x,), 3), {"power": 3}),
     ]
-    monkeypatch.setenv("SONOTILE_FFTW_UPDATES", "0")
+    saved = config.current()
+    try:
+        config.configure(fftw_updates=False)  # the settings are part of the key
+        others.append(programs.key_of("poly", (x, 3), {"power": 3}))
+    finally:
+        config.configure(saved)
+    monkeypatch.setenv("JAX_SONOTILE_TEST_KEY", "1")  # XLA's and JAX's variables
     others.append(programs.key_of("poly", (x, 3), {"power": 3}))
-    monkeypatch.delenv("SONOTILE_FFTW_UPDATES")
+    monkeypatch.delenv("JAX_SONOTILE_TEST_KEY")
     monkeypatch.setattr(programs, "_digest", ["another source"])
     others.append(programs.key_of("poly", (x, 3), {"power": 3}))
     assert len({base, *others}) == len(others) + 1

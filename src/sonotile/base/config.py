@@ -19,8 +19,15 @@ from typing import Any
 
 PLAN_EFFORTS = ("estimate", "measure", "patient")
 FFT_BACKENDS = ("auto", "xla", "fftw")
-PLANE_TRANSFORMS = ("halves", "fftw")
-COLUMN_TRANSFORMS = ("vector", "fftw")
+TRANSPORTS = ("auto", "mpi", "xla")
+
+#: What ``sonotile launch`` sets for each process it starts (read by :meth:`Settings.from_env`)
+ENV_COORDINATOR = "SONOTILE_COORDINATOR"
+ENV_NUM_PROCESSES = "SONOTILE_NUM_PROCESSES"
+ENV_PROCESS_ID = "SONOTILE_PROCESS_ID"
+ENV_LOCAL_DEVICES = "SONOTILE_LOCAL_DEVICE_IDS"
+#: The collectives' transport of a multi-process run (``--transport``)
+ENV_TRANSPORT = "SONOTILE_TRANSPORT"
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -31,43 +38,22 @@ def default_cache_dir(environ: Mapping[str, str] | None = None) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """How sonotile runs (not what it simulates).
+    """How sonotile runs (not what it simulates). docs/settings.md is the reference table.
 
     Attributes:
         fft: FFT backend, ``"auto"`` (FFTW on a CPU for float32 when its extension builds, XLA's
             FFT otherwise and on GPUs), ``"xla"`` or ``"fftw"``. Env: ``SONOTILE_FFT``.
         fftw_plan: FFTW planning effort, ``estimate`` | ``measure`` | ``patient``
             (``measure`` plans the operators' batched 1-D transforms of planes of 128 x 128
-            points and more with FFTW_PATIENT). Env:
-            ``SONOTILE_FFTW_PLAN``.
-        fftw_planes: how the FFTW backend transforms a 2-D plane whose rows have an even length
-            (the planes of 3-D grids, LFB blocks and pencil slabs): ``halves`` (each row as a
-            complex FFT of half its length, then the columns; faster) or ``fftw`` (FFTW's own
-            2-D plans; for comparison). Same results to round-off. Env: ``SONOTILE_FFTW_PLANES``.
-        fftw_columns: what runs the operators' batched 1-D FFTs down the columns of a block
-            (the pass along x over the plane bins, and a plane's columns when it is transformed
-            by halves): ``vector`` (sonotile's own kernel on the CPU's vectors, where the
-            extension is built for AVX-512 or AVX2 with FMA and the column length factors into
-            2, 3 and 5; FFTW's plans otherwise; 1.5-1.9x faster than them) or ``fftw``. Same
-            results to round-off. Env: ``SONOTILE_FFTW_COLUMNS``.
-        fftw_pool: FFTW's threads run on XLA's intra-op thread pool (else FFTW's own threads).
-            Env: ``SONOTILE_FFTW_POOL`` (1/0).
-        fftw_fused: each spectral operator as one FFTW call (else R2C / C2R calls). Env:
-            ``SONOTILE_FFTW_FUSED`` (1/0).
-        fftw_updates: in fused mode on one device (and on LFB blocks split along x only), the
-            velocity update (and, lossless, the density update) is done inside the gradient's
-            (divergence's) FFTW calls, plane by plane on all threads, instead of by XLA after
-            them. Env: ``SONOTILE_FFTW_UPDATES`` (1/0).
-        fftw_grouped: a gradient's inverse transforms in one call (R2C / C2R mode only). Env:
-            ``SONOTILE_FFTW_GROUP`` (1/0).
-        fftw_concurrent: independent transforms of one call run side by side. Env:
-            ``SONOTILE_FFTW_CONCURRENT`` (1/0).
+            points and more with FFTW_PATIENT). Env: ``SONOTILE_FFTW_PLAN``.
+        fftw_updates: on one device (and on LFB blocks split along x only) with FFTW on 2-D /
+            3-D grids, the velocity update (and, lossless, the density update) is done inside
+            the gradient's (divergence's) FFTW calls, plane by plane on all threads, instead of
+            by XLA after them. Env: ``SONOTILE_FFTW_UPDATES`` (1/0).
         fftw_native: the FFTW extension is compiled for the CPU it runs on (``-march=native``:
             its loops use every vector instruction the CPU has; the build is kept per CPU model
             and feature set, so a cache directory shared by different nodes holds one build for
             each), else for any CPU of its architecture. Env: ``SONOTILE_FFTW_NATIVE`` (1/0).
-        lfb_planes: LFB blocks split along x only transform their planes before the overlap
-            exchange (FFTW; same results, less FFT work). Env: ``SONOTILE_LFB_PLANES`` (1/0).
         threads: CPU threads for XLA and FFTW (None: the CPUs of the affinity mask; ``-t``).
         compilation_cache: keep compiled programs in ``cache_dir/jax`` (time to first step).
             Env: ``SONOTILE_COMPILATION_CACHE`` (1/0).
@@ -81,99 +67,116 @@ class Settings:
             ``SONOTILE_CACHE_LIMIT`` (bytes, e.g. ``4e9``).
         malloc_tune: pin glibc's mmap threshold so freed grid-sized buffers return to the
             system (peak RSS). Env: ``SONOTILE_MALLOC_TUNE`` (1/0).
-        hugepages: the programs (``sonotile-kwave``, ``sonotile``) start themselves again once
-            with glibc's ``glibc.malloc.hugetlb=1`` tunable (transparent huge pages for large
-            blocks: XLA's per-call temporaries are faulted in 2 MiB pages instead of 4 KiB ones)
-            unless ``GLIBC_TUNABLES`` names it already. Env: ``SONOTILE_HUGEPAGES`` (1/0).
         xla_scheduler_off: switch XLA:CPU's concurrency-optimised scheduler off (less memory per
             grid point, same speed; ignored when ``XLA_FLAGS`` sets it already).
         memory_limit: memory a run may use [bytes], in place of the device's free memory in
             the check before a run (None: the device's). Env: ``SONOTILE_MEMORY_LIMIT``.
+        transport: collectives of a multi-process run, ``auto`` (MPI where it can carry them,
+            else XLA's), ``mpi`` or ``xla``. Env: ``SONOTILE_TRANSPORT``.
+        mpicxx: the MPI C++ compiler for the MPI custom calls ("": ``mpicxx`` on PATH). Env:
+            ``SONOTILE_MPICXX``.
+        coordinator: ``host:port`` of process 0 of a multi-process job (set by ``sonotile
+            launch``; with Open MPI 5 set it by hand). Env: ``SONOTILE_COORDINATOR``.
+        num_processes, process_id: the job's process count and this process's rank (set by
+            ``sonotile launch``). Env: ``SONOTILE_NUM_PROCESSES``, ``SONOTILE_PROCESS_ID``.
+        local_device_ids: the GPUs this process drives (set by ``sonotile launch``). Env:
+            ``SONOTILE_LOCAL_DEVICE_IDS`` (comma-separated).
+        local_rank: this process's rank among the job's processes on its machine (which CPUs
+            it takes; default: the launcher's). Env: ``SONOTILE_LOCAL_RANK``.
+        heartbeat_timeout: seconds after which the processes of a job end when one stopped
+            answering. Env: ``SONOTILE_HEARTBEAT_TIMEOUT``.
+        init_timeout: seconds the processes of a job wait for each other at the start. Env:
+            ``SONOTILE_INIT_TIMEOUT``.
     """
 
     fft: str = "auto"
     fftw_plan: str = "measure"
-    fftw_planes: str = "halves"
-    fftw_columns: str = "vector"
-    fftw_pool: bool = True
-    fftw_fused: bool = True
     fftw_updates: bool = True
-    fftw_grouped: bool = False
-    fftw_concurrent: bool = False
     fftw_native: bool = True
-    lfb_planes: bool = True
     threads: int | None = None
     compilation_cache: bool = True
     program_cache: bool = True
     cache_dir: str = ""
     cache_limit: int = 2 * 2**30
     malloc_tune: bool = True
-    hugepages: bool = True
     xla_scheduler_off: bool = True
     memory_limit: int | None = None
+    transport: str = "auto"
+    mpicxx: str = ""
+    coordinator: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+    local_device_ids: tuple[int, ...] | None = None
+    local_rank: int | None = None
+    heartbeat_timeout: int = 30
+    init_timeout: int = 120
 
     def __post_init__(self) -> None:
-        if self.fft not in FFT_BACKENDS:
-            raise ValueError(f"fft = {self.fft!r}: expected one of {FFT_BACKENDS}")
-        if self.fftw_plan not in PLAN_EFFORTS:
-            raise ValueError(f"fftw_plan = {self.fftw_plan!r}: expected one of {PLAN_EFFORTS}")
-        if self.fftw_planes not in PLANE_TRANSFORMS:
-            raise ValueError(
-                f"fftw_planes = {self.fftw_planes!r}: expected one of {PLANE_TRANSFORMS}"
-            )
-        if self.fftw_columns not in COLUMN_TRANSFORMS:
-            raise ValueError(
-                f"fftw_columns = {self.fftw_columns!r}: expected one of {COLUMN_TRANSFORMS}"
-            )
+        for name, value, allowed in (("fft", self.fft, FFT_BACKENDS),
+                                     ("fftw_plan", self.fftw_plan, PLAN_EFFORTS),
+                                     ("transport", self.transport, TRANSPORTS)):  # fmt: skip
+            if value not in allowed:
+                raise ValueError(f"{name} = {value!r}: expected one of {allowed}")
         if self.cache_limit < 0:
             raise ValueError(f"cache_limit = {self.cache_limit}: expected bytes >= 0 (0: none)")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads = {self.threads}: expected a positive number")
+        for name in ("threads", "num_processes", "heartbeat_timeout", "init_timeout"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} = {value}: expected a positive number")
         if not self.cache_dir:
             object.__setattr__(self, "cache_dir", default_cache_dir())
 
     @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, **overrides: str | bool | int | None
-    ) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Defaults, then ``SONOTILE_*`` variables, then ``overrides``."""
         env = os.environ if environ is None else environ
-
-        def flag(name: str, default: bool) -> bool:
-            return env.get(name, "1" if default else "0") not in ("0", "", "false", "no")
-
-        values: dict[str, object] = dict(
-            fft=env.get("SONOTILE_FFT", "auto"),
-            fftw_plan=env.get("SONOTILE_FFTW_PLAN", "measure"),
-            fftw_planes=env.get("SONOTILE_FFTW_PLANES") or "halves",
-            fftw_columns=env.get("SONOTILE_FFTW_COLUMNS") or "vector",
-            fftw_pool=flag("SONOTILE_FFTW_POOL", True),
-            fftw_fused=flag("SONOTILE_FFTW_FUSED", True),
-            fftw_updates=flag("SONOTILE_FFTW_UPDATES", True),
-            fftw_grouped=flag("SONOTILE_FFTW_GROUP", False),
-            fftw_concurrent=flag("SONOTILE_FFTW_CONCURRENT", False),
-            fftw_native=flag("SONOTILE_FFTW_NATIVE", True),
-            lfb_planes=flag("SONOTILE_LFB_PLANES", True),
-            compilation_cache=flag("SONOTILE_COMPILATION_CACHE", True),
-            program_cache=flag("SONOTILE_PROGRAM_CACHE", True),
-            cache_dir=default_cache_dir(env),
-            malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
-            hugepages=flag("SONOTILE_HUGEPAGES", True),
-        )
-        if env.get("SONOTILE_CACHE_LIMIT"):
-            values["cache_limit"] = int(float(env["SONOTILE_CACHE_LIMIT"]))
-        if env.get("SONOTILE_MEMORY_LIMIT"):
-            values["memory_limit"] = int(float(env["SONOTILE_MEMORY_LIMIT"]))
+        values: dict[str, object] = dict(cache_dir=default_cache_dir(env))
+        for name, field, kind in VARIABLES:
+            if env.get(name, "") != "":
+                values[field] = _parse(name, env[name], kind)
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]  # checked in __post_init__
 
-    def fft_mode(self) -> str:
-        """The FFTW options that change compiled programs, as a static tag (``fused``,
-        ``grouped``, ``concurrent``)."""
-        tags = [t for t, on in (("unfused", not self.fftw_fused), ("grouped", self.fftw_grouped),
-                                ("concurrent", self.fftw_concurrent),
-                                ("separate-updates", not self.fftw_updates)) if on]  # fmt: skip
-        return "-".join(tags)
+
+#: ``(variable, Settings field, kind)``: every ``SONOTILE_*`` variable sonotile reads
+VARIABLES = (
+    ("SONOTILE_FFT", "fft", str),
+    ("SONOTILE_FFTW_PLAN", "fftw_plan", str),
+    ("SONOTILE_FFTW_UPDATES", "fftw_updates", bool),
+    ("SONOTILE_FFTW_NATIVE", "fftw_native", bool),
+    ("SONOTILE_COMPILATION_CACHE", "compilation_cache", bool),
+    ("SONOTILE_PROGRAM_CACHE", "program_cache", bool),
+    ("SONOTILE_CACHE_LIMIT", "cache_limit", float),
+    ("SONOTILE_MALLOC_TUNE", "malloc_tune", bool),
+    ("SONOTILE_MEMORY_LIMIT", "memory_limit", float),
+    (ENV_TRANSPORT, "transport", str),
+    ("SONOTILE_MPICXX", "mpicxx", str),
+    (ENV_COORDINATOR, "coordinator", str),
+    (ENV_NUM_PROCESSES, "num_processes", int),
+    (ENV_PROCESS_ID, "process_id", int),
+    (ENV_LOCAL_DEVICES, "local_device_ids", tuple),
+    ("SONOTILE_LOCAL_RANK", "local_rank", int),
+    ("SONOTILE_HEARTBEAT_TIMEOUT", "heartbeat_timeout", int),
+    ("SONOTILE_INIT_TIMEOUT", "init_timeout", int),
+)
+
+
+def _parse(name: str, text: str, kind: type) -> object:
+    """``text`` of variable ``name`` as ``kind``: bool (``0``, ``false``, ``no``: off), str,
+    int, float (a number of bytes, e.g. ``4e9``: an int) or tuple (comma-separated ints)."""
+    if kind is bool:
+        return text.strip().lower() not in ("0", "false", "no", "off")
+    if kind is str:
+        return text
+    try:
+        if kind is tuple:
+            return tuple(int(v) for v in text.split(","))
+        return int(float(text)) if kind is float else int(text)
+    except ValueError:
+        what = {tuple: "comma-separated integers", float: "a number of bytes"}.get(
+            kind, "an integer"
+        )
+        raise ValueError(f"{name}={text!r}: expected {what}") from None
 
 
 _active: list[Settings] = []

@@ -19,8 +19,8 @@ mapped and returned to the system when freed. ``SONOTILE_MALLOC_TUNE=0`` leaves 
 
 Huge pages (time per chunk of steps): the programs start themselves again once with glibc's
 ``glibc.malloc.hugetlb=1`` (:func:`restart_with_hugepages`), so the blocks XLA maps afresh for
-every call of the compiled loop are faulted in 2 MiB pages. ``SONOTILE_HUGEPAGES=0`` leaves
-the allocator alone.
+every call of the compiled loop are faulted in 2 MiB pages.
+``GLIBC_TUNABLES=glibc.malloc.hugetlb=0`` leaves the allocator alone.
 """
 
 from __future__ import annotations
@@ -90,13 +90,11 @@ HUGETLB = "glibc.malloc.hugetlb"
 THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
-def hugepages_env(
-    environ: Mapping[str, str], libc: str, thp_mode: str, wanted: bool = True
-) -> dict[str, str] | None:
+def hugepages_env(environ: Mapping[str, str], libc: str, thp_mode: str) -> dict[str, str] | None:
     """The environment to start a program again with so that glibc's malloc asks for
     transparent huge pages (``GLIBC_TUNABLES`` plus ``glibc.malloc.hugetlb=1``), or None when
-    there is nothing to gain: not ``wanted``, the tunable already named (by the user, or by
-    the start before), a C library other than glibc >= 2.35 (``libc``:
+    there is nothing to gain: the tunable already named (by the user, e.g. ``=0`` to keep
+    4 KiB pages, or by the start before), a C library other than glibc >= 2.35 (``libc``:
     ``os.confstr("CS_GNU_LIBC_VERSION")``, e.g. ``"glibc 2.36"``) or the kernel's huge pages
     off (``thp_mode``: the contents of :data:`THP_MODE`, ``"... [never]"``).
 
@@ -105,7 +103,7 @@ def hugepages_env(
     that took ~30 ms per call at 128^3 and ~150 ms at 256^3 on the 2-core EPYC, with 2 MiB
     pages a few ms."""
     tunables = environ.get("GLIBC_TUNABLES", "")
-    if not wanted or HUGETLB in tunables or "[never]" in thp_mode:
+    if HUGETLB in tunables or "[never]" in thp_mode:
         return None
     name, _, version = libc.partition(" ")
     try:
@@ -121,8 +119,8 @@ def restart_with_hugepages() -> None:
     """Start this program again in its own process (``os.execve``: same pid, same arguments,
     before any work) with :func:`hugepages_env`'s environment, when that is not None. glibc
     reads its tunables only when a process starts, so an entry point calls this first thing;
-    ``Settings.hugepages`` (``SONOTILE_HUGEPAGES=0``) turns it off. Costs one more interpreter
-    start (30-70 ms here)."""
+    ``GLIBC_TUNABLES=glibc.malloc.hugetlb=0`` turns it off. Costs one more interpreter start
+    (30-70 ms)."""
     if sys.platform != "linux" or not getattr(sys, "orig_argv", None) or not sys.executable:
         return
     try:
@@ -131,7 +129,7 @@ def restart_with_hugepages() -> None:
             mode = f.read()
     except (OSError, ValueError):
         return
-    env = hugepages_env(os.environ, libc, mode, config.current().hugepages)
+    env = hugepages_env(os.environ, libc, mode)
     if env is None:
         return
     sys.stdout.flush()
@@ -201,20 +199,21 @@ def configure_cpu_devices(n: int | None) -> None:
     os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
 
 
-#: Environment variables that give a process's rank among the job's processes on its machine
-#: (``sonotile launch`` starts all its processes on one machine; set ``SONOTILE_LOCAL_RANK`` for
-#: independent runs side by side), first found wins.
-LOCAL_RANK_VARS = (
-    "SONOTILE_LOCAL_RANK",
-    "SONOTILE_PROCESS_ID",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID",
-    "SLURM_LOCALID",
-)
+#: The launchers' variables that give a process's rank among the job's processes on its machine,
+#: first found wins (after ``Settings.local_rank``, then ``Settings.process_id``: ``sonotile
+#: launch`` starts all its processes on one machine).
+LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
 
 
 def local_rank(environ: Mapping[str, str] | None = None) -> int:
-    """This process's rank among the job's processes on this machine (0 when alone)."""
+    """This process's rank among the job's processes on this machine (0 when alone):
+    ``Settings.local_rank`` (set it for independent runs side by side), else
+    ``Settings.process_id``, else the launcher's (``environ``: instead of the installed settings
+    and ``os.environ``)."""
+    settings = config.current() if environ is None else config.Settings.from_env(environ)
+    for mine in (settings.local_rank, settings.process_id):
+        if mine is not None:
+            return mine
     env = os.environ if environ is None else environ
     for name in LOCAL_RANK_VARS:
         if env.get(name, "").isdigit():

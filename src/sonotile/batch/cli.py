@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sonotile.base import config
 from sonotile.base.cliargs import Parser
 from sonotile.base.runtime import host_memory_available
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
@@ -85,8 +86,9 @@ def local_cpus() -> list[int]:
     env = os.environ
     size = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE") or env.get("SLURM_NTASKS_PER_NODE") or 1)
     rank = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK") or env.get("SLURM_LOCALID") or 0)
-    if "SONOTILE_NUM_PROCESSES" in env:  # sonotile launch: all processes on this machine
-        size, rank = int(env["SONOTILE_NUM_PROCESSES"]), int(env.get("SONOTILE_PROCESS_ID", 0))
+    job = config.current()
+    if job.num_processes is not None:  # sonotile launch: all processes on this machine
+        size, rank = job.num_processes, job.process_id or 0
     if size > 1 and len(cpus) >= size and len(cpus) == (os.cpu_count() or len(cpus)):
         per = len(cpus) // size
         cpus = cpus[rank * per : (rank + 1) * per]
@@ -204,7 +206,7 @@ def execute(runs: list[Run], out: Path, args: argparse.Namespace) -> int:
     if args.max_parallel:
         slots = slots[: max(1, args.max_parallel)]
     # sonotile launch prefixes each line with the rank already
-    tag = f"[{rank}] " if size > 1 and "SONOTILE_NUM_PROCESSES" not in os.environ else ""
+    tag = f"[{rank}] " if size > 1 and config.current().num_processes is None else ""
     print(
         f"{tag}sonotile batch: {len(share)} runs ({len(skipped)} done earlier), "
         f"{len(slots)} at once on {', '.join(s.describe() for s in slots)}",

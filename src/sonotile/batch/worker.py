@@ -20,12 +20,14 @@ import sys
 import time
 from typing import Any
 
+from sonotile.base import config
+
 #: Environment of a multi-process launcher: a worker is a single process of its own.
 LAUNCHER_ENV = (
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_orte_hnp_uri", "PMI_RANK", "PMI_SIZE",
     "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-    "SONOTILE_COORDINATOR", "SONOTILE_NUM_PROCESSES", "SONOTILE_PROCESS_ID",
+    config.ENV_COORDINATOR, config.ENV_NUM_PROCESSES, config.ENV_PROCESS_ID,
 )  # fmt: skip
 
 

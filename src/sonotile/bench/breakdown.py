@@ -80,7 +80,7 @@ def fft_seconds(shape: tuple[int, ...], transforms: int, repeats: int) -> float:
     def run(x: jax.Array) -> jax.Array:
         for _ in range(pairs):
             if use_fftw:
-                x = fftw.c2r(fftw.r2c([x]), x.shape)[0]
+                x = fftw.c2r(fftw.r2c(x), x.shape)
             else:
                 x = jnp.fft.irfftn(jnp.fft.rfftn(x), s=x.shape).astype(x.dtype)
         return x
@@ -128,11 +128,9 @@ def plane_fft_seconds(shape: tuple[int, ...], overlap: int, transforms: int, rep
 
 def planes_first(decomposition: str, problem: Problem) -> bool:
     """True when this process's LFB operators take the planes-first way (1-D mesh here)."""
-    from sonotile.base import config
     from sonotile.fft import fftw
 
-    s = config.current()
-    return (decomposition == LFB and s.lfb_planes and s.fftw_fused and problem.grid.ndim >= 2
+    return (decomposition == LFB and problem.grid.ndim >= 2
             and fftw.resolve(None, problem.dtype) == "fftw")  # fmt: skip
 
 

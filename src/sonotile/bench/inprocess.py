@@ -237,12 +237,12 @@ def fft_breakdown(
     if fftw.resolve("auto", dtype) == "fftw":
 
         def fwd(x: jax.Array) -> jax.Array:
-            return fftw.r2c([x])[0]
+            return fftw.r2c(x)
 
         # the scaling applied in the handler's copy, as the solver's operators
         def inv(X: jax.Array, c: float) -> jax.Array:
             v = jnp.full((shape[0],), c, jnp.complex64)
-            return fftw.c2r([X], shape, vecs=[v])[0]
+            return fftw.c2r(X, shape, vec=v)
     else:
 
         def fwd(x: jax.Array) -> jax.Array:

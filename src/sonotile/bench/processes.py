@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 
+from sonotile.base import config
 from sonotile.base.cliargs import Parser
 from sonotile.bench.breakdown import PARTS
 
@@ -36,16 +37,13 @@ from sonotile.bench.breakdown import PARTS
 def _worker(spec: dict) -> dict:
     """One measurement in this process (one of a launched pair, or alone), on one CPU: a
     launched process pins itself to the CPU of its rank, a lone one was pinned by its parent."""
-    from sonotile.base import config, runtime
+    from sonotile.base import runtime
 
-    if any(k in os.environ for k in ("SONOTILE_PROCESS_ID", "OMPI_COMM_WORLD_RANK")):
+    if config.current().process_id is not None or "OMPI_COMM_WORLD_RANK" in os.environ:
         cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[runtime.local_rank(os.environ) % len(cpus)]})
+        os.sched_setaffinity(0, {cpus[runtime.local_rank() % len(cpus)]})
     config.configure(threads=1)
     dec = spec["decomposition"]
-    if dec == "lfb-padded":  # LFB with the padded 3-D transforms (planes first off): before/after
-        config.configure(lfb_planes=False)
-        dec = "lfb"
     from sonotile.parallel import distributed
 
     distributed.initialize()
@@ -64,7 +62,7 @@ def _command(spec: dict) -> list[str]:
 
 def _env() -> dict:
     env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false", JAX_PLATFORMS="cpu")
-    env.pop("SONOTILE_NUM_PROCESSES", None)
+    env.pop(config.ENV_NUM_PROCESSES, None)
     return env
 
 
@@ -109,13 +107,13 @@ def _run(kind: str, spec: dict) -> dict:
 def _coupled(spec: dict, env: dict) -> list[str]:
     """The command of a coupled 2-process run: ``mpirun`` when its collectives go through MPI
     (each process an MPI rank), else ``sonotile launch``; ``env`` gets the transport."""
-    env["SONOTILE_TRANSPORT"] = spec["transport"]
+    env[config.ENV_TRANSPORT] = spec["transport"]
     if spec["transport"] != "mpi":
         return [sys.executable, "-m", "sonotile.parallel.launch", "-n", "2", "--"] + _command(spec)
     if os.geteuid() == 0:  # Open MPI refuses root unless told
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return ["mpirun", "-n", "2", "--bind-to", "core", "-x", "XLA_FLAGS", "-x", "JAX_PLATFORMS",
-            "-x", "SONOTILE_TRANSPORT"] + _command(spec)  # fmt: skip
+            "-x", config.ENV_TRANSPORT] + _command(spec)  # fmt: skip
 
 
 def default_transports() -> str:
@@ -225,7 +223,7 @@ def parser() -> Parser:
     ap.add_argument(
         "--decompositions",
         default="lfb,pencil",
-        help="of lfb, pencil and lfb-padded (LFB without planes first)",
+        help="of lfb and pencil",
     )
     ap.add_argument(
         "--transports", default=None,

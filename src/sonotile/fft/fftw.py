@@ -13,8 +13,8 @@ Where it cannot be built (no compiler, no FFTW, no jaxlib FFI headers) :func:`av
 returns False after one line on stderr and the operators use XLA's FFT. GPU runs always use
 XLA's FFT (cuFFT). float64 runs use XLA's FFT (only ``fftwf`` is bound).
 
-Settings (backend, plan effort, thread pool, fused / grouped / concurrent calls, threads, cache
-folder) come from :class:`sonotile.base.config.Settings` (environment variables are its defaults).
+Settings (backend, plan effort, threads, native build, cache folder) come from
+:class:`sonotile.base.config.Settings` (environment variables are its defaults).
 """
 
 from __future__ import annotations
@@ -195,10 +195,8 @@ def load() -> ctypes.CDLL | None:
 
             lib = ctypes.CDLL(so)
             i = ctypes.c_int
-            lib.sonotile_fftw_configure.argtypes = [i, i, ctypes.c_char_p, i, i, i]
-            lib.sonotile_fftw_prepare.argtypes = [
-                ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int
-            ]  # fmt: skip
+            lib.sonotile_fftw_configure.argtypes = [i, i, ctypes.c_char_p]
+            lib.sonotile_fftw_prepare.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
             for name, sym in (
                 ("sonotile_fftw_r2c", "SonotileFftwR2C"),
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
@@ -228,10 +226,7 @@ def load() -> ctypes.CDLL | None:
 def _configure(lib: ctypes.CDLL) -> None:
     s = config.current()
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
-    lib.sonotile_fftw_configure(
-        threads(), _EFFORT[s.fftw_plan], wisdom.encode(), int(s.fftw_pool),
-        int(s.fftw_planes == "halves"), int(s.fftw_columns == "vector"),
-    )  # fmt: skip
+    lib.sonotile_fftw_configure(threads(), _EFFORT[s.fftw_plan], wisdom.encode())
 
 
 def threads() -> int:
@@ -246,8 +241,8 @@ def available() -> bool:
 def column_kernel(n: int) -> str:
     """What runs the operators' batched ``n``-point transforms down the columns of a block (the
     pass along x over ``n`` planes; the columns of planes of ``n`` rows): ``"vector"``
-    (sonotile's kernel, ``csrc/vector_fft.h``) or ``"fftw"`` (FFTW's plans), as configured
-    (``Settings.fftw_columns``) and built (``""`` without the extension)."""
+    (sonotile's kernel, ``csrc/vector_fft.h``: built for AVX-512 or AVX2 with FMA, ``n`` a
+    product of 2, 3 and 5) or ``"fftw"`` (FFTW's plans); ``""`` without the extension."""
     lib = load()
     if lib is None:
         return ""
@@ -547,52 +542,36 @@ def xpass_halo(
     )  # fmt: skip
 
 
-def r2c(xs: Sequence[jax.Array], concurrent: int | None = None) -> list[jax.Array]:
-    """Half spectra (last axis halved) of float32 arrays of one shape, in one custom call."""
+def r2c(x: jax.Array) -> jax.Array:
+    """The half spectrum (last axis halved) of a float32 array of rank 1-3, unnormalised."""
     import jax
     import jax.numpy as jnp
 
-    shape = xs[0].shape
-    out = [jax.ShapeDtypeStruct((*shape[:-1], shape[-1] // 2 + 1), jnp.complex64) for _ in xs]
-    c = 0 if concurrent is None else concurrent
-    call = jax.ffi.ffi_call("sonotile_fftw_r2c", out, vmap_method="sequential")
-    return list(call(*xs, concurrent=c))
+    out = jax.ShapeDtypeStruct((*x.shape[:-1], x.shape[-1] // 2 + 1), jnp.complex64)
+    return jax.ffi.ffi_call("sonotile_fftw_r2c", out, vmap_method="sequential")(x)
 
 
 def c2r(
-    specs: Sequence[jax.Array],
+    spec: jax.Array,
     shape: Sequence[int],
     op: jax.Array | None = None,
-    vecs: Sequence[jax.Array] | None = None,
+    vec: jax.Array | None = None,
     axis: int = 0,
-    concurrent: int | None = None,
-) -> list[jax.Array]:
-    """``irfftn(spec_i * op * vec_i)`` for ``i < len(vecs)`` (or ``len(specs)``), one call.
-
-    ``specs``: one half spectrum (shared) or one per output; ``op``: real, half-spectrum
-    shaped; ``vecs``: output i multiplies by the 1-D complex vector ``vecs[i]`` along grid axis
-    ``axis + i``.
-    """
+) -> jax.Array:
+    """``irfftn(spec * op * vec[k_axis], s=shape)`` in one call: ``op`` real, half-spectrum
+    shaped, or None; ``vec`` a 1-D complex vector along grid ``axis`` (its half length on the
+    last axis), or None."""
     import jax
     import jax.numpy as jnp
 
-    k = len(vecs) if vecs is not None else len(specs)
-    args = list(specs)
+    args = [spec]
     if op is not None:
-        args.append(jnp.broadcast_to(op, specs[0].shape).astype(jnp.float32))
-    if vecs is not None:
-        args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for v in vecs]
-    out = [jax.ShapeDtypeStruct(tuple(shape), jnp.float32) for _ in range(k)]
-    c = 0 if concurrent is None else concurrent
-    return list(
-        jax.ffi.ffi_call("sonotile_fftw_c2r", out, vmap_method="sequential")(
-            *args,
-            n_spec=len(specs),
-            has_op=int(op is not None),
-            has_vec=int(vecs is not None),
-            axis=axis,
-            concurrent=c,
-        )
+        args.append(jnp.broadcast_to(op, spec.shape).astype(jnp.float32))
+    if vec is not None:
+        args.append(jnp.reshape(vec, (-1,)).astype(jnp.complex64))
+    out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+    return jax.ffi.ffi_call("sonotile_fftw_c2r", out, vmap_method="sequential")(
+        *args, has_op=int(op is not None), has_vec=int(vec is not None), axis=axis
     )
 
 
@@ -739,7 +718,7 @@ def prepare(shape: tuple[int, ...]) -> bool:
     if lib is None or not 1 <= len(shape) <= 3:
         return False
     dims = (ctypes.c_int64 * len(shape))(*shape)
-    return bool(lib.sonotile_fftw_prepare(len(shape), dims, int(config.current().fftw_fused)))
+    return bool(lib.sonotile_fftw_prepare(len(shape), dims))
 
 
 def keep(x: jax.Array) -> jax.Array:

@@ -6,7 +6,8 @@ Call :func:`initialize` first, before any JAX computation (``sonotile-kwave`` do
     sonotile.parallel.distributed.initialize()      # no-op in a single process
     ...                                    # then build problems and run as usual
 
-It recognises how the processes were started, from the environment:
+It recognises how the processes were started, from the environment (the ``SONOTILE_*``
+variables through :class:`sonotile.base.config.Settings`):
 
 * ``sonotile launch -n N -- <command>`` (one machine): ``SONOTILE_COORDINATOR``,
   ``SONOTILE_NUM_PROCESSES``, ``SONOTILE_PROCESS_ID`` and ``SONOTILE_LOCAL_DEVICE_IDS`` (the
@@ -35,12 +36,8 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypedDict
 
-ENV_COORDINATOR = "SONOTILE_COORDINATOR"
-ENV_NUM_PROCESSES = "SONOTILE_NUM_PROCESSES"
-ENV_PROCESS_ID = "SONOTILE_PROCESS_ID"
-ENV_LOCAL_DEVICES = "SONOTILE_LOCAL_DEVICE_IDS"
-ENV_HEARTBEAT = "SONOTILE_HEARTBEAT_TIMEOUT"
-ENV_INIT_TIMEOUT = "SONOTILE_INIT_TIMEOUT"
+from sonotile.base import config
+from sonotile.base.config import ENV_COORDINATOR, ENV_NUM_PROCESSES
 
 
 class JobInfo(TypedDict):
@@ -64,17 +61,20 @@ def detect(environ: Mapping[str, str] | None = None) -> JobInfo | None:
     """What the environment says about a multi-process job, or None for a single process.
 
     Returns ``{"launcher", "coordinator_address", "num_processes", "process_id"}`` (the address
-    may be None when JAX's own cluster detection finds it).
+    may be None when JAX's own cluster detection finds it). ``environ``: instead of the
+    installed settings and ``os.environ``.
     """
     env = os.environ if environ is None else environ
-    if ENV_NUM_PROCESSES in env:
-        n, rank = int(env[ENV_NUM_PROCESSES]), int(env.get(ENV_PROCESS_ID, "0"))
-        if n > 1 and ENV_COORDINATOR not in env:
+    s = config.current() if environ is None else config.Settings.from_env(environ)
+    addr = s.coordinator
+    if s.num_processes is not None:
+        n, rank = s.num_processes, s.process_id or 0
+        if n > 1 and addr is None:
             raise RuntimeError(f"{ENV_NUM_PROCESSES}={n} but {ENV_COORDINATOR} is not set")
-        launcher, addr = "sonotile launch", env.get(ENV_COORDINATOR)
+        launcher = "sonotile launch"
     elif "OMPI_COMM_WORLD_SIZE" in env:
         n, rank = int(env["OMPI_COMM_WORLD_SIZE"]), int(env["OMPI_COMM_WORLD_RANK"])
-        launcher, addr = "mpirun", env.get(ENV_COORDINATOR)
+        launcher = "mpirun"
         if n > 1 and addr is None and "OMPI_MCA_orte_hnp_uri" not in env:
             raise RuntimeError(
                 "mpirun: cannot find the coordinator (no OMPI_MCA_orte_hnp_uri, Open MPI >= 5?); "
@@ -82,7 +82,7 @@ def detect(environ: Mapping[str, str] | None = None) -> JobInfo | None:
             )
     elif "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:  # set by srun, not sbatch
         n, rank = int(env["SLURM_STEP_NUM_TASKS"]), int(env["SLURM_PROCID"])
-        launcher, addr = "srun", env.get(ENV_COORDINATOR)
+        launcher = "srun"
     else:
         return None
     if n <= 1:
@@ -116,18 +116,19 @@ def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> J
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     except Exception:  # pragma: no cover - option missing in this JAX
         pass
-    hb = int(heartbeat_timeout or os.environ.get(ENV_HEARTBEAT, 30))
+    settings = config.current()
+    hb = int(heartbeat_timeout or settings.heartbeat_timeout)
     kwargs: dict[str, Any] = dict(
         num_processes=info["num_processes"],
         process_id=info["process_id"],
-        initialization_timeout=int(os.environ.get(ENV_INIT_TIMEOUT, 120)),
+        initialization_timeout=settings.init_timeout,
         heartbeat_timeout_seconds=hb,
         shutdown_timeout_seconds=max(hb, 30),
     )
     if info["coordinator_address"] is not None:
         kwargs["coordinator_address"] = info["coordinator_address"]
-    if os.environ.get(ENV_LOCAL_DEVICES):  # GPUs this process drives (no effect on CPUs)
-        kwargs["local_device_ids"] = [int(v) for v in os.environ[ENV_LOCAL_DEVICES].split(",")]
+    if settings.local_device_ids:  # GPUs this process drives (no effect on CPUs)
+        kwargs["local_device_ids"] = list(settings.local_device_ids)
     jax.distributed.initialize(**kwargs)
     _state["launcher"] = info
     _fail_fast_on_uncaught_exceptions()

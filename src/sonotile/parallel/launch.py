@@ -26,7 +26,7 @@ from types import FrameType
 from typing import IO
 
 from sonotile.base.cliargs import Parser
-from sonotile.parallel.distributed import (
+from sonotile.base.config import (
     ENV_COORDINATOR,
     ENV_LOCAL_DEVICES,
     ENV_NUM_PROCESSES,

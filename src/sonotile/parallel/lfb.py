@@ -16,7 +16,7 @@ transforms only its interior planes (R2C), exchanges the overlap planes in that 
 box padded and windowed along x (read straight from the spectrum and the halos) with the
 operator and keeps the interior planes, which alone are transformed back
 (:func:`sonotile.fft.fftw.planes_c2r`). FFT work per block falls from the
-padded box's to about its own (``LfbMeta.planes``; ``SONOTILE_LFB_PLANES=0`` turns it off).
+padded box's to about its own (``LfbMeta.planes``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from sonotile.base import config
 from sonotile.fft import fftw
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
@@ -83,8 +82,9 @@ class LfbMeta:
     ndim: int
     #: per split axis: real points of each block when the blocks differ (n % p != 0), else None
     counts: tuple[tuple[int, ...] | None, ...] = ()
-    #: transform the planes before the exchange where a block is split along axis 0 only
-    planes: bool = False
+    #: transform the planes before the exchange where a block is split along axis 0 only (less
+    #: FFT work than the padded box's 3-D transforms, same results; False: those transforms)
+    planes: bool = True
 
     def padded(self, a: int) -> bool:
         return a < len(self.names) and self.sizes[a] > 1
@@ -470,8 +470,7 @@ def lfb_constants(
     counts = tuple(
         None if blocks.even(a) else tuple(int(c) for c in blocks.counts(a)) for a in range(m)
     )
-    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts,
-                   planes=config.current().lfb_planes)  # fmt: skip
+    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts)
     _prepare_planes(meta, inner, tuple(local))
     unshift: tuple[jax.Array, ...] | None = None
     if unstagger:

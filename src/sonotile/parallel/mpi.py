@@ -19,7 +19,6 @@ order when the transport is made, so a cached step is only ever reused with the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.base import config
 from sonotile.parallel.distributed import detect
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
-#: ``--transport`` / ``SONOTILE_TRANSPORT`` values
-TRANSPORTS = ("auto", "mpi", "xla")
-ENV_TRANSPORT = "SONOTILE_TRANSPORT"
+#: ``--transport`` / ``Settings.transport`` values
+TRANSPORTS = config.TRANSPORTS
 
 
 def unavailable(mesh: Mesh) -> str | None:
@@ -65,9 +64,9 @@ def unavailable(mesh: Mesh) -> str | None:
 
 
 def choose(asked: str | None, mesh: Mesh) -> str:
-    """``"mpi"`` or ``"xla"``: what the user asked for (argument, else ``SONOTILE_TRANSPORT``,
-    else ``auto``: MPI wherever it can carry the mesh)."""
-    asked = asked or os.environ.get(ENV_TRANSPORT, "auto")
+    """``"mpi"`` or ``"xla"``: what the user asked for (argument, else ``Settings.transport``:
+    ``auto``, MPI wherever it can carry the mesh, unless ``SONOTILE_TRANSPORT`` says otherwise)."""
+    asked = asked or config.current().transport
     if asked not in TRANSPORTS:
         raise ValueError(f"transport = {asked!r}: expected one of {TRANSPORTS}")
     if asked == "xla":

@@ -21,10 +21,11 @@ Both join mpi4jax's ordered effect: their token comes from mpi4jax's chain and g
 it, so every MPI call of a program (these, mpi4jax's ``sendrecv`` and ``alltoall``) keeps program
 order on every rank — the ranks cannot reach them in different orders and deadlock.
 
-Built on first use with the MPI C++ compiler (``mpicxx``; ``SONOTILE_MPICXX`` overrides) against
-jaxlib's FFI headers, cached next to the FFTW extension. Unavailable (no compiler, a build
-error, an mpi4jax without the private names used here): :func:`available` is False with
-:func:`reason`, and the transport keeps mpi4jax's ``sendrecv`` and ``alltoall``.
+Built on first use with the MPI C++ compiler (``mpicxx``; ``Settings.mpicxx``,
+``SONOTILE_MPICXX``, overrides) against jaxlib's FFI headers, cached next to the FFTW
+extension. Unavailable (no compiler, a build error, an mpi4jax without the private names used
+here): :func:`available` is False with :func:`reason`, and the transport keeps mpi4jax's
+``sendrecv`` and ``alltoall``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def reason() -> str | None:
 
 
 def _build() -> str | None:
-    cxx = os.environ.get("SONOTILE_MPICXX") or shutil.which("mpicxx") or shutil.which("mpic++")
+    cxx = config.current().mpicxx or shutil.which("mpicxx") or shutil.which("mpic++")
     if cxx is None:
         _state["reason"] = "no MPI C++ compiler (mpicxx)"
         return None

@@ -4,7 +4,7 @@ JAX's persistent compilation cache spares a warm start XLA's compilation, but ev
 still traces the time loop in Python and lowers it to MLIR to compute that cache's key (0.1-0.15 s
 at 128^3, a tenth of a warm ``sonotile-kwave`` start). :func:`cached` keys a compiled program by
 everything its trace depends on instead (sonotile's own source, JAX's version, the devices, the
-settings and JAX's configuration, the environment variables that steer sonotile and XLA, the
+settings and JAX's configuration, the environment variables that steer XLA and JAX, the
 arguments' tree structure, shapes, dtypes and placement, and the static arguments) and keeps
 the serialized executable next to JAX's cache (``sonotile-<name>-<key>.prog``: one directory to
 bound, :mod:`sonotile.base.cachedir`, and a cold cache is cold for both). A file that cannot be read
@@ -81,9 +81,7 @@ def environment() -> tuple:
     jax_config = sorted(
         (k, v) for k, v in values.items() if isinstance(v, (bool, int, float, str, type(None)))
     )
-    env = sorted(
-        (k, v) for k, v in os.environ.items() if k.startswith(("SONOTILE_", "XLA_", "JAX_"))
-    )
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(("XLA_", "JAX_")))
     return (
         source_digest(),
         jax.__version__,

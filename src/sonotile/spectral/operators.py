@@ -16,8 +16,9 @@ Every decomposition provides an object with the same methods:
 :class:`FourierOps` is the single-device implementation on real FFTs (last axis halved): XLA's
 (DUCC on the CPU, cuFFT on GPUs) or, on the CPU, FFTW through custom calls
 (:mod:`sonotile.fft.fftw`): on 2-D / 3-D grids one call per operator (plane transforms and one pass
-along the outer axis, the k-space operator applied inside), on 1-D grids an R2C call and a
-C2R call that applies the operator while copying the spectrum.
+along the outer axis, the k-space operator applied inside: faster than a 3-D R2C call and a
+multiply-and-C2R call per transform, the more so the larger the grid), on 1-D grids an R2C call
+and a C2R call that applies the operator while copying the spectrum.
 ``FourierOps.build(..., fft="auto")`` picks FFTW on the CPU when the extension is available.
 """
 
@@ -193,8 +194,7 @@ class FourierOps:
         backend = fftw.resolve(fft if fft != "auto" else settings.fft, dtype)
         if backend == "fftw":
             fftw.prepare(tuple(shape))  # plan now, while little memory is in use
-            mode = settings.fft_mode()
-            backend = f"fftw-{mode}" if mode else "fftw"
+            backend = "fftw" if settings.fftw_updates else "fftw-separate-updates"
         return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=backend)
 
     def _spec(self, f: jax.Array) -> jax.Array:
@@ -203,17 +203,14 @@ class FourierOps:
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
 
-    @property
-    def _concurrent(self) -> int:
-        return int("concurrent" in self.fft)
-
     def _fftw(self, like: jax.Array) -> bool:
         return self.fft.startswith("fftw") and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
 
     def fused(self, like: jax.Array) -> bool:
         """True when operators on fields like ``like`` run as :func:`sonotile.fft.fftw.conv`
-        calls (FFTW, float32, 2-D / 3-D, fused mode): plane transforms and a pass along x."""
-        return self._fftw(like) and like.ndim >= 2 and "unfused" not in self.fft
+        calls (FFTW, float32, 2-D / 3-D): plane transforms and a pass along x, one call per
+        operator (1-D grids: an R2C call and a multiply-and-C2R call)."""
+        return self._fftw(like) and like.ndim >= 2
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         if self.fused(p):
@@ -225,16 +222,9 @@ class FourierOps:
             rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(self.shift_pos) if a]
             return (gx, *rest)
         if self._fftw(p):
-            specs = fftw.r2c([p], self._concurrent)
-            if "grouped" in self.fft:
-                return tuple(
-                    fftw.c2r(
-                        specs, p.shape, self.kappa, self.shift_pos, concurrent=self._concurrent
-                    )
-                )
+            spec = fftw.r2c(p)
             return tuple(
-                fftw.c2r(specs, p.shape, self.kappa, [s], axis=a, concurrent=self._concurrent)[0]
-                for a, s in enumerate(self.shift_pos)
+                fftw.c2r(spec, p.shape, self.kappa, s, axis=a) for a, s in enumerate(self.shift_pos)
             )
         assert self.kappa is not None  # XLA's FFT: kappa is always applied
         P = real_scale(self._spec(p), self.kappa)
@@ -248,25 +238,8 @@ class FourierOps:
                 for a, (ua, s) in enumerate(zip(u, self.shift_neg))
             )
         if self._fftw(u[0]):
-            if "grouped" in self.fft:
-                return tuple(
-                    fftw.c2r(
-                        fftw.r2c(list(u), self._concurrent),
-                        u[0].shape,
-                        self.kappa,
-                        self.shift_neg,
-                        concurrent=self._concurrent,
-                    )
-                )
             return tuple(
-                fftw.c2r(
-                    fftw.r2c([ua], self._concurrent),
-                    ua.shape,
-                    self.kappa,
-                    [s],
-                    axis=a,
-                    concurrent=self._concurrent,
-                )[0]
+                fftw.c2r(fftw.r2c(ua), ua.shape, self.kappa, s, axis=a)
                 for a, (ua, s) in enumerate(zip(u, self.shift_neg))
             )
         assert self.kappa is not None  # XLA's FFT: kappa is always applied
@@ -288,9 +261,7 @@ class FourierOps:
         if self.fused(f):
             return fftw.conv([f], nabla)[0]
         if self._fftw(f):
-            return fftw.c2r(
-                fftw.r2c([f], self._concurrent), f.shape, nabla, concurrent=self._concurrent
-            )[0]
+            return fftw.c2r(fftw.r2c(f), f.shape, nabla)
         assert nabla is not None  # built for power-law absorption, the only caller
         return self._back(real_scale(self._spec(f), nabla), f)
 
@@ -298,12 +269,7 @@ class FourierOps:
         if self.fused(s):
             return fftw.conv([s], self.source_kappa)[0]
         if self._fftw(s):
-            return fftw.c2r(
-                fftw.r2c([s], self._concurrent),
-                s.shape,
-                self.source_kappa,
-                concurrent=self._concurrent,
-            )[0]
+            return fftw.c2r(fftw.r2c(s), s.shape, self.source_kappa)
         assert self.source_kappa is not None  # built for additive sources, the only callers
         return self._back(real_scale(self._spec(s), self.source_kappa), s)
 

@@ -8,15 +8,13 @@
 // operators, input to outputs, in one call, and sonotile_fftw_planes_c2r finishes one more
 // output from a spectrum conv returned; sonotile_fftw_xpass is conv's pass along x alone, for
 // boxes whose planes were transformed before (LFB blocks split along x); see their section
-// below. Two more handlers do k
-// transforms of one real shape (rank 1-3) in one call (rank 1, and the SONOTILE_FFTW_FUSED=0
-// path):
+// below. Two more handlers transform whole grids of rank 1-3 (the operators on 1-D grids):
 //
-//   sonotile_fftw_r2c: k real fields -> k half spectra (the last axis halved).
-//   sonotile_fftw_c2r: n_spec spectra (1 or k), an optional real operator on the half spectrum
-//     (kappa, |k|^(y-2), ...) and optionally k 1-D complex vectors (vector i along grid axis
-//     axis + i, e.g. i k exp(i k dx/2)) -> k real fields
-//       out_i = C2R(spec_i * op * vec_i[k_i]) / N.
+//   sonotile_fftw_r2c: a real field -> its half spectrum (the last axis halved).
+//   sonotile_fftw_c2r: a spectrum, an optional real operator on the half spectrum (kappa,
+//     |k|^(y-2), ...) and optionally a 1-D complex vector along grid axis `axis` (e.g.
+//     i k exp(i k dx/2)) -> a real field
+//       out = C2R(spec * op * vec[k_axis]) / N.
 //     The multiplications and 1/N are done while copying the spectrum into a scratch buffer
 //     (FFTW's multi-dimensional C2R destroys its input, and XLA's buffers must stay intact),
 //     so XLA never materialises the products.
@@ -25,10 +23,9 @@
 // axes and fft / ifft along any one axis, batched and strided (the distributed FFT's local
 // transforms); see their section below.
 //
-// Threads: `concurrent` = 0 runs the k transforms one after the other, each on a plan with
-// all threads; `concurrent` = 1 runs up to `threads` transforms at once on 1-thread plans (the
-// remainder on all threads). Plans are made once per (shape, direction, threads, alignment),
-// with wisdom imported from / exported to a file.
+// Threads: FFTW's parallel loops run on XLA's intra-op thread pool where FFTW has
+// fftwf_threads_set_callback (>= 3.3.9), on FFTW's own threads otherwise. Plans are made once
+// per (shape, direction, threads, alignment), with wisdom imported from / exported to a file.
 
 #include <algorithm>
 #include <cmath>
@@ -106,13 +103,14 @@ unsigned g_effort = kMeasure;
 std::string g_wisdom;
 bool g_threads_ok = false;
 bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callback present)
-bool g_vector_columns = true;  // sonotile_fftw_configure's `columns`: vfft where it can
+bool g_fail_alloc = false;  // sonotile_fftw_fail_allocations (tests)
 
 // Whether batched n-point transforms down the columns of a block (the pass along x, a plane's
-// columns) run on vfft (vector_fft.h): built in, configured, and n a product of 2, 3 and 5.
+// columns) run on vfft (vector_fft.h): built in and n a product of 2, 3 and 5 (1.5-1.9x
+// faster than FFTW's plans of the same layout, which copy the columns to buffers of their own).
 bool vector_columns(int64_t n) {
 #ifdef SONOTILE_VFFT
-  if (!g_vector_columns || n < 2) return false;
+  if (n < 2) return false;
   for (int64_t f : {2, 3, 5})
     while (n % f == 0) n /= f;
   return n == 1;
@@ -139,10 +137,10 @@ unsigned batched_effort(int64_t points) {
 }
 
 // Every FFTW-aligned allocation. A null result (out of memory) becomes an XLA error of the call,
-// never a crash. SONOTILE_FFTW_TEST_FAIL_ALLOC set in the environment makes every allocation
-// fail from then on (read at each allocation; for tests of these error paths).
+// never a crash. sonotile_fftw_fail_allocations(1) makes every allocation fail from then on
+// (for tests of these error paths).
 void* fft_alloc(size_t bytes) {
-  if (std::getenv("SONOTILE_FFTW_TEST_FAIL_ALLOC") != nullptr) return nullptr;
+  if (g_fail_alloc) return nullptr;
   return fftwf_malloc(bytes);
 }
 
@@ -334,19 +332,6 @@ void parallel_for(int n, int threads, F f) {
   run_jobs(n, threads, std::function<void(int)>(f));
 }
 
-// The k transforms of one call: with `concurrent`, T at a time on 1-thread plans (the rest
-// one after another), otherwise one after another on T-thread plans. run(i, threads).
-template <typename F>
-void run_transforms(int k, int T, bool concurrent, F run) {
-  int done = 0;
-  if (concurrent && T > 1 && k > 1) {
-    const int batch = (k / T) * T;
-    for (int b = 0; b < batch; b += T) parallel_for(T, T, [&](int j) { run(b + j, 1); });
-    done = batch;
-  }
-  for (int i = done; i < k; ++i) run(i, T);
-}
-
 void fftw_loop(void* (*work)(char*), char* jobdata, size_t elsize, int njobs, void*) {
   run_jobs(njobs, njobs, [=](int i) { work(jobdata + elsize * size_t(i)); });
 }
@@ -357,116 +342,66 @@ struct PoolScope {  // makes the call's thread pool current for FFTW's loops on 
   ~PoolScope() { tl_pool = prev; }
 };
 
-ffi::Error R2CImpl(ffi::ThreadPool pool, int64_t concurrent, ffi::RemainingArgs args,
-                   ffi::RemainingRets rets) {
+ffi::Error R2CImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
+                   ffi::ResultBuffer<ffi::C64> y) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
-  const int k = int(args.size());
-  if (k == 0 || int(rets.size()) != k)
-    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: k inputs, k outputs");
-  std::vector<const float*> in(k);
-  std::vector<float*> out(k);
   Shape s{};
-  for (int i = 0; i < k; ++i) {
-    auto x = args.get<ffi::Buffer<ffi::F32>>(i);
-    auto y = rets.get<ffi::Buffer<ffi::C64>>(i);
-    if (x.has_error() || y.has_error())
-      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: float32 in, complex64 out");
-    if (i == 0 && !shape_of(x->dimensions(), &s))
-      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: rank 1-3 only");
-    if (x->element_count() != s.nr || (*y)->element_count() != s.nc)
-      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: shapes differ");
-    in[i] = x->typed_data();
-    out[i] = reinterpret_cast<float*>((*y)->typed_data());
-  }
-  const int T = g_threads;
-  std::atomic<bool> no_plan{false};
-  auto run = [&](int i, int threads) {
-    const bool al = is_aligned(in[i]) && is_aligned(out[i]);
-    fftwf_plan p = get_plan(s.rank, s.d, true, threads, al);
-    if (p == nullptr) {
-      no_plan = true;
-      return;
-    }
-    fftwf_execute_dft_r2c(p, const_cast<float*>(in[i]), reinterpret_cast<fftwf_complex*>(out[i]));
-  };
-  run_transforms(k, T, concurrent != 0, run);
-  if (no_plan) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  if (!shape_of(x.dimensions(), &s))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: rank 1-3 only");
+  if (y->element_count() != s.nc)
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: spectrum shape");
+  const float* in = x.typed_data();
+  auto* out = reinterpret_cast<fftwf_complex*>(y->typed_data());
+  fftwf_plan p = get_plan(s.rank, s.d, true, g_threads, is_aligned(in) && is_aligned(out));
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  fftwf_execute_dft_r2c(p, const_cast<float*>(in), out);
   return ffi::Error::Success();
 }
 
-ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t has_vec,
-                   int64_t axis, int64_t concurrent, ffi::RemainingArgs args,
-                   ffi::RemainingRets rets) {
+ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t has_op, int64_t has_vec, int64_t axis,
+                   ffi::Buffer<ffi::C64> x, ffi::RemainingArgs args,
+                   ffi::ResultBuffer<ffi::F32> y) {
   PoolScope scope(g_use_pool ? &pool : nullptr);
-  const int k = int(rets.size());
-  if (k == 0 || (n_spec != 1 && n_spec != k) ||
-      int(args.size()) != n_spec + (has_op ? 1 : 0) + (has_vec ? k : 0))
-    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: argument count");
-  std::vector<const float*> spec(n_spec);
-  std::vector<float*> out(k);
-  std::vector<const float*> vec(k, nullptr);
-  const float* op = nullptr;
   Shape s{};
-  for (int i = 0; i < k; ++i) {
-    auto y = rets.get<ffi::Buffer<ffi::F32>>(i);
-    if (y.has_error()) return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: float32 out");
-    if (i == 0 && !shape_of((*y)->dimensions(), &s))
-      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: rank 1-3 only");
-    if ((*y)->element_count() != s.nr)
-      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: output shapes differ");
-    out[i] = (*y)->typed_data();
-  }
+  if (!shape_of(y->dimensions(), &s))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: rank 1-3 only");
+  if (x.element_count() != s.nc || int(args.size()) != (has_op ? 1 : 0) + (has_vec ? 1 : 0))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: spectrum shape, argument count");
+  const float* spec = reinterpret_cast<const float*>(x.typed_data());
+  const float* op = nullptr;
+  const float* vec = nullptr;
   int a = 0;
-  for (int i = 0; i < n_spec; ++i, ++a) {
-    auto x = args.get<ffi::Buffer<ffi::C64>>(a);
-    if (x.has_error() || x->element_count() != s.nc)
-      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: spectrum shape");
-    spec[i] = reinterpret_cast<const float*>(x->typed_data());
-  }
   if (has_op) {
-    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
-    if (x.has_error() || x->element_count() != s.nc)
+    auto o = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (o.has_error() || o->element_count() != s.nc)
       return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: operator shape");
-    op = x->typed_data();
+    op = o->typed_data();
   }
+  const int ax = 3 - s.rank + int(axis);
   if (has_vec) {
-    for (int i = 0; i < k; ++i, ++a) {
-      auto x = args.get<ffi::Buffer<ffi::C64>>(a);
-      const int ax = 3 - s.rank + int(axis) + i;
-      if (x.has_error() || axis + i >= s.rank || axis < 0 ||
-          int64_t(x->element_count()) != (ax == 2 ? s.c2 : s.d[ax]))
-        return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: vector i along axis+i");
-      vec[i] = reinterpret_cast<const float*>(x->typed_data());
-    }
+    auto v = args.get<ffi::Buffer<ffi::C64>>(a);
+    if (v.has_error() || axis >= s.rank || axis < 0 ||
+        int64_t(v->element_count()) != (ax == 2 ? s.c2 : s.d[ax]))
+      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: vector along axis");
+    vec = reinterpret_cast<const float*>(v->typed_data());
   }
   const float scale = float(1.0 / double(s.nr));
   const int T = g_threads;
   const int64_t rows = s.d[0] * s.d[1];
-  std::atomic<int> failed{0};  // 1: no memory, 2: no plan
-  auto run = [&](int i, int threads) {
-    const bool al = is_aligned(out[i]);  // scratch is FFTW-aligned
-    fftwf_plan p = get_plan(s.rank, s.d, false, threads, al);
-    float* scr = p != nullptr ? take_scratch(2 * s.nc) : nullptr;
-    if (scr == nullptr) {
-      failed = p == nullptr ? 2 : 1;
-      return;
-    }
-    const float* src = spec[n_spec == 1 ? 0 : i];
-    const int ax = 3 - s.rank + int(axis) + i;
-    if (threads > 1 && rows >= threads) {
-      parallel_for(threads, threads, [&](int t) {
-        scaled_copy(s, src, op, vec[i], ax, scale, scr, rows * t / threads,
-                    rows * (t + 1) / threads);
-      });
-    } else {
-      scaled_copy(s, src, op, vec[i], ax, scale, scr, 0, rows);
-    }
-    fftwf_execute_dft_c2r(p, reinterpret_cast<fftwf_complex*>(scr), out[i]);
-    give_scratch(scr, 2 * s.nc);
-  };
-  run_transforms(k, T, concurrent != 0, run);
-  if (failed != 0)
-    return ffi::Error(ffi::ErrorCode::kResourceExhausted, failed == 2 ? kNoPlan : kNoMemory);
+  float* out = y->typed_data();
+  fftwf_plan p = get_plan(s.rank, s.d, false, T, is_aligned(out));  // scratch is FFTW-aligned
+  if (p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  float* scr = take_scratch(2 * s.nc);
+  if (scr == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  if (T > 1 && rows >= T) {
+    parallel_for(T, T, [&](int t) {
+      scaled_copy(s, spec, op, vec, ax, scale, scr, rows * t / T, rows * (t + 1) / T);
+    });
+  } else {
+    scaled_copy(s, spec, op, vec, ax, scale, scr, 0, rows);
+  }
+  fftwf_execute_dft_c2r(p, reinterpret_cast<fftwf_complex*>(scr), out);
+  give_scratch(scr, 2 * s.nc);
   return ffi::Error::Success();
 }
 
@@ -494,24 +429,21 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t n_spec, int64_t has_op, int64_t
 
 // Plane bins per block of the pass along x: 128 (1 KB of complex64 per row; two blocks of X
 // rows in a worker's scratch, 320 KB at X = 160: in L2), halved down to 16 while a grid has
-// fewer than 8 blocks per thread. Measured on 1 thread of the 2-core EPYC: 128 against 16
-// took the single 128^3 step from 165 to 156 ms, an LFB shard's local work (160-point box)
-// from 199 to 175 ms, the single 256^3 step from 1532 to 1337 ms; 32 and 64 were slower than
-// both.
+// fewer than 8 blocks per thread. Measured on 1 thread of the 2-core EPYC:
+// 128 against 16 took the single 128^3 step from 165 to 156 ms, an LFB shard's
+// local work (160-point box) from 199 to 175 ms, the single 256^3 step from 1532 to 1337 ms;
+// 32 and 64 were slower than both.
 constexpr int64_t kBlockMax = 128, kBlockMin = 16;
 constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum
 
 // A plane of n1 rows of n2 reals (n2 even, >= 4; rank-2 planes: the planes of a 3-D grid, an
-// LFB block's, a pencil slab's) is transformed "by halves" unless the configuration asks for
-// FFTW's plane plans (`planes` of sonotile_fftw_configure; SONOTILE_FFTW_PLANES=fftw): each
-// row, read as n2/2 complex numbers, by one complex FFT of half that length, unpacked into the
-// row's n2/2 + 1 bins (the split into even and odd samples), then the columns by complex FFTs in
-// place (C2R: the same steps reversed; the imaginary parts of bins 0 and n2/2 are dropped after
-// the columns, as FFTW's C2R does). FFTW's 2-D plans run their rows as real transforms at about
-// half the speed of complex ones of half the length (128 rows of 128: 24 against 12 us in
-// cache). 1 thread of the 2-core Zen 3 EPYC: a 128^3 conv 15.0 against 16.7 ms (medians of 8
-// alternating runs); whole steps, 2 threads, 256^3 lossless 456-465 against 486-510 ms.
-bool g_planes_halves = true;  // sonotile_fftw_configure's `planes`
+// LFB block's, a pencil slab's) is transformed "by halves": each row, read as n2/2 complex
+// numbers, by one complex FFT of half that length, unpacked into the row's n2/2 + 1 bins (the
+// split into even and odd samples), then the columns by complex FFTs in place (C2R: the same
+// steps reversed; the imaginary parts of bins 0 and n2/2 are dropped after the columns, as
+// FFTW's C2R does). FFTW's 2-D plans run their rows as real transforms at about half the speed
+// of complex ones of half the length (128 rows of 128: 24 against 12 us in cache; a 128^3 conv
+// 10 % slower with them). Other planes (odd rows, rank-1 planes) take FFTW's plane plans.
 
 struct PairPlans {
   fftwf_plan rows_f = nullptr, rows_b = nullptr, cols_f = nullptr, cols_b = nullptr;
@@ -532,11 +464,11 @@ struct PairPlans {
 struct PlanePlans {
   int rank = 2;
   int64_t n1 = 1, n2 = 1, cols = 1;         // rows, reals per row, bins per spectrum row
-  fftwf_plan r2c = nullptr, c2r = nullptr;  // FFTW's plane plans (when not by halves)
+  fftwf_plan r2c = nullptr, c2r = nullptr;  // FFTW's plane plans (odd rows, rank 1)
   PairPlans pair;                           // by halves when pair.rows_f is set
 };
-// (rank, n1, n2, real side aligned, spectrum side aligned, by halves, columns on vfft allowed)
-using PlaneKey = std::tuple<int, int64_t, int64_t, int, int, int, int>;
+// (rank, n1, n2, real side aligned, spectrum side aligned)
+using PlaneKey = std::tuple<int, int64_t, int64_t, int, int>;
 std::map<PlaneKey, PlanePlans> plane_plans;  // guarded by plan_mu; entries never move
 
 // `floats` rounded up to a multiple of 16 (64 bytes: a buffer after it stays FFTW-aligned).
@@ -544,7 +476,7 @@ size_t pad16(size_t floats) { return (floats + 15) & ~size_t(15); }
 
 // True when planes of n1 x n2 reals are transformed by halves (see PairPlans).
 bool by_halves(int rank, int64_t n2) {
-  return g_planes_halves && rank == 2 && n2 % 2 == 0 && n2 >= 4;
+  return rank == 2 && n2 % 2 == 0 && n2 >= 4;
 }
 
 void destroy_pair(PairPlans* q) {
@@ -608,7 +540,7 @@ bool make_pair_plans(int n1, int n2, unsigned rows, unsigned cols, PairPlans* q)
 const PlanePlans* plane_plans_locked(int rank, int64_t n1, int64_t n2, bool real_al,
                                      bool spec_al) {
   const bool halves = by_halves(rank, n2);
-  PlaneKey key{rank, n1, n2, int(real_al), int(spec_al), int(halves), int(g_vector_columns)};
+  PlaneKey key{rank, n1, n2, int(real_al), int(spec_al)};
   auto it = plane_plans.find(key);
   if (it != plane_plans.end()) return &it->second;
   PlanePlans p;
@@ -654,7 +586,7 @@ const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al
 // The pass along x's transforms: X points down the columns of a block of X rows of `blk`
 // adjacent bins, in place, the rows `rs` floats apart; one per (X, blk, kernel), shared by
 // conv and sonotile_fftw_xpass (an LFB box). sonotile's vector kernel (vector_fft.h) where
-// the build has it, the configuration allows it and X factors into 2, 3 and 5 (rows one
+// the build has it and X factors into 2, 3 and 5 (rows one
 // vector longer than the block: see vfft::block); else FFTW's plans (rows 2 blk floats apart)
 // with the effort of batched_effort.
 struct XPlans {
@@ -667,20 +599,19 @@ struct XPlans {
   // floats of one block buffer
   size_t floats(int64_t X) const { return size_t(X) * size_t(rs); }
 };
-std::map<std::tuple<int64_t, int64_t, bool>, XPlans> x_plans;  // guarded by plan_mu
+std::map<std::pair<int64_t, int64_t>, XPlans> x_plans;  // (X, blk); guarded by plan_mu
 
 // plan_mu held; nullptr (nothing kept) when planning fails.
 const XPlans* x_plans_locked(int64_t X, int64_t blk) {
-  const bool want_vec = vector_columns(X);
-  auto it = x_plans.find({X, blk, want_vec});
+  auto it = x_plans.find({X, blk});
   if (it != x_plans.end()) return &it->second;
   XPlans p;
 #ifdef SONOTILE_VFFT
-  if (want_vec) {
+  if (vector_columns(X)) {
     p.vec = vfft::make(int(X), -1, &p.vf) && vfft::make(int(X), +1, &p.vb);
     if (!p.vec) return nullptr;
     p.rs = 2 * blk + vfft::kVW;
-    return &(x_plans[{X, blk, true}] = std::move(p));
+    return &(x_plans[{X, blk}] = std::move(p));
   }
 #endif
   auto* b = static_cast<fftwf_complex*>(fft_alloc(sizeof(fftwf_complex) * X * blk));
@@ -698,7 +629,7 @@ const XPlans* x_plans_locked(int64_t X, int64_t blk) {
   }
   p.rs = 2 * blk;
   save_wisdom_locked();
-  return &(x_plans[{X, blk, false}] = std::move(p));
+  return &(x_plans[{X, blk}] = std::move(p));
 }
 
 const XPlans* get_x_plans(int64_t X, int64_t blk) {
@@ -729,7 +660,7 @@ struct ConvPlans {
   const PlanePlans* plane;
   const XPlans* x;
 };
-using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t, int, int>;
+using ConvKey = std::tuple<int, int64_t, int64_t, int64_t, int, int64_t>;
 std::map<ConvKey, ConvPlans> conv_plans;  // guarded by plan_mu; entries never move
 
 struct Grid {  // a real grid (X, plane...) of rank 2 or 3 and its half spectrum
@@ -766,9 +697,7 @@ bool grid_of(ffi::Span<const int64_t> dims, Grid* g) {
 const ConvPlans* get_conv_plans(const Grid& g, bool aligned) {
   std::lock_guard<std::mutex> lock(plan_mu);
   const int64_t n1 = g.rank == 3 ? g.d[1] : 1, n2 = g.d[g.rank - 1];
-  const bool halves = by_halves(g.rank - 1, n2);
-  ConvKey key{g.rank,        g.d[0], g.d[1],      g.rank == 3 ? g.d[2] : 0,
-              int(aligned),  g.blk,  int(halves), int(g_vector_columns)};
+  ConvKey key{g.rank, g.d[0], g.d[1], g.rank == 3 ? g.d[2] : 0, int(aligned), g.blk};
   auto it = conv_plans.find(key);
   if (it != conv_plans.end()) return &it->second;
   ConvPlans p{};
@@ -992,7 +921,7 @@ void plane_times(const Grid& g, const float* src, const float* vec, int axis, fl
 // d the operator's output, old / G grids of the output's shape (old may be the output's own
 // buffer: the plane is read before it is written). sonotile's velocity update
 // u = pml_sg (pml_sg u - dt / rho0_sg dp/dx) and density update rho = pml (pml rho - dt rho0
-// du/dx) (sonotile/physics/acoustic/step.py), same arithmetic in the same order.
+// du/dx) (sonotile/solver/step.py), same arithmetic in the same order.
 enum EpiMode : int64_t { kEpiNone = 0, kEpiScalar = 1, kEpiField = 2, kEpiStaggered = 3 };
 
 struct Epilogue {
@@ -2147,20 +2076,18 @@ ffi::Error KeepImpl(ffi::RemainingArgs args, ffi::RemainingRets rets) {
 
 }  // namespace
 
-extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom,
-                                       int use_pool, int planes_by_halves, int columns_vector) {
+extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisdom) {
   std::lock_guard<std::mutex> g(plan_mu);
   static bool init = false;
   if (!init) {
     g_threads_ok = fftwf_init_threads() != 0;
     init = true;
   }
-  g_use_pool = use_pool != 0 && fftwf_threads_set_callback != nullptr;
-  if (fftwf_threads_set_callback != nullptr)
-    fftwf_threads_set_callback(g_use_pool ? fftw_loop : nullptr, nullptr);
+  // FFTW's loops on XLA's pool: with FFTW's own threads, XLA's idle (spinning) workers and
+  // FFTW's threads compete for the cores (a 128^3 step on 2 threads ~20 % slower)
+  g_use_pool = fftwf_threads_set_callback != nullptr;
+  if (g_use_pool) fftwf_threads_set_callback(fftw_loop, nullptr);
   g_threads = threads > 0 ? threads : 1;
-  g_planes_halves = planes_by_halves != 0;
-  g_vector_columns = columns_vector != 0;
   g_effort = effort == 0 ? kEstimate : effort == 2 ? kPatient : kMeasure;
   std::string w = wisdom != nullptr ? wisdom : "";
   if (!w.empty() && w != g_wisdom) fftwf_import_wisdom_from_filename(w.c_str());
@@ -2168,16 +2095,16 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
   return g_threads_ok ? 1 : 0;
 }
 
-// Make the aligned plans of one shape now (those of sonotile_fftw_conv if `fused` and the rank
-// is 2-3, else the R2C and C2R ones), with the configured threads (1 on
-// success). Called when the operators are built, before the run's state exists: planning
-// allocates two grid-sized arrays, which would otherwise add to the run's peak memory.
-extern "C" int sonotile_fftw_prepare(int rank, const int64_t* dims, int fused) {
+// Make the aligned plans of one shape now (those of sonotile_fftw_conv if the rank is 2-3, else
+// the R2C and C2R ones), with the configured threads (1 on success). Called when the operators
+// are built, before the run's state exists: planning allocates two grid-sized arrays, which
+// would otherwise add to the run's peak memory.
+extern "C" int sonotile_fftw_prepare(int rank, const int64_t* dims) {
   if (rank < 1 || rank > 3) return 0;
   int64_t d[3] = {1, 1, 1};
   for (int a = 0; a < rank; ++a) d[3 - rank + a] = dims[a];
   Grid g;
-  if (fused && grid_from(rank, dims, &g)) return get_conv_plans(g, true) != nullptr ? 1 : 0;
+  if (grid_from(rank, dims, &g)) return get_conv_plans(g, true) != nullptr ? 1 : 0;
   fftwf_plan r2c = get_plan(rank, d, true, g_threads, true);
   fftwf_plan c2r = get_plan(rank, d, false, g_threads, true);
   return r2c != nullptr && c2r != nullptr ? 1 : 0;
@@ -2198,23 +2125,24 @@ extern "C" int sonotile_fftw_vector_width() {
 }
 extern "C" int sonotile_fftw_uses_pool() { return g_use_pool ? 1 : 0; }
 
+// `fail` != 0: every FFTW-aligned allocation fails from now on (tests of the error paths).
+extern "C" void sonotile_fftw_fail_allocations(int fail) { g_fail_alloc = fail != 0; }
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwR2C, R2CImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
-                                  .Attr<int64_t>("concurrent")
-                                  .RemainingArgs()
-                                  .RemainingRets());
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::C64>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwC2R, C2RImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
-                                  .Attr<int64_t>("n_spec")
                                   .Attr<int64_t>("has_op")
                                   .Attr<int64_t>("has_vec")
                                   .Attr<int64_t>("axis")
-                                  .Attr<int64_t>("concurrent")
+                                  .Arg<ffi::Buffer<ffi::C64>>()
                                   .RemainingArgs()
-                                  .RemainingRets());
+                                  .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
                               ffi::Ffi::Bind()
