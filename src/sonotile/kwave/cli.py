@@ -172,16 +172,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return a
 
 
-def check_writable(path: str, what: str) -> None:
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(d):
-        raise OSError(f"{what} '{path}': directory '{d}' does not exist")
-    if not os.access(d, os.W_OK):
-        raise OSError(f"{what} '{path}': directory '{d}' is not writable")
-    if os.path.isdir(path):
-        raise OSError(f"{what} '{path}': is a directory")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:

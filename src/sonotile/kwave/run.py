@@ -15,7 +15,6 @@ from sonotile.base import runtime
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
 from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
-from sonotile.kwave.cli import check_writable
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.reader import read_input
 from sonotile.parallel.decomposition import AUTO, SINGLE
@@ -27,6 +26,17 @@ from sonotile.solver import sensors as sens
 if TYPE_CHECKING:
     from sonotile.kwave.reader import KwaveInput
     from sonotile.model.problem import Problem
+
+
+def check_writable(path: str, what: str) -> None:
+    """Refuse an output path whose folder is missing or not writable, or that is a folder."""
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(d):
+        raise OSError(f"{what} '{path}': directory '{d}' does not exist")
+    if not os.access(d, os.W_OK):
+        raise OSError(f"{what} '{path}': directory '{d}' is not writable")
+    if os.path.isdir(path):
+        raise OSError(f"{what} '{path}': is a directory")
 
 
 def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device | None) -> rn.Engine:
