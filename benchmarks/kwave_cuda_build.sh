@@ -67,7 +67,8 @@ if [ -z "$cufft" ]; then
 fi
 [ -n "$cufft" ] || cufft=$(find /usr/local /opt -name 'libcufft.so*' 2>/dev/null | grep -v cufftw | sort | head -1)
 [ -n "$cufft" ] || { echo "kwave_cuda_build: no libcufft found under $cuda_root (set CUFFT_LIB)" >&2; exit 2; }
-"$NVCC" -arch="sm_$CUDA_ARCH" -L"$cuda_root/lib64" -L"$cuda_root/lib" -Xcompiler=-fopenmp -o "$BUILD/kspaceFirstOrder-CUDA" "$BUILD"/obj/*.o \
+"$NVCC" -arch="sm_$CUDA_ARCH" -L"$cuda_root/lib64" -L"$cuda_root/lib" -Xcompiler=-fopenmp -o "$BUILD/linking" "$BUILD"/obj/*.o \
   "$HDF5/lib/libhdf5_hl.a" "$HDF5/lib/libhdf5.a" "$HDF5/lib/libsz.a" "$HDF5/lib/libaec.a" \
   "$HDF5/lib/libz.a" -Xlinker "$cufft" -Xlinker "-rpath,$(dirname "$cufft")" -ldl -lm -lpthread
+mv "$BUILD/linking" "$BUILD/kspaceFirstOrder-CUDA"  # appears whole: a waiting reader never sees half
 echo "$BUILD/kspaceFirstOrder-CUDA"
