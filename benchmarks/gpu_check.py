@@ -662,11 +662,12 @@ def perturb(path: Path, out: Path, rel: float = PERTURB_REL) -> str:
 def control_check(folder: Path, ours: Path) -> dict:
     """Our output with one sample moved by 1e-3 of its peak must fail the comparison."""
     meta = json.loads((folder / "case.json").read_text())
-    bad = ours.with_name("perturbed.h5")
     if not ours.exists():
         return {"ok": False, "why": f"no output {ours.name}"}
-    name = perturb(ours, bad)
-    res = compare_case(folder, bad, meta)
+    with tempfile.TemporaryDirectory(prefix="gpu_check_control_") as d:
+        bad = Path(d) / "perturbed.h5"
+        name = perturb(ours, bad)
+        res = compare_case(folder, bad, meta)
     return {"case": folder.name, "dataset": name, "perturbation_rel": PERTURB_REL,
             "detected": not res["ok"], "ok": not res["ok"]}  # fmt: skip
 

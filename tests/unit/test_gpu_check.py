@@ -89,8 +89,10 @@ def test_comparison_fails_a_perturbed_output(tmp_path):
     assert not res["ok"]
     assert [k for k, v in res["datasets"].items() if not v["ok"]] == [name]
     assert 9e-4 < res["datasets"][name]["error"] < 1.1e-3
+    before = sorted(p.name for p in folder.iterdir())
     control = gc.control_check(folder, folder / "output.h5")
     assert control["detected"] and control["dataset"] == name
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing left beside the case
 
 
 def test_overrun_part_is_recorded_not_fatal():
