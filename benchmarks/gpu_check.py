@@ -141,14 +141,12 @@ def run_worker(name: str, spec: dict, cap_s: float, env: dict | None = None) -> 
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return {"status": "timeout", "cap_s": cap_s, "seconds": time.perf_counter() - t0,
-                "log_tail": out[-1500:]}  # fmt: skip
-    res = None
-    for line in out.splitlines():
-        if line.startswith("GPU_CHECK_RESULT "):
-            res = json.loads(line[len("GPU_CHECK_RESULT ") :])
+                "partial": _last(out, "GPU_CHECK_PARTIAL "), "log_tail": out[-1500:]}  # fmt: skip
+    res = _last(out, "GPU_CHECK_RESULT ")
     if res is None:
         return {"status": "failed", "returncode": proc.returncode,
-                "seconds": time.perf_counter() - t0, "log_tail": out[-3000:]}  # fmt: skip
+                "seconds": time.perf_counter() - t0, "partial": _last(out, "GPU_CHECK_PARTIAL "),
+                "log_tail": out[-3000:]}  # fmt: skip
     res.setdefault("status", "ok")
     res["seconds"] = time.perf_counter() - t0
     return res
@@ -164,6 +162,21 @@ def run_inline(name: str, spec: dict) -> dict:
     res.setdefault("status", "ok")
     res["seconds"] = time.perf_counter() - t0
     return res
+
+
+def _last(out: str, tag: str) -> dict | None:
+    """The last JSON line a worker printed after ``tag``."""
+    found = None
+    for line in out.splitlines():
+        if line.startswith(tag):
+            found = json.loads(line[len(tag) :])
+    return found
+
+
+def partial(res: dict) -> None:
+    """What a worker has so far, for the results file should it be killed."""
+    if not INLINE[0]:
+        print("GPU_CHECK_PARTIAL " + json.dumps(res, default=_jsonable), flush=True)
 
 
 class Clock:
@@ -625,6 +638,7 @@ def w_reference(spec: dict) -> dict:
         row = {"case": folder.name, "exit": status, "wall_s": time.perf_counter() - t0}
         row.update(compare_case(folder, out, meta) if status == 0 else {"ok": False})
         rows.append(row)
+        partial({"cases": rows})
     control = control_check(Path(spec["cases"][0]), work / f"{Path(spec['cases'][0]).name}.h5")
     shutil.rmtree(work, ignore_errors=True)
     return {"device": str(_device()), "cases": rows, "all_ok": all(r["ok"] for r in rows),
@@ -765,6 +779,7 @@ def w_gradients(spec: dict) -> dict:
         out = jax.block_until_ready(comp(params))
         r[f"{name}_s"] = time.perf_counter() - t0
         r[f"{name}_peak_device_bytes"] = peak_device_bytes()
+        partial(r)
     g = out[1]
     r["gradient_finite"] = bool(all(bool(jnp.isfinite(v).all()) for v in g.values()))
     r["gradient_over_forward"] = r["gradient_s"] / r["forward_s"]
@@ -783,6 +798,7 @@ def w_profile(spec: dict) -> dict:
     comp1 = rn.run_chunk.lower(c.carry_shape, one, cp.consts, cp.ops, cp.index, phys=cp.phys,
                                layout=cp.layout).compile()  # fmt: skip
     r: dict[str, Any] = {"n": n, "steps": steps, "hlo": hlo_summary(comp1.as_text())}
+    partial(r)
     cost = comp1.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     step_s = min(c.run() for _ in range(2)) / steps
