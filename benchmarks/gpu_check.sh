@@ -18,6 +18,7 @@ nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 kw=()
 build=/tmp/kwave-cuda-build
 if [ -d "$here/.gpu-carry/kwave-cuda-src" ]; then
+  rm -rf "$build"  # no binary or failure mark from an earlier run is taken for this one's
   ( bash "$here/benchmarks/kwave_cuda_build.sh" "" "" "$build" > "$out/kwave_cuda_build.log" 2>&1 \
       || { mkdir -p "$build"; touch "$build/kspaceFirstOrder-CUDA.failed"; } ) &
   kw=(--kwave-binary "$build/kspaceFirstOrder-CUDA" --kwave-wait-s 150

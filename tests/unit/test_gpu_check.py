@@ -50,8 +50,8 @@ def test_dry_run_results_structure(tmp_path):
     assert ref["control"]["detected"] is True  # a 1e-3 error in our output fails
     rows = parts["throughput"]["rows"]
     assert [(r["case"], r["n"]) for r in rows] == [
-        (c, n) for c in ("lossless", "absorbing_nonlinear") for n in (12, 16)
-    ]
+        (c, n) for n in (12, 16) for c in ("lossless", "absorbing_nonlinear")
+    ]  # both cases at a size, then the next size
     for r in rows:
         s = r["sonotile"]
         assert s["status"] == "ok" and s["ms_per_step"] > 0 and s["mcells_per_s"] > 0
@@ -109,6 +109,50 @@ def test_overrun_part_is_recorded_not_fatal():
     assert bad["status"] == "failed" and "nonexistent" in bad["log_tail"]
     (done,) = bad["partial"]["cases"]
     assert done["case"] == "2d_homog_lossless_p0_index" and done["ok"]
+
+
+FAKE_KWAVE = """#!{python}
+# Stands in for kspaceFirstOrder-CUDA: a reference case's input gets k-Wave's own output back,
+# any other input an output file with k-Wave's timing attributes and one pressure dataset.
+import shutil, sys
+from pathlib import Path
+import h5py, numpy as np
+args = sys.argv[1:]
+src, out = Path(args[args.index("-i") + 1]), Path(args[args.index("-o") + 1])
+if (src.parent / "output.h5").exists():
+    shutil.copyfile(src.parent / "output.h5", out)
+else:
+    with h5py.File(out, "w") as f:
+        f["p"] = np.ones((1, 8, 8), np.float32)
+        f.attrs["simulation_phase_execution_time"] = np.bytes_("0.40s")
+        f.attrs["pre-processing_phase_execution_time"] = np.bytes_("0.10s")
+print("| Peak device memory in use:                              321MB |")
+"""
+
+
+def test_kwave_parts_with_a_stand_in_binary(tmp_path):
+    """The k-Wave CUDA plumbing: the reference cases through the binary and compared by the
+    reference rule (k-Wave's own outputs pass), and a bench input's phase times and memory."""
+    fake = tmp_path / "kspaceFirstOrder-CUDA"
+    fake.write_text(FAKE_KWAVE.format(python=sys.executable))
+    fake.chmod(0o755)
+    out = tmp_path / "results.json"
+    cmd = [sys.executable, str(SCRIPT), str(out), "--dry-run", "--inline", "--parts",
+           "kwave_reference", "--kwave-binary", str(fake)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["meta"]["kwave_cuda"] == str(fake)
+    (case,) = data["parts"]["kwave_reference"]["cases"]
+    assert case["status"] == "ok" and case["within_sonotile_rule"]
+    gc = load_gpu_check()
+    src = tmp_path / "in.h5"
+    src.write_bytes(b"")
+    r = gc.run_kwave_cuda(str(fake), src, tmp_path, 60, steps=8)
+    assert r["status"] == "ok" and r["ms_per_step"] == pytest.approx(50.0)
+    assert r["preprocessing_s"] == pytest.approx(0.1)
+    assert r["reported_device_bytes"] == 321 * 2**20
+    assert not (tmp_path / "kwave_cuda_out.h5").exists()  # its output is not kept
 
 
 def test_bisection_steps():
