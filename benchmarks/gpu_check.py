@@ -322,10 +322,20 @@ def part_throughput(ctx: dict) -> None:
             if kw and path.exists() and kcap:
                 row["kwave_cuda"] = run_kwave_cuda(kw, path, ctx["work"], kcap, spec["steps"])
                 row["speedup_vs_kwave"] = _ratio(row)
+            at_copy_bw(row, res.data["parts"].get("env", {}).get("copy_bandwidth_Bps"))
             rows.append(row)
             path.unlink(missing_ok=True)
             res.put("throughput", {"status": "running", "rows": rows})
     res.put("throughput", {"status": "ok", "rows": rows, "seconds": time.perf_counter() - t0})
+
+
+def at_copy_bw(row: dict, bw: float | None) -> None:
+    """Each solver's step time as bytes per grid point the card's measured copy could have
+    moved in it (comparable with a count of the step's bytes, e.g. k-Wave's 340-560 B)."""
+    for who in ("sonotile", "kwave_cuda"):
+        ms = row.get(who, {}).get("ms_per_step")
+        if bw and ms:
+            row[who]["bytes_per_point_step_at_copy_bw"] = ms * 1e-3 * bw / row["n"] ** 3
 
 
 def _ratio(row: dict) -> float | None:

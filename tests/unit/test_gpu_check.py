@@ -57,6 +57,9 @@ def test_dry_run_results_structure(tmp_path):
         assert s["status"] == "ok" and s["ms_per_step"] > 0 and s["mcells_per_s"] > 0
         assert s["compile_s"] > 0 and s["first_step_s"] >= s["compile_s"]
         assert s["compiled_memory"]["temp_size_in_bytes"] >= 0
+        assert s["bytes_per_point_step_at_copy_bw"] == pytest.approx(
+            s["ms_per_step"] * 1e-3 * env["copy_bandwidth_Bps"] / r["n"] ** 3
+        )
     prof = parts["profile"]
     assert prof["hlo"]["ops"]["fusion"] > 0 and prof["hlo_dump_bytes"] is None  # inline: none
     assert prof["xla_bytes_accessed_per_point_step"] > 0 and prof["ms_per_step"] > 0
