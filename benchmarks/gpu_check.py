@@ -419,7 +419,8 @@ def bisect(ctx: dict, solver: str, case: str, kw: str | None, cap_s: float) -> d
     """Largest n (a multiple of the step) for which a short run succeeds, within ``cap_s``."""
     cfg = ctx["cfg"]
     step, lo, hi = cfg["largest_step"], None, None
-    guess = predict_largest(ctx, solver, case) or cfg["largest_start"]
+    predicted = predict_largest(ctx, solver, case)
+    guess = predicted or cfg["largest_start"]
     probes: list[dict] = []
     t_end = time.perf_counter() + cap_s
     n = max(step, min(cfg["largest_max"], guess // step * step))
@@ -433,7 +434,7 @@ def bisect(ctx: dict, solver: str, case: str, kw: str | None, cap_s: float) -> d
         else:
             hi = n
         n = _next_n(lo, hi, step, cfg["largest_max"])
-    return {"largest_n_ran": lo, "smallest_n_failed": hi, "predicted_n": guess,
+    return {"largest_n_ran": lo, "smallest_n_failed": hi, "predicted_n": predicted,
             "probes": probes}  # fmt: skip
 
 
