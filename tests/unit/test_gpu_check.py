@@ -74,6 +74,7 @@ def test_dry_run_every_part(tmp_path):
     for key in ("sonotile/lossless", "sonotile/absorbing_nonlinear"):
         big = parts["largest"][key]
         assert big["largest_n_ran"] == 24 and [p["n"] for p in big["probes"]] == [16, 24]
+        assert big["predicted_n"] is None and big["smallest_n_failed"] is None
     assert parts["kwave_reference"]["status"] == "skipped"  # no k-Wave binary given
     for dec in ("pencil", "lfb"):
         assert parts["parallel"][dec]["agree"], parts["parallel"][dec]
