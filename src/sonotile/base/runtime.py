@@ -303,11 +303,20 @@ def prepare() -> None:
     """What the Python API does before its first run: sonotile's XLA flags if JAX has not
     started its CPU client yet (they would be ignored after), the host allocator and the
     compilation cache, all as the installed :class:`sonotile.base.config.Settings` say."""
-    import jax._src.xla_bridge as xb
-
-    if not xb.backends_are_initialized():
+    if not _backends_started():
         set_xla_flags()
     enable()
+
+
+def _backends_started() -> bool:
+    """Whether JAX has created its clients (JAX has no public call for it; where its private
+    one is missing, False: setting ``XLA_FLAGS`` after the start is harmless, only unread)."""
+    try:
+        from jax._src import xla_bridge
+    except ImportError:
+        return False
+    started = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(started()) if callable(started) else False
 
 
 def host_memory_available() -> int | None:

@@ -72,7 +72,11 @@ def _shard_id(axes: tuple[str, ...]) -> jax.Array:
 
 
 def _buffer_callback() -> Callable[..., Any] | None:
-    """JAX's ``buffer_callback`` (from JAX 0.7), or None where it does not exist."""
+    """JAX's ``buffer_callback`` (from JAX 0.7), or None where it does not exist or the
+    program runs off the CPU (its buffers are then device memory, not host arrays: the tape
+    goes through :func:`jax.pure_callback`, which copies them to the host)."""
+    if jax.default_backend() != "cpu":
+        return None
     try:
         from jax.experimental.buffer_callback import buffer_callback
     except ImportError:

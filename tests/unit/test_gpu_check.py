@@ -1,0 +1,169 @@
+"""``benchmarks/gpu_check.py`` on the CPU: its dry run writes a results file of the expected
+structure, the reference comparison inside it fails a perturbed output, and a part that
+overruns its time cap is recorded as a timeout instead of stopping the run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from paths import REFERENCE
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+QUICK_PARTS = "env,reference,throughput,profile"
+
+
+def load_gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def dry_run(tmp_path: Path, parts: str) -> dict:
+    out = tmp_path / "results.json"
+    cmd = [sys.executable, str(SCRIPT), str(out), "--dry-run", "--inline", "--parts", parts]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "== gpu_check summary ==" in p.stdout
+    return json.loads(out.read_text())
+
+
+def test_dry_run_results_structure(tmp_path):
+    data = dry_run(tmp_path, QUICK_PARTS)
+    meta, parts = data["meta"], data["parts"]
+    assert meta["dry_run"] is True and "--dry-run" in meta["command"]
+    assert meta["started"] and meta["finished"] and "1e-4" in meta["tolerance"]
+    assert set(parts) == set(QUICK_PARTS.split(","))
+    env = parts["env"]
+    assert env["status"] == "ok" and env["jax"] and env["device_kind"]
+    assert env["copy_bandwidth_Bps"] > 1e8
+    ref = parts["reference"]
+    assert ref["status"] == "ok" and ref["all_ok"] and ref["n_ok"] == len(ref["cases"]) == 1
+    case = ref["cases"][0]
+    assert case["datasets"]["p"]["ok"] and 0 < case["datasets"]["p"]["error"] < 1e-4
+    assert ref["control"]["detected"] is True  # a 1e-3 error in our output fails
+    rows = parts["throughput"]["rows"]
+    assert [(r["case"], r["n"]) for r in rows] == [
+        (c, n) for n in (12, 16) for c in ("lossless", "absorbing_nonlinear")
+    ]  # both cases at a size, then the next size
+    for r in rows:
+        s = r["sonotile"]
+        assert s["status"] == "ok" and s["ms_per_step"] > 0 and s["mcells_per_s"] > 0
+        assert s["compile_s"] > 0 and s["first_step_s"] >= s["compile_s"]
+        assert s["compiled_memory"]["temp_size_in_bytes"] >= 0
+        assert s["bytes_per_point_step_at_copy_bw"] == pytest.approx(
+            s["ms_per_step"] * 1e-3 * env["copy_bandwidth_Bps"] / r["n"] ** 3
+        )
+    prof = parts["profile"]
+    assert prof["hlo"]["ops"]["fusion"] > 0 and prof["hlo_dump_bytes"] is None  # inline: none
+    assert prof["xla_bytes_accessed_per_point_step"] > 0 and prof["ms_per_step"] > 0
+
+
+@pytest.mark.slow
+def test_dry_run_every_part(tmp_path):
+    """All parts, the decompositions, gradients and the largest-grid search included
+    (compiles a gradient: slow). On a CPU no peak device memory is known, so the search starts
+    at its configured size and grows by 10 % steps to the dry run's ceiling."""
+    parts = dry_run(tmp_path, "")["parts"]
+    for key in ("sonotile/lossless", "sonotile/absorbing_nonlinear"):
+        big = parts["largest"][key]
+        assert big["largest_n_ran"] == 24 and [p["n"] for p in big["probes"]] == [16, 24]
+        assert big["predicted_n"] is None and big["smallest_n_failed"] is None
+    assert parts["kwave_reference"]["status"] == "skipped"  # no k-Wave binary given
+    for dec in ("pencil", "lfb"):
+        assert parts["parallel"][dec]["agree"], parts["parallel"][dec]
+    g = parts["gradients"]
+    assert g["status"] == "ok" and g["gradient_finite"] and g["gradient_s"] > 0
+
+
+def test_comparison_fails_a_perturbed_output(tmp_path):
+    """The comparison the reference part applies: k-Wave's own output passes against itself;
+    moved by 1e-3 of its peak in one sample of its largest dataset, it fails."""
+    gc = load_gpu_check()
+    folder = REFERENCE / "3d_het_lossless_p0_cuboid_allfields_s25"
+    meta = json.loads((folder / "case.json").read_text())
+    assert gc.compare_case(folder, folder / "output.h5", meta)["ok"]
+    bad = tmp_path / "bad.h5"
+    name = gc.perturb(folder / "output.h5", bad)
+    res = gc.compare_case(folder, bad, meta)
+    assert not res["ok"]
+    assert [k for k, v in res["datasets"].items() if not v["ok"]] == [name]
+    assert 9e-4 < res["datasets"][name]["error"] < 1.1e-3
+    before = sorted(p.name for p in folder.iterdir())
+    control = gc.control_check(folder, folder / "output.h5")
+    assert control["detected"] and control["dataset"] == name
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing left beside the case
+
+
+def test_overrun_part_is_recorded_not_fatal():
+    """A worker past its cap is killed and recorded as a timeout; one that crashes is recorded
+    as failed with what it had finished before (here the first of two cases)."""
+    gc = load_gpu_check()
+    env = gc.worker_env(dry=True)
+    slow = gc.run_worker("env", {"copy_mib": 1}, cap_s=0.2, env=env)
+    assert slow["status"] == "timeout" and slow["seconds"] < 30
+    cases = [str(REFERENCE / "2d_homog_lossless_p0_index"), "/nonexistent"]
+    bad = gc.run_worker("reference", {"cases": cases}, cap_s=300, env=env)
+    assert bad["status"] == "failed" and "nonexistent" in bad["log_tail"]
+    (done,) = bad["partial"]["cases"]
+    assert done["case"] == "2d_homog_lossless_p0_index" and done["ok"]
+
+
+FAKE_KWAVE = """#!{python}
+# Stands in for kspaceFirstOrder-CUDA: a reference case's input gets k-Wave's own output back,
+# any other input an output file with k-Wave's timing attributes and one pressure dataset.
+import shutil, sys
+from pathlib import Path
+import h5py, numpy as np
+args = sys.argv[1:]
+src, out = Path(args[args.index("-i") + 1]), Path(args[args.index("-o") + 1])
+if (src.parent / "output.h5").exists():
+    shutil.copyfile(src.parent / "output.h5", out)
+else:
+    with h5py.File(out, "w") as f:
+        f["p"] = np.ones((1, 8, 8), np.float32)
+        f.attrs["simulation_phase_execution_time"] = np.bytes_("0.40s")
+        f.attrs["pre-processing_phase_execution_time"] = np.bytes_("0.10s")
+print("| Peak device memory in use:                              321MB |")
+"""
+
+
+def test_kwave_parts_with_a_stand_in_binary(tmp_path):
+    """The k-Wave CUDA plumbing: the reference cases through the binary and compared by the
+    reference rule (k-Wave's own outputs pass), and a bench input's phase times and memory."""
+    fake = tmp_path / "kspaceFirstOrder-CUDA"
+    fake.write_text(FAKE_KWAVE.format(python=sys.executable))
+    fake.chmod(0o755)
+    out = tmp_path / "results.json"
+    cmd = [sys.executable, str(SCRIPT), str(out), "--dry-run", "--inline", "--parts",
+           "kwave_reference", "--kwave-binary", str(fake)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["meta"]["kwave_cuda"] == str(fake)
+    (case,) = data["parts"]["kwave_reference"]["cases"]
+    assert case["status"] == "ok" and case["within_sonotile_rule"]
+    gc = load_gpu_check()
+    src = tmp_path / "in.h5"
+    src.write_bytes(b"")
+    r = gc.run_kwave_cuda(str(fake), src, tmp_path, 60, steps=8)
+    assert r["status"] == "ok" and r["ms_per_step"] == pytest.approx(50.0)
+    assert r["preprocessing_s"] == pytest.approx(0.1)
+    assert r["reported_device_bytes"] == 321 * 2**20
+    assert not (tmp_path / "kwave_cuda_out.h5").exists()  # its output is not kept
+
+
+def test_bisection_steps():
+    """Below a first miss; 10 % up from a fit until a miss; halves between; stops at the step."""
+    gc = load_gpu_check()
+    assert gc._next_n(None, 640, 32, 2048) == 512
+    assert gc._next_n(512, None, 32, 2048) == 576
+    assert gc._next_n(2048, None, 32, 2048) is None
+    assert gc._next_n(512, 640, 32, 2048) == 576
+    assert gc._next_n(576, 608, 32, 2048) is None
