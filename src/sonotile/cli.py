@@ -1,4 +1,4 @@
-"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``validate``, ``launch``.
+"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``heat``, ``validate``, ``launch``.
 
 Each subcommand lives in its own module and is imported only when used, so that options which
 configure JAX (threads, virtual devices) can act before JAX is imported.
@@ -16,6 +16,7 @@ COMMANDS = {
     ),
     "bench": ("sonotile.bench.inprocess", "throughput, compile time and memory benchmarks"),
     "batch": ("sonotile.batch.cli", "many k-Wave input files at once, on subsets of the devices"),
+    "heat": ("sonotile.thermal", "temperature and thermal dose of a sonication from a CW result"),
     "plot": ("sonotile.plot", "figures of a result or k-Wave output file (PNG)"),
     "validate": ("sonotile.validate", "run the k-Wave reference cases and compare"),
     "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),
