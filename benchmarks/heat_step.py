@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     base = {"density": 1050.0, "specific_heat": 3600.0, "thermal_conductivity": 0.5,
             "blood_density": 1060.0, "blood_specific_heat": 3617.0,
             "blood_perfusion_rate": 0.01, "blood_ambient_temperature": 37.0}  # fmt: skip
-    hetero = {**base, "thermal_conductivity": 0.5 + 0.2 * (x > 0),
-              "density": 1050.0 + 50 * (x > 0), "blood_perfusion_rate": 0.01 + 0.01 * (x > 0)}  # fmt: skip
+    right = x > 0
+    hetero = {**base, "thermal_conductivity": 0.5 + 0.2 * right, "density": 1050.0 + 50 * right,
+              "blood_perfusion_rate": 0.01 + 0.01 * right}  # fmt: skip
     Q = 1e6 * np.exp(-(x**2) / 0.1)
     for name, med in (("heat-homog", base), ("heat-hetero", hetero)):
         co = coefficients(ThermalMedium(**med), shape)
