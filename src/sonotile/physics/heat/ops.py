@@ -5,7 +5,8 @@ explicit step exact in time for a homogeneous medium (k-Wave's ``kWaveDiffusion`
 calls only these methods (as the acoustic step calls :class:`~sonotile.spectral.operators.
 FourierOps`), so a decomposed implementation with the same methods can replace this one:
 
-* ``grad(f)`` -> per-axis ``F^-1(i k_a sqrt(kappa) F f)`` (collocated, no staggering);
+* ``grad(f)`` -> per-axis ``F^-1(i k_a sqrt(kappa) F f)`` (collocated, no staggering; no
+  Nyquist component, :func:`odd_wavenumbers`);
 * ``div_sum(u)`` -> ``F^-1(sum_a i k_a sqrt(kappa) F u_a)``;
 * ``laplacian(f)`` -> ``F^-1(-|k|^2 kappa F f)``;
 * ``smooth(f)`` -> ``F^-1(kappa F f)``;
@@ -40,6 +41,20 @@ def diffusion_kappa(k2: np.ndarray, d_ref: float, p_ref: float, dt: float) -> np
     x = dt * (d_ref * k2 + p_ref)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(x > 0, -np.expm1(-x) / np.where(x > 0, x, 1.0), 1.0)
+    return out
+
+
+def odd_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list[np.ndarray]:
+    """Per-axis wavenumbers [rad/m] of an ``rfftn`` spectrum for first derivatives: the Nyquist
+    bin of an even axis set to 0. A derivative's Nyquist component of a real field is
+    imaginary and cancels in the real part of the inverse transform (k-Wave's
+    ``real(ifftn(...))``); a half-spectrum inverse along the other axes would keep it."""
+    out = []
+    for k, n in zip(half_wavenumbers(shape, spacing), shape):
+        k = k.copy()
+        if n % 2 == 0:
+            k[np.abs(k) == np.max(np.abs(k))] = 0.0
+        out.append(k)
     return out
 
 
@@ -88,8 +103,8 @@ class HeatOps:
         root = ik = lap = decay = None
         if gradient:
             root = to_device(np.sqrt(kap), dtype)
-            ks = half_wavenumbers(shape, spacing)
-            ik = tuple(to_device(along(1j * k, a, ndim), cdtype) for a, k in enumerate(ks))
+            ik = tuple(to_device(along(1j * k, a, ndim), cdtype)
+                       for a, k in enumerate(odd_wavenumbers(shape, spacing)))  # fmt: skip
         if laplacian:
             lap = to_device(-k2 * kap, dtype)
         if homogeneous is not None:
