@@ -1,4 +1,4 @@
-"""The heat model against k-Wave's own ``kWaveDiffusion`` (k-Wave 1.4's MATLAB code run by GNU
+"""The heat model against k-Wave's own ``kWaveDiffusion`` (k-Wave 1.4.1's MATLAB code run by GNU
 Octave 7.3; outputs in tests/data/kwave-diffusion/reference.npz, made by the Octave script
 there): temperature and dose after the same steps, in float64, to round-off.
 
