@@ -11,6 +11,7 @@ import pytest
 
 import sonotile as st
 from sonotile.cli import main
+from sonotile.physics.heat import acoustic_heat_source
 from sonotile.thermal import heat_from_result, source_from_result
 
 F0, C0, RHO, ALPHA, Y = 1e6, 1510.0, 1020.0, 0.75, 1.5  # k-Wave's heating example
@@ -70,3 +71,45 @@ def test_heat_command_writes_temperature_dose_and_lesion(cw_result: str, tmp_pat
     assert T_heated.max() > T_end.max() > 37.0  # it cooled after the source went off
     assert int(np.argmax(T_focus)) == 39  # the last step with the source on
     assert main(["heat", cw_result, "--duration", "1", "--quantity", "p_max_all"]) == 2
+
+
+@pytest.mark.slow
+def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
+    """d(focal temperature rise)/d(source amplitude, absorption) through a differentiable CW
+    acoustic run (make_simulator, p_max_all in the steady state), Q = alpha p^2 / (rho c) and
+    the heat model, against central differences (float64)."""
+    import jax
+    import jax.numpy as jnp
+
+    from sonotile.physics.heat import bioheat
+
+    n, dx = 32, 0.3e-3
+    grid = st.KWaveGrid((n, n), dx)
+    grid.dt = 0.3 * dx / C0
+    grid.nt = round(1.6 * n * dx / C0 / grid.dt)
+    src_mask = np.zeros((n, n), bool)
+    src_mask[3, n // 2 - 5 : n // 2 + 6] = True
+    tail = grid.nt // 2  # the steady part: the maximum of its last periods
+    signal = st.create_cw_signals(grid.t, F0, np.array([1e5]), np.array([0.0]))[0]
+    sim = st.make_simulator(
+        grid, st.KWaveMedium(sound_speed=C0, density=RHO, alpha_coeff=ALPHA, alpha_power=Y),
+        st.KSource(p_mask=src_mask, p=signal),
+        st.KSensor(mask=np.ones((n, n), bool), record=("p_max_all",), record_start_index=tail),
+        dtype="float64", pml_inside=False,
+    )  # fmt: skip
+    medium = {"density": RHO, "specific_heat": 3600.0, "thermal_conductivity": 0.5}
+    focus = (n // 2, n // 2)
+
+    def rise(params: dict) -> jax.Array:
+        p = sim({"p": params["amp"] * jnp.asarray(signal), "alpha_coeff": params["alpha"]})
+        Q = acoustic_heat_source(p["p_max_all"], params["alpha"], Y, F0, RHO, C0)
+        return bioheat(grid, medium, {"T0": 37.0, "Q": Q}, 20, 0.01).T[focus] - 37.0
+
+    x0 = {"amp": jnp.asarray(1.0), "alpha": jnp.asarray(ALPHA)}
+    g = jax.grad(rise)(x0)
+    for name, h in (("amp", 1e-3), ("alpha", 1e-3)):
+        up, down = dict(x0), dict(x0)
+        up[name], down[name] = x0[name] + h, x0[name] - h
+        fd = (float(rise(up)) - float(rise(down))) / (2 * h)
+        assert float(g[name]) == pytest.approx(fd, rel=1e-5), name
+    assert float(g["amp"]) == pytest.approx(2 * float(rise(x0)), rel=1e-9)  # rise ~ amp^2
