@@ -34,7 +34,8 @@ def right_half(shape: tuple[int, ...]) -> np.ndarray:
 def cases() -> dict[str, dict]:
     """The compared cases: (A) 2-D homogeneous, perfused, with a source; (B) 2-D two tissues
     (k, rho, C, perfusion); (C) 1-D two tissues with k-Wave's 'min'/'max' references (a finite
-    stability limit); (D) 3-D two conductivities, a source and a hot start (a dose of ~30 min)."""
+    stability limit); (D) 3-D two conductivities, a source and a hot start (a dose of ~30 min);
+    (E) 2-D two tissues of one conductivity (rho and C vary: the Laplacian's path)."""
     s2, s1, s3 = (64, 48), (128,), (24, 20, 16)
     hot2 = 37 + 2 * gauss(s2, (4e-3, 2e-3), 2e-3)
     L2, L1 = right_half(s2), right_half(s1)
@@ -51,6 +52,8 @@ def cases() -> dict[str, dict]:
                   Q=4e6 * gauss(s3, (0, 0, 0), 3e-3), rho=1050.0, C=3600.0,
                   k=0.5 + 0.3 * right_half(s3), w_b=0.01, dt=0.25, Nt=40, dref="max",
                   pref="max"),
+        "E": dict(shape=s2, T0=hot2, Q=2e5 * gauss(s2, (0, 0), 3e-3), rho=two["rho"],
+                  C=two["C"], k=0.52, w_b=0.01, dt=0.5, Nt=40, dref="max", pref="max"),
     }  # fmt: skip
 
 
@@ -70,7 +73,7 @@ def run_case(case: dict):  # type: ignore[no-untyped-def]
     return kd
 
 
-@pytest.mark.parametrize("name", ["A", "B", "C", "D"])
+@pytest.mark.parametrize("name", ["A", "B", "C", "D", "E"])
 def test_matches_kwave_diffusion(name: str, jax_float64: None) -> None:
     """T to 1e-12 of the rise; CEM43 to 1e-12 of its maximum wherever the tissue was heated
     (T_max > 37.01 degC): where T sits at 37 degC, the edge of k-Wave's dose rule (R = 0 below,

@@ -176,6 +176,8 @@ class KWaveDiffusion:
         """Advance ``Nt`` steps of ``dt`` [s] with the current ``Q`` (k-Wave's takeTimeStep);
         ``on``: ``(Nt,)`` power factor of ``Q`` per step (default 1: on throughout)."""
         check_dt(float(dt), self.dt_limit)
+        if int(Nt) != Nt or Nt < 0:
+            raise ProblemError(f"Nt = {Nt}: must be a whole number of steps >= 0")
         switch = np.ones(int(Nt)) if on is None else np.asarray(on, dtype=np.float64)
         if switch.shape != (int(Nt),):
             raise ProblemError(f"on: shape {switch.shape}, expected ({int(Nt)},) (one per step)")

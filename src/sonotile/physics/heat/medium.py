@@ -255,8 +255,9 @@ def stability_limit(co: Coefficients, kmax: float) -> float:
         a = float(np.max(d * k * k + perf))
         if a <= 2 * a_ref or a == 0:
             continue
-        if a_ref == 0:
-            return 0.0  # a mode with no reference rate grows for any step
+        if a_ref == 0:  # kappa = 1 for this mode: forward Euler
+            limit = min(limit, 2 / a)
+            continue
         limit = min(limit, -math.log1p(-2 * a_ref / a) / a_ref)
     return limit
 

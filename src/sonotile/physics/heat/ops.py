@@ -8,7 +8,7 @@ FourierOps`), so a decomposed implementation with the same methods can replace t
 * ``grad(f)`` -> per-axis ``F^-1(i k_a sqrt(kappa) F f)`` (collocated, no staggering; no
   Nyquist component, :func:`odd_wavenumbers`);
 * ``div_sum(u)`` -> ``F^-1(sum_a i k_a sqrt(kappa) F u_a)``;
-* ``laplacian(f)`` -> ``F^-1(-|k|^2 kappa F f)``;
+* ``laplacian(f)`` -> ``F^-1(-|k|^2 kappa F f)`` (``div_sum(grad(f))``: no Nyquist terms);
 * ``smooth(f)`` -> ``F^-1(kappa F f)``;
 * ``propagate(f)`` -> ``F^-1((exp-like decay - 1) F f)``: ``-dt kappa (D |k|^2 + P)``, the whole
   homogeneous update of ``T - Ta`` in one transform pair.
@@ -105,8 +105,9 @@ class HeatOps:
             root = to_device(np.sqrt(kap), dtype)
             ik = tuple(to_device(along(1j * k, a, ndim), cdtype)
                        for a, k in enumerate(odd_wavenumbers(shape, spacing)))  # fmt: skip
-        if laplacian:
-            lap = to_device(-k2 * kap, dtype)
+        if laplacian:  # div(grad) as grad and div_sum make it: no Nyquist terms
+            odd2 = sum(along(k**2, a, ndim) for a, k in enumerate(odd_wavenumbers(shape, spacing)))
+            lap = to_device(-odd2 * kap, dtype)
         if homogeneous is not None:
             d, p = homogeneous
             if d == d_ref and p == p_ref:  # exact: exp(-dt (D k^2 + P)) - 1
