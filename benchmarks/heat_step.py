@@ -35,18 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     from sonotile.physics.heat.step import build_ops, constants, initial_state, statics_of
     from sonotile.physics.heat.step import step as heat_step
     from sonotile.solver import runner as rn
-    from sonotile.solver.step import step, zero_state
 
     n, shape = a.size, (a.size,) * 3
     problem = bench_problem("absorbing_nonlinear", n, a.steps)
     cp = rn.compile_problem(problem)
-    xs = rn.step_inputs(problem, 0, a.steps)
+    model = cp.phys
+    xs = model.inputs(problem, 0, a.steps)
 
     @jax.jit
     def acoustic(s, xs, c, ops):  # type: ignore[no-untyped-def]
-        return lax.scan(lambda s, x: (step(s, x, c, ops, cp.phys), None), s, xs)[0]
+        return lax.scan(lambda s, x: (model.step(s, x, c, ops), None), s, xs)[0]
 
-    st = zero_state(shape, np.float32)
+    st = model.zero_state(shape, np.float32)
     runs = {"acoustic": (acoustic, (st._replace(p=st.p + 1.0), xs, cp.consts, cp.ops))}
     x = np.linspace(-1, 1, n)[:, None, None] * np.ones(shape)
     base = {"density": 1050.0, "specific_heat": 3600.0, "thermal_conductivity": 0.5,

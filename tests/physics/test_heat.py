@@ -295,3 +295,31 @@ def test_vmap_over_source_amplitudes_equals_separate_runs() -> None:
     batch = np.asarray(jax.vmap(dose)(amps))
     one_by_one = np.array([float(dose(a)) for a in amps])
     assert np.allclose(batch, one_by_one, rtol=1e-12) and np.all(np.diff(batch) > 0)
+
+
+def test_model_interface_runs_in_any_chunks() -> None:
+    """Driven only through the model interface (constants, operators, initial state, per-step
+    inputs, step), a run cut into chunks of 7 steps, or resumed from its state half-way,
+    equals the run in one piece; the model is hashable and joins with its equals."""
+    from sonotile.physics.heat import loop
+    from sonotile.physics.heat.model import HeatModel, heat_problem
+
+    shape = (20, 18)
+    k = K * (1 + 0.5 * (coords(shape)[0] > 0))
+    Q = 2e6 * gaussian(shape, (0.0, 0.0), 3e-3)
+    on = sonication(30, 0.1, on=2.0)
+    problem = heat_problem(shape, (1e-3, 1e-3), {**tissue(0.01), "thermal_conductivity": k},
+                           {"T0": 37.0, "Q": Q}, 30, 0.1, on=on)  # fmt: skip
+    model = HeatModel.of(problem)
+    assert hash(model) == hash(HeatModel.of(problem)) and model.joined([model]) == model
+    ops = model.operators(problem)
+    c = model.constants(problem, ops=ops)
+    s0 = model.initial_state(c, ops)
+    whole, _ = loop.run(model, s0, model.inputs(problem, 0, 30), c, ops)
+    pieces, _ = loop.run(model, s0, model.inputs(problem, 0, 30), c, ops, chunk=7)
+    half, _ = loop.run(model, s0, model.inputs(problem, 0, 13), c, ops)
+    resumed, _ = loop.run(model, half, model.inputs(problem, 13, 30), c, ops)
+    for other in (pieces, resumed):
+        for a, b in zip(whole, other):
+            assert np.allclose(np.asarray(a), np.asarray(b), rtol=1e-13, atol=0)
+    assert float(whole.cem43.max()) > 0 and model.memory_estimate(problem) > 0

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any, NamedTuple
 
 import jax
@@ -16,22 +15,9 @@ from numpy.typing import ArrayLike
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import loop
 from sonotile.physics.heat.dose import LESION_CEM43
-from sonotile.physics.heat.medium import (
-    Coefficients,
-    ThermalMedium,
-    ThermalSource,
-    check_source,
-    coefficients,
-    stability_limit,
-)
-from sonotile.physics.heat.step import (
-    State,
-    build_ops,
-    constants,
-    initial_state,
-    statics_of,
-)
-from sonotile.spectral.operators import half_kmag
+from sonotile.physics.heat.medium import ThermalMedium, ThermalSource, check_source, coefficients
+from sonotile.physics.heat.model import HeatModel, HeatProblem, dt_limit, heat_problem
+from sonotile.physics.heat.step import State
 
 
 class HeatResult(NamedTuple):
@@ -77,24 +63,6 @@ def sensor_index(sensor: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, ...] 
     return tuple(i.astype(np.int32) for i in np.unravel_index(lin, shape, order="F"))
 
 
-def dt_limit(co: Coefficients, shape: tuple[int, ...], spacing: tuple[float, ...]) -> float:
-    """The stability limit [s] of the medium on this grid (``inf``: none)."""
-    kmax = float(np.max(half_kmag(shape, spacing)))
-    return stability_limit(co, kmax)
-
-
-def check_dt(dt: float, limit: float) -> None:
-    """Raise :class:`ProblemError` for a time step that is not positive or beyond ``limit``."""
-    if not (math.isfinite(dt) and dt > 0):
-        raise ProblemError(f"dt = {dt} s: must be finite and > 0")
-    if dt > limit:
-        raise ProblemError(
-            f"dt = {dt:g} s is beyond the stability limit dt_limit = {limit:g} s of this medium "
-            "(raise medium.diffusion_coeff_ref / perfusion_coeff_ref towards the largest "
-            "values, or take smaller steps)"
-        )
-
-
 def x64_for(dtype: str) -> contextlib.AbstractContextManager[Any]:
     """JAX's 64-bit mode for a float64 run (a no-op when it is on or the run is float32)."""
     if dtype == "float64" and not jax.enable_x64.value:
@@ -115,26 +83,23 @@ def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa
     float32). Raises :class:`ProblemError` for bad input, before any step.
     """
     shape, spacing = grid_of(kgrid)
-    med, src = ThermalMedium.of(medium), ThermalSource.of(source)
-    co = coefficients(med, shape)
-    check_source(src, co, shape)
-    check_dt(float(dt), dt_limit(co, shape, spacing))
-    if int(Nt) < 1:
-        raise ProblemError(f"Nt = {Nt}: must be >= 1")
-    switch = np.ones(int(Nt)) if on is None else on
-    if np.shape(switch) != (int(Nt),):
-        raise ProblemError(f"on: shape {np.shape(switch)}, expected ({int(Nt)},) (one per step)")
-    index = sensor_index(sensor, shape)
+    problem = heat_problem(shape, spacing, medium, source, Nt, dt, on=on,
+                           sensor=sensor_index(sensor, shape), dtype=dtype, fft=fft)  # fmt: skip
     with x64_for(dtype):
-        statics = statics_of(co, src.Q is not None)
-        ops = build_ops(co, shape, spacing, float(dt), dtype, statics, fft)
-        c = constants(co, src.Q, shape, float(dt), dtype, ops, statics)
-        if index is not None:
-            c["index"] = tuple(jnp.asarray(i) for i in index)
-        state, samples = loop.run(initial_state(src.T0, shape, dtype), switch, c, ops, statics)
-        n_sens = 0 if index is None else int(index[0].size)
+        state, samples = run_problem(problem)
+        n_sens = 0 if problem.sensor is None else int(problem.sensor[0].size)
         data = samples["T"].T if "T" in samples else jnp.zeros((n_sens, int(Nt)), dtype)
         return HeatResult(state.T, state.cem43, state.T_max, data)
+
+
+def run_problem(problem: HeatProblem, state: State | None = None) -> tuple[State, dict]:
+    """Run a validated problem through the model interface (from ``T0``, or from ``state``):
+    the final state and the sensor samples (``{"T": (nt, n_sensors)}`` or ``{}``)."""
+    model = HeatModel.of(problem)
+    ops = model.operators(problem)
+    c = model.constants(problem, ops=ops)
+    start = model.initial_state(c, ops) if state is None else state
+    return loop.run(model, start, model.inputs(problem, 0, problem.nt), c, ops)
 
 
 class KWaveDiffusion:
@@ -157,13 +122,15 @@ class KWaveDiffusion:
             raise ProblemError(f"dtype: {dtype!r}, expected 'float32' or 'float64'")
         self.shape, self.spacing = grid_of(kgrid)
         self.dtype, self.fft = dtype, fft
-        self._co = coefficients(ThermalMedium.of(medium), self.shape)
+        self._medium = ThermalMedium.of(medium)
+        self._co = coefficients(self._medium, self.shape)
         src = ThermalSource.of(source)
         check_source(src, self._co, self.shape)
         self._Q = src.Q
         self._index = sensor_index(sensor, self.shape)
         with x64_for(dtype):
-            self._state = initial_state(src.T0, self.shape, dtype)
+            T = jnp.broadcast_to(jnp.asarray(src.T0, dtype), self.shape) + 0
+            self._state = State(T, jnp.zeros_like(T), T)
         self._samples: list[np.ndarray] = []
         self.time_steps_taken = 0
 
@@ -175,20 +142,11 @@ class KWaveDiffusion:
     def take_time_step(self, Nt: int, dt: float, on: ArrayLike | None = None) -> None:  # noqa: N803
         """Advance ``Nt`` steps of ``dt`` [s] with the current ``Q`` (k-Wave's takeTimeStep);
         ``on``: ``(Nt,)`` power factor of ``Q`` per step (default 1: on throughout)."""
-        check_dt(float(dt), self.dt_limit)
-        if int(Nt) != Nt or Nt < 0:
-            raise ProblemError(f"Nt = {Nt}: must be a whole number of steps >= 0")
-        switch = np.ones(int(Nt)) if on is None else np.asarray(on, dtype=np.float64)
-        if switch.shape != (int(Nt),):
-            raise ProblemError(f"on: shape {switch.shape}, expected ({int(Nt)},) (one per step)")
+        problem = heat_problem(self.shape, self.spacing, self._medium,
+                               {"T0": 0.0, "Q": self._Q}, Nt, dt, on=on, sensor=self._index,
+                               dtype=self.dtype, fft=self.fft)  # fmt: skip
         with x64_for(self.dtype):
-            statics = statics_of(self._co, self._Q is not None and bool(np.any(self._Q)))
-            ops = build_ops(self._co, self.shape, self.spacing, float(dt), self.dtype, statics,
-                            self.fft)  # fmt: skip
-            c = constants(self._co, self._Q, self.shape, float(dt), self.dtype, ops, statics)
-            if self._index is not None:
-                c["index"] = tuple(jnp.asarray(i) for i in self._index)
-            self._state, samples = loop.run(self._state, switch, c, ops, statics)
+            self._state, samples = run_problem(problem, self._state)
             if "T" in samples:
                 self._samples.append(np.asarray(samples["T"]).T)
         self.time_steps_taken += int(Nt)

@@ -1,8 +1,9 @@
-"""The heat model's own time loop: chunks of :func:`~.step.step` under ``lax.scan``.
+"""The heat model's own time loop: chunks of the model's step under ``lax.scan``.
 
-One function, :func:`run`, to be replaced by the model-agnostic runner: it takes the state,
-the per-step inputs (the source's power factor per step), the constants, the operators and
-the statics, and returns the final state and what the sensors sampled in every step.
+One function, :func:`run`, written against the model interface only (``model.step`` and the
+per-step ``inputs``), so the model-agnostic runner can replace it: it takes the model, the
+state, the per-step inputs, the constants and the operators, and returns the final state and
+what the sensors sampled in every step.
 """
 
 from __future__ import annotations
@@ -15,32 +16,31 @@ import jax.numpy as jnp
 from jax import lax
 
 from sonotile.physics.heat.ops import HeatOps
-from sonotile.physics.heat.step import State, Statics, sample, step
+from sonotile.physics.heat.step import sample
 
 #: Steps per compiled chunk (the last chunk of a run may be shorter: one more program).
 CHUNK = 512
 
 
-@partial(jax.jit, static_argnames=("statics",))
-def _chunk(
-    state: State, on: jax.Array, c: dict, ops: HeatOps, statics: Statics
-) -> tuple[State, dict]:
-    def body(s: State, o: jax.Array) -> tuple[State, dict]:
-        s = step(s, {"on": o}, c, ops, statics)
+@partial(jax.jit, static_argnames=("model",))
+def _chunk(model: Any, state: Any, xs: dict, c: dict, ops: HeatOps) -> tuple[Any, dict]:
+    def body(s: Any, x: dict) -> tuple[Any, dict]:
+        s = model.step(s, x, c, ops)
         return s, sample(s, c)
 
-    return lax.scan(body, state, on)
+    return lax.scan(body, state, xs)
 
 
-def run(state: State, on: Any, c: dict, ops: HeatOps, statics: Statics,
-        chunk: int = CHUNK) -> tuple[State, dict]:  # fmt: skip
-    """``len(on)`` steps from ``state``; ``on``: ``(Nt,)`` power factors of the source per step
-    (1: on, 0: off). Returns the final state and ``{"T": (Nt, n_sensors)}`` [degC] when
-    ``c`` has sensor points (``c["index"]``), else ``{}``. Differentiable (``jax.grad``)."""
-    on = jnp.asarray(on, state.T.dtype)
+def run(model: Any, state: Any, xs: dict, c: dict, ops: HeatOps,
+        chunk: int = CHUNK) -> tuple[Any, dict]:  # fmt: skip
+    """The steps of ``xs`` (``model.inputs``: a dict of per-step arrays) from ``state``.
+    Returns the final state and ``{"T": (steps, n_sensors)}`` [degC] when ``c`` has sensor
+    points (``c["sensor_index"]``), else ``{}``. Differentiable (``jax.grad``)."""
+    nt = len(xs["n"])
     parts: list[dict] = []
-    for lo in range(0, int(on.shape[0]), chunk):
-        state, samples = _chunk(state, on[lo : lo + chunk], c, ops, statics)
+    for lo in range(0, nt, chunk):
+        piece = {k: jnp.asarray(v[lo : lo + chunk]) for k, v in xs.items()}
+        state, samples = _chunk(model, state, piece, c, ops)
         parts.append(samples)
     if not parts or not parts[0]:
         return state, {}

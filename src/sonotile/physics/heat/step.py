@@ -140,7 +140,8 @@ def step(state: State, x: dict, c: dict, ops: HeatOps, statics: Statics) -> Stat
 
 
 def sample(state: State, c: dict) -> dict:
-    """What sensors record this step: ``{"T": T at c["index"]}`` [degC] (points in order)."""
-    if "index" not in c:
+    """What sensors record this step: ``{"T": T at c["sensor_index"]}`` [degC] (points in
+    order)."""
+    if "sensor_index" not in c:
         return {}
-    return {"T": state.T[c["index"]]}
+    return {"T": state.T[c["sensor_index"]]}
