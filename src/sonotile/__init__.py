@@ -45,11 +45,14 @@ _WHERE = {
     "load_results": "sonotile.api.results",
     "make_simulator": "sonotile.api.differentiable",
     "Tape": "sonotile.solver.tape",
+    **dict.fromkeys(("KWaveDiffusion", "bioheat", "bioheat_exact"), "sonotile.physics.heat"),
+    "heat_from_result": "sonotile.api.heat",
 }
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
     "make_simulator", "Tape", "load_input", "load_results",
+    "KWaveDiffusion", "bioheat", "bioheat_exact", "heat_from_result",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",

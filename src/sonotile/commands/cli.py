@@ -1,4 +1,4 @@
-"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``validate``, ``launch``.
+"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``heat``, ``validate``, ``launch``.
 
 Each subcommand lives in its own module and is imported only when used, so that options which
 configure JAX (threads, virtual devices) can act before JAX is imported.
@@ -19,6 +19,10 @@ COMMANDS = {
     ),
     "bench": ("sonotile.bench.cli", "throughput, compile time and memory benchmarks"),
     "batch": ("sonotile.batch.cli", "many k-Wave input files at once, on subsets of the devices"),
+    "heat": ("sonotile.commands.heat", "temperature and thermal dose of a sonication (CW result)"),
+        "sonotile.commands.heat",
+        "temperature and thermal dose of a sonication from a CW result",
+    ),
     "plot": ("sonotile.commands.plot", "figures of a result or k-Wave output file (PNG)"),
     "validate": ("sonotile.commands.validate", "run the k-Wave reference cases and compare"),
     "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),

@@ -1,0 +1,181 @@
+"""From an acoustic result to temperature and thermal dose: the second half of a therapy plan.
+
+:func:`heat_from_result` reads a sonotile result file (``Results.save``) holding a steady-state
+pressure amplitude (``p_cw_amp_all``, or ``p_max_all`` of a CW steady state), makes the heat
+source ``Q = alpha p^2 / (rho c)`` [W/m^3] from the acoustic medium stored with it, optionally
+averages it onto a coarser thermal grid, and runs the bioheat model for a sonication
+(:mod:`sonotile.physics.heat`). ``sonotile heat RESULT.h5 --duration 10 --on 5`` does the same
+and writes temperature, dose and lesion with units to an HDF5 file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sonotile.model.problem import ProblemError
+from sonotile.physics.heat import KWaveDiffusion, acoustic_heat_source, sonication
+from sonotile.physics.heat.sources import block_mean
+
+FORMAT = "sonotile-heat"
+UNITS = {
+    "T": "degC", "T_heated": "degC", "T_max": "degC", "cem43": "min", "lesion_map": "",
+    "Q": "W/m^3", "T_focus": "degC", "t": "s", "focus": "grid index (0-based)",
+    "p_amp": "Pa",
+}  # fmt: skip
+
+
+@dataclass
+class Tissue:
+    """Thermal properties of the heated tissue (defaults: k-Wave's heating example).
+
+    Attributes:
+        specific_heat: [J/(kg K)]. thermal_conductivity: [W/(m K)].
+        density: [kg/m^3] (None: the acoustic medium's density).
+        perfusion_rate: blood perfusion rate [1/s] (0: none), with blood density [kg/m^3],
+            blood specific heat [J/(kg K)] and arterial temperature [degC].
+    """
+
+    specific_heat: float = 3600.0
+    thermal_conductivity: float = 0.5
+    density: float | None = None
+    perfusion_rate: float = 0.0
+    blood_density: float = 1060.0
+    blood_specific_heat: float = 3617.0
+    blood_temperature: float = 37.0
+
+
+@dataclass
+class HeatRun:
+    """A sonication's result: fields on the thermal grid and the focal temperature history.
+
+    ``data``: ``T`` (end) and ``T_heated`` (end of the on-time) [degC], ``T_max`` [degC],
+    ``cem43`` [min], ``lesion_map``, ``Q`` [W/m^3], ``T_focus`` [degC] at ``t`` [s] (the
+    point of largest ``Q``, ``focus``); ``spacing`` [m], ``dt`` [s].
+    """
+
+    data: dict[str, np.ndarray]
+    spacing: tuple[float, ...]
+    dt: float
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, path: str) -> None:
+        """Write the run to HDF5 (datasets with ``units``; atomically)."""
+        import h5py
+
+        tmp = path + ".sonotile-partial"
+        try:
+            with h5py.File(tmp, "w") as f:
+                f.attrs["format"], f.attrs["version"] = FORMAT, 1
+                g = f.create_group("heat")
+                for name, v in self.data.items():
+                    d = g.create_dataset(name, data=v)
+                    d.attrs["units"] = UNITS.get(name, "")
+                g.attrs["spacing"], g.attrs["spacing_units"] = np.asarray(self.spacing), "m"
+                g.attrs["dt"], g.attrs["dt_units"] = self.dt, "s"
+                for k, v in self.attrs.items():
+                    g.attrs[k] = v
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
+def pressure_amplitude(results: dict, quantity: str = "auto") -> tuple[np.ndarray, str]:
+    """The steady-state amplitude [Pa] of a result and its name: ``p_cw_amp_all`` or
+    ``p_max_all`` (``quantity="auto"``: the first present)."""
+    names = ("p_cw_amp_all", "p_max_all") if quantity == "auto" else (quantity,)
+    for n in names:
+        if n in results and np.ndim(results[n]) >= 1:
+            return np.asarray(results[n], dtype=np.float64), n
+    raise ProblemError(
+        f"the result holds none of {names} (record 'p_cw_all' with cw_frequency, or "
+        "'p_max_all' in a CW steady state, over the whole grid)"
+    )
+
+
+def _medium_value(medium: Any, name: str, shape: tuple[int, ...]) -> np.ndarray | float:
+    v = getattr(medium, name)
+    if v is None:
+        raise ProblemError(f"the acoustic medium has no {name}: no absorbed power to heat with")
+    a = np.asarray(v, dtype=np.float64)
+    return float(a) if a.size == 1 else a.reshape(shape)
+
+
+def source_from_result(path: str, frequency: float | None = None, quantity: str = "auto",
+                       coarsen: int = 1) -> tuple[np.ndarray, tuple[float, ...], dict]:  # fmt: skip
+    """``(Q [W/m^3], thermal spacing [m], info)`` of a result file: ``Q = alpha p^2/(rho c)``
+    on the acoustic grid, averaged over ``coarsen`` points per axis (the total power kept).
+    ``frequency`` [Hz]: default the result's ``cw_frequency``."""
+    from sonotile.api.results import load_input, load_results
+
+    (kgrid, medium, _, sensor), _ = load_input(path)
+    p, name = pressure_amplitude(load_results(path), quantity)
+    shape = tuple(kgrid.shape)
+    if p.shape != shape:
+        raise ProblemError(f"{name}: shape {p.shape} is not the grid's {shape}")
+    f = frequency if frequency is not None else getattr(sensor, "cw_frequency", None)
+    if f is None or not f > 0:
+        raise ProblemError(f"frequency: not stored with the result ({name}); give it [Hz]")
+    rho = _medium_value(medium, "density", shape)
+    q = acoustic_heat_source(
+        p, _medium_value(medium, "alpha_coeff", shape), float(medium.alpha_power), float(f),
+        rho, _medium_value(medium, "sound_speed", shape),
+    )  # fmt: skip
+    spacing = tuple(float(d) for d in np.broadcast_to(kgrid.spacing, (len(shape),)))
+    if coarsen > 1:
+        q = block_mean(q, (coarsen,) * len(shape))
+        rho = rho if np.ndim(rho) == 0 else block_mean(rho, (coarsen,) * len(shape))
+        spacing = tuple(d * coarsen for d in spacing)
+    info = {"quantity": name, "frequency": float(f), "p_amp": p, "density": rho}
+    return np.asarray(q, dtype=np.float64), spacing, info
+
+
+def _thermal_medium(tissue: Tissue, rho: Any) -> dict:
+    m = {
+        "density": rho if tissue.density is None else tissue.density,
+        "specific_heat": tissue.specific_heat,
+        "thermal_conductivity": tissue.thermal_conductivity,
+    }
+    if tissue.perfusion_rate > 0:
+        m.update(blood_density=tissue.blood_density, blood_specific_heat=tissue.blood_specific_heat,
+                 blood_perfusion_rate=tissue.perfusion_rate,
+                 blood_ambient_temperature=tissue.blood_temperature)  # fmt: skip
+    return m
+
+
+def heat_from_result(path: str, duration: float, on: float | None = None, dt: float = 0.1, *,
+                     tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
+                     period: float | None = None, duty: float = 1.0, coarsen: int = 1,
+                     frequency: float | None = None, quantity: str = "auto",
+                     dtype: str = "float64") -> HeatRun:  # fmt: skip
+    """Heat the tissue of an acoustic result for ``duration`` [s] with steps of ``dt`` [s]:
+    the source on for the first ``on`` seconds (None: throughout), pulsed with ``period`` [s]
+    at ``duty`` if given, then cooling. ``coarsen``: thermal grid spacing in acoustic points."""
+    if not (duration > 0 and dt > 0):
+        raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
+    q, spacing, info = source_from_result(path, frequency, quantity, coarsen)
+    nt = max(1, round(duration / dt))
+    n_on = nt if on is None else min(nt, max(0, round(on / dt)))
+    switch = sonication(nt, dt, on, period, duty)
+    focus = np.unravel_index(int(np.argmax(q)), q.shape)
+    mask = np.zeros(q.shape, bool)
+    mask[focus] = True
+    grid = argparse.Namespace(shape=q.shape, spacing=spacing)
+    medium = _thermal_medium(tissue or Tissue(), info["density"])
+    kd = KWaveDiffusion(grid, medium, {"T0": T0, "Q": q}, mask, dtype=dtype)
+    kd.take_time_step(n_on, dt, on=switch[:n_on]) if n_on else None
+    heated = kd.T
+    if nt > n_on:
+        kd.take_time_step(nt - n_on, dt, on=switch[n_on:])
+    data = {"T": kd.T, "T_heated": heated, "T_max": kd.T_max, "cem43": kd.cem43,
+            "lesion_map": kd.lesion_map, "Q": q, "T_focus": kd.sensor_data[0],
+            "t": (np.arange(nt) + 1) * dt, "focus": np.asarray(focus)}  # fmt: skip
+    attrs = {"source": os.path.basename(path), "quantity": info["quantity"],
+             "frequency": info["frequency"], "duration": nt * dt, "on": n_on * dt,
+             "lesion_size": kd.lesion_size}  # fmt: skip
+    return HeatRun(data, spacing, dt, attrs)

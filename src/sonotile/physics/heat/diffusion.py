@@ -1,0 +1,207 @@
+"""The heat model's user API in k-Wave's names: :class:`KWaveDiffusion` (``take_time_step``,
+``T``, ``cem43``, ``lesion_map``) and the functional :func:`bioheat` (for sweeps, ``vmap`` and
+``jax.grad``)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpy.typing import ArrayLike
+
+from sonotile.model.problem import ProblemError
+from sonotile.physics.heat import loop
+from sonotile.physics.heat.dose import LESION_CEM43
+from sonotile.physics.heat.medium import ThermalMedium, ThermalSource, check_source, coefficients
+from sonotile.physics.heat.model import HeatModel, HeatProblem, dt_limit, heat_problem
+from sonotile.physics.heat.step import State
+
+
+class HeatResult(NamedTuple):
+    """A heat run's result (JAX arrays; a pytree).
+
+    Attributes:
+        T: final temperature [degC], grid-shaped.
+        cem43: accumulated thermal dose [min], grid-shaped.
+        T_max: highest temperature during the run [degC], grid-shaped.
+        sensor_data: temperature at the sensor points ``(n_sensors, Nt)`` [degC] (points in
+            k-Wave's mask order), or ``(0, Nt)`` without sensor.
+    """
+
+    T: jax.Array
+    cem43: jax.Array
+    T_max: jax.Array
+    sensor_data: jax.Array
+
+
+def grid_of(kgrid: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """``(shape, spacing [m])`` of a :class:`sonotile.KWaveGrid` or anything with ``shape``
+    and ``spacing`` (a number for all axes, or one per axis)."""
+    shape = tuple(int(n) for n in kgrid.shape)
+    d = np.atleast_1d(np.asarray(kgrid.spacing, dtype=np.float64))
+    spacing = tuple(float(v) for v in (np.repeat(d, len(shape)) if d.size == 1 else d))
+    if not 1 <= len(shape) <= 3 or len(spacing) != len(shape):
+        raise ProblemError(f"kgrid: shape {shape} and spacing {spacing}: 1 to 3 axes, one each")
+    return shape, spacing
+
+
+def sensor_index(sensor: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, ...] | None:
+    """Per-axis indices of ``sensor.mask`` (or a mask array) in k-Wave's (column-major)
+    order; None without a sensor."""
+    mask = getattr(sensor, "mask", sensor)
+    if mask is None:
+        return None
+    m = np.asarray(mask)
+    if m.shape != shape:
+        raise ProblemError(f"sensor.mask: shape {m.shape}, expected the grid shape {shape}")
+    if not np.all((m == 0) | (m == 1)):
+        raise ProblemError("sensor.mask: must be binary (values 0 or 1)")
+    lin = np.flatnonzero(m.ravel(order="F"))
+    return tuple(i.astype(np.int32) for i in np.unravel_index(lin, shape, order="F"))
+
+
+def x64_for(dtype: str) -> contextlib.AbstractContextManager[Any]:
+    """JAX's 64-bit mode for a float64 run (a no-op when it is on or the run is float32)."""
+    if dtype == "float64" and not jax.enable_x64.value:
+        return jax.enable_x64(True)
+    return contextlib.nullcontext()
+
+
+def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa: N803
+            on: ArrayLike | None = None, sensor: Any = None, dtype: str = "float64",
+            fft: str = "xla") -> HeatResult:  # fmt: skip
+    """Run ``Nt`` steps of ``dt`` [s] of Pennes' bioheat equation from ``source.T0``.
+
+    ``medium``: :class:`ThermalMedium` or a dict of its k-Wave names; ``source``:
+    :class:`ThermalSource` (``T0`` [degC], ``Q`` [W/m^3], which may be a JAX array: gradients
+    with respect to it); ``on``: ``(Nt,)`` power factor of ``Q`` per step (default 1 throughout,
+    :func:`~sonotile.physics.heat.sources.sonication`); ``sensor``: a mask (or an object with
+    ``mask``). ``fft="xla"`` keeps the run differentiable; ``"auto"`` may use FFTW (CPU,
+    float32). Raises :class:`ProblemError` for bad input, before any step.
+    """
+    shape, spacing = grid_of(kgrid)
+    problem = heat_problem(shape, spacing, medium, source, Nt, dt, on=on,
+                           sensor=sensor_index(sensor, shape), dtype=dtype, fft=fft)  # fmt: skip
+    with x64_for(dtype):
+        state, samples = run_problem(problem)
+        n_sens = 0 if problem.sensor is None else int(problem.sensor[0].size)
+        data = samples["T"].T if "T" in samples else jnp.zeros((n_sens, int(Nt)), dtype)
+        return HeatResult(state.T, state.cem43, state.T_max, data)
+
+
+def run_problem(problem: HeatProblem, state: State | None = None) -> tuple[State, dict]:
+    """Run a validated problem through the model interface (from ``T0``, or from ``state``):
+    the final state and the sensor samples (``{"T": (nt, n_sensors)}`` or ``{}``)."""
+    model = HeatModel.of(problem)
+    ops = model.operators(problem)
+    c = model.constants(problem, ops=ops)
+    start = model.initial_state(c, ops) if state is None else state
+    return loop.run(model, start, model.inputs(problem, 0, problem.nt), c, ops)
+
+
+class KWaveDiffusion:
+    """k-Wave's ``kWaveDiffusion`` object: Pennes bioheat, k-space corrected, with dose.
+
+    ``KWaveDiffusion(kgrid, medium, source, sensor)`` then ``take_time_step(Nt, dt)`` as often
+    as needed (change ``Q`` between calls to switch the source, as k-Wave's examples do).
+    ``kgrid``: :class:`sonotile.KWaveGrid` (or ``shape``/``spacing``); ``medium``, ``source``:
+    as :func:`bioheat`; ``sensor``: a mask or an object with ``mask`` (None: no sensor).
+    ``dtype``: "float64" (k-Wave's default) or "float32"; ``fft``: "auto", "xla" or "fftw".
+
+    Attributes (numpy): ``T`` [degC], ``Q`` [W/m^3], ``cem43`` [min] (settable), ``T_max``
+    [degC], ``lesion_map`` (``cem43 >= 240``), ``lesion_size`` [m^n], ``sensor_data``
+    ``(n_sensors, steps taken)`` [degC], ``time_steps_taken``, ``dt_limit`` [s].
+    """
+
+    def __init__(self, kgrid: Any, medium: Any, source: Any, sensor: Any = None, *,
+                 dtype: str = "float64", fft: str = "auto") -> None:  # fmt: skip
+        if dtype not in ("float32", "float64"):
+            raise ProblemError(f"dtype: {dtype!r}, expected 'float32' or 'float64'")
+        self.shape, self.spacing = grid_of(kgrid)
+        self.dtype, self.fft = dtype, fft
+        self._medium = ThermalMedium.of(medium)
+        self._co = coefficients(self._medium, self.shape)
+        src = ThermalSource.of(source)
+        check_source(src, self._co, self.shape)
+        self._Q = src.Q
+        self._index = sensor_index(sensor, self.shape)
+        with x64_for(dtype):
+            T = jnp.broadcast_to(jnp.asarray(src.T0, dtype), self.shape) + 0
+            self._state = State(T, jnp.zeros_like(T), T)
+        self._samples: list[np.ndarray] = []
+        self.time_steps_taken = 0
+
+    @property
+    def dt_limit(self) -> float:
+        """The largest stable time step [s] (``inf``: any)."""
+        return dt_limit(self._co, self.shape, self.spacing)
+
+    def take_time_step(self, Nt: int, dt: float, on: ArrayLike | None = None) -> None:  # noqa: N803
+        """Advance ``Nt`` steps of ``dt`` [s] with the current ``Q`` (k-Wave's takeTimeStep);
+        ``on``: ``(Nt,)`` power factor of ``Q`` per step (default 1: on throughout)."""
+        problem = heat_problem(self.shape, self.spacing, self._medium,
+                               {"T0": 0.0, "Q": self._Q}, Nt, dt, on=on, sensor=self._index,
+                               dtype=self.dtype, fft=self.fft)  # fmt: skip
+        with x64_for(self.dtype):
+            self._state, samples = run_problem(problem, self._state)
+            if "T" in samples:
+                self._samples.append(np.asarray(samples["T"]).T)
+        self.time_steps_taken += int(Nt)
+
+    def _set(self, name: str, value: ArrayLike) -> None:
+        with x64_for(self.dtype):
+            v = jnp.broadcast_to(jnp.asarray(value, self.dtype), self.shape) + 0
+            self._state = self._state._replace(**{name: v})
+
+    @property
+    def T(self) -> np.ndarray:  # noqa: N802
+        return np.asarray(self._state.T)
+
+    @T.setter
+    def T(self, value: ArrayLike) -> None:  # noqa: N802
+        self._set("T", value)
+
+    @property
+    def cem43(self) -> np.ndarray:
+        return np.asarray(self._state.cem43)
+
+    @cem43.setter
+    def cem43(self, value: ArrayLike) -> None:
+        self._set("cem43", value)
+
+    @property
+    def T_max(self) -> np.ndarray:  # noqa: N802
+        return np.asarray(self._state.T_max)
+
+    @property
+    def Q(self) -> Any:  # noqa: N802
+        return self._Q
+
+    @Q.setter
+    def Q(self, value: Any) -> None:  # noqa: N802
+        check_source(ThermalSource(37.0, value), self._co, self.shape)
+        self._Q = value
+
+    @property
+    def lesion_map(self) -> np.ndarray:
+        return self.cem43 >= LESION_CEM43
+
+    @property
+    def lesion_size(self) -> float:
+        """Lesion length [m] (1-D), area [m^2] (2-D) or volume [m^3] (3-D)."""
+        return float(np.sum(self.lesion_map) * np.prod(self.spacing))
+
+    @property
+    def sensor_data(self) -> np.ndarray:
+        n = 0 if self._index is None else int(self._index[0].size)
+        if not self._samples:
+            return np.zeros((n, 0))
+        return np.concatenate(self._samples, axis=1)
+
+    @property
+    def state(self) -> State:
+        """The model's state (JAX arrays: ``T``, ``cem43``, ``T_max``)."""
+        return self._state

@@ -1,0 +1,158 @@
+"""The heat model behind the model interface (:class:`sonotile.physics.base.Model`), on a
+validated :class:`HeatProblem` (the thermal counterpart of the acoustic ``Problem``).
+
+:class:`HeatModel` is static and hashable (the switches of the step); :func:`heat_problem`
+checks the user's input in k-Wave's names before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.model.problem import ProblemError
+from sonotile.physics.heat import step as heat_step
+from sonotile.physics.heat.medium import (
+    Coefficients,
+    ThermalMedium,
+    ThermalSource,
+    check_source,
+    coefficients,
+    stability_limit,
+)
+from sonotile.physics.heat.ops import HeatOps
+from sonotile.spectral.device import to_device
+from sonotile.spectral.operators import half_kmag
+
+
+@dataclass(frozen=True, eq=False)
+class HeatProblem:
+    """A validated heat run: grid ``shape``/``spacing`` [m], ``dt`` [s], ``nt`` steps, the
+    scheme's coefficients, ``T0`` [degC] and ``Q`` [W/m^3] (numbers, arrays, or traced JAX
+    values for ``Q``), ``on`` ``(nt,)`` source power factor per step, sensor points (per-axis
+    indices in k-Wave's mask order, or None), ``dtype`` and ``fft`` backend."""
+
+    shape: tuple[int, ...]
+    spacing: tuple[float, ...]
+    dt: float
+    nt: int
+    co: Coefficients
+    T0: Any
+    Q: Any
+    on: np.ndarray
+    sensor: tuple[np.ndarray, ...] | None
+    dtype: str = "float64"
+    fft: str = "xla"
+
+
+def dt_limit(co: Coefficients, shape: tuple[int, ...], spacing: tuple[float, ...]) -> float:
+    """The stability limit [s] of the medium on this grid (``inf``: none)."""
+    return stability_limit(co, float(np.max(half_kmag(shape, spacing))))
+
+
+def check_dt(dt: float, limit: float) -> None:
+    """Raise :class:`ProblemError` for a time step that is not positive or beyond ``limit``."""
+    if not (np.isfinite(dt) and dt > 0):
+        raise ProblemError(f"dt = {dt} s: must be finite and > 0")
+    if dt > limit:
+        raise ProblemError(
+            f"dt = {dt:g} s is beyond the stability limit dt_limit = {limit:g} s of this medium "
+            "(raise medium.diffusion_coeff_ref / perfusion_coeff_ref towards the largest "
+            "values, or take smaller steps)"
+        )
+
+
+def heat_problem(shape: tuple[int, ...], spacing: tuple[float, ...], medium: Any, source: Any,
+                 nt: int, dt: float, *, on: Any = None,
+                 sensor: tuple[np.ndarray, ...] | None = None, dtype: str = "float64",
+                 fft: str = "xla") -> HeatProblem:  # fmt: skip
+    """Validate a run of ``nt`` steps of ``dt`` [s]; raises :class:`ProblemError` naming the
+    bad input (medium and source in k-Wave's names, ``dt`` against ``dt_limit``, ``on``)."""
+    if dtype not in ("float32", "float64"):
+        raise ProblemError(f"dtype: {dtype!r}, expected 'float32' or 'float64'")
+    co = coefficients(ThermalMedium.of(medium), shape)
+    src = ThermalSource.of(source)
+    check_source(src, co, shape)
+    check_dt(float(dt), dt_limit(co, shape, spacing))
+    if int(nt) != nt or nt < 0:
+        raise ProblemError(f"Nt = {nt}: must be a whole number of steps >= 0")
+    switch = np.ones(int(nt)) if on is None else np.asarray(on, dtype=np.float64)
+    if switch.shape != (int(nt),):
+        raise ProblemError(f"on: shape {switch.shape}, expected ({int(nt)},) (one per step)")
+    return HeatProblem(tuple(shape), tuple(spacing), float(dt), int(nt), co, src.T0, src.Q,
+                       switch, sensor, dtype, fft)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HeatModel:
+    """Pennes bioheat with dose behind the model interface: ``statics`` are the step's switches.
+
+    State: :class:`~sonotile.physics.heat.step.State` (``T`` [degC], ``cem43`` [min], ``T_max``
+    [degC]); it starts from ``T0`` (``ivp``). Constants: ``p1``, ``p2``, ``perf``, ``ambient``,
+    ``ambient_s``, ``q`` (:func:`~sonotile.physics.heat.step.constants`), ``T0`` and, with a
+    sensor, ``sensor_index``. Inputs per step: ``n`` and ``on`` (the source's power factor).
+    """
+
+    ndim: int
+    statics: heat_step.Statics
+
+    @classmethod
+    def of(cls, problem: HeatProblem) -> HeatModel:
+        has_q = problem.Q is not None and (not _concrete(problem.Q) or bool(np.any(problem.Q)))
+        return cls(len(problem.shape), heat_step.statics_of(problem.co, has_q))
+
+    @property
+    def ivp(self) -> bool:
+        """A run starts from the initial temperature (the state of step 0)."""
+        return True
+
+    def zero_state(self, shape: tuple[int, ...], dtype: Any, eager: bool = False) -> Any:
+        z = jnp.zeros(shape, dtype)
+        return heat_step.State(z, z, z)
+
+    def initial_state(self, c: dict, ops: HeatOps) -> heat_step.State:
+        return heat_step.State(c["T0"], jnp.zeros_like(c["T0"]), c["T0"])
+
+    def prepare(self, c: dict, ops: HeatOps, state: Any) -> dict:
+        return c
+
+    def step(self, state: heat_step.State, x: dict, c: dict, ops: HeatOps) -> heat_step.State:
+        return heat_step.step(state, x, c, ops, self.statics)
+
+    def operators(self, problem: HeatProblem, unstagger: bool = False) -> HeatOps:
+        return heat_step.build_ops(problem.co, problem.shape, problem.spacing, problem.dt,
+                                   problem.dtype, self.statics, problem.fft)  # fmt: skip
+
+    def constants(self, problem: HeatProblem, derive_axes: tuple[int, ...] = (),
+                  ops: HeatOps | None = None) -> dict:  # fmt: skip
+        """Device constants (``ops``: the operators, built when not given; the source term is
+        filtered with them once)."""
+        ops = ops if ops is not None else self.operators(problem)
+        c = heat_step.constants(problem.co, problem.Q, problem.shape, problem.dt, problem.dtype,
+                                ops, self.statics)  # fmt: skip
+        c["T0"] = jnp.broadcast_to(jnp.asarray(problem.T0, problem.dtype), problem.shape) + 0
+        if problem.sensor is not None:
+            c["sensor_index"] = tuple(to_device(i, jnp.int32) for i in problem.sensor)
+        return c
+
+    def inputs(self, problem: HeatProblem, n0: int, n1: int) -> dict[str, Any]:
+        return {"n": np.arange(n0, n1, dtype=np.int32), "on": problem.on[n0:n1]}
+
+    def joined(self, others: Sequence[Any]) -> HeatModel | None:
+        return self if all(o == self for o in others) else None
+
+    def memory_estimate(self, problem: HeatProblem) -> int:
+        """State (3 fields), step temporaries (~4 fields), constant fields, operators."""
+        point = 8 if problem.dtype == "float64" else 4
+        n = int(np.prod(problem.shape))
+        fields = sum(isinstance(v, np.ndarray) for v in (problem.co.p1, problem.co.p2,
+                     problem.co.perfusion, problem.co.ambient))  # fmt: skip
+        return point * n * (3 + 4 + fields + 2 * int(self.statics.source) + 4)
+
+
+def _concrete(v: Any) -> bool:
+    return isinstance(v, np.ndarray | float | int)

@@ -1,0 +1,154 @@
+"""Spectral operators of the heat step, with k-Wave's diffusion k-space correction.
+
+``kappa = (1 - exp(-x)) / x``, ``x = dt (D_ref |k|^2 + P_ref)`` (1 at ``x = 0``) makes the
+explicit step exact in time for a homogeneous medium (k-Wave's ``kWaveDiffusion``). The step
+calls only these methods (as the acoustic step calls :class:`~sonotile.spectral.operators.
+FourierOps`), so a decomposed implementation with the same methods can replace this one:
+
+* ``grad(f)`` -> per-axis ``F^-1(i k_a sqrt(kappa) F f)`` (collocated, no staggering; no
+  Nyquist component, :func:`odd_wavenumbers`);
+* ``div_sum(u)`` -> ``F^-1(sum_a i k_a sqrt(kappa) F u_a)``;
+* ``laplacian(f)`` -> ``F^-1(-|k|^2 kappa F f)`` (``div_sum(grad(f))``: no Nyquist terms);
+* ``smooth(f)`` -> ``F^-1(kappa F f)``;
+* ``propagate(f)`` -> ``F^-1((exp-like decay - 1) F f)``: ``-dt kappa (D |k|^2 + P)``, the whole
+  homogeneous update of ``T - Ta`` in one transform pair.
+
+Real FFTs (last axis halved): XLA's, or on the CPU in float32 on 2-D / 3-D grids FFTW's custom
+calls (:mod:`sonotile.fft.fftw`; these have no derivative rules: gradients use ``fft="xla"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.fft import fftw
+from sonotile.model.grid import along
+from sonotile.spectral.device import to_device
+from sonotile.spectral.operators import half_kmag, half_wavenumbers, real_scale
+
+Children = tuple[Any, Any, Any, Any, Any]
+
+
+def diffusion_kappa(k2: np.ndarray, d_ref: float, p_ref: float, dt: float) -> np.ndarray:
+    """k-Wave's diffusion correction ``(1 - exp(-x)) / x``, ``x = dt (d_ref k2 + p_ref)``
+    (``k2``: ``|k|^2`` [rad^2/m^2]; ``d_ref`` [m^2/s], ``p_ref`` [1/s], ``dt`` [s])."""
+    x = dt * (d_ref * k2 + p_ref)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(x > 0, -np.expm1(-x) / np.where(x > 0, x, 1.0), 1.0)
+    return out
+
+
+def odd_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list[np.ndarray]:
+    """Per-axis wavenumbers [rad/m] of an ``rfftn`` spectrum for first derivatives: the Nyquist
+    bin of an even axis set to 0. A derivative's Nyquist component of a real field is
+    imaginary and cancels in the real part of the inverse transform (k-Wave's
+    ``real(ifftn(...))``); a half-spectrum inverse along the other axes would keep it."""
+    out = []
+    for k, n in zip(half_wavenumbers(shape, spacing), shape):
+        k = k.copy()
+        if n % 2 == 0:
+            k[np.abs(k) == np.max(np.abs(k))] = 0.0
+        out.append(k)
+    return out
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class HeatOps:
+    """Single-device heat operators (see the module docstring); arrays on the half spectrum.
+
+    Attributes:
+        kappa: ``(1 - exp(-x)) / x`` (real).
+        root: ``sqrt(kappa)`` or None (built for a heterogeneous conductivity).
+        ik: per axis ``i k_a`` as broadcastable 1-D vectors, or None.
+        lap: ``-|k|^2 kappa`` or None.
+        decay: ``-dt kappa (D |k|^2 + P)`` or None (homogeneous media).
+        fft: ``"xla"`` or ``"fftw"`` (static).
+    """
+
+    kappa: jax.Array
+    root: jax.Array | None = None
+    ik: tuple[jax.Array, ...] | None = None
+    lap: jax.Array | None = None
+    decay: jax.Array | None = None
+    fft: str = "xla"
+
+    def tree_flatten(self) -> tuple[Children, Any]:
+        return (self.kappa, self.root, self.ik, self.lap, self.decay), self.fft
+
+    @classmethod
+    def tree_unflatten(cls, aux: Any, children: Children) -> HeatOps:
+        return cls(*children, fft=aux)
+
+    @classmethod
+    def build(cls, shape: tuple[int, ...], spacing: tuple[float, ...], dt: float,
+              d_ref: float, p_ref: float, dtype: str = "float32", *,
+              gradient: bool = False, laplacian: bool = False,
+              homogeneous: tuple[float, float] | None = None,
+              fft: str = "auto") -> HeatOps:  # fmt: skip
+        """Operators for a grid (``spacing`` [m], ``dt`` [s]) and reference ``d_ref`` [m^2/s],
+        ``p_ref`` [1/s]: ``gradient`` builds grad / div_sum, ``laplacian`` the Laplacian,
+        ``homogeneous = (D, P)`` the propagator. ``fft``: "auto" (FFTW on the CPU for float32
+        2-D / 3-D grids when available), "xla" or "fftw"."""
+        ndim = len(shape)
+        cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
+        k2 = half_kmag(shape, spacing, np.float64) ** 2
+        kap = diffusion_kappa(k2, d_ref, p_ref, dt)
+        root = ik = lap = decay = None
+        if gradient:
+            root = to_device(np.sqrt(kap), dtype)
+            ik = tuple(to_device(along(1j * k, a, ndim), cdtype)
+                       for a, k in enumerate(odd_wavenumbers(shape, spacing)))  # fmt: skip
+        if laplacian:  # div(grad) as grad and div_sum make it: no Nyquist terms
+            odd2 = sum(along(k**2, a, ndim) for a, k in enumerate(odd_wavenumbers(shape, spacing)))
+            lap = to_device(-odd2 * kap, dtype)
+        if homogeneous is not None:
+            d, p = homogeneous
+            if d == d_ref and p == p_ref:  # exact: exp(-dt (D k^2 + P)) - 1
+                dec = np.expm1(-dt * (d * k2 + p))
+            else:
+                dec = -dt * kap * (d * k2 + p)
+            decay = to_device(dec, dtype)
+        backend = "xla" if ndim == 1 else fftw.resolve(fft, dtype)
+        return cls(to_device(kap, dtype), root, ik, lap, decay, fft=backend)
+
+    def _fftw(self, like: jax.Array) -> bool:
+        return self.fft == "fftw" and like.dtype == jnp.float32 and like.ndim >= 2
+
+    def _apply(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
+        """``F^-1(op F f)`` for a real operator ``op`` on the half spectrum."""
+        assert op is not None, "operator not built (see HeatOps.build)"
+        if self._fftw(f):
+            return fftw.conv([f], op)[0]
+        spec = real_scale(jnp.fft.rfftn(f), op)
+        return jnp.fft.irfftn(spec, s=f.shape).astype(f.dtype)
+
+    def smooth(self, f: jax.Array) -> jax.Array:
+        return self._apply(f, self.kappa)
+
+    def laplacian(self, f: jax.Array) -> jax.Array:
+        return self._apply(f, self.lap)
+
+    def propagate(self, f: jax.Array) -> jax.Array:
+        return self._apply(f, self.decay)
+
+    def grad(self, f: jax.Array) -> tuple[jax.Array, ...]:
+        assert self.root is not None and self.ik is not None, "built without gradient=True"
+        if self._fftw(f):
+            return tuple(fftw.conv([f], self.root, [(0, a, v) for a, v in enumerate(self.ik)]))
+        spec = real_scale(jnp.fft.rfftn(f), self.root)
+        return tuple(jnp.fft.irfftn(spec * v, s=f.shape).astype(f.dtype) for v in self.ik)
+
+    def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
+        assert self.root is not None and self.ik is not None, "built without gradient=True"
+        if self._fftw(u[0]):
+            return fftw.conv_sum(list(u), self.root, list(enumerate(self.ik)))
+        total = sum(jnp.fft.rfftn(ua) * v for ua, v in zip(u, self.ik))
+        spec = real_scale(total, self.root)  # type: ignore[arg-type]
+        return jnp.fft.irfftn(spec, s=u[0].shape).astype(u[0].dtype)
