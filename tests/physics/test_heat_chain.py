@@ -8,7 +8,7 @@ import math
 import h5py
 import numpy as np
 import pytest
-from sonotile.cli import main
+from sonotile.commands.cli import main
 
 import sonotile as st
 from sonotile.api.heat import heat_from_result, source_from_result

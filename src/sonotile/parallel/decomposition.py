@@ -10,10 +10,10 @@ class Decomposition(str, Enum):
     bases: nearest-neighbour exchange, accuracy set by the overlap) or ``auto`` (chosen from
     the grid, the devices and the accuracy asked for). Equal to its name as a string."""
 
+    AUTO = "auto"
     SINGLE = "single"
     PENCIL = "pencil"
     LFB = "lfb"
-    AUTO = "auto"
 
     def __str__(self) -> str:
         return self.value
