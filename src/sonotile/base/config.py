@@ -89,6 +89,12 @@ class Settings:
             grid point, same speed; ignored when ``XLA_FLAGS`` sets it already).
         memory_limit: memory a run may use [bytes], in place of the device's free memory in
             the check before a run (None: the device's). Env: ``SONOTILE_MEMORY_LIMIT``.
+        deterministic: bit-identical results run after run on one machine with the same
+            settings and threads: the FFT backend is fixed (a CPU float32 run fails when the
+            FFTW extension is unavailable instead of using XLA's FFT) and FFTW plans with
+            FFTW_ESTIMATE and no wisdom file (no timed planning); ``fftw_plan`` is ignored.
+            :func:`sonotile.fft.fftw.describe` says what ran. Env: ``SONOTILE_DETERMINISTIC``
+            (1/0); ``sonotile-kwave --deterministic``.
     """
 
     fft: str = "auto"
@@ -111,6 +117,7 @@ class Settings:
     hugepages: bool = True
     xla_scheduler_off: bool = True
     memory_limit: int | None = None
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         if self.fft not in FFT_BACKENDS:
@@ -159,6 +166,7 @@ class Settings:
             cache_dir=default_cache_dir(env),
             malloc_tune=flag("SONOTILE_MALLOC_TUNE", True),
             hugepages=flag("SONOTILE_HUGEPAGES", True),
+            deterministic=flag("SONOTILE_DETERMINISTIC", False),
         )
         if env.get("SONOTILE_CACHE_LIMIT"):
             values["cache_limit"] = int(float(env["SONOTILE_CACHE_LIMIT"]))
