@@ -143,7 +143,7 @@ def memory_estimate(problem: Problem) -> int:
     accounting (docs/performance.md): state, step temporaries, medium fields, half-spectrum
     operators and whole-field aggregates. 3-D float32: 38 B/point homogeneous lossless, 70
     B/point heterogeneous absorbing nonlinear. A rough figure for decompositions (halos,
-    transposes and stored dt/rho0_sg come on top)."""
+    transposes and stored dt/rho0_sg come on top). Exact in Python integers at any size."""
     g, m = problem.grid, problem.medium
     item = np.dtype(problem.dtype).itemsize
     d = g.ndim
@@ -159,7 +159,7 @@ def memory_estimate(problem: Problem) -> int:
     medium += absorbing and (field(m.c0) or field(m.alpha_coeff))  # tau
     # dt/rho0_sg: assumed derived from rho0 in the step (staggered densities that are k-Wave's
     # interpolation of rho0, the usual case); other given ones add d fields
-    operators = 0.5 * (1 + (2 if absorbing else 0))  # kappa (and two nablas), half spectra
+    half_spectra = 1 + (2 if absorbing else 0)  # kappa (and two nablas), half a field each
     # additive sources: the filtered grid (a temporary), and the filtered mask of those whose
     # points share one signal (step.with_source_patterns)
     additive = [
@@ -168,7 +168,8 @@ def memory_estimate(problem: Problem) -> int:
     sources = len(additive) + sum(v.common_signal is not None for v in additive)
     rec = problem.sensor.record
     whole = sum(q.endswith("_all") for q in rec) * (1 if any(q.startswith("p") for q in rec) else d)
-    return int(g.size * item * (state + temps + medium + operators + whole + sources))
+    fields = state + temps + int(medium) + whole + sources
+    return g.size * item * (2 * fields + half_spectra) // 2  # Python integers: no wrap-around
 
 
 # --------------------------------------------------------------------------- probable mistakes
