@@ -53,6 +53,8 @@ def cache_path() -> str:
 
 
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
+#: XLA's GPU kernels without run-to-run variation (atomics); ignored on CPUs
+DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops"
 
 
 def set_xla_flags() -> None:
@@ -61,10 +63,16 @@ def set_xla_flags() -> None:
     it). XLA:CPU's concurrency-optimised scheduler orders independent work (the d inverse
     transforms of a gradient) to run side by side and so keeps all their outputs alive: 16
     instead of 8 B/point of temporaries in the lossless step, and no faster here
-    (docs/performance.md). It is switched off unless ``XLA_FLAGS`` already sets it."""
+    (docs/performance.md). It is switched off unless ``XLA_FLAGS`` already sets it. In
+    deterministic mode (``Settings.deterministic``) GPUs use deterministic kernels
+    (:data:`DETERMINISTIC_FLAG`; scatter-adds otherwise sum in a varying order)."""
     flags = os.environ.get("XLA_FLAGS", "")
     if config.current().xla_scheduler_off and SCHEDULER_FLAG not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {SCHEDULER_FLAG}=false".strip()
+        flags = f"{flags} {SCHEDULER_FLAG}=false".strip()
+    if config.current().deterministic and DETERMINISTIC_FLAG not in flags:
+        flags = f"{flags} {DETERMINISTIC_FLAG}=true".strip()
+    if flags:
+        os.environ["XLA_FLAGS"] = flags
 
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter

@@ -6,8 +6,13 @@ The C++ source (``csrc/fftw_ffi.cc``, shipped with the package) is compiled on f
 single-precision FFTW shared library: Debian's ``libfftw3f`` (package ``libfftw3-dev`` /
 ``libfftw3-single3``) or the copy inside the pyFFTW wheel (``pip install pyfftw``). The
 library goes to ``$XDG_CACHE_HOME/sonotile`` (default ``~/.cache/sonotile``), keyed by a hash
-of the source, the headers and the FFTW library, together with FFTW's wisdom file, so repeat
-runs neither compile nor measure plans again.
+of the source, the headers, the compiler (path and ``--version``), the flags and the FFTW
+library (its file and ``fftwf_version``), together with FFTW's wisdom file, so repeat runs
+neither compile nor measure plans again. It is loaded only once its owner, mode and SHA-256
+have been checked (:func:`sonotile.base.cachedir.ensure_library`); a build that fails the
+check is compiled again. In deterministic mode (``Settings.deterministic``) plans come from
+FFTW_ESTIMATE without wisdom and the backend never falls back; :func:`describe` says what
+ran.
 
 Where it cannot be built (no compiler, no FFTW, no jaxlib FFI headers) :func:`available`
 returns False after one line on stderr and the operators use XLA's FFT. GPU runs always use
