@@ -334,13 +334,13 @@ def ensure_library(
     compilation's process, or one with return code 0 and args ``["cached"]``."""
     directory = os.path.dirname(os.path.abspath(so))
     check_folder(directory)
+    prune_temporaries(directory)  # one listing: crashed installs, FFTW's half-written wisdom
     if verified(so):
         touch(so)  # in use: kept by prune_builds
         return subprocess.CompletedProcess(["cached"], 0, "", "")
     with locked(so + ".lock"):
         if verified(so):  # installed meanwhile by another process
             return subprocess.CompletedProcess(["cached"], 0, "", "")
-        prune_temporaries(directory)
         return compile_library(source, so, commands, label)
 
 
