@@ -134,13 +134,13 @@ def touch(path: str) -> None:
 
 # --------------------------------------------------------------------- compiled extensions
 #
-# A build is trusted only when all of these hold, checked before every load:
-# the cache folder is a real folder owned by this user and writable by nobody else; the
-# library and its digest file (``<so>.sha256``) are regular files (not links) owned by this
-# user and writable by nobody else; and the library's SHA-256 equals the digest. Anything else
-# (a truncated or tampered library, a planted one, a leftover of a crashed build) is built
-# again and installed over it. Builds are installed under a lock (``<so>.lock``): whole,
-# fsynced, by rename, so concurrent first runs compile once and never see half a library.
+# A build is trusted only when all of these hold, checked before every load: the cache folder
+# is a real folder owned by this user (or root) and writable by nobody else; the library and
+# its digest file (``<so>.sha256``) are regular files (not links) owned by this user (or root)
+# and writable by nobody else; and the library's SHA-256 equals the digest. Anything else (a
+# truncated or tampered library, a planted one, a leftover of a crashed build) is built again
+# and installed over it. Builds are installed under a lock (``<so>.lock``): whole, fsynced, by
+# rename, so concurrent first runs compile once and never see half a library.
 
 #: the ending of a library's digest file
 DIGEST = ".sha256"
@@ -150,18 +150,23 @@ DIGEST = ".sha256"
 STALE_AFTER = 60.0
 
 
+def _trusted_owners() -> tuple[int, int]:
+    """Who may own cached builds: this user, and root (who can change anything anyway)."""
+    return (os.geteuid(), 0)
+
+
 class UnsafeCache(OSError):
     """The cache folder (or a file in it) could be changed by someone else."""
 
 
 def check_folder(directory: str) -> None:
     """Create ``directory`` (mode 0700) if missing; raise :class:`UnsafeCache` unless it is a
-    folder (not a link) owned by this user and not writable by group or others."""
+    folder (not a link) owned by this user (or root) and not writable by group or others."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeCache(f"cache folder {directory} is not a folder (a link?)")
-    if st.st_uid != os.geteuid():
+    if st.st_uid not in _trusted_owners():
         raise UnsafeCache(
             f"cache folder {directory} belongs to user id {st.st_uid}, not to this user "
             f"({os.geteuid()}): set XDG_CACHE_HOME to a folder of your own"
@@ -175,12 +180,14 @@ def check_folder(directory: str) -> None:
 
 
 def _private_file(path: str) -> bool:
-    """``path`` is a regular file (not a link) of this user, writable by nobody else."""
+    """``path`` is a regular file (not a link) of this user (or root), writable by nobody
+    else."""
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    trusted = st.st_uid in _trusted_owners()
+    return stat.S_ISREG(st.st_mode) and trusted and not st.st_mode & 0o022
 
 
 def digest(path: str) -> str:
