@@ -8,10 +8,10 @@ import math
 import h5py
 import numpy as np
 import pytest
-from sonotile.commands.cli import main
 
 import sonotile as st
 from sonotile.api.heat import heat_from_result, source_from_result
+from sonotile.commands.cli import main
 from sonotile.physics.heat import acoustic_heat_source
 
 F0, C0, RHO, ALPHA, Y = 1e6, 1510.0, 1020.0, 0.75, 1.5  # k-Wave's heating example

@@ -3,7 +3,8 @@
 JAX writes one file per compiled program (``<name>-<hash>-cache``) and never removes any
 unless it is given a size limit (which needs the ``filelock`` package); every grid shape, step
 count and sonotile version adds programs, and every sonotile version its own build of the FFTW
-extension and of the MPI extension (both compiled by :func:`compile_library`).
+extension and of the MPI extension (both compiled by :func:`compile_library` and loaded
+only after :func:`ensure_library` has verified them: owner, mode and SHA-256).
 :func:`prune_daily` removes the least recently used programs once the directory is over a limit
 (at most one scan per day: one ``stat`` per process start otherwise), and :func:`prune_builds`
 removes builds unused for a month. Removing a file another process is reading is safe (it keeps
@@ -12,13 +13,16 @@ its open copy; a program removed before it is opened is compiled again).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
-import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 #: the file whose modification time says when the directory was last scanned
 STAMP = ".sonotile-pruned"
@@ -112,6 +116,9 @@ def prune_builds(
             if now - os.stat(path).st_mtime > max_age:
                 os.remove(path)
                 removed.append(name)
+                for extra in (path + DIGEST, path + ".lock"):
+                    with contextlib.suppress(OSError):
+                        os.remove(extra)
         except OSError:
             pass
     return removed
@@ -125,14 +132,190 @@ def touch(path: str) -> None:
         pass
 
 
+# --------------------------------------------------------------------- compiled extensions
+#
+# A build is trusted only when all of these hold, checked before every load: the cache folder
+# is a real folder owned by this user (or root) and writable by nobody else; the library and
+# its digest file (``<so>.sha256``) are regular files (not links) owned by this user (or root)
+# and writable by nobody else; and the library's SHA-256 equals the digest. Anything else (a
+# truncated or tampered library, a planted one, a leftover of a crashed build) is built again
+# and installed over it. Builds are installed under a lock (``<so>.lock``): whole, fsynced, by
+# rename, so concurrent first runs compile once and never see half a library.
+
+#: the ending of a library's digest file
+DIGEST = ".sha256"
+#: temporaries (``<file>.<pid>``, ``<file>.tmp<pid>``) of processes that are gone are removed
+#: once they are this old [s] (younger ones may belong to a process on another machine
+#: sharing the folder)
+STALE_AFTER = 60.0
+
+
+def _trusted_owners() -> tuple[int, int]:
+    """Who may own cached builds: this user, and root (who can change anything anyway)."""
+    return (os.geteuid(), 0)
+
+
+class UnsafeCache(OSError):
+    """The cache folder (or a file in it) could be changed by someone else."""
+
+
+def check_folder(directory: str) -> None:
+    """Create ``directory`` (mode 0700) if missing; raise :class:`UnsafeCache` unless it is a
+    folder (not a link) owned by this user (or root) and not writable by group or others."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeCache(f"cache folder {directory} is not a folder (a link?)")
+    if st.st_uid not in _trusted_owners():
+        raise UnsafeCache(
+            f"cache folder {directory} belongs to user id {st.st_uid}, not to this user "
+            f"({os.geteuid()}): set XDG_CACHE_HOME to a folder of your own"
+        )
+    if st.st_mode & 0o022:
+        raise UnsafeCache(
+            f"cache folder {directory} is writable by others (mode "
+            f"{stat.S_IMODE(st.st_mode):03o}): run 'chmod go-w {directory}' or set "
+            "XDG_CACHE_HOME to a folder of your own"
+        )
+
+
+def _private_file(path: str) -> bool:
+    """``path`` is a regular file (not a link) of this user (or root), writable by nobody
+    else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    trusted = st.st_uid in _trusted_owners()
+    return stat.S_ISREG(st.st_mode) and trusted and not st.st_mode & 0o022
+
+
+def digest(path: str) -> str:
+    """SHA-256 of a file's contents (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verified(so: str) -> bool:
+    """The library ``so`` can be loaded: it and its digest file are private files of this
+    user (see above) and its SHA-256 is the recorded one."""
+    if not (_private_file(so) and _private_file(so + DIGEST)):
+        return False
+    try:
+        with open(so + DIGEST) as fh:
+            want = fh.read().strip()
+        return len(want) == 64 and digest(so) == want
+    except OSError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def prune_temporaries(directory: str, now: float | None = None) -> list[str]:
+    """Remove the temporaries ``<name>.<pid>`` / ``<name>.tmp<pid>`` (half-written libraries,
+    digests and FFTW wisdom) whose process is no longer running, once older than
+    :data:`STALE_AFTER`. Returns the names removed."""
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    for name in names:
+        tail = name.rsplit(".", 1)[-1] if "." in name else ""
+        pid = tail.removeprefix("tmp")
+        if not (pid.isdigit() and int(pid) > 0) or _pid_alive(int(pid)):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if now - os.lstat(path).st_mtime > STALE_AFTER:
+                os.remove(path)
+                removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
+def _write_synced(path: str, data: bytes, mode: int) -> None:
+    """Write ``data`` to the new file ``path`` (not following links) and fsync it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, mode)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def install(built: str, so: str) -> None:
+    """Install the library file ``built`` as ``so`` with its digest: each written whole and
+    fsynced under a temporary name, then renamed into place (digest first; a reader between
+    the two renames sees a mismatch and waits for the lock), then the folder fsynced."""
+    with open(built, "rb") as fh:
+        data = fh.read()
+    part, part_digest = f"{so}.{os.getpid()}", f"{so}{DIGEST}.{os.getpid()}"
+    _write_synced(part, data, 0o755)
+    _write_synced(part_digest, hashlib.sha256(data).hexdigest().encode() + b"\n", 0o644)
+    os.replace(part_digest, so + DIGEST)
+    os.replace(part, so)
+    _fsync_folder(os.path.dirname(os.path.abspath(so)))
+
+
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created; ``flock``) while inside; without a lock where
+    the file system has none."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError:
+        fd = -1
+    try:
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                pass
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def compile_library(
     source: str, so: str, commands: Callable[[str, str], list[list[str]]], label: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    """Compile the C++ ``source`` into the shared library ``so`` (atomically: a rename; other
-    processes see the old state or the whole library). ``commands(cc, out)`` lists the compiler
-    commands to try in turn (source path, output path); the first that succeeds is installed.
-    Returns the last command's process (``returncode`` != 0: nothing installed). ``label``:
-    print each command to stderr under that name."""
+    """Compile the C++ ``source`` into the shared library ``so`` and :func:`install` it.
+    ``commands(cc, out)`` lists the compiler commands to try in turn (source path, output
+    path); the first that succeeds is installed. Returns the last command's process
+    (``returncode`` != 0: nothing installed). ``label``: print each command to stderr under
+    that name."""
     name = os.path.basename(so).split("_")[0]
     with tempfile.TemporaryDirectory() as d:
         cc, out = os.path.join(d, f"{name}.cc"), os.path.join(d, f"{name}.so")
@@ -144,8 +327,50 @@ def compile_library(
                 print(f"sonotile: building {label}:", " ".join(cmd), file=sys.stderr)
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode == 0:
-                part = f"{so}.{os.getpid()}"
-                shutil.copy(out, part)
-                os.replace(part, so)
+                install(out, so)
                 break
     return r
+
+
+def ensure_library(
+    source: str, so: str, commands: Callable[[str, str], list[list[str]]], label: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """A :func:`verified` library at ``so``: the cached one, else compiled and installed
+    (:func:`compile_library`) under the folder's lock, so that concurrent processes compile
+    once. Raises :class:`UnsafeCache` for a folder others can write to. Returns the
+    compilation's process, or one with return code 0 and args ``["cached"]``."""
+    directory = os.path.dirname(os.path.abspath(so))
+    check_folder(directory)
+    prune_temporaries(directory)  # one listing: crashed installs, FFTW's half-written wisdom
+    if verified(so):
+        touch(so)  # in use: kept by prune_builds
+        return subprocess.CompletedProcess(["cached"], 0, "", "")
+    with locked(so + ".lock"):
+        if verified(so):  # installed meanwhile by another process
+            return subprocess.CompletedProcess(["cached"], 0, "", "")
+        return compile_library(source, so, commands, label)
+
+
+def compiler_version(cxx: str) -> str:
+    """What ``cxx --version`` prints (part of a build's key; "" if it cannot be run)."""
+    try:
+        r = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (r.stdout + r.stderr).strip()
+
+
+def file_identity(path: str) -> str:
+    """A library file as part of a build's key: its real path, size and modification time
+    (another installed version, another key)."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return real
+    return f"{real} {st.st_size} {st.st_mtime_ns}"
+
+
+def key_tag(parts: list[str]) -> str:
+    """The 16 hex digits that name a build: SHA-256 of its key's ``parts``."""
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

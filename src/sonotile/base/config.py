@@ -87,6 +87,12 @@ class Settings:
             answering. Env: ``SONOTILE_HEARTBEAT_TIMEOUT``.
         init_timeout: seconds the processes of a job wait for each other at the start. Env:
             ``SONOTILE_INIT_TIMEOUT``.
+        deterministic: bit-identical results run after run on one machine with the same
+            settings and threads: the FFT backend is fixed (a CPU float32 run fails when the
+            FFTW extension is unavailable instead of using XLA's FFT) and FFTW plans with
+            FFTW_ESTIMATE and no wisdom file (no timed planning); ``fftw_plan`` is ignored.
+            :func:`sonotile.fft.fftw.describe` says what ran. Env: ``SONOTILE_DETERMINISTIC``
+            (1/0); ``sonotile-kwave --deterministic``.
     """
 
     fft: str = "auto"
@@ -110,6 +116,7 @@ class Settings:
     local_rank: int | None = None
     heartbeat_timeout: int = 30
     init_timeout: int = 120
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("fft", self.fft, FFT_BACKENDS),
@@ -158,6 +165,7 @@ VARIABLES = (
     ("SONOTILE_LOCAL_RANK", "local_rank", int),
     ("SONOTILE_HEARTBEAT_TIMEOUT", "heartbeat_timeout", int),
     ("SONOTILE_INIT_TIMEOUT", "init_timeout", int),
+    ("SONOTILE_DETERMINISTIC", "deterministic", bool),
 )
 
 

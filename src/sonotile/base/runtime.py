@@ -53,6 +53,8 @@ def cache_path() -> str:
 
 
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
+#: XLA's GPU kernels without run-to-run variation (atomics); ignored on CPUs
+DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops"
 
 
 def set_xla_flags() -> None:
@@ -61,10 +63,16 @@ def set_xla_flags() -> None:
     it). XLA:CPU's concurrency-optimised scheduler orders independent work (the d inverse
     transforms of a gradient) to run side by side and so keeps all their outputs alive: 16
     instead of 8 B/point of temporaries in the lossless step, and no faster. It is switched
-    off unless ``XLA_FLAGS`` already sets it."""
+    off unless ``XLA_FLAGS`` already sets it. In deterministic mode
+    (``Settings.deterministic``) GPUs use deterministic kernels (:data:`DETERMINISTIC_FLAG`;
+    scatter-adds otherwise sum in a varying order)."""
     flags = os.environ.get("XLA_FLAGS", "")
     if config.current().xla_scheduler_off and SCHEDULER_FLAG not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {SCHEDULER_FLAG}=false".strip()
+        flags = f"{flags} {SCHEDULER_FLAG}=false".strip()
+    if config.current().deterministic and DETERMINISTIC_FLAG not in flags:
+        flags = f"{flags} {DETERMINISTIC_FLAG}=true".strip()
+    if flags:
+        os.environ["XLA_FLAGS"] = flags
 
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
@@ -320,8 +328,113 @@ def _backends_started() -> bool:
 
 
 def host_memory_available() -> int | None:
-    """The host's ``MemAvailable`` [bytes] (Linux ``/proc/meminfo``), else None."""
-    return _proc_field("/proc/meminfo", "MemAvailable:")
+    """Memory this process may still use [bytes]: the smallest of :func:`memory_limits`, else
+    None."""
+    return host_memory_limit()[0]
+
+
+def host_memory_limit(
+    cgroup_root: str = "/sys/fs/cgroup", proc: str = "/proc"
+) -> tuple[int | None, str]:
+    """The smallest of :func:`memory_limits` [bytes] and what it is (for messages), or
+    ``(None, "host RAM unknown")``."""
+    limits = memory_limits(cgroup_root, proc)
+    if not limits:
+        return None, "host RAM unknown"
+    return min(limits)
+
+
+def memory_limits(
+    cgroup_root: str = "/sys/fs/cgroup", proc: str = "/proc"
+) -> list[tuple[int, str]]:
+    """Each known bound on what this process may still allocate, ``(bytes, what)``: the host's
+    ``MemAvailable`` (``<proc>/meminfo``); each memory cgroup of the process and its ancestors
+    (containers, Slurm): v2 ``memory.max`` minus ``memory.current``, v1
+    ``memory.limit_in_bytes`` minus ``memory.usage_in_bytes``, both plus the inactive file
+    pages (``memory.stat``; the kernel reclaims them first); and ``RLIMIT_AS`` (``ulimit -v``)
+    minus the address space in use (``VmSize``). Linux; elsewhere only ``RLIMIT_AS``."""
+    out = []
+    free = _proc_field(os.path.join(proc, "meminfo"), "MemAvailable:")
+    if free is not None:
+        out.append((free, "host RAM available (MemAvailable)"))
+    out += _cgroup_limits(cgroup_root, os.path.join(proc, "self", "cgroup"))
+    out += _address_space_limit(os.path.join(proc, "self", "status"))
+    return out
+
+
+def _address_space_limit(status: str) -> list[tuple[int, str]]:
+    """``RLIMIT_AS``'s soft limit minus the ``VmSize`` of ``status`` (``/proc/self/status``)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            return []
+    except (ImportError, OSError, ValueError):
+        return []
+    used = _proc_field(status, "VmSize:") or 0
+    what = f"address space left under RLIMIT_AS (ulimit -v {soft // 1024})"
+    return [(max(0, soft - used), what)]
+
+
+#: a v1 cgroup's limit at or above this is no limit (the kernel reports 2^63 - 4096)
+CGROUP_V1_NO_LIMIT = 2**62
+
+
+def _cgroup_limits(root: str, self_cgroup: str) -> list[tuple[int, str]]:
+    """The memory cgroup bounds of the process's cgroups (``self_cgroup``: the lines
+    ``id:controllers:path`` of ``/proc/self/cgroup``) and of their ancestors under ``root``."""
+    try:
+        with open(self_cgroup) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        ident, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if ident == "0" and controllers == "":  # v2, unified
+            base, files = root, ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):  # v1
+            base = os.path.join(root, "memory")
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
+            continue
+        parts = [p for p in path.split("/") if p and p != ".."]
+        for k in range(len(parts), -1, -1):  # the process's own cgroup, then its ancestors
+            found = _cgroup_bound(os.path.join(base, *parts[:k]), *files)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+def _cgroup_bound(
+    folder: str, limit_file: str, usage_file: str, inactive: str
+) -> tuple[int, str] | None:
+    """``(limit - usage + inactive file pages, what)`` of one cgroup folder, or None without a
+    limit there."""
+    try:
+        with open(os.path.join(folder, limit_file)) as fh:
+            text = fh.read().strip()
+        if text == "max" or int(text) >= CGROUP_V1_NO_LIMIT:
+            return None
+        limit = int(text)
+        with open(os.path.join(folder, usage_file)) as fh:
+            usage = int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+    reclaimable = 0
+    try:
+        with open(os.path.join(folder, "memory.stat")) as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == inactive:
+                    reclaimable = int(value)
+    except (OSError, ValueError):
+        pass
+    free = max(0, limit - usage + min(reclaimable, usage))
+    where = os.path.join(folder, limit_file)
+    return free, f"memory left under the cgroup limit ({where} = {limit / 2**20:.0f} MB)"
 
 
 def peak_rss_bytes(pid: int | str = "self") -> int | None:

@@ -6,8 +6,13 @@ The C++ source (``csrc/fftw_ffi.cc``, shipped with the package) is compiled on f
 single-precision FFTW shared library: Debian's ``libfftw3f`` (package ``libfftw3-dev`` /
 ``libfftw3-single3``) or the copy inside the pyFFTW wheel (``pip install pyfftw``). The
 library goes to ``$XDG_CACHE_HOME/sonotile`` (default ``~/.cache/sonotile``), keyed by a hash
-of the source, the headers and the FFTW library, together with FFTW's wisdom file, so repeat
-runs neither compile nor measure plans again.
+of the source, the headers, the compiler (path and ``--version``), the flags and the FFTW
+library (its file and ``fftwf_version``), together with FFTW's wisdom file, so repeat runs
+neither compile nor measure plans again. It is loaded only once its owner, mode and SHA-256
+have been checked (:func:`sonotile.base.cachedir.ensure_library`); a build that fails the
+check is compiled again. In deterministic mode (``Settings.deterministic``) plans come from
+FFTW_ESTIMATE without wisdom and the backend never falls back; :func:`describe` says what
+ran.
 
 Where it cannot be built (no compiler, no FFTW, no jaxlib FFI headers) :func:`available`
 returns False after one line on stderr and the operators use XLA's FFT. GPU runs always use
@@ -25,7 +30,7 @@ import hashlib
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -126,38 +131,53 @@ def build(verbose: bool = False) -> str | None:
 
 
 def _build(verbose: bool) -> str | None:
+    found = _toolchain()
+    if isinstance(found, str):
+        _state["reason"] = found
+        return None
+    inc, libs, cxx = found
+    src = _source()
+    commands = _commands(inc, libs, cxx)
+    key = _build_key(src, inc, libs, cxx, commands("<source>", "<library>"))
+    so = os.path.join(cache_dir(), f"fftw_ffi_{cachedir.key_tag(key)}.so")
+    try:
+        r = cachedir.ensure_library(src, so, commands, "the FFTW extension" if verbose else "")
+    except cachedir.UnsafeCache as e:
+        _state["reason"] = str(e)
+        return None
+    if r.returncode != 0:
+        _state["reason"] = f"compiling the FFTW extension failed: {r.stderr.strip()[-400:]}"
+        return None
+    cachedir.prune_builds(cache_dir(), so, ("fftw_ffi_", ".so"))  # other versions' builds
+    return so
+
+
+def _toolchain() -> tuple[str, tuple[str, str | None], str] | str:
+    """``(jaxlib's FFI include folder, FFTW's libraries, C++ compiler)``, or why not."""
     try:
         import jax.ffi
 
         inc = jax.ffi.include_dir()
     except (ImportError, AttributeError) as e:
-        _state["reason"] = f"no jaxlib FFI headers ({e})"
-        return None
+        return f"no jaxlib FFI headers ({e})"
     if not os.path.exists(os.path.join(inc, "xla", "ffi", "api", "ffi.h")):
-        _state["reason"] = f"no xla/ffi/api/ffi.h under {inc}"
-        return None
+        return f"no xla/ffi/api/ffi.h under {inc}"
     libs = find_library()
     if libs is None:
-        _state["reason"] = "no libfftw3f found (apt install libfftw3-dev, or pip install pyfftw)"
-        return None
+        return "no libfftw3f found (apt install libfftw3-dev, or pip install pyfftw)"
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None:
-        _state["reason"] = "no C++ compiler (g++ / c++)"
-        return None
-    src = _source()
-    import jaxlib
+        return "no C++ compiler (g++ / c++)"
+    return inc, libs, cxx
 
-    link = "rpath-disable-new-dtags"  # how the libraries are found; part of the cache key
-    native = cpu_signature() if config.current().fftw_native else "portable"
-    key = "\n".join([src, inc, jaxlib.__version__, cxx, link, native, *[p or "" for p in libs]])
-    tag = hashlib.sha256(key.encode()).hexdigest()[:16]
-    os.makedirs(cache_dir(), exist_ok=True)
-    so = os.path.join(cache_dir(), f"fftw_ffi_{tag}.so")
-    if os.path.exists(so):
-        cachedir.touch(so)  # in use: kept by prune_builds
-        return so
+
+def _commands(
+    inc: str, libs: tuple[str, str | None], cxx: str
+) -> Callable[[str, str], list[list[str]]]:
+    """The compiler commands to try in turn, ``(source, output) -> [command, ...]``."""
     main, thr = libs
     rpaths = sorted({os.path.dirname(main)} | ({os.path.dirname(thr)} if thr else set()))
+    native = config.current().fftw_native
 
     def commands(cc: str, out: str) -> list[list[str]]:
         cmd = [cxx, "-O3", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", cc, "-o", out]
@@ -166,14 +186,36 @@ def _build(verbose: bool) -> str | None:
         cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths]
         cmd += ["-Wl,--disable-new-dtags", "-lpthread"]
         # a compiler without -march=native builds the portable extension
-        return [cmd[:1] + ["-march=native"] + cmd[1:], cmd] if native != "portable" else [cmd]
+        return [cmd[:1] + ["-march=native"] + cmd[1:], cmd] if native else [cmd]
 
-    r = cachedir.compile_library(src, so, commands, "the FFTW extension" if verbose else "")
-    if r.returncode != 0:
-        _state["reason"] = f"compiling the FFTW extension failed: {r.stderr.strip()[-400:]}"
-        return None
-    cachedir.prune_builds(cache_dir(), so, ("fftw_ffi_", ".so"))  # other versions' builds
-    return so
+    return commands
+
+
+def _build_key(
+    src: str, inc: str, libs: tuple[str, str | None], cxx: str, commands: list[list[str]]
+) -> list[str]:
+    """What a build depends on: the source, jaxlib's headers, the compiler (its path and
+    ``--version``), the commands (flags), the CPU (native builds) and FFTW (each library
+    file's identity and ``fftwf_version``)."""
+    import jaxlib
+
+    native = cpu_signature() if config.current().fftw_native else "portable"
+    key = [src, inc, jaxlib.__version__, cxx, cachedir.compiler_version(cxx), native]
+    key += [" ".join(c) for c in commands]
+    key += [cachedir.file_identity(p) for p in libs if p] + [library_version(libs[0])]
+    return key
+
+
+def library_version(path: str) -> str:
+    """FFTW's own version string (``fftwf_version``, e.g. ``fftw-3.3.10-sse2-avx``) of the
+    library file ``path``, or "" where it cannot be read."""
+    try:
+        lib = ctypes.CDLL(path)
+        text = ctypes.cast(ctypes.addressof(ctypes.c_char.in_dll(lib, "fftwf_version")),
+                           ctypes.c_char_p).value  # fmt: skip
+    except (OSError, ValueError):
+        return ""
+    return text.decode(errors="replace") if text else ""
 
 
 def default_threads() -> int:
@@ -223,10 +265,22 @@ def load() -> ctypes.CDLL | None:
     return lib
 
 
-def _configure(lib: ctypes.CDLL) -> None:
+def plan_effort() -> str:
+    """FFTW's planning effort for this process: ``estimate`` in deterministic mode
+    (``Settings.deterministic``), else ``Settings.fftw_plan``."""
     s = config.current()
+    return "estimate" if s.deterministic else s.fftw_plan
+
+
+def _configure(lib: ctypes.CDLL) -> None:
+    """Threads, effort and wisdom file (none in deterministic mode: wisdom measured earlier
+    would choose the plans, and FFTW_ESTIMATE plans with the same cost model every run)."""
+    s = config.current()
+    effort = plan_effort()
     wisdom = os.path.join(cache_dir(), f"fftwf_wisdom_{os.uname().nodename}.txt")
-    lib.sonotile_fftw_configure(threads(), _EFFORT[s.fftw_plan], wisdom.encode())
+    wisdom = "" if s.deterministic else wisdom
+    _state["configured"] = {"effort": effort, "wisdom": wisdom, "threads": threads()}
+    lib.sonotile_fftw_configure(threads(), _EFFORT[effort], wisdom.encode())
 
 
 def threads() -> int:
@@ -276,12 +330,21 @@ def reset() -> None:
 
 def resolve(fft: str | None, dtype: str) -> str:
     """The backend to use: ``fftw`` on the CPU for float32 when the extension works, else xla
-    (``fft`` ``"auto"``/None: :attr:`sonotile.base.config.Settings.fft` decides)."""
+    (``fft`` ``"auto"``/None: :attr:`sonotile.base.config.Settings.fft` decides). In
+    deterministic mode (``Settings.deterministic``) a CPU float32 run that would use FFTW
+    raises :class:`RuntimeError` when the extension is unavailable, instead of using XLA's
+    FFT. The backends resolved are recorded for :func:`describe`."""
     fft = fft or "auto"
     if fft == "auto":
         fft = config.current().fft
     if fft not in ("auto", "xla", "fftw"):
         raise ValueError(f"fft must be auto, xla or fftw, not {fft!r}")
+    backend = _resolve(fft, dtype)
+    _state.setdefault("used", set()).add(backend)
+    return backend
+
+
+def _resolve(fft: str, dtype: str) -> str:
     if fft == "xla":
         return "xla"
     import jax
@@ -290,8 +353,54 @@ def resolve(fft: str | None, dtype: str) -> str:
         return "xla"
     if available():
         return "fftw"
+    if config.current().deterministic:
+        raise RuntimeError(
+            f"deterministic mode needs the FFTW extension, which is unavailable ({reason()}); "
+            "fix that, or choose XLA's FFT explicitly (SONOTILE_FFT=xla)"
+        )
     note_fallback()
     return "xla"
+
+
+def describe() -> dict[str, str]:
+    """What this process's FFTs ran on, for an output's provenance: ``fft_backend`` (the
+    backends resolved so far, e.g. ``fftw``; ``none`` before any), ``deterministic`` (1/0),
+    and where FFTW was loaded: ``fftw_plan`` (the planning effort used), ``fftw_wisdom`` (the
+    wisdom file, or ``none``), ``fftw_threads``, ``fftw_version`` (``fftwf_version``),
+    ``fftw_library`` (its file), ``fftw_extension`` and ``fftw_extension_sha256`` (the
+    compiled extension); where XLA's FFT ran: ``xla_fft`` (jaxlib's version and platform)."""
+    used = sorted(_state.get("used", ()))
+    out = {
+        "fft_backend": ",".join(used) or "none",
+        "deterministic": "1" if config.current().deterministic else "0",
+    }
+    done = _state.get("configured")
+    if "fftw" in used and done is not None and _state.get("path"):
+        libs = find_library()
+        so = _state["path"]
+        out.update(
+            fftw_plan=done["effort"],
+            fftw_wisdom=done["wisdom"] or "none",
+            fftw_threads=str(done["threads"]),
+            fftw_version=library_version(libs[0]) if libs else "",
+            fftw_library=libs[0] if libs else "",
+            fftw_extension=os.path.basename(so),
+            fftw_extension_sha256=_digest_of(so),
+        )
+    if "xla" in used:
+        import jax
+        import jaxlib
+
+        out["xla_fft"] = f"jaxlib {jaxlib.__version__} on {jax.default_backend()}"
+    return out
+
+
+def _digest_of(so: str) -> str:
+    try:
+        with open(so + cachedir.DIGEST) as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
 
 
 def _epilogue_args(e: Epilogue) -> list[jax.Array]:

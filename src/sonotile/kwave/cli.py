@@ -8,12 +8,14 @@ only after the command line is parsed so that ``-t`` and ``-g`` can configure it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
+from sonotile.base import config
 from sonotile.base.cliargs import Parser, closest
 from sonotile.base.runtime import configure_cpu_devices, configure_threads, cpus_restored
 from sonotile.base.version import __version__
@@ -63,6 +65,9 @@ sonotile extras:
   --transport <t>            auto | mpi | xla: what carries halos and transposes between
                              processes (default auto: MPI under mpirun/srun with one CPU device
                              per process, else XLA's gloo/NCCL)
+  --deterministic            bit-identical outputs run after run: fixed FFT backend (an error
+                             if FFTW is unavailable), FFTW plans by estimate, no wisdom
+                             (also SONOTILE_DETERMINISTIC=1)
 several processes (sonotile launch -n N -- sonotile-kwave ..., mpirun, srun): detected from the
 environment; every process runs the same command line, process 0 writes the files.
 """
@@ -144,6 +149,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--accuracy", type=_positive_float, default=1e-3)
     p.add_argument("--cpu_devices", type=_int_range(1, 4096))
     p.add_argument("--transport", choices=("auto", "mpi", "xla"), default=None)
+    p.add_argument("--deterministic", action="store_true")
     for flag in OUTPUT_FLAGS:
         names = [f"--{flag}"]
         if flag == "p_raw":
@@ -186,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
         return 0
-    with cpus_restored():  # -t narrows this thread's CPUs for the run only
+    with cpus_restored(), _run_settings(args):  # -t narrows this thread's CPUs for the run only
         configure_threads(args.threads)
         try:
             configure_cpu_devices(args.cpu_devices)
@@ -198,6 +204,18 @@ def main(argv: list[str] | None = None) -> int:
         status = _run(args)
         distributed.fail_fast(status)  # several processes: the others must not wait for it
         return status
+
+
+@contextlib.contextmanager
+def _run_settings(args: argparse.Namespace) -> Iterator[None]:
+    """The settings the command line changes (``--deterministic``), for the run only."""
+    before = config.current().deterministic
+    if args.deterministic:
+        config.configure(deterministic=True)
+    try:
+        yield
+    finally:
+        config.configure(deterministic=before)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ fastest), the order :mod:`sonotile.api` uses for masks. Cartesian coordinates ar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -118,7 +119,7 @@ def bli_weights(
         grid-shaped float64 weights.
     """
     nd = len(shape)
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     stencil = star_stencil(nd, tol)
     centre = np.array([n // 2 for n in shape], dtype=np.float64)
     u = points.T / dx + centre  # continuous 0-based indices (N, D)

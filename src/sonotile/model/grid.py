@@ -56,8 +56,8 @@ class Grid:
 
     @property
     def size(self) -> int:
-        """Number of grid points."""
-        return int(np.prod(self.shape))
+        """Number of grid points (a Python integer: no wrap-around for huge grids)."""
+        return math.prod(self.shape)
 
     @property
     def extent(self) -> tuple[float, ...]:

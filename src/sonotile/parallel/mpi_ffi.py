@@ -31,7 +31,6 @@ here): :func:`available` is False with :func:`reason`, and the transport keeps m
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
@@ -70,16 +69,15 @@ def _build() -> str | None:
         show = subprocess.run([cxx, "--showme"], capture_output=True, text=True).stdout
     except OSError:
         show = ""
-    key = "\n".join([src, inc, jaxlib.__version__, cxx, show])
-    tag = hashlib.sha256(key.encode()).hexdigest()[:16]
-    root = config.current().cache_dir
-    os.makedirs(root, exist_ok=True)
-    so = os.path.join(root, f"mpi_ffi_{tag}.so")
-    if os.path.exists(so):
-        cachedir.touch(so)
-        return so
     flags = ["-O2", "-std=c++17", "-shared", "-fPIC", "-w", f"-I{inc}"]
-    r = cachedir.compile_library(src, so, lambda cc, out: [[cxx, *flags, cc, "-o", out]])
+    key = [src, inc, jaxlib.__version__, cxx, cachedir.compiler_version(cxx), show, *flags]
+    root = config.current().cache_dir
+    so = os.path.join(root, f"mpi_ffi_{cachedir.key_tag(key)}.so")
+    try:
+        r = cachedir.ensure_library(src, so, lambda cc, out: [[cxx, *flags, cc, "-o", out]])
+    except cachedir.UnsafeCache as e:
+        _state["reason"] = str(e)
+        return None
     if r.returncode != 0:
         lines = r.stderr.splitlines()
         errors = [ln for ln in lines if "error" in ln] or lines[-3:]

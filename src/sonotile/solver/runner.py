@@ -551,16 +551,16 @@ def make_sizer(
 def available_memory(device: jax.Device | None = None) -> tuple[int | None, str]:
     """Free memory of ``device`` (default: JAX's first) [bytes] and where the figure comes from.
 
-    CPU: the host's ``MemAvailable`` (/proc/meminfo); GPU/TPU: the device's limit minus what
-    is in use (``memory_stats``). ``Settings.memory_limit`` (``SONOTILE_MEMORY_LIMIT=BYTES``)
+    CPU: the smallest of the host's ``MemAvailable``, the memory cgroups' and ``RLIMIT_AS``'s
+    room (:func:`sonotile.base.runtime.host_memory_limit`); GPU/TPU: the device's limit minus
+    what is in use (``memory_stats``). ``Settings.memory_limit`` (``SONOTILE_MEMORY_LIMIT=BYTES``)
     replaces the figure (a cap, or a test); ``(None, ...)`` when nothing is known."""
     limit = config.current().memory_limit
     if limit is not None:
         return limit, "SONOTILE_MEMORY_LIMIT"
     dev = device or jax.devices()[0]
     if dev.platform == "cpu":
-        have = runtime.host_memory_available()
-        return have, "host RAM available (MemAvailable)" if have else "host RAM unknown"
+        return runtime.host_memory_limit()
     stats = dev.memory_stats() or {}
     if "bytes_limit" not in stats:
         return None, f"{dev.platform} memory unknown"

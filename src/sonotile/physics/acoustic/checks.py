@@ -141,9 +141,9 @@ def resolution_warnings(problem: Problem, energy_fraction: float = 0.01) -> list
 def memory_estimate(problem: Problem) -> int:
     """Device memory of a single-device run [bytes], from the compiled program's measured
     accounting (docs/performance.md): state, step temporaries, medium fields, half-spectrum
-    operators and whole-field aggregates. 3-D float32: 38 B/point homogeneous lossless, 70
+    operators and whole-field aggregates. 3-D float32: 40 B/point homogeneous lossless, 68
     B/point heterogeneous absorbing nonlinear. A rough figure for decompositions (halos,
-    transposes and stored dt/rho0_sg come on top)."""
+    transposes and stored dt/rho0_sg come on top). Exact in Python integers at any size."""
     g, m = problem.grid, problem.medium
     item = np.dtype(problem.dtype).itemsize
     d = g.ndim
@@ -153,13 +153,15 @@ def memory_estimate(problem: Problem) -> int:
         return isinstance(v, np.ndarray) and np.ndim(v) > 0
 
     state = 1 + 2 * d
-    temps = 2 + (3 if absorbing else 0)  # measured peaks of the compiled step
+    # the compiled step's peak temporaries, in half fields: they differ by CPU (2 and 5 fields
+    # lossless / absorbing measured on an AVX-512 Zen 4, 3 and 4 on a Zen 5): the middle
+    temp_halves = 9 if absorbing else 5
     medium = sum(field(v) for v in (m.c0, m.rho0))  # c0^2, rho0
     medium += m.nonlinear and (field(m.bona) or field(m.rho0))  # B/A / (2 rho0)
     medium += absorbing and (field(m.c0) or field(m.alpha_coeff))  # tau
     # dt/rho0_sg: assumed derived from rho0 in the step (staggered densities that are k-Wave's
     # interpolation of rho0, the usual case); other given ones add d fields
-    operators = 0.5 * (1 + (2 if absorbing else 0))  # kappa (and two nablas), half spectra
+    half_spectra = 1 + (2 if absorbing else 0)  # kappa (and two nablas), half a field each
     # additive sources: the filtered grid (a temporary), and the filtered mask of those whose
     # points share one signal (step.with_source_patterns)
     additive = [
@@ -168,7 +170,8 @@ def memory_estimate(problem: Problem) -> int:
     sources = len(additive) + sum(v.common_signal is not None for v in additive)
     rec = problem.sensor.record
     whole = sum(q.endswith("_all") for q in rec) * (1 if any(q.startswith("p") for q in rec) else d)
-    return int(g.size * item * (state + temps + medium + operators + whole + sources))
+    fields = state + int(medium) + whole + sources
+    return g.size * item * (2 * fields + temp_halves + half_spectra) // 2
 
 
 # --------------------------------------------------------------------------- probable mistakes
