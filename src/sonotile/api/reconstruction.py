@@ -176,7 +176,7 @@ def _frequency_map(
     for k in lat:
         k2 = k2 - k**2
     k_lat = np.sqrt(sum(k**2 for k in lat))
-    evanescent = np.abs(w) < (c * k_lat if nd > 1 else np.abs(c * lat[0]))
+    evanescent = np.abs(w) < c * k_lat
     with np.errstate(divide="ignore", invalid="ignore"):
         sf = c**2 * np.sqrt(np.maximum(k2, 0)) / (2 * w)
     sf = np.where((w == 0) & (k_lat == 0), c / 2, sf)
@@ -211,11 +211,13 @@ def time_reversal(
 
     The recorded pressure is enforced on the sensor points in reversed time order as a
     Dirichlet pressure source (the sensor mask is the source mask) for ``kgrid.nt`` steps of
-    :func:`~sonotile.api.simulate` with the same grid, medium and options (PML size, alpha and
-    placement as in the forward run; with ``pml_inside=False`` the result is the user's grid);
-    the final pressure field is the reconstruction. As k-Wave's solver does, no factor and no
-    positivity by default (k-Wave's examples double the result of a line sensor, which sees half
-    the waves; k-wave-python's :class:`TimeReversal` doubles and clips by default).
+    :func:`~sonotile.api.simulate`; the final pressure field is the reconstruction. For a
+    lossless linear medium this is k-Wave's time-reversal loop step for step (the first step
+    enforces the last sample, the last step the first). The PML is as the options say (give
+    those of the forward run); k-Wave changes nothing about it for time reversal, and with
+    ``pml_inside=False`` the result is the user's grid. As k-Wave's solver does, no factor and
+    no positivity by default (k-Wave's examples double the result of a line sensor, which sees
+    half the waves; k-wave-python's :class:`TimeReversal` doubles and clips by default).
 
     Args:
         kgrid: the forward run's grid, with its ``dt`` and ``nt`` (set by ``make_time``, or by
