@@ -103,3 +103,19 @@ def test_time_reversal_on_a_ring_recovers_a_disc() -> None:
     tr = st.TimeReversal(grid, medium, sensor)
     np.testing.assert_allclose(tr(data, pml_inside=False, quiet=True),
                                2 * np.maximum(rec, 0), rtol=1e-6, atol=1e-6)  # fmt: skip
+
+
+def test_time_reversal_on_a_sphere_recovers_a_ball() -> None:
+    n = 24
+    x, y, z = np.meshgrid(*(np.arange(n) - n // 2,) * 3, indexing="ij")
+    p0 = ball((n, n, n), (n // 2 + 2, n // 2 - 1, n // 2), 3, 2.0)
+    r = np.sqrt(x**2 + y**2 + z**2)
+    shell = np.abs(r - 10) < 0.5  # 1250 points
+    grid, data = forward(p0, shell, 8)
+    rec = st.time_reversal(grid, st.KWaveMedium(sound_speed=C), st.KSensor(mask=shell), data,
+                           pml_inside=False, pml_size=8, quiet=True)  # fmt: skip
+    inside = r < 9
+    # measured (float32): correlation 0.99985 inside the shell, error 2.0 %, peak 2.016 Pa
+    assert np.corrcoef(rec[inside], p0[inside])[0, 1] > 0.995
+    assert np.linalg.norm((rec - p0)[inside]) / np.linalg.norm(p0[inside]) < 0.05
+    assert abs(rec.max() / p0.max() - 1) < 0.05
