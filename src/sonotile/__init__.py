@@ -47,12 +47,17 @@ _WHERE = {
     "Tape": "sonotile.solver.tape",
     **dict.fromkeys(("KWaveDiffusion", "bioheat", "bioheat_exact"), "sonotile.physics.heat"),
     "heat_from_result": "sonotile.api.heat",
+    **dict.fromkeys(
+        ("TimeReversal", "kspace_line_recon", "kspace_plane_recon", "time_reversal"),
+        "sonotile.api.reconstruction",
+    ),
 }
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
     "make_simulator", "Tape", "load_input", "load_results",
     "KWaveDiffusion", "bioheat", "bioheat_exact", "heat_from_result",
+    "kspace_line_recon", "kspace_plane_recon", "time_reversal", "TimeReversal",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
