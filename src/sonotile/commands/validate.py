@@ -16,7 +16,7 @@ from pathlib import Path
 from sonotile.base.cliargs import Parser
 
 #: the reference cases of the source checkout this module was installed from (editable install)
-DEFAULT = Path(__file__).resolve().parents[2] / "tests" / "data" / "kwave-reference"
+DEFAULT = Path(__file__).resolve().parents[3] / "tests" / "data" / "kwave-reference"
 
 
 def find_cases(root: Path) -> list[Path]:
