@@ -109,9 +109,10 @@ def test_dicom_oblique_series_matches_nibabel_single_slice_affine(tmp_path):
     normal = np.cross(row, col)
     stored = np.ones((4, 3, 3), dtype=np.int16) * 50
     write_series(tmp_path, stored, iop=(*row, *col), origin_lps=(10.0, -5.0, 2.0),
-                 spacing=(0.5, 0.8), step_lps=2.0 * normal, slope=2.0, intercept=-1000.0)  # fmt: skip
+                 spacing=(0.5, 0.8), step_lps=2 * normal, slope=2, intercept=-1000)  # fmt: skip
     ct = read_ct(tmp_path)
     np.testing.assert_allclose(ct.hu, 2.0 * 50 - 1000.0)
+
     def along(path):
         return float(np.dot(np.asarray(pydicom.dcmread(path).ImagePositionPatient, float), normal))
 
@@ -136,3 +137,15 @@ def test_bad_inputs_have_clear_errors(tmp_path):
         read_ct(tmp_path)  # an empty folder
     with pytest.raises(ProblemError, match=".nii"):
         read_ct(tmp_path / "scan.mha")
+
+
+def test_dicom_series_with_a_missing_slice_is_refused(tmp_path):
+    stored = np.zeros((3, 3, 5), dtype=np.int16)
+    write_series(tmp_path, stored, iop=(1, 0, 0, 0, 1, 0), origin_lps=(0, 0, 0), spacing=(1, 1),
+                 step_lps=np.array([0.0, 0.0, 2.0]), slope=1, intercept=0)  # fmt: skip
+    middle = next(
+        p for p in tmp_path.glob("*.dcm") if pydicom.dcmread(p).ImagePositionPatient[2] == 4
+    )
+    middle.unlink()
+    with pytest.raises(ProblemError, match="evenly spaced"):
+        read_ct(tmp_path)

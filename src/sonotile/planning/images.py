@@ -146,11 +146,12 @@ def _dicom_affine(slices: list[Any]) -> tuple[np.ndarray, list[Any]]:
     pos = [pos[i] for i in order]
     steps = np.diff(np.asarray(pos), axis=0)
     step = (pos[-1] - pos[0]) / (len(pos) - 1)
-    if np.abs(steps - step).max() > 1e-3 * max(np.linalg.norm(step), 1.0) + 1e-3:
+    if np.abs(steps - step).max() > 1e-3 * max(float(np.linalg.norm(step)), 1.0) + 1e-3:
         raise ProblemError("DICOM series: slices are not evenly spaced (missing slices?)")
     if np.linalg.norm(step) < 1e-6:
         raise ProblemError("DICOM series: slices share one position")
-    dr, dc = (float(v) for v in slices[0].PixelSpacing)  # between rows, between columns
+    spacing = slices[0].PixelSpacing
+    dr, dc = float(spacing[0]), float(spacing[1])  # between rows, between columns
     a = np.eye(4)
     a[:3, 0], a[:3, 1], a[:3, 2], a[:3, 3] = row * dc, col * dr, step, pos[0]
     return a, slices

@@ -143,9 +143,11 @@ def thickness_along_ray(
     *,
     skull_hu: float = 250.0,
     step_mm: float | None = None,
+    order: int = 1,
 ) -> float:
-    """Length [mm] of bone (HU >= ``skull_hu``) along a ray through the volume, sampled with
-    trilinear interpolation every ``step_mm`` (default: a tenth of the smallest voxel)."""
+    """Length [mm] of bone (HU >= ``skull_hu``) along a ray through the volume, sampled every
+    ``step_mm`` (default: a tenth of the smallest voxel) by trilinear interpolation (``order``
+    1; partial volume then widens the bone by up to a voxel) or the nearest voxel (0)."""
     d = np.asarray(direction, dtype=np.float64)
     if np.linalg.norm(d) == 0:
         raise ProblemError("thickness_along_ray: direction must be nonzero")
@@ -153,5 +155,5 @@ def thickness_along_ray(
     step = step_mm or float(image.spacing_mm.min()) / 10
     s = np.arange(0.0, length_mm, step) + step / 2
     pts = np.asarray(start_mm, dtype=np.float64) + s[:, None] * d
-    v = ndimage.map_coordinates(image.hu, image.voxel(pts).T, order=1, cval=-1000.0)
+    v = ndimage.map_coordinates(image.hu, image.voxel(pts).T, order=order, cval=-1000.0)
     return float((v >= skull_hu).sum() * step)
