@@ -13,9 +13,11 @@ from sonotile.planning.geometry import (
     fft_size,
     is_fft_friendly,
     resample,
+    resample_maps,
     to_image,
 )
 from sonotile.planning.images import CTImage
+from sonotile.planning.tissue import WATER
 
 
 def test_fft_sizes():
@@ -127,3 +129,35 @@ def test_marker_at_target_comes_back_at_target(tmp_path):
     nearest = tuple(np.round(ct.voxel(target)).astype(int))
     assert np.unravel_index(back.hu.argmax(), back.shape) == nearest
     np.testing.assert_allclose(centroid(back.hu, back.world), target, atol=0.15)
+
+
+def test_phantom_properties_on_a_beam_grid():
+    """The phantom's properties, made on the CT and resampled onto a grid aimed radially at
+    the head's centre: along the beam water, scalp, the three skull layers, then brain; the
+    bone along the axis as thick as the phantom's skull in that direction."""
+    from sonotile.planning.phantom import HeadShape, head_phantom, skull_thickness
+    from sonotile.planning.tissue import (
+        BRAIN,
+        CORTICAL,
+        SOFT_TISSUE,
+        TRABECULAR,
+        tissue_properties,
+    )
+
+    head = HeadShape(semi_axes_mm=(40.0, 48.0, 44.0))
+    ct = head_phantom((96, 112, 104), 1.0, seed=5, head=head)
+    maps = tissue_properties(ct.hu, "aubry2003", frequency=5e5)
+    direction = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+    pose = Pose.from_target_entry((0, 0, 0), 55.0 * direction, focal_length_mm=60.0)
+    g = beam_grid(pose, (0, 0, 0), 5e5, points_per_wavelength=6, aperture_mm=20.0)
+    on = resample_maps(maps, ct, g)
+    i, j, k = g.target_index
+    axis = on.labels[i, j, :k]
+    runs = [int(axis[0])] + [int(b) for a, b in zip(axis[:-1], axis[1:]) if a != b]
+    assert runs == [WATER, SOFT_TISSUE, CORTICAL, TRABECULAR, CORTICAL, BRAIN]
+    bone = np.count_nonzero(axis >= TRABECULAR) * g.spacing_mm
+    assert bone == pytest.approx(skull_thickness(direction, head, seed=5), abs=1.0)
+    assert on.sound_speed[i, j, k] == 1560.0 and on.sound_speed[i, j, 0] == 1500.0
+    assert on.sound_speed[i, j, :k].max() > 2500.0 and on.shear_speed[i, j, :k].max() > 1000.0
+    assert on.provenance["grid"]["shape"] == list(g.shape)
+    assert on.provenance["mapping"] == "aubry2003"

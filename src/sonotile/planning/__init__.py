@@ -6,7 +6,14 @@ read or written.
 May import: every layer below the front ends, and the other front ends.
 """
 
-from sonotile.planning.geometry import Pose, SimulationGrid, beam_grid, resample, to_image
+from sonotile.planning.geometry import (
+    Pose,
+    SimulationGrid,
+    beam_grid,
+    resample,
+    resample_maps,
+    to_image,
+)
 from sonotile.planning.images import (
     CTImage,
     read_ct,
@@ -30,6 +37,7 @@ from sonotile.planning.tissue import (
 __all__ = [
     "MAPPINGS", "BoneParameters", "CTImage", "Classes", "HeadShape", "Pose", "SimulationGrid",
     "TissueMaps", "beam_grid", "classify", "head_phantom", "hounsfield2density", "read_ct",
-    "read_dicom_series", "read_nifti", "read_provenance", "resample", "skull_mask",
+    "read_dicom_series", "read_nifti", "read_provenance", "resample", "resample_maps",
+    "skull_mask",
     "thickness_along_ray", "tissue_properties", "to_image", "write_nifti",
 ]  # fmt: skip

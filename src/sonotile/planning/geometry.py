@@ -14,7 +14,7 @@ trilinear interpolation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from scipy import ndimage
 
 from sonotile.model.problem import ProblemError
 from sonotile.planning.images import CTImage
+from sonotile.planning.tissue import SOFT_PROPERTIES, WATER, TissueMaps
 
 
 def _vector(v: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
@@ -161,6 +162,16 @@ class SimulationGrid:
         inv = np.linalg.inv(self.affine)
         return np.asarray(xyz, dtype=np.float64) @ inv[:3, :3].T + inv[:3, 3]
 
+    def as_dict(self) -> dict[str, Any]:
+        """Everything that defines the grid, as plain values (for provenance)."""
+        return {
+            "shape": list(self.shape), "spacing_mm": self.spacing_mm,
+            "affine": self.affine.tolist(), "pml_size": list(self.pml_size),
+            "target_index": list(self.target_index), "source_index": self.source_index.tolist(),
+            "frequency_hz": self.frequency, "points_per_wavelength": self.points_per_wavelength,
+            "c_min": self.c_min,
+        }  # fmt: skip
+
     def options(self) -> dict[str, Any]:
         """The simulation options this grid assumes (``simulate(..., **grid.options())``)."""
         return {"pml_size": self.pml_size, "pml_inside": False}
@@ -247,4 +258,24 @@ def to_image(
     return ndimage.affine_transform(
         v.astype(np.float32) if order else v, m[:3, :3], m[:3, 3], output_shape=like.shape,
         order=order, mode="constant", cval=fill,
+    )  # fmt: skip
+
+
+def resample_maps(maps: TissueMaps, image: CTImage, grid: SimulationGrid) -> TissueMaps:
+    """Tissue properties made on the CT's grid (where the whole skull is seen, so brain and
+    scalp are told apart) resampled onto the simulation grid: classes from the nearest voxel,
+    properties trilinear, water outside the CT; the grid joins the provenance."""
+    c_w, rho_w, _ = SOFT_PROPERTIES[WATER]
+
+    def on(v: np.ndarray, fill: float) -> np.ndarray:
+        return resample(v, image, grid, fill=fill)
+
+    return replace(
+        maps,
+        labels=resample(maps.labels, image, grid, fill=WATER, order=0),
+        sound_speed=on(maps.sound_speed, c_w), density=on(maps.density, rho_w),
+        alpha_coeff=on(maps.alpha_coeff, 0.0), alpha_np_per_m=on(maps.alpha_np_per_m, 0.0),
+        shear_speed=on(maps.shear_speed, 0.0),
+        shear_alpha_np_per_m=on(maps.shear_alpha_np_per_m, 0.0),
+        porosity=on(maps.porosity, 0.0), provenance={**maps.provenance, "grid": grid.as_dict()},
     )  # fmt: skip

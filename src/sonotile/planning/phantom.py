@@ -91,6 +91,34 @@ def _check(shape: Sequence[int], spacing: np.ndarray, head: HeadShape) -> None:
         )
 
 
+def _layers(
+    h: HeadShape, x: np.ndarray, y: np.ndarray, z: np.ndarray, tex: np.ndarray, seed: int
+) -> np.ndarray:
+    """HU of the voxels at world coordinates ``x, y, z`` [mm] (axes of a slab)."""
+    x, y, z = np.meshgrid(x, y, z, indexing="ij", sparse=True)
+    r = np.sqrt(x * x + y * y + z * z)
+    a, b, c = h.semi_axes_mm
+    re = np.sqrt((x / a) ** 2 + (y / b) ** 2 + (z / c) ** 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        depth = np.where(re > 0, r / re - r, np.inf)  # inward from the outer skull surface
+    hu = np.full(depth.shape, h.air_hu, dtype=np.float32)
+    hu[depth >= -h.scalp_mm] = h.scalp_hu
+    t_max = h.thickness_mm * (1 + h.thickness_variation)
+    hu[depth >= t_max] = h.brain_hu
+    band = (depth >= 0) & (depth < t_max)
+    p = np.stack([np.broadcast_to(v, depth.shape)[band] for v in (x, y, z)], axis=-1)
+    t = skull_thickness(p / np.linalg.norm(p, axis=-1, keepdims=True), h, seed)
+    d, tx = depth[band], tex[band]
+    skull = d < t
+    cortical = skull & ((d < h.outer_table * t) | (d >= (1 - h.inner_table) * t))
+    vals = np.full(d.shape, h.brain_hu, dtype=np.float32)
+    for mask, (lo, hi) in ((skull, h.trabecular_hu), (cortical, h.cortical_hu)):
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        vals[mask] = np.clip(mid + 0.5 * half * tx[mask], lo, hi)
+    hu[band] = vals
+    return hu
+
+
 def head_phantom(
     shape: Sequence[int],
     spacing_mm: float | Sequence[float],
@@ -111,24 +139,10 @@ def head_phantom(
     _check(shape, spacing, h)
     n = tuple(int(s) for s in shape)
     axes = [(np.arange(m) - (m - 1) / 2) * d for m, d in zip(n, spacing)]
-    x, y, z = np.meshgrid(*axes, indexing="ij", sparse=True)
-    r = np.sqrt(x * x + y * y + z * z)
-    a, b, c = h.semi_axes_mm
-    re = np.sqrt((x / a) ** 2 + (y / b) ** 2 + (z / c) ** 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        depth = np.where(re > 0, r / re - r, np.inf)  # inward from the outer skull surface
-        u = np.stack(np.broadcast_arrays(x / r, y / r, z / r), axis=-1)
-    t = skull_thickness(np.nan_to_num(u), h, seed)
-    rng = np.random.default_rng(seed + 1)
-    tex = _texture(rng, n, h.texture_mm / spacing)
-    hu = np.full(n, h.air_hu, dtype=np.float32)
-    hu[depth >= -h.scalp_mm] = h.scalp_hu
-    skull = (depth >= 0) & (depth < t)
-    cortical = skull & ((depth < h.outer_table * t) | (depth >= (1 - h.inner_table) * t))
-    hu[depth >= t] = h.brain_hu
-    for mask, (lo, hi) in ((skull, h.trabecular_hu), (cortical, h.cortical_hu)):
-        mid, half = (lo + hi) / 2, (hi - lo) / 2
-        hu[mask] = np.clip(mid + 0.5 * half * tex[mask], lo, hi)
+    tex = _texture(np.random.default_rng(seed + 1), n, h.texture_mm / spacing)
+    hu = np.empty(n, dtype=np.float32)
+    for i in range(0, n[0], 16):  # slabs of x-planes: bounded memory at fine spacing
+        hu[i : i + 16] = _layers(h, axes[0][i : i + 16], axes[1], axes[2], tex[i : i + 16], seed)
     affine = np.diag([*spacing, 1.0])
     affine[:3, 3] = -(np.asarray(n) - 1) / 2 * spacing
     meta = {"seed": seed, **asdict(h)}
