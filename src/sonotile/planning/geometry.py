@@ -210,6 +210,7 @@ def beam_grid(
         raise ProblemError(f"the target lies {-depth:.1f} mm behind the transducer")
     dx = c_min / (frequency * points_per_wavelength) * 1e3
     off_axis = float(np.linalg.norm(t - pose.position - depth * pose.axis))
+    off_axis = off_axis if off_axis > 1e-6 else 0.0  # on the axis, up to round-off
     lateral = aperture_mm / 2 + margin_mm + off_axis  # centred on the target
     n_lat, pml_lat = fft_size(2 * int(np.ceil(lateral / dx)) + 1, pml_range)
     k_t = int(np.ceil((depth + behind_mm) / dx))
