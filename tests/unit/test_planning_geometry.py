@@ -12,6 +12,7 @@ from sonotile.planning.geometry import (
     beam_grid,
     fft_size,
     is_fft_friendly,
+    kwave_medium,
     resample,
     resample_maps,
     to_image,
@@ -161,3 +162,7 @@ def test_phantom_properties_on_a_beam_grid():
     assert on.sound_speed[i, j, :k].max() > 2500.0 and on.shear_speed[i, j, :k].max() > 1000.0
     assert on.provenance["grid"]["shape"] == list(g.shape)
     assert on.provenance["mapping"] == "aubry2003"
+    # as a k-Wave medium: y = 2 with the mapped attenuation at 500 kHz
+    medium = kwave_medium(on)
+    assert medium.alpha_power == 2.0 and medium.sound_speed.shape == g.shape
+    np.testing.assert_allclose(medium.alpha_coeff * 0.5**2, on.alpha_coeff * 0.5, rtol=1e-6)

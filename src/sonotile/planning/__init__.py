@@ -10,6 +10,7 @@ from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
     beam_grid,
+    kwave_medium,
     resample,
     resample_maps,
     to_image,
@@ -36,7 +37,8 @@ from sonotile.planning.tissue import (
 
 __all__ = [
     "MAPPINGS", "BoneParameters", "CTImage", "Classes", "HeadShape", "Pose", "SimulationGrid",
-    "TissueMaps", "beam_grid", "classify", "head_phantom", "hounsfield2density", "read_ct",
+    "TissueMaps", "beam_grid", "classify", "head_phantom", "hounsfield2density", "kwave_medium",
+    "read_ct",
     "read_dicom_series", "read_nifti", "read_provenance", "resample", "resample_maps",
     "skull_mask",
     "thickness_along_ray", "tissue_properties", "to_image", "write_nifti",

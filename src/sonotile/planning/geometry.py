@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
+from sonotile.api.types import KWaveMedium
 from sonotile.model.problem import ProblemError
 from sonotile.planning.images import CTImage
 from sonotile.planning.tissue import SOFT_PROPERTIES, WATER, TissueMaps
@@ -280,3 +281,20 @@ def resample_maps(maps: TissueMaps, image: CTImage, grid: SimulationGrid) -> Tis
         shear_alpha_np_per_m=on(maps.shear_alpha_np_per_m, 0.0),
         porosity=on(maps.porosity, 0.0), provenance={**maps.provenance, "grid": grid.as_dict()},
     )  # fmt: skip
+
+
+def kwave_medium(maps: TissueMaps, alpha_power: float = 2.0) -> KWaveMedium:
+    """A fluid k-Wave medium from tissue maps (on the simulation grid): sound speed, density,
+    and a power law ``alpha_coeff f^y`` [dB/(MHz^y cm)] equal to the maps' attenuation at the
+    planning frequency (with ``y = 2`` k-Wave's dispersion term vanishes, so the sound speeds
+    are the mapped ones at every frequency; the transcranial benchmark's choice)."""
+    if not 0 < alpha_power <= 3 or alpha_power == 1:
+        raise ProblemError(f"alpha_power must be in (0, 3] and not 1, got {alpha_power}")
+    f_mhz = float(maps.provenance["frequency_hz"]) / 1e6
+    alpha_at_f = maps.alpha_coeff * f_mhz  # dB/cm at the planning frequency (linear law)
+    return KWaveMedium(
+        sound_speed=maps.sound_speed.astype(np.float32),
+        density=maps.density.astype(np.float32),
+        alpha_coeff=(alpha_at_f / f_mhz**alpha_power).astype(np.float32),
+        alpha_power=alpha_power,
+    )
