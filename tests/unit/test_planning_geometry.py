@@ -70,6 +70,12 @@ def test_beam_grid_holds_transducer_and_target():
     np.testing.assert_allclose(g.source_index[:2], g.target_index[:2], atol=1e-9)
     assert (g.shape[0] - 1) * g.spacing_mm >= 64.0 + 2 * 5.0
     assert (g.shape[2] - 1 - g.target_index[2]) * g.spacing_mm >= 20.0
+    # k-Wave's Cartesian positions: metres from the interior's index n // 2
+    centre = np.array([n // 2 for n in g.shape])
+    np.testing.assert_allclose(
+        g.kwave_points(target)[:, 0], (np.array(g.target_index) - centre) * 0.5e-3, atol=1e-12
+    )
+    assert g.kwave_points([target, pose.position]).shape == (3, 2)
     # grid axis 2 runs along the beam
     step = g.world([0, 0, 1]) - g.world([0, 0, 0])
     np.testing.assert_allclose(step / g.spacing_mm, pose.axis, atol=1e-12)

@@ -163,6 +163,13 @@ class SimulationGrid:
         inv = np.linalg.inv(self.affine)
         return np.asarray(xyz, dtype=np.float64) @ inv[:3, :3].T + inv[:3, 3]
 
+    def kwave_points(self, xyz: Sequence[float] | np.ndarray) -> np.ndarray:
+        """RAS millimetres ``(N, 3)`` (or one point) -> k-Wave's Cartesian positions ``(3, N)``
+        [m] on this grid (origin at index ``n // 2`` of the interior), as ``KWaveArray`` and
+        ``KSensor`` take them."""
+        ijk = np.atleast_2d(self.index(xyz)) - np.array([n // 2 for n in self.shape])
+        return (ijk * self.spacing_mm * 1e-3).T
+
     def as_dict(self) -> dict[str, Any]:
         """Everything that defines the grid, as plain values (for provenance)."""
         return {
