@@ -9,10 +9,19 @@ import numpy as np
 import pytest
 
 from sonotile.model.problem import ProblemError
-from sonotile.planning.images import CTImage, read_ct, read_provenance, write_nifti
+from sonotile.planning.images import CTImage, optional, read_ct, read_provenance, write_nifti
 
-nib = pytest.importorskip("nibabel")
-pydicom = pytest.importorskip("pydicom")
+try:
+    import nibabel as nib
+    import pydicom
+except ImportError:  # the optional extra sonotile[planning] is not installed
+    nib = pydicom = None
+needs_readers = pytest.mark.skipif(pydicom is None, reason="needs nibabel and pydicom")
+
+
+def test_missing_reader_names_the_extra():
+    with pytest.raises(ImportError, match=r"sonotile\[planning\]"):
+        optional("sonotile_no_such_reader")
 
 
 def oblique_affine() -> np.ndarray:
@@ -25,6 +34,7 @@ def oblique_affine() -> np.ndarray:
     return a
 
 
+@needs_readers
 def test_nifti_round_trip_keeps_values_affine_and_provenance(tmp_path):
     rng = np.random.default_rng(0)
     hu = rng.uniform(-1000, 2000, (7, 6, 5)).astype(np.float32)
@@ -43,6 +53,7 @@ def test_nifti_round_trip_keeps_values_affine_and_provenance(tmp_path):
     np.testing.assert_allclose(back.voxel(back.world(ijk)), ijk, atol=1e-9)
 
 
+@needs_readers
 def test_nifti_scaling_is_applied(tmp_path):
     """A file storing int16 with scl_slope/scl_inter reads back in physical units."""
     raw = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
@@ -80,6 +91,7 @@ def write_series(folder, stored, *, iop, origin_lps, spacing, step_lps, slope, i
     (folder / "notes.txt").write_text("not a DICOM file")
 
 
+@needs_readers
 def test_dicom_series_gives_hu_and_ras_affine(tmp_path):
     rows, cols, nslices = 5, 4, 6
     stored = np.arange(rows * cols * nslices, dtype=np.int16).reshape(rows, cols, nslices) * 7
@@ -97,6 +109,7 @@ def test_dicom_series_gives_hu_and_ras_affine(tmp_path):
     np.testing.assert_allclose(ct.world([c, r, k]), lps * [-1, -1, 1], atol=1e-4)
 
 
+@needs_readers
 def test_dicom_oblique_series_matches_nibabel_single_slice_affine(tmp_path):
     """The in-plane affine of a tilted series agrees with nibabel's DICOM wrapper (LPS)."""
     with warnings.catch_warnings():  # nibabel calls its DICOM readers experimental
@@ -125,6 +138,7 @@ def test_dicom_oblique_series_matches_nibabel_single_slice_affine(tmp_path):
     np.testing.assert_allclose(lps[:3, 2], 2.0 * normal, atol=1e-4)
 
 
+@needs_readers
 def test_bad_inputs_have_clear_errors(tmp_path):
     with pytest.raises(ProblemError, match="3-D"):
         CTImage(np.zeros((3, 3)), np.eye(4))
@@ -139,6 +153,7 @@ def test_bad_inputs_have_clear_errors(tmp_path):
         read_ct(tmp_path / "scan.mha")
 
 
+@needs_readers
 def test_dicom_series_with_a_missing_slice_is_refused(tmp_path):
     stored = np.zeros((3, 3, 5), dtype=np.int16)
     write_series(tmp_path, stored, iop=(1, 0, 0, 0, 1, 0), origin_lps=(0, 0, 0), spacing=(1, 1),
