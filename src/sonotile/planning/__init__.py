@@ -1,0 +1,45 @@
+"""From a CT scan to a simulation: images in and out, tissue properties from Hounsfield units,
+a synthetic head phantom, and the transducer and simulation grid in the patient's frame
+(docs/planning.md). nibabel and pydicom (``sonotile[planning]``) are imported when an image is
+read or written.
+
+May import: every layer below the front ends, and the other front ends.
+"""
+
+from sonotile.planning.geometry import (
+    Pose,
+    SimulationGrid,
+    beam_grid,
+    kwave_medium,
+    resample,
+    resample_maps,
+    to_image,
+)
+from sonotile.planning.images import (
+    CTImage,
+    read_ct,
+    read_dicom_series,
+    read_nifti,
+    read_provenance,
+    write_nifti,
+)
+from sonotile.planning.phantom import HeadShape, head_phantom, thickness_along_ray
+from sonotile.planning.tissue import (
+    MAPPINGS,
+    BoneParameters,
+    Classes,
+    TissueMaps,
+    classify,
+    hounsfield2density,
+    skull_mask,
+    tissue_properties,
+)
+
+__all__ = [
+    "MAPPINGS", "BoneParameters", "CTImage", "Classes", "HeadShape", "Pose", "SimulationGrid",
+    "TissueMaps", "beam_grid", "classify", "head_phantom", "hounsfield2density", "kwave_medium",
+    "read_ct",
+    "read_dicom_series", "read_nifti", "read_provenance", "resample", "resample_maps",
+    "skull_mask",
+    "thickness_along_ray", "tissue_properties", "to_image", "write_nifti",
+]  # fmt: skip
