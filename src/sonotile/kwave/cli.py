@@ -168,17 +168,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if (a.checkpoint_interval or a.checkpoint_timesteps) and not a.checkpoint_file:
         raise UsageError("--checkpoint_interval/--checkpoint_timesteps need --checkpoint_file")
     a.record = tuple(q for f, q in OUTPUT_FLAGS.items() if getattr(a, f)) or ("p",)
+    a.argv = list(argv)  # the command line, for the output's provenance
     return a
 
 
 def check_writable(path: str, what: str) -> None:
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(d):
-        raise OSError(f"{what} '{path}': directory '{d}' does not exist")
-    if not os.access(d, os.W_OK):
-        raise OSError(f"{what} '{path}': directory '{d}' is not writable")
-    if os.path.isdir(path):
-        raise OSError(f"{what} '{path}': is a directory")
+    """Refuse an output path that is no regular file or cannot be written (before any work)."""
+    from sonotile.kwave.files import check_output_path
+
+    check_output_path(path, what)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
         from sonotile.kwave.run import run_kwave
 
         return run_kwave(args)
-    except (OSError, ValueError, KeyError, MemoryError) as e:
+    except (OSError, ValueError, KeyError, MemoryError, ArithmeticError) as e:
         print(f"sonotile-kwave: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:

@@ -1,0 +1,211 @@
+"""Safe file handling of a k-Wave run: which paths may be read and written, unique temporary
+files renamed into place only when complete, write errors as one clear error, digests.
+
+A run never writes through a path that is not a regular file (a device, a FIFO, a folder), never
+opens a temporary name another file already has (each is created exclusively, named with the
+process id and a random token), and removes only the temporary files it created itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+
+import h5py
+import numpy as np
+
+#: Suffix of every temporary file of sonotile-kwave (the tests look for it).
+PARTIAL = "sonotile-partial"
+#: Bytes of a dataset hashed at a time (slabs along its first axis).
+SLAB_BYTES = 64 * 2**20
+
+
+class OutputWriteError(OSError):
+    """Writing an output or checkpoint file failed (full disk, I/O error)."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_input_path(path: str, what: str = "input file") -> None:
+    """Refuse an input that does not exist or is not a regular file (a FIFO would block)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} '{path}': cannot open as HDF5 (no such file)") from None
+    except OSError as e:
+        raise OSError(f"{what} '{path}': cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{what} '{path}': is {_kind(st.st_mode)}, expected a regular file")
+    if not os.access(path, os.R_OK):
+        raise OSError(f"{what} '{path}': is not readable")
+
+
+def check_output_path(path: str, what: str = "output file") -> None:
+    """Refuse an output path that names a folder, a device, a FIFO or a socket, or whose
+    folder does not exist or cannot be written: before any work starts."""
+    if path.endswith(os.sep) or path.endswith("/"):
+        raise OSError(f"{what} '{path}': ends with '/', give a file name")
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(d):
+        raise OSError(f"{what} '{path}': directory '{d}' does not exist")
+    if not os.access(d, os.W_OK):
+        raise OSError(f"{what} '{path}': directory '{d}' is not writable")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise OSError(f"{what} '{path}': cannot be checked ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(
+            f"{what} '{path}': is {_kind(st.st_mode)}; sonotile-kwave writes regular files only"
+        )
+
+
+def token() -> str:
+    """``<pid>-<random>`` of this run; in a job of several processes, process 0's (all
+    processes must name the same temporary file)."""
+    import jax
+
+    words = np.frombuffer(os.urandom(8), np.uint32) & 0x7FFFFFFF
+    mine = np.array([os.getpid() & 0x7FFFFFFF, *words], np.int32)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        mine = np.asarray(multihost_utils.broadcast_one_to_all(mine))
+    return f"{int(mine[0])}-{int(mine[1]):08x}{int(mine[2]):08x}"
+
+
+def temp_name(path: str, tok: str) -> str:
+    """The temporary name of ``path`` for the run with token ``tok``, in the same folder."""
+    d, b = os.path.split(os.path.abspath(path))
+    return os.path.join(d, f".{b}.{tok}.{PARTIAL}")
+
+
+def create_exclusive(tmp: str) -> None:
+    """Create ``tmp`` empty, failing if any file already has that name (never clobbers)."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        raise OSError(f"temporary file '{tmp}' exists already: not overwritten") from None
+    os.close(fd)
+
+
+def fsync_path(path: str) -> None:
+    """Flush a file's (or a folder's) data to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def commit(tmp: str, path: str, what: str) -> None:
+    """fsync ``tmp``, rename it over ``path`` (checked again: a regular file or nothing) and
+    fsync the folder: the target is either its earlier content or the complete new one."""
+    with write_errors(what, tmp):
+        fsync_path(tmp)
+        check_output_path(path, what)
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # not every filesystem syncs folders
+            fsync_path(os.path.dirname(os.path.abspath(path)) or ".")
+
+
+def remove_own(tmp: str | None) -> None:
+    """Remove a temporary file this run created (no other file is ever removed)."""
+    if tmp is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
+def write_errors(what: str, path: str) -> Iterator[None]:
+    """Turn an HDF5 / OS error while writing into one :class:`OutputWriteError` line."""
+    try:
+        yield
+    except OutputWriteError:
+        raise
+    except (OSError, RuntimeError, ValueError, KeyError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise OutputWriteError(
+            f"writing the {what} failed ({why}); is the disk full? The {what} at its path, if "
+            "any, was left as it was"
+        ) from None
+
+
+def _slabs(d: h5py.Dataset) -> Iterator[np.ndarray]:
+    """A dataset's values, slab by slab along its first axis (bounded memory)."""
+    if d.shape is None:
+        return
+    if d.size == 0 or d.shape == ():
+        yield np.asarray(d[()])
+        return
+    row = max(1, d.nbytes // max(d.shape[0], 1))
+    step = max(1, SLAB_BYTES // row)
+    for i in range(0, d.shape[0], step):
+        yield np.asarray(d[i : i + step])
+
+
+def dataset_digest(d: h5py.Dataset) -> str:
+    """SHA-256 of a dataset's dtype, shape and values, read slab by slab."""
+    h = hashlib.sha256(f"{d.dtype.str}{d.shape}".encode())
+    for slab in _slabs(d):
+        h.update(np.ascontiguousarray(slab).tobytes())
+    return h.hexdigest()
+
+
+def dataset_finite(d: h5py.Dataset) -> bool:
+    """Whether a (numeric) dataset holds no NaN or Inf, read slab by slab."""
+    if d.dtype.kind not in "fc":
+        return True
+    return all(bool(np.all(np.isfinite(s))) for s in _slabs(d))
+
+
+def file_digest(f: h5py.File) -> str:
+    """SHA-256 over every dataset of a file (sorted names, dtype, shape, values): what defines
+    a run, independent of attributes such as the creation date."""
+    names: list[str] = []
+    f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+    h = hashlib.sha256()
+    for n in sorted(names):
+        h.update(n.encode() + b"\0" + dataset_digest(f[n]).encode())
+    return h.hexdigest()
+
+
+def refuse_links(f: h5py.File) -> None:
+    """Refuse external links, datasets stored in external raw files and virtual datasets: an
+    input is one self-contained file (they could map a dataset onto any file)."""
+    bad: list[str] = []
+
+    def visit(name: str, link: h5py.HardLink | h5py.SoftLink | h5py.ExternalLink) -> None:
+        if bad:
+            return
+        if isinstance(link, h5py.ExternalLink):
+            bad.append(f"dataset '{name}': an external link to '{link.filename}:{link.path}'")
+            return
+        if isinstance(link, h5py.SoftLink):
+            return  # resolved inside the file (checked as its target)
+        obj = f.get(name)
+        if isinstance(obj, h5py.Dataset):
+            if obj.is_virtual:
+                bad.append(f"dataset '{name}': a virtual dataset (data in other files)")
+            elif obj.external:
+                bad.append(f"dataset '{name}': stored in an external raw file")
+
+    f.visititems_links(visit)
+    if bad:
+        raise OSError(
+            f"{f.filename}: {bad[0]}; inputs must hold their data themselves (not followed)"
+        )
