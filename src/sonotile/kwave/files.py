@@ -12,7 +12,10 @@ import contextlib
 import hashlib
 import os
 import stat
+import sys
+import traceback
 from collections.abc import Iterator
+from types import TracebackType
 
 import h5py
 import numpy as np
@@ -25,6 +28,43 @@ SLAB_BYTES = 64 * 2**20
 
 class OutputWriteError(OSError):
     """Writing an output or checkpoint file failed (full disk, I/O error)."""
+
+
+#: Write errors HDF5 reported while h5py freed an object (no exception reaches the caller):
+#: collected by :func:`hdf5_cleanup_errors`; :func:`commit` refuses to rename while any.
+DEALLOC_ERRORS: list[str] = []
+
+
+def _from_h5py_dealloc(tb: TracebackType | None) -> bool:
+    frames = traceback.extract_tb(tb) if tb is not None else []
+    return bool(frames) and "h5py" in frames[-1].filename and "dealloc" in frames[-1].name
+
+
+@contextlib.contextmanager
+def hdf5_cleanup_errors() -> Iterator[list[str]]:
+    """While a run writes: errors h5py can only print (a dataset freed after a failed write
+    tries to flush to a full disk) are collected instead of printed as tracebacks; the run's
+    own error says what failed, and a run that saw one never commits its file."""
+    DEALLOC_ERRORS.clear()
+    hook, excepthook = sys.unraisablehook, sys.excepthook
+
+    def unraisable(u: sys.UnraisableHookArgs) -> None:
+        if isinstance(u.exc_value, OSError) and _from_h5py_dealloc(u.exc_traceback):
+            DEALLOC_ERRORS.append(str(u.exc_value).splitlines()[0])
+            return
+        hook(u)
+
+    def printed(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        if isinstance(value, OSError) and _from_h5py_dealloc(tb):
+            DEALLOC_ERRORS.append(str(value).splitlines()[0])
+            return
+        excepthook(kind, value, tb)
+
+    sys.unraisablehook, sys.excepthook = unraisable, printed
+    try:
+        yield DEALLOC_ERRORS
+    finally:
+        sys.unraisablehook, sys.excepthook = hook, excepthook
 
 
 def _kind(mode: int) -> str:
@@ -115,6 +155,11 @@ def fsync_path(path: str) -> None:
 def commit(tmp: str, path: str, what: str) -> None:
     """fsync ``tmp``, rename it over ``path`` (checked again: a regular file or nothing) and
     fsync the folder: the target is either its earlier content or the complete new one."""
+    if DEALLOC_ERRORS:
+        raise OutputWriteError(
+            f"writing the {what} failed ({DEALLOC_ERRORS[0]}); is the disk full? The {what} "
+            "at its path, if any, was left as it was"
+        )
     with write_errors(what, tmp):
         fsync_path(tmp)
         check_output_path(path, what)
@@ -138,7 +183,9 @@ def write_errors(what: str, path: str) -> Iterator[None]:
     except OutputWriteError:
         raise
     except (OSError, RuntimeError, ValueError, KeyError) as e:
-        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, OSError) and e.errno:  # HDF5's own text carries times and buffers
+            why = os.strerror(e.errno)
         raise OutputWriteError(
             f"writing the {what} failed ({why}); is the disk full? The {what} at its path, if "
             "any, was left as it was"

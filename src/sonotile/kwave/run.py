@@ -19,7 +19,7 @@ from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
 from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
 from sonotile.kwave.cli import check_writable
-from sonotile.kwave.files import check_input_path, file_digest
+from sonotile.kwave.files import check_input_path, file_digest, hdf5_cleanup_errors
 from sonotile.kwave.output import NONFINITE_HINT, NonFiniteError, OutputFile, all_finite
 from sonotile.kwave.provenance import provenance
 from sonotile.kwave.reader import read_input
@@ -100,7 +100,8 @@ def run_kwave(args: argparse.Namespace) -> int:
     flag: dict[str, Any] = {"stop": False}  # a signal sets "stop" (bool) and "signal" (int)
     previous = install_stop_handlers(flag)
     try:
-        return _run_kwave(args, flag)
+        with hdf5_cleanup_errors():
+            return _run_kwave(args, flag)
     finally:
         restore_handlers(previous)
 
