@@ -73,7 +73,7 @@ def _fields(engine: rn.Engine, state: State) -> dict[str, jax.Array]:
 
 def save_checkpoint(
     path: str, engine: rn.Engine, rs: rn.RunState, meta: KwaveInput, fp: Fingerprint,
-    hint: str = NONFINITE_HINT,
+    hint: str = NONFINITE_HINT, output_path: str | None = None,
 ) -> None:  # fmt: skip
     """k-Wave checkpoint (docs/kwave-format.md) plus sonotile's running statistics and its
     manifest, atomically: a unique temporary file, fsynced, renamed over ``path``.
@@ -82,6 +82,8 @@ def save_checkpoint(
     every other process in turn writes its own (no whole field is gathered anywhere). A
     checkpoint written by N processes holds the same datasets as a single-process one, so it
     resumes on any number of processes and devices. A state holding NaN/Inf is not saved.
+    ``output_path``: the partial output written before, whose datasets' SHA-256 join the
+    manifest (a resume refuses an output changed since).
     """
     fields = _fields(engine, rs.carry[0])
     for name, v in {**fields, **rs.carry[1]}.items():
@@ -97,7 +99,7 @@ def save_checkpoint(
         with write_errors("checkpoint file", tmp):
             _write_checkpoint(tmp, engine, rs, meta, fields)
             if leader:
-                _seal(tmp, fp, rs.next_step)
+                _seal(tmp, fp, rs.next_step, output_path)
         if leader:
             files.commit(tmp, path, "checkpoint file")
     except BaseException:
@@ -107,12 +109,22 @@ def save_checkpoint(
     barrier("sonotile-checkpoint-done")
 
 
-def _seal(tmp: str, fp: Fingerprint, t_index: int) -> None:
-    """The manifest: input and settings fingerprints, ``t_index``, every dataset's SHA-256."""
+def _digests(f: h5py.File) -> dict[str, str]:
+    return {n: files.dataset_digest(f[n]) for n in _dataset_names(f)}
+
+
+def _seal(tmp: str, fp: Fingerprint, t_index: int, output_path: str | None) -> None:
+    """The manifest: input and settings fingerprints, ``t_index``, every dataset's SHA-256
+    (and those of the partial output's datasets)."""
+    out_sums = None
+    if output_path is not None:
+        with h5py.File(output_path, "r") as g:
+            out_sums = _digests(g)
     with h5py.File(tmp, "r+") as f:
-        sums = {n: files.dataset_digest(f[n]) for n in _dataset_names(f)}
-        manifest = {"input_sha256": fp.input_sha256, "settings": fp.settings,
-                    "t_index": t_index, "sha256": sums}  # fmt: skip
+        manifest = {
+            "input_sha256": fp.input_sha256, "settings": fp.settings, "t_index": t_index,
+            "sha256": _digests(f), "output_sha256": out_sums,
+        }  # fmt: skip
         set_str(f, "sonotile_manifest", json.dumps(manifest, sort_keys=True))
 
 
@@ -162,7 +174,7 @@ def _write_checkpoint(
     in_turns(mine, "sonotile-checkpoint")
 
 
-def verify_checkpoint(f: h5py.File, fp: Fingerprint) -> None:
+def verify_checkpoint(f: h5py.File, fp: Fingerprint, output_path: str | None = None) -> None:
     """Refuse a checkpoint that is not this run's or is damaged (:class:`CheckpointError`):
     its manifest must match the input and settings, every dataset its checksum; state and
     statistics must be float and finite. k-Wave's own checkpoints have no manifest."""
@@ -177,7 +189,7 @@ def verify_checkpoint(f: h5py.File, fp: Fingerprint) -> None:
                 "sonotile): cannot verify it, not resumed"
             )
     else:
-        _check_manifest(f, raw, fp)
+        _check_manifest(f, raw, fp, output_path)
     for name in _dataset_names(f):
         if name in ("t_index", "Nx", "Ny", "Nz"):
             continue
@@ -188,7 +200,9 @@ def verify_checkpoint(f: h5py.File, fp: Fingerprint) -> None:
             raise CheckpointError(f"{path}: dataset '{name}' holds NaN or Inf: not resumed")
 
 
-def _check_manifest(f: h5py.File, raw: object, fp: Fingerprint) -> None:
+def _check_manifest(
+    f: h5py.File, raw: object, fp: Fingerprint, output_path: str | None = None
+) -> None:
     path = f.filename
     try:
         text = raw.decode() if isinstance(raw, bytes) else str(raw)
@@ -220,6 +234,25 @@ def _check_manifest(f: h5py.File, raw: object, fp: Fingerprint) -> None:
             )
     if int(np.asarray(f["t_index"][()]).reshape(-1)[0]) != m.get("t_index"):
         raise CheckpointError(f"{path}: t_index does not match the saved state: not resumed")
+    if m.get("output_sha256") and output_path is not None and os.path.exists(output_path):
+        _check_output(output_path, m["output_sha256"], path)
+
+
+def _check_output(output_path: str, sums: dict[str, str], path: str) -> None:
+    """The partial output must hold what it held when the checkpoint was written."""
+    try:
+        with h5py.File(output_path, "r") as g:
+            now = _digests(g)
+    except OSError as e:
+        raise CheckpointError(
+            f"{output_path}: output to resume from {path} cannot be read ({e})"
+        ) from None
+    for n, digest in sorted(sums.items()):
+        if now.get(n) != digest:
+            raise CheckpointError(
+                f"{output_path}: dataset '{n}' changed since the checkpoint {path} was written "
+                "(damaged, or another run's output): not resumed"
+            )
 
 
 def load_checkpoint(
@@ -239,7 +272,7 @@ def load_checkpoint(
         if ftype != "checkpoint":
             raise ValueError(f"{path}: file_type '{ftype}', expected 'checkpoint'")
         if fp is not None:
-            verify_checkpoint(f, fp)
+            verify_checkpoint(f, fp, output_path)
         dims = tuple(int(f[n][()].reshape(-1)[0]) for n in ("Nx", "Ny", "Nz"))
         if dims != tuple(meta.shape_xyz):
             raise ValueError(

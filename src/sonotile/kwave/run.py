@@ -381,7 +381,7 @@ def _after_leg(
     nt = engine.problem.grid.nt
     leader = jax.process_index() == 0
     if rs.next_step < nt:
-        save_checkpoint(args.checkpoint_file, engine, rs, meta, fp, hint)
+        save_checkpoint(args.checkpoint_file, engine, rs, meta, fp, hint, args.output)
         if leader:
             print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
     elif leader and args.checkpoint_file and os.path.exists(args.checkpoint_file):
