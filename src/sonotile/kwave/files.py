@@ -65,6 +65,7 @@ def hdf5_cleanup_errors() -> Iterator[list[str]]:
         yield DEALLOC_ERRORS
     finally:
         sys.unraisablehook, sys.excepthook = hook, excepthook
+        DEALLOC_ERRORS.clear()  # they concern this run only
 
 
 def _kind(mode: int) -> str:

@@ -145,7 +145,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
             check_input_path(ckpt, "--checkpoint_file")
             rs = load_checkpoint(ckpt, engine, meta, args.output, fp)
             check_output_covers(args.output, rs.next_step)
-        prov = provenance(args.argv, fp.input_sha256, dtype, engine.describe)
+        prov = provenance(getattr(args, "argv", []), fp.input_sha256, dtype, engine.describe)
         out = OutputFile(
             args.output, meta, engine.layout, problem.grid.nt, args.compression, resume=resume,
             provenance=prov, hint=hint,
