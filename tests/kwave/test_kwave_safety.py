@@ -428,3 +428,23 @@ def test_provenance_in_every_output(tmp_path, capsys):
     assert [h["steps"] for h in history] == [[0, 5], [5, 10], [10, 12]]
     if (Path(SRC).parent / ".git").exists():
         assert len(a["git_commit"].split("+")[0]) == 40
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_full_disk_under_the_checkpoint(tmp_path):
+    """A checkpoint that does not fit (a 256 KiB tmpfs): one line, exit 1, no traceback; the
+    earlier output at ``-o`` and an unrelated file on that disk are untouched (the output of
+    the leg is renamed into place only once its checkpoint is complete)."""
+    inp = write_input(tmp_path / "in.h5", shape=(128, 128), nt=40)
+    out = tmp_path / "out.h5"
+    out.write_bytes(OLD)
+    with _small_tmpfs(tmp_path / "disk", "256k") as disk:
+        (disk / "keep").write_bytes(OLD)
+        r = subprocess.run([*KWAVE, "-i", inp, "-o", str(out), "--checkpoint_file",
+                            str(disk / "ck.h5"), "--checkpoint_timesteps", "10"],
+                           capture_output=True, text=True, env=ENV, timeout=300)  # fmt: skip
+        line = _one_error(r.returncode, r.stdout, r.stderr, "writing the checkpoint file failed")
+        assert "No space left on device" in line
+        assert sorted(os.listdir(disk)) == ["keep"] and (disk / "keep").read_bytes() == OLD
+    assert out.read_bytes() == OLD
+    _no_partial(tmp_path)

@@ -40,7 +40,7 @@ from sonotile.solver import sensors as sens
 from sonotile.solver.step import State
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from numpy.typing import DTypeLike
 
@@ -74,6 +74,7 @@ def _fields(engine: rn.Engine, state: State) -> dict[str, jax.Array]:
 def save_checkpoint(
     path: str, engine: rn.Engine, rs: rn.RunState, meta: KwaveInput, fp: Fingerprint,
     hint: str = NONFINITE_HINT, output_path: str | None = None,
+    before_rename: Callable[[], None] | None = None,
 ) -> None:  # fmt: skip
     """k-Wave checkpoint (docs/kwave-format.md) plus sonotile's running statistics and its
     manifest, atomically: a unique temporary file, fsynced, renamed over ``path``.
@@ -83,7 +84,9 @@ def save_checkpoint(
     checkpoint written by N processes holds the same datasets as a single-process one, so it
     resumes on any number of processes and devices. A state holding NaN/Inf is not saved.
     ``output_path``: the partial output written before, whose datasets' SHA-256 join the
-    manifest (a resume refuses an output changed since).
+    manifest (a resume refuses an output changed since). ``before_rename`` (process 0) runs
+    once the checkpoint is complete, before it is renamed into place: the output's own rename,
+    so that a checkpoint that cannot be written leaves the earlier output untouched.
     """
     fields = _fields(engine, rs.carry[0])
     for name, v in {**fields, **rs.carry[1]}.items():
@@ -100,6 +103,8 @@ def save_checkpoint(
             _write_checkpoint(tmp, engine, rs, meta, fields)
             if leader:
                 _seal(tmp, fp, rs.next_step, output_path)
+        if leader and before_rename is not None:
+            before_rename()
         if leader:
             files.commit(tmp, path, "checkpoint file")
     except BaseException:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import stat
 import sys
 import traceback
@@ -49,14 +50,14 @@ def hdf5_cleanup_errors() -> Iterator[list[str]]:
     hook, excepthook = sys.unraisablehook, sys.excepthook
 
     def unraisable(u: sys.UnraisableHookArgs) -> None:
-        if isinstance(u.exc_value, OSError) and _from_h5py_dealloc(u.exc_traceback):
-            DEALLOC_ERRORS.append(str(u.exc_value).splitlines()[0])
+        if isinstance(u.exc_value, Exception) and _from_h5py_dealloc(u.exc_traceback):
+            DEALLOC_ERRORS.append(_why(u.exc_value))
             return
         hook(u)
 
     def printed(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-        if isinstance(value, OSError) and _from_h5py_dealloc(tb):
-            DEALLOC_ERRORS.append(str(value).splitlines()[0])
+        if isinstance(value, Exception) and _from_h5py_dealloc(tb):
+            DEALLOC_ERRORS.append(_why(value))
             return
         excepthook(kind, value, tb)
 
@@ -184,9 +185,7 @@ def write_errors(what: str, path: str) -> Iterator[None]:
     except OutputWriteError:
         raise
     except (OSError, RuntimeError, ValueError, KeyError) as e:
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, OSError) and e.errno:  # HDF5's own text carries times and buffers
-            why = os.strerror(e.errno)
+        why = _why(e)
         raise OutputWriteError(
             f"writing the {what} failed ({why}); is the disk full? The {what} at its path, if "
             "any, was left as it was"
@@ -204,6 +203,15 @@ def _slabs(d: h5py.Dataset) -> Iterator[np.ndarray]:
     step = max(1, SLAB_BYTES // row)
     for i in range(0, d.shape[0], step):
         yield np.asarray(d[i : i + step])
+
+
+def _why(e: BaseException) -> str:
+    """The system's reason for a failed write (HDF5's own text carries times and buffers)."""
+    found = re.search(r"errno = (\d+)", str(e))
+    errno = e.errno if isinstance(e, OSError) and e.errno else int(found[1]) if found else 0
+    if errno:
+        return os.strerror(errno)
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def dataset_digest(d: h5py.Dataset) -> str:

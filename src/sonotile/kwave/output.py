@@ -376,15 +376,25 @@ class OutputFile:
         for k, v in LONG_ATTRS.items():
             d.attrs[k] = v
 
-    def finish_leg(self, t_index: int, timings: Mapping[str, float], first: int = 0) -> None:
+    def finish_leg(
+        self, t_index: int, timings: Mapping[str, float], first: int = 0, commit: bool = True
+    ) -> None:
         """Write ``t_index``, the run statistics and this leg in the resume history (steps
-        ``first`` to ``t_index``), close, fsync and move into place."""
+        ``first`` to ``t_index``), close, and (``commit``) fsync and move into place."""
         if not self.leader:
             return
         with write_errors("output file", self.tmp):
             self._statistics(t_index, timings, first)
             self.f.close()
-        files.commit(self.tmp, self.path, "output file")
+            self.f = None
+        if commit:
+            self.commit()
+
+    def commit(self) -> None:
+        """fsync the closed temporary file and rename it over the output path."""
+        if self.leader and self.created:
+            files.commit(self.tmp, self.path, "output file")
+            self.created = False
 
     def _statistics(self, t_index: int, timings: Mapping[str, float], first: int) -> None:
         write_scalar(self.f, "t_index", t_index, np.uint64)

@@ -346,16 +346,17 @@ def _leg(
         fields = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)
     out.write_fields(fields, engine.blocks, step=rs.next_step)
     t_post = time.perf_counter()
-    # the output goes into place before the checkpoint: a kill between the two leaves an
-    # output ahead of the checkpoint, and the resumed leg rewrites those steps identically
+    # the output goes into place before the checkpoint (once that is complete): a kill
+    # between the two leaves an output ahead of the checkpoint, and the resumed leg rewrites
+    # those steps identically
     timings = {
         "total": t_post - t0, "data_loading_phase": t_load - t0,
         "pre-processing_phase": t_pre - t_load, "simulation_phase": t_sim - t_pre,
         "post-processing_phase": t_post - t_sim,
     }  # fmt: skip
-    out.finish_leg(rs.next_step, timings, first=leg_first)
+    out.finish_leg(rs.next_step, timings, first=leg_first, commit=rs.next_step >= nt)
+    _after_leg(args, engine, rs, meta, fp, out)
     barrier("sonotile-leg-done")  # the output is in place before any process reports success
-    _after_leg(args, engine, rs, meta, fp, out.hint)
     if args.verbose and leader:
         print(f"done in {t_post - t0:.2f}s", file=sys.stderr)
     return 0
@@ -374,14 +375,18 @@ def check_state(rs: rn.RunState, hint: str) -> None:
 
 def _after_leg(
     args: argparse.Namespace, engine: rn.Engine, rs: rn.RunState, meta: KwaveInput,
-    fp: Fingerprint, hint: str,
+    fp: Fingerprint, out: OutputFile,
 ) -> None:  # fmt: skip
-    """Checkpoint a leg that stopped early; remove the checkpoint once the output of the
+    """Checkpoint a leg that stopped early (the output is renamed into place once the
+    checkpoint is complete, just before it); remove the checkpoint once the output of the
     whole run is in place (fsynced and renamed)."""
     nt = engine.problem.grid.nt
     leader = jax.process_index() == 0
     if rs.next_step < nt:
-        save_checkpoint(args.checkpoint_file, engine, rs, meta, fp, hint, args.output)
+        save_checkpoint(
+            args.checkpoint_file, engine, rs, meta, fp, out.hint, output_path=out.tmp,
+            before_rename=out.commit,
+        )  # fmt: skip
         if leader:
             print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
     elif leader and args.checkpoint_file and os.path.exists(args.checkpoint_file):
