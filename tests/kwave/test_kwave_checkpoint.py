@@ -356,3 +356,21 @@ def test_changed_partial_output_refused(tmp_path, first_leg, capsys):
     with h5py.File(d / "out.h5", "r+") as f:
         f["p"][0, 3, 2] += 1e-6
     resume()
+
+
+def test_output_ahead_of_its_checkpoint_resumes(tmp_path, first_leg):
+    """A kill between a leg's output rename and its checkpoint's leaves the output one leg
+    ahead of the older checkpoint: the resume accepts it (the rows up to the checkpoint are
+    unchanged), rewrites those steps identically and ends equal to an uninterrupted run."""
+    import shutil
+
+    for n in ("ck.h5", "out.h5"):
+        shutil.copy(first_leg / n, tmp_path / n)
+    old_ck = (tmp_path / "ck.h5").read_bytes()
+    cmd = ["-i", str(first_leg / "in.h5"), "-o", str(tmp_path / "out.h5"), *CK_FLAGS,
+           "--checkpoint_file", str(tmp_path / "ck.h5")]  # fmt: skip
+    assert kwave_main([*cmd, "--checkpoint_timesteps", "10"]) == 0
+    assert t_index(tmp_path / "out.h5") == 27
+    (tmp_path / "ck.h5").write_bytes(old_ck)  # the second checkpoint never reached its name
+    assert kwave_main(cmd) == 0 and not (tmp_path / "ck.h5").exists()
+    assert_identical(first_leg / "full.h5", tmp_path / "out.h5")

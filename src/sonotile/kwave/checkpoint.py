@@ -102,7 +102,8 @@ def save_checkpoint(
         with write_errors("checkpoint file", tmp):
             _write_checkpoint(tmp, engine, rs, meta, fields)
             if leader:
-                _seal(tmp, fp, rs.next_step, output_path)
+                series = (engine.layout.raw, engine.layout.start)
+                _seal(tmp, fp, rs.next_step, output_path, series)
         if leader and before_rename is not None:
             before_rename()
         if leader:
@@ -118,19 +119,37 @@ def _digests(f: h5py.File) -> dict[str, str]:
     return {n: files.dataset_digest(f[n]) for n in _dataset_names(f)}
 
 
-def _seal(tmp: str, fp: Fingerprint, t_index: int, output_path: str | None) -> None:
+def _seal(tmp: str, fp: Fingerprint, t_index: int, output_path: str | None, series: Series) -> None:
     """The manifest: input and settings fingerprints, ``t_index``, every dataset's SHA-256
-    (and those of the partial output's datasets)."""
-    out_sums = None
-    if output_path is not None:
-        with h5py.File(output_path, "r") as g:
-            out_sums = _digests(g)
+    and those of the partial output's time series up to ``t_index``."""
+    out_sums = None if output_path is None else _output_digests(output_path, series, t_index)
     with h5py.File(tmp, "r+") as f:
         manifest = {
             "input_sha256": fp.input_sha256, "settings": fp.settings, "t_index": t_index,
             "sha256": _digests(f), "output_sha256": out_sums,
         }  # fmt: skip
         set_str(f, "sonotile_manifest", json.dumps(manifest, sort_keys=True))
+
+
+#: The raw time series of a run and its first sampled step: ``(names, start)``.
+Series = tuple[tuple[str, ...], int]
+
+
+def _output_digests(path: str, series: Series, t_index: int) -> dict[str, str]:
+    """SHA-256 of the rows of each time series of an output written by step ``t_index``
+    (an output left ahead of its checkpoint by a kill holds the same rows, and more)."""
+    names, start = series
+    rows = max(0, t_index - start)
+    out = {}
+    with h5py.File(path, "r") as g:
+        for name in names:
+            obj = g[name]
+            if isinstance(obj, h5py.Group):  # cuboids: (Ts, Cz, Cy, Cx) each
+                for k in sorted(obj):
+                    out[f"{name}/{k}"] = files.rows_digest(obj[k], 0, rows)
+            else:  # (1, Ts, Ns)
+                out[name] = files.rows_digest(obj, 1, rows)
+    return out
 
 
 def _dataset_names(f: h5py.File) -> list[str]:
@@ -179,7 +198,9 @@ def _write_checkpoint(
     in_turns(mine, "sonotile-checkpoint")
 
 
-def verify_checkpoint(f: h5py.File, fp: Fingerprint, output_path: str | None = None) -> None:
+def verify_checkpoint(
+    f: h5py.File, fp: Fingerprint, output_path: str | None = None, series: Series = ((), 0)
+) -> None:
     """Refuse a checkpoint that is not this run's or is damaged (:class:`CheckpointError`):
     its manifest must match the input and settings, every dataset its checksum; state and
     statistics must be float and finite. k-Wave's own checkpoints have no manifest."""
@@ -194,7 +215,7 @@ def verify_checkpoint(f: h5py.File, fp: Fingerprint, output_path: str | None = N
                 "sonotile): cannot verify it, not resumed"
             )
     else:
-        _check_manifest(f, raw, fp, output_path)
+        _check_manifest(f, raw, fp, output_path, series)
     for name in _dataset_names(f):
         if name in ("t_index", "Nx", "Ny", "Nz"):
             continue
@@ -206,7 +227,7 @@ def verify_checkpoint(f: h5py.File, fp: Fingerprint, output_path: str | None = N
 
 
 def _check_manifest(
-    f: h5py.File, raw: object, fp: Fingerprint, output_path: str | None = None
+    f: h5py.File, raw: object, fp: Fingerprint, output_path: str | None, series: Series
 ) -> None:
     path = f.filename
     try:
@@ -240,15 +261,16 @@ def _check_manifest(
     if int(np.asarray(f["t_index"][()]).reshape(-1)[0]) != m.get("t_index"):
         raise CheckpointError(f"{path}: t_index does not match the saved state: not resumed")
     if m.get("output_sha256") and output_path is not None and os.path.exists(output_path):
-        _check_output(output_path, m["output_sha256"], path)
+        _check_output(output_path, m["output_sha256"], path, series, int(m["t_index"]))
 
 
-def _check_output(output_path: str, sums: dict[str, str], path: str) -> None:
-    """The partial output must hold what it held when the checkpoint was written."""
+def _check_output(
+    output_path: str, sums: dict[str, str], path: str, series: Series, t_index: int
+) -> None:
+    """The partial output must hold the rows it held when the checkpoint was written."""
     try:
-        with h5py.File(output_path, "r") as g:
-            now = _digests(g)
-    except OSError as e:
+        now = _output_digests(output_path, series, t_index)
+    except (OSError, KeyError) as e:
         raise CheckpointError(
             f"{output_path}: output to resume from {path} cannot be read ({e})"
         ) from None
@@ -277,7 +299,7 @@ def load_checkpoint(
         if ftype != "checkpoint":
             raise ValueError(f"{path}: file_type '{ftype}', expected 'checkpoint'")
         if fp is not None:
-            verify_checkpoint(f, fp, output_path)
+            verify_checkpoint(f, fp, output_path, (engine.layout.raw, engine.layout.start))
         dims = tuple(int(f[n][()].reshape(-1)[0]) for n in ("Nx", "Ny", "Nz"))
         if dims != tuple(meta.shape_xyz):
             raise ValueError(

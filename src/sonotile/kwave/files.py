@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
 import stat
@@ -219,6 +220,22 @@ def dataset_digest(d: h5py.Dataset) -> str:
     h = hashlib.sha256(f"{d.dtype.str}{d.shape}".encode())
     for slab in _slabs(d):
         h.update(np.ascontiguousarray(slab).tobytes())
+    return h.hexdigest()
+
+
+def rows_digest(d: h5py.Dataset, axis: int, rows: int) -> str:
+    """SHA-256 of the first ``rows`` entries of a dataset along ``axis`` (the rows of a time
+    series written so far), read slab by slab."""
+    rows = min(rows, d.shape[axis])
+    shape = list(d.shape)
+    shape[axis] = rows
+    h = hashlib.sha256(f"{d.dtype.str}{tuple(shape)}".encode())
+    row_bytes = d.dtype.itemsize * math.prod(shape[:axis] + shape[axis + 1 :])
+    step = max(1, SLAB_BYTES // max(row_bytes, 1))
+    for i in range(0, rows, step):
+        index = [slice(None)] * d.ndim
+        index[axis] = slice(i, min(rows, i + step))
+        h.update(np.ascontiguousarray(d[tuple(index)]).tobytes())
     return h.hexdigest()
 
 
