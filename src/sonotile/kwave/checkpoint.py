@@ -187,6 +187,8 @@ def _write_checkpoint(
                 shape = tuple(v.shape) if blocks is None else blocks.true_shape_of(v.shape)
                 g.create_dataset(name, shape=shape, dtype=np.dtype(v.dtype))
             g.attrs["dtype"] = engine.problem.dtype
+        size = sum(v.nbytes for v in fields.values()) + sum(v.nbytes for v in agg.values())
+        files.reserve(tmp, size + files.MARGIN, "checkpoint file")  # a full disk fails here
 
     def mine() -> None:
         with h5py.File(tmp, "r+") as f:

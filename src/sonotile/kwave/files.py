@@ -9,10 +9,12 @@ process id and a random token), and removes only the temporary files it created 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import math
 import os
 import re
+import shutil
 import stat
 import sys
 import traceback
@@ -146,6 +148,55 @@ def create_exclusive(tmp: str) -> None:
     os.close(fd)
 
 
+#: Room kept free besides what a write needs (HDF5 metadata, other writers) [bytes].
+MARGIN = 2**20
+
+
+def _fallocate(fd: int, nbytes: int) -> int:
+    """Linux ``fallocate(fd, 0, 0, nbytes)``: 0, or the errno (no emulation by writing)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = libc.fallocate
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return 0 if fn(fd, 0, 0, nbytes) == 0 else ctypes.get_errno()
+
+
+def reserve(path: str, nbytes: int, what: str) -> bool:
+    """Reserve the disk blocks of ``path`` up to ``nbytes`` (HDF5 then writes into them and
+    truncates the file to its real end when it closes it), so that a full disk shows here,
+    as one clear error, and not inside HDF5 (whose clean-up after a failed write can crash
+    the process). False where the filesystem cannot reserve (then :func:`check_room`)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        err = _fallocate(fd, nbytes)
+    finally:
+        os.close(fd)
+    if err == 0:
+        return True
+    if err in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+        raise OutputWriteError(
+            f"writing the {what} failed ({os.strerror(err)}: it needs {nbytes / 2**20:.6g} MB, "
+            f"{free / 2**20:.6g} MB are free); is the disk full? The {what} at its path, if "
+            "any, was left as it was"
+        )
+    check_room(path, nbytes, what)
+    return False
+
+
+def check_room(path: str, nbytes: int, what: str) -> None:
+    """Refuse a write of ``nbytes`` that the filesystem of ``path`` has no room for (where
+    blocks cannot be reserved; another writer can still fill the disk in between)."""
+    free = shutil.disk_usage(os.path.dirname(os.path.abspath(path)) or ".").free
+    if free < nbytes + MARGIN:
+        raise OutputWriteError(
+            f"writing the {what} failed (No space left on device: {nbytes / 2**20:.6g} MB to "
+            f"write, {free / 2**20:.6g} MB free); is the disk full? The {what} at its path, "
+            "if any, was left as it was"
+        )
+
+
 def fsync_path(path: str) -> None:
     """Flush a file's (or a folder's) data to the disk."""
     fd = os.open(path, os.O_RDONLY)
@@ -180,9 +231,13 @@ def remove_own(tmp: str | None) -> None:
 
 @contextlib.contextmanager
 def write_errors(what: str, path: str) -> Iterator[None]:
-    """Turn an HDF5 / OS error while writing into one :class:`OutputWriteError` line."""
+    """Turn an HDF5 / OS error while writing into one :class:`OutputWriteError` line; a write
+    error h5py could only print (:data:`DEALLOC_ERRORS`) ends the block the same way, before
+    HDF5 is used again."""
     try:
         yield
+        if DEALLOC_ERRORS:
+            raise OSError(0, DEALLOC_ERRORS[0])
     except OutputWriteError:
         raise
     except (OSError, RuntimeError, ValueError, KeyError) as e:
@@ -209,9 +264,9 @@ def _slabs(d: h5py.Dataset) -> Iterator[np.ndarray]:
 def _why(e: BaseException) -> str:
     """The system's reason for a failed write (HDF5's own text carries times and buffers)."""
     found = re.search(r"errno = (\d+)", str(e))
-    errno = e.errno if isinstance(e, OSError) and e.errno else int(found[1]) if found else 0
-    if errno:
-        return os.strerror(errno)
+    code = e.errno if isinstance(e, OSError) and e.errno else int(found[1]) if found else 0
+    if code:
+        return os.strerror(code)
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 

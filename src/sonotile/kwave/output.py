@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import resource
 import shutil
@@ -114,15 +115,19 @@ class OutputFile:
         provenance: ``{name: text}`` written as root attributes ``sonotile_<name>``; the leg is
             appended to ``sonotile_resume_history`` by :meth:`finish_leg`.
         hint: what a NaN/Inf most likely means (added to the error).
+        reserve: bytes the complete file may take (uncompressed): reserved on the disk before
+            any data is written (:func:`files.reserve`); 0 (compressed output): the room for
+            each write is checked before it.
     """
 
     def __init__(
         self, path: str, meta: KwaveInput, layout: SensorLayout, nt: int, compression: int = 0,
         resume: bool = False, provenance: Mapping[str, str] | None = None,
-        hint: str = NONFINITE_HINT,
+        hint: str = NONFINITE_HINT, reserve: int = 0,
     ) -> None:  # fmt: skip
         self.path, self.meta, self.layout, self.nt = path, meta, layout, nt
         self.provenance, self.hint = dict(provenance or {}), hint
+        self.reserve, self.reserved = reserve, False
         self.tmp = files.temp_name(path, files.token())  # the same name on every process
         # several processes: process 0 owns the file; the others only write their shards of
         # whole fields into it, in turn (write_fields)
@@ -132,7 +137,7 @@ class OutputFile:
         self.level = compression
         self.ts = nt - layout.start
         self.cuboid = bool(layout.cuboid_shapes)
-        self._splits = np.cumsum([int(np.prod(s)) for s in layout.cuboid_shapes])[:-1]
+        self._splits = np.cumsum([math.prod(s) for s in layout.cuboid_shapes])[:-1]
         if not self.leader:
             return
         try:
@@ -148,20 +153,22 @@ class OutputFile:
             self._check_resumable(path)
         files.create_exclusive(self.tmp)
         self.created = True
-        if resume:
-            # the output of the earlier legs stays in place, untouched, until this leg has
-            # ended: the leg writes a copy (a kill at any moment leaves a resumable file)
-            with write_errors("output file", self.tmp):
+        with write_errors("output file", self.tmp):
+            if resume:
+                # the output of the earlier legs stays in place, untouched, until this leg has
+                # ended: the leg writes a copy (a kill at any moment leaves a resumable file)
                 shutil.copyfile(path, self.tmp)
-            try:
-                self.f = h5py.File(self.tmp, "r+")
-            except OSError as e:
-                raise OSError(f"{path}: output file cannot be reopened for writing ({e})") from None
-        else:
-            with write_errors("output file", self.tmp):
-                self.f = h5py.File(self.tmp, "w")
-                self._create()
-                self.f.flush()
+            else:
+                with h5py.File(self.tmp, "w") as f:
+                    self.f = f
+                    self._create()
+                self.f = None
+        if self.reserve:
+            self.reserved = files.reserve(self.tmp, self.reserve, "output file")
+        try:
+            self.f = h5py.File(self.tmp, "r+")
+        except OSError as e:
+            raise OSError(f"{path}: output file cannot be reopened for writing ({e})") from None
 
     def _check_resumable(self, path: str) -> None:
         """The partial output of a checkpointed run: same grid, same raw datasets."""
@@ -250,6 +257,8 @@ class OutputFile:
         if not np.all(np.isfinite(values)):
             step = self.layout.start + first_row + first_bad_row(values) + 1
             check_finite(name, values, f"from time step {step} of {self.nt} on", self.hint)
+        if not self.reserved:
+            files.check_room(self.tmp, values.nbytes, "output file")
         with write_errors("output file", self.tmp):
             self._write_rows(name, first_row, values)
             self.f.flush()  # a full disk shows here, at the chunk that hit it
@@ -286,6 +295,8 @@ class OutputFile:
             if not all_finite(v):
                 where = f"after time step {step if step is not None else self.nt}"
                 check_finite(name, np.array([np.nan]), where, self.hint)
+        if self.leader and not self.reserved:
+            files.check_room(self.tmp, sum(v.nbytes for v in values.values()), "output file")
         with write_errors("output file", self.tmp):
             self._write_fields(values, blocks)
 

@@ -17,6 +17,7 @@ import numpy as np
 from sonotile.base import runtime
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
+from sonotile.kwave import files
 from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
 from sonotile.kwave.cli import check_writable
 from sonotile.kwave.files import check_input_path, file_digest, hdf5_cleanup_errors
@@ -136,7 +137,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
         engine = make_engine(problem, args, device)
-        check_disk(args, engine.layout, problem.grid.nt, resume)
+        size = check_disk(args, engine.layout, problem.grid.nt, math.prod(problem.grid.shape))
         hint = nonfinite_hint(problem)
         if engine.describe.startswith("single"):  # medium constants are on the device now
             rn.planmod.release_host_medium(problem)
@@ -148,7 +149,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
         prov = provenance(getattr(args, "argv", []), fp.input_sha256, dtype, engine.describe)
         out = OutputFile(
             args.output, meta, engine.layout, problem.grid.nt, args.compression, resume=resume,
-            provenance=prov, hint=hint,
+            provenance=prov, hint=hint, reserve=size,
         )  # fmt: skip
         try:
             status = _leg(args, engine, meta, out, rs, (t0, t_load), fp, flag)
@@ -188,21 +189,26 @@ def check_size(
         )
 
 
-def check_disk(args: argparse.Namespace, layout: Any, nt: int, resume: bool) -> None:
-    """Refuse a run whose sampled series cannot fit on the output's filesystem (``-c 0``: the
-    size is known in advance; a resumed leg also needs room for its copy of the output)."""
+def check_disk(args: argparse.Namespace, layout: Any, nt: int, points: int) -> int:
+    """The bytes the output may take (``-c 0``: known in advance: the sampled series, the
+    whole fields and HDF5's chunk index; 0 with ``-c``), refused when its filesystem has less
+    free (the earlier output, if any, stays until the new one is complete)."""
     if args.compression or jax.process_index() > 0:
-        return
+        return 0
     rows = max(nt - layout.start, 0)
-    need = rows * layout.n_points * 4 * len(layout.raw) * (2 if resume else 1)
+    fields = len(layout.whole) + len(layout.final)
+    chunks = rows * len(layout.raw) * max(len(layout.cuboid_shapes), 1)
+    need = 4 * (rows * layout.n_points * len(layout.raw) + points * fields) + 64 * chunks
+    need += files.MARGIN
     folder = os.path.dirname(os.path.abspath(args.output)) or "."
     free = shutil.disk_usage(folder).free
     if need > free:
         raise OSError(
-            f"output file '{args.output}': the sampled series need {need / 2**20:.6g} MB, more "
-            f"than the {free / 2**20:.6g} MB free in '{folder}': free space, sample fewer "
-            "steps (-s) or points, or compress (-c)"
+            f"output file '{args.output}': the sampled series and fields need "
+            f"{need / 2**20:.6g} MB, more than the {free / 2**20:.6g} MB free in '{folder}': "
+            "free space, sample fewer steps (-s) or points, or compress (-c)"
         )
+    return need
 
 
 def nonfinite_hint(problem: Problem) -> str:
