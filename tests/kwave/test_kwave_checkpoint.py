@@ -374,3 +374,18 @@ def test_output_ahead_of_its_checkpoint_resumes(tmp_path, first_leg):
     (tmp_path / "ck.h5").write_bytes(old_ck)  # the second checkpoint never reached its name
     assert kwave_main(cmd) == 0 and not (tmp_path / "ck.h5").exists()
     assert_identical(first_leg / "full.h5", tmp_path / "out.h5")
+
+
+@pytest.mark.parametrize(
+    "kind,expect", [("int32_field", "dataset 'p' is int32, expected float32/64"),
+                    ("nan_in_field", "dataset 'p' holds NaN or Inf")],
+)  # fmt: skip
+def test_kwave_checkpoint_without_manifest_checked(kind, expect, tmp_path, first_leg, capsys):
+    """A checkpoint as k-Wave writes it (no manifest): its fields must still be float and
+    finite."""
+    d, resume = _resume_refused(tmp_path, first_leg, capsys, expect=expect)
+    _corrupt(kind, d / "ck.h5", d)
+    with h5py.File(d / "ck.h5", "r+") as f:
+        del f.attrs["sonotile_manifest"]
+        f.attrs["created_by"] = np.bytes_(b"kspaceFirstOrder-OMP v1.3")
+    resume()
