@@ -156,8 +156,10 @@ def _fallocate(fd: int, nbytes: int) -> int:
     """Linux ``fallocate(fd, 0, 0, nbytes)``: 0, or the errno (no emulation by writing)."""
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = libc.fallocate
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fallocate
+    except (AttributeError, OSError):  # not Linux: no reservation, the room is checked
+        return errno.ENOSYS
     fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
     return 0 if fn(fd, 0, 0, nbytes) == 0 else ctypes.get_errno()
 
