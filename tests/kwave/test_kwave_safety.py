@@ -469,3 +469,31 @@ def test_reserved_files_on_a_small_disk(tmp_path, capsys):
         with h5py.File(disk / "out.h5", "r") as a, h5py.File(ref, "r") as b:
             assert np.array_equal(a["p"][()], b["p"][()])
             assert np.array_equal(a["p_final"][()], b["p_final"][()])
+
+
+def test_without_block_reservation_the_room_is_checked(tmp_path, capsys, monkeypatch):
+    """A filesystem that cannot reserve blocks: runs as usual, and a compressed output on a
+    disk without room fails before its first write, leaving the earlier output."""
+    import errno
+    import shutil
+
+    from sonotile.kwave import files
+
+    monkeypatch.setattr(files, "_fallocate", lambda fd, n: errno.EOPNOTSUPP)
+    inp = write_input(tmp_path / "in.h5", nt=12)
+    out, ref = tmp_path / "out.h5", tmp_path / "ref.h5"
+    assert _run(capsys, ["-i", inp, "-o", out, "--checkpoint_file", tmp_path / "ck.h5",
+                         "--checkpoint_timesteps", "5"])[0] == 0  # fmt: skip
+    assert _run(capsys, ["-i", inp, "-o", out, "--checkpoint_file", tmp_path / "ck.h5"])[0] == 0
+    monkeypatch.undo()
+    assert _run(capsys, ["-i", inp, "-o", ref])[0] == 0
+    with h5py.File(out, "r") as a, h5py.File(ref, "r") as b:
+        assert np.array_equal(a["p"][()], b["p"][()])
+    monkeypatch.setattr(files, "_fallocate", lambda fd, n: errno.EOPNOTSUPP)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
+    out.write_bytes(OLD)
+    status, so, err = _run(capsys, ["-i", inp, "-o", out, "-c", "4"])
+    _one_error(status, so, err, "writing the output file failed", "No space left on device")
+    assert out.read_bytes() == OLD
+    _no_partial(tmp_path)
