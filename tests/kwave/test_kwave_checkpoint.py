@@ -208,3 +208,184 @@ def test_default_chunk_bounded():
     chunk = rn.default_chunk(problem, cp.layout)
     assert 1 <= chunk <= 1000
     assert chunk * len(cp.layout.raw) * cp.layout.n_points * 4 <= 64e6
+
+
+# ------------------------------------------------------------------ corrupted checkpoints
+
+CK_FLAGS = ["--p_raw", "--p_max", "--p_final"]
+
+
+@pytest.fixture(scope="module")
+def first_leg(tmp_path_factory):
+    """An input, its uninterrupted output, and the checkpoint and partial output of a first
+    leg of 17 steps (kept read-only: each test works on copies)."""
+    d = tmp_path_factory.mktemp("first_leg")
+    inp = write_input(d / "in.h5", nt=40)
+    assert kwave_main(["-i", inp, "-o", str(d / "full.h5"), *CK_FLAGS]) == 0
+    cmd = ["-i", inp, "-o", str(d / "out.h5"), *CK_FLAGS, "--checkpoint_file", str(d / "ck.h5"),
+           "--checkpoint_timesteps", "17"]  # fmt: skip
+    assert kwave_main(cmd) == 0 and t_index(d / "out.h5") == 17
+    return d
+
+
+def _flip_byte(path, name):
+    with h5py.File(path, "r") as f:
+        d = f[name]
+        start, size = d.id.get_offset(), d.size
+        if start is None:  # chunked: inside its first chunk
+            info = d.id.get_chunk_info(0)
+            start, size = info.byte_offset, info.size // d.dtype.itemsize
+        offset = start + 4 * min(37, size - 1) + 2  # inside a value
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        b = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([b[0] ^ 0x10]))
+
+
+def _corrupt(kind, ck, d):
+    if kind == "flipped_byte":
+        return _flip_byte(ck, "p")
+    if kind == "flipped_statistic":
+        return _flip_byte(ck, "sonotile_aggregates/p_max")
+    with h5py.File(ck, "r+") as f:
+        if kind == "t_index":
+            f["t_index"][...] = 16
+        elif kind == "nan_in_field":
+            f["p"][0, 3, 4] = np.nan
+        elif kind == "int32_field":
+            v = f["p"][()]
+            del f["p"]
+            f.create_dataset("p", data=v.astype(np.int32))
+        elif kind == "manifest_removed":
+            del f.attrs["sonotile_manifest"]
+        elif kind == "dataset_removed":
+            del f["duxdx"]
+
+
+CORRUPTIONS = {
+    "t_index": "does not match its checksum",
+    "nan_in_field": "does not match its checksum",
+    "flipped_byte": "dataset 'p' does not match its checksum",
+    "flipped_statistic": "dataset 'sonotile_aggregates/p_max' does not match its checksum",
+    "int32_field": "does not match its checksum",
+    "manifest_removed": "has no sonotile_manifest",
+    "dataset_removed": "dataset 'duxdx' added or missing",
+}
+
+
+def _resume_refused(tmp_path, first_leg, capsys, inp=None, extra=(), expect=""):
+    import shutil
+
+    for n in ("ck.h5", "out.h5"):
+        shutil.copy(first_leg / n, tmp_path / n)
+    return tmp_path, lambda: _resume(tmp_path, inp or str(first_leg / "in.h5"), extra, expect,
+                                     capsys)  # fmt: skip
+
+
+def _resume(d, inp, extra, expect, capsys):
+    ck_before, out_before = (d / "ck.h5").read_bytes(), (d / "out.h5").read_bytes()
+    status = kwave_main(["-i", inp, "-o", str(d / "out.h5"), *CK_FLAGS, *extra,
+                         "--checkpoint_file", str(d / "ck.h5")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 1, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("sonotile-kwave: error:")]
+    assert len(errors) == 1 and "ck.h5" in errors[0] and expect in errors[0], err
+    # nothing resumed, the evidence kept: checkpoint and partial output as they were
+    assert (d / "ck.h5").read_bytes() == ck_before
+    assert (d / "out.h5").read_bytes() == out_before
+    assert sorted(os.listdir(d)) == ["ck.h5", "out.h5"]
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_corrupted_checkpoint_refused(kind, tmp_path, first_leg, capsys):
+    d, resume = _resume_refused(tmp_path, first_leg, capsys, expect=CORRUPTIONS[kind])
+    _corrupt(kind, d / "ck.h5", d)
+    resume()
+
+
+def test_checkpoint_of_another_input_refused(tmp_path, first_leg, capsys):
+    """Same grid, another medium: the checkpoint does not belong to this input."""
+    other = write_input(tmp_path / "other.h5", nt=40, c0=np.float32(1600.0))
+    run = tmp_path / "run"
+    run.mkdir()
+    assert kwave_main(["-i", other, "-o", str(run / "out.h5"), *CK_FLAGS, "--checkpoint_file",
+                       str(run / "ck.h5"), "--checkpoint_timesteps", "17"]) == 0  # fmt: skip
+    _resume(run, str(first_leg / "in.h5"), (), "checkpoint of another input", capsys)
+
+
+@pytest.mark.parametrize(
+    "extra,expect", [(["-s", "2"], "other settings (start"), (["--benchmark", "30"], "(Nt")]
+)
+def test_checkpoint_with_other_settings_refused(extra, expect, tmp_path, first_leg, capsys):
+    d, resume = _resume_refused(tmp_path, first_leg, capsys, extra=extra, expect=expect)
+    resume()
+
+
+def test_checkpoint_kept_until_the_output_is_written(tmp_path, first_leg, capsys, monkeypatch):
+    """A last leg whose output cannot be written (a full disk) keeps the checkpoint and the
+    earlier output; the same command then finishes, equal to an uninterrupted run."""
+    import shutil
+
+    from sonotile.kwave import files
+
+    for n in ("ck.h5", "out.h5"):
+        shutil.copy(first_leg / n, tmp_path / n)
+    cmd = ["-i", str(first_leg / "in.h5"), "-o", str(tmp_path / "out.h5"), *CK_FLAGS,
+           "--checkpoint_file", str(tmp_path / "ck.h5")]  # fmt: skip
+    real = files.fsync_path
+
+    def full(path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files, "fsync_path", full)
+    assert kwave_main(cmd) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert t_index(tmp_path / "out.h5") == 17 and (tmp_path / "ck.h5").exists()
+    monkeypatch.setattr(files, "fsync_path", real)
+    assert kwave_main(cmd) == 0 and not (tmp_path / "ck.h5").exists()
+    assert_identical(first_leg / "full.h5", tmp_path / "out.h5")
+
+
+def test_changed_partial_output_refused(tmp_path, first_leg, capsys):
+    """The partial output's datasets are fingerprinted in the checkpoint too: a changed sample
+    of the earlier legs is refused instead of carried into the result."""
+    d, resume = _resume_refused(
+        tmp_path, first_leg, capsys, expect="dataset 'p' changed since the checkpoint"
+    )
+    with h5py.File(d / "out.h5", "r+") as f:
+        f["p"][0, 3, 2] += 1e-6
+    resume()
+
+
+def test_output_ahead_of_its_checkpoint_resumes(tmp_path, first_leg):
+    """A kill between a leg's output rename and its checkpoint's leaves the output one leg
+    ahead of the older checkpoint: the resume accepts it (the rows up to the checkpoint are
+    unchanged), rewrites those steps identically and ends equal to an uninterrupted run."""
+    import shutil
+
+    for n in ("ck.h5", "out.h5"):
+        shutil.copy(first_leg / n, tmp_path / n)
+    old_ck = (tmp_path / "ck.h5").read_bytes()
+    cmd = ["-i", str(first_leg / "in.h5"), "-o", str(tmp_path / "out.h5"), *CK_FLAGS,
+           "--checkpoint_file", str(tmp_path / "ck.h5")]  # fmt: skip
+    assert kwave_main([*cmd, "--checkpoint_timesteps", "10"]) == 0
+    assert t_index(tmp_path / "out.h5") == 27
+    (tmp_path / "ck.h5").write_bytes(old_ck)  # the second checkpoint never reached its name
+    assert kwave_main(cmd) == 0 and not (tmp_path / "ck.h5").exists()
+    assert_identical(first_leg / "full.h5", tmp_path / "out.h5")
+
+
+@pytest.mark.parametrize(
+    "kind,expect", [("int32_field", "dataset 'p' is int32, expected float32/64"),
+                    ("nan_in_field", "dataset 'p' holds NaN or Inf")],
+)  # fmt: skip
+def test_kwave_checkpoint_without_manifest_checked(kind, expect, tmp_path, first_leg, capsys):
+    """A checkpoint as k-Wave writes it (no manifest): its fields must still be float and
+    finite."""
+    d, resume = _resume_refused(tmp_path, first_leg, capsys, expect=expect)
+    _corrupt(kind, d / "ck.h5", d)
+    with h5py.File(d / "ck.h5", "r+") as f:
+        del f.attrs["sonotile_manifest"]
+        f.attrs["created_by"] = np.bytes_(b"kspaceFirstOrder-OMP v1.3")
+    resume()

@@ -175,6 +175,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if (a.checkpoint_interval or a.checkpoint_timesteps) and not a.checkpoint_file:
         raise UsageError("--checkpoint_interval/--checkpoint_timesteps need --checkpoint_file")
     a.record = tuple(q for f, q in OUTPUT_FLAGS.items() if getattr(a, f)) or ("p",)
+    a.argv = list(argv)  # the command line, for the output's provenance
     return a
 
 
@@ -231,7 +232,7 @@ def _run(args: argparse.Namespace) -> int:
         from sonotile.kwave.run import run_kwave
 
         return run_kwave(args)
-    except (OSError, ValueError, KeyError, MemoryError) as e:
+    except (OSError, ValueError, KeyError, MemoryError, ArithmeticError) as e:
         print(f"sonotile-kwave: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:

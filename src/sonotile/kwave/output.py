@@ -1,14 +1,19 @@
 """k-Wave output files: streamed sensor series, aggregates, whole-field outputs, header.
 
-The file is written under a temporary name next to the target and renamed into place only when
-a run (or a checkpoint leg) ends, so a failed or killed run never leaves a file that looks
-complete and never destroys a file already at the target path. A resumed leg writes a copy of
-the earlier legs' output, so that file stays intact until the leg has ended.
+The file is written under a unique temporary name next to the target (``files.temp_name``:
+the process id and a random token) and renamed into place only when a run (or a checkpoint leg)
+ends, after an fsync, so a failed or killed run never leaves a file that looks complete and
+never destroys a file already at the target path. Every chunk of samples is checked for NaN/Inf
+before it is written and flushed after; a write error (a full disk) ends the run with one line.
+A resumed leg writes a copy of the earlier legs' output, so that file stays intact until the
+leg has ended. Each file carries its provenance as root attributes ``sonotile_*``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import resource
 import shutil
@@ -22,6 +27,8 @@ import jax
 import numpy as np
 
 from sonotile.base.version import __version__
+from sonotile.kwave import files
+from sonotile.kwave.files import OutputWriteError, write_errors
 from sonotile.kwave.layout import to_zyx
 from sonotile.kwave.reader import KwaveInput
 from sonotile.model.grid import AXES
@@ -34,25 +41,52 @@ if TYPE_CHECKING:
 
 FLOAT_ATTRS = {"data_type": np.bytes_(b"float"), "domain_type": np.bytes_(b"real")}
 LONG_ATTRS = {"data_type": np.bytes_(b"long"), "domain_type": np.bytes_(b"real")}
+#: What a non-finite result most likely means (completed by the run with its CFL number).
+NONFINITE_HINT = (
+    "the simulation became unstable or overflowed: check dt against the stability limit (CFL "
+    "number) and the source amplitudes (float32 overflows above 3.4e38)"
+)
+
+
+class NonFiniteError(FloatingPointError):
+    """A result holds NaN or Inf: nothing is written."""
+
+
+def check_finite(name: str, values: np.ndarray, where: str, hint: str = NONFINITE_HINT) -> None:
+    """Raise :class:`NonFiniteError` naming ``name`` and ``where`` when ``values`` hold NaN/Inf."""
+    if not np.all(np.isfinite(values)):
+        raise NonFiniteError(f"{name}: NaN or Inf {where}; {hint}; no output written")
+
+
+def first_bad_row(values: np.ndarray) -> int:
+    """Index of the first row (time step) of ``values`` holding NaN or Inf."""
+    rows = ~np.isfinite(values).reshape(values.shape[0], -1).all(axis=1)
+    return int(np.argmax(rows))
 
 
 def temp_path(path: str) -> str:
-    d, b = os.path.split(os.path.abspath(path))
-    return os.path.join(d, f".{b}.sonotile-partial")
+    """A fresh unique temporary name for ``path`` in its folder (this process, a random token)."""
+    return files.temp_name(path, f"{os.getpid()}-{os.urandom(8).hex()}")
 
 
 @contextlib.contextmanager
 def partial_file(path: str) -> Iterator[str]:
-    """The temporary name to write ``path`` under: renamed into place when the block ends,
-    removed when it fails (nothing half-written is left, an earlier file survives)."""
+    """The temporary name to write ``path`` under (created empty, exclusively): fsynced and
+    renamed into place when the block ends, removed when it fails (nothing half-written is
+    left, an earlier file survives)."""
+    files.check_output_path(path, "file")
     tmp = temp_path(path)
+    files.create_exclusive(tmp)
     try:
         yield tmp
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
+        files.remove_own(tmp)
         raise
-    os.replace(tmp, path)
+    try:
+        files.commit(tmp, path, "file")
+    except BaseException:
+        files.remove_own(tmp)
+        raise
 
 
 def set_str(obj: h5py.File | h5py.Group | h5py.Dataset, name: str, value: str) -> None:
@@ -72,54 +106,69 @@ class OutputFile:
     """An open k-Wave output file being filled by a run (``recorder`` interface for raw data).
 
     Args:
-        path: final output path; data goes to :func:`temp_path` until :meth:`commit`.
+        path: final output path; data goes to a unique temporary file until :meth:`finish_leg`.
         meta: the input file's header and scalars.
         layout: the sensor layout of the run.
         nt: number of steps; ``ts = nt - start`` rows per raw series.
         compression: deflate level 0-9 (``-c``).
         resume: reopen an existing partial file (checkpoint restart) instead of creating one.
+        provenance: ``{name: text}`` written as root attributes ``sonotile_<name>``; the leg is
+            appended to ``sonotile_resume_history`` by :meth:`finish_leg`.
+        hint: what a NaN/Inf most likely means (added to the error).
+        reserve: bytes the complete file may take (uncompressed): reserved on the disk before
+            any data is written (:func:`files.reserve`); 0 (compressed output): the room for
+            each write is checked before it.
     """
 
     def __init__(
-        self,
-        path: str,
-        meta: KwaveInput,
-        layout: SensorLayout,
-        nt: int,
-        compression: int = 0,
-        resume: bool = False,
-    ) -> None:
+        self, path: str, meta: KwaveInput, layout: SensorLayout, nt: int, compression: int = 0,
+        resume: bool = False, provenance: Mapping[str, str] | None = None,
+        hint: str = NONFINITE_HINT, reserve: int = 0,
+    ) -> None:  # fmt: skip
         self.path, self.meta, self.layout, self.nt = path, meta, layout, nt
-        self.tmp = temp_path(path)
+        self.provenance, self.hint = dict(provenance or {}), hint
+        self.reserve, self.reserved = reserve, False
+        self.tmp = files.temp_name(path, files.token())  # the same name on every process
         # several processes: process 0 owns the file; the others only write their shards of
         # whole fields into it, in turn (write_fields)
         self.leader = _process_index() == 0
         self.f: h5py.File | None = None
+        self.created = False
         self.level = compression
         self.ts = nt - layout.start
         self.cuboid = bool(layout.cuboid_shapes)
-        self._splits = np.cumsum([int(np.prod(s)) for s in layout.cuboid_shapes])[:-1]
+        self._splits = np.cumsum([math.prod(s) for s in layout.cuboid_shapes])[:-1]
         if not self.leader:
             return
+        try:
+            self._open(path, resume)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _open(self, path: str, resume: bool) -> None:
+        if resume and not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: output file to resume from is missing")
         if resume:
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"{path}: output file to resume from is missing")
             self._check_resumable(path)
-            # the output of the earlier legs stays in place, untouched, until this leg has
-            # ended: the leg writes a copy (a kill at any moment leaves a resumable file)
-            try:
+        files.create_exclusive(self.tmp)
+        self.created = True
+        with write_errors("output file", self.tmp):
+            if resume:
+                # the output of the earlier legs stays in place, untouched, until this leg has
+                # ended: the leg writes a copy (a kill at any moment leaves a resumable file)
                 shutil.copyfile(path, self.tmp)
-                self.f = h5py.File(self.tmp, "r+")
-            except OSError as e:
-                self.abort()
-                raise OSError(f"{path}: output file cannot be reopened for writing ({e})") from None
-        else:
-            try:
-                self.f = h5py.File(self.tmp, "w")
-                self._create()
-            except BaseException:
-                self.abort()
-                raise
+            else:
+                with h5py.File(self.tmp, "w") as f:
+                    self.f = f
+                    self._create()
+                self.f = None
+        if self.reserve:
+            self.reserved = files.reserve(self.tmp, self.reserve, "output file")
+        try:
+            self.f = h5py.File(self.tmp, "r+")
+        except OSError as e:
+            raise OSError(f"{path}: output file cannot be reopened for writing ({e})") from None
 
     def _check_resumable(self, path: str) -> None:
         """The partial output of a checkpointed run: same grid, same raw datasets."""
@@ -149,6 +198,13 @@ class OutputFile:
                         f"{path}: dataset '{name}' missing or of another shape than this run "
                         f"needs ({self.ts} rows); resume with the same command line"
                     )
+            theirs = _text(f.attrs.get("sonotile_input_sha256", b""))
+            ours = self.provenance.get("input_sha256", "")
+            if theirs and ours and theirs != ours:
+                raise ValueError(
+                    f"{path}: the output to resume was computed from another input (its "
+                    f"sonotile_input_sha256 differs from {self.meta.path}'s)"
+                )
 
     # -- layout -----------------------------------------------------------------------------
     def _dataset(self, name: str, shape: tuple[int, ...], chunks: tuple[int, ...]) -> h5py.Dataset:
@@ -177,6 +233,8 @@ class OutputFile:
         set_str(f, "file_type", "output")
         set_str(f, "created_by", f"sonotile v{__version__}")
         set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
+        for k, v in self.provenance.items():
+            set_str(f, f"sonotile_{k}", v)
         for name, (value, dtype) in m.scalars.items():
             write_scalar(f, name, value, dtype)
         write_scalar(f, "Nz", m.shape_xyz[2], np.uint64)
@@ -196,6 +254,16 @@ class OutputFile:
     def __call__(self, name: str, first_row: int, values: np.ndarray) -> None:
         if not self.leader:  # every process has the samples (psum); process 0 writes them
             return
+        if not np.all(np.isfinite(values)):
+            step = self.layout.start + first_row + first_bad_row(values) + 1
+            check_finite(name, values, f"from time step {step} of {self.nt} on", self.hint)
+        if not self.reserved:
+            files.check_room(self.tmp, values.nbytes, "output file")
+        with write_errors("output file", self.tmp):
+            self._write_rows(name, first_row, values)
+            self.f.flush()  # a full disk shows here, at the chunk that hit it
+
+    def _write_rows(self, name: str, first_row: int, values: np.ndarray) -> None:
         k = values.shape[0]
         if not self.cuboid:
             self.f[name][0, first_row : first_row + k, :] = values
@@ -210,8 +278,9 @@ class OutputFile:
 
     # -- end of a leg -----------------------------------------------------------------------
     def write_fields(
-        self, values: Mapping[str, np.ndarray | jax.Array], blocks: Blocks | None = None
-    ) -> None:
+        self, values: Mapping[str, np.ndarray | jax.Array], blocks: Blocks | None = None,
+        step: int | None = None,
+    ) -> None:  # fmt: skip
         """Aggregates (``p_max`` ...), whole-field (``*_all``) and final fields, replacing any
         earlier values (checkpoint legs rewrite them).
 
@@ -219,8 +288,21 @@ class OutputFile:
         by shard, each process writing the shards on its own devices in turn (process 0 first,
         then the others reopen the file), so no process ever holds a whole field. All processes
         must call this with the same names. ``blocks`` (:class:`sonotile.parallel.blocks.Blocks`)
-        says where device arrays carry dead points (a grid cut into uneven blocks).
+        says where device arrays carry dead points (a grid cut into uneven blocks). Every value
+        is checked for NaN/Inf first (``step``: the step the leg ended at, for the message).
         """
+        for name, v in values.items():  # every process: device arrays are checked together
+            if not all_finite(v):
+                where = f"after time step {step if step is not None else self.nt}"
+                check_finite(name, np.array([np.nan]), where, self.hint)
+        if self.leader and not self.reserved:
+            files.check_room(self.tmp, sum(v.nbytes for v in values.values()), "output file")
+        with write_errors("output file", self.tmp):
+            self._write_fields(values, blocks)
+
+    def _write_fields(
+        self, values: Mapping[str, np.ndarray | jax.Array], blocks: Blocks | None
+    ) -> None:
         sharded = []
         for name, v in values.items():
             whole = name.endswith("_all") or name.endswith("_final")
@@ -249,6 +331,8 @@ class OutputFile:
                 self._replace(name, v.reshape(1, 1, -1), None)
         if sharded and _process_count() > 1:
             self._others_write(sharded, blocks)
+        if self.leader:
+            self.f.flush()
 
     def _whole_dataset(self, name: str, shape_xyz: tuple[int, ...]) -> h5py.Dataset:
         zyx = tuple(reversed(tuple(shape_xyz) + (1,) * (3 - len(shape_xyz))))
@@ -303,10 +387,27 @@ class OutputFile:
         for k, v in LONG_ATTRS.items():
             d.attrs[k] = v
 
-    def finish_leg(self, t_index: int, timings: Mapping[str, float]) -> None:
-        """Write ``t_index`` and the run statistics, close, and move into place."""
+    def finish_leg(
+        self, t_index: int, timings: Mapping[str, float], first: int = 0, commit: bool = True
+    ) -> None:
+        """Write ``t_index``, the run statistics and this leg in the resume history (steps
+        ``first`` to ``t_index``), close, and (``commit``) fsync and move into place."""
         if not self.leader:
             return
+        with write_errors("output file", self.tmp):
+            self._statistics(t_index, timings, first)
+            self.f.close()
+            self.f = None
+        if commit:
+            self.commit()
+
+    def commit(self) -> None:
+        """fsync the closed temporary file and rename it over the output path."""
+        if self.leader and self.created:
+            files.commit(self.tmp, self.path, "output file")
+            self.created = False
+
+    def _statistics(self, t_index: int, timings: Mapping[str, float], first: int) -> None:
         write_scalar(self.f, "t_index", t_index, np.uint64)
         f = self.f
         set_str(f, "host_names", f"{socket.gethostname()} (sonotile {__version__})")
@@ -330,20 +431,41 @@ class OutputFile:
                 except ValueError:
                     prev = 0.0
             set_str(f, attr, f"{prev + timings.get(key, 0.0):8.2f}s")
-        f.close()
-        os.replace(self.tmp, self.path)
+        history = json.loads(_text(f.attrs.get("sonotile_resume_history", b"")) or "[]")
+        date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        leg = {"steps": [first, t_index], "date": date}
+        leg.update({k: self.provenance[k] for k in ("command_line",) if k in self.provenance})
+        set_str(f, "sonotile_resume_history", json.dumps(history + [leg]))
 
     def abort(self) -> None:
-        """Drop the partial file: a failed run leaves no output, a failed resumed leg leaves
-        the output of the earlier legs as it was."""
+        """Drop this run's temporary file: a failed run leaves no output, a failed resumed leg
+        leaves the output of the earlier legs as it was. No other file is touched."""
         if not self.leader:
             return
         try:
             if self.f is not None:
-                self.f.close()
+                with contextlib.suppress(Exception):  # a full disk may fail the close too
+                    self.f.close()
+                self.f = None
         finally:
-            if os.path.exists(self.tmp):
-                os.remove(self.tmp)
+            if self.created:
+                files.remove_own(self.tmp)
+                self.created = False
+
+
+def _text(v: object) -> str:
+    if isinstance(v, np.ndarray):
+        v = v.reshape(-1)[0] if v.size else b""
+    return v.decode(errors="replace") if isinstance(v, bytes | np.bytes_) else str(v)
+
+
+def all_finite(v: np.ndarray | jax.Array) -> bool:
+    """Whether every value is finite (a device array is reduced where it lives)."""
+    if isinstance(v, jax.Array):
+        import jax.numpy as jnp
+
+        return bool(jnp.all(jnp.isfinite(v)))
+    return bool(np.all(np.isfinite(np.asarray(v))))
 
 
 def _process_index() -> int:
@@ -393,4 +515,7 @@ def _cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["OutputFile", "temp_path", "write_scalar", "write_shards", "AXES"]
+__all__ = [
+    "OutputFile", "NonFiniteError", "OutputWriteError", "temp_path", "write_scalar",
+    "write_shards", "AXES",
+]  # fmt: skip

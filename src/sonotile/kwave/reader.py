@@ -5,12 +5,15 @@ checks k-Wave does plus the shape checks it does not. See ``docs/kwave.md``.
 from __future__ import annotations
 
 import contextlib
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, overload
 
 import h5py
 import numpy as np
 
+from sonotile.kwave.files import check_input_path, refuse_links
 from sonotile.kwave.layout import XyzView, linear_to_grid, to_xyz
 from sonotile.model.grid import AXES, Grid
 from sonotile.model.lazy import LazyField, is_lazy
@@ -33,6 +36,11 @@ from sonotile.model.problem import (
 Property = float | np.ndarray | LazyField
 
 VERSIONS = ("0", "1", "2")
+#: Most time steps a run can count (the solver's step index is a 32-bit integer).
+MAX_STEPS = 2**31 - 1
+#: Most grid points of a run (a field's byte offsets must fit in 63 bits on any machine).
+MAX_POINTS = 2**56
+
 HEADER = (
     "file_type",
     "created_by",
@@ -160,12 +168,12 @@ class _Reader:
             raise KwaveFileError(f"dataset '{name}': empty")
         if v.dtype.kind == "f" and np.any(v != np.floor(v)):
             raise KwaveFileError(f"dataset '{name}': indices must be integers")
-        v = v.astype(np.int64)
-        bad = (v < 1) | (v > n_points)
+        bad = (v < 1) | (v > n_points)  # in the stored type: no wrap (n_points <= 2**56)
         if np.any(bad):
-            raise KwaveFileError(
-                f"dataset '{name}': index {int(v[np.argmax(bad)])} out of range 1..{n_points}"
-            )
+            first = v[np.argmax(bad)]
+            shown = int(first) if v.dtype.kind in "iu" else f"{float(first):.6g}"
+            raise KwaveFileError(f"dataset '{name}': index {shown} out of range 1..{n_points}")
+        v = v.astype(np.int64)  # exact: all within 1..n_points
         return v
 
 
@@ -198,6 +206,7 @@ def read_input(
     record: tuple[str, ...] = ("p",),
     dtype: str = "float32",
     lazy: bool = False,
+    size_check: Callable[[tuple[int, ...], int], None] | None = None,
 ) -> tuple[Problem, KwaveInput]:
     """Read a k-Wave input file (format 1.0, 1.1, 1.2) into a solver-ready Problem.
 
@@ -210,15 +219,19 @@ def read_input(
         lazy: leave grid-sized fields (medium, p0) in the file as :class:`LazyField` views,
             read and checked hyperslab by hyperslab when a process builds its shards (the file
             stays open; distributed runs). Scalars, indices and signals are read at once.
+        size_check: called with the grid shape and the number of steps as soon as they are
+            read, before anything sized by them is read or allocated (the memory check).
 
     Raises:
         KwaveFileError: naming the dataset or attribute and what was expected.
     """
+    check_input_path(path, "input file")
     try:
         f = h5py.File(path, "r")
     except OSError as e:
         raise KwaveFileError(f"{path}: cannot open as HDF5 ({e})") from None
     with contextlib.nullcontext(f) if lazy else f:
+        refuse_links(f)
         header = {k: _attr(f, k) for k in HEADER}
         if header["file_type"] != "input":
             raise KwaveFileError(f"{path}: file_type is '{header['file_type']}', expected 'input'")
@@ -250,6 +263,9 @@ def read_input(
             raise KwaveFileError(f"dataset 'Nt': {nt}, expected >= 1")
         if nt_override is not None:
             nt = int(nt_override)
+        _check_sizes((nx, ny, nz), nt, "Nt" if nt_override is None else "--benchmark")
+        if size_check is not None:
+            size_check(shape, nt)
         spacing = tuple(r.scalar(f"d{a}") for a in AXES[:ndim])
         for a, d in zip(AXES, spacing):
             if d <= 0:
@@ -309,7 +325,7 @@ def read_input(
         )
         sources, scalars_src = _read_sources(r, grid, zyx, ndim)
         mask_type = r.scalar("sensor_mask_type", int) if minor >= 1 else 0
-        n_points = nx * ny * nz
+        n_points = nx * ny * nz  # Python ints: no wrap
         if mask_type == 0:
             lin = r.indices("sensor_mask_index", n_points)
             sensor = Sensor(index=linear_to_grid(lin, shape), record=record, start=start - 1)
@@ -356,6 +372,22 @@ def read_input(
     return problem, meta
 
 
+def _check_sizes(shape_xyz: tuple[int, int, int], nt: int, nt_name: str) -> None:
+    """Grid and time axis within what a run can hold and count (Python integers)."""
+    points = math.prod(shape_xyz)
+    if points > MAX_POINTS:
+        raise KwaveFileError(
+            f"datasets 'Nx', 'Ny', 'Nz': {shape_xyz} = {points} grid points, more than any "
+            f"machine can hold ({MAX_POINTS})"
+        )
+    if nt > MAX_STEPS:
+        raise KwaveFileError(
+            f"{'dataset ' if nt_name == 'Nt' else ''}'{nt_name}': {nt} time steps, more than the "
+            f"{MAX_STEPS} a run can count "
+            "(32-bit step index)"
+        )
+
+
 def _positive(name: str, v: Property) -> Property:
     """A medium field or scalar that must be > 0 (checked now, or per hyperslab when lazy)."""
     if is_lazy(v):
@@ -368,7 +400,7 @@ def _positive(name: str, v: Property) -> Property:
 def _read_sources(
     r: _Reader, grid: Grid, zyx: tuple[int, ...], ndim: int
 ) -> tuple[Sources, dict[str, tuple[Any, np.dtype]]]:
-    n_points = int(np.prod(zyx))
+    n_points = math.prod(zyx)
     shape = grid.shape
     copied: dict[str, tuple[Any, np.dtype]] = {}
     p0 = None

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import shutil
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import h5py
 import jax
+import numpy as np
 
 from sonotile.base import runtime
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
-from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
-from sonotile.kwave.output import OutputFile
+from sonotile.kwave import files
+from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
+from sonotile.kwave.files import check_input_path, file_digest, hdf5_cleanup_errors
+from sonotile.kwave.output import NONFINITE_HINT, NonFiniteError, OutputFile, all_finite
+from sonotile.kwave.provenance import provenance
 from sonotile.kwave.reader import read_input
+from sonotile.model.lazy import is_lazy
 from sonotile.parallel.decomposition import AUTO, SINGLE
 from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.physics.acoustic import checks, release_host_medium
@@ -29,14 +36,8 @@ if TYPE_CHECKING:
 
 
 def check_writable(path: str, what: str) -> None:
-    """Refuse an output path whose folder is missing or not writable, or that is a folder."""
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(d):
-        raise OSError(f"{what} '{path}': directory '{d}' does not exist")
-    if not os.access(d, os.W_OK):
-        raise OSError(f"{what} '{path}': directory '{d}' is not writable")
-    if os.path.isdir(path):
-        raise OSError(f"{what} '{path}': is a directory")
+    """Refuse an output path that is no regular file or cannot be written (before any work)."""
+    files.check_output_path(path, what)
 
 
 def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device | None) -> rn.Engine:
@@ -105,61 +106,139 @@ def run_kwave(args: argparse.Namespace) -> int:
     flag: dict[str, Any] = {"stop": False}  # a signal sets "stop" (bool) and "signal" (int)
     previous = install_stop_handlers(flag)
     try:
-        return _run_kwave(args, flag)
+        with hdf5_cleanup_errors():
+            return _run_kwave(args, flag)
     finally:
         restore_handlers(previous)
 
 
 def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     t0 = time.perf_counter()
-    verbose = args.verbose
     check_distinct(args)
-    device = _select_device(args.device)
+    check_input_path(args.input, "-i input file")
     check_writable(args.output, "output file")
     if args.checkpoint_file:
         check_writable(args.checkpoint_file, "checkpoint file")
+    device = _select_device(args.device)
+    n_dev = 1 if args.decomposition == "single" or device is not None else jax.device_count()
+    dtype = "float64" if args.float64 else "float32"
     problem, meta = read_input(
         args.input,
         nt_override=args.benchmark,
         start=args.start,
         record=args.record,
-        dtype="float64" if args.float64 else "float32",
+        dtype=dtype,
         lazy=jax.process_count() > 1,  # each process reads only its hyperslabs of the fields
+        size_check=lambda shape, nt: check_size(shape, dtype, n_dev, device),
     )
     if args.float64:
         jax.config.update("jax_enable_x64", True)
-    quiet = jax.process_index() > 0  # several processes: process 0 speaks for the job
-    for note in checks.stability_warnings(problem) + checks.resolution_warnings(problem):
-        if not quiet:
-            print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
-    if args.verbose and not quiet:
-        mb = checks.memory_estimate(problem) / 2**20
-        print(f"sonotile-kwave: estimated device memory {mb:.0f} MB", file=sys.stderr)
-        print(f"sonotile-kwave: host allocator: {runtime.hugepages_state()}", file=sys.stderr)
+    rn.check_memory(problem, n_dev, device)  # before anything sized by the grid is made
+    _warn(args, problem)
+    fp = fingerprint(args, problem)
     t_load = time.perf_counter()
     ckpt = args.checkpoint_file
     resume = bool(ckpt) and os.path.exists(ckpt)
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
-        n_dev = 1 if args.decomposition == SINGLE or device is not None else jax.device_count()
-        rn.check_memory(problem, n_dev, device)  # before any work
         engine = make_engine(problem, args, device)
+        size = check_disk(args, engine.layout, problem.grid.nt, math.prod(problem.grid.shape))
+        hint = nonfinite_hint(problem)
         if engine.describe.startswith("single"):  # medium constants are on the device now
             release_host_medium(problem)
+        rs = None
         if resume:
-            rs = load_checkpoint(ckpt, engine, meta, args.output)
+            check_input_path(ckpt, "--checkpoint_file")
+            rs = load_checkpoint(ckpt, engine, meta, args.output, fp)
             check_output_covers(args.output, rs.next_step)
+        prov = provenance(getattr(args, "argv", []), fp.input_sha256, dtype, engine.describe)
         out = OutputFile(
-            args.output, meta, engine.layout, problem.grid.nt, args.compression, resume=resume
-        )
+            args.output, meta, engine.layout, problem.grid.nt, args.compression, resume=resume,
+            provenance=prov, hint=hint, reserve=size,
+        )  # fmt: skip
         try:
-            status = _leg(
-                args, engine, meta, out, rs if resume else None, t0, t_load, verbose, flag
-            )
+            status = _leg(args, engine, meta, out, rs, (t0, t_load), fp, flag)
         except BaseException:
             out.abort()
             raise
     return status
+
+
+def _warn(args: argparse.Namespace, problem: Problem) -> None:
+    """Stability and resolution warnings (and the memory estimate with ``--verbose``)."""
+    if jax.process_index() > 0:  # several processes: process 0 speaks for the job
+        return
+    for note in checks.stability_warnings(problem) + checks.resolution_warnings(problem):
+        print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
+    if args.verbose:
+        mb = checks.memory_estimate(problem) / 2**20
+        print(f"sonotile-kwave: estimated device memory {mb:.0f} MB", file=sys.stderr)
+        print(f"sonotile-kwave: host allocator: {runtime.hugepages_state()}", file=sys.stderr)
+
+
+def check_size(
+    shape: tuple[int, ...], dtype: str, n_devices: int, device: jax.Device | None
+) -> None:
+    """The memory check on the header alone, before any grid-sized array exists: the state
+    (``p``, ``rho`` and ``u`` per axis) must fit in the memory available (Python integers)."""
+    points = math.prod(shape)
+    need = points * np.dtype(dtype).itemsize * (1 + 2 * len(shape))
+    dev = device or jax.devices()[0]
+    per_device = need if dev.platform == "cpu" else -(-need // max(n_devices, 1))
+    have, what = rn.available_memory(device)
+    if have is not None and per_device > have:
+        raise MemoryError(
+            f"grid {tuple(shape)} needs about {per_device / 2**20:.6g} MB or more (the state "
+            f"of its {points} points alone), more than the {have / 2**20:.6g} MB of {what}: "
+            "use a smaller grid or more devices (--decomposition)"
+        )
+
+
+def check_disk(args: argparse.Namespace, layout: Any, nt: int, points: int) -> int:
+    """The bytes the output may take (``-c 0``: known in advance: the sampled series, the
+    whole fields and HDF5's chunk index; 0 with ``-c``), refused when its filesystem has less
+    free (the earlier output, if any, stays until the new one is complete)."""
+    if args.compression or jax.process_index() > 0:
+        return 0
+    rows = max(nt - layout.start, 0)
+    fields = len(layout.whole) + len(layout.final)
+    chunks = rows * len(layout.raw) * max(len(layout.cuboid_shapes), 1)
+    need = 4 * (rows * layout.n_points * len(layout.raw) + points * fields) + 64 * chunks
+    need += files.MARGIN
+    folder = os.path.dirname(os.path.abspath(args.output)) or "."
+    free = shutil.disk_usage(folder).free
+    if need > free:
+        raise OSError(
+            f"output file '{args.output}': the sampled series and fields need "
+            f"{need / 2**20:.6g} MB, more than the {free / 2**20:.6g} MB free in '{folder}': "
+            "free space, sample fewer steps (-s) or points, or compress (-c)"
+        )
+    return need
+
+
+def nonfinite_hint(problem: Problem) -> str:
+    """What a NaN/Inf in this run's results most likely means, with its CFL number."""
+    if is_lazy(problem.medium.c0):
+        return NONFINITE_HINT
+    cfl = checks.cfl_number(problem)
+    limit = checks.stability_limit(problem)
+    stable = "" if math.isinf(limit) else f", stable up to {limit:.3g} s"
+    return (
+        f"the run became unstable or overflowed (CFL number {cfl:.3g}, dt = "
+        f"{problem.grid.dt:.3g} s{stable}): check dt and the medium, and the source amplitudes "
+        "(float32 overflows above 3.4e38)"
+    )
+
+
+def fingerprint(args: argparse.Namespace, problem: Problem) -> Fingerprint:
+    """The input's datasets (SHA-256) and the settings a checkpoint must match to resume."""
+    with h5py.File(args.input, "r") as f:
+        digest = file_digest(f)
+    settings = {
+        "Nt": problem.grid.nt, "start": args.start, "record": sorted(args.record),
+        "precision": "float64" if args.float64 else "float32",
+    }  # fmt: skip
+    return Fingerprint(digest, settings)
 
 
 def check_output_covers(path: str, t_index: int) -> None:
@@ -246,10 +325,11 @@ def _step(
 
 def _leg(
     args: argparse.Namespace, engine: rn.Engine, meta: KwaveInput, out: OutputFile,
-    rs: rn.RunState | None, t0: float, t_load: float, verbose: int, flag: dict[str, Any],
+    rs: rn.RunState | None, times: tuple[float, float], fp: Fingerprint, flag: dict[str, Any],
 ) -> int:  # fmt: skip
     problem = engine.problem
     nt = problem.grid.nt
+    t0, t_load = times
     leg_first = 0 if rs is None else rs.next_step  # k-Wave counts step 0 (p0) in a leg
     if rs is None:
         rs, raw0 = engine.start()
@@ -260,9 +340,8 @@ def _leg(
     stop = nt
     if args.checkpoint_timesteps:
         stop = min(nt, leg_first + args.checkpoint_timesteps)
-    checkpointing = bool(args.checkpoint_file)
     leader = jax.process_index() == 0
-    if verbose and leader:
+    if args.verbose and leader:
         print(
             f"sonotile-kwave v{__version__}: {args.input} -> {args.output}, grid "
             f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
@@ -270,32 +349,56 @@ def _leg(
         )
     ctl = LegControl(args, nt, problem.grid.size, rs.next_step, t0, flag)
     rs = _step(args, engine, out, rs, stop, ctl)
+    check_state(rs, out.hint)
     t_sim = time.perf_counter()
     if rs.next_step < nt:
-        out.write_fields(dict(rs.carry[1]), engine.blocks)  # whole fields go shard by shard
+        fields = dict(rs.carry[1])  # whole fields go shard by shard
     else:
-        final = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)
-        out.write_fields(final, engine.blocks)
+        fields = sens.finish(rs.carry[1], rs.carry[0], engine.layout, nt, gather=False)
+    out.write_fields(fields, engine.blocks, step=rs.next_step)
     t_post = time.perf_counter()
-    # the output goes into place before the checkpoint: a kill between the two leaves an
-    # output ahead of the checkpoint, and the resumed leg rewrites those steps identically
-    out.finish_leg(
-        rs.next_step,
-        {
-            "total": t_post - t0,
-            "data_loading_phase": t_load - t0,
-            "pre-processing_phase": t_pre - t_load,
-            "simulation_phase": t_sim - t_pre,
-            "post-processing_phase": t_post - t_sim,
-        },
-    )
+    # the output goes into place before the checkpoint (once that is complete): a kill
+    # between the two leaves an output ahead of the checkpoint, and the resumed leg rewrites
+    # those steps identically
+    timings = {
+        "total": t_post - t0, "data_loading_phase": t_load - t0,
+        "pre-processing_phase": t_pre - t_load, "simulation_phase": t_sim - t_pre,
+        "post-processing_phase": t_post - t_sim,
+    }  # fmt: skip
+    out.finish_leg(rs.next_step, timings, first=leg_first, commit=rs.next_step >= nt)
+    _after_leg(args, engine, rs, meta, fp, out)
     barrier("sonotile-leg-done")  # the output is in place before any process reports success
-    if rs.next_step < nt:
-        save_checkpoint(args.checkpoint_file, engine, rs, meta)
-        if leader:
-            print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
-    if leader and rs.next_step >= nt and checkpointing and os.path.exists(args.checkpoint_file):
-        os.remove(args.checkpoint_file)
-    if verbose and leader:
+    if args.verbose and leader:
         print(f"done in {t_post - t0:.2f}s", file=sys.stderr)
     return 0
+
+
+def check_state(rs: rn.RunState, hint: str) -> None:
+    """The pressure field at the end of a leg must be finite (a NaN anywhere reaches every
+    point within a step through the FFTs; a blow-up on the last steps shows only here)."""
+    p = rs.carry[0].p
+    if not all_finite(p):
+        raise NonFiniteError(
+            f"p: NaN or Inf in the pressure field after time step {rs.next_step}; {hint}; no "
+            "output written"
+        )
+
+
+def _after_leg(
+    args: argparse.Namespace, engine: rn.Engine, rs: rn.RunState, meta: KwaveInput,
+    fp: Fingerprint, out: OutputFile,
+) -> None:  # fmt: skip
+    """Checkpoint a leg that stopped early (the output is renamed into place once the
+    checkpoint is complete, just before it); remove the checkpoint once the output of the
+    whole run is in place (fsynced and renamed)."""
+    nt = engine.problem.grid.nt
+    leader = jax.process_index() == 0
+    if rs.next_step < nt:
+        save_checkpoint(
+            args.checkpoint_file, engine, rs, meta, fp, out.hint, output_path=out.tmp,
+            before_rename=out.commit,
+        )  # fmt: skip
+        if leader:
+            print(f"checkpoint written at step {rs.next_step}/{nt}: {args.checkpoint_file}")
+    elif leader and args.checkpoint_file and os.path.exists(args.checkpoint_file):
+        os.remove(args.checkpoint_file)

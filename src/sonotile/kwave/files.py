@@ -1,0 +1,341 @@
+"""Safe file handling of a k-Wave run: which paths may be read and written, unique temporary
+files renamed into place only when complete, write errors as one clear error, digests.
+
+A run never writes through a path that is not a regular file (a device, a FIFO, a folder), never
+opens a temporary name another file already has (each is created exclusively, named with the
+process id and a random token), and removes only the temporary files it created itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import math
+import os
+import re
+import shutil
+import stat
+import sys
+import traceback
+from collections.abc import Iterator
+from types import TracebackType
+
+import h5py
+import numpy as np
+
+#: Suffix of every temporary file of sonotile-kwave (the tests look for it).
+PARTIAL = "sonotile-partial"
+#: Bytes of a dataset hashed at a time (slabs along its first axis).
+SLAB_BYTES = 64 * 2**20
+
+
+class OutputWriteError(OSError):
+    """Writing an output or checkpoint file failed (full disk, I/O error)."""
+
+
+#: Write errors HDF5 reported while h5py freed an object (no exception reaches the caller):
+#: collected by :func:`hdf5_cleanup_errors`; :func:`commit` refuses to rename while any.
+DEALLOC_ERRORS: list[str] = []
+
+
+def _from_h5py_dealloc(tb: TracebackType | None) -> bool:
+    frames = traceback.extract_tb(tb) if tb is not None else []
+    return bool(frames) and "h5py" in frames[-1].filename and "dealloc" in frames[-1].name
+
+
+@contextlib.contextmanager
+def hdf5_cleanup_errors() -> Iterator[list[str]]:
+    """While a run writes: errors h5py can only print (a dataset freed after a failed write
+    tries to flush to a full disk) are collected instead of printed as tracebacks; the run's
+    own error says what failed, and a run that saw one never commits its file."""
+    DEALLOC_ERRORS.clear()
+    hook, excepthook = sys.unraisablehook, sys.excepthook
+
+    def unraisable(u: sys.UnraisableHookArgs) -> None:
+        if isinstance(u.exc_value, Exception) and _from_h5py_dealloc(u.exc_traceback):
+            DEALLOC_ERRORS.append(_why(u.exc_value))
+            return
+        hook(u)
+
+    def printed(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        if isinstance(value, Exception) and _from_h5py_dealloc(tb):
+            DEALLOC_ERRORS.append(_why(value))
+            return
+        excepthook(kind, value, tb)
+
+    sys.unraisablehook, sys.excepthook = unraisable, printed
+    try:
+        yield DEALLOC_ERRORS
+    finally:
+        sys.unraisablehook, sys.excepthook = hook, excepthook
+        DEALLOC_ERRORS.clear()  # they concern this run only
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_input_path(path: str, what: str = "input file") -> None:
+    """Refuse an input that does not exist or is not a regular file (a FIFO would block)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} '{path}': cannot open as HDF5 (no such file)") from None
+    except OSError as e:
+        raise OSError(f"{what} '{path}': cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{what} '{path}': is {_kind(st.st_mode)}, expected a regular file")
+    if not os.access(path, os.R_OK):
+        raise OSError(f"{what} '{path}': is not readable")
+
+
+def check_output_path(path: str, what: str = "output file") -> None:
+    """Refuse an output path that names a folder, a device, a FIFO or a socket, or whose
+    folder does not exist or cannot be written: before any work starts."""
+    if path.endswith(os.sep) or path.endswith("/"):
+        raise OSError(f"{what} '{path}': ends with '/', give a file name")
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(d):
+        raise OSError(f"{what} '{path}': directory '{d}' does not exist")
+    if not os.access(d, os.W_OK):
+        raise OSError(f"{what} '{path}': directory '{d}' is not writable")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise OSError(f"{what} '{path}': cannot be checked ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(
+            f"{what} '{path}': is {_kind(st.st_mode)}; sonotile-kwave writes regular files only"
+        )
+
+
+def token() -> str:
+    """``<pid>-<random>`` of this run; in a job of several processes, process 0's (all
+    processes must name the same temporary file)."""
+    import jax
+
+    words = np.frombuffer(os.urandom(8), np.uint32) & 0x7FFFFFFF
+    mine = np.array([os.getpid() & 0x7FFFFFFF, *words], np.int32)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        mine = np.asarray(multihost_utils.broadcast_one_to_all(mine))
+    return f"{int(mine[0])}-{int(mine[1]):08x}{int(mine[2]):08x}"
+
+
+def temp_name(path: str, tok: str) -> str:
+    """The temporary name of ``path`` for the run with token ``tok``, in the same folder."""
+    d, b = os.path.split(os.path.abspath(path))
+    return os.path.join(d, f".{b}.{tok}.{PARTIAL}")
+
+
+def create_exclusive(tmp: str) -> None:
+    """Create ``tmp`` empty, failing if any file already has that name (never clobbers)."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        raise OSError(f"temporary file '{tmp}' exists already: not overwritten") from None
+    os.close(fd)
+
+
+#: Room kept free besides what a write needs (HDF5 metadata, other writers) [bytes].
+MARGIN = 2**20
+
+
+def _fallocate(fd: int, nbytes: int) -> int:
+    """Linux ``fallocate(fd, 0, 0, nbytes)``: 0, or the errno (no emulation by writing)."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fallocate
+    except (AttributeError, OSError):  # not Linux: no reservation, the room is checked
+        return errno.ENOSYS
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return 0 if fn(fd, 0, 0, nbytes) == 0 else ctypes.get_errno()
+
+
+def reserve(path: str, nbytes: int, what: str) -> bool:
+    """Reserve the disk blocks of ``path`` up to ``nbytes`` (HDF5 then writes into them and
+    truncates the file to its real end when it closes it), so that a full disk shows here,
+    as one clear error, and not inside HDF5 (whose clean-up after a failed write can crash
+    the process). False where the filesystem cannot reserve (then :func:`check_room`)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        err = _fallocate(fd, nbytes)
+    finally:
+        os.close(fd)
+    if err == 0:
+        return True
+    if err in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+        raise OutputWriteError(
+            f"writing the {what} failed ({os.strerror(err)}: it needs {nbytes / 2**20:.6g} MB, "
+            f"{free / 2**20:.6g} MB are free); is the disk full? The {what} at its path, if "
+            "any, was left as it was"
+        )
+    check_room(path, nbytes, what)
+    return False
+
+
+def check_room(path: str, nbytes: int, what: str) -> None:
+    """Refuse a write of ``nbytes`` that the filesystem of ``path`` has no room for (where
+    blocks cannot be reserved; another writer can still fill the disk in between)."""
+    free = shutil.disk_usage(os.path.dirname(os.path.abspath(path)) or ".").free
+    if free < nbytes + MARGIN:
+        raise OutputWriteError(
+            f"writing the {what} failed (No space left on device: {nbytes / 2**20:.6g} MB to "
+            f"write, {free / 2**20:.6g} MB free); is the disk full? The {what} at its path, "
+            "if any, was left as it was"
+        )
+
+
+def fsync_path(path: str) -> None:
+    """Flush a file's (or a folder's) data to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def commit(tmp: str, path: str, what: str) -> None:
+    """fsync ``tmp``, rename it over ``path`` (checked again: a regular file or nothing) and
+    fsync the folder: the target is either its earlier content or the complete new one."""
+    if DEALLOC_ERRORS:
+        raise OutputWriteError(
+            f"writing the {what} failed ({DEALLOC_ERRORS[0]}); is the disk full? The {what} "
+            "at its path, if any, was left as it was"
+        )
+    with write_errors(what, tmp):
+        fsync_path(tmp)
+        check_output_path(path, what)
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # not every filesystem syncs folders
+            fsync_path(os.path.dirname(os.path.abspath(path)) or ".")
+
+
+def remove_own(tmp: str | None) -> None:
+    """Remove a temporary file this run created (no other file is ever removed)."""
+    if tmp is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
+def write_errors(what: str, path: str) -> Iterator[None]:
+    """Turn an HDF5 / OS error while writing into one :class:`OutputWriteError` line; a write
+    error h5py could only print (:data:`DEALLOC_ERRORS`) ends the block the same way, before
+    HDF5 is used again."""
+    try:
+        yield
+        if DEALLOC_ERRORS:
+            raise OSError(0, DEALLOC_ERRORS[0])
+    except OutputWriteError:
+        raise
+    except (OSError, RuntimeError, ValueError, KeyError) as e:
+        why = _why(e)
+        raise OutputWriteError(
+            f"writing the {what} failed ({why}); is the disk full? The {what} at its path, if "
+            "any, was left as it was"
+        ) from None
+
+
+def _slabs(d: h5py.Dataset) -> Iterator[np.ndarray]:
+    """A dataset's values, slab by slab along its first axis (bounded memory)."""
+    if d.shape is None:
+        return
+    if d.size == 0 or d.shape == ():
+        yield np.asarray(d[()])
+        return
+    row = max(1, d.nbytes // max(d.shape[0], 1))
+    step = max(1, SLAB_BYTES // row)
+    for i in range(0, d.shape[0], step):
+        yield np.asarray(d[i : i + step])
+
+
+def _why(e: BaseException) -> str:
+    """The system's reason for a failed write (HDF5's own text carries times and buffers)."""
+    found = re.search(r"errno = (\d+)", str(e))
+    code = e.errno if isinstance(e, OSError) and e.errno else int(found[1]) if found else 0
+    if code:
+        return os.strerror(code)
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def dataset_digest(d: h5py.Dataset) -> str:
+    """SHA-256 of a dataset's dtype, shape and values, read slab by slab."""
+    h = hashlib.sha256(f"{d.dtype.str}{d.shape}".encode())
+    for slab in _slabs(d):
+        h.update(np.ascontiguousarray(slab).tobytes())
+    return h.hexdigest()
+
+
+def rows_digest(d: h5py.Dataset, axis: int, rows: int) -> str:
+    """SHA-256 of the first ``rows`` entries of a dataset along ``axis`` (the rows of a time
+    series written so far), read slab by slab."""
+    rows = min(rows, d.shape[axis])
+    shape = list(d.shape)
+    shape[axis] = rows
+    h = hashlib.sha256(f"{d.dtype.str}{tuple(shape)}".encode())
+    row_bytes = d.dtype.itemsize * math.prod(shape[:axis] + shape[axis + 1 :])
+    step = max(1, SLAB_BYTES // max(row_bytes, 1))
+    for i in range(0, rows, step):
+        index = [slice(None)] * d.ndim
+        index[axis] = slice(i, min(rows, i + step))
+        h.update(np.ascontiguousarray(d[tuple(index)]).tobytes())
+    return h.hexdigest()
+
+
+def dataset_finite(d: h5py.Dataset) -> bool:
+    """Whether a (numeric) dataset holds no NaN or Inf, read slab by slab."""
+    if d.dtype.kind not in "fc":
+        return True
+    return all(bool(np.all(np.isfinite(s))) for s in _slabs(d))
+
+
+def file_digest(f: h5py.File) -> str:
+    """SHA-256 over every dataset of a file (sorted names, dtype, shape, values): what defines
+    a run, independent of attributes such as the creation date."""
+    names: list[str] = []
+    f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+    h = hashlib.sha256()
+    for n in sorted(names):
+        h.update(n.encode() + b"\0" + dataset_digest(f[n]).encode())
+    return h.hexdigest()
+
+
+def refuse_links(f: h5py.File) -> None:
+    """Refuse external links, datasets stored in external raw files and virtual datasets: an
+    input is one self-contained file (they could map a dataset onto any file)."""
+    bad: list[str] = []
+
+    def visit(name: str, link: h5py.HardLink | h5py.SoftLink | h5py.ExternalLink) -> None:
+        if bad:
+            return
+        if isinstance(link, h5py.ExternalLink):
+            bad.append(f"dataset '{name}': an external link to '{link.filename}:{link.path}'")
+            return
+        if isinstance(link, h5py.SoftLink):
+            return  # resolved inside the file (checked as its target)
+        obj = f.get(name)
+        if isinstance(obj, h5py.Dataset):
+            if obj.is_virtual:
+                bad.append(f"dataset '{name}': a virtual dataset (data in other files)")
+            elif obj.external:
+                bad.append(f"dataset '{name}': stored in an external raw file")
+
+    f.visititems_links(visit)
+    if bad:
+        raise OSError(
+            f"{f.filename}: {bad[0]}; inputs must hold their data themselves (not followed)"
+        )
