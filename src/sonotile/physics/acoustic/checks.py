@@ -153,8 +153,8 @@ def memory_estimate(problem: Problem) -> int:
         return isinstance(v, np.ndarray) and np.ndim(v) > 0
 
     state = 1 + 2 * d
-    # the compiled step's peak temporaries, in half fields: they differ by CPU (2 and 5 fields
-    # lossless / absorbing measured on an AVX-512 Zen 4, 3 and 4 on a Zen 5): the middle
+    # the compiled step's peak temporaries, in half fields: XLA keeps 2-3 fields lossless and
+    # 4-5 absorbing, depending on the source (docs/performance.md): the middle
     temp_halves = 9 if absorbing else 5
     medium = sum(field(v) for v in (m.c0, m.rho0))  # c0^2, rho0
     medium += m.nonlinear and (field(m.bona) or field(m.rho0))  # B/A / (2 rho0)
