@@ -15,9 +15,9 @@ on 2 cores (``--quick``, R = D = 10 mm at 3 points per wavelength: 15 s).
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 C0, RHO0, F0, AMP = 1500.0, 1000.0, 1e6, 1e5
 

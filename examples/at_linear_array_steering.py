@@ -14,9 +14,9 @@ on 2 cores (``--quick``: 5 s).
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 C0, F0, STEER = 1500.0, 1.5e6, 20.0
 N_EL, PITCH, WIDTH = 11, 0.3e-3, 0.25e-3

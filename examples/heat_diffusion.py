@@ -15,9 +15,9 @@ Run: ``python examples/heat_diffusion.py [--quick] [--out gallery-out]``; about 
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 TISSUE = {"density": 1079.0, "specific_heat": 3540.0, "thermal_conductivity": 0.52,
           "blood_density": 1060.0, "blood_specific_heat": 3617.0,
@@ -39,7 +39,12 @@ def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     heated = kdiff.T.copy()
     rho_c = TISSUE["density"] * TISSUE["specific_heat"]
     diffusivity = TISSUE["thermal_conductivity"] / rho_c
-    perfusion = TISSUE["blood_density"] * TISSUE["blood_perfusion_rate"] * TISSUE["blood_specific_heat"] / rho_c
+    perfusion = (
+        TISSUE["blood_density"]
+        * TISSUE["blood_perfusion_rate"]
+        * TISSUE["blood_specific_heat"]
+        / rho_c
+    )
     exact = st.bioheat_exact(t0, q / rho_c, (diffusivity, perfusion, 37.0), dx, steps * dt)
     kdiff.Q = None
     kdiff.take_time_step(steps, dt)  # 10 s cooling

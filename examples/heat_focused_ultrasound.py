@@ -17,9 +17,9 @@ on 2 cores (``--quick``: 6 s).
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 from sonotile.physics.heat import acoustic_heat_source
 
 C0, RHO0, F0, A0, Y, P_FOCUS = 1540.0, 1020.0, 1e6, 0.75, 1.5, 2e6
@@ -69,9 +69,9 @@ def plot(grid, amp, kdiff, out) -> None:
     ax_mm = mm(grid.shape[0], grid.spacing[0])
     ext = [ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]]
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.4))
-    for a, field, title, cmap in ((ax[0], amp / 1e6, "p_cw_amp_all [MPa]", "magma"),
-                                  (ax[1], kdiff.T_max, "T_max [degC]", "inferno"),
-                                  (ax[2], np.log10(kdiff.cem43 + 1e-3), "log10 CEM43 [min]", "viridis")):  # fmt: skip
+    panels = ((amp / 1e6, "p_cw_amp_all [MPa]", "magma"), (kdiff.T_max, "T_max [degC]", "inferno"),
+              (np.log10(kdiff.cem43 + 1e-3), "log10 CEM43 [min]", "viridis"))  # fmt: skip
+    for a, (field, title, cmap) in zip(ax, panels):
         im = a.imshow(field, extent=ext, cmap=cmap)
         fig.colorbar(im, ax=a)
         a.set(title=title, xlabel="y [mm]")

@@ -12,9 +12,9 @@ Run: ``python examples/ivp_1d_interface.py [--quick] [--out gallery-out]``; abou
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, pyplot, save
 
 import sonotile as st
-from _gallery import main, pyplot, save
 
 C1, RHO1, C2, RHO2 = 1500.0, 1000.0, 1800.0, 1500.0
 

@@ -13,10 +13,10 @@ Run: ``python examples/ivp_3d.py [--quick] [--out gallery-out]``; about 15 s on 
 from __future__ import annotations
 
 import numpy as np
-
-import sonotile as st
 from _gallery import main, mm, pyplot, save
 from ivp_homogeneous_2d import leading_edge
+
+import sonotile as st
 
 C0 = 1500.0
 

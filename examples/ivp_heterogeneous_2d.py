@@ -13,10 +13,10 @@ Run: ``python examples/ivp_heterogeneous_2d.py [--quick] [--out gallery-out]``; 
 from __future__ import annotations
 
 import numpy as np
-
-import sonotile as st
 from _gallery import main, mm, pyplot, save
 from ivp_homogeneous_2d import leading_edge
+
+import sonotile as st
 
 C1, C2, RHO2 = 1500.0, 1800.0, 1200.0
 

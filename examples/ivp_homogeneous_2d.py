@@ -4,8 +4,9 @@ Shows: k-Wave's example_ivp_homogeneous_medium: two discs of initial pressure (`
 sensors on a circle given in metres (Cartesian points read off the grid by band-limited
 interpolation), the field and the traces. Physics: ``dp/dt = -rho c^2 div u``,
 ``rho du/dt = -grad p`` from ``p(t=0) = p0``; a pulse reaches a sensor after ``|x_s - x_0| / c``.
-Key numbers: the sound speed fitted from the arrival time (half maximum of the leading edge) against distance to the larger
-disc (should be ``c = 1500 m/s``), and the spread of the fit's residuals [s].
+Key numbers: the sound speed fitted from the arrival time (half maximum of the leading edge)
+against distance to the larger disc (should be ``c = 1500 m/s``), and the spread of the fit's
+residuals [s].
 
 Run: ``python examples/ivp_homogeneous_2d.py [--quick] [--out gallery-out]``; about 5 s on
 2 cores (``--quick``: 2 s).
@@ -14,9 +15,9 @@ Run: ``python examples/ivp_homogeneous_2d.py [--quick] [--out gallery-out]``; ab
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 C0 = 1500.0
 

@@ -17,9 +17,9 @@ Run: ``python examples/na_absorption.py [--quick] [--out gallery-out]``; about 4
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, pyplot, save
 
 import sonotile as st
-from _gallery import main, pyplot, save
 
 C0, A0, Y = 1500.0, 2.0, 1.5  # [m/s], [dB/(MHz^y cm)]
 NP = 100 / (20 * np.log10(np.e))  # dB/cm -> Np/m

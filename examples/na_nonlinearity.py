@@ -15,10 +15,10 @@ Run: ``python examples/na_nonlinearity.py [--quick] [--out gallery-out]``; about
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, pyplot, save
 from scipy.special import jv
 
 import sonotile as st
-from _gallery import main, pyplot, save
 
 C0, RHO0, F0, P0 = 1500.0, 1000.0, 1e6, 2e6
 

@@ -17,9 +17,9 @@ Run: ``python examples/na_pml.py [--quick] [--out gallery-out]``; about 20 s on 
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, pyplot, save
 
 import sonotile as st
-from _gallery import main, pyplot, save
 
 C0 = 1500.0
 CASES = ((20, 2.0), (10, 2.0), (20, 0.1), (20, 20.0))  # (pml_size, pml_alpha)
@@ -35,8 +35,8 @@ def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
         c = size // 2 + 1
         p0 = st.make_disc((size, size), (c, c), 2).astype(float)
         sensor = st.KSensor(points=np.array([[size // 2 + n // 4, size // 2]]), record=("p",))
-        res = st.simulate(grid, st.KWaveMedium(sound_speed=C0), st.KSource(p0=p0), sensor,
-                          pml_size=pml, pml_alpha=alpha, pml_inside=False, progress=False)  # fmt: skip
+        opts = dict(pml_size=pml, pml_alpha=alpha, pml_inside=False, progress=False)
+        res = st.simulate(grid, st.KWaveMedium(sound_speed=C0), st.KSource(p0=p0), sensor, **opts)
         return np.asarray(res["p"]).ravel()
 
     ref = trace(5 * n, 20, 2.0)

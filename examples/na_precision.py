@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from _gallery import main, pyplot, save
 
 import sonotile as st
-from _gallery import main, pyplot, save
 
 
 def run(quick: bool = False, out: str | None = "gallery-out") -> dict:

@@ -15,9 +15,9 @@ Run: ``python examples/sd_directivity.py [--quick] [--out gallery-out]``; about 
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 C0, F0, L = 1500.0, 1.5e6, 2e-3
 

@@ -15,9 +15,9 @@ Run: ``python examples/sd_intensity.py [--quick] [--out gallery-out]``; about 6 
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, pyplot, save
 
 import sonotile as st
-from _gallery import main, pyplot, save
 
 C0, RHO0, F0, A0, Y = 1500.0, 1000.0, 3e6, 0.75, 1.5
 
@@ -31,7 +31,9 @@ def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     mask[20, :] = True
     cw = st.create_cw_signals(np.arange(nt) * dt, F0, np.array([1e5]), 0.0, ramp_length=2)
     points = np.array([[i, 8] for i in range(30, n - 20, 4)])
-    sensor = st.KSensor(points=points, record=("p_rms", "I_avg"), record_start_index=nt - int(4 / F0 / dt))
+    sensor = st.KSensor(
+        points=points, record=("p_rms", "I_avg"), record_start_index=nt - int(4 / F0 / dt)
+    )
     medium = st.KWaveMedium(sound_speed=C0, density=RHO0, alpha_coeff=A0, alpha_power=Y)
     res = st.simulate(grid, medium, st.KSource(p=cw, p_mask=mask), sensor, pml_size=(16, 0),
                       progress=False)  # fmt: skip

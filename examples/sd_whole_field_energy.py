@@ -15,9 +15,9 @@ Run: ``python examples/sd_whole_field_energy.py [--quick] [--out gallery-out]``;
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 C0, RHO0 = 1500.0, 1000.0
 

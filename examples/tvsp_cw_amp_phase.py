@@ -14,9 +14,9 @@ Run: ``python examples/tvsp_cw_amp_phase.py [--quick] [--out gallery-out]``; abo
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 C0, F0 = 1500.0, 1e6
 
@@ -41,7 +41,10 @@ def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     window = res.t > res.t[-1] - 3 / F0  # the same last 3 periods, from the traces
     amp_x, _, _ = st.extract_amp_phase(np.asarray(res["p"])[:, window], 1 / dt, F0)
     plot(grid, amp, phase, r, amp_x, out)
-    return {"wavelength_over_c_f": float(2 * np.pi / k_fit / (C0 / F0)), "decay_exponent": float(decay)}
+    return {
+        "wavelength_over_c_f": float(2 * np.pi / k_fit / (C0 / F0)),
+        "decay_exponent": float(decay),
+    }
 
 
 def plot(grid, amp, phase, r, amp_x, out) -> None:

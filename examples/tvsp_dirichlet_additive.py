@@ -17,9 +17,9 @@ Run: ``python examples/tvsp_dirichlet_additive.py [--quick] [--out gallery-out]`
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, pyplot, save
 
 import sonotile as st
-from _gallery import main, pyplot, save
 
 C0, F0 = 1500.0, 2e6
 

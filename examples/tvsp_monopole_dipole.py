@@ -14,9 +14,9 @@ Run: ``python examples/tvsp_monopole_dipole.py [--quick] [--out gallery-out]``; 
 from __future__ import annotations
 
 import numpy as np
+from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from _gallery import main, mm, pyplot, save
 
 C0, F0 = 1500.0, 1e6
 
@@ -24,7 +24,9 @@ C0, F0 = 1500.0, 1e6
 def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     n, dx = (96, 1e-4) if quick else (160, 0.75e-4)
     dt = 0.3 * dx / C0
-    grid = st.KWaveGrid((n, n), dx, dt=dt, nt=int((0.3 * n * dx / C0 + 4 / F0) / dt))  # past the ring
+    grid = st.KWaveGrid(
+        (n, n), dx, dt=dt, nt=int((0.3 * n * dx / C0 + 4 / F0) / dt)
+    )  # past the ring
     burst = st.tone_burst(1 / dt, F0, 3)[0]
     mask = np.zeros((n, n), bool)
     mask[n // 2, n // 2] = True
