@@ -19,17 +19,24 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["figure.constrained_layout.use"] = True  # colour bars clear of the next panel
     return plt
 
 
 def save(fig, out: str | None, name: str) -> str | None:
-    """Write ``fig`` to ``out/name.png`` (small: 80 dpi) and close it; ``out=None``: no file."""
+    """Write ``fig`` to ``out/name.png`` and close it (80 dpi, 256 colours: small files for the
+    docs); ``out=None``: no file."""
     plt = pyplot()
     path = None
     if out is not None:
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, f"{name}.png")
         fig.savefig(path, dpi=80, bbox_inches="tight")
+        from PIL import Image  # matplotlib's own dependency
+
+        with Image.open(path) as im:
+            small = im.convert("RGB").quantize(256)
+        small.save(path, optimize=True)
     plt.close(fig)
     return path
 

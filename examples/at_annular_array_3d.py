@@ -9,8 +9,8 @@ sum of O'Neil's solutions of the annuli, each with its velocity and phase; phase
 focus) push the focus deeper. Key numbers: simulated over analytic peak amplitude, the largest
 on-axis difference (fraction of the peak) and the focus depth over the analytic one.
 
-Run: ``python examples/at_annular_array_3d.py [--quick] [--out gallery-out]``; about a minute
-on 2 cores (``--quick``: 15 s).
+Run: ``python examples/at_annular_array_3d.py [--quick] [--out gallery-out]``; about 11 s on 2 cores
+(``--quick``: about 6 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

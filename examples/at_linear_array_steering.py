@@ -7,8 +7,9 @@ Shows: k-Wave's example_tvsp_steering_linear_array / example_at_linear_array_tra
 ``p_max_all``. Physics: the delays tilt the emitted wavefront by ``theta``. Key numbers: the
 measured beam angle [deg] for a 20 deg steer, and the difference from 20 deg.
 
-Run: ``python examples/at_linear_array_steering.py [--quick] [--out gallery-out]``; about 10 s
-on 2 cores (``--quick``: 5 s).
+Run: ``python examples/at_linear_array_steering.py [--quick] [--out gallery-out]``;
+about 8 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ sensitivity kernel, concentrated in the first Fresnel zone between source and re
 example_pr_2D_adjoint computes the same adjoint by hand). Key numbers: ``<grad J, v>`` over
 the finite difference (1), and the kernel's share within the first Fresnel zone.
 
-Run: ``python examples/grad_sound_speed.py [--quick] [--out gallery-out]``; about 15 s on
-2 cores (``--quick``: 8 s).
+Run: ``python examples/grad_sound_speed.py [--quick] [--out gallery-out]``; about 13 s on 2 cores
+(``--quick``: about 6 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

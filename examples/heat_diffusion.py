@@ -8,8 +8,8 @@ Physics: Pennes' ``rho C dT/dt = k lap T - rho_b w_b C_b (T - Ta) + Q``; for a h
 medium the k-space step is exact in time. Key numbers: the largest difference from
 ``bioheat_exact`` after heating (degC, relative to the rise) and the peak temperature [degC].
 
-Run: ``python examples/heat_diffusion.py [--quick] [--out gallery-out]``; about 3 s on
-2 cores (``--quick``: 2 s).
+Run: ``python examples/heat_diffusion.py [--quick] [--out gallery-out]``; about 6 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

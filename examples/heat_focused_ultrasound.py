@@ -10,8 +10,9 @@ field is scaled to a 2 MPa focal amplitude. Physics: at first the focus heats at
 rate over the first 50 ms over ``Q / (rho C)`` (1, less a little diffusion), the peak
 temperature [degC] and the lesion area [mm^2].
 
-Run: ``python examples/heat_focused_ultrasound.py [--quick] [--out gallery-out]``; about 15 s
-on 2 cores (``--quick``: 6 s).
+Run: ``python examples/heat_focused_ultrasound.py [--quick] [--out gallery-out]``;
+about 15 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ two halves (water | 1800 m/s, 1500 kg/m^3), two sensor points. Physics: at norma
 ``R = (Z2 - Z1) / (Z2 + Z1)`` and ``T = 2 Z2 / (Z2 + Z1)``, ``Z = rho c``; the pulse of ``p0``
 splits into two halves of amplitude ``p0 / 2``. Key numbers: measured R and T over theory.
 
-Run: ``python examples/ivp_1d_interface.py [--quick] [--out gallery-out]``; about 3 s on
-2 cores (``--quick``: the same, 2 s).
+Run: ``python examples/ivp_1d_interface.py [--quick] [--out gallery-out]``; about 6 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def plot(xm, c, p0, res, out) -> None:
     ax[0].plot(xm * 1e3, p0, label="p0 [Pa]")
     ax[0].plot(xm * 1e3, c / c.max(), label="c / c_max")
     ax[0].set(xlabel="x [mm]", title="initial pressure and medium")
-    ax[0].legend()
+    ax[0].legend(loc="center right")
     for trace, label in zip(res["p"], ("left sensor: direct + reflected", "right: transmitted")):
         ax[1].plot(res.t * 1e6, trace, label=label)
     ax[1].set(xlabel="t [us]", ylabel="p [Pa]", title="sensor traces")
-    ax[1].legend()
+    ax[1].legend(loc="upper right")
     save(fig, out, "ivp_1d_interface")
 
 

@@ -6,8 +6,8 @@ a spherically symmetric pulse, ``p(r, t) = f(t - r / c) / r`` far from the ball:
 pressure times distance is constant. Key numbers: ``r p_max`` at the far point over that at the
 near point of the sensor ray (should be 1), and the sound speed from the arrival times.
 
-Run: ``python examples/ivp_3d.py [--quick] [--out gallery-out]``; about 15 s on 2 cores
-(``--quick``, 48^3 points: 4 s).
+Run: ``python examples/ivp_3d.py [--quick] [--out gallery-out]``; about 10 s on 2 cores
+(``--quick``: about 5 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ Key numbers: the sound speed fitted from the arrival time (half maximum of the l
 against distance to the larger disc (should be ``c = 1500 m/s``), and the spread of the fit's
 residuals [s].
 
-Run: ``python examples/ivp_homogeneous_2d.py [--quick] [--out gallery-out]``; about 5 s on
-2 cores (``--quick``: 2 s).
+Run: ``python examples/ivp_homogeneous_2d.py [--quick] [--out gallery-out]``; about 4 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ Key numbers: the fitted power y, the fitted ``alpha_0`` over the set one, and th
 rise from 2 to 6 MHz that the dispersion term adds (with it less without it) over the
 Kramers-Kronig one.
 
-Run: ``python examples/na_absorption.py [--quick] [--out gallery-out]``; about 4 s on 2 cores
-(``--quick``: 3 s).
+Run: ``python examples/na_absorption.py [--quick] [--out gallery-out]``; about 7 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ solution gives harmonic amplitudes ``B_n = 2 J_n(n s) / (n s)``, ``s = x / x_s``
 ``p2 / p1 = J_2(2 s) / (2 J_1(s))``. Key numbers: the simulated ``p2 / p1`` at 20 mm over
 Fubini's for B/A = 5 and for B/A = 10 (1), and ``p2 / p1`` of the linear run (0).
 
-Run: ``python examples/na_nonlinearity.py [--quick] [--out gallery-out]``; about 6 s on
-2 cores (``--quick``: 4 s).
+Run: ``python examples/na_nonlinearity.py [--quick] [--out gallery-out]``; about 7 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -3,15 +3,15 @@
 Shows: k-Wave's example_na_controlling_the_PML: the same 2-D pulse with ``pml_size`` and
 ``pml_alpha`` varied (PML outside the grid, ``pml_inside=False``, so the region of interest is
 the same in every run), compared with a reference on a grid large enough that nothing comes
-back within the run. Physics: the split-field PML damps each field component by
-``exp(-alpha (x / size)^4 ...)`` per step across its thickness; too little absorption lets the
-wave through (it wraps round the periodic grid), too abrupt an absorption reflects it.
+back within the run. Physics: the split-field PML damps each field component across its
+thickness with an absorption ``alpha (c / dx) (x / size)^4`` [Np/s] (k-Wave's profile); too
+little lets the wave through (it wraps round the periodic grid), too abrupt a rise reflects it.
 Key numbers: the largest difference from the reference at a sensor after the wave has
 reached the boundary, in dB of the direct pulse, for the default PML (20 points, alpha 2)
 and for a weak one (alpha 0.1).
 
-Run: ``python examples/na_pml.py [--quick] [--out gallery-out]``; about 20 s on 2 cores
-(``--quick``: 10 s).
+Run: ``python examples/na_pml.py [--quick] [--out gallery-out]``; about 47 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

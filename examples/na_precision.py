@@ -9,7 +9,7 @@ numbers: the relative L2 difference of the traces, the largest difference over t
 the wall time of the float64 run over the float32 one (compilation included).
 
 Run: ``python examples/na_precision.py [--quick] [--out gallery-out]``; about 10 s on 2 cores
-(``--quick``: 5 s).
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

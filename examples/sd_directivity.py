@@ -8,8 +8,8 @@ recorded as ``p_cw`` on a Cartesian ring in its far field. Physics: a uniform li
 ``sin(theta) = lambda / L``. Key numbers: the first null's angle over ``arcsin(lambda / L)``,
 and the largest deviation of the pattern from the sinc within the main lobe.
 
-Run: ``python examples/sd_directivity.py [--quick] [--out gallery-out]``; about 10 s on
-2 cores (``--quick``: 5 s).
+Run: ``python examples/sd_directivity.py [--quick] [--out gallery-out]``; about 8 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ plane wave). Physics: ``I_avg = p_rms^2 / (rho c)`` for a plane wave, and it dec
 ``exp(-2 alpha x)``, ``alpha = 0.75 f^1.5`` dB/cm converted to Np/m. Key numbers:
 ``I_avg rho c / p_rms^2`` (1) and the fitted attenuation over ``alpha`` (1).
 
-Run: ``python examples/sd_intensity.py [--quick] [--out gallery-out]``; about 6 s on 2 cores
-(``--quick``: 3 s).
+Run: ``python examples/sd_intensity.py [--quick] [--out gallery-out]``; about 8 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

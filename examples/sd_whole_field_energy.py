@@ -8,8 +8,9 @@ potential at the start (``u = 0``) and shared equally between potential and kine
 an outgoing wave (``p = rho c u``). Key numbers: final over initial energy (1), and the kinetic
 fraction at the end (about 1/2).
 
-Run: ``python examples/sd_whole_field_energy.py [--quick] [--out gallery-out]``; about 5 s on
-2 cores (``--quick``: 3 s).
+Run: ``python examples/sd_whole_field_energy.py [--quick] [--out gallery-out]``;
+about 5 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ source acts only while its signal lasts: the signal is zero-padded to the run's 
 Key numbers: the Dirichlet point's deviation from its signal, emitted amplitude additive /
 Dirichlet (1), and the reflection coefficient of the Dirichlet point (-1).
 
-Run: ``python examples/tvsp_dirichlet_additive.py [--quick] [--out gallery-out]``; about 3 s on
-2 cores (``--quick``: 2 s).
+Run: ``python examples/tvsp_dirichlet_additive.py [--quick] [--out gallery-out]``;
+about 7 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ radiates equally in every direction; a point force (dipole) radiates ``p ~ cos(t
 a null across its axis. Key numbers: the monopole's max/min over the ring (1 for isotropy) and
 the dipole pattern's largest deviation from ``|cos theta|`` (as a fraction of its maximum).
 
-Run: ``python examples/tvsp_monopole_dipole.py [--quick] [--out gallery-out]``; about 8 s on
-2 cores (``--quick``: 5 s).
+Run: ``python examples/tvsp_monopole_dipole.py [--quick] [--out gallery-out]``; about 6 s on 2 cores
+(``--quick``: about 3 s; times with compilation, on a loaded machine).
 """
 
 from __future__ import annotations
