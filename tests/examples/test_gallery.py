@@ -47,9 +47,9 @@ CHECKS: dict[str, Callable[[dict], bool]] = {
     "tvsp_cw_amp_phase": lambda r: (
         near(r["wavelength_over_c_f"], 1.0, 0.01) and near(r["decay_exponent"], -0.5, 0.03)
     ),
-    # first null at arcsin(lambda / L), main lobe on the sinc
+    # first null at arcsin(lambda / L) (within 3 deg: 1-deg sampling), main lobe on the sinc
     "sd_directivity": lambda r: (
-        near(r["null_angle_over_theory"], 1.0, 0.06) and r["main_lobe_deviation"] < 0.07
+        near(r["null_angle_over_theory"], 1.0, 0.1) and r["main_lobe_deviation"] < 0.07
     ),
     # lossless energy conserved, kinetic = potential in an outgoing wave
     "sd_whole_field_energy": lambda r: (
@@ -59,14 +59,15 @@ CHECKS: dict[str, Callable[[dict], bool]] = {
     "sd_intensity": lambda r: (
         near(r["I_rho_c_over_p_rms2"], 1.0, 0.01) and near(r["alpha_fit_over_alpha"], 1.0, 0.03)
     ),
-    # O'Neil's on-axis solution (3 points per wavelength in the quick run)
+    # O'Neil's on-axis solution (3 points per wavelength in the quick run; the focus depth
+    # within one axial sample)
     "at_focused_bowl_3d": lambda r: (
         near(r["peak_over_oneil"], 1.0, 0.03) and r["axis_error"] < 0.04
     ),
     "at_annular_array_3d": lambda r: (
         near(r["peak_over_oneil"], 1.0, 0.03)
         and r["axis_error"] < 0.04
-        and near(r["focus_depth_over_oneil"], 1.0, 0.05)
+        and near(r["focus_depth_over_oneil"], 1.0, 0.08)
     ),
     # the delays steer the beam by 20 deg
     "at_linear_array_steering": lambda r: abs(r["steer_error_deg"]) < 1.5,
@@ -133,3 +134,23 @@ def test_example(name, tmp_path):
     assert 1 <= len(result) <= 3 and all(np.isfinite(v) for v in result.values())
     assert (tmp_path / f"{name}.png").stat().st_size > 0
     assert CHECKS[name](result), f"{name}: {result}"
+
+
+def test_docs_list_every_example_with_its_figure():
+    page = (REPO / "docs" / "gallery.md").read_text()
+    for name in CHECKS:
+        assert f"| `{name}` |" in page, f"docs/gallery.md does not list {name}"
+        figure = REPO / "docs" / "gallery" / f"{name}.png"
+        assert f"(gallery/{name}.png)" in page and figure.is_file(), figure
+        assert figure.stat().st_size < 100_000, f"{figure}: keep the docs' figures small"
+
+
+def test_command_line_prints_the_key_numbers(tmp_path, capsys):
+    gallery = load("_gallery")
+    module = load("ivp_1d_interface")
+    gallery.main(
+        module.run, module.__doc__, "ivp_1d_interface", ["--quick", "--out", str(tmp_path)]
+    )
+    printed = capsys.readouterr().out
+    assert "R_over_theory: " in printed and "T_over_theory: " in printed
+    assert (tmp_path / "ivp_1d_interface.png").is_file()
