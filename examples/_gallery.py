@@ -24,19 +24,20 @@ def pyplot():
 
 
 def save(fig, out: str | None, name: str) -> str | None:
-    """Write ``fig`` to ``out/name.png`` and close it (80 dpi, 256 colours: small files for the
-    docs); ``out=None``: no file."""
+    """Write ``fig`` to ``out/name.png`` and close it (80 dpi; 256 colours where that is needed
+    to stay under ~90 KB, for the docs); ``out=None``: no file."""
     plt = pyplot()
     path = None
     if out is not None:
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, f"{name}.png")
         fig.savefig(path, dpi=80, bbox_inches="tight")
-        from PIL import Image  # matplotlib's own dependency
+        if os.path.getsize(path) > 90_000:  # keep the docs' figures small: 256 colours
+            from PIL import Image  # matplotlib's own dependency
 
-        with Image.open(path) as im:
-            small = im.convert("RGB").quantize(256)
-        small.save(path, optimize=True)
+            with Image.open(path) as im:
+                small = im.convert("RGB").quantize(256)
+            small.save(path, optimize=True)
     plt.close(fig)
     return path
 

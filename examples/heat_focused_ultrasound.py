@@ -3,8 +3,9 @@
 Shows: k-Wave's example_diff_focused_ultrasound_heating in 2-D: a focused arc
 (``KWaveArray.add_arc_element``) at 1 MHz in absorbing tissue (0.75 dB/(MHz^1.5 cm)), the
 steady amplitude ``p_cw_amp_all``; the volume heat source ``Q = alpha p^2 / (rho c)``
-(``sonotile.physics.heat.acoustic_heat_source``) into ``KWaveDiffusion``: 10 s on, 10 s off;
-the CEM43 thermal dose and the lesion (``cem43 >= 240 min``). The acoustics is linear, so the
+(``sonotile.physics.heat.acoustic_heat_source``) into ``st.bioheat``, the functional form of
+``KWaveDiffusion`` (JAX arrays), with a schedule of 10 s on, 10 s off (``sonication``); the
+CEM43 thermal dose and the lesion (``cem43 >= 240 min``). The acoustics is linear, so the
 field is scaled to a 2 MPa focal amplitude. Physics: at first the focus heats at
 ``Q / (rho C)``; diffusion and perfusion then limit the rise. Key numbers: the focal heating
 rate over the first 50 ms over ``Q / (rho C)`` (1, less a little diffusion), the peak
@@ -21,7 +22,7 @@ import numpy as np
 from _gallery import main, mm, pyplot, save
 
 import sonotile as st
-from sonotile.physics.heat import acoustic_heat_source
+from sonotile.physics.heat import acoustic_heat_source, sonication
 
 C0, RHO0, F0, A0, Y, P_FOCUS = 1540.0, 1020.0, 1e6, 0.75, 1.5, 2e6
 TISSUE = {"density": RHO0, "specific_heat": 3600.0, "thermal_conductivity": 0.5,
@@ -54,29 +55,33 @@ def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     q = np.asarray(acoustic_heat_source(amp, A0, Y, F0, RHO0, C0))
     q[: n // 3] = 0.0  # no heating in the source's own near field (as the scaling assumes)
     focus = np.unravel_index(np.argmax(q), q.shape)
-    kdiff = st.KWaveDiffusion(grid, TISSUE, {"T0": 37.0, "Q": q})
-    kdiff.take_time_step(1, 0.05)
-    rate = (kdiff.T[focus] - 37.0) / 0.05 / (q[focus] / (RHO0 * TISSUE["specific_heat"]))
-    kdiff.take_time_step(199, 0.05)  # 10 s on
-    kdiff.Q = None
-    kdiff.take_time_step(100, 0.1)  # 10 s off
-    plot(grid, amp, kdiff, out)
-    return {"heating_rate_over_q_rho_c": float(rate), "T_max_degC": float(kdiff.T_max.max()),
-            "lesion_area_mm2": float(kdiff.lesion_size * 1e6)}  # fmt: skip
+    at_focus = np.zeros(q.shape, bool)
+    at_focus[focus] = True
+    nt, dt = 400, 0.05
+    on = sonication(nt, dt, on=10.0)  # 10 s on, then 10 s off
+    heat = st.bioheat(grid, TISSUE, {"T0": 37.0, "Q": q}, nt, dt, on=on, sensor=at_focus)
+    trace = np.asarray(heat.sensor_data).ravel()  # focal temperature after each step [degC]
+    rate = (trace[0] - 37.0) / dt / (q[focus] / (RHO0 * TISSUE["specific_heat"]))
+    cem43, t_max = np.asarray(heat.cem43), np.asarray(heat.T_max)  # numpy from here
+    plot(grid, amp, t_max, cem43, np.arange(1, nt + 1) * dt, trace, out)
+    return {"heating_rate_over_q_rho_c": float(rate), "T_max_degC": float(t_max.max()),
+            "lesion_area_mm2": float(np.sum(cem43 >= 240.0) * (dx * 1e3) ** 2)}  # fmt: skip
 
 
-def plot(grid, amp, kdiff, out) -> None:
+def plot(grid, amp, t_max, cem43, t, trace, out) -> None:
     plt = pyplot()
     ax_mm = mm(grid.shape[0], grid.spacing[0])
     ext = [ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]]
-    fig, ax = plt.subplots(1, 3, figsize=(12, 3.4))
-    panels = ((amp / 1e6, "p_cw_amp_all [MPa]", "magma"), (kdiff.T_max, "T_max [degC]", "inferno"),
-              (np.log10(kdiff.cem43 + 1e-3), "log10 CEM43 [min]", "viridis"))  # fmt: skip
+    fig, ax = plt.subplots(1, 4, figsize=(15, 3.4))
+    panels = ((amp / 1e6, "p_cw_amp_all [MPa]", "magma"), (t_max, "T_max [degC]", "inferno"),
+              (np.log10(cem43 + 1e-3), "log10 CEM43 [min]", "viridis"))  # fmt: skip
     for a, (field, title, cmap) in zip(ax, panels):
         im = a.imshow(field, extent=ext, cmap=cmap)
         fig.colorbar(im, ax=a)
         a.set(title=title, xlabel="y [mm]")
-    ax[2].contour(kdiff.lesion_map, levels=[0.5], colors="w", extent=[*ext[:2], ext[3], ext[2]])
+    ax[2].contour(cem43 >= 240, levels=[0.5], colors="w", extent=[*ext[:2], ext[3], ext[2]])
+    ax[3].plot(t, trace)
+    ax[3].set(title="focus", xlabel="t [s]", ylabel="T [degC]")
     ax[0].set_ylabel("x [mm]")
     save(fig, out, "heat_focused_ultrasound")
 
