@@ -1,0 +1,60 @@
+"""Shared plumbing of the gallery scripts (examples/<category>_<name>.py): the command line
+(``--quick``, ``--out``), the figure file and the printed key numbers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+import numpy as np
+
+DEFAULT_OUT = "gallery-out"
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["figure.constrained_layout.use"] = True  # colour bars clear of the next panel
+    return plt
+
+
+def save(fig, out: str | None, name: str) -> str | None:
+    """Write ``fig`` to ``out/name.png`` and close it (80 dpi; 256 colours where that is needed
+    to stay under ~90 KB, for the docs); ``out=None``: no file."""
+    plt = pyplot()
+    path = None
+    if out is not None:
+        os.makedirs(out, exist_ok=True)
+        path = os.path.join(out, f"{name}.png")
+        fig.savefig(path, dpi=80, bbox_inches="tight")
+        if os.path.getsize(path) > 90_000:  # keep the docs' figures small: 256 colours
+            from PIL import Image  # matplotlib's own dependency
+
+            with Image.open(path) as im:
+                small = im.convert("RGB").quantize(256)
+            small.save(path, optimize=True)
+    plt.close(fig)
+    return path
+
+
+def mm(n: int, dx: float) -> np.ndarray:
+    """Axis [mm] of ``n`` points of spacing ``dx`` [m], centred as k-Wave's grid."""
+    return (np.arange(n) - n // 2) * dx * 1e3
+
+
+def main(run: Callable[..., dict], doc: str, name: str, argv: list[str] | None = None) -> dict:
+    """Parse ``--quick``/``--out``, run the example, print its key numbers."""
+    ap = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="reduced size (what the tests run)")
+    ap.add_argument("--out", default=DEFAULT_OUT, help="folder of the figure (default %(default)s)")
+    a = ap.parse_args(argv)
+    res = run(quick=a.quick, out=a.out)
+    for k, v in res.items():
+        print(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}")
+    print(f"figure: {os.path.join(a.out, name + '.png')}")
+    return res
