@@ -6,7 +6,9 @@ every spectral operation each block is padded with ``overlap`` points from its n
 by a bell that is 1 inside and falls to 0 across the overlap (Boyd's erf bell), differentiated
 with local FFTs and the padded block's own wavenumbers (shift operators and kappa included),
 and cropped to the interior. Communication is nearest-neighbour; the error is set by overlap
-and bell (see ``docs/decomposition.md``).
+and bell (see ``docs/decomposition.md``). Where every block's box would reach the whole length
+of a split axis (:func:`whole_axis`), the box along it is that axis from the block on, without
+a bell: exact along that axis.
 
 Blocks split along grid axis 0 only (a 1-D mesh, or one whose other axes are 1), on the FFTW
 backend, take a shorter way to the same padded spectrum ("planes first"): the transforms over
