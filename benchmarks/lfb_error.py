@@ -15,6 +15,7 @@ Run on CPU with virtual devices, e.g.::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -24,9 +25,22 @@ import numpy as np
 from sonotile.bench.cases import heterogeneous_absorbing
 
 
-def make_case(n: int = 48, nt: int = 80, dtype: str = "float32", seed: int = 0, pml: int = 8):
-    """The shared test problem (:func:`sonotile.bench.cases.heterogeneous_absorbing`)."""
-    return heterogeneous_absorbing(n, nt, dtype, seed, pml)
+def make_case(
+    n: int = 48, nt: int = 80, dtype: str = "float32", seed: int = 0, pml: int = 8,
+    shape: tuple[int, ...] | None = None, p_mode: str | None = None, u_mode: str | None = None,
+    u_final: bool = False,
+):  # fmt: skip
+    """The shared test problem (:func:`sonotile.bench.cases.heterogeneous_absorbing`) on an
+    ``n^3`` grid or ``shape``; ``p_mode`` / ``u_mode`` replace the modes of its pressure
+    (additive) and ux (Dirichlet) sources; ``u_final``: record the final velocity too."""
+    prob = heterogeneous_absorbing(n, nt, dtype, seed, pml, shape)
+    if u_final:
+        record = (*prob.sensor.record, "u_final")
+        prob = dataclasses.replace(prob, sensor=dataclasses.replace(prob.sensor, record=record))
+    s = prob.sources
+    p = s.p if p_mode is None else dataclasses.replace(s.p, mode=p_mode)
+    ux = s.u[0] if u_mode is None else dataclasses.replace(s.u[0], mode=u_mode)
+    return dataclasses.replace(prob, sources=dataclasses.replace(s, p=p, u=(ux, *s.u[1:])))
 
 
 def errors(test: tuple[dict, dict], ref: tuple[dict, dict]) -> dict:
@@ -41,7 +55,10 @@ def errors(test: tuple[dict, dict], ref: tuple[dict, dict]) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", type=int, default=64)
+    ap.add_argument("--shape", type=int, nargs="+", default=[64], help="n, or nx ny nz")
+    ap.add_argument("--p-mode", help="mode of the pressure source (default additive)")
+    ap.add_argument("--u-mode", help="mode of the ux source (default dirichlet)")
+    ap.add_argument("--u-final", action="store_true", help="also record ux/uy/uz_final")
     ap.add_argument("--nt", type=int, default=120)
     ap.add_argument("--mesh", type=int, nargs="+", default=[2, 2, 2])
     ap.add_argument("--overlaps", type=int, nargs="+", default=[2, 4, 8, 16, 32])
@@ -53,7 +70,15 @@ def main(argv=None) -> int:
     from sonotile.parallel import run_decomposed
     from sonotile.solver.runner import run
 
-    prob = make_case(args.shape, args.nt)
+    shape = tuple(args.shape) if len(args.shape) > 1 else None
+    prob = make_case(
+        args.shape[0],
+        args.nt,
+        shape=shape,
+        p_mode=args.p_mode,
+        u_mode=args.u_mode,
+        u_final=args.u_final,
+    )
     t0 = time.perf_counter()
     ref = run(prob)
     print(f"single: {time.perf_counter() - t0:.1f} s", file=sys.stderr)

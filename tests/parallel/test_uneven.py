@@ -92,7 +92,7 @@ def test_pencil_on_uneven_blocks_equals_single(results, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", runs("lfb"))
 def test_lfb_on_uneven_blocks_within_documented_error(results, name):
-    # overlap 16, bell width 0.5: 7.1e-4 measured on even blocks (docs/decomposition.md)
+    # overlap 16, bell width 0.5: 7.5e-4 measured with windowed boxes (docs/decomposition.md)
     err = results[name]
     assert max(err.values()) <= 1e-3, err
 

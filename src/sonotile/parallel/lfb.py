@@ -6,7 +6,9 @@ every spectral operation each block is padded with ``overlap`` points from its n
 by a bell that is 1 inside and falls to 0 across the overlap (Boyd's erf bell), differentiated
 with local FFTs and the padded block's own wavenumbers (shift operators and kappa included),
 and cropped to the interior. Communication is nearest-neighbour; the error is set by overlap
-and bell (see ``docs/decomposition.md``).
+and bell (see ``docs/decomposition.md``). Where every block's box would reach the whole length
+of a split axis (:func:`whole_axis`), the box along it is that axis from the block on, without
+a bell: exact along that axis.
 
 Blocks split along grid axis 0 only (a 1-D mesh, or one whose other axes are 1), on the FFTW
 backend, take a shorter way to the same padded spectrum ("planes first"): the transforms over
@@ -85,9 +87,26 @@ class LfbMeta:
     #: transform the planes before the exchange where a block is split along axis 0 only (less
     #: FFT work than the padded box's 3-D transforms, same results; False: those transforms)
     planes: bool = True
+    #: per split axis: the axis's length where every block's box would reach it (the box is
+    #: then the whole axis from the block on: exact, no bell), else None
+    whole: tuple[int | None, ...] = ()
+    #: per split axis: the slot length of a block [points]
+    slots: tuple[int, ...] = ()
 
     def padded(self, a: int) -> bool:
         return a < len(self.names) and self.sizes[a] > 1
+
+    def is_whole(self, a: int) -> bool:
+        """Whether axis ``a``'s box is the whole axis (exact along it)."""
+        return self.padded(a) and a < len(self.whole) and self.whole[a] is not None
+
+    def width(self, a: int) -> int:
+        """Halo width along axis ``a`` [points]: the overlap, or on a whole axis the points
+        after the thinnest block up to the axis's length."""
+        if not self.is_whole(a):
+            return self.overlap
+        thinnest = min(self.counts[a]) if self.uneven(a) else self.slots[a]
+        return cast(int, self.whole[a]) - thinnest
 
     def uneven(self, a: int) -> bool:
         return a < len(self.counts) and self.counts[a] is not None
@@ -117,11 +136,11 @@ class LfbOps:
         return cls(*children, meta=meta)
 
     # --- communication
-    def _halo(self, f: jax.Array, a: int, side: int) -> jax.Array:
-        """``overlap`` planes along axis ``a`` from the neighbour on ``side`` (-1 left, +1 right),
-        taken from as many hops as needed when a block is thinner than the overlap."""
+    def _halo(self, f: jax.Array, a: int, side: int, ov: int) -> jax.Array:
+        """``ov`` planes along axis ``a`` from the neighbour on ``side`` (-1 left, +1 right),
+        taken from as many hops as needed when a block is thinner than that."""
         mt = self.meta
-        name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
+        name, size = mt.names[a], mt.sizes[a]
         n = f.shape[a]
         hops = -(-ov // n)
         pieces = []
@@ -140,11 +159,11 @@ class LfbOps:
         counts = jnp.asarray(self.meta.counts[a], jnp.int32)
         return counts[collectives.axis_index(self.meta.names[a])]
 
-    def _halo_uneven(self, f: jax.Array, a: int, side: int) -> jax.Array:
-        """:meth:`_halo` for blocks of different sizes: the ``overlap`` real points nearest to
-        this block, gathered over as many neighbours as the thinnest block needs."""
+    def _halo_uneven(self, f: jax.Array, a: int, side: int, ov: int) -> jax.Array:
+        """:meth:`_halo` for blocks of different sizes: the ``ov`` real points nearest to this
+        block, gathered over as many neighbours as the thinnest block needs."""
         mt = self.meta
-        name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
+        name, size = mt.names[a], mt.sizes[a]
         b = f.shape[a]
         counts = jnp.asarray(mt.counts[a], jnp.int32)
         me = collectives.axis_index(name)
@@ -159,13 +178,16 @@ class LfbOps:
         return jnp.take(jnp.concatenate(pieces, axis=a), pick, axis=a)
 
     def _halo_fast(self, f: jax.Array, a: int, side: int) -> jax.Array:
+        """The halo on ``side`` of axis ``a`` (:meth:`LfbMeta.width` points), from the nearest
+        neighbour in one hop where it holds them."""
         mt = self.meta
-        name, size, ov = mt.names[a], mt.sizes[a], mt.overlap
+        name, size = mt.names[a], mt.sizes[a]
         n = f.shape[a]
+        ov = mt.width(a)
         if mt.uneven(a) and ov > min(mt.counts[a]):
-            return self._halo_uneven(f, a, side)
+            return self._halo_uneven(f, a, side, ov)
         if ov > n:
-            return self._halo(f, a, side)
+            return self._halo(f, a, side, ov)
         if side < 0 and mt.uneven(a):  # the real end of the block (dead points after it)
             edge = lax.dynamic_slice_in_dim(f, self._count(a) - ov, ov, axis=a)
             perm = [(i, (i + 1) % size) for i in range(size)]
@@ -177,20 +199,34 @@ class LfbOps:
             perm = [(i, (i - 1) % size) for i in range(size)]
         return collectives.ppermute(edge, name, perm)
 
-    def _join(self, f: jax.Array, left: jax.Array, right: jax.Array, a: int) -> jax.Array:
+    def _join(
+        self, f: jax.Array, left: jax.Array | None, right: jax.Array, a: int
+    ) -> jax.Array:  # fmt: skip
         """``f`` with its halos along axis ``a``: ``[left | f | right]``; on an uneven axis
         ``[left | real points | right | zeros]`` (the right halo follows the real points and
-        overwrites the dead one; the box keeps one length on every shard)."""
-        if not self.meta.uneven(a):
+        overwrites the dead one; the box keeps one length on every shard). On a whole axis
+        (no left halo) the box is the axis from the block's first point on: ``[real points |
+        right]``, cut to the axis's length."""
+        mt = self.meta
+        if mt.is_whole(a):
+            if mt.uneven(a):
+                f = jnp.concatenate([f, jnp.zeros_like(right)], axis=a)
+                f = lax.dynamic_update_slice_in_dim(f, right, self._count(a), a)
+            else:
+                f = jnp.concatenate([f, right], axis=a)
+            return lax.slice_in_dim(f, 0, cast(int, mt.whole[a]), axis=a)
+        assert left is not None
+        if not mt.uneven(a):
             return jnp.concatenate([left, f, right], axis=a)
         f = jnp.concatenate([left, f, jnp.zeros_like(right)], axis=a)
-        return lax.dynamic_update_slice_in_dim(f, right, self.meta.overlap + self._count(a), a)
+        return lax.dynamic_update_slice_in_dim(f, right, mt.overlap + self._count(a), a)
 
     def _pad(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
         for a in range(len(self.meta.names)):
             if not self.meta.padded(a) or (axes is not None and a not in axes):
                 continue
-            f = self._join(f, self._halo_fast(f, a, -1), self._halo_fast(f, a, +1), a)
+            left = None if self.meta.is_whole(a) else self._halo_fast(f, a, -1)
+            f = self._join(f, left, self._halo_fast(f, a, +1), a)
         return f
 
     def _pad_all(self, fs: list[jax.Array]) -> list[jax.Array]:
@@ -202,11 +238,12 @@ class LfbOps:
             if not mt.padded(a):
                 continue
             ends = mt.counts[a] if mt.uneven(a) else None
-            got = collectives.halos(fs, mt.names[a], mt.overlap, ends, axis=a)
+            got = collectives.halos(fs, mt.names[a], mt.width(a), ends, axis=a)
             if got is None:
                 fs = [self._pad(f, (a,)) for f in fs]
-            else:
-                fs = [self._join(f, lo, hi, a) for f, (lo, hi) in zip(fs, got)]
+            else:  # a whole axis uses the right halo only
+                fs = [self._join(f, None if mt.is_whole(a) else lo, hi, a)
+                      for f, (lo, hi) in zip(fs, got)]  # fmt: skip
         return fs
 
     def _window(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
@@ -219,10 +256,12 @@ class LfbOps:
         return f
 
     def _crop(self, f: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
-        ov = self.meta.overlap
-        for a in range(len(self.meta.names)):
-            if self.meta.padded(a) and (axes is None or a in axes):
-                f = lax.slice_in_dim(f, ov, f.shape[a] - ov, axis=a)
+        """The block's slot out of its box (a whole axis's box starts at the block)."""
+        mt = self.meta
+        for a in range(len(mt.names)):
+            if mt.padded(a) and (axes is None or a in axes):
+                lo = 0 if mt.is_whole(a) else mt.overlap
+                f = lax.slice_in_dim(f, lo, lo + mt.slots[a], axis=a)
         return f
 
     def _local(self, fs: list[jax.Array]) -> list[jax.Array]:
@@ -237,7 +276,9 @@ class LfbOps:
             return inner
         return None
 
-    def _local_planes(self, fs: list[jax.Array]) -> list[tuple[jax.Array, jax.Array, jax.Array]]:
+    def _local_planes(
+        self, fs: list[jax.Array]
+    ) -> list[tuple[jax.Array, jax.Array | None, jax.Array]]:  # fmt: skip
         """``(plane spectra, left halo, right halo)`` of each block (complex64, planes along x):
         the padded box's parts, which :meth:`_xpass` pads and windows as it reads them.
 
@@ -249,9 +290,11 @@ class LfbOps:
         specs = [plane_rfft(f) for f in fs]
         mt = self.meta
         ends = mt.counts[0] if mt.uneven(0) else None
-        got = collectives.halos(specs, mt.names[0], mt.overlap, ends, axis=0)
+        got = collectives.halos(specs, mt.names[0], mt.width(0), ends, axis=0)
         if got is not None:  # one call for the group (the MPI transport): no slices, no keeps
-            return [(s, lo, hi) for s, (lo, hi) in zip(specs, got)]
+            return [(s, None if mt.is_whole(0) else lo, hi) for s, (lo, hi) in zip(specs, got)]
+        if mt.is_whole(0):  # one halo, no left one (see _join)
+            return self._whole_planes(specs)
         if len(fs) == 1:
             (s,) = specs
             return [(s, self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1))]
@@ -261,17 +304,33 @@ class LfbOps:
         k = len(specs)
         return [(kept[i], kept[k + 2 * i], kept[k + 2 * i + 1]) for i in range(k)]
 
+    def _whole_planes(
+        self, specs: list[jax.Array]
+    ) -> list[tuple[jax.Array, jax.Array | None, jax.Array]]:  # fmt: skip
+        """:meth:`_local_planes` on a whole axis 0: each spectrum and the planes after it."""
+        if len(specs) == 1:
+            return [(specs[0], None, self._halo_fast(specs[0], 0, +1))]
+        specs = fftw.keep_all(specs)
+        kept = fftw.keep_all([*specs, *(self._halo_fast(s, 0, +1) for s in specs)])
+        k = len(specs)
+        return [(kept[i], None, kept[k + i]) for i in range(k)]
+
     def _xpass(
         self,
-        part: tuple[jax.Array, jax.Array, jax.Array],
+        part: tuple[jax.Array, jax.Array | None, jax.Array],
         like: jax.Array,
         op: jax.Array | None,
         outs: list[fftw.ConvOut],
     ) -> list[jax.Array]:
         """:func:`fftw.xpass_halo` of a block's padded, windowed box, the interior planes of
-        each output (output 0 over the block's spectrum)."""
+        each output (output 0 over the block's spectrum); on a whole axis 0 :func:`fftw.xpass`
+        of the box :meth:`_join` assembles, its first planes."""
         mid, left, right = part
         b, ov = like.shape[0], self.meta.overlap
+        if left is None:
+            box = self._join(mid, None, right, 0)
+            shape = (box.shape[0], *like.shape[1:])
+            return fftw.xpass([box], shape, op, outs, planes=b)
         bell = self.bells[0]
         count: jax.Array | int = b
         if self.meta.uneven(0):  # this shard's bell of the pair, its real planes
@@ -435,6 +494,16 @@ def _prepare_planes(meta: LfbMeta, inner: FourierOps, local: tuple[int, ...]) ->
         fftw.prepare(local)
 
 
+def whole_axis(blocks: Blocks, a: int, overlap: int) -> int | None:
+    """Grid axis ``a``'s length where every block's box (its points and an ``overlap`` on both
+    sides) would reach the whole axis, else None. Such a box would hold points twice under
+    different weights of the bell; the whole axis, from the block's first point on and without
+    a bell, is shorter and exact (the global wavenumbers along it)."""
+    if blocks.parts(a) < 2 or int(blocks.counts(a).min()) + 2 * overlap < blocks.shape[a]:
+        return None
+    return blocks.shape[a]
+
+
 def lfb_constants(
     problem: Problem, blocks: Blocks, overlap: int, bell_width: float, unstagger: bool
 ) -> tuple[FourierOps, Bells, tuple[jax.Array, ...] | None, LfbMeta]:
@@ -445,7 +514,11 @@ def lfb_constants(
     mesh_shape = blocks.mesh_shape
     d, m = g.ndim, len(mesh_shape)
     local = blocks.local_shape
-    padded = [n + 2 * overlap if a < m and mesh_shape[a] > 1 else n for a, n in enumerate(local)]
+    whole = tuple(whole_axis(blocks, a, overlap) for a in range(m))
+    padded = [
+        whole[a] or n + 2 * overlap if a < m and mesh_shape[a] > 1 else n
+        for a, n in enumerate(local)
+    ]
     s, med = problem.sources, problem.medium
     additive = (s.p is not None and s.p.mode == "additive") or any(
         u is not None and u.mode == "additive" for u in s.u
@@ -457,7 +530,7 @@ def lfb_constants(
     )  # fmt: skip
     bells: list[jax.Array | tuple[jax.Array, jax.Array] | None] = []
     for a in range(d):
-        if not (a < m and mesh_shape[a] > 1):
+        if not (a < m and mesh_shape[a] > 1) or whole[a]:
             bells.append(None)
         elif blocks.even(a):
             bells.append(_bell(local[a], overlap, bell_width, a, d, problem.dtype))
@@ -470,7 +543,8 @@ def lfb_constants(
     counts = tuple(
         None if blocks.even(a) else tuple(int(c) for c in blocks.counts(a)) for a in range(m)
     )
-    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts)
+    meta = LfbMeta(AXIS_NAMES[:m], tuple(mesh_shape), int(overlap), d, counts, True, whole,
+                   tuple(local[:m]))  # fmt: skip
     _prepare_planes(meta, inner, tuple(local))
     unshift: tuple[jax.Array, ...] | None = None
     if unstagger:
