@@ -16,6 +16,10 @@ _WHERE = {
         ("KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Results", "simulate"), "sonotile.api"
     ),
     "KWaveArray": "sonotile.model.array",
+    **dict.fromkeys(
+        ("ElasticSource", "KWaveElasticMedium", "pstd_elastic_2d", "pstd_elastic_3d"),
+        "sonotile.elastic",
+    ),
     **dict.fromkeys(  # fmt: skip
         (
             "focused_annulus_oneil",
@@ -50,6 +54,7 @@ _WHERE = {
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
     "make_simulator", "Tape", "load_input", "load_results",
+    "pstd_elastic_2d", "pstd_elastic_3d", "KWaveElasticMedium", "ElasticSource",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",
