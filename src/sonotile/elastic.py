@@ -148,8 +148,11 @@ def _sensor(
         points = mask_points(mask, shape, "sensor.mask")
     if points is not None:
         points = np.asarray(points, dtype=int)
-        if points.ndim != 2 or points.shape[1] != len(shape) or np.any(points < 0) or np.any(
-            points >= np.asarray(shape)
+        if (
+            points.ndim != 2
+            or points.shape[1] != len(shape)
+            or np.any(points < 0)
+            or np.any(points >= np.asarray(shape))
         ):
             raise ProblemError(f"sensor.points: expected (N, {len(shape)}) indices in the grid")
     record = tuple(getattr(sensor, "record", ("p",)))

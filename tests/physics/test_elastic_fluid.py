@@ -4,6 +4,8 @@ lossless heterogeneous case (k-Wave's pstdElastic2D_compare_with_kspaceFirstOrde
 from __future__ import annotations
 
 import numpy as np
+import pytest
+
 import sonotile as st
 from sonotile.model import filters
 from sonotile.spectral import operators
@@ -59,3 +61,38 @@ def test_no_shear_close_to_fluid_with_kspace_correction():
     elastic, fluid = _case("float32", smooth=True)
     d = _rel(elastic["p"], fluid["p"])
     assert 1e-4 < d < 1e-2
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode"),
+    [("p", "additive"), ("p", "dirichlet"), ("ux", "additive"), ("ux", "dirichlet"),
+     ("uy", "additive"), ("uy", "dirichlet")],
+)  # fmt: skip
+def test_sources_with_no_shear_equal_fluid_sources(monkeypatch, kind, mode):
+    """A stress source ``sxx = syy = -p`` is a pressure source, a velocity source the fluid's
+    (k-Wave's scaling; the fluid's additive sources without their k-space filter, as k-Wave's
+    comparison runs them with UsekSpace false)."""
+    monkeypatch.setattr(operators, "kappa_of", lambda kmag, c, dt: np.ones_like(kmag))
+    nx, ny = 32, 40
+    c = np.full((nx, ny), CP)
+    c[nx // 2 :, :] = 2 * CP
+    kgrid = st.KWaveGrid((nx, ny), DX)
+    kgrid.make_time(2 * CP, cfl=0.1, t_end=1.5e-6)
+    sig = 5 * np.sin(2 * np.pi * 1e6 * kgrid.t)
+    mask = np.zeros((nx, ny), bool)
+    mask[10, ny // 2] = True
+    sensor = st.KSensor(mask=np.roll(mask, (12, 5), (0, 1)), record=("p", "u"))
+    fluid_mode = "additive-no-correction" if mode == "additive" else mode
+    if kind == "p":
+        es = st.ElasticSource(sxx=-sig, syy=-sig, s_mask=mask, s_mode=mode)
+        fs = st.KSource(p=sig, p_mask=mask, p_mode=fluid_mode)
+    else:
+        u = {kind: sig / (CP * RHO)}
+        es = st.ElasticSource(u_mask=mask, u_mode=mode, **u)
+        fs = st.KSource(u_mask=mask, u_mode=fluid_mode, **u)
+    medium = st.KWaveElasticMedium(c, 0.0, RHO)
+    elastic = st.pstd_elastic_2d(kgrid, medium, es, sensor, pml_size=0, dtype="float64")
+    fluid = st.simulate(kgrid, st.KWaveMedium(c, RHO), fs, sensor, pml_size=0, dtype="float64",
+                        quiet=True)  # fmt: skip
+    for q in ("p", "ux", "uy"):
+        assert _rel(elastic[q], fluid[q]) < 1e-9, q

@@ -96,7 +96,8 @@ def scale_signals(
 
 def step_inputs(signals: Sequence[np.ndarray | None], nt: int, dtype: Any) -> tuple[Any, Any]:
     """Per-step values ``(nt, N|1)`` (zero past a signal's end) and ``on`` flags ``(nt,)``."""
-    vals, ons = [], []
+    vals: list[jax.Array | None] = []
+    ons: list[jax.Array | None] = []
     for sig in signals:
         if sig is None:
             vals.append(None)
@@ -234,7 +235,7 @@ def run(
     stats = init_stats(c, rec, shape, dtype)
     series = []
     for n0 in range(0, nt, chunk):
-        part = jax.tree_util.tree_map(lambda a: a[n0 : n0 + chunk], xs)
+        part = jax.tree_util.tree_map(lambda a, n0=n0: a[n0 : n0 + chunk], xs)
         state, stats, s = run_chunk(state, stats, part, c, ops, st, rec)
         series.append(s)
     return finish(series, stats, state, rec, nt), state

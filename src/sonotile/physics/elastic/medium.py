@@ -32,9 +32,7 @@ def _value(name: str, v: ArrayLike | None, shape: tuple[int, ...], positive: boo
         raise ProblemError(f"medium.{name}: must be finite")
     low = float(arr.min())
     if (positive and low <= 0) or low < 0:
-        raise ProblemError(
-            f"medium.{name}: found {low:g}, must be {'> 0' if positive else '>= 0'}"
-        )
+        raise ProblemError(f"medium.{name}: found {low:g}, must be {'> 0' if positive else '>= 0'}")
     return float(arr) if arr.ndim == 0 else arr
 
 
@@ -77,7 +75,7 @@ class ElasticMedium:
         rho = _value("density [kg/m^3]", self.density, shape, True)
         above = np.asarray(cs) >= np.asarray(cp)
         if np.any(above):
-            where = np.argwhere(np.broadcast_to(above, shape))[0]
+            where = tuple(int(i) for i in np.argwhere(np.broadcast_to(above, shape))[0])
             raise ProblemError(
                 "medium.sound_speed_shear: must be below sound_speed_compression "
                 f"(found {np.broadcast_to(cs, shape)[tuple(where)]:g} >= "
@@ -95,11 +93,8 @@ class ElasticMedium:
             )
         if all(given):
             unit = " [dB/(MHz^2 cm)]"
-            set_(self, "alpha_coeff_compression",
-                 _value("alpha_coeff_compression" + unit, self.alpha_coeff_compression, shape,
-                        False))  # fmt: skip
-            set_(self, "alpha_coeff_shear",
-                 _value("alpha_coeff_shear" + unit, self.alpha_coeff_shear, shape, False))  # fmt: skip
+            for name in ("alpha_coeff_compression", "alpha_coeff_shear"):
+                set_(self, name, _value(name + unit, getattr(self, name), shape, False))
 
     @property
     def kelvin_voigt(self) -> bool:

@@ -333,8 +333,9 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
             f = m * (m * state.s[k][b] + stress_rate(k, a, du, dv, c, nd))
             if st.p0 and comp[0] == comp[1]:
                 f = f + jnp.where(x["n"] < 2, c["p0_split"], 0).astype(f.dtype)
-            if st.s_modes and st.s_modes[k] is not None:
-                f = inject(f, c["s_index"], x["s"][k], st.s_modes[k], x["s_on"][k])
+            mode = st.s_modes[k] if st.s_modes else None
+            if mode is not None:
+                f = inject(f, c["s_index"], x["s"][k], mode, x["s_on"][k])
             parts.append(f)
         s.append(tuple(parts))
     return State(u, tuple(s))
@@ -364,7 +365,5 @@ def split_constants(shape: tuple[int, ...], spacing: Sequence[float], dtype: Any
     cdtype = jnp.complex64 if jnp.dtype(dtype) == jnp.float32 else jnp.complex128
     return {
         "khat": tuple(jnp.asarray(np.where(kmag > 0, k / safe, 0.0), dtype) for k in kv),
-        "unshift": tuple(
-            jnp.asarray(np.exp(-0.5j * k * d), cdtype) for k, d in zip(kv, spacing)
-        ),
+        "unshift": tuple(jnp.asarray(np.exp(-0.5j * k * d), cdtype) for k, d in zip(kv, spacing)),
     }
