@@ -176,15 +176,15 @@ def pml_constants(
 
 
 def medium_constants(m: Mapping[str, Any], ndim: int, dt: float, dtype: Any) -> dict:
-    """The step's material coefficients from the medium's values (numbers or arrays, numpy or
+    """The step's stored material fields from the medium's values (numbers or arrays, numpy or
     traced JAX: differentiable with respect to speeds and density).
 
     ``m``: ``sound_speed_compression`` [m/s], ``sound_speed_shear`` [m/s], ``density``
     [kg/m^3], optionally ``alpha_coeff_compression`` / ``alpha_coeff_shear``
-    [dB/(MHz^2 cm)]. Returns ``dt_rho_sg`` (per axis ``dt / rho`` on the velocity grid
-    [s m^3/kg]), ``dt_l2m = dt (lambda + 2 mu)`` and ``dt_lam = dt lambda`` [Pa s], per shear
-    component ``dt_mu_sg`` [Pa s]; with absorption ``kv_l2m = 2 eta + chi``, ``kv_lam = chi``
-    and per shear component ``kv_mu_sg`` (eta on its grid) [Pa s].
+    [dB/(MHz^2 cm)]. Returns ``rho`` [kg/m^3], ``dt_lam = dt lambda`` and ``dt_mu = dt mu``
+    [Pa s], with absorption ``kv_lam = chi`` and ``kv_mu = eta`` [Pa s]; the step derives the
+    rest (:func:`derived_constants`), so that a heterogeneous medium stores 3 fields (5 with
+    absorption).
     """
 
     def arr(key: str) -> jax.Array:
@@ -192,24 +192,38 @@ def medium_constants(m: Mapping[str, Any], ndim: int, dt: float, dtype: Any) -> 
 
     cp, cs, rho = arr("sound_speed_compression"), arr("sound_speed_shear"), arr("density")
     mu = cs * cs * rho
-    lam = cp * cp * rho - 2 * mu
-    shear = components(ndim)[ndim:]
     c: dict = {
         "dt": jnp.asarray(dt, dtype),
-        "dt_rho_sg": tuple(dt / staggered_mean(rho, a) for a in range(ndim)),
-        "dt_l2m": dt * (lam + 2 * mu),
-        "dt_lam": dt * lam,
-        "dt_mu_sg": tuple(dt * staggered_harmonic(mu, i, j) for i, j in shear),
+        "rho": rho,
+        "dt_lam": dt * (cp * cp * rho - 2 * mu),
+        "dt_mu": dt * mu,
     }
     if m.get("alpha_coeff_compression") is not None:
-        ap = db2neper(arr("alpha_coeff_compression"))
-        as_ = db2neper(arr("alpha_coeff_shear"))
-        eta = 2 * rho * cs**3 * as_
-        chi = 2 * rho * cp**3 * ap - 2 * eta
-        c["kv_l2m"] = 2 * eta + chi
-        c["kv_lam"] = chi
-        c["kv_mu_sg"] = tuple(staggered_harmonic(eta, i, j) for i, j in shear)
+        eta = 2 * rho * cs**3 * db2neper(arr("alpha_coeff_shear"))
+        c["kv_lam"] = 2 * rho * cp**3 * db2neper(arr("alpha_coeff_compression")) - 2 * eta
+        c["kv_mu"] = eta
     return c
+
+
+def derived_constants(c: dict, ndim: int) -> dict:
+    """What the step reads, from :func:`medium_constants`' fields: ``dt_rho_sg`` (per axis
+    ``dt / rho`` on the velocity grid [s m^3/kg]), ``dt_l2m = dt (lambda + 2 mu)`` [Pa s], per
+    shear component ``dt_mu_sg`` (``dt mu`` on its grid); with absorption ``kv_l2m = chi +
+    2 eta`` and ``kv_mu_sg`` (eta on each shear grid) [Pa s]."""
+    shear = components(ndim)[ndim:]
+    d = {
+        "dt_rho_sg": tuple(c["dt"] / staggered_mean(c["rho"], a) for a in range(ndim)),
+        "dt_l2m": c["dt_lam"] + 2 * c["dt_mu"],
+        "dt_mu_sg": tuple(staggered_harmonic(c["dt_mu"], i, j) for i, j in shear),
+    }
+    if "kv_mu" in c:
+        d["kv_l2m"] = c["kv_lam"] + 2 * c["kv_mu"]
+        d["kv_mu_sg"] = tuple(staggered_harmonic(c["kv_mu"], i, j) for i, j in shear)
+    return d
+
+
+#: Constants the step derives grid-sized values from (tied to the step, see :func:`step`).
+TIED = ("pml", "mpml", "rho", "dt_lam", "dt_mu", "kv_lam", "kv_mu")
 
 
 def constants(
@@ -251,94 +265,114 @@ def inject(f: jax.Array, index: Any, values: jax.Array, mode: str, on: jax.Array
     return f.at[index].add(jnp.where(on, values, 0).astype(f.dtype))
 
 
-def stress_derivatives(s: tuple, ops: AxisDiffOps, nd: int) -> list[list[jax.Array]]:
-    """``d[i][a] = d sigma_ia / dx_a`` on the grid of ``u_i``."""
-    d: list[list[Any]] = [[None] * nd for _ in range(nd)]
-    for k, (i, j) in enumerate(components(nd)):
-        f = total(s[k])
-        if i == j:
-            (d[i][i],) = ops.diffs(f, [(i, +1)])
-        else:
-            d[j][i], d[i][j] = ops.diffs(f, [(i, -1), (j, -1)])
-    return d
-
-
-def velocity_derivatives(v: Sequence[jax.Array], ops: AxisDiffOps) -> list[list[jax.Array]]:
-    """``d[j][a] = d v_j / dx_a`` of a field on the velocity grids (``v_j`` at
-    ``x_j + d_j/2``), each on the grid of the stress it drives."""
-    nd = len(v)
-    return [ops.diffs(v[j], [(a, -1 if a == j else +1) for a in range(nd)]) for j in range(nd)]
+def stress_targets(comp: Component) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The derivatives a stress component gives (``(axis, shift)``) and the velocity split each
+    drives (``(velocity component, split axis)``): ``sigma_ii`` along ``i`` (+d/2) into
+    ``u_i`` split ``i``; ``sigma_ij`` along ``i`` (-d/2) into ``u_j`` split ``i`` and along ``j``
+    into ``u_i`` split ``j``."""
+    i, j = comp
+    if i == j:
+        return [(i, +1)], [(i, i)]
+    return [(i, -1), (j, -1)], [(j, i), (i, j)]
 
 
 def update_velocity(
-    state: State, ds: list[list[jax.Array]], x: dict, c: dict, st: Statics
-) -> tuple:
-    """Split velocity update with PML, then the velocity sources (into split ``i`` of
-    ``u_i``, as k-Wave)."""
+    state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics
+) -> tuple[tuple, list[jax.Array] | None]:
+    """Split velocity update with PML from the stress divergence, then the velocity sources
+    (into split ``i`` of ``u_i``, as k-Wave). Each stress derivative is used as it is made
+    (few grid-sized temporaries). Also returns, with absorption, ``dt`` times the acceleration
+    per component (from the old stress, as k-Wave) for the Kelvin-Voigt terms."""
     nd = st.ndim
-    u = [
-        [
-            (m := pml_factor(c, (i,), a, nd)) * (m * state.u[i][a] + c["dt_rho_sg"][i] * ds[i][a])
-            for a in range(nd)
-        ]
-        for i in range(nd)
-    ]
+    u: list[list[Any]] = [[None] * nd for _ in range(nd)]
+    acc: list[Any] = [None] * nd
+    for k, comp in enumerate(components(nd)):
+        which, targets = stress_targets(comp)
+        for (i, a), d in zip(targets, ops.diffs(total(state.s[k]), which)):
+            m = pml_factor(c, (i,), a, nd)
+            u[i][a] = m * (m * state.u[i][a] + c["dt_rho_sg"][i] * d)
+            if st.kelvin_voigt:
+                acc[i] = d if acc[i] is None else acc[i] + d
     for i, mode in enumerate(st.u_modes):
         if mode is not None:
             u[i][i] = inject(u[i][i], c["u_index"], x["u"][i], mode, x["u_on"][i])
-    return tuple(tuple(ui) for ui in u)
+    dt_acc = [acc[i] * c["dt_rho_sg"][i] for i in range(nd)] if st.kelvin_voigt else None
+    return tuple(tuple(ui) for ui in u), dt_acc
 
 
-def stress_rate(
-    k: int, a: int, du: list[list[jax.Array]], dv: list | None, c: dict, nd: int
-) -> jax.Array:
-    """``dt`` times the rate of split ``a`` of stress component ``k`` (elastic and, with
-    ``dv`` the derivatives of ``dt`` times the acceleration, Kelvin-Voigt terms)."""
+def velocity_targets(j: int, a: int, nd: int) -> list[tuple[int, int]]:
+    """The stress splits ``(component index, split index)`` driven by ``d u_j / dx_a``: split
+    ``a`` of every normal stress when ``a == j``, else split ``a`` of ``sigma_ja``."""
+    comps = components(nd)
+    if a == j:
+        return [(k, a) for k in range(nd)]
+    k = comps.index((min(a, j), max(a, j)))
+    return [(k, split_axes(comps[k], nd).index(a))]
+
+
+def stress_rate(k: int, a: int, d: jax.Array, dv: jax.Array | None, c: dict, nd: int) -> jax.Array:
+    """``dt`` times the rate of split ``a`` of stress component ``k`` from the one velocity
+    derivative ``d`` it takes (and ``dv``, the same derivative of ``dt`` times the acceleration,
+    for the Kelvin-Voigt term)."""
     i, j = components(nd)[k]
     if i == j:
-        rate = (c["dt_l2m"] if a == i else c["dt_lam"]) * du[a][a]
+        rate = (c["dt_l2m"] if a == i else c["dt_lam"]) * d
         if dv is not None:
-            rate = rate + (c["kv_l2m"] if a == i else c["kv_lam"]) * dv[a][a]
+            rate = rate + (c["kv_l2m"] if a == i else c["kv_lam"]) * dv
         return rate
-    other = j if a == i else i  # split i carries d u_j / dx_i, split j d u_i / dx_j
-    rate = c["dt_mu_sg"][k - nd] * du[other][a]
+    rate = c["dt_mu_sg"][k - nd] * d
     if dv is not None:
-        rate = rate + c["kv_mu_sg"][k - nd] * dv[other][a]
+        rate = rate + c["kv_mu_sg"][k - nd] * dv
     return rate
+
+
+def update_stress(
+    state: State, u: tuple, dt_acc: list[jax.Array] | None, x: dict, c: dict,
+    ops: AxisDiffOps, st: Statics,
+) -> tuple:  # fmt: skip
+    """Split stress update with PML from the velocity gradient (and the Kelvin-Voigt terms),
+    each derivative used as it is made; then the p0 start and the stress sources."""
+    nd = st.ndim
+    comps = components(nd)
+    s: list[list[Any]] = [[None] * len(split_axes(k, nd)) for k in comps]
+    for j in range(nd):
+        which = [(a, -1 if a == j else +1) for a in range(nd)]
+        du = ops.diffs(total(u[j]), which)
+        dv = ops.diffs(dt_acc[j], which) if dt_acc is not None else [None] * nd
+        for a in range(nd):
+            for k, b in velocity_targets(j, a, nd):
+                stagger = () if comps[k][0] == comps[k][1] else comps[k]
+                m = pml_factor(c, stagger, a, nd)
+                s[k][b] = m * (m * state.s[k][b] + stress_rate(k, a, du[a], dv[a], c, nd))
+    for k, comp in enumerate(comps):
+        mode = st.s_modes[k] if st.s_modes else None
+        for b in range(len(s[k])):
+            if st.p0 and comp[0] == comp[1]:
+                s[k][b] = s[k][b] + jnp.where(x["n"] < 2, c["p0_split"], 0).astype(s[k][b].dtype)
+            if mode is not None:
+                s[k][b] = inject(s[k][b], c["s_index"], x["s"][k], mode, x["s_on"][k])
+    return tuple(tuple(sk) for sk in s)
 
 
 def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State:
     """Advance ``state`` by one step ``n = x["n"]`` (k-Wave's ``t_index = n + 1``).
 
     ``x``: ``n``; per axis ``u`` (velocity source values at ``c["u_index"]``, scaled as
-    :func:`sonotile.physics.elastic.loop.scaled_sources` makes them) and ``u_on``; per stress
+    :func:`sonotile.physics.elastic.loop.scale_signals` makes them) and ``u_on``; per stress
     component ``s`` and ``s_on``. ``c``: :func:`constants` plus the source indices and, for a
     p0 start, ``p0_split = -p0 / (2 ndim)`` (added to every normal-stress split in steps 0 and
     1: k-Wave's ``source.p0`` for its elastic codes).
     """
-    nd = st.ndim
-    ds = stress_derivatives(state.s, ops, nd)
-    u = update_velocity(state, ds, x, c, st)
-    du = velocity_derivatives([total(ui) for ui in u], ops)
-    dv = None
-    if st.kelvin_voigt:
-        acc = [total(ds[i]) * c["dt_rho_sg"][i] for i in range(nd)]  # dt du_i/dt, old stress
-        dv = velocity_derivatives(acc, ops)
-    s = []
-    for k, comp in enumerate(components(nd)):
-        stagger = () if comp[0] == comp[1] else comp
-        parts = []
-        for b, a in enumerate(split_axes(comp, nd)):
-            m = pml_factor(c, stagger, a, nd)
-            f = m * (m * state.s[k][b] + stress_rate(k, a, du, dv, c, nd))
-            if st.p0 and comp[0] == comp[1]:
-                f = f + jnp.where(x["n"] < 2, c["p0_split"], 0).astype(f.dtype)
-            mode = st.s_modes[k] if st.s_modes else None
-            if mode is not None:
-                f = inject(f, c["s_index"], x["s"][k], mode, x["s_on"][k])
-            parts.append(f)
-        s.append(tuple(parts))
-    return State(u, tuple(s))
+    # the constants tied to this step's state: otherwise XLA hoists what the step derives from
+    # them (the PML products, one per field split, 18 in 3-D; the staggered densities and
+    # moduli) out of the time loop and keeps those grid-sized fields in memory
+    tied = {k: c[k] for k in TIED if k in c}
+    tied, first = jax.lax.optimization_barrier((tied, state.u[0][0]))
+    c = {**c, **tied}
+    c.update(derived_constants(c, st.ndim))
+    state = State(((first, *state.u[0][1:]), *state.u[1:]), state.s)
+    u, dt_acc = update_velocity(state, x, c, ops, st)
+    return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
 
 
 def split_field(u: Sequence[jax.Array], c: dict) -> tuple[list[jax.Array], list[jax.Array]]:
