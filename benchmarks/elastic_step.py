@@ -108,17 +108,6 @@ def main(argv: list[str] | None = None) -> int:
         comp = jax.jit(scan, donate_argnums=0).lower(state, xs, c, ops).compile()
         ma = comp.memory_analysis()
         mem = (ma.argument_size_in_bytes / n**3, ma.temp_size_in_bytes / n**3)
-        print(
-            name,
-            "args",
-            ma.argument_size_in_bytes / n**3,
-            "temp",
-            ma.temp_size_in_bytes / n**3,
-            "out",
-            ma.output_size_in_bytes / n**3,
-            "alias",
-            ma.alias_size_in_bytes / n**3,
-        )
         state = jax.block_until_ready(comp(state, xs, c, ops))
         compiled[name] = [comp, state, mem]
     times: dict[str, list[float]] = {k: [] for k in compiled}
