@@ -29,6 +29,7 @@ from sonotile.physics.elastic.model import (
     State,
     Statics,
     components,
+    non_staggered,
     pressure,
     split_field,
     step,
@@ -40,7 +41,8 @@ from sonotile.physics.elastic.model import (
 #: components at the points / on the whole grid).
 RECORDS = (
     "p", "p_max", "p_min", "p_rms", "p_final", "p_max_all", "p_min_all",
-    "u", "u_max", "u_min", "u_rms", "u_final", "u_max_all", "u_min_all", "u_split_field",
+    "u", "u_max", "u_min", "u_rms", "u_final", "u_max_all", "u_min_all", "u_non_staggered",
+    "u_split_field",
     "s", "s_final",
 )  # fmt: skip
 
@@ -118,10 +120,14 @@ def sample(state: State, c: dict, rec: Recording) -> dict[str, jax.Array]:
     out: dict[str, jax.Array] = {}
     if rec.wants("p", "p_max", "p_min", "p_rms", "p_max_all", "p_min_all"):
         out["p"] = pressure(state)
-    if rec.wants("u", "u_max", "u_min", "u_rms", "u_max_all", "u_min_all", "u_split_field"):
+    if rec.wants("u", "u_max", "u_min", "u_rms", "u_max_all", "u_min_all", "u_non_staggered",
+                 "u_split_field"):  # fmt: skip
         u = [total(ui) for ui in state.u]
         for i in range(nd):
             out[f"u{AXES[i]}"] = u[i]
+        if rec.wants("u_non_staggered"):
+            for i, v in enumerate(non_staggered(u, c)):
+                out[f"u{AXES[i]}_non_staggered"] = v
         if rec.wants("u_split_field"):
             up, us = split_field(u, c)
             for i in range(nd):
@@ -175,6 +181,8 @@ def run_chunk(
     series_names = [n for n in ("p",) if rec.wants("p")]
     if rec.wants("u"):
         series_names += [f"u{AXES[i]}" for i in range(rec.ndim)]
+    if rec.wants("u_non_staggered"):
+        series_names += [f"u{AXES[i]}_non_staggered" for i in range(rec.ndim)]
     if rec.wants("u_split_field"):
         series_names += [f"u{AXES[i]}_split_{w}" for i in range(rec.ndim) for w in "ps"]
     if rec.wants("s"):

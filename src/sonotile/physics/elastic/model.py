@@ -375,6 +375,16 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
 
 
+def non_staggered(u: Sequence[jax.Array], c: dict) -> list[jax.Array]:
+    """The velocity components moved to the grid points (``-d_i/2`` along their own axis,
+    k-Wave's ``u_non_staggered``) [m/s]. ``c["unshift"]``: :func:`split_constants`."""
+    shape = u[0].shape
+    return [
+        jnp.fft.irfftn(jnp.fft.rfftn(ui) * c["unshift"][i], s=shape).astype(ui.dtype)
+        for i, ui in enumerate(u)
+    ]
+
+
 def split_field(u: Sequence[jax.Array], c: dict) -> tuple[list[jax.Array], list[jax.Array]]:
     """k-Wave's ``u_split_field``: the velocity moved to the grid points (``-d_i/2`` along its
     own axis) and split into its compressional (curl-free, ``k k.U / |k|^2``) and shear
