@@ -27,7 +27,7 @@ def _loss_fn():
                 pml_size=(4, 4), dtype="float64")  # fmt: skip
 
     def loss(values: dict) -> jax.Array:
-        out = execute(run, values, chunk=32)
+        out = execute(run, values, chunk=16)
         return jnp.sum(out["p"] ** 2) + 1e12 * jnp.sum(out["ux"] ** 2) + jnp.sum(out["sxy"] ** 2)
 
     return loss, {"sound_speed_compression": cp, "sound_speed_shear": cs, "density": rho}

@@ -237,13 +237,17 @@ def run(
     """Run ``nt`` steps from ``state`` (default: rest) in chunks of ``chunk`` steps (one compiled
     program per chunk length). ``xs``: per-step inputs of
     :func:`~sonotile.physics.elastic.model.step` with a leading step axis (``n`` included).
-    Differentiable (``jax.grad`` through ``c``)."""
+    Differentiable (``jax.grad`` through ``c``; each chunk is rematerialised in the backward
+    pass, so a gradient keeps one state per chunk plus one chunk's steps)."""
     if state is None:
         state = zero_state(shape, dtype)
     stats = init_stats(c, rec, shape, dtype)
+    # under jax.grad a chunk's steps are recomputed in the backward pass: only the states
+    # between chunks are kept, not every step's
+    chunk_fn = jax.checkpoint(partial(run_chunk, st=st, rec=rec))
     series = []
     for n0 in range(0, nt, chunk):
         part = jax.tree_util.tree_map(lambda a, n0=n0: a[n0 : n0 + chunk], xs)
-        state, stats, s = run_chunk(state, stats, part, c, ops, st, rec)
+        state, stats, s = chunk_fn(state, stats, part, c, ops)
         series.append(s)
     return finish(series, stats, state, rec, nt), state
