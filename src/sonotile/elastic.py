@@ -137,6 +137,9 @@ def _sensor(
     """Sensor points ``(N, ndim)`` (binary mask in k-Wave's order, or grid indices)."""
     if sensor is None:
         return None, ("p",), 1
+    if getattr(sensor, "corners", None) is not None:
+        raise ProblemError("sensor.corners: cuboid sensors are not supported by the elastic "
+                           "model yet; give sensor.mask or sensor.points")  # fmt: skip
     points = getattr(sensor, "points", None)
     mask = getattr(sensor, "mask", None)
     if mask is not None and np.shape(mask) != shape:

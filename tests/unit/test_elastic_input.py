@@ -15,7 +15,8 @@ G2 = st.KWaveGrid((16, 16), 1e-4, dt=1e-8, nt=4)
 def _run(medium=None, source=None, sensor=None, grid=G2, fn=st.pstd_elastic_2d):
     medium = medium or st.KWaveElasticMedium(1500.0, 800.0, 1000.0)
     source = source or st.ElasticSource(p0=np.ones(grid.shape))
-    return fn(grid, medium, source, sensor or st.KSensor(mask=np.ones(grid.shape, bool)))
+    sensor = sensor or st.KSensor(mask=np.ones(grid.shape, bool))
+    return fn(grid, medium, source, sensor, pml_size=2)
 
 
 @pytest.mark.parametrize(
@@ -73,5 +74,15 @@ def test_grid_sensor_and_record_errors():
         _run(grid=st.KWaveGrid((8, 8, 8), 1e-4, dt=1e-8, nt=2))
     with pytest.raises(ProblemError, match="Cartesian points are not supported"):
         _run(sensor=st.KSensor(mask=np.zeros((2, 5))))
+    with pytest.raises(ProblemError, match="sensor.corners: cuboid sensors"):
+        _run(sensor=st.KSensor(corners=[((0, 0), (3, 3))]))
+    with pytest.raises(ProblemError, match=r"pml_size \(8, 8\): the x layers need 2 x 8 < 16"):
+        st.pstd_elastic_2d(
+            G2,
+            st.KWaveElasticMedium(1500.0, 0.0, 1e3),
+            st.ElasticSource(p0=np.ones((16, 16))),
+            None,
+            pml_size=8,
+        )
     with pytest.raises(ProblemError, match=r"sensor.record: \['I'\]"):
         _run(sensor=st.KSensor(mask=np.ones((16, 16), bool), record=("p", "I")))

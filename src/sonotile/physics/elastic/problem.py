@@ -119,6 +119,10 @@ def build(
     spacing = tuple(float(d) for d in spacing)
     pml_size = tuple(pml_size) if pml_size is not None else ((10,) if nd == 3 else (20,)) * nd
     pml_alpha = tuple(pml_alpha) if pml_alpha is not None else (2.0,) * nd
+    for a, (size, n) in enumerate(zip(pml_size, shape)):
+        if not 0 <= size or 2 * size >= n:
+            raise ProblemError(f"pml_size {tuple(pml_size)}: the {'xyz'[a]} layers need "
+                               f"2 x {size} < {n} points")  # fmt: skip
     bad = [r for r in record if r not in loop.RECORDS]
     if bad:
         raise ProblemError(f"sensor.record: {bad} not recorded by the elastic model "
