@@ -11,6 +11,8 @@ pressure at two depths in the water is split into its incident and reflected wav
 discrete wavenumber), giving ``R``. Analytic: ``R = (Z_p cos^2 2t_s + Z_s sin^2 2t_s - Z_1) /
 (... + Z_1)``, ``Z = rho c / cos t`` (Brekhovskikh). ``--shear 0`` makes the solid a fluid (the
 method's own check). ``--scale 2`` halves the grid spacing (same physical problem).
+``--upper CP,CS,RHO`` puts a solid on the source side instead of water (welded solid-solid
+interface; analytic coefficient from the continuity of u_x, u_y, sigma_xx and sigma_xy).
 """
 
 from __future__ import annotations
@@ -35,7 +37,32 @@ def analytic(theta: float, cs: float) -> complex:
     return complex((num - z1) / (num + z1))
 
 
-def simulated(theta: float, m: int, cs: float, sc: int) -> tuple[float, complex]:
+def solid_solid(theta: float, w: float, upper: tuple[float, float, float], cs: float) -> complex:
+    """P-wave reflection coefficient of a welded interface between two solids (potentials)."""
+    cp1, cs1, rho1 = upper
+    ky = w / cp1 * np.sin(theta)
+
+    def kx(c: float) -> complex:
+        k = np.sqrt((w / c) ** 2 - ky**2 + 0j)
+        return k if np.imag(k) >= 0 else -k
+
+    def p_wave(a: complex, cp: float, c_s: float, rho: float) -> np.ndarray:
+        mu, lam = rho * c_s**2, rho * cp**2 - 2 * rho * c_s**2
+        return np.array([1j * a, 1j * ky, -lam * (w / cp) ** 2 - 2 * mu * a**2, -2 * mu * a * ky])
+
+    def s_wave(b: complex, c_s: float, rho: float) -> np.ndarray:
+        mu = rho * c_s**2
+        return np.array([1j * ky, -1j * b, -2 * mu * b * ky, mu * (b**2 - ky**2)])
+
+    cols = [p_wave(-kx(cp1), cp1, cs1, rho1), s_wave(-kx(cs1), cs1, rho1),
+            -p_wave(kx(CP), CP, cs, RHO2), -s_wave(kx(cs), cs, RHO2)]  # fmt: skip
+    rhs = -p_wave(kx(cp1), cp1, cs1, rho1)
+    return complex(np.linalg.solve(np.stack(cols, 1), rhs)[0])
+
+
+def simulated(
+    theta: float, m: int, cs: float, sc: int, upper: tuple[float, float, float]
+) -> tuple[float, complex]:
     """Frequency [Hz] and the measured reflection coefficient (see the module docstring)."""
     import jax
 
@@ -43,13 +70,14 @@ def simulated(theta: float, m: int, cs: float, sc: int) -> tuple[float, complex]
 
     nx, ny, dx = 320 * sc, 64 * sc, 1e-4 / sc
     xi, xs, xa, xb = 170 * sc, 60 * sc, 110 * sc, 117 * sc
+    c1, cs1, r1 = upper
     ky = 2 * np.pi * m / (ny * dx)
-    w = ky * C1 / np.sin(theta)
+    w = ky * c1 / np.sin(theta)
     period = 2 * np.pi / w
-    cp, csf, rho = np.full((nx, ny), C1), np.zeros((nx, ny)), np.full((nx, ny), R1)
+    cp, csf, rho = np.full((nx, ny), c1), np.full((nx, ny), cs1), np.full((nx, ny), r1)
     cp[xi:], csf[xi:], rho[xi:] = CP, cs, RHO2
     dt = 0.15 * dx / CP
-    nt = int((40 * period + 2 * (xi - xs) * dx / (C1 * np.cos(theta))) / dt)
+    nt = int((40 * period + 2 * (xi - xs) * dx / (c1 * np.cos(theta))) / dt)
     t = np.arange(nt) * dt
     sig = np.sin(w * t) * (0.5 - 0.5 * np.cos(np.pi * np.clip(t / (15 * period), 0, 1)))
     prof = np.cos(ky * np.arange(ny) * dx)
@@ -67,7 +95,7 @@ def simulated(theta: float, m: int, cs: float, sc: int) -> tuple[float, complex]
     last = int(round(10 * period / dt))
     phase = np.exp(1j * w * t[-last:])
     amp = [(p[row::2, -last:] @ phase) @ prof * 2 / ny for row in (0, 1)]  # rows: xa, xb
-    k = 2 / (C1 * dt) * np.sin(w * dt / 2)  # the water's wavenumber under leapfrog
+    k = 2 / (c1 * dt) * np.sin(w * dt / 2)  # the upper medium's wavenumber under leapfrog
     kx = np.sqrt(k**2 - ky**2 + 0j)
     x = np.array([xa, xb]) * dx
     a, b = np.linalg.solve(np.stack([np.exp(1j * kx * x), np.exp(-1j * kx * x)], 1), amp)
@@ -79,13 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("cases", nargs="+", help="ANGLE_DEGREES:M")
     ap.add_argument("--shear", type=float, default=1800.0, help="solid's shear speed [m/s]")
     ap.add_argument("--scale", type=int, default=1, help="grid refinement factor")
+    ap.add_argument("--upper", default=None, help="CP,CS,RHO of a solid on the source side")
     a = ap.parse_args(argv)
+    upper = (C1, 0.0, R1) if a.upper is None else tuple(float(v) for v in a.upper.split(","))
     for case in a.cases:
         deg, m = case.split(":")
         theta = np.radians(float(deg))
         t0 = time.perf_counter()
-        f, r = simulated(theta, int(m), a.shear, a.scale)
-        ra = analytic(theta, a.shear)
+        f, r = simulated(theta, int(m), a.shear, a.scale, upper)  # type: ignore[arg-type]
+        if a.upper is None:
+            ra = analytic(theta, a.shear)
+        else:
+            ra = solid_solid(theta, 2 * np.pi * f, upper, a.shear)  # type: ignore[arg-type]
         print(f"{float(deg):5.1f} deg  {f / 1e6:5.2f} MHz  |R| {abs(r):.4f} (analytic "
               f"{abs(ra):.4f}, {abs(r) / abs(ra) - 1:+.1%})  phase {np.angle(r):+.3f} "
               f"({np.angle(ra):+.3f})  {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
