@@ -5,7 +5,7 @@
 
 Variants, each a jitted ``lax.scan`` over ``--steps`` steps on the bench case's constants:
 
-* ``step``     the real step (``sonotile.solver.step.step``), no sensors;
+* ``step``     the real step (``sonotile.physics.acoustic.step.step``), no sensors;
 * ``spectral`` only the spectral operators in the same sequence (grad, div, fractional): FFTs plus
   the k-space multiplications, no PML/medium updates;
 * ``ffts``     the same FFTs with nothing but a scalar scaling between them;
@@ -75,8 +75,8 @@ def main(argv=None) -> int:
 
     from sonotile.bench.inprocess import write_input
     from sonotile.kwave.reader import read_input
+    from sonotile.physics.acoustic.step import step, zero_state
     from sonotile.solver import runner as rn
-    from sonotile.solver.step import step, zero_state
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "in.h5")

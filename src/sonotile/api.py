@@ -31,7 +31,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sonotile import user_input
-from sonotile.model import checks
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, Grid, make_time
 from sonotile.model.problem import (
@@ -47,6 +46,8 @@ from sonotile.model.problem import (
     Sources,
     TransducerSource,
 )
+from sonotile.physics.acoustic import checks
+from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
 
 if TYPE_CHECKING:
     import jax
@@ -296,7 +297,7 @@ def _pressure_source(
     idx = mask_points(src.p_mask, shape, "source.p_mask")
     mode = _mode(src.p_mode, "source.p_mode")
     c = _at(c0, idx)
-    scale = 1 / (d * c**2) if mode == "dirichlet" else 2 * dt / (d * c * dx[0])
+    scale = pressure_source_scale(c, d, dt, dx[0], mode)
     sig = _signal(src.p, idx.shape[0], "source.p")
     return MaskSource(idx, _scaled(sig, scale, c0), mode, "source.p")
 
@@ -324,7 +325,7 @@ def _velocity_sources(
             continue
         sig = _signal(v, idx.shape[0], f"source.u{AXES[ax]}")
         if mode != "dirichlet":
-            sig = _scaled(sig, 2 * c * dt / dx[ax], c0)
+            sig = _scaled(sig, velocity_source_scale(c, dt, dx[ax]), c0)
         out.append(MaskSource(idx, sig, mode, f"source.u{AXES[ax]}"))
     return out
 
@@ -347,7 +348,7 @@ def _transducer_source(
     c = float(np.max(c0)) if np.ndim(c0) > 0 else float(np.asarray(c0))
     if np.ndim(c0) > 0 and not np.allclose(_at(c0, idx), c):
         raise ProblemError("source.transducer: sound speed must be uniform over its points")
-    scale = 2 * c * grid.dt / grid.spacing[0]
+    scale = velocity_source_scale(c, grid.dt, grid.spacing[0])
     sig = np.asarray(src.transducer_signal, dtype=np.float64).reshape(-1) * scale
     return TransducerSource(idx, sig, delays)
 

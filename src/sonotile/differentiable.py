@@ -38,10 +38,11 @@ from sonotile.api import KSensor, KSource, KWaveGrid, KWaveMedium, Options, buil
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
+from sonotile.physics.acoustic import AcousticModel, State
+from sonotile.physics.acoustic.constants import source_constants, traced_medium_constants
+from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
 from sonotile.solver import adjoint, runner
-from sonotile.solver import plan as planmod
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import State, initial_pressure_state, zero_state
 from sonotile.solver.tape import Tape, as_tape
 from sonotile.spectral.linear import AdjointOps
 
@@ -75,7 +76,7 @@ class Static:
 
     problem: Problem
     layout: sens.SensorLayout
-    phys: planmod.Physics
+    phys: AcousticModel
     pad: tuple[tuple[int, int], ...]  # per axis (before, after) points of an outside PML
     crop: tuple[slice, ...]
     shape: tuple[int, ...]  # the user's grid shape
@@ -138,13 +139,13 @@ def step_inputs(st: Static, params: Mapping[str, jax.Array], c0: jax.Array) -> d
     pb = st.problem
     g, s, dtype = pb.grid, pb.sources, jnp.dtype(pb.dtype)
     d, dt, dx = g.ndim, g.dt, g.spacing
-    n0 = 1 if st.phys.p0 else 0
+    n0 = 1 if st.phys.ivp else 0
     k = g.nt - n0
     xs: dict = {"n": jnp.arange(n0, g.nt, dtype=jnp.int32)}
     if s.p is not None:
         idx = tuple(jnp.asarray(s.p.index[:, a]) for a in range(d))
         c = _at(c0, idx)
-        scale = 1 / (d * c * c) if s.p.mode == "dirichlet" else 2 * dt / (d * c * dx[0])
+        scale = pressure_source_scale(c, d, dt, dx[0], s.p.mode)
         rows = _scaled(_rows(params["p"], idx[0].shape[0], "p", dtype), scale)
         xs["p"] = _step_rows(rows, n0, g.nt)
         xs["p_len"] = jnp.full(k, rows.shape[0], jnp.int32)
@@ -157,7 +158,7 @@ def step_inputs(st: Static, params: Mapping[str, jax.Array], c0: jax.Array) -> d
         idx = tuple(jnp.asarray(src.index[:, b]) for b in range(d))
         rows = _rows(params[f"u{AXES[a]}"], idx[0].shape[0], f"u{AXES[a]}", dtype)
         if src.mode != "dirichlet":
-            rows = _scaled(rows, 2 * _at(c0, idx) * dt / dx[a])
+            rows = _scaled(rows, velocity_source_scale(_at(c0, idx), dt, dx[a]))
         us.append(_step_rows(rows, n0, g.nt))
         lens.append(jnp.full(k, rows.shape[0], jnp.int32))
     xs["u"], xs["u_len"] = tuple(us), tuple(lens)
@@ -176,14 +177,14 @@ def constants(
 
     c0 = med("sound_speed")
     m = pb.medium
-    c = adjoint.medium_constants(
+    c = traced_medium_constants(
         pb, c0, med("density"),
         bona=med("BonA") if m.nonlinear else None,
         alpha_coeff=med("alpha_coeff") if m.absorption != "lossless" else None,
         derive_axes=derive_axes,
     )  # fmt: skip
     c.update(st.sources)
-    if st.phys.p0:
+    if st.phys.ivp:
         p0 = jnp.asarray(params["p0"], pb.dtype)
         if p0.shape != st.shape:
             raise ProblemError(f"params['p0']: shape {p0.shape}, expected the grid {st.shape}")
@@ -203,15 +204,15 @@ def local_run(
     layout, phys, dtype = st.layout, st.phys, jnp.dtype(st.problem.dtype)
     agg = sens.init_aggregates(layout, shape, dtype)
     raw0 = {}
-    if phys.p0:
-        state = initial_pressure_state(c, ops, phys)
+    if phys.ivp:
+        state = phys.initial_state(c, ops)
         fields, samples = sens.sample(state, ops, layout, index)
         agg = sens.update(agg, fields, samples, 0 >= layout.start, layout)
         raw0 = {f: samples[f][None] for f in layout.raw}
     else:
-        state = zero_state(shape, dtype)
-    # no step.with_source_patterns here: the signals are parameters (per point, scaled by the
-    # traced sound speed), so whether the points share one is not known when this is traced
+        state = phys.zero_state(shape, dtype)
+    # no phys.prepare here (the source patterns): the signals are parameters (per point, scaled
+    # by the traced sound speed), so whether the points share one is not known when this is traced
     if st.tape is None:
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         carry = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
@@ -354,7 +355,7 @@ def default_params(
 
 def _single(st: Static) -> tuple[Run, tuple, str]:
     pb, layout = st.problem, st.layout
-    ops = AdjointOps(planmod.spectral_ops(pb, unstagger=layout.needs_unstagger))
+    ops = AdjointOps(st.phys.operators(pb, unstagger=layout.needs_unstagger))
     pts = layout.points
     index = (
         () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pb.grid.ndim))
@@ -420,13 +421,13 @@ def make_simulator(
     full = problem.grid.shape
     start = [sl.start for sl in mapping["crop"]]
     pad = tuple((a, n - a - s) for a, n, s in zip(start, full, shape))
-    srcc = planmod.source_constants(problem)
+    srcc = source_constants(problem)
     srcc.pop("p0", None)
     nt, tape = problem.grid.nt, as_tape(tape)
     if chunk == "auto":
         chunk = 1 if tape is not None else adjoint.default_chunk(nt)
     st = Static(
-        problem, sens.layout_of(problem.sensor, problem.grid.shape), planmod.physics_of(problem),
+        problem, sens.layout_of(problem.sensor, problem.grid.shape), AcousticModel.of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
     if decomposition == "single":

@@ -122,5 +122,5 @@ def grid_points(points: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
 
 def record_warnings(record: tuple[str, ...]) -> list[str]:
     """A sensor asked to record nothing (the problem-level warnings are
-    :func:`sonotile.model.checks.input_warnings`)."""
+    :func:`sonotile.physics.acoustic.checks.input_warnings`)."""
     return [] if record else ["sensor.record is empty: nothing will be recorded"]

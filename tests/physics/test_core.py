@@ -119,7 +119,7 @@ def test_staggered_density_detection(chunk, order):
     first plane, whose neighbour along x lies in the previous slab); C-ordered fields and
     Fortran-ordered ones (a k-Wave file's, read as views: checked along their memory order)."""
     from sonotile.model.problem import staggered_density
-    from sonotile.solver.plan import staggered_is_interpolated
+    from sonotile.physics.acoustic.constants import staggered_is_interpolated
 
     rho0 = (1000 + 200 * np.random.default_rng(0).random((40, 9, 7))).astype(np.float32)
     sg = staggered_density(rho0, 3)
@@ -138,7 +138,7 @@ def test_staggered_density_detection(chunk, order):
 def test_derived_constants_match_stored(monkeypatch):
     """The step's on-the-fly dt/rho0_sg gives the stored constants' result, and its eta
     (from tau and c0^2) is k-Wave's ``2 a0 c0^y tan(pi y/2)``."""
-    import sonotile.solver.plan as planmod
+    import sonotile.physics.acoustic.constants as planmod
 
     problem = small_problem(shape=(30, 26, 24), nt=40)
     c = planmod.medium_constants(problem, derive_axes=(0, 1, 2))

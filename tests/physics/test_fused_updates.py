@@ -15,7 +15,8 @@ from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.fft import fftw
 from sonotile.model.grid import Grid
 from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
-from sonotile.solver import runner, step
+from sonotile.physics.acoustic import step
+from sonotile.solver import runner
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,9 @@ from require import require_fftw
 from sonotile.bench.cases import heterogeneous_absorbing
 from sonotile.fft import fftw
 from sonotile.model.problem import MaskSource, Problem
-from sonotile.solver import plan, runner
+from sonotile.physics.acoustic import AcousticModel
+from sonotile.physics.acoustic import constants as plan
+from sonotile.solver import runner
 
 
 def with_additive_velocity(problem: Problem) -> Problem:
@@ -51,11 +53,11 @@ def test_shared_signal_is_found_only_where_every_point_has_it():
 def test_filtered_mask_gives_the_results_of_filtering_every_step(monkeypatch, jax_float64):
     # float64 (XLA's FFT): the two ways differ by the order of a few roundings only
     problem = with_additive_velocity(heterogeneous_absorbing(24, 50, dtype="float64"))
-    phys = plan.physics_of(problem)
+    phys = AcousticModel.of(problem)
     assert phys.p_shared and phys.u_shared == (True, False, False)
     raw, final = runner.run(problem, chunk=16)
     filtering_every_step(monkeypatch)
-    assert not plan.physics_of(problem).p_shared
+    assert not AcousticModel.of(problem).p_shared
     raw_ref, final_ref = runner.run(problem, chunk=16)
     for name, ref in {**raw_ref, **final_ref}.items():
         got = {**raw, **final}[name]

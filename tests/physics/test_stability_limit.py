@@ -10,7 +10,7 @@ import pytest
 
 import sonotile as st
 from sonotile.api import Options, build_problem
-from sonotile.model import checks
+from sonotile.physics.acoustic import checks
 
 N, DX, C = 128, 1e-4, 1500.0
 

@@ -93,3 +93,41 @@ def test_functions_are_short():
                 if n > MAX_LINES and key not in LONG_OK:
                     long.append(f"{key}: {n} lines")
     assert not long, "\n".join(long)
+
+
+#: Packages that run any model: they hold a model object (sonotile.physics.Model) and must not
+#: reach into a physics package.
+ENGINE = ("sonotile.solver", "sonotile.parallel")
+
+
+def physics_package(name: str) -> str | None:
+    """``sonotile.physics.<model>`` for a module inside a model's package, else None."""
+    parts = name.split(".")
+    if len(parts) >= 3 and parts[:2] == ["sonotile", "physics"]:
+        if (PKG / "physics" / parts[2]).is_dir():
+            return ".".join(parts[:3])
+    return None
+
+
+def test_engine_and_models_do_not_reach_into_a_model():
+    """The loop and the engines see a model only through ``sonotile.physics`` (``model_for``,
+    ``Model``); one model's package never imports another's."""
+    bad = []
+    for name, tree, _ in modules():
+        own = physics_package(name)
+        for mod, what, line in imports(tree, name):
+            target = f"{mod}.{what}" if what else mod
+            other = physics_package(target) or physics_package(mod)
+            if other is None or other == own:
+                continue
+            if name.startswith(ENGINE) or own is not None:
+                bad.append(f"{name}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_physics_check_sees_a_violation():
+    """The rule above is not vacuous: a module of the engine importing a model is found."""
+    assert physics_package("sonotile.physics.acoustic.step") == "sonotile.physics.acoustic"
+    assert physics_package("sonotile.physics.base") is None
+    assert physics_package("sonotile.physics") is None
+    assert physics_package("sonotile.physics.Model") is None

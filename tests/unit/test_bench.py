@@ -40,7 +40,7 @@ KWAVE_BYTES_PER_POINT = {"lossless": 66.0, "absorbing_nonlinear": 102.0}
 def test_compiled_memory_within_target(case, mode, tmp_path):
     from sonotile.bench.inprocess import SonotileCase, write_input
     from sonotile.fft import fftw
-    from sonotile.model.checks import memory_estimate
+    from sonotile.physics.acoustic.checks import memory_estimate
 
     require_fftw(fftw.available(), f"FFTW extension unavailable: {fftw.reason()}")
     path = str(tmp_path / "in.h5")

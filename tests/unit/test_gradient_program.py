@@ -21,9 +21,9 @@ import pytest
 import sonotile as st
 from sonotile.differentiable import constants, step_inputs
 from sonotile.fft import fftw
+from sonotile.physics.acoustic.step import initial_pressure_state
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import initial_pressure_state
 
 N = 16
 FFT_CALLS = ("sonotile_fftw_conv", "sonotile_fftw_planes_c2r", "sonotile_fftw_r2c",

@@ -101,7 +101,7 @@ def test_memory_check_refuses_what_does_not_fit(tmp_path):
     from kwave_inputs import write_input
 
     from sonotile.kwave.reader import read_input
-    from sonotile.model.checks import memory_estimate
+    from sonotile.physics.acoustic.checks import memory_estimate
 
     problem, _ = read_input(write_input(tmp_path / "in.h5", shape=(32, 32, 32), nt=10))
     have, what = rn.available_memory()
@@ -128,7 +128,7 @@ def test_a_chunk_program_traces_the_step_once(monkeypatch):
     import numpy as np
     from ivp_case import ivp
 
-    from sonotile.solver import step as stepmod
+    from sonotile.physics.acoustic import step as stepmod
 
     calls = []
 

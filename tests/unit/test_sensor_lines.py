@@ -16,8 +16,8 @@ import pytest
 
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Sensor
+from sonotile.physics.acoustic.step import State
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import State
 from sonotile.spectral.operators import FourierOps
 
 SHAPES = [(45,), (32, 53), (53, 32, 45)]

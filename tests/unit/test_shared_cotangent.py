@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sonotile.fft import fftw
-from sonotile.solver.step import shared_cotangent
+from sonotile.physics.acoustic.step import shared_cotangent
 from sonotile.spectral.linear import Barrier
 
 

@@ -96,11 +96,11 @@ def local_cpus() -> list[int]:
 def estimate(run: Run) -> int:
     """Device memory of ``run`` [bytes] from its input file (0 when it cannot be read)."""
     from sonotile.kwave.reader import read_input
-    from sonotile.model.checks import memory_estimate
+    from sonotile.physics import model_for
 
     try:
         problem, _ = read_input(run.input, lazy=True)
-        return int(memory_estimate(problem))
+        return int(model_for(problem).memory_estimate(problem))
     except Exception:  # noqa: BLE001 - a broken input fails in its own run, with its message
         return 0
 

@@ -39,12 +39,10 @@ from sonotile.model.grid import make_time
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import with_source_patterns
 
 if TYPE_CHECKING:
     from jax.tree_util import PyTreeDef
 
-    from sonotile.solver.step import State
     from sonotile.spectral.operators import FourierOps
 
 VECTORIZE = ("auto", "loop", "vmap")
@@ -184,18 +182,8 @@ def run_vmapped(problems: list[Problem]) -> list[tuple[dict, dict]]:
     """All problems as one vmapped program; ``[(raw, final)]`` as :func:`runner.run` gives."""
     cps = [runner.compile_problem(p) for p in problems]
     first = cps[0]
-    # filtered masks (step.with_source_patterns) only where every run's source points share
-    # one signal; the runs may differ in that
-    phys = replace(
-        first.phys,
-        p_shared=all(cp.phys.p_shared for cp in cps),
-        u_shared=tuple(all(s) for s in zip(*(cp.phys.u_shared for cp in cps))),
-    )
-    if any(
-        replace(cp.phys, p_shared=phys.p_shared, u_shared=phys.u_shared) != phys
-        or cp.layout != first.layout
-        for cp in cps
-    ):
+    phys = first.phys.joined([cp.phys for cp in cps])
+    if phys is None or any(cp.layout != first.layout for cp in cps):
         raise ProblemError("simulate_many(vectorize='vmap'): runs differ in physics or sensor")
     layout, index = first.layout, first.index
     consts, c_axes = _batch([cp.consts for cp in cps])
@@ -206,10 +194,10 @@ def run_vmapped(problems: list[Problem]) -> list[tuple[dict, dict]]:
     nt = problems[0].grid.nt
 
     def chunk(
-        carry: tuple[State, dict[str, jax.Array]], xs: dict[str, jax.Array], c: dict[str, Any],
+        carry: tuple[Any, dict[str, jax.Array]], xs: dict[str, jax.Array], c: dict[str, Any],
         ops: FourierOps,
-    ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
-        c = with_source_patterns(c, ops, phys, carry[0].p)
+    ) -> tuple[tuple[Any, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
+        c = phys.prepare(c, ops, carry[0])
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return lax.scan(body, carry, xs)
 

@@ -48,7 +48,6 @@ from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sou
 if TYPE_CHECKING:  # JAX is imported after the thread count is set
     import jax
 
-    from sonotile.solver.step import State
 
 CASES = {
     "lossless": "homogeneous lossless (scalar c0, rho0)",
@@ -171,23 +170,22 @@ class SonotileCase:
         import jax
 
         from sonotile.kwave.reader import read_input
-        from sonotile.solver import plan as planmod
+        from sonotile.physics.acoustic import release_host_medium
         from sonotile.solver import runner as rn
         from sonotile.solver import sensors as sens
-        from sonotile.solver.step import zero_state
 
-        self._jax, self._rn, self._sens, self._zero = jax, rn, sens, zero_state
+        self._jax, self._rn, self._sens = jax, rn, sens
         t0 = time.perf_counter()
         problem, _ = read_input(path, record=("p",))
         self.problem = problem
         self.cp = cp = rn.compile_problem(problem)
         jax.block_until_ready((cp.consts, cp.ops))
         self.xs = rn.step_inputs(problem, 0, steps)
-        planmod.release_host_medium(problem)  # as sonotile-kwave does
+        release_host_medium(problem)  # as sonotile-kwave does
         t1 = time.perf_counter()
         g, dt = problem.grid, jax.numpy.dtype(problem.dtype)
         carry = jax.eval_shape(  # shapes only: no second state alive during the first run
-            lambda: (zero_state(g.shape, dt), sens.init_aggregates(cp.layout, g.shape, dt))
+            lambda: (cp.phys.zero_state(g.shape, dt), sens.init_aggregates(cp.layout, g.shape, dt))
         )
         lowered = rn.run_chunk.lower(
             carry, self.xs, cp.consts, cp.ops, cp.index, phys=cp.phys, layout=cp.layout
@@ -200,10 +198,10 @@ class SonotileCase:
         self.first_run_s = self.run()
         self.first_step_s = self.plan_s + self.compile_s + self.first_run_s / steps
 
-    def _carry(self) -> tuple[State, dict[str, jax.Array]]:
+    def _carry(self) -> tuple[Any, dict[str, jax.Array]]:
         g, dtype = self.problem.grid, self._jax.numpy.dtype(self.problem.dtype)
         carry = (
-            self._zero(g.shape, dtype),
+            self.cp.phys.zero_state(g.shape, dtype),
             self._sens.init_aggregates(self.cp.layout, g.shape, dtype),
         )
         return self._jax.block_until_ready(carry)

@@ -17,9 +17,9 @@ from sonotile.kwave.layout import XyzView, to_xyz
 from sonotile.kwave.output import set_str, temp_path, write_scalar, write_shards
 from sonotile.model.grid import AXES
 from sonotile.parallel.distributed import barrier, in_turns
+from sonotile.physics.acoustic import State
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import State
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -18,8 +18,8 @@ from sonotile.kwave.checkpoint import load_checkpoint, save_checkpoint
 from sonotile.kwave.cli import check_writable
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.reader import read_input
-from sonotile.model import checks
 from sonotile.parallel.distributed import agree_any, barrier
+from sonotile.physics.acoustic import checks, release_host_medium
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
 
@@ -134,7 +134,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
         rn.check_memory(problem, n_dev, device)  # before any work
         engine = make_engine(problem, args, device)
         if engine.describe.startswith("single"):  # medium constants are on the device now
-            rn.planmod.release_host_medium(problem)
+            release_host_medium(problem)
         if resume:
             rs = load_checkpoint(ckpt, engine, meta, args.output)
             check_output_covers(args.output, rs.next_step)

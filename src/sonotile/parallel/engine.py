@@ -1,12 +1,13 @@
 """Multi-device engines behind the same step function.
 
-The physics is not repeated here: medium and PML constants come from :mod:`sonotile.solver.plan`
-(field-shaped arrays sharded like the state, 1-D PML profiles sharded along their axis), the
-scan body is :func:`sonotile.solver.runner.scan_body`, sensor samples are gathered on the owning
+The physics is not repeated here: the problem's model (:func:`sonotile.physics.model_for`)
+makes the constants (field-shaped arrays sharded like the state, 1-D profiles sharded along
+their axis, point indices localised per shard) and the step; the scan body is
+:func:`sonotile.solver.runner.scan_body`, sensor samples are gathered on the owning
 shard and combined by one sum over the mesh through the index object
 (:class:`sonotile.parallel.mesh.ShardIndex`, called by :func:`sonotile.solver.sensors.sample`):
 once per chunk after its last step where the sensor allows it, else once per step.
-Mask sources keep their global order: every shard gets the full index list with the points it
+Point indices keep their global order: every shard gets the full index list with the points it
 does not own replaced by an out-of-range index, which the step's injection drops.
 """
 
@@ -44,10 +45,9 @@ from sonotile.parallel.mesh import (
     shard_map,
 )
 from sonotile.parallel.pencil import PencilOps, pencil_constants
-from sonotile.solver import plan as planmod
+from sonotile.physics import Model, model_for, point_index_keys
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import with_source_patterns, zero_state
 from sonotile.spectral.operators import FourierOps
 
 if TYPE_CHECKING:
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     from sonotile.parallel.blocks import Sliceable
-    from sonotile.solver.plan import Physics
-    from sonotile.solver.step import State
 
 #: ``local operator arrays -> operators`` of a decomposition (inside a shard)
 MakeOps = Callable[[Any], FourierOps | LfbOps]
@@ -162,7 +160,7 @@ class _Parts:
     specs: list[P | None]
     static: list[Any]  # Python values of the static leaves
     treedef: PyTreeDef
-    src_idx: dict[str, Any]  # source indices localised per shard
+    src_idx: dict[str, Any]  # the model's point indices localised per shard
     sidx: tuple[tuple[jax.Array, ...], jax.Array] | None  # sensor indices and ownership per shard
     ops: Any  # operator arrays (a pytree)
     ops_specs: Any  # their specs (the same pytree)
@@ -186,10 +184,7 @@ class _Parts:
         leaves = [s if a is None else a for a, s in zip(arr_l, self.static)]
         c = jax.tree_util.tree_unflatten(self.treedef, leaves)
         for k, v in src_l.items():
-            if k == "u_index":
-                c[k] = tuple(None if x is None else tuple(i.reshape(-1) for i in x) for x in v)
-            else:
-                c[k] = tuple(i.reshape(-1) for i in v)
+            c[k] = _flat_index(v)
         if sidx_l is None:
             return c, ()
         index = ShardIndex(
@@ -199,10 +194,29 @@ class _Parts:
         return c, index
 
 
+def _flat_index(index: Any) -> Any:
+    """A shard's point index (see :func:`_localise_any`) as flat per-axis arrays."""
+    if index is None or not index:
+        return index
+    if isinstance(index[0], tuple) or index[0] is None:
+        return tuple(_flat_index(i) for i in index)
+    return tuple(i.reshape(-1) for i in index)
+
+
 def _localise(index_tuple: Sequence[ArrayLike], blocks: Blocks) -> tuple[jax.Array, ...]:
     pts = np.stack([np.asarray(i) for i in index_tuple], axis=1)
     loc, _ = local_index(pts, blocks.shape, blocks.mesh_shape)
     return tuple(jnp.asarray(x) for x in loc)
+
+
+def _localise_any(index: Any, blocks: Blocks) -> Any:
+    """A model's point index (per-axis arrays, or a tuple over axes of them or None),
+    localised to the shards (:func:`_localise`)."""
+    if index is None or not index:
+        return index
+    if isinstance(index[0], tuple) or index[0] is None:
+        return tuple(_localise_any(i, blocks) for i in index)
+    return _localise(index, blocks)
 
 
 def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
@@ -220,7 +234,7 @@ def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: in
     return lfb_arrays, specs, lambda arrs: LfbOps(arrs[0], arrs[1], arrs[2], meta=lmeta)
 
 
-def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
+def _parts(problem: Problem, phys: Model, decomposition: str, blocks: Blocks, overlap: int,
            bell_width: float, layout: sens.SensorLayout) -> _Parts:  # fmt: skip
     """Constants of the medium, PML (sharded) and sources (indices localised per shard); built
     in host memory and sliced per shard, never whole on one accelerator."""
@@ -228,14 +242,9 @@ def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
     with on_host():
         # dt/rho0_sg from rho0 in the step along the axes each pencil shard holds whole
         derive = tuple(range(m, d)) if decomposition == "pencil" else ()
-        consts = planmod.medium_constants(problem, derive_axes=derive)
-        srcc = planmod.source_constants(problem)
-    idx_keys = {k: srcc.pop(k) for k in ("p_index", "tr_index") if k in srcc}
-    u_index = srcc.pop("u_index")
-    consts.update(srcc)
+        consts = phys.constants(problem, derive_axes=derive)
+    src_idx = {k: _localise_any(consts.pop(k), blocks) for k in point_index_keys(consts)}
     arrays, specs, static, treedef = _split_consts(consts, problem.grid.shape, m)
-    src_idx: dict[str, tuple] = {k: _localise(v, blocks) for k, v in idx_keys.items()}
-    src_idx["u_index"] = tuple(None if v is None else _localise(v, blocks) for v in u_index)
     sidx = None
     if layout.points is not None:
         loc, owned = local_index(layout.points, blocks.shape, blocks.mesh_shape)
@@ -247,17 +256,15 @@ def _parts(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
                   AXIS_NAMES[:m], blocks)  # fmt: skip
 
 
-def _carry_specs(layout: sens.SensorLayout, d: int, m: int) -> tuple[State, dict[str, P]]:
+def _carry_specs(
+    phys: Model, layout: sens.SensorLayout, d: int, m: int
+) -> tuple[Any, dict[str, P]]:
     fspec = field_spec(d, m)
     whole = {f"{f}_{k}" for f, k in layout.whole}
     keys = [f"{f}_{k}" for f, k in layout.stats] + [f"{f}_{k}" for f, k in layout.whole]
     agg = {k: (fspec if k in whole else P()) for k in keys}
     # the state's structure with specs as leaves
-    state = type(zero_state((2,) * d, jnp.float32))(
-        fspec,  # type: ignore[arg-type]
-        tuple(fspec for _ in range(d)),
-        tuple(fspec for _ in range(d)),
-    )
+    state = jax.tree_util.tree_map(lambda _: fspec, phys.zero_state((2,) * d, jnp.float32))
     return state, agg
 
 
@@ -317,10 +324,10 @@ def decomposed_engine(
     mesh = make_mesh(mesh_shape, devs)
     validate(problem, decomposition, blocks, overlap)
     check_processes(mesh)
-    phys = planmod.physics_of(problem)
+    phys = model_for(problem)
     dtype = jnp.dtype(problem.dtype)
-    parts = _parts(problem, decomposition, blocks, overlap, bell_width, layout)
-    carry_specs = _carry_specs(layout, d, m)
+    parts = _parts(problem, phys, decomposition, blocks, overlap, bell_width, layout)
+    carry_specs = _carry_specs(phys, layout, d, m)
     const_specs = parts.arg_specs(m)
     const_args = _place_args(parts, const_specs, mesh, blocks)
     how = "local" if transport == "local" else mpimod.choose(transport, mesh)
@@ -330,11 +337,11 @@ def decomposed_engine(
 
     def start() -> tuple[runner.RunState, dict[str, np.ndarray]]:
         carry, raw0 = init_fn(*const_args)
-        return runner.RunState(carry, 1 if phys.p0 else 0), {
+        return runner.RunState(carry, 1 if phys.ivp else 0), {
             k: np.asarray(v) for k, v in raw0.items()
         }
 
-    def place(carry: tuple[State, dict[str, Any]]) -> tuple[State, dict[str, jax.Array]]:
+    def place(carry: tuple[Any, dict[str, Any]]) -> tuple[Any, dict[str, jax.Array]]:
         return jax.tree_util.tree_map(
             lambda spec, x: global_array(x, NamedSharding(mesh, spec), dtype, blocks),
             carry_specs, carry, is_leaf=lambda v: isinstance(v, P),
@@ -354,7 +361,7 @@ def decomposed_engine(
 
 
 def _step_programs(
-    how: str, parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
+    how: str, parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
     local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike, const_args: tuple,
 ) -> tuple[Any, Any, Any, collectives.Transport | None]:  # fmt: skip
     """``(init, chunk, divergence, transport)`` for the transport ``how``: ``"xla"``
@@ -362,7 +369,7 @@ def _step_programs(
     per process whose collectives go through the returned transport)."""
     if how == "xla":
         init_fn, chunk_fn = _programs(parts, mesh, layout, phys, local_shape, dtype)
-        u_specs = _carry_specs(layout, len(local_shape), len(parts.names))[0].u
+        u_specs = _carry_specs(phys, layout, len(local_shape), len(parts.names))[0].u
         div_fn = jax.jit(shard_map(lambda u, o: parts.make_ops(o).div(u), mesh,
                                    (u_specs, parts.ops_specs), u_specs))  # fmt: skip
         return init_fn, chunk_fn, div_fn, None
@@ -408,7 +415,7 @@ def _settled(
 
 
 def _local_programs(
-    parts: _Parts, layout: sens.SensorLayout, phys: Physics, local_shape: tuple[int, ...],
+    parts: _Parts, layout: sens.SensorLayout, phys: Model, local_shape: tuple[int, ...],
     dtype: jax.typing.DTypeLike,
 ) -> tuple[Callable, Callable]:  # fmt: skip
     """One shard's ``init(*consts) -> (carry, raw0)`` (step 0) and ``chunk(carry, xs,
@@ -416,25 +423,25 @@ def _local_programs(
 
     def local_init(
         arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None, ops_l: Any
-    ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:
+    ) -> tuple[tuple[Any, dict[str, jax.Array]], dict[str, jax.Array]]:
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         agg = sens.init_aggregates(layout, local_shape, dtype)
-        if phys.p0:
+        if phys.ivp:
             index = _deferred(index, layout)
             ops = parts.make_ops(ops_l)
             (state, agg), raw = runner.start_ivp(agg, c, ops, index, phys, layout)
             raw, agg = _settled(index, raw, agg, layout)
             return (state, agg), raw
-        return (zero_state(local_shape, dtype), agg), {}
+        return (phys.zero_state(local_shape, dtype), agg), {}
 
     def local_chunk(
-        carry: tuple[State, dict[str, jax.Array]], xs: dict[str, jax.Array],
+        carry: tuple[Any, dict[str, jax.Array]], xs: dict[str, jax.Array],
         arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None, ops_l: Any,
-    ) -> tuple[tuple[State, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
+    ) -> tuple[tuple[Any, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
         c, index = parts.rebuild(arr_l, src_l, sidx_l)
         index = _deferred(index, layout)
         ops = parts.make_ops(ops_l)
-        c = with_source_patterns(c, ops, phys, carry[0].p)
+        c = phys.prepare(c, ops, carry[0])
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         (state, agg), raw = lax.scan(body, carry, xs)  # no step count: runner.Engine.counted
         raw, agg = _settled(index, raw, agg, layout)
@@ -444,16 +451,16 @@ def _local_programs(
 
 
 def _programs(
-    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
+    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
     local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike,
 ) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:  # fmt: skip
     """The jitted ``shard_map`` programs: ``init(*consts) -> (carry, raw0)`` (step 0) and
     ``chunk(carry, xs, *consts) -> (carry, raw)`` (one scan, donated carry)."""
     m = len(parts.names)
-    carry_specs = _carry_specs(layout, len(local_shape), m)
+    carry_specs = _carry_specs(phys, layout, len(local_shape), m)
     const_specs = parts.arg_specs(m)
     local_init, local_chunk = _local_programs(parts, layout, phys, local_shape, dtype)
-    raw0_specs = {f: P() for f in layout.raw} if phys.p0 else {}
+    raw0_specs = {f: P() for f in layout.raw} if phys.ivp else {}
     raw_specs = {f: P() for f in layout.raw}
     init_fn = jax.jit(shard_map(local_init, mesh, const_specs, (carry_specs, raw0_specs)))
     chunk_fn = jax.jit(
@@ -512,13 +519,13 @@ class _ShardProgram:
 
 
 def _shard_programs(
-    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Physics,
+    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
     local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike, const_args: tuple,
     transport: collectives.Transport,
 ) -> tuple[_ShardProgram, _ShardProgram, _ShardProgram]:  # fmt: skip
     """:func:`_programs` and the divergence as one-device programs whose collectives go through
     ``transport``; the constants are taken as this process's shards once."""
-    carry_specs = _carry_specs(layout, len(local_shape), len(parts.names))
+    carry_specs = _carry_specs(phys, layout, len(local_shape), len(parts.names))
     local_init, local_chunk = _local_programs(parts, layout, phys, local_shape, dtype)
     consts = jax.tree_util.tree_map(_shard, const_args)
     init = _ShardProgram(local_init, transport, mesh, carry_specs, consts)

@@ -41,7 +41,7 @@ from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
-from sonotile.solver import plan as planmod
+from sonotile.physics import model_for
 from sonotile.spectral import linear
 from sonotile.spectral.operators import FourierOps
 
@@ -269,7 +269,7 @@ def pencil_constants(
     d = g.ndim
     sizes = blocks.mesh_shape
     m = len(sizes)
-    full = planmod.spectral_ops(problem, unstagger=unstagger)
+    full = model_for(problem).operators(problem, unstagger)
     klen = tuple(g.shape[a] if a < d - 1 else g.shape[a] // 2 + 1 for a in range(d))
     kpad = tuple(
         -(-klen[a] // sizes[a - 1]) * sizes[a - 1] if 1 <= a <= m else klen[a] for a in range(d)

@@ -2,7 +2,7 @@
 
 Between chunks the raw sensor samples go to a recorder (memory does not grow with the number of
 steps on the device), progress is reported, and a caller may checkpoint or stop. The step
-itself is :func:`sonotile.solver.step.step`; the operators come from the plan.
+itself is :func:`sonotile.physics.acoustic.step.step`; the operators come from the plan.
 """
 
 from __future__ import annotations
@@ -23,22 +23,15 @@ from numpy.typing import ArrayLike
 
 from sonotile.base import config, runtime
 from sonotile.model.problem import Problem
-from sonotile.solver import plan as planmod
+from sonotile.physics import Model, model_for
 from sonotile.solver import programs
 from sonotile.solver import sensors as sens
-from sonotile.solver.step import (
-    PointIndex,
-    State,
-    initial_pressure_state,
-    step,
-    with_source_patterns,
-    zero_state,
-)
 from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import SpectralOps
 
-#: The scan's carry: the state and the running sensor aggregates.
-Carry = tuple[State, dict[str, jax.Array]]
+PointIndex = sens.PointIndex
+#: The scan's carry: the model's state and the running sensor aggregates.
+Carry = tuple[Any, dict[str, jax.Array]]
 #: ``recorder(name, first_row, values)``: takes raw sensor samples ``(steps, Ns)`` of a chunk.
 Recorder = Callable[[str, int, np.ndarray], None]
 
@@ -159,7 +152,7 @@ class Engine:
 
     problem: Problem
     layout: sens.SensorLayout
-    phys: planmod.Physics
+    phys: Model
     start: Callable
     chunk: Callable
     divergence: Callable
@@ -183,7 +176,7 @@ class Compiled:
     """Everything a run needs on the device, built once per problem."""
 
     problem: Problem
-    phys: planmod.Physics
+    phys: Model
     layout: sens.SensorLayout
     consts: dict
     ops: SpectralOps
@@ -196,14 +189,11 @@ def compile_problem(
     """Build constants, operators and the sensor layout for a problem."""
     g = problem.grid
     layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt)
-    phys = planmod.physics_of(problem)
+    phys = model_for(problem)
     if consts is None:
-        consts = {
-            **planmod.medium_constants(problem, derive_axes=tuple(range(problem.grid.ndim))),
-            **planmod.source_constants(problem),
-        }
+        consts = phys.constants(problem, derive_axes=tuple(range(problem.grid.ndim)))
     if ops is None:
-        ops = planmod.spectral_ops(problem, unstagger=layout.needs_unstagger)
+        ops = phys.operators(problem, unstagger=layout.needs_unstagger)
     pts = layout.points
     index = (
         () if pts is None else tuple(to_device(pts[:, a], jnp.int32) for a in range(pts.shape[1]))
@@ -223,10 +213,10 @@ def single_engine(problem: Problem) -> Engine:
 
     def start() -> tuple[RunState, dict[str, np.ndarray]]:
         agg = sens.init_aggregates(layout, problem.grid.shape, dtype, eager=True)
-        if phys.p0:
+        if phys.ivp:
             carry, raw0 = first(agg, cp.consts, cp.ops, cp.index)
             return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
-        return RunState((zero_state(problem.grid.shape, dtype, eager=True), agg), 0), {}
+        return RunState((phys.zero_state(problem.grid.shape, dtype, eager=True), agg), 0), {}
 
     def chunk(carry: Carry, xs: dict) -> tuple[Carry, dict[str, jax.Array]]:
         return run(carry, xs, cp.consts, cp.ops, cp.index)
@@ -262,11 +252,11 @@ def scan_body(
     c: dict,
     ops: SpectralOps,
     index: PointIndex | sens.PointGather,
-    phys: planmod.Physics,
+    phys: Model,
     layout: sens.SensorLayout,
 ) -> tuple[Carry, dict[str, jax.Array]]:
     state, agg = carry
-    state = step(state, x, c, ops, phys)
+    state = phys.step(state, x, c, ops)
     fields, samples = sens.sample(state, ops, layout, index)
     agg = sens.update(agg, fields, samples, x["n"] >= layout.start, layout, x["n"])
     raw = {f: samples[f] for f in layout.raw}
@@ -280,12 +270,12 @@ def run_chunk(
     c: dict,
     ops: SpectralOps,
     index: PointIndex | sens.PointGather,
-    phys: planmod.Physics,
+    phys: Model,
     layout: sens.SensorLayout,
 ) -> tuple[Carry, dict[str, jax.Array]]:
     """Advance ``carry = (state, aggregates)`` through the steps in ``xs`` (see
     :func:`scan_steps`)."""
-    c = with_source_patterns(c, ops, phys, carry[0].p)
+    c = phys.prepare(c, ops, carry[0])
     body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
     return scan_steps(body, carry, xs)
 
@@ -324,29 +314,19 @@ def start_ivp(
     c: dict,
     ops: SpectralOps,
     index: PointIndex | sens.PointGather,
-    phys: planmod.Physics,
+    phys: Model,
     layout: sens.SensorLayout,
 ) -> tuple[Carry, dict[str, jax.Array]]:
     """Step 0 of an initial-value problem: the p0 state, sampled."""
-    state = initial_pressure_state(c, ops, phys)
+    state = phys.initial_state(c, ops)
     fields, samples = sens.sample(state, ops, layout, index)
     agg = sens.update(agg, fields, samples, 0 >= layout.start, layout, 0)
     return (state, agg), {f: samples[f][None] for f in layout.raw}
 
 
 def step_inputs(problem: Problem, n0: int, n1: int) -> dict:
-    """Scan inputs for steps ``n0 <= n < n1``: step index and source values."""
-    rows = planmod.signal_rows(problem, n0, n1)
-    lens = planmod.source_lengths(problem)
-    xs: dict[str, Any] = {"n": np.arange(n0, n1, dtype=np.int32)}
-    k = n1 - n0
-    if rows["p"] is not None:
-        xs["p"] = rows["p"]
-        xs["p_len"] = np.full(k, lens["p"], np.int32)
-    xs["u"] = tuple(r if r is not None else np.zeros((k, 0), problem.dtype) for r in rows["u"])
-    xs["u_len"] = tuple(np.full(k, n, np.int32) for n in lens["u"])
-    xs["tr_len"] = np.full(k, lens["tr"], np.int32)
-    return xs
+    """Scan inputs for steps ``n0 <= n < n1`` (the problem's model's :meth:`Model.inputs`)."""
+    return model_for(problem).inputs(problem, n0, n1)
 
 
 def padded_inputs(problem: Problem, n0: int, n1: int, rows: int) -> dict:
@@ -590,11 +570,10 @@ def available_memory(device: jax.Device | None = None) -> tuple[int | None, str]
 
 def check_memory(problem: Problem, n_devices: int = 1, device: jax.Device | None = None) -> None:
     """Raise :class:`MemoryError` (one line) when the run's estimated memory
-    (:func:`sonotile.model.checks.memory_estimate`) exceeds what the device has free; on
-    accelerators the estimate is shared over ``n_devices``, on a CPU all share the host's RAM."""
-    from sonotile.model.checks import memory_estimate
-
-    need = memory_estimate(problem)
+    (the model's :meth:`~sonotile.physics.base.Model.memory_estimate`) exceeds what the device
+    has free; on accelerators the estimate is shared over ``n_devices``, on a CPU all share the
+    host's RAM."""
+    need = model_for(problem).memory_estimate(problem)
     have, what = available_memory(device)
     dev = device or jax.devices()[0]
     per_device = need if dev.platform == "cpu" else need / max(n_devices, 1)

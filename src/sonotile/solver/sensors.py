@@ -33,8 +33,12 @@ from sonotile.model.problem import Sensor, cw_window
 from sonotile.spectral import device
 
 if TYPE_CHECKING:
-    from sonotile.solver.step import PointIndex, State
     from sonotile.spectral.operators import SpectralOps
+
+#: Per-axis integer index arrays of a set of grid points (``field[index]`` gathers them).
+PointIndex = tuple[jax.Array, ...]
+#: A wave model's state as sensors read it: ``p`` [Pa] and ``u`` (per axis, staggered) [m/s].
+State = Any
 
 
 class PointGather(Protocol):

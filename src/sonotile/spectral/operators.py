@@ -1,6 +1,6 @@
 """Spectral operators of the k-space scheme: the only place that knows how a derivative is taken.
 
-The step (:mod:`sonotile.solver.step`) calls these methods and never sees FFT layouts or
+The step (:mod:`sonotile.physics.acoustic.step`) calls these methods and never sees FFT layouts or
 communication.
 Every decomposition provides an object with the same methods:
 
@@ -346,7 +346,7 @@ class SplitUpdate:
     """A split-field PML update of one component by a derivative ``d``:
     ``m (m old - coef d)``, ``coef = scale`` (``field`` None), ``scale * field``, or
     ``scale / mean_axis(field)`` (``staggered``: ``field`` on the staggered grid of ``axis`` as
-    :func:`sonotile.solver.step.staggered_mean` makes it). The velocity update is
+    :func:`sonotile.physics.acoustic.step.staggered_mean` makes it). The velocity update is
     ``m = pml_sg``, ``coef = dt / rho0_sg`` [s m^3/kg]; the density update ``m = pml``,
     ``coef = dt rho0`` [s kg/m^3]. ``m``: the PML profile along ``axis`` (any shape holding
     ``n_axis`` values)."""

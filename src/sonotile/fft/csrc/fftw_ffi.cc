@@ -993,7 +993,7 @@ void plane_times(const Grid& g, const float* src, const float* vec, int axis, fl
 // d the operator's output, old / G grids of the output's shape (old may be the output's own
 // buffer: the plane is read before it is written). sonotile's velocity update
 // u = pml_sg (pml_sg u - dt / rho0_sg dp/dx) and density update rho = pml (pml rho - dt rho0
-// du/dx) (sonotile/solver/step.py), same arithmetic in the same order.
+// du/dx) (sonotile/physics/acoustic/step.py), same arithmetic in the same order.
 enum EpiMode : int64_t { kEpiNone = 0, kEpiScalar = 1, kEpiField = 2, kEpiStaggered = 3 };
 
 struct Epilogue {

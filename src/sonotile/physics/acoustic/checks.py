@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
-from sonotile.model.absorption import absorption_factors
 from sonotile.model.grid import Grid
 from sonotile.model.lazy import is_lazy
 from sonotile.model.problem import Problem
+from sonotile.physics.acoustic.absorption import absorption_factors
 
 
 def cfl_number(problem: Problem) -> float:

@@ -8,42 +8,24 @@ is homogeneous (k-Wave's scalar fast path) and become fields otherwise.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from sonotile.model.absorption import absorption_factors
 from sonotile.model.grid import along
 from sonotile.model.lazy import LazyField, is_lazy
 from sonotile.model.problem import MaskSource, Problem, Scalar, is_field
+from sonotile.physics.acoustic.absorption import eta_per_c0_tau, tau_of
 from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import FourierOps
 
 #: A device constant of the medium: a Python float (homogeneous), a device array, or a lazily
 #: read field (a distributed run makes its shards).
 Const = float | jax.Array | LazyField
-
-
-@dataclass(frozen=True)
-class Physics:
-    """Static switches of the step (hashable; they select code paths at trace time)."""
-
-    ndim: int
-    nonlinear: bool
-    absorption: str  # lossless | power_law | stokes
-    dispersion: bool
-    p_mode: str | None  # pressure source mode, None when absent
-    u_modes: tuple[str | None, ...]  # per axis: mode or None
-    transducer: bool
-    p0: bool
-    #: additive sources whose points share one signal (pressure; velocity per axis)
-    p_shared: bool = False
-    u_shared: tuple[bool, ...] = ()
 
 
 def pml_profile(
@@ -77,20 +59,14 @@ def _const(v: ArrayLike | LazyField, dtype: jax.typing.DTypeLike) -> Const:
     return float(np.asarray(v))
 
 
-def physics_of(problem: Problem) -> Physics:
-    s, m = problem.sources, problem.medium
-    return Physics(
-        ndim=problem.grid.ndim,
-        nonlinear=m.nonlinear,
-        absorption=m.absorption,
-        dispersion=m.dispersion,
-        p_mode=None if s.p is None else s.p.mode,
-        u_modes=tuple(None if u is None else u.mode for u in s.u),
-        transducer=s.transducer is not None,
-        p0=s.p0 is not None,
-        p_shared=shared_signal(s.p) is not None,
-        u_shared=tuple(shared_signal(u) is not None for u in s.u),
-    )
+def sound_speed_squared(c0: Any) -> Any:
+    """``c0^2`` [m^2/s^2] (numpy or JAX values)."""
+    return c0 * c0
+
+
+def nonlinearity_factor(bona: Any, rho0: Any) -> Any:
+    """``B/A / (2 rho0)`` [m^3/kg] (numpy or JAX values)."""
+    return bona / (2 * rho0)
 
 
 def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dict:
@@ -107,7 +83,7 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
     """
     if problem.extras.get("host_medium_released"):
         raise RuntimeError("the problem's host medium was released (release_host_medium)")
-    g, m, pml, dt = problem.grid, problem.medium, problem.pml, problem.grid.dt
+    m, pml, dt = problem.medium, problem.pml, problem.grid.dt
     assert pml is not None and m.c_ref is not None and m.rho0_sg is not None  # set when validated
     dtype = problem.dtype
 
@@ -125,17 +101,12 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
     y = m.alpha_power
     c: dict = {
         "dt": float(dt),
-        "c2": field(np.square, m.c0, name="c0^2"),
+        "c2": field(sound_speed_squared, m.c0, name="c0^2"),
         "rho0": field(lambda r: r, m.rho0, name="rho0"),
-        "pml": tuple(
-            to_device(along(pml_profile(n, s, a, m.c_ref, d, dt, False), ax, g.ndim), dtype)
-            for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
-        ),
-        "pml_sg": tuple(
-            to_device(along(pml_profile(n, s, a, m.c_ref, d, dt, True), ax, g.ndim), dtype)
-            for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
-        ),
     }
+    c.update(
+        {k: tuple(to_device(v, dtype) for v in vs) for k, vs in pml_constants(problem).items()}
+    )
     derive = bool(derive_axes) and staggered_is_interpolated(m.rho0, m.rho0_sg, dtype)
     c["dt_rho0_sg"] = tuple(
         None
@@ -145,14 +116,11 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
     )
     if m.nonlinear:
         assert m.bona is not None  # what nonlinear means
-        c["bona_2rho0"] = field(
-            lambda b, r: np.divide(b, np.multiply(2, r)), m.bona, m.rho0, name="B/A/(2 rho0)"
-        )
+        c["bona_2rho0"] = field(nonlinearity_factor, m.bona, m.rho0, name="B/A/(2 rho0)")
     if m.absorption != "lossless":
         assert y is not None and m.alpha_coeff is not None  # absorbing: Medium checked both
-        c["tau"] = field(lambda c0, a: absorption_factors(c0, a, y)[0], m.c0, m.alpha_coeff,
-                         name="tau")  # fmt: skip
-        c["eta_per_c0_tau"] = -math.tan(math.pi * y / 2)
+        c["tau"] = field(lambda c0, a: tau_of(c0, a, y), m.c0, m.alpha_coeff, name="tau")
+        c["eta_per_c0_tau"] = eta_per_c0_tau(y)
     return c
 
 
@@ -259,7 +227,7 @@ def source_constants(problem: Problem) -> dict:
 def shared_signal(src: MaskSource | None) -> np.ndarray | None:
     """The signal ``(Nt,)`` of an ``additive`` (k-space filtered) source whose points all carry
     the same one, else None: its filtered grid is ``signal(t)`` times the filtered mask
-    (:func:`sonotile.solver.step.with_source_patterns`)."""
+    (:func:`sonotile.physics.acoustic.step.with_source_patterns`)."""
     if src is None or src.mode != "additive":
         return None
     return src.common_signal
@@ -313,3 +281,65 @@ def source_lengths(problem: Problem) -> dict:
         "u": tuple(0 if u is None else u.length for u in s.u),
         "tr": 0 if s.transducer is None else s.transducer.length,
     }
+
+
+def pml_constants(problem: Problem, xp: Any = np) -> dict:
+    """The PML multipliers, collocated (``"pml"``) and staggered (``"pml_sg"``): one
+    broadcastable 1-D array per axis, in the problem's dtype (``xp``: ``np`` for the plan's
+    device arrays, ``jax.numpy`` inside a traced run)."""
+    g, m, pml = problem.grid, problem.medium, problem.pml
+    assert pml is not None and m.c_ref is not None  # set when validated
+
+    c_ref = m.c_ref
+
+    def profiles(staggered: bool) -> tuple[Any, ...]:
+        return tuple(
+            xp.asarray(
+                along(pml_profile(n, s, a, c_ref, d, g.dt, staggered), ax, g.ndim),
+                problem.dtype,
+            )
+            for ax, (n, s, a, d) in enumerate(zip(g.shape, pml.size, pml.alpha, g.spacing))
+        )
+
+    return {"pml": profiles(False), "pml_sg": profiles(True)}
+
+
+def traced_medium_constants(
+    problem: Problem,
+    c0: jax.typing.ArrayLike,
+    rho0: jax.typing.ArrayLike,
+    bona: jax.typing.ArrayLike | None = None,
+    alpha_coeff: jax.typing.ArrayLike | None = None,
+    derive_axes: tuple = (),
+) -> dict:
+    """:func:`medium_constants` from (possibly traced) medium values on the problem's grid, in
+    JAX: the same keys from the same formulas, for runs that are differentiated.
+
+    Args:
+        problem: the static structure (grid, dt, PML, absorption mode, alpha_power, dtype).
+        c0 [m/s], rho0 [kg/m^3], bona [-], alpha_coeff [dB/(MHz^y cm)]: scalars or grid-shaped
+            arrays; ``bona`` / ``alpha_coeff`` are used only when the problem is nonlinear /
+            absorbing.
+        derive_axes: axes along which the step derives ``dt/rho0_sg`` from ``rho0`` itself
+            (axes each shard holds whole; only for a density field).
+    """
+    from sonotile.physics.acoustic.step import staggered_mean
+
+    m, dt = problem.medium, float(problem.grid.dt)
+    dtype = jnp.dtype(problem.dtype)
+    c0, rho0 = jnp.asarray(c0, dtype), jnp.asarray(rho0, dtype)
+    c = {"dt": dt, "c2": sound_speed_squared(c0), "rho0": rho0, **pml_constants(problem, jnp)}
+    field = rho0.ndim > 0
+    c["dt_rho0_sg"] = tuple(
+        None if field and a in derive_axes
+        else dt / (staggered_mean(rho0, a) if field else rho0)
+        for a in range(problem.grid.ndim)
+    )  # fmt: skip
+    if m.nonlinear:
+        c["bona_2rho0"] = nonlinearity_factor(jnp.asarray(bona, dtype), rho0)
+    if m.absorption != "lossless":
+        y = m.alpha_power
+        assert y is not None  # absorbing: Medium checked it
+        c["tau"] = tau_of(c0, jnp.asarray(alpha_coeff, dtype), y)
+        c["eta_per_c0_tau"] = eta_per_c0_tau(y)
+    return c

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
 
-from sonotile.solver.plan import Physics
 from sonotile.spectral import device
 from sonotile.spectral.operators import (
     SpectralOps,
@@ -33,6 +32,9 @@ from sonotile.spectral.operators import (
     fuses_updates,
     grad_update,
 )
+
+if TYPE_CHECKING:
+    from sonotile.physics.acoustic.model import AcousticModel as Physics
 
 #: Per-axis integer index arrays of a set of grid points (``field[index]`` gathers them).
 PointIndex = tuple[jax.Array, ...]

@@ -1,0 +1,105 @@
+"""k-Wave's first-order acoustic model behind the model interface (:class:`AcousticModel`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from sonotile.model.problem import Problem
+from sonotile.physics.acoustic import checks, constants, step
+from sonotile.spectral.operators import FourierOps, SpectralOps
+
+
+@dataclass(frozen=True)
+class AcousticModel:
+    """Static switches of the acoustic step (hashable; they select code paths at trace time)."""
+
+    ndim: int
+    nonlinear: bool
+    absorption: str  # lossless | power_law | stokes
+    dispersion: bool
+    p_mode: str | None  # pressure source mode, None when absent
+    u_modes: tuple[str | None, ...]  # per axis: mode or None
+    transducer: bool
+    p0: bool
+    #: additive sources whose points share one signal (pressure; velocity per axis)
+    p_shared: bool = False
+    u_shared: tuple[bool, ...] = ()
+
+    @classmethod
+    def of(cls, problem: Problem) -> AcousticModel:
+        """The switches of a validated problem."""
+        s, m = problem.sources, problem.medium
+        return cls(
+            ndim=problem.grid.ndim,
+            nonlinear=m.nonlinear,
+            absorption=m.absorption,
+            dispersion=m.dispersion,
+            p_mode=None if s.p is None else s.p.mode,
+            u_modes=tuple(None if u is None else u.mode for u in s.u),
+            transducer=s.transducer is not None,
+            p0=s.p0 is not None,
+            p_shared=constants.shared_signal(s.p) is not None,
+            u_shared=tuple(constants.shared_signal(u) is not None for u in s.u),
+        )
+
+    @property
+    def ivp(self) -> bool:
+        """An initial pressure ``p0`` starts the run."""
+        return self.p0
+
+    def zero_state(self, shape: tuple[int, ...], dtype: Any, eager: bool = False) -> step.State:
+        return step.zero_state(shape, dtype, eager)
+
+    def initial_state(self, c: dict, ops: SpectralOps) -> step.State:
+        return step.initial_pressure_state(c, ops, self)
+
+    def prepare(self, c: dict, ops: SpectralOps, state: step.State) -> dict:
+        return step.with_source_patterns(c, ops, self, state.p)
+
+    def step(self, state: step.State, x: dict, c: dict, ops: SpectralOps) -> step.State:
+        return step.step(state, x, c, ops, self)
+
+    def constants(self, problem: Problem, derive_axes: tuple[int, ...] = ()) -> dict:
+        return {
+            **constants.medium_constants(problem, derive_axes=derive_axes),
+            **constants.source_constants(problem),
+        }
+
+    def operators(self, problem: Problem, unstagger: bool) -> FourierOps:
+        return constants.spectral_ops(problem, unstagger)
+
+    def inputs(self, problem: Problem, n0: int, n1: int) -> dict[str, Any]:
+        return step_inputs(problem, n0, n1)
+
+    def joined(self, others: Sequence[Any]) -> AcousticModel | None:
+        """Filtered source masks (:meth:`prepare`) only where every run's source points share
+        one signal (the runs may differ in that); None when anything else differs."""
+        out = replace(
+            self,
+            p_shared=all(o.p_shared for o in others),
+            u_shared=tuple(all(s) for s in zip(*(o.u_shared for o in others))),
+        )
+        same = all(replace(o, p_shared=out.p_shared, u_shared=out.u_shared) == out for o in others)
+        return out if same else None
+
+    def memory_estimate(self, problem: Problem) -> int:
+        return checks.memory_estimate(problem)
+
+
+def step_inputs(problem: Problem, n0: int, n1: int) -> dict[str, Any]:
+    """Scan inputs for steps ``n0 <= n < n1``: step index, source values and source lengths."""
+    rows = constants.signal_rows(problem, n0, n1)
+    lens = constants.source_lengths(problem)
+    xs: dict[str, Any] = {"n": np.arange(n0, n1, dtype=np.int32)}
+    k = n1 - n0
+    if rows["p"] is not None:
+        xs["p"] = rows["p"]
+        xs["p_len"] = np.full(k, lens["p"], np.int32)
+    xs["u"] = tuple(r if r is not None else np.zeros((k, 0), problem.dtype) for r in rows["u"])
+    xs["u_len"] = tuple(np.full(k, n, np.int32) for n in lens["u"])
+    xs["tr_len"] = np.full(k, lens["tr"], np.int32)
+    return xs
