@@ -43,9 +43,9 @@ def _mode_run64(ndim: int, wave: str, alpha: float | None, nt: int):
     xs = x + (DX / 2 if comp_axis == ax else 0.0)
     prof = np.sin(k * xs).reshape((1,) * (ndim - 1) + (N_WAVE,))
     state = zero_state(shape, jnp.float64)
-    u = [list(ui) for ui in state.u]
+    u = [list(ui) for ui in state.u_split]
     u[comp_axis][ax] = jnp.asarray(np.broadcast_to(prof, shape) * 1e-3)
-    state = State(tuple(tuple(ui) for ui in u), state.s)
+    state = State(tuple(tuple(ui) for ui in u), state.s_split)
     out = execute(run, state=state)
     names = "xyz"
     s_name = f"s{names[ax]}{names[ax]}" if wave == "p" else "sx" + names[ax]

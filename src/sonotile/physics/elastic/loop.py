@@ -122,7 +122,7 @@ def sample(state: State, c: dict, rec: Recording) -> dict[str, jax.Array]:
         out["p"] = pressure(state)
     if rec.wants("u", "u_max", "u_min", "u_rms", "u_max_all", "u_min_all", "u_non_staggered",
                  "u_split_field"):  # fmt: skip
-        u = [total(ui) for ui in state.u]
+        u = [total(ui) for ui in state.u_split]
         for i in range(nd):
             out[f"u{AXES[i]}"] = u[i]
         if rec.wants("u_non_staggered"):
@@ -133,7 +133,7 @@ def sample(state: State, c: dict, rec: Recording) -> dict[str, jax.Array]:
             for i in range(nd):
                 out[f"u{AXES[i]}_split_p"], out[f"u{AXES[i]}_split_s"] = up[i], us[i]
     if rec.wants("s"):
-        for name, parts in zip(component_names(nd), state.s):
+        for name, parts in zip(component_names(nd), state.s_split):
             out[name] = total(parts)
     return out
 
@@ -214,10 +214,10 @@ def finish(
     if rec.wants("p_final"):
         out["p_final"] = pressure(state)
     if rec.wants("u_final"):
-        for i, ui in enumerate(state.u):
+        for i, ui in enumerate(state.u_split):
             out[f"u{AXES[i]}_final"] = total(ui)
     if rec.wants("s_final"):
-        for name, parts in zip(component_names(rec.ndim), state.s):
+        for name, parts in zip(component_names(rec.ndim), state.s_split):
             out[f"{name}_final"] = total(parts)
     return out
 

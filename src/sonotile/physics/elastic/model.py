@@ -42,11 +42,27 @@ class AxisDiffOps(Protocol):
 
 
 class State(NamedTuple):
-    """The elastic state: ``u[i][a]`` split ``a`` of the velocity along axis ``i`` [m/s];
-    ``s[k][b]`` split ``split_axes(components(ndim)[k])[b]`` of stress component ``k`` [Pa]."""
+    """The elastic state: ``u_split[i][a]`` split ``a`` of the velocity along axis ``i`` [m/s];
+    ``s_split[k][b]`` split ``split_axes(components(ndim)[k])[b]`` of stress component ``k``
+    [Pa]. Sensors read ``p`` and ``u`` (per axis, staggered) as from the acoustic state."""
 
-    u: tuple
-    s: tuple
+    u_split: tuple
+    s_split: tuple
+
+    @property
+    def p(self) -> jax.Array:
+        """Pressure [Pa] (:func:`pressure`)."""
+        return pressure(self)
+
+    @property
+    def u(self) -> tuple[jax.Array, ...]:
+        """Particle velocity per axis on its staggered grid [m/s] (the splits summed)."""
+        return tuple(total(ui) for ui in self.u_split)
+
+    @property
+    def s(self) -> tuple[jax.Array, ...]:
+        """Stress components in :func:`components` order [Pa] (the splits summed)."""
+        return tuple(total(sk) for sk in self.s_split)
 
 
 @dataclass(frozen=True)
@@ -100,8 +116,8 @@ def total(parts: Sequence[jax.Array]) -> jax.Array:
 
 def pressure(state: State) -> jax.Array:
     """``p = -(sigma_xx + sigma_yy [+ sigma_zz]) / ndim`` [Pa] (k-Wave's pressure of a solid)."""
-    nd = len(state.u)
-    return -total([total(state.s[k]) for k in range(nd)]) / nd
+    nd = len(state.u_split)
+    return -total([total(state.s_split[k]) for k in range(nd)]) / nd
 
 
 def pml_profile(
@@ -288,9 +304,9 @@ def update_velocity(
     acc: list[Any] = [None] * nd
     for k, comp in enumerate(components(nd)):
         which, targets = stress_targets(comp)
-        for (i, a), d in zip(targets, ops.diffs(total(state.s[k]), which)):
+        for (i, a), d in zip(targets, ops.diffs(total(state.s_split[k]), which)):
             m = pml_factor(c, (i,), a, nd)
-            u[i][a] = m * (m * state.u[i][a] + c["dt_rho_sg"][i] * d)
+            u[i][a] = m * (m * state.u_split[i][a] + c["dt_rho_sg"][i] * d)
             if st.kelvin_voigt:
                 acc[i] = d if acc[i] is None else acc[i] + d
     for i, mode in enumerate(st.u_modes):
@@ -343,7 +359,7 @@ def update_stress(
             for k, b in velocity_targets(j, a, nd):
                 stagger = () if comps[k][0] == comps[k][1] else comps[k]
                 m = pml_factor(c, stagger, a, nd)
-                s[k][b] = m * (m * state.s[k][b] + stress_rate(k, a, du[a], dv[a], c, nd))
+                s[k][b] = m * (m * state.s_split[k][b] + stress_rate(k, a, du[a], dv[a], c, nd))
     for k, comp in enumerate(comps):
         mode = st.s_modes[k] if st.s_modes else None
         for b in range(len(s[k])):
@@ -367,10 +383,10 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     # them (the PML products, one per field split, 18 in 3-D; the staggered densities and
     # moduli) out of the time loop and keeps those grid-sized fields in memory
     tied = {k: c[k] for k in TIED if k in c}
-    tied, first = jax.lax.optimization_barrier((tied, state.u[0][0]))
+    tied, first = jax.lax.optimization_barrier((tied, state.u_split[0][0]))
     c = {**c, **tied}
     c.update(derived_constants(c, st.ndim))
-    state = State(((first, *state.u[0][1:]), *state.u[1:]), state.s)
+    state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
     u, dt_acc = update_velocity(state, x, c, ops, st)
     return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
 
