@@ -4,9 +4,9 @@
 
 Variants, each a jitted ``lax.scan`` over ``--steps`` steps (no sensors), state donated:
 
-* ``acoustic``      the acoustic step (:mod:`sonotile.solver.step`) on the bench's heterogeneous
-  absorbing nonlinear case (power-law absorption), with the operators ``sonotile`` picks
-  (FFTW on a CPU);
+* ``acoustic``      the acoustic step (:mod:`sonotile.physics.acoustic.step`) on the bench's
+  heterogeneous absorbing nonlinear case (power-law absorption), with the operators
+  ``sonotile`` picks (FFTW on a CPU);
 * ``acoustic-xla``  the same with XLA's FFT;
 * ``elastic``       the elastic step (:mod:`sonotile.physics.elastic`), heterogeneous c_p, c_s
   (a shear-free region and a solid ball), density and Kelvin-Voigt absorption;
@@ -27,7 +27,7 @@ from typing import Any
 
 def acoustic_body(s: Any, x: dict, c: dict, o: Any, phys: Any) -> Any:
     """The acoustic step (imported late: JAX starts after the arguments are read)."""
-    from sonotile.solver import step as ac
+    from sonotile.physics.acoustic import step as ac
 
     return ac.step(s, x, c, o, phys)
 
@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     from jax import lax
 
     from sonotile.bench.cases import heterogeneous_absorbing
+    from sonotile.physics.acoustic import step as ac
     from sonotile.physics.elastic import model as em
     from sonotile.solver import runner as rn
-    from sonotile.solver import step as ac
     from sonotile.spectral.operators import FourierOps
 
     n, dtype = a.size, "float32"
