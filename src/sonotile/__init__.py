@@ -16,6 +16,10 @@ _WHERE = {
         ("KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Results", "simulate"), "sonotile.api"
     ),
     "KWaveArray": "sonotile.model.array",
+    **dict.fromkeys(
+        ("ElasticSource", "KWaveElasticMedium", "pstd_elastic_2d", "pstd_elastic_3d"),
+        "sonotile.api.elastic",
+    ),
     **dict.fromkeys(  # fmt: skip
         (
             "focused_annulus_oneil",
@@ -58,6 +62,7 @@ __all__ = [
     "make_simulator", "Tape", "load_input", "load_results",
     "KWaveDiffusion", "bioheat", "bioheat_exact", "heat_from_result",
     "kspace_line_recon", "kspace_plane_recon", "time_reversal", "TimeReversal",
+    "pstd_elastic_2d", "pstd_elastic_3d", "KWaveElasticMedium", "ElasticSource",
     "__version__",
     "KWaveArray", "tone_burst", "create_cw_signals", "extract_amp_phase",
     "make_disc", "make_ball", "make_circle", "make_sphere", "make_line", "make_arc", "make_bowl",

@@ -280,6 +280,26 @@ class FourierOps:
         re-reads its inputs per consumer and keeps copies of overwritten state fields."""
         return fftw.keep(f) if self._fftw(f) else f
 
+    def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
+        """Derivatives of ``f`` along single axes, without kappa (the elastic model's operator).
+
+        ``which``: ``(axis, shift)`` pairs; ``shift = +1`` gives ``df/dx_axis`` at ``x + d/2``
+        (``shift_pos``), ``-1`` at ``x - d/2`` (``shift_neg``). A derivative along one axis needs
+        a transform along that axis only: one real 1-D FFT per axis asked for, shared by the
+        pairs on that axis, and one inverse per pair. Units: ``f``'s per metre.
+        """
+        spectra: dict[int, jax.Array] = {}
+        out = []
+        for axis, shift in which:
+            if axis not in spectra:
+                spectra[axis] = jnp.fft.rfft(f, axis=axis)
+            n = f.shape[axis]
+            vec = (self.shift_pos if shift > 0 else self.shift_neg)[axis]
+            # the rfft half of the axis: its Nyquist entry has the same real value at -pi/d
+            op = lax.slice_in_dim(vec, 0, n // 2 + 1, axis=axis)
+            out.append(jnp.fft.irfft(spectra[axis] * op, n=n, axis=axis).astype(f.dtype))
+        return out
+
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         assert self.unshift is not None  # built when a sensor records non-staggered velocity
         n = u.shape[axis]

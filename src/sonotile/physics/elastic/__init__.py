@@ -1,0 +1,23 @@
+"""The isotropic elastic model (k-Wave's ``pstdElastic2D`` / ``pstdElastic3D``): medium,
+constants, state, one pure step, sources, sensors and a chunked time loop.
+
+See ``docs/elastic.md``.
+"""
+
+from sonotile.physics.elastic.medium import ElasticMedium, db2neper
+from sonotile.physics.elastic.model import (
+    State,
+    Statics,
+    components,
+    constants,
+    pressure,
+    split_field,
+    step,
+    zero_state,
+)
+from sonotile.physics.elastic.problem import ElasticRun, build, execute
+
+__all__ = [
+    "ElasticMedium", "db2neper", "State", "Statics", "components", "constants", "pressure",
+    "split_field", "step", "zero_state", "ElasticRun", "build", "execute",
+]  # fmt: skip

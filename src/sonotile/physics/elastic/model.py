@@ -1,0 +1,429 @@
+"""k-Wave's pseudospectral elastic model (``pstdElastic2D`` / ``pstdElastic3D``), one step.
+
+Isotropic linear elasticity, first order in velocity ``u`` [m/s] and stress ``sigma`` [Pa]:
+
+    rho du_i/dt = sum_a d sigma_ia / dx_a
+    d sigma_ij/dt = lambda delta_ij div u + mu (du_i/dx_j + du_j/dx_i)
+                    + chi delta_ij d(div u)/dt + eta d(du_i/dx_j + du_j/dx_i)/dt
+
+with ``mu = rho c_s^2``, ``lambda = rho c_p^2 - 2 mu`` and k-Wave's Kelvin-Voigt viscosities
+``eta = 2 rho c_s^3 a_s``, ``chi = 2 rho c_p^3 a_p - 2 eta`` (``a`` in Np/((rad/s)^2 m)).
+Staggered grids as k-Wave's: ``u_i`` at ``x_i + d_i/2``, normal stresses on the grid points,
+``sigma_ij`` (i != j) at ``x_i + d_i/2, x_j + d_j/2``; density averaged onto each velocity grid,
+``mu`` and ``eta`` harmonically onto each shear-stress grid. Spatial derivatives are Fourier
+collocation along one axis (``ops.diffs``, no k-space correction); time stepping is leapfrog
+(velocity, then stress). Every field is split per axis (k-Wave's split-field PML): the split
+``a`` of a field is damped by the PML along ``a`` and by the multi-axial PML (``mpml``, 0.1 x
+the absorption) along the other axes. ``p = -trace(sigma) / ndim``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.model.grid import along
+from sonotile.physics.elastic.medium import db2neper
+
+#: A stress component ``(i, j)``, i <= j.
+Component = tuple[int, int]
+
+
+class AxisDiffOps(Protocol):
+    """What the elastic step asks of its operators (:meth:`FourierOps.diffs
+    <sonotile.spectral.operators.FourierOps.diffs>`)."""
+
+    def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]: ...
+
+
+class State(NamedTuple):
+    """The elastic state: ``u_split[i][a]`` split ``a`` of the velocity along axis ``i`` [m/s];
+    ``s_split[k][b]`` split ``split_axes(components(ndim)[k])[b]`` of stress component ``k``
+    [Pa]. Sensors read ``p`` and ``u`` (per axis, staggered) as from the acoustic state."""
+
+    u_split: tuple
+    s_split: tuple
+
+    @property
+    def p(self) -> jax.Array:
+        """Pressure [Pa] (:func:`pressure`)."""
+        return pressure(self)
+
+    @property
+    def u(self) -> tuple[jax.Array, ...]:
+        """Particle velocity per axis on its staggered grid [m/s] (the splits summed)."""
+        return tuple(total(ui) for ui in self.u_split)
+
+    @property
+    def s(self) -> tuple[jax.Array, ...]:
+        """Stress components in :func:`components` order [Pa] (the splits summed)."""
+        return tuple(total(sk) for sk in self.s_split)
+
+
+@dataclass(frozen=True)
+class Statics:
+    """Static switches of the step (hashable; they select code paths at trace time).
+
+    Attributes:
+        ndim: 2 or 3.
+        kelvin_voigt: absorption on.
+        u_modes: per axis ``"additive"``, ``"dirichlet"`` or None (no velocity source).
+        s_modes: per stress component (order of :func:`components`) a mode or None.
+        p0: initial pressure given (k-Wave's two-step stress start).
+    """
+
+    ndim: int
+    kelvin_voigt: bool = False
+    u_modes: tuple[str | None, ...] = ()
+    s_modes: tuple[str | None, ...] = ()
+    p0: bool = False
+
+
+def components(ndim: int) -> tuple[Component, ...]:
+    """Stress components in k-Wave's order: xx, yy[, zz], xy[, xz, yz]."""
+    normal = tuple((i, i) for i in range(ndim))
+    return normal + tuple((i, j) for i in range(ndim) for j in range(i + 1, ndim))
+
+
+def split_axes(comp: Component, ndim: int) -> tuple[int, ...]:
+    """Axes a stress component is split along: all for a normal stress, ``(i, j)`` for
+    ``sigma_ij``."""
+    i, j = comp
+    return tuple(range(ndim)) if i == j else (i, j)
+
+
+def zero_state(shape: tuple[int, ...], dtype: Any) -> State:
+    """All fields zero (every run starts here; ``p0`` enters through the first two steps)."""
+    nd = len(shape)
+
+    def z() -> jax.Array:
+        return jnp.zeros(shape, dtype)
+
+    u = tuple(tuple(z() for _ in range(nd)) for _ in range(nd))
+    s = tuple(tuple(z() for _ in split_axes(k, nd)) for k in components(nd))
+    return State(u, s)
+
+
+def total(parts: Sequence[jax.Array]) -> jax.Array:
+    """A field from its splits."""
+    return sum(parts[1:], parts[0])
+
+
+def pressure(state: State) -> jax.Array:
+    """``p = -(sigma_xx + sigma_yy [+ sigma_zz]) / ndim`` [Pa] (k-Wave's pressure of a solid)."""
+    nd = len(state.u_split)
+    return -total([total(state.s_split[k]) for k in range(nd)]) / nd
+
+
+def pml_profile(
+    n: int, size: int, alpha: float, c_ref: float, d: float, dt: float, staggered: bool
+) -> np.ndarray:
+    """k-Wave's ``getPML`` along one axis: ``exp(-alpha (c_ref/d) (dt/2) (x/size)^4)``, x the
+    depth into the layer in points (+1/2 on the staggered grid); 1 outside the layer."""
+    prof = np.ones(n)
+    if size == 0 or alpha == 0:
+        return prof
+    i = np.arange(size, dtype=np.float64)
+    shift = 0.5 if staggered else 0.0
+    rate = alpha * (c_ref / d) * (dt / 2)
+    prof[:size] = np.exp(-rate * ((size - i - shift) / size) ** 4)
+    prof[n - size :] = np.exp(-rate * ((i + 1 + shift) / size) ** 4)
+    return prof
+
+
+def _next(f: jax.Array, axis: int) -> jax.Array:
+    """``f`` at the next point along ``axis``, the last plane repeated."""
+    n = f.shape[axis]
+    return jnp.concatenate(
+        [jax.lax.slice_in_dim(f, 1, n, axis=axis), jax.lax.slice_in_dim(f, n - 1, n, axis=axis)],
+        axis=axis,
+    )
+
+
+def staggered_mean(r: jax.Array, axis: int) -> jax.Array:
+    """k-Wave's linear interpolation to ``x + d/2`` along ``axis``; the last plane keeps ``r``."""
+    if r.ndim == 0:
+        return r
+    return 0.5 * (r + _next(r, axis))
+
+
+def staggered_harmonic(m: jax.Array, i: int, j: int) -> jax.Array:
+    """k-Wave's ``1 / interp(1/m)`` at ``(x_i + d_i/2, x_j + d_j/2)``: the harmonic mean of the
+    four neighbours, 0 where one of them is 0 (a fluid), ``m`` itself on the last planes."""
+    if m.ndim == 0:
+        return m
+    zero = m <= 0
+    inv = jnp.where(zero, 0.0, 1.0 / jnp.where(zero, 1.0, m))
+    s = inv + _next(inv, i) + _next(inv, j) + _next(_next(inv, j), i)
+    z = zero | _next(zero, i) | _next(zero, j) | _next(_next(zero, j), i)
+    h = jnp.where(z, 0.0, 4.0 / jnp.where(z, 1.0, s))
+    last_i = jax.lax.broadcasted_iota(jnp.int32, m.shape, i) == m.shape[i] - 1
+    last_j = jax.lax.broadcasted_iota(jnp.int32, m.shape, j) == m.shape[j] - 1
+    return jnp.where(last_i | last_j, m, h)
+
+
+def pml_constants(
+    shape: tuple[int, ...],
+    spacing: Sequence[float],
+    dt: float,
+    c_ref: float,
+    pml_size: Sequence[int],
+    pml_alpha: Sequence[float],
+    mpml_ratio: float,
+    dtype: Any,
+) -> dict:
+    """``{"pml": ..., "mpml": ...}``: per axis ``(regular, staggered)`` profiles, broadcastable
+    1-D arrays; ``mpml`` with ``mpml_ratio`` times the absorption (k-Wave's multi-axial PML)."""
+    nd = len(shape)
+
+    def prof(a: int, ratio: float, sg: bool) -> jax.Array:
+        p = pml_profile(shape[a], pml_size[a], ratio * pml_alpha[a], c_ref, spacing[a], dt, sg)
+        return jnp.asarray(along(p, a, nd), dtype)
+
+    return {
+        "pml": tuple((prof(a, 1.0, False), prof(a, 1.0, True)) for a in range(nd)),
+        "mpml": tuple((prof(a, mpml_ratio, False), prof(a, mpml_ratio, True)) for a in range(nd)),
+    }
+
+
+def medium_constants(m: Mapping[str, Any], ndim: int, dt: float, dtype: Any) -> dict:
+    """The step's stored material fields from the medium's values (numbers or arrays, numpy or
+    traced JAX: differentiable with respect to speeds and density).
+
+    ``m``: ``sound_speed_compression`` [m/s], ``sound_speed_shear`` [m/s], ``density``
+    [kg/m^3], optionally ``alpha_coeff_compression`` / ``alpha_coeff_shear``
+    [dB/(MHz^2 cm)]. Returns ``rho`` [kg/m^3], ``dt_lam = dt lambda`` and ``dt_mu = dt mu``
+    [Pa s], with absorption ``kv_lam = chi`` and ``kv_mu = eta`` [Pa s]; the step derives the
+    rest (:func:`derived_constants`), so that a heterogeneous medium stores 3 fields (5 with
+    absorption).
+    """
+
+    def arr(key: str) -> jax.Array:
+        return jnp.asarray(m[key], dtype)
+
+    cp, cs, rho = arr("sound_speed_compression"), arr("sound_speed_shear"), arr("density")
+    mu = cs * cs * rho
+    c: dict = {
+        "dt": jnp.asarray(dt, dtype),
+        "rho": rho,
+        "dt_lam": dt * (cp * cp * rho - 2 * mu),
+        "dt_mu": dt * mu,
+    }
+    if m.get("alpha_coeff_compression") is not None:
+        eta = 2 * rho * cs**3 * db2neper(arr("alpha_coeff_shear"))
+        c["kv_lam"] = 2 * rho * cp**3 * db2neper(arr("alpha_coeff_compression")) - 2 * eta
+        c["kv_mu"] = eta
+    return c
+
+
+def derived_constants(c: dict, ndim: int) -> dict:
+    """What the step reads, from :func:`medium_constants`' fields: ``dt_rho_sg`` (per axis
+    ``dt / rho`` on the velocity grid [s m^3/kg]), ``dt_l2m = dt (lambda + 2 mu)`` [Pa s], per
+    shear component ``dt_mu_sg`` (``dt mu`` on its grid); with absorption ``kv_l2m = chi +
+    2 eta`` and ``kv_mu_sg`` (eta on each shear grid) [Pa s]."""
+    shear = components(ndim)[ndim:]
+    d = {
+        "dt_rho_sg": tuple(c["dt"] / staggered_mean(c["rho"], a) for a in range(ndim)),
+        "dt_l2m": c["dt_lam"] + 2 * c["dt_mu"],
+        "dt_mu_sg": tuple(staggered_harmonic(c["dt_mu"], i, j) for i, j in shear),
+    }
+    if "kv_mu" in c:
+        d["kv_l2m"] = c["kv_lam"] + 2 * c["kv_mu"]
+        d["kv_mu_sg"] = tuple(staggered_harmonic(c["kv_mu"], i, j) for i, j in shear)
+    return d
+
+
+#: Constants the step derives grid-sized values from (tied to the step, see :func:`step`).
+TIED = ("pml", "mpml", "rho", "dt_lam", "dt_mu", "kv_lam", "kv_mu")
+
+
+def constants(
+    m: Mapping[str, Any],
+    shape: tuple[int, ...],
+    spacing: Sequence[float],
+    dt: float,
+    pml_size: Sequence[int],
+    pml_alpha: Sequence[float],
+    dtype: Any = "float32",
+    c_ref: float | None = None,
+    mpml_ratio: float = 0.1,
+) -> dict:
+    """Everything the step reads except sources: :func:`medium_constants` and
+    :func:`pml_constants` (``c_ref``: PML reference speed, default max c_p, k-Wave's)."""
+    if c_ref is None:  # give it when the speeds are traced (gradients)
+        c_ref = float(np.max(np.asarray(m["sound_speed_compression"])))
+    c = medium_constants(m, len(shape), dt, dtype)
+    c.update(pml_constants(shape, spacing, dt, c_ref, pml_size, pml_alpha, mpml_ratio, dtype))
+    return c
+
+
+def pml_factor(c: dict, stagger: tuple[int, ...], a: int, ndim: int) -> jax.Array:
+    """The damping of split ``a`` of a field staggered along the axes ``stagger``: the PML along
+    ``a`` times the multi-axial PML along the other axes, each on the field's grid."""
+    m = c["pml"][a][int(a in stagger)]
+    for b in range(ndim):
+        if b != a:
+            m = m * c["mpml"][b][int(b in stagger)]
+    return m
+
+
+def inject(f: jax.Array, index: Any, values: jax.Array, mode: str, on: jax.Array) -> jax.Array:
+    """One mask source into one field: ``dirichlet`` sets, ``additive`` adds (k-Wave's elastic
+    sources have no k-space filter); ``on``: this step is within the signal."""
+    if mode == "dirichlet":
+        cur = f[index]
+        return f.at[index].set(jnp.where(on, jnp.broadcast_to(values, cur.shape), cur))
+    return f.at[index].add(jnp.where(on, values, 0).astype(f.dtype))
+
+
+def stress_targets(comp: Component) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The derivatives a stress component gives (``(axis, shift)``) and the velocity split each
+    drives (``(velocity component, split axis)``): ``sigma_ii`` along ``i`` (+d/2) into
+    ``u_i`` split ``i``; ``sigma_ij`` along ``i`` (-d/2) into ``u_j`` split ``i`` and along ``j``
+    into ``u_i`` split ``j``."""
+    i, j = comp
+    if i == j:
+        return [(i, +1)], [(i, i)]
+    return [(i, -1), (j, -1)], [(j, i), (i, j)]
+
+
+def update_velocity(
+    state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics
+) -> tuple[tuple, list[jax.Array] | None]:
+    """Split velocity update with PML from the stress divergence, then the velocity sources
+    (into split ``i`` of ``u_i``, as k-Wave). Each stress derivative is used as it is made
+    (few grid-sized temporaries). Also returns, with absorption, ``dt`` times the acceleration
+    per component (from the old stress, as k-Wave) for the Kelvin-Voigt terms."""
+    nd = st.ndim
+    u: list[list[Any]] = [[None] * nd for _ in range(nd)]
+    acc: list[Any] = [None] * nd
+    for k, comp in enumerate(components(nd)):
+        which, targets = stress_targets(comp)
+        for (i, a), d in zip(targets, ops.diffs(total(state.s_split[k]), which)):
+            m = pml_factor(c, (i,), a, nd)
+            u[i][a] = m * (m * state.u_split[i][a] + c["dt_rho_sg"][i] * d)
+            if st.kelvin_voigt:
+                acc[i] = d if acc[i] is None else acc[i] + d
+    for i, mode in enumerate(st.u_modes):
+        if mode is not None:
+            u[i][i] = inject(u[i][i], c["u_index"], x["u"][i], mode, x["u_on"][i])
+    dt_acc = [acc[i] * c["dt_rho_sg"][i] for i in range(nd)] if st.kelvin_voigt else None
+    return tuple(tuple(ui) for ui in u), dt_acc
+
+
+def velocity_targets(j: int, a: int, nd: int) -> list[tuple[int, int]]:
+    """The stress splits ``(component index, split index)`` driven by ``d u_j / dx_a``: split
+    ``a`` of every normal stress when ``a == j``, else split ``a`` of ``sigma_ja``."""
+    comps = components(nd)
+    if a == j:
+        return [(k, a) for k in range(nd)]
+    k = comps.index((min(a, j), max(a, j)))
+    return [(k, split_axes(comps[k], nd).index(a))]
+
+
+def stress_rate(k: int, a: int, d: jax.Array, dv: jax.Array | None, c: dict, nd: int) -> jax.Array:
+    """``dt`` times the rate of split ``a`` of stress component ``k`` from the one velocity
+    derivative ``d`` it takes (and ``dv``, the same derivative of ``dt`` times the acceleration,
+    for the Kelvin-Voigt term)."""
+    i, j = components(nd)[k]
+    if i == j:
+        rate = (c["dt_l2m"] if a == i else c["dt_lam"]) * d
+        if dv is not None:
+            rate = rate + (c["kv_l2m"] if a == i else c["kv_lam"]) * dv
+        return rate
+    rate = c["dt_mu_sg"][k - nd] * d
+    if dv is not None:
+        rate = rate + c["kv_mu_sg"][k - nd] * dv
+    return rate
+
+
+def update_stress(
+    state: State, u: tuple, dt_acc: list[jax.Array] | None, x: dict, c: dict,
+    ops: AxisDiffOps, st: Statics,
+) -> tuple:  # fmt: skip
+    """Split stress update with PML from the velocity gradient (and the Kelvin-Voigt terms),
+    each derivative used as it is made; then the p0 start and the stress sources."""
+    nd = st.ndim
+    comps = components(nd)
+    s: list[list[Any]] = [[None] * len(split_axes(k, nd)) for k in comps]
+    for j in range(nd):
+        which = [(a, -1 if a == j else +1) for a in range(nd)]
+        du = ops.diffs(total(u[j]), which)
+        dv = ops.diffs(dt_acc[j], which) if dt_acc is not None else [None] * nd
+        for a in range(nd):
+            for k, b in velocity_targets(j, a, nd):
+                stagger = () if comps[k][0] == comps[k][1] else comps[k]
+                m = pml_factor(c, stagger, a, nd)
+                s[k][b] = m * (m * state.s_split[k][b] + stress_rate(k, a, du[a], dv[a], c, nd))
+    for k, comp in enumerate(comps):
+        mode = st.s_modes[k] if st.s_modes else None
+        for b in range(len(s[k])):
+            if st.p0 and comp[0] == comp[1]:
+                s[k][b] = s[k][b] + jnp.where(x["n"] < 2, c["p0_split"], 0).astype(s[k][b].dtype)
+            if mode is not None:
+                s[k][b] = inject(s[k][b], c["s_index"], x["s"][k], mode, x["s_on"][k])
+    return tuple(tuple(sk) for sk in s)
+
+
+def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State:
+    """Advance ``state`` by one step ``n = x["n"]`` (k-Wave's ``t_index = n + 1``).
+
+    ``x``: ``n``; per axis ``u`` (velocity source values at ``c["u_index"]``, scaled as
+    :func:`sonotile.physics.elastic.loop.scale_signals` makes them) and ``u_on``; per stress
+    component ``s`` and ``s_on``. ``c``: :func:`constants` plus the source indices and, for a
+    p0 start, ``p0_split = -p0 / (2 ndim)`` (added to every normal-stress split in steps 0 and
+    1: k-Wave's ``source.p0`` for its elastic codes).
+    """
+    # the constants tied to this step's state: otherwise XLA hoists what the step derives from
+    # them (the PML products, one per field split, 18 in 3-D; the staggered densities and
+    # moduli) out of the time loop and keeps those grid-sized fields in memory
+    tied = {k: c[k] for k in TIED if k in c}
+    tied, first = jax.lax.optimization_barrier((tied, state.u_split[0][0]))
+    c = {**c, **tied}
+    c.update(derived_constants(c, st.ndim))
+    state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
+    u, dt_acc = update_velocity(state, x, c, ops, st)
+    return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
+
+
+def non_staggered(u: Sequence[jax.Array], c: dict) -> list[jax.Array]:
+    """The velocity components moved to the grid points (``-d_i/2`` along their own axis,
+    k-Wave's ``u_non_staggered``) [m/s]. ``c["unshift"]``: :func:`split_constants`."""
+    shape = u[0].shape
+    return [
+        jnp.fft.irfftn(jnp.fft.rfftn(ui) * c["unshift"][i], s=shape).astype(ui.dtype)
+        for i, ui in enumerate(u)
+    ]
+
+
+def split_field(u: Sequence[jax.Array], c: dict) -> tuple[list[jax.Array], list[jax.Array]]:
+    """k-Wave's ``u_split_field``: the velocity moved to the grid points (``-d_i/2`` along its
+    own axis) and split into its compressional (curl-free, ``k k.U / |k|^2``) and shear
+    (divergence-free) parts [m/s]. ``c["khat"]``, ``c["unshift"]``: :func:`split_constants`."""
+    U = [jnp.fft.rfftn(ui) * c["unshift"][i] for i, ui in enumerate(u)]
+    D = total([kh * Ui for kh, Ui in zip(c["khat"], U)])
+    shape = u[0].shape
+    up = [jnp.fft.irfftn(kh * D, s=shape).astype(u[0].dtype) for kh in c["khat"]]
+    us = [jnp.fft.irfftn(Ui, s=shape).astype(u[0].dtype) - p for Ui, p in zip(U, up)]
+    return up, us
+
+
+def split_constants(shape: tuple[int, ...], spacing: Sequence[float], dtype: Any) -> dict:
+    """``khat`` (per axis ``k_i / |k|``, 0 at k = 0) and ``unshift`` (per axis
+    ``exp(-i k_i d_i / 2)``) on the ``rfftn`` half spectrum, for :func:`split_field`."""
+    nd = len(shape)
+    ks = [2 * np.pi * np.fft.fftfreq(n, d) for n, d in zip(shape[:-1], spacing[:-1])]
+    ks.append(2 * np.pi * np.fft.rfftfreq(shape[-1], spacing[-1]))
+    kv = [along(k, a, nd) for a, k in enumerate(ks)]
+    kmag = np.sqrt(sum(k**2 for k in kv))
+    safe = np.where(kmag > 0, kmag, 1.0)
+    cdtype = jnp.complex64 if jnp.dtype(dtype) == jnp.float32 else jnp.complex128
+    return {
+        "khat": tuple(jnp.asarray(np.where(kmag > 0, k / safe, 0.0), dtype) for k in kv),
+        "unshift": tuple(jnp.asarray(np.exp(-0.5j * k * d), cdtype) for k, d in zip(kv, spacing)),
+    }

@@ -1,0 +1,163 @@
+"""An elastic run put together: operators, constants, sources, sensors; and running it.
+
+:func:`build` turns a validated medium, sources and sensor points into an :class:`ElasticRun`;
+:func:`execute` runs it, optionally with other medium values (traced, for ``jax.grad`` with
+respect to the speeds and density).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.model.problem import ProblemError
+from sonotile.physics.elastic import loop
+from sonotile.physics.elastic.medium import ElasticMedium
+from sonotile.physics.elastic.model import (
+    State,
+    Statics,
+    components,
+    medium_constants,
+    pml_constants,
+    split_constants,
+)
+from sonotile.spectral.operators import FourierOps
+
+MEDIUM_KEYS = (
+    "sound_speed_compression",
+    "sound_speed_shear",
+    "density",
+    "alpha_coeff_compression",
+    "alpha_coeff_shear",
+)
+
+
+@dataclass
+class ElasticRun:
+    """Everything :func:`execute` needs. ``fixed``: constants that do not depend on the medium's
+    speeds and density (PML, source and sensor indices, p0)."""
+
+    medium: ElasticMedium
+    spacing: tuple[float, ...]
+    dt: float
+    nt: int
+    dtype: str
+    ops: FourierOps
+    statics: Statics
+    recording: loop.Recording
+    xs: dict
+    fixed: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.medium.shape
+
+    def medium_values(self) -> dict[str, Any]:
+        """The medium's values by k-Wave name (None where absent)."""
+        return {k: getattr(self.medium, k) for k in MEDIUM_KEYS}
+
+
+def _index(points: np.ndarray) -> tuple[jax.Array, ...]:
+    return tuple(jnp.asarray(points[:, a], jnp.int32) for a in range(points.shape[1]))
+
+
+def source_inputs(
+    u: loop.SourceSignals | None,
+    s: loop.SourceSignals | None,
+    medium: ElasticMedium,
+    spacing: Sequence[float],
+    dt: float,
+    nt: int,
+    dtype: str,
+) -> tuple[dict, dict, tuple, tuple]:
+    """Per-step source inputs, the source indices and the modes (per axis, per component)."""
+    nd = len(spacing)
+    xs: dict = {"n": jnp.arange(nt, dtype=jnp.int32)}
+    c: dict = {}
+    u_modes: tuple = (None,) * nd
+    s_modes: tuple = ()
+    for kind, src, count in (("u", u, nd), ("s", s, len(components(nd)))):
+        if src is None:
+            continue
+        sig = loop.scale_signals(src, kind, medium.sound_speed_compression, spacing, dt)
+        xs[kind], xs[f"{kind}_on"] = loop.step_inputs(sig, nt, dtype)
+        c[f"{kind}_index"] = _index(src.index)
+        modes = tuple(None if g is None else src.mode for g in sig)
+        if kind == "u":
+            u_modes = modes
+        else:
+            s_modes = modes
+        assert len(modes) == count
+    return xs, c, u_modes, s_modes
+
+
+def build(
+    medium: ElasticMedium,
+    spacing: Sequence[float],
+    dt: float,
+    nt: int,
+    *,
+    p0: np.ndarray | None = None,
+    u: loop.SourceSignals | None = None,
+    s: loop.SourceSignals | None = None,
+    sensor_points: np.ndarray | None = None,
+    record: Sequence[str] = ("p",),
+    record_start_index: int = 1,
+    pml_size: Sequence[int] | None = None,
+    pml_alpha: Sequence[float] | None = None,
+    mpml_ratio: float = 0.1,
+    dtype: str = "float32",
+) -> ElasticRun:
+    """Assemble a run (PML inside the grid; defaults as k-Wave: 20 points in 2-D, 10 in 3-D,
+    alpha 2). ``sensor_points``: ``(N, ndim)`` 0-based grid indices in recording order."""
+    shape, nd = medium.shape, len(medium.shape)
+    spacing = tuple(float(d) for d in spacing)
+    pml_size = tuple(pml_size) if pml_size is not None else ((10,) if nd == 3 else (20,)) * nd
+    pml_alpha = tuple(pml_alpha) if pml_alpha is not None else (2.0,) * nd
+    for a, (size, n) in enumerate(zip(pml_size, shape)):
+        if not 0 <= size or 2 * size >= n:
+            raise ProblemError(f"pml_size {tuple(pml_size)}: the {'xyz'[a]} layers need "
+                               f"2 x {size} < {n} points")  # fmt: skip
+    bad = [r for r in record if r not in loop.RECORDS]
+    if bad:
+        raise ProblemError(f"sensor.record: {bad} not recorded by the elastic model "
+                           f"(choose from {', '.join(loop.RECORDS)})")  # fmt: skip
+    if not 1 <= record_start_index <= nt:
+        raise ProblemError(f"sensor.record_start_index = {record_start_index}: must be in "
+                           f"1..{nt}")  # fmt: skip
+    xs, fixed, u_modes, s_modes = source_inputs(u, s, medium, spacing, dt, nt, dtype)
+    fixed.update(pml_constants(shape, spacing, dt, medium.c_max, pml_size, pml_alpha,
+                               mpml_ratio, dtype))  # fmt: skip
+    if p0 is not None:
+        fixed["p0_split"] = jnp.asarray(-np.asarray(p0) / (2 * nd), dtype)
+    if sensor_points is not None and len(sensor_points):
+        fixed["sensor_index"] = _index(np.asarray(sensor_points))
+    if "u_split_field" in record or "u_non_staggered" in record:
+        fixed.update(split_constants(shape, spacing, dtype))
+    statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None)
+    rec = loop.Recording(tuple(record), int(record_start_index) - 1, nd)
+    ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype, fft="xla")
+    return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed)
+
+
+def execute(
+    run: ElasticRun,
+    values: Mapping[str, Any] | None = None,
+    chunk: int = 64,
+    state: State | None = None,
+) -> dict[str, jax.Array]:
+    """Run from ``state`` (default: rest); ``values``: medium values by k-Wave name replacing the
+    medium's (may be traced: ``jax.grad`` of a function of the records with respect to them)."""
+    m = run.medium_values()
+    if values is not None:
+        m.update(values)
+    c = medium_constants(m, len(run.shape), run.dt, run.dtype)
+    c.update(run.fixed)
+    out, _ = loop.run(c, run.ops, run.statics, run.recording, run.xs, run.shape, run.nt,
+                      run.dtype, chunk, state)  # fmt: skip
+    return out
