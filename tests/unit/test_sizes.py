@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kwave_inputs import write_input
 
 import sonotile as st
 from sonotile.api import Options
 from sonotile.api.problem import build_problem
+from sonotile.api.simulation import size_warnings
 from sonotile.fft import sizes
+from sonotile.kwave.cli import main as kwave_main
 from sonotile.model.problem import ProblemError
+from sonotile.physics.acoustic import checks
 
 C, DX = 1500.0, 1e-4  # m/s, m
 
@@ -72,7 +76,7 @@ def _inputs(shape):
     p0 = np.zeros(shape)
     p0[tuple(s // 2 for s in shape)] = 1.0
     mask = np.zeros(shape, bool)
-    mask[tuple(s // 3 for s in shape)] = True
+    mask[tuple(s // 2 + 4 for s in shape)] = True
     grid = st.KWaveGrid(shape, DX, dt=0.3 * DX / C, nt=40)
     return grid, st.KWaveMedium(C, 1000.0), st.KSource(p0=p0), st.KSensor(mask=mask)
 
@@ -111,3 +115,43 @@ def test_auto_pml_run_returns_the_users_grid():
 def test_auto_pml_bad_use_is_named(options, message):
     with pytest.raises(ProblemError, match=message):
         build_problem(*_inputs((64, 64)), options)
+
+
+def test_size_warning_names_the_nearest_fast_sizes():
+    (w,) = checks.size_warnings((128, 102, 102))
+    assert "Ny = 102 (2 x 3 x 17), Nz = 102 (2 x 3 x 17)" in w and "Nx" not in w
+    assert "Ny = 100 or 108, Nz = 100 or 108" in w
+    assert checks.size_warnings((128, 100, 112)) == []  # 7 passes, as in k-Wave
+    assert "Nx = 20 or 24" in checks.size_warnings((23,))[0]
+
+
+def _size_notes(shape, options: Options) -> list[str]:
+    grid, medium, source, sensor = _inputs(shape)
+    problem, _ = build_problem(grid, medium, source, sensor, options)
+    return size_warnings(problem, grid, options)
+
+
+def test_size_warning_in_the_apis_names():
+    """With the PML outside, the warning gives the user's sizes that reach fast totals; the
+    automatic PML leaves nothing to warn about."""
+    (w,) = _size_notes((64, 46), Options(pml_size=10, pml_inside=False))
+    assert "kgrid.shape[1] = 46 + 20 PML points = 66 (2 x 3 x 11)" in w
+    assert "kgrid.shape[1] = 44 or 52" in w and "pml_size='auto'" in w
+    assert "kgrid.shape[0]" not in w  # 84 = 2 x 2 x 3 x 7
+    assert _size_notes((64, 46), Options(pml_size="auto", pml_inside=False)) == []
+    (w,) = _size_notes((64, 46), Options())
+    assert "kgrid.shape[1] = 46 (2 x 23)" in w and "45 or 48" in w and "pml_inside=False" in w
+
+
+def test_simulate_warns_about_a_slow_size():
+    grid, medium, source, sensor = _inputs((64, 58))
+    with pytest.warns(UserWarning, match=r"kgrid.shape\[1\] = 58 \(2 x 29\)"):
+        st.simulate(grid, medium, source, sensor, progress=False)
+
+
+def test_sonotile_kwave_warns_about_a_slow_size(tmp_path, capsys):
+    inp = write_input(tmp_path / "in.h5", shape=(32, 46), nt=10)
+    assert kwave_main(["-i", inp, "-o", str(tmp_path / "out.h5")]) == 0
+    err = capsys.readouterr().err
+    assert "sonotile-kwave: warning: grid size: Ny = 46 (2 x 23)" in err
+    assert "Ny = 45 or 48 (k-Wave: 'PMLSize', 'auto'" in err

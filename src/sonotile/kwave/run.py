@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from sonotile.model.problem import Problem
 
 
+#: How a k-Wave user gets fast sizes from k-Wave's MATLAB front end (the input file's grid
+#: includes the PML).
+KWAVE_SIZE_ADVICE = " (k-Wave: 'PMLSize', 'auto' with 'PMLInside', false makes them)"
+
+
 def check_writable(path: str, what: str) -> None:
     """Refuse an output path whose folder is missing or not writable, or that is a folder."""
     d = os.path.dirname(os.path.abspath(path)) or "."
@@ -129,7 +134,9 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     if args.float64:
         jax.config.update("jax_enable_x64", True)
     quiet = jax.process_index() > 0  # several processes: process 0 speaks for the job
-    for note in checks.stability_warnings(problem) + checks.resolution_warnings(problem):
+    notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
+    notes += checks.size_warnings(problem.grid.shape, advice=KWAVE_SIZE_ADVICE)
+    for note in notes:
         if not quiet:
             print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
     if args.verbose and not quiet:
