@@ -155,3 +155,11 @@ def test_sonotile_kwave_warns_about_a_slow_size(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "sonotile-kwave: warning: grid size: Ny = 46 (2 x 23)" in err
     assert "Ny = 45 or 48 (k-Wave: 'PMLSize', 'auto'" in err
+
+
+def test_demo_grid_is_a_fast_size():
+    from sonotile.commands.demo import cross_size
+
+    assert cross_size(128) == 100  # not int(0.8 x 128) = 102 = 2 x 3 x 17
+    assert cross_size(32) == 25
+    assert all(sizes.is_fast(cross_size(n)) for n in range(32, 513))
