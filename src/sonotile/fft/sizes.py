@@ -4,8 +4,8 @@ PML size (``getOptimalPMLSize``).
 Every step transforms each axis of the grid, and an FFT's cost per point grows with the size's
 largest prime factor: sonotile's vector kernel (``csrc/vector_fft.h``) takes lengths made of
 2, 3 and 5 (:data:`RADICES`); other lengths go to FFTW's general plans, which are several times
-slower per point for a large prime factor (102 = 2 x 3 x 17 points per axis cost about 3x per
-point what 128 do; docs/performance.md). Pure Python, no JAX.
+slower per point for a large prime factor (a 102^3 step, 102 = 2 x 3 x 17, costs 2.8x per point
+what a 100^3 one does and 6x what a 128^3 one does; docs/performance.md). Pure Python, no JAX.
 """
 
 from __future__ import annotations

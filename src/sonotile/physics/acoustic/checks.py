@@ -174,7 +174,7 @@ def size_warnings(
         return []
     return [
         f"grid size: {', '.join(slow)}: a prime factor above {sizes.WARN_ABOVE} makes the FFTs "
-        "slow (up to about 3x the time per point of sizes made of 2, 3 and 5); the nearest "
+        "slow (several times the time per point of sizes made of 2, 3 and 5); the nearest "
         f"such sizes: {', '.join(near)}{advice}"
     ]
 
