@@ -12,6 +12,7 @@ import sys
 import time
 
 import h5py
+import numpy as np
 import pytest
 from kwave_inputs import write_input
 
@@ -101,16 +102,41 @@ def test_program_runs_with_huge_pages_unless_told_not_to(tmp_path):
     """``sonotile-kwave`` starts itself again with ``glibc.malloc.hugetlb=1`` (XLA's per-call
     temporaries in 2 MiB pages) and says so at ``--verbose 1``; a ``GLIBC_TUNABLES`` that names
     the tunable (``glibc.malloc.hugetlb=0``: the user's way to keep 4 KiB pages) leaves the
-    allocator as it is."""
-    inp = write_input(tmp_path / "in.h5", shape=(16, 16, 16), nt=4)
+    allocator as it is. A small grid runs without starting again (it would not gain)."""
+    inp = write_input(tmp_path / "in.h5", shape=(64, 64, 64), nt=4)
+    small = write_input(tmp_path / "small.h5", shape=(16, 16, 16), nt=4)
     env = {k: v for k, v in ENV.items() if k != "GLIBC_TUNABLES"}
-    cases = [({}, "transparent huge pages"),
-             ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "4 KiB pages")]  # fmt: skip
-    for extra, says in cases:
-        cmd = [*KWAVE, "-i", inp, "-o", str(tmp_path / "o.h5"), "--verbose", "1"]
+    cases = [({}, "transparent huge pages", inp),
+             ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "4 KiB pages", inp),
+             ({}, "4 KiB pages", small)]  # fmt: skip
+    for extra, says, path in cases:
+        cmd = [*KWAVE, "-i", path, "-o", str(tmp_path / "o.h5"), "--verbose", "1"]
         r = subprocess.run(cmd, capture_output=True, text=True, env={**env, **extra}, timeout=300)
         assert r.returncode == 0, r.stderr
         assert f"host allocator: {says}" in r.stderr, (extra, r.stderr)
+
+
+def test_huge_pages_only_for_runs_that_gain(tmp_path):
+    """The start again with huge pages is for grids of 64^3 points or more, read from the
+    input's header (a file of 1 MiB or more counts as large unread); not for small grids, help,
+    version, usage errors or a missing input."""
+    from sonotile.kwave.cli import HUGEPAGES_MIN_FILE, wants_hugepages
+
+    def wants(path: str, *flags: str) -> bool:
+        return wants_hugepages(["-i", path, "-o", str(tmp_path / "o.h5"), *flags])
+
+    scalars = {k: np.float32(v) for k, v in (("c0", 1500), ("rho0", 1000), ("rho0_sgx", 1000),
+                                              ("rho0_sgy", 1000), ("rho0_sgz", 1000))}  # fmt: skip
+    big = write_input(tmp_path / "big.h5", shape=(64, 64, 64), nt=4, p0=False, p_source=True,
+                      **scalars)  # fmt: skip
+    assert os.path.getsize(big) < HUGEPAGES_MIN_FILE and wants(big)  # from Nx Ny Nz
+    small = write_input(tmp_path / "small.h5", shape=(128, 128), nt=4)
+    assert not wants(small) and not wants(small, "--bogus")
+    assert not wants(str(tmp_path / "missing.h5"))
+    assert not wants_hugepages(["--version"]) and not wants_hugepages(["-h"])
+    padded = tmp_path / "padded.h5"
+    padded.write_bytes(b"\0" * HUGEPAGES_MIN_FILE)
+    assert wants(str(padded))
 
 
 def test_help_and_version_do_not_start_jax():

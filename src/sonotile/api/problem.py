@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike
 
 from sonotile.api import inputs as user_input
 from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options, UserLayout
+from sonotile.fft import sizes
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, Grid, make_time
 from sonotile.model.problem import (
@@ -209,6 +210,7 @@ def _build(
     kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor, options: Options
 ) -> tuple[Problem, UserLayout]:
     shape = tuple(kgrid.shape)
+    pml = pml_of(options, shape)
     user_input.check_medium(medium, shape)
     user_input.check_sources(source, shape)
     user_input.check_sensor(sensor, shape)
@@ -227,7 +229,6 @@ def _build(
             f"sensor.record_start_index = {sensor.record_start_index}: must be in 1..Nt = "
             f"1..{kgrid.nt} (1-based, as in k-Wave)"
         )
-    pml = _pml(options, len(shape))
     pad = [(0, 0)] * len(shape) if options.pml_inside else [(s, s) for s in pml.size]
     full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
     grid = Grid(full, cast("tuple[float, ...]", kgrid.spacing), kgrid.dt, kgrid.nt)
@@ -263,9 +264,21 @@ def _time_axis(kgrid: KWaveGrid, medium: KWaveMedium) -> None:
     kgrid.nt = kgrid.nt or nt
 
 
-def _pml(options: Options, nd: int) -> Pml:
+def pml_of(options: Options, shape: tuple[int, ...]) -> Pml:
+    """The PML of ``options`` on the user's grid ``shape``: k-Wave's default, the given
+    thickness(es), or ``"auto"``'s (k-Wave's ``getOptimalPMLSize``, PML outside only)."""
+    nd = len(shape)
     size = options.pml_size
-    if size is None:
+    if isinstance(size, str):
+        if size != "auto":
+            raise ProblemError(f"pml_size = {size!r}: expected points per axis or 'auto'")
+        if options.pml_inside:
+            raise ProblemError(
+                "pml_size = 'auto' needs pml_inside=False (as in k-Wave): it sizes the PML "
+                "added around the grid so that each axis's total is fast for the FFT"
+            )
+        size = tuple(sizes.optimal_pml_size(n) for n in shape)
+    elif size is None:
         size = Pml.default(nd).size
     elif np.isscalar(size):
         size = (int(cast(int, size)),) * nd

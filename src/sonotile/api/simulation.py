@@ -91,6 +91,7 @@ def simulate(
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
     notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
+    notes += size_warnings(problem, kgrid, options)
     for w in notes:
         warnings.warn(w, stacklevel=2)
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):
@@ -106,6 +107,22 @@ def simulate(
     opts = dataclasses.asdict(options)
     inputs = (kgrid, medium, source, sensor)
     return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
+
+
+def size_warnings(problem: Problem, kgrid: KWaveGrid, options: Options) -> list[str]:
+    """:func:`~sonotile.physics.acoustic.checks.size_warnings` in the API's names: the sizes
+    of ``kgrid.shape`` that give fast totals with the PML, and ``pml_size="auto"``."""
+    nd = problem.grid.ndim
+    names = [f"kgrid.shape[{a}]" for a in range(nd)]
+    added = [n - u for n, u in zip(problem.grid.shape, kgrid.shape)]
+    advice = ""
+    if options.pml_inside:
+        advice = (
+            "; or pml_inside=False with pml_size='auto' (a PML around the grid that makes them)"
+        )
+    elif options.pml_size != "auto":
+        advice = "; or pml_size='auto' (PML thicknesses that make each total such a size)"
+    return checks.size_warnings(problem.grid.shape, names, added, advice)
 
 
 def _run(

@@ -156,7 +156,7 @@ class OptionArgs(TypedDict, total=False):
     """The fields of :class:`Options` as keyword arguments (``simulate``, ``simulate_many``,
     ``make_simulator``)."""
 
-    pml_size: int | Sequence[int] | None
+    pml_size: int | Sequence[int] | str | None
     pml_alpha: float | Sequence[float]
     pml_inside: bool
     dtype: str
@@ -171,7 +171,10 @@ class Options:
     ``simulate_many`` and ``make_simulator``.
 
     Attributes:
-        pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D).
+        pml_size: PML thickness per axis [points] (default 20 in 1-D/2-D, 10 in 3-D), or
+            ``"auto"`` (k-Wave's ``'PMLSize', 'auto'``, with ``pml_inside=False`` only): per
+            axis the thickness in 10..40 whose total grid size has the smallest largest prime
+            factor, so that the FFTs are fast (:func:`sonotile.fft.sizes.optimal_pml_size`).
         pml_alpha: PML absorption [Np per point] (default 2).
         pml_inside: PML inside the given grid (k-Wave's default) or added around it.
         dtype: ``"float32"`` or ``"float64"`` (JAX's 64-bit mode is switched on for the run).
@@ -180,7 +183,7 @@ class Options:
         smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
     """
 
-    pml_size: int | Sequence[int] | None = None
+    pml_size: int | Sequence[int] | str | None = None
     pml_alpha: float | Sequence[float] = 2.0
     pml_inside: bool = True
     dtype: str = "float32"

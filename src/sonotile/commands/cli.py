@@ -33,15 +33,23 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def _kwave_wants_hugepages(argv: list[str]) -> bool:
+    from sonotile.kwave.cli import wants_hugepages
+
+    return wants_hugepages(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``sonotile`` program (``argv`` None: this process's arguments; the program first
     starts itself again with huge pages for malloc when it can,
-    :func:`sonotile.base.runtime.restart_with_hugepages`)."""
+    :func:`sonotile.base.runtime.restart_with_hugepages`, for ``kwave`` when the run gains,
+    :func:`sonotile.kwave.cli.wants_hugepages`)."""
     if argv is None:
         from sonotile.base import runtime
 
-        runtime.restart_with_hugepages()
-    argv = sys.argv[1:] if argv is None else argv
+        argv = sys.argv[1:]
+        if argv[:1] != ["kwave"] or _kwave_wants_hugepages(argv[1:]):
+            runtime.restart_with_hugepages()
     if not argv:  # a usage error: say what there is, on stderr
         print(usage(), file=sys.stderr)
         return 2

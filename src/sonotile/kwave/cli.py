@@ -247,6 +247,42 @@ def _run(args: argparse.Namespace) -> int:
         return 1
 
 
+#: grids with fewer points [points] run without starting again for huge pages: XLA's per-call
+#: temporaries (8-20 B per point) are then a few MiB at most, and the second interpreter start
+#: (~0.1 s of a small run on the 2-core EPYC, docs/performance.md) costs more than the page
+#: faults it saves
+HUGEPAGES_MIN_POINTS = 64**3
+#: an input file at least this large [bytes] is taken to hold a grid worth huge pages (its
+#: header is not read before the start again: that would import h5py twice)
+HUGEPAGES_MIN_FILE = 2**20
+
+
+def wants_hugepages(argv: list[str]) -> bool:
+    """Whether this command line should run with huge pages for malloc
+    (:func:`sonotile.base.runtime.restart_with_hugepages`): a run whose input grid (``Nx Ny
+    Nz``) has :data:`HUGEPAGES_MIN_POINTS` points or more, or whose input file has
+    :data:`HUGEPAGES_MIN_FILE` bytes or more. Not for ``--help``, ``--version``, usage errors
+    or an input that cannot be read (those end at once)."""
+    try:
+        args = parse(argv)
+    except UsageError:
+        return False
+    if args.help or args.version:
+        return False
+    try:
+        if os.path.getsize(args.input) >= HUGEPAGES_MIN_FILE:
+            return True
+        import h5py
+
+        with h5py.File(args.input, "r") as f:
+            points = 1
+            for name in ("Nx", "Ny", "Nz"):
+                points *= int(f[name][()].reshape(-1)[0])
+    except Exception:  # the run reports it, before any work
+        return False
+    return points >= HUGEPAGES_MIN_POINTS
+
+
 def now() -> float:
     return time.perf_counter()
 
@@ -257,10 +293,12 @@ def entry() -> NoReturn:
     closed and in place, and the interpreter's teardown of JAX and XLA would add 0.06-0.15 s
     to every run. A process of a multi-process job
     exits normally (JAX's shutdown barrier keeps the others in step). It first starts itself
-    again with huge pages for malloc when it can (:func:`runtime.restart_with_hugepages`)."""
+    again with huge pages for malloc when it can and the run is large enough to gain
+    (:func:`runtime.restart_with_hugepages`, :func:`wants_hugepages`)."""
     from sonotile.base import runtime
 
-    runtime.restart_with_hugepages()
+    if wants_hugepages(sys.argv[1:]):
+        runtime.restart_with_hugepages()
     status = main()
     # not imported (--help, --version, a usage error): one process, and importing it would
     # import JAX (0.7 s) just to say so

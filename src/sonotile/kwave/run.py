@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from sonotile.model.problem import Problem
 
 
+#: How a k-Wave user gets fast sizes from k-Wave's MATLAB front end (the input file's grid
+#: includes the PML).
+KWAVE_SIZE_ADVICE = " (k-Wave: 'PMLSize', 'auto' with 'PMLInside', false makes them)"
+
+
 def check_writable(path: str, what: str) -> None:
     """Refuse an output path that is no regular file or cannot be written (before any work)."""
     files.check_output_path(path, what)
@@ -168,7 +173,9 @@ def _warn(args: argparse.Namespace, problem: Problem) -> None:
     """Stability and resolution warnings (and the memory estimate with ``--verbose``)."""
     if jax.process_index() > 0:  # several processes: process 0 speaks for the job
         return
-    for note in checks.stability_warnings(problem) + checks.resolution_warnings(problem):
+    notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
+    notes += checks.size_warnings(problem.grid.shape, advice=KWAVE_SIZE_ADVICE)
+    for note in notes:
         print(f"sonotile-kwave: warning: {note}", file=sys.stderr)
     if args.verbose:
         mb = checks.memory_estimate(problem) / 2**20

@@ -7,9 +7,11 @@ front ends print before any work starts.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from sonotile.fft import sizes
 from sonotile.model.grid import Grid
 from sonotile.model.lazy import is_lazy
 from sonotile.model.problem import Problem
@@ -136,6 +138,45 @@ def resolution_warnings(problem: Problem, energy_fraction: float = 0.01) -> list
                 "filter the signal"
             )
     return out
+
+
+def size_warnings(
+    shape: Sequence[int],
+    names: Sequence[str] = ("Nx", "Ny", "Nz"),
+    added: Sequence[int] | None = None,
+    advice: str = "",
+) -> list[str]:
+    """One warning naming the axes of the grid ``shape`` (points per axis, PML included) whose
+    size has a prime factor above 7 (k-Wave's ``HIGHEST_PRIME_FACTOR_WARNING``), with the
+    nearest sizes made of 2, 3 and 5 (the vector FFT kernel's lengths); none when all are fine.
+
+    Args:
+        shape: the solver's grid.
+        names: what the user calls each axis's size.
+        added: points the front end added to each axis (a PML outside the user's grid): the
+            message then gives the user's size and the sizes that reach the fast totals.
+        advice: appended to the message (e.g. how to let the front end choose).
+    """
+    added = tuple(added) if added is not None else (0,) * len(shape)
+    slow, near = [], []
+    for name, n, a in zip(names, shape, added):
+        if sizes.largest_prime_factor(n) <= sizes.WARN_ABOVE:
+            continue
+        below, above = sizes.nearest_fast(n)
+        fast = [m for m in (below, above) if m is not None and m > a]
+        if a:
+            slow.append(f"{name} = {n - a} + {a} PML points = {n} ({sizes.factor_text(n)})")
+            near.append(f"{name} = " + " or ".join(str(m - a) for m in fast))
+        else:
+            slow.append(f"{name} = {n} ({sizes.factor_text(n)})")
+            near.append(f"{name} = " + " or ".join(str(m) for m in fast))
+    if not slow:
+        return []
+    return [
+        f"grid size: {', '.join(slow)}: a prime factor above {sizes.WARN_ABOVE} makes the FFTs "
+        "slow (several times the time per point of sizes made of 2, 3 and 5); the nearest "
+        f"such sizes: {', '.join(near)}{advice}"
+    ]
 
 
 def memory_estimate(problem: Problem) -> int:

@@ -1,0 +1,70 @@
+"""Grid sizes the FFTs are fast at: prime factors, the nearest fast sizes, and k-Wave's automatic
+PML size (``getOptimalPMLSize``).
+
+Every step transforms each axis of the grid, and an FFT's cost per point grows with the size's
+largest prime factor: sonotile's vector kernel (``csrc/vector_fft.h``) takes lengths made of
+2, 3 and 5 (:data:`RADICES`); other lengths go to FFTW's general plans, which are several times
+slower per point for a large prime factor (a 102^3 step, 102 = 2 x 3 x 17, costs 2.8x per point
+what a 100^3 one does and 6x what a 128^3 one does; docs/performance.md). Pure Python, no JAX.
+"""
+
+from __future__ import annotations
+
+#: The prime factors of the lengths sonotile's vector FFT kernel takes (``vector_columns`` in
+#: ``csrc/fftw_ffi.cc``): sizes made of these alone are "fast".
+RADICES = (2, 3, 5)
+#: Largest prime factor k-Wave accepts without a warning (``HIGHEST_PRIME_FACTOR_WARNING``).
+WARN_ABOVE = 7
+#: k-Wave's search range of the automatic PML size [grid points] (``PMLRange``).
+PML_RANGE = (10, 40)
+
+
+def prime_factors(n: int) -> list[int]:
+    """The prime factors of ``n >= 1`` in ascending order, with repeats (``[]`` for 1)."""
+    if n < 1:
+        raise ValueError(f"prime_factors: n = {n} must be >= 1")
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def largest_prime_factor(n: int) -> int:
+    """The largest prime factor of ``n`` (1 for ``n = 1``, as MATLAB's ``max(factor(1))``)."""
+    return max(prime_factors(n), default=1)
+
+
+def is_fast(n: int) -> bool:
+    """``n >= 1`` is a product of :data:`RADICES` only."""
+    for r in RADICES:
+        while n > 1 and n % r == 0:
+            n //= r
+    return n == 1
+
+
+def nearest_fast(n: int) -> tuple[int | None, int]:
+    """The fast sizes nearest ``n``: the largest one below ``n`` (``None`` if there is none)
+    and the smallest one above it."""
+    below = next((m for m in range(n - 1, 0, -1) if is_fast(m)), None)
+    above = next(m for m in range(n + 1, 2 * n + 2) if is_fast(m))  # a power of 2 is in range
+    return below, above
+
+
+def optimal_pml_size(n: int, lo: int = PML_RANGE[0], hi: int = PML_RANGE[1]) -> int:
+    """k-Wave's ``getOptimalPMLSize`` for one axis of ``n`` points with the PML outside: the
+    PML thickness ``p`` in ``lo..hi`` [points] whose total ``n + 2 p`` has the smallest largest
+    prime factor, the thinnest of equals (so a total of 2, 3 and 5 alone whenever the range
+    has one)."""
+    if not 0 <= lo < hi:
+        raise ValueError(f"PML search range ({lo}, {hi}): need 0 <= lo < hi")
+    return min(range(lo, hi + 1), key=lambda p: largest_prime_factor(n + 2 * p))
+
+
+def factor_text(n: int) -> str:
+    """``n`` written as its prime factors, e.g. ``"2 x 3 x 17"``."""
+    return " x ".join(str(p) for p in prime_factors(n)) or "1"
