@@ -58,3 +58,13 @@ def main(run: Callable[..., dict], doc: str, name: str, argv: list[str] | None =
         print(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}")
     print(f"figure: {os.path.join(a.out, name + '.png')}")
     return res
+
+
+def fast(n: int, pml: int = 0) -> int:
+    """The smallest size ``>= n`` whose total with ``pml`` points on each side is a product of
+    2, 3 and 5 (fast FFTs; sonotile warns about other sizes)."""
+    from sonotile.fft.sizes import is_fast
+
+    while not is_fast(n + 2 * pml):
+        n += 1
+    return n

@@ -16,7 +16,7 @@ Run: ``python examples/at_annular_array_3d.py [--quick] [--out gallery-out]``; a
 from __future__ import annotations
 
 import numpy as np
-from _gallery import main, pyplot, save
+from _gallery import fast, main, pyplot, save
 
 import sonotile as st
 
@@ -26,7 +26,7 @@ C0, RHO0, F0, AMP = 1500.0, 1000.0, 1e6, 1e5
 def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     dx, radius = (0.5e-3, 10e-3) if quick else (0.375e-3, 15e-3)
     rp, edge = int(round(radius / dx)), 8
-    nx, ny = edge + rp + 20, rp + 2 * edge
+    nx, ny = fast(edge + rp + 20, 8), fast(rp + 2 * edge, 8)  # PML of 8 outside
     dt = 0.5 * dx / C0
     nt = int((nx * dx / C0 + 4 / F0) / dt)
     grid = st.KWaveGrid((nx, ny, ny), dx, dt=dt, nt=nt)

@@ -15,7 +15,7 @@ Run: ``python examples/at_focused_bowl_3d.py [--quick] [--out gallery-out]``; ab
 from __future__ import annotations
 
 import numpy as np
-from _gallery import main, mm, pyplot, save
+from _gallery import fast, main, mm, pyplot, save
 
 import sonotile as st
 
@@ -26,7 +26,7 @@ def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     dx, radius = (0.5e-3, 10e-3) if quick else (0.375e-3, 15e-3)
     rp = int(round(radius / dx))
     edge = 8  # points between the bowl and the grid edge (the interpolant's stencil)
-    nx, ny = edge + rp + 16, rp + 2 * edge
+    nx, ny = fast(edge + rp + 16, 8), fast(rp + 2 * edge, 8)  # PML of 8 outside
     dt = 0.5 * dx / C0
     nt = int((nx * dx / C0 + 4 / F0) / dt)
     grid = st.KWaveGrid((nx, ny, ny), dx, dt=dt, nt=nt)

@@ -15,7 +15,7 @@ Run: ``python examples/na_nonlinearity.py [--quick] [--out gallery-out]``; about
 from __future__ import annotations
 
 import numpy as np
-from _gallery import main, pyplot, save
+from _gallery import fast, main, pyplot, save
 from scipy.special import jv
 
 import sonotile as st
@@ -25,7 +25,7 @@ C0, RHO0, F0, P0 = 1500.0, 1000.0, 1e6, 2e6
 
 def run(quick: bool = False, out: str | None = "gallery-out") -> dict:
     dx = 5e-5 if quick else 2.5e-5
-    n = int(round(26e-3 / dx))
+    n = fast(int(round(26e-3 / dx)))  # PML inside
     dt = 0.3 * dx / C0  # 100 (200) samples per period
     src = int(round(2e-3 / dx))
     nt = int(round((24e-3 / C0 + 8 / F0) / dt))
