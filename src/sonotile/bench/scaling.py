@@ -138,7 +138,8 @@ def predicted_bytes(
     per mesh axis, keeping ``1/P_j`` of it: ``n_transforms * sum_j B (P_j - 1) / P_j`` with
     ``B = prod(N) / 2 * 2 item / P`` (the forward and the inverse transform each count).
     lfb: each exchanged field sends ``overlap`` planes to both neighbours along every split
-    axis; the planes include the padding already added along earlier axes.
+    axis (the rest of the axis where a block's box would reach all of it); the planes include
+    the padding already added along earlier axes.
     Both: recording ``u_non_staggered`` moves each of the first ``unstaggered`` components whose
     axis is split through two all-to-all transposes of its real block (sensor output only).
     """
@@ -168,13 +169,15 @@ def _method_bytes(
         b = half * 2 * item / p_total
         return n_transforms * sum(b * (p - 1) / p for p in mesh if p > 1)
     block = [n // p for n, p in zip(shape, mesh)]
+    # points a block's box adds along each split axis: an overlap on both sides, or the rest of
+    # the axis where the box would reach all of it (sonotile.parallel.lfb.whole_axis)
+    pad = [0 if p == 1 else min(2 * overlap, n - b) for n, p, b in zip(shape, mesh, block)]
     total = 0.0
     for a in range(d):
         if mesh[a] == 1:
             continue
-        face = math.prod(block[b] + (2 * overlap if b < a and mesh[b] > 1 else 0)
-                         for b in range(d) if b != a)  # fmt: skip
-        total += 2 * overlap * face * item
+        face = math.prod(block[b] + (pad[b] if b < a else 0) for b in range(d) if b != a)
+        total += pad[a] * face * item
     return n_exchanged * total
 
 
