@@ -12,15 +12,31 @@ import numpy as np
 DEFAULT_OUT = "gallery-out"
 
 
+class _Pyplot:
+    """pyplot whose new figures use constrained layout (colour bars clear of the next panel),
+    without changing matplotlib's settings for the rest of the process."""
+
+    def __init__(self, plt) -> None:
+        self._plt = plt
+
+    def subplots(self, *args, **kwargs):
+        return self._plt.subplots(*args, **{"layout": "constrained", **kwargs})
+
+    def figure(self, *args, **kwargs):
+        return self._plt.figure(*args, **{"layout": "constrained", **kwargs})
+
+    def __getattr__(self, name: str):
+        return getattr(self._plt, name)
+
+
 def pyplot():
-    """matplotlib's pyplot on the file-only Agg backend."""
+    """matplotlib's pyplot on the file-only Agg backend (figures in constrained layout)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams["figure.constrained_layout.use"] = True  # colour bars clear of the next panel
-    return plt
+    return _Pyplot(plt)
 
 
 def save(fig, out: str | None, name: str) -> str | None:

@@ -106,7 +106,8 @@ def test_overrun_part_is_recorded_not_fatal():
     as failed with what it had finished before (here the first of two cases)."""
     gc = load_gpu_check()
     env = gc.worker_env(dry=True)
-    slow = gc.run_worker("env", {"copy_mib": 1}, cap_s=0.2, env=env)
+    # 20 timed copies of 256 MiB take seconds on any machine: past the 1 s the cap allows
+    slow = gc.run_worker("env", {"copy_mib": 256}, cap_s=0.2, env=env)
     assert slow["status"] == "timeout" and slow["seconds"] < 30
     cases = [str(REFERENCE / "2d_homog_lossless_p0_index"), "/nonexistent"]
     bad = gc.run_worker("reference", {"cases": cases}, cap_s=300, env=env)
