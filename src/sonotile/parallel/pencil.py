@@ -246,6 +246,11 @@ class PencilOps(FourierOps):
         the identity unless the local transforms are FFTW's)."""
         return linear.Barrier("fftw" if self.meta.fft == "fftw" else "xla")
 
+    def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
+        """Not on a mesh yet: :meth:`FourierOps.diffs` would transform this shard's block alone,
+        as if it were the whole periodic grid (wrong derivatives near the block's faces)."""
+        raise NotImplementedError("single-axis derivatives (the elastic model) on a pencil mesh")
+
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
