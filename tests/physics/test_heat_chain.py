@@ -71,6 +71,10 @@ def test_heat_command_writes_temperature_dose_and_lesion(cw_result: str, tmp_pat
     assert T_heated.max() > T_end.max() > 37.0  # it cooled after the source went off
     assert int(np.argmax(T_focus)) == 39  # the last step with the source on
     assert main(["heat", cw_result, "--duration", "1", "--quantity", "p_max_all"]) == 2
+    png = tmp_path / "heat.png"
+    assert main(["plot", out, "--out", str(png)]) == 0  # temperature, dose, focal history
+    pngs = [png, tmp_path / "heat_2.png", tmp_path / "heat_3.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" and p.stat().st_size > 10_000 for p in pngs)
 
 
 @pytest.mark.slow

@@ -230,13 +230,57 @@ def _read_kwave(f: h5py.File) -> FileData:
             "spacing": spacing, "p": p, "t": t, "labels": labels, "source": None}  # fmt: skip
 
 
+def _save(figs: list[Figure], out: str) -> str:
+    """Each figure to ``out``, ``out_2``, ... (PNG), closed; the paths written."""
+    import matplotlib.pyplot as plt
+
+    base, ext = os.path.splitext(out)
+    paths = [out] + [f"{base}_{i + 1}{ext}" for i in range(1, len(figs))]
+    for fig, p in zip(figs, paths):
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+    return ", ".join(paths)
+
+
+def heat_figures(path: str) -> list[Figure]:
+    """A ``sonotile heat`` result: the maximum temperature [degC] and the thermal dose
+    (log10 of CEM43 [min]; 2.38 is the lesion threshold of 240 min) on the planes through the
+    focus, and the temperature at the focus against time."""
+    import h5py
+    import matplotlib.pyplot as plt
+
+    with h5py.File(path, "r") as f:
+        g = f["heat"]
+        spacing = tuple(float(v) for v in g.attrs["spacing"])
+        t_max, cem43 = g["T_max"][()], g["cem43"][()]
+        t, t_focus, focus = g["t"][()], g["T_focus"][()], tuple(int(i) for i in g["focus"][()])
+    dose = np.log10(np.maximum(cem43, 1.0))  # below 1 min: 0
+    figs = [
+        planes_through(t_max, spacing, focus, "maximum temperature", "degC"),
+        planes_through(dose, spacing, focus, "thermal dose, log10 CEM43 (lesion: 2.38)",
+                       "log10(min)"),
+    ]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(t, t_focus)
+    ax.set(xlabel="t [s]", ylabel="temperature at the focus [degC]")
+    fig.tight_layout()
+    return [*figs, fig]
+
+
 def plot_file(path: str, out: str, db: bool = False) -> str:
     """Write the figure of a result / output file to ``out`` (PNG); returns ``out``."""
+    import h5py
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from sonotile.api.heat import FORMAT as HEAT
+
+    with h5py.File(path, "r") as f:
+        heat = f.attrs.get("format") == HEAT
+    if heat:
+        return _save(heat_figures(path), out)
     d = read_any(path)
     if d["field"] is None and d["p"] is None:
         raise ValueError(f"{path}: no whole field (p_max_all, p_final) and no pressure traces")
@@ -252,20 +296,18 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
         traces(ax, d["t"], d["p"], labels=d["labels"])
         fig.tight_layout()
         figs.append(fig)
-    base, ext = os.path.splitext(out)
-    paths = [out] + [f"{base}_{i + 1}{ext}" for i in range(1, len(figs))]
-    for fig, p in zip(figs, paths):
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-    return ", ".join(paths)
+    return _save(figs, out)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="sonotile plot", description="Figures of a sonotile result or k-Wave output "
                 "file: maximum-pressure map(s) on the planes through the maximum (mm, colour bar "
-                "with units) and sensor traces, as PNG.",
+                "with units) and sensor traces; of a sonotile heat result: maximum temperature, "
+                "thermal dose and the focal temperature against time; as PNG.",
                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("file", help="result file (sonotile) or output file (k-Wave, sonotile-kwave)")
+    ap.add_argument(
+        "file", help="result file (sonotile, sonotile heat) or output file (k-Wave, sonotile-kwave)"
+    )
     ap.add_argument("--out", help="PNG to write (default: FILE with .png)")
     ap.add_argument("--db", action="store_true", help="maps in dB re their maximum")
     a = ap.parse_args(argv)
