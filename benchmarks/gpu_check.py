@@ -33,7 +33,7 @@ Parts, in the order they run:
 * ``parallel``: the pencil and lfb code paths on a mesh of one device against the single-device
   run of the same problem.
 
-The order is the issue's: correctness, speed against k-Wave CUDA, where the time goes, size,
+The order is by importance: correctness, speed against k-Wave CUDA, where the time goes, size,
 then gradients and the decompositions; a run cut short loses the last.
 
 Tolerance on the GPU: the reference folder's own rule, unchanged (1e-4 of the peak, 5e-4 for

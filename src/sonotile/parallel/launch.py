@@ -97,7 +97,7 @@ def _kill(procs: Sequence[subprocess.Popen[bytes]], sig: int) -> None:
     for p in procs:
         if p.poll() is None:
             try:
-                os.killpg(p.pid, sig)  # the child's own session: it and what it started
+                os.killpg(p.pid, sig)  # the child's process group: it and what it started
             except (ProcessLookupError, PermissionError):
                 pass
 
