@@ -102,25 +102,16 @@ def prune_builds(
     ``keep`` that were last used more than ``max_age`` seconds ago (old builds of the FFTW
     extension; :func:`touch` marks a build used). Returns the names removed."""
     prefix, suffix = pattern
-    now = time.time()
-    removed = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []
-    for name in names:
+
+    def old_build(name: str) -> bool:
         path = os.path.join(directory, name)
-        if not (name.startswith(prefix) and name.endswith(suffix)) or path == keep:
-            continue
-        try:
-            if now - os.stat(path).st_mtime > max_age:
-                os.remove(path)
-                removed.append(name)
-                for extra in (path + DIGEST, path + ".lock"):
-                    with contextlib.suppress(OSError):
-                        os.remove(extra)
-        except OSError:
-            pass
+        return name.startswith(prefix) and name.endswith(suffix) and path != keep
+
+    removed = _remove_stale(directory, old_build, max_age, time.time(), os.stat)
+    for name in removed:
+        for extra in (DIGEST, ".lock"):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(directory, name) + extra)
     return removed
 
 
@@ -226,20 +217,35 @@ def prune_temporaries(directory: str, now: float | None = None) -> list[str]:
     """Remove the temporaries ``<name>.<pid>`` / ``<name>.tmp<pid>`` (half-written libraries,
     digests and FFTW wisdom) whose process is no longer running, once older than
     :data:`STALE_AFTER`. Returns the names removed."""
+
+    def dead_temporary(name: str) -> bool:
+        pid = (name.rsplit(".", 1)[-1] if "." in name else "").removeprefix("tmp")
+        return pid.isdigit() and int(pid) > 0 and not _pid_alive(int(pid))
+
     now = time.time() if now is None else now
-    removed = []
+    return _remove_stale(directory, dead_temporary, STALE_AFTER, now, os.lstat)
+
+
+def _remove_stale(
+    directory: str,
+    wanted: Callable[[str], bool],
+    max_age: float,
+    now: float,
+    stat: Callable[[str], os.stat_result],
+) -> list[str]:
+    """Remove the files of ``directory`` whose name is ``wanted`` and whose modification time
+    (``stat``) is more than ``max_age`` seconds before ``now``; the names removed."""
     try:
         names = os.listdir(directory)
     except OSError:
         return []
+    removed = []
     for name in names:
-        tail = name.rsplit(".", 1)[-1] if "." in name else ""
-        pid = tail.removeprefix("tmp")
-        if not (pid.isdigit() and int(pid) > 0) or _pid_alive(int(pid)):
+        if not wanted(name):
             continue
         path = os.path.join(directory, name)
         try:
-            if now - os.lstat(path).st_mtime > STALE_AFTER:
+            if now - stat(path).st_mtime > max_age:
                 os.remove(path)
                 removed.append(name)
         except OSError:

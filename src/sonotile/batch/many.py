@@ -206,7 +206,7 @@ def run_vmapped(problems: list[Problem]) -> list[tuple[dict, dict]]:
     size = runner.default_chunk(problems[0], layout) // len(problems) or 1
     while n < nt:
         m = min(nt, n + size)
-        xs = _stack([runner.step_inputs(p, n, m) for p in problems])
+        xs = _stack([runner.step_inputs(p, n, m, cp.phys) for p, cp in zip(problems, cps)])
         carry, raw = fn(carry, xs, consts, ops)
         keep = max(0, layout.start - n)
         for b, rec in enumerate(recs):

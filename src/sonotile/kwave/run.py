@@ -40,11 +40,6 @@ if TYPE_CHECKING:
 KWAVE_SIZE_ADVICE = " (k-Wave: 'PMLSize', 'auto' with 'PMLInside', false makes them)"
 
 
-def check_writable(path: str, what: str) -> None:
-    """Refuse an output path that is no regular file or cannot be written (before any work)."""
-    files.check_output_path(path, what)
-
-
 def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device | None) -> rn.Engine:
     """The engine for ``--decomposition`` / ``--mesh`` / ``--overlap`` (single by default)."""
     if jax.process_count() > 1 and (args.decomposition == SINGLE or device is not None):
@@ -121,9 +116,9 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     t0 = time.perf_counter()
     check_distinct(args)
     check_input_path(args.input, "-i input file")
-    check_writable(args.output, "output file")
+    files.check_output_path(args.output, "output file")
     if args.checkpoint_file:
-        check_writable(args.checkpoint_file, "checkpoint file")
+        files.check_output_path(args.checkpoint_file, "checkpoint file")
     device = _select_device(args.device)
     n_dev = 1 if args.decomposition == "single" or device is not None else jax.device_count()
     dtype = "float64" if args.float64 else "float32"

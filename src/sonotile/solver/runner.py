@@ -324,15 +324,18 @@ def start_ivp(
     return (state, agg), {f: samples[f][None] for f in layout.raw}
 
 
-def step_inputs(problem: Problem, n0: int, n1: int) -> dict:
-    """Scan inputs for steps ``n0 <= n < n1`` (the problem's model's :meth:`Model.inputs`)."""
-    return model_for(problem).inputs(problem, n0, n1)
+def step_inputs(problem: Problem, n0: int, n1: int, model: Model | None = None) -> dict:
+    """Scan inputs for steps ``n0 <= n < n1``: ``model``'s :meth:`Model.inputs` (default: the
+    problem's model, made anew; a loop passes the one it holds)."""
+    return (model or model_for(problem)).inputs(problem, n0, n1)
 
 
-def padded_inputs(problem: Problem, n0: int, n1: int, rows: int) -> dict:
+def padded_inputs(
+    problem: Problem, n0: int, n1: int, rows: int, model: Model | None = None
+) -> dict:
     """:func:`step_inputs` for steps ``n0 <= n < n1`` padded with zero rows to ``rows`` rows,
     with ``"count"`` = ``n1 - n0`` (see :func:`scan_steps`)."""
-    xs = step_inputs(problem, n0, n1)
+    xs = step_inputs(problem, n0, n1, model)
     k = n1 - n0
     if rows < k:
         raise ValueError(f"{k} steps do not fit in {rows} rows")
@@ -500,9 +503,9 @@ def advance(
     while n < stop:
         m = min(stop, n + sizer.length)
         if engine.counted:
-            xs = padded_inputs(engine.problem, n, m, sizer.rows)
+            xs = padded_inputs(engine.problem, n, m, sizer.rows, engine.phys)
         else:
-            xs = step_inputs(engine.problem, n, m)
+            xs = step_inputs(engine.problem, n, m, engine.phys)
         t = time.perf_counter()
         carry, raw = engine.chunk(carry, xs)
         wait_ready((carry, raw), should_abort, None if per_step is None else per_step * (m - n))
