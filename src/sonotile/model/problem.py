@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike
 
 from sonotile.model.grid import AXES, Grid
 from sonotile.model.lazy import LazyField, Sliceable, is_lazy
+from sonotile.model.staggering import staggered_mean
 
 #: A medium property: a float (homogeneous), an array of the grid's shape, or a lazily read field.
 Scalar = float | np.ndarray | LazyField
@@ -160,21 +161,13 @@ class Medium:
 
 
 def staggered_density(rho0: float | np.ndarray, ndim: int) -> tuple[Scalar, ...]:
-    """k-Wave's densities on the staggered grids: the mean of neighbours along each axis
-    (linear interpolation to ``x + dx/2``), the last plane keeping ``rho0`` itself."""
+    """k-Wave's densities on the staggered grids (:func:`~sonotile.model.staggering.staggered_mean`
+    along each axis), in at least float32."""
     if not is_field(rho0):
         return tuple(float(rho0) for _ in range(ndim))
     rho = np.asarray(rho0)
-    out: list[Scalar] = []
-    for ax in range(ndim):
-        r = np.array(rho, dtype=np.result_type(rho, np.float32), copy=True)
-        lo = [slice(None)] * ndim
-        hi = [slice(None)] * ndim
-        lo[ax] = slice(0, -1)
-        hi[ax] = slice(1, None)
-        r[tuple(lo)] = 0.5 * (rho[tuple(lo)] + rho[tuple(hi)])
-        out.append(r)
-    return tuple(out)
+    rho = rho.astype(np.result_type(rho, np.float32), copy=False)
+    return tuple(staggered_mean(rho, ax) for ax in range(ndim))
 
 
 def _index_array(name: str, index: ArrayLike, grid: Grid) -> np.ndarray:

@@ -312,7 +312,7 @@ class SplitUpdate:
     """A split-field PML update of one component by a derivative ``d``:
     ``m (m old - coef d)``, ``coef = scale`` (``field`` None), ``scale * field``, or
     ``scale / mean_axis(field)`` (``staggered``: ``field`` on the staggered grid of ``axis`` as
-    :func:`sonotile.physics.acoustic.step.staggered_mean` makes it). The velocity update is
+    :func:`sonotile.model.staggering.staggered_mean` makes it). The velocity update is
     ``m = pml_sg``, ``coef = dt / rho0_sg`` [s m^3/kg]; the density update ``m = pml``,
     ``coef = dt rho0`` [s kg/m^3]. ``m``: the PML profile along ``axis`` (any shape holding
     ``n_axis`` values)."""

@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from sonotile.model.grid import along
 from sonotile.model.lazy import LazyField, is_lazy
 from sonotile.model.problem import MaskSource, Problem, Scalar, is_field
+from sonotile.model.staggering import staggered_mean
 from sonotile.physics.acoustic.absorption import eta_per_c0_tau, tau_of
 from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import FourierOps
@@ -323,8 +324,6 @@ def traced_medium_constants(
         derive_axes: axes along which the step derives ``dt/rho0_sg`` from ``rho0`` itself
             (axes each shard holds whole; only for a density field).
     """
-    from sonotile.physics.acoustic.step import staggered_mean
-
     m, dt = problem.medium, float(problem.grid.dt)
     dtype = jnp.dtype(problem.dtype)
     c0, rho0 = jnp.asarray(c0, dtype), jnp.asarray(rho0, dtype)

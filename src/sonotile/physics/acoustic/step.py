@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
 
+from sonotile.model.staggering import staggered_mean
 from sonotile.spectral import device
 from sonotile.spectral.operators import (
     SpectralOps,
@@ -135,18 +136,6 @@ def _keep(ops: SpectralOps, f: jax.Array) -> jax.Array:
     """``ops.keep(f)`` where the operators provide a fusion boundary, else ``f``."""
     keep = getattr(ops, "keep", None)
     return f if keep is None else keep(f)
-
-
-def staggered_mean(r: jax.Array, axis: int) -> jax.Array:
-    """k-Wave's interpolation of ``r`` onto the staggered grid of ``axis``: the mean of
-    neighbours along ``axis``, the last plane keeping ``r`` itself."""
-    # next point along the axis by slice + pad (XLA fuses these into the update; a
-    # concatenate along the contiguous axis it runs as a separate copy)
-    pad = [(0, 0, 0)] * r.ndim
-    pad[axis] = (0, 1, 0)
-    nxt = lax.pad(lax.slice_in_dim(r, 1, None, axis=axis), jnp.zeros((), r.dtype), pad)
-    last = lax.broadcasted_iota(jnp.int32, r.shape, axis) == r.shape[axis] - 1
-    return jnp.where(last, r, 0.5 * (r + nxt))
 
 
 def _same(f: jax.Array) -> jax.Array:

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.model.grid import along
+from sonotile.model.staggering import staggered_mean
 from sonotile.physics.elastic.medium import db2neper
 
 #: A stress component ``(i, j)``, i <= j.
@@ -143,13 +144,6 @@ def _next(f: jax.Array, axis: int) -> jax.Array:
         [jax.lax.slice_in_dim(f, 1, n, axis=axis), jax.lax.slice_in_dim(f, n - 1, n, axis=axis)],
         axis=axis,
     )
-
-
-def staggered_mean(r: jax.Array, axis: int) -> jax.Array:
-    """k-Wave's linear interpolation to ``x + d/2`` along ``axis``; the last plane keeps ``r``."""
-    if r.ndim == 0:
-        return r
-    return 0.5 * (r + _next(r, axis))
 
 
 def staggered_harmonic(m: jax.Array, i: int, j: int) -> jax.Array:
