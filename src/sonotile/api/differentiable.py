@@ -278,11 +278,19 @@ def shaped_results(
         if base in rec:
             out[name] = series(v)
     for f, kind in layout.stats:
-        v = agg[f"{f}_{kind}"]
-        out[f"{f}_{kind}"] = stat(jnp.sqrt(v / (nt - layout.start)) if kind == "rms" else v)
-    fields = {"p": state[0], **{f"u{AXES[a]}": u for a, u in enumerate(state[2])}}
+        if not kind.startswith("cw_"):
+            v = agg[f"{f}_{kind}"]
+            out[f"{f}_{kind}"] = stat(jnp.sqrt(v / (nt - layout.start)) if kind == "rms" else v)
     for f, kind in layout.whole:
-        out[f"{f}_{kind}"] = agg[f"{f}_{kind}"][st.crop]
+        if not kind.startswith("cw_"):
+            out[f"{f}_{kind}"] = agg[f"{f}_{kind}"][st.crop]
+    if layout.cw is not None:
+        for suffix, crop in (("", stat), ("_all", lambda v: v[st.crop])):
+            if ("p", f"cw_re{suffix}") in (*layout.stats, *layout.whole):
+                re, im = agg[f"p_cw_re{suffix}"], agg[f"p_cw_im{suffix}"]
+                amp, phase = sens.cw_amp_phase(re, im, layout.cw.steps, jnp)
+                out[f"p_cw_amp{suffix}"], out[f"p_cw_phase{suffix}"] = crop(amp), crop(phase)
+    fields = {"p": state[0], **{f"u{AXES[a]}": u for a, u in enumerate(state[2])}}
     for f in layout.final:
         out[f"{f}_final"] = fields[f][st.crop]
     if {"I", "I_avg"} & rec:
@@ -433,7 +441,7 @@ def make_simulator(
     if chunk == "auto":
         chunk = 1 if tape is not None else adjoint.default_chunk(nt)
     st = Static(
-        problem, sens.layout_of(problem.sensor, problem.grid.shape), AcousticModel.of(problem),
+        problem, sens.layout_of(problem.sensor, full, nt, problem.grid.dt), AcousticModel.of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
     if decomposition == SINGLE:

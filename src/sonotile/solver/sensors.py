@@ -554,5 +554,10 @@ def cw_amp_phase(
     re: np.ndarray | jax.Array, im: np.ndarray | jax.Array, steps: int, xp: ModuleType
 ) -> tuple[Any, Any]:
     """Amplitude [Pa] and phase [rad] of ``p = A cos(2 pi f0 t + phase)`` from the DFT sums
-    over ``steps`` samples (``t = 0`` at the window's first step); ``xp``: numpy or jax.numpy."""
-    return (2.0 / steps) * xp.hypot(re, im), xp.arctan2(im, re)
+    over ``steps`` samples (``t = 0`` at the window's first step); ``xp``: numpy or jax.numpy.
+    The amplitude's derivative is 0 (not NaN) where it is 0, so gradients through it (e.g. of a
+    heat source ``~ A^2``) stay finite."""
+    power = re * re + im * im
+    some = power > 0
+    amp = xp.where(some, xp.sqrt(xp.where(some, power, 1.0)), 0.0)
+    return (2.0 / steps) * amp, xp.arctan2(im, re)
