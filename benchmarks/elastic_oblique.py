@@ -2,7 +2,7 @@
 analytic fluid-solid coefficient.
 
     PYTHONPATH=src .venv/bin/python benchmarks/elastic_oblique.py 20:1 45:3 70:3 \
-        [--shear 1800] [--scale 1]
+        [--shear 1800] [--scale 1] [--periods 40]
 
 Each ``ANGLE:M`` runs a 2-D box periodic along y (one Fourier mode ``cos(k_y y)``, ``k_y = 2 pi
 M / L_y``) with PML along x: a line stress source in the water at the frequency that makes the
@@ -61,9 +61,11 @@ def solid_solid(theta: float, w: float, upper: tuple[float, float, float], cs: f
 
 
 def simulated(
-    theta: float, m: int, cs: float, sc: int, upper: tuple[float, float, float]
-) -> tuple[float, complex]:
-    """Frequency [Hz] and the measured reflection coefficient (see the module docstring)."""
+    theta: float, m: int, cs: float, sc: int, upper: tuple[float, float, float],
+    periods: float = 40.0,
+) -> tuple[float, complex]:  # fmt: skip
+    """Frequency [Hz] and the measured reflection coefficient (see the module docstring);
+    ``periods``: source periods after the first arrival's travel time."""
     import jax
 
     import sonotile as st
@@ -77,7 +79,7 @@ def simulated(
     cp, csf, rho = np.full((nx, ny), c1), np.full((nx, ny), cs1), np.full((nx, ny), r1)
     cp[xi:], csf[xi:], rho[xi:] = CP, cs, RHO2
     dt = 0.15 * dx / CP
-    nt = int((40 * period + 2 * (xi - xs) * dx / (c1 * np.cos(theta))) / dt)
+    nt = int((periods * period + 2 * (xi - xs) * dx / (c1 * np.cos(theta))) / dt)
     t = np.arange(nt) * dt
     sig = np.sin(w * t) * (0.5 - 0.5 * np.cos(np.pi * np.clip(t / (15 * period), 0, 1)))
     prof = np.cos(ky * np.arange(ny) * dx)
@@ -108,13 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shear", type=float, default=1800.0, help="solid's shear speed [m/s]")
     ap.add_argument("--scale", type=int, default=1, help="grid refinement factor")
     ap.add_argument("--upper", default=None, help="CP,CS,RHO of a solid on the source side")
+    ap.add_argument("--periods", type=float, default=40.0, help="run length [periods]")
     a = ap.parse_args(argv)
     upper = (C1, 0.0, R1) if a.upper is None else tuple(float(v) for v in a.upper.split(","))
     for case in a.cases:
         deg, m = case.split(":")
         theta = np.radians(float(deg))
         t0 = time.perf_counter()
-        f, r = simulated(theta, int(m), a.shear, a.scale, upper)  # type: ignore[arg-type]
+        f, r = simulated(theta, int(m), a.shear, a.scale, upper, a.periods)  # type: ignore[arg-type]
         if a.upper is None:
             ra = analytic(theta, a.shear)
         else:

@@ -29,7 +29,7 @@ def _case(dtype: str, smooth: bool = False):
     sensor = st.KSensor(mask=mask, record=("p", "u", "p_final"))
     elastic = st.pstd_elastic_2d(
         kgrid, st.KWaveElasticMedium(c, 0.0, rho), st.ElasticSource(p0=p0), sensor,
-        pml_size=0, dtype=dtype,
+        pml_size=0, dtype=dtype, smooth_p0=False,
     )  # fmt: skip
     fluid = st.simulate(
         kgrid, st.KWaveMedium(c, rho), st.KSource(p0=p0), sensor, pml_size=0,

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sonotile.api import KSensor, KWaveGrid, mask_points
+from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, make_time
 from sonotile.model.problem import ProblemError
 from sonotile.physics.elastic import ElasticMedium, build, execute
@@ -33,7 +34,8 @@ class ElasticSource:
 
     Attributes:
         p0: initial pressure [Pa], grid-shaped (enters the normal stresses over the first two
-            steps, as in k-Wave; not smoothed, as in k-Wave's elastic codes).
+            steps, as in k-Wave; smoothed first by k-Wave's Blackman window with its
+            maximum restored, unless ``smooth_p0=False``, as k-Wave's ``'Smooth'``).
         ux, uy, uz: particle velocity [m/s] at ``u_mask``; ``u_mode`` ``"additive"`` (default,
             also ``"additive-no-correction"``) or ``"dirichlet"``.
         sxx, syy, szz, sxy, sxz, syz: stress [Pa] at ``s_mask``; ``s_mode`` as ``u_mode``.
@@ -172,6 +174,7 @@ def _pstd_elastic(
     pml_alpha: float | Sequence[float],
     multi_axial_pml_ratio: float,
     dtype: str,
+    smooth_p0: bool = True,
 ) -> dict[str, np.ndarray]:
     """Validate, build and run (see :func:`pstd_elastic_2d`)."""
     import jax
@@ -190,6 +193,8 @@ def _pstd_elastic(
     p0 = getattr(source, "p0", None)
     if p0 is not None and np.shape(p0) != shape:
         raise ProblemError(f"source.p0: shape {np.shape(p0)}, expected the grid shape {shape}")
+    if p0 is not None and smooth_p0:
+        p0 = smooth(np.asarray(p0, dtype=np.float64), restore_max=True)
     u = _mask_source(source, "u", [f"u{a}" for a in AXES[:nd]], nd, shape)
     s = _mask_source(source, "s", component_names(nd), nd, shape)
     if p0 is not None and s is not None:
@@ -215,6 +220,7 @@ def pstd_elastic_2d(
     pml_alpha: float | Sequence[float] = 2.0,
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
+    smooth_p0: bool = True,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -228,6 +234,7 @@ def pstd_elastic_2d(
         pml_size: PML thickness [points] (default 20), pml_alpha: absorption [Np per point]
             (default 2), multi_axial_pml_ratio: k-Wave's ``MultiAxialPMLRatio`` (0.1).
         dtype: ``"float32"`` or ``"float64"``.
+        smooth_p0: smooth ``source.p0`` first (k-Wave's ``'Smooth'``, default on).
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -235,7 +242,7 @@ def pstd_elastic_2d(
         of the grid's shape (``p_final``, ``ux_final``, ``p_max_all``...).
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, smooth_p0)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -247,8 +254,9 @@ def pstd_elastic_3d(
     pml_alpha: float | Sequence[float] = 2.0,
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
+    smooth_p0: bool = True,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
     (default PML 10 points)."""
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, smooth_p0)  # fmt: skip
