@@ -480,7 +480,12 @@ class Pml:
 
 @dataclass(frozen=True)
 class Problem:
-    """A complete, validated, solver-ready simulation."""
+    """A complete, validated, solver-ready simulation.
+
+    ``radial_symmetry``: None for a Cartesian grid; ``"WSWA"`` or ``"WSWS"`` for k-Wave's
+    axisymmetric coordinates on a 2-D grid (x axial, y radial with its first row on the axis;
+    the symmetry of the radial continuation at the outer edge, see
+    :mod:`sonotile.spectral.radial`)."""
 
     grid: Grid
     medium: Medium
@@ -489,6 +494,7 @@ class Problem:
     pml: Pml | None = None
     dtype: str = "float32"
     extras: dict = field(default_factory=dict)
+    radial_symmetry: str | None = None
 
     def __post_init__(self) -> None:
         g = self.grid
@@ -500,3 +506,22 @@ class Problem:
         object.__setattr__(self, "pml", pml.validate(g))
         if self.dtype not in ("float32", "float64"):
             raise ProblemError(f"dtype = {self.dtype!r}: expected float32 or float64")
+        if self.radial_symmetry is not None:
+            _check_axisymmetric(self)
+
+
+def _check_axisymmetric(problem: Problem) -> None:
+    """What k-Wave's axisymmetric model allows: a 2-D grid, no power-law absorption."""
+    if problem.radial_symmetry not in ("WSWA", "WSWS"):
+        raise ProblemError(
+            f"radial_symmetry = {problem.radial_symmetry!r}: expected 'WSWA' or 'WSWS'"
+        )
+    if problem.grid.ndim != 2:
+        raise ProblemError(
+            f"axisymmetric: needs a 2-D grid (x axial, y radial), got {problem.grid.ndim}-D"
+        )
+    if problem.medium.absorption == "power_law":
+        raise ProblemError(
+            "axisymmetric: power-law absorption is not available (k-Wave's axisymmetric model "
+            "absorbs as alpha_power = 2: use absorption='stokes')"
+        )
