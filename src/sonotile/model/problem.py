@@ -456,13 +456,15 @@ class Pml:
     size: tuple[int, ...]
     alpha: tuple[float, ...]
 
-    def validate(self, grid: Grid) -> Pml:
+    def validate(self, grid: Grid, one_sided: tuple[int, ...] = ()) -> Pml:
+        """Checked against ``grid``; ``one_sided``: axes whose layer is on one edge only (the
+        radial axis of an axisymmetric grid)."""
         size = tuple(int(s) for s in self.size)
         alpha = tuple(float(a) for a in self.alpha)
         if len(size) != grid.ndim or len(alpha) != grid.ndim:
             raise ProblemError(f"pml: size {size} / alpha {alpha} need {grid.ndim} entries")
         for ax, (s, n) in enumerate(zip(size, grid.shape)):
-            if s < 0 or 2 * s >= n:
+            if s < 0 or (1 if ax in one_sided else 2) * s >= n:
                 raise ProblemError(
                     f"pml_{AXES[ax]}_size = {s}: must be >= 0 and leave interior points "
                     f"(grid has {n})"
@@ -503,7 +505,8 @@ class Problem:
         object.__setattr__(self, "sources", self.sources.validate(g))
         object.__setattr__(self, "sensor", self.sensor.validate(g))
         pml = Pml.default(g.ndim) if self.pml is None else self.pml
-        object.__setattr__(self, "pml", pml.validate(g))
+        one_sided = (1,) if self.radial_symmetry is not None else ()
+        object.__setattr__(self, "pml", pml.validate(g, one_sided))
         if self.dtype not in ("float32", "float64"):
             raise ProblemError(f"dtype = {self.dtype!r}: expected float32 or float64")
         if self.radial_symmetry is not None:
