@@ -191,3 +191,18 @@ def test_axisymmetric_runs_are_not_split_over_devices():
         engine_for(prob, "pencil")
     engine, reason = engine_for(prob, "auto")
     assert engine.describe.startswith("single device") and "axisymmetric" in reason
+
+
+def test_kwave_writer_round_trip(tmp_path):
+    """sonotile's k-Wave writer sets ``axisymmetric_flag`` for a WSWA problem (read back as one)
+    and refuses a WSWS one, which k-Wave's C++ solver does not have."""
+    from sonotile.kwave.reader import read_input
+    from sonotile.kwave.writer import write_input
+
+    path = tmp_path / "as.h5"
+    write_input(str(path), _problem(radial_symmetry="WSWA"))
+    back, _ = read_input(str(path))
+    assert back.radial_symmetry == "WSWA"
+    with pytest.raises(ProblemError, match="WSWA axisymmetric runs only"):
+        write_input(str(tmp_path / "wsws.h5"), _problem(radial_symmetry="WSWS"))
+    assert not (tmp_path / "wsws.h5").exists()
