@@ -206,3 +206,17 @@ def test_kwave_writer_round_trip(tmp_path):
     with pytest.raises(ProblemError, match="WSWA axisymmetric runs only"):
         write_input(str(tmp_path / "wsws.h5"), _problem(radial_symmetry="WSWS"))
     assert not (tmp_path / "wsws.h5").exists()
+
+
+@pytest.mark.parametrize("symmetry", ["WSWA", "WSWS"])
+def test_p0_smoothing_continues_the_field_as_the_operators_do(symmetry):
+    """The API smooths p0 on the radial continuation the operators use (k-Wave's rule): one
+    period of it, and the smoothed field keeps the input's peak."""
+    from sonotile.model.filters import radial_continuation, smooth_axisymmetric
+    from sonotile.spectral.radial import continue_collocated
+
+    p, _, _ = _fields(2)
+    ext = radial_continuation(p, symmetry)
+    np.testing.assert_array_equal(ext, np.asarray(continue_collocated(p, symmetry)))
+    out = smooth_axisymmetric(p, symmetry)
+    assert out.shape == p.shape and np.isclose(np.abs(out).max(), np.abs(p).max(), rtol=1e-6)
