@@ -220,3 +220,19 @@ def test_p0_smoothing_continues_the_field_as_the_operators_do(symmetry):
     np.testing.assert_array_equal(ext, np.asarray(continue_collocated(p, symmetry)))
     out = smooth_axisymmetric(p, symmetry)
     assert out.shape == p.shape and np.isclose(np.abs(out).max(), np.abs(p).max(), rtol=1e-6)
+
+
+def test_pml_size_auto_sizes_the_radial_transform():
+    """``pml_size="auto"`` on an axisymmetric grid (k-Wave's getOptimalPMLSize with its
+    symmetry): the outer radial PML makes the radial transform length, ``4 (Ny + p)`` (WSWA)
+    or ``2 (Ny + p) - 2`` (WSWS), a power of two here; the axial PML is the Cartesian pick."""
+    from sonotile.api.problem import pml_of
+    from sonotile.api.types import Options
+    from sonotile.fft.sizes import optimal_pml_size
+
+    for sym, length in (("WSWA", lambda p: 4 * (33 + p)), ("WSWS-FFT", lambda p: 2 * (33 + p) - 2)):
+        opts = Options(pml_size="auto", pml_inside=False, axisymmetric=True, radial_symmetry=sym)
+        px, py = pml_of(opts, (50, 33)).size
+        assert px == optimal_pml_size(50)
+        n = length(py)
+        assert n & (n - 1) == 0, (sym, py, n)

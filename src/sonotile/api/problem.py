@@ -283,6 +283,9 @@ def pml_of(options: Options, shape: tuple[int, ...]) -> Pml:
                 "added around the grid so that each axis's total is fast for the FFT"
             )
         size = tuple(sizes.optimal_pml_size(n) for n in shape)
+        if options.axisymmetric and len(shape) == 2:  # the radial PML: outer edge only
+            sym = options.radial_symmetry.upper().removesuffix("-FFT")
+            size = (size[0], sizes.optimal_radial_pml_size(shape[1], sym))
     elif size is None:
         size = Pml.default(nd).size
     elif np.isscalar(size):
