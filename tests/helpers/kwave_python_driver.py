@@ -17,16 +17,19 @@ from kwave.ksensor import kSensor
 from kwave.ksource import kSource
 from kwave.kspaceFirstOrder2D import kspaceFirstOrder2DC
 from kwave.kspaceFirstOrder3D import kspaceFirstOrder3DC
+from kwave.kspaceFirstOrderAS import kspaceFirstOrderASC
 from kwave.options.simulation_execution_options import SimulationExecutionOptions
-from kwave.options.simulation_options import SimulationOptions
+from kwave.options.simulation_options import SimulationOptions, SimulationType
+from kwave.utils.kwave_array import kWaveArray
 from kwave.utils.mapgen import make_ball, make_disc
-from kwave.utils.signals import tone_burst
+from kwave.utils.signals import create_cw_signals, tone_burst
 
 
-def options(work: Path, name: str):
+def options(work: Path, name: str, **kw):
     sim = SimulationOptions(
         pml_inside=False,
         pml_size=10,
+        **kw,
         data_path=str(work),
         input_filename=f"{name}_input.h5",
         output_filename=f"{name}_output.h5",
@@ -92,8 +95,39 @@ def case_3d(work: Path) -> dict:
     }
 
 
+def case_as(work: Path) -> dict:
+    """k-wave-python's example at_circular_piston_AS, smaller: a CW piston (a line element across
+    the axis in kWaveArray(axisymmetric=True)) through kspaceFirstOrderASC; p over the grid for
+    the last period."""
+    c0, f0, diam, ppw, cfl = 1500.0, 1e6, 6e-3, 3, 0.1
+    dx = c0 / (ppw * f0)
+    nx, ny = 40, 12
+    kgrid = kWaveGrid(Vector([nx, ny]), Vector([dx, dx]))
+    ppp = round(ppw / cfl)
+    dt = 1.0 / (ppp * f0)
+    nt = round(((nx * dx) * 1.2 / c0 + 6 / f0) / dt)
+    kgrid.setTime(nt, dt)
+    sig = create_cw_signals(np.squeeze(kgrid.t_array), f0, np.array([1e6]), np.array([0.0]))
+    karray = kWaveArray(axisymmetric=True, bli_tolerance=0.05, upsampling_rate=10,
+                        single_precision=True)  # fmt: skip
+    x0 = kgrid.x_vec[0].item()
+    karray.add_line_element([x0, -diam / 2.0], [x0, diam / 2.0])
+    source = kSource()
+    source.p_mask = karray.get_array_binary_mask(kgrid)
+    source.p = karray.get_distributed_source_signal(kgrid, sig)
+    sensor = kSensor(np.ones((nx, ny), dtype=bool))
+    sensor.record = ["p"]
+    sensor.record_start_index = nt - ppp + 1
+    sim, ex = options(work, "kas", simulation_type=SimulationType.AXISYMMETRIC)
+    data = kspaceFirstOrderASC(medium=kWaveMedium(sound_speed=c0, density=1000.0), kgrid=kgrid,
+                               source=source, sensor=sensor, simulation_options=sim,
+                               execution_options=ex)  # fmt: skip
+    return {"p": data["p"], "dt": dt, "Nt": nt, "dx": dx, "f0": f0, "diam": diam, "c0": c0,
+            "Nx": nx, "Ny": ny}  # fmt: skip
+
+
 if __name__ == "__main__":
     which, work = sys.argv[1], Path(sys.argv[2])
-    result = {"2d": case_2d, "3d": case_3d}[which](work)
+    result = {"2d": case_2d, "3d": case_3d, "as": case_as}[which](work)
     np.savez(work / "result.npz", **{k: np.asarray(v) for k, v in result.items()})
     print("ok", {k: np.shape(v) for k, v in result.items()})

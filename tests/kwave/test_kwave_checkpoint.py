@@ -62,6 +62,8 @@ def t_index(path) -> int:
         ("2d_cuboid_psrc", {"cuboid": True, "p_source": True}, FLAGS_2D),
         ("3d_index_psrc", {"shape": (20, 18, 16), "p0": False, "p_source": True, "nt": 40},
          ["--p_raw", "--p_rms", "--u_max", "--u_min_all", "-s", "5"]),
+        ("2d_axisym_psrc", {"p0": False, "p_source": True, "axisymmetric_flag": np.uint64(1)},
+         FLAGS_2D),
     ],
 )  # fmt: skip
 def test_resume_bit_identical(kind, kw, flags, tmp_path):

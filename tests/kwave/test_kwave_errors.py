@@ -130,9 +130,14 @@ INPUT_CASES = [
         ["dataset 'alpha_power'", "1.0 is not allowed"],
     ),
     (
-        "axisymmetric",
-        {"axisymmetric_flag": np.uint64(1)},
-        ["axisymmetric", "not supported"],
+        "axisymmetric_power_law",
+        {
+            "axisymmetric_flag": np.uint64(1),
+            "absorbing_flag": np.uint64(1),
+            "alpha_coeff": np.float32(0.5),
+            "alpha_power": np.float32(1.5),
+        },
+        ["dataset 'absorbing_flag'", "power law", "axisymmetric_flag = 1"],
     ),
     (
         "nonuniform_grid",

@@ -427,8 +427,8 @@ def make_simulator(
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     opts = Options.of(options, option_args, "make_simulator")
-    if opts.smooth_c0 or opts.smooth_rho0:
-        raise ValueError("make_simulator: smooth_c0 / smooth_rho0 are not differentiable here")
+    if opts.smooth_c0 or opts.smooth_rho0 or opts.axisymmetric:
+        raise ValueError("make_simulator: smooth_c0, smooth_rho0, axisymmetric: not differentiable")
     smooth_p0 = opts.smooth_p0  # applied to the (traced) p0 of each call, not to the input's
     problem, mapping = build_problem(kgrid, medium, source, sensor, replace(opts, smooth_p0=False))
     shape = tuple(kgrid.shape)

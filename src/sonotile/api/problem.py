@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 from sonotile.api import inputs as user_input
 from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options, UserLayout
 from sonotile.fft import sizes
-from sonotile.model.filters import smooth
+from sonotile.model.filters import smooth, smooth_axisymmetric
 from sonotile.model.grid import AXES, Grid, make_time
 from sonotile.model.problem import (
     Absorption,
@@ -214,10 +214,13 @@ def _build(
     user_input.check_medium(medium, shape)
     user_input.check_sources(source, shape)
     user_input.check_sensor(sensor, shape)
+    symmetry = radial_symmetry(options, shape, sensor)
     if source.p0 is not None and options.smooth_p0:
         if not np.all(np.isfinite(source.p0)):
             raise ProblemError("source.p0: contains NaN or Inf")
-        source = replace(source, p0=smooth(source.p0, restore_max=True))
+        p0 = (smooth(source.p0, restore_max=True) if symmetry is None
+              else smooth_axisymmetric(source.p0, symmetry))  # fmt: skip
+        source = replace(source, p0=p0)
     medium = replace(
         medium,
         sound_speed=_smoothed(medium.sound_speed, shape, options.smooth_c0, "medium.sound_speed"),
@@ -230,9 +233,11 @@ def _build(
             f"1..{kgrid.nt} (1-based, as in k-Wave)"
         )
     pad = [(0, 0)] * len(shape) if options.pml_inside else [(s, s) for s in pml.size]
+    if symmetry is not None and not options.pml_inside:
+        pad[1] = (0, pml.size[1])  # the axis is no boundary: the radial PML is outside only
     full = tuple(n + a + b for n, (a, b) in zip(shape, pad))
     grid = Grid(full, cast("tuple[float, ...]", kgrid.spacing), kgrid.dt, kgrid.nt)
-    m = _medium(medium, grid, pad)
+    m = _medium(medium, grid, pad, axisymmetric=symmetry is not None)
     fields: dict[str, Any] = {  # grid-shaped source arrays, padded as the grid is
         k: _pad(getattr(source, k), pad, "constant")
         for k in ("p0", "p_mask", "u_mask", "transducer_mask")
@@ -242,7 +247,7 @@ def _build(
     sources = scale_sources(padded, grid, m.c0, full)
     offset = np.array([a for a, _ in pad])
     sens, points = build_sensor(sensor, kgrid, offset)
-    problem = Problem(grid, m, sources, sens, pml, dtype=options.dtype)
+    problem = Problem(grid, m, sources, sens, pml, dtype=options.dtype, radial_symmetry=symmetry)
     crop = tuple(slice(a, n - b) for (a, b), n in zip(pad, full))
     return problem, {"crop": crop, "points": points}
 
@@ -278,6 +283,9 @@ def pml_of(options: Options, shape: tuple[int, ...]) -> Pml:
                 "added around the grid so that each axis's total is fast for the FFT"
             )
         size = tuple(sizes.optimal_pml_size(n) for n in shape)
+        if options.axisymmetric and len(shape) == 2:  # the radial PML: outer edge only
+            sym = options.radial_symmetry.upper().removesuffix("-FFT")
+            size = (size[0], sizes.optimal_radial_pml_size(shape[1], sym))
     elif size is None:
         size = Pml.default(nd).size
     elif np.isscalar(size):
@@ -287,16 +295,41 @@ def pml_of(options: Options, shape: tuple[int, ...]) -> Pml:
     return Pml(tuple(cast("Sequence[int]", size)), alpha)
 
 
-def _medium(medium: KWaveMedium, grid: Grid, pad: Sequence[tuple[int, int]]) -> Medium:
-    """The solver's medium on the (possibly PML-padded) grid."""
+def radial_symmetry(options: Options, shape: tuple[int, ...], sensor: KSensor) -> str | None:
+    """The problem's radial symmetry: None unless ``options.axisymmetric``; checks what an
+    axisymmetric run needs (a 2-D grid, grid masks for sensors)."""
+    if not options.axisymmetric:
+        return None
+    sym = options.radial_symmetry.upper().removesuffix("-FFT")
+    if sym not in ("WSWA", "WSWS"):
+        raise ProblemError(
+            f"radial_symmetry = {options.radial_symmetry!r}: expected 'WSWA' or 'WSWS' (or "
+            "k-Wave's 'WSWA-FFT' / 'WSWS-FFT', which give the same)"
+        )
+    if len(shape) != 2:
+        raise ProblemError(
+            f"axisymmetric=True needs a 2-D kgrid (x axial, y radial), got {len(shape)}-D"
+        )
+    if sensor.mask is not None and is_cartesian(sensor.mask, shape):
+        raise ProblemError(
+            "axisymmetric=True: give sensor.mask as a binary grid mask (Cartesian sensor "
+            "points are not supported on axisymmetric grids)"
+        )
+    return sym
+
+
+def _medium(
+    medium: KWaveMedium, grid: Grid, pad: Sequence[tuple[int, int]], axisymmetric: bool = False
+) -> Medium:
+    """The solver's medium on the (possibly PML-padded) grid; an axisymmetric one absorbs as
+    k-Wave's does (Stokes, ``alpha_power`` = 2)."""
     absorbing = medium.alpha_coeff is not None and np.any(np.asarray(medium.alpha_coeff) != 0)
     if absorbing and medium.alpha_mode not in (None, "no_dispersion", "stokes"):
         raise ProblemError(
             f"medium.alpha_mode = {medium.alpha_mode!r}: expected None, 'no_dispersion' or 'stokes'"
         )
-    mode: Absorption = (
-        ("stokes" if medium.alpha_mode == "stokes" else "power_law") if absorbing else "lossless"
-    )
+    stokes = medium.alpha_mode == "stokes" or axisymmetric
+    mode: Absorption = ("stokes" if stokes else "power_law") if absorbing else "lossless"
     return Medium(
         c0=_pad(medium.sound_speed, pad, "edge"),
         rho0=_pad(medium.density, pad, "edge"),
@@ -304,7 +337,7 @@ def _medium(medium: KWaveMedium, grid: Grid, pad: Sequence[tuple[int, int]]) -> 
         c_ref=medium.sound_speed_ref,
         bona=_pad(medium.BonA, pad, "edge"),
         alpha_coeff=_pad(medium.alpha_coeff, pad, "edge") if absorbing else None,
-        alpha_power=medium.alpha_power if absorbing else None,
+        alpha_power=(2.0 if axisymmetric else medium.alpha_power) if absorbing else None,
         absorption=mode,
         dispersion=medium.alpha_mode != "no_dispersion",
     )

@@ -163,6 +163,8 @@ class OptionArgs(TypedDict, total=False):
     smooth_p0: bool
     smooth_c0: bool
     smooth_rho0: bool
+    axisymmetric: bool
+    radial_symmetry: str
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,11 @@ class Options:
         smooth_p0: smooth p0 with k-Wave's Blackman window, restoring its maximum (k-Wave's
             default; :func:`sonotile.model.filters.smooth`).
         smooth_c0, smooth_rho0: smooth the sound speed / density fields (default off).
+        axisymmetric: k-Wave's ``kspaceFirstOrderAS``: the 2-D grid is x axial and y radial, its
+            first row along y on the axis of symmetry (y = 0); the PML is on the outer radial
+            edge only, and absorption is Stokes' (``alpha_power`` = 2, as in k-Wave).
+        radial_symmetry: the symmetry at the outer radial edge, ``"WSWA"`` (k-Wave's default
+            and its C++ solver's) or ``"WSWS"`` (k-Wave's ``-FFT`` names are accepted too).
     """
 
     pml_size: int | Sequence[int] | str | None = None
@@ -190,6 +197,8 @@ class Options:
     smooth_p0: bool = True
     smooth_c0: bool = False
     smooth_rho0: bool = False
+    axisymmetric: bool = False
+    radial_symmetry: str = "WSWA"
 
     @classmethod
     def of(cls, options: Options | None, given: Mapping[str, Any], caller: str) -> Options:

@@ -65,6 +65,21 @@ def optimal_pml_size(n: int, lo: int = PML_RANGE[0], hi: int = PML_RANGE[1]) -> 
     return min(range(lo, hi + 1), key=lambda p: largest_prime_factor(n + 2 * p))
 
 
+def optimal_radial_pml_size(
+    n: int, symmetry: str, lo: int = PML_RANGE[0], hi: int = PML_RANGE[1]
+) -> int:
+    """k-Wave's ``getOptimalPMLSize`` for the radial axis of an axisymmetric grid of ``n``
+    points: the PML (outer edge only) whose radial transform length, ``4 (n + p)`` (WSWA) or
+    ``2 (n + p) - 2`` (WSWS), has the smallest largest prime factor, the thinnest of equals."""
+    if not 0 <= lo < hi:
+        raise ValueError(f"PML search range ({lo}, {hi}): need 0 <= lo < hi")
+
+    def length(p: int) -> int:
+        return 4 * (n + p) if symmetry == "WSWA" else 2 * (n + p) - 2
+
+    return min(range(lo, hi + 1), key=lambda p: largest_prime_factor(length(p)))
+
+
 def factor_text(n: int) -> str:
     """``n`` written as its prime factors, e.g. ``"2 x 3 x 17"``."""
     return " x ".join(str(p) for p in prime_factors(n)) or "1"

@@ -248,12 +248,11 @@ def read_input(
         ndim = 2 if nz == 1 else 3
         shape = (nx, ny) if ndim == 2 else (nx, ny, nz)
         zyx = (nz, ny, nx)
-        if minor == 2 and r.has("axisymmetric_flag") and r.scalar("axisymmetric_flag", int):
-            if ndim == 2:
-                raise KwaveFileError(
-                    "dataset 'axisymmetric_flag': axisymmetric simulations are not supported "
-                    "by sonotile"
-                )
+        # k-Wave 1.3 reads the flag from format 1.2 on and uses it on 2-D grids only
+        axisym = (
+            minor == 2 and ndim == 2 and r.has("axisymmetric_flag")
+            and bool(r.scalar("axisymmetric_flag", int))
+        )  # fmt: skip
         if r.has("nonuniform_grid_flag") and r.scalar("nonuniform_grid_flag", int):
             raise KwaveFileError(
                 "dataset 'nonuniform_grid_flag': non-uniform grids are not supported"
@@ -278,6 +277,11 @@ def read_input(
         absorbing = r.scalar("absorbing_flag", int)
         if absorbing > 2:
             raise KwaveFileError(f"dataset 'absorbing_flag': {absorbing}, expected 0, 1 or 2")
+        if axisym and absorbing == 1:
+            raise KwaveFileError(
+                "dataset 'absorbing_flag': 1 (power law) is not supported with "
+                "axisymmetric_flag = 1 (k-Wave's axisymmetric model absorbs with absorbing_flag 2)"
+            )
         nonlinear = r.scalar("nonlinear_flag", int)
         c0 = r.field("c0", zyx)
         rho0 = r.field("rho0", zyx)
@@ -363,7 +367,10 @@ def read_input(
         if nt_override is not None:
             scalars["Nt"] = (np.full((1, 1, 1), nt, np.uint64), np.dtype(np.uint64))
     try:
-        problem = Problem(grid, medium, sources, sensor, pml, dtype=dtype)
+        problem = Problem(
+            grid, medium, sources, sensor, pml, dtype=dtype,
+            radial_symmetry="WSWA" if axisym else None,
+        )  # fmt: skip
     except ProblemError as e:
         raise KwaveFileError(str(e)) from None
     meta = KwaveInput(path, header, scalars, (nx, ny, nz), mask_type, mask_raw)

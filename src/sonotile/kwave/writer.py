@@ -79,7 +79,12 @@ def _write_grid_medium(f: h5py.File, problem: Problem) -> None:
     put(f, "c0", _field(m.c0), "float")
     put(f, "rho0", _field(m.rho0), "float")
     put(f, "nonuniform_grid_flag", 0, "long")
-    put(f, "axisymmetric_flag", 0, "long")
+    if problem.radial_symmetry not in (None, "WSWA"):
+        raise ProblemError(
+            f"radial_symmetry = {problem.radial_symmetry!r}: k-Wave input files hold WSWA "
+            "axisymmetric runs only (k-Wave's C++ solver has no other)"
+        )
+    put(f, "axisymmetric_flag", int(problem.radial_symmetry is not None), "long")
     put(f, "nonlinear_flag", int(m.nonlinear), "long")
     if m.nonlinear:
         put(f, "BonA", _field(m.bona), "float")

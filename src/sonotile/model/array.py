@@ -155,6 +155,10 @@ class KWaveArray:
         upsampling_rate: integration points per grid point of element length/area/volume
             (k-Wave's default 10).
         single_precision: return float32 signals and weights.
+        axisymmetric: weights for an axisymmetric grid (k-Wave's ``'Axisymmetric', true``):
+            2-D elements in (axial x, radial y) coordinates with y = 0 on the grid's first row
+            along y; each point's interpolant is laid on a grid continued to negative y and the
+            half y >= 0 kept, so that elements crossing the axis (an arc for a bowl) are whole.
     """
 
     def __init__(
@@ -162,6 +166,7 @@ class KWaveArray:
         bli_tolerance: float = 0.05,
         upsampling_rate: float = 10,
         single_precision: bool = False,
+        axisymmetric: bool = False,
     ) -> None:
         if not 0 < float(bli_tolerance) < 1:
             raise ProblemError(f"bli_tolerance = {bli_tolerance}: must be in (0, 1)")
@@ -170,6 +175,7 @@ class KWaveArray:
         self.bli_tolerance = float(bli_tolerance)
         self.upsampling_rate = float(upsampling_rate)
         self.single_precision = bool(single_precision)
+        self.axisymmetric = bool(axisymmetric)
         self.elements: list[Element] = []
         self.dim: int | None = None
         self._cache: dict[tuple[tuple[int, ...], float, int], np.ndarray] = {}
@@ -304,6 +310,8 @@ class KWaveArray:
         shape, dx = grid_info(kgrid)
         if len(shape) != self.dim:
             raise ProblemError(f"kgrid is {len(shape)}-D, the array's elements are {self.dim}-D")
+        if self.axisymmetric and len(shape) != 2:
+            raise ProblemError(f"KWaveArray(axisymmetric=True) needs a 2-D kgrid, got {shape}")
         return shape, dx
 
     def get_element_grid_weights(self, kgrid: GridLike, element_num: int) -> np.ndarray:
@@ -320,7 +328,11 @@ class KWaveArray:
                 n = int(np.ceil(m_grid * self.upsampling_rate))
             pts = el.sample(n)
             scale = np.full(pts.shape[1], m_grid / pts.shape[1])
-            w = bli_weights(pts, scale, shape, dx, self.bli_tolerance)
+            if self.axisymmetric:  # y = 0 at index Ny of a grid twice as wide: keep y >= 0
+                nx, ny = shape
+                w = bli_weights(pts, scale, (nx, 2 * ny), dx, self.bli_tolerance)[:, ny:]
+            else:
+                w = bli_weights(pts, scale, shape, dx, self.bli_tolerance)
             self._cache[key] = w.astype(np.float32) if self.single_precision else w
         return self._cache[key]
 

@@ -52,3 +52,20 @@ def smooth(field: np.ndarray, restore_max: bool = False) -> np.ndarray:
         if peak > 0:
             out = out * (np.abs(a).max() / peak)
     return out
+
+
+def radial_continuation(field: np.ndarray, symmetry: str) -> np.ndarray:
+    """A 2-D field on an axisymmetric grid (y radial, first row on the axis) continued over one
+    period along y: WSWA (``4 Ny`` points) or WSWS (``2 Ny - 2``), as k-Wave mirrors it."""
+    f = np.asarray(field, dtype=np.float64)
+    if symmetry == "WSWS":
+        return np.concatenate([f, f[:, -2:0:-1]], axis=1)
+    z = np.zeros_like(f[:, :1])
+    return np.concatenate([f, z, -f[:, :0:-1], -f, z, f[:, :0:-1]], axis=1)
+
+
+def smooth_axisymmetric(field: np.ndarray, symmetry: str) -> np.ndarray:
+    """:func:`smooth` (maximum restored) of a field on an axisymmetric grid, applied to its
+    radial continuation (:func:`radial_continuation`) and cut back, as k-Wave smooths p0."""
+    ny = np.shape(field)[1]
+    return smooth(radial_continuation(field, symmetry), restore_max=True)[:, :ny]

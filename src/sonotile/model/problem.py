@@ -449,13 +449,15 @@ class Pml:
     size: tuple[int, ...]
     alpha: tuple[float, ...]
 
-    def validate(self, grid: Grid) -> Pml:
+    def validate(self, grid: Grid, one_sided: tuple[int, ...] = ()) -> Pml:
+        """Checked against ``grid``; ``one_sided``: axes whose layer is on one edge only (the
+        radial axis of an axisymmetric grid)."""
         size = tuple(int(s) for s in self.size)
         alpha = tuple(float(a) for a in self.alpha)
         if len(size) != grid.ndim or len(alpha) != grid.ndim:
             raise ProblemError(f"pml: size {size} / alpha {alpha} need {grid.ndim} entries")
         for ax, (s, n) in enumerate(zip(size, grid.shape)):
-            if s < 0 or 2 * s >= n:
+            if s < 0 or (1 if ax in one_sided else 2) * s >= n:
                 raise ProblemError(
                     f"pml_{AXES[ax]}_size = {s}: must be >= 0 and leave interior points "
                     f"(grid has {n})"
@@ -473,7 +475,12 @@ class Pml:
 
 @dataclass(frozen=True)
 class Problem:
-    """A complete, validated, solver-ready simulation."""
+    """A complete, validated, solver-ready simulation.
+
+    ``radial_symmetry``: None for a Cartesian grid; ``"WSWA"`` or ``"WSWS"`` for k-Wave's
+    axisymmetric coordinates on a 2-D grid (x axial, y radial with its first row on the axis;
+    the symmetry of the radial continuation at the outer edge, see
+    :mod:`sonotile.spectral.radial`)."""
 
     grid: Grid
     medium: Medium
@@ -482,6 +489,7 @@ class Problem:
     pml: Pml | None = None
     dtype: str = "float32"
     extras: dict = field(default_factory=dict)
+    radial_symmetry: str | None = None
 
     def __post_init__(self) -> None:
         g = self.grid
@@ -490,6 +498,26 @@ class Problem:
         object.__setattr__(self, "sources", self.sources.validate(g))
         object.__setattr__(self, "sensor", self.sensor.validate(g))
         pml = Pml.default(g.ndim) if self.pml is None else self.pml
-        object.__setattr__(self, "pml", pml.validate(g))
+        one_sided = (1,) if self.radial_symmetry is not None else ()
+        object.__setattr__(self, "pml", pml.validate(g, one_sided))
         if self.dtype not in ("float32", "float64"):
             raise ProblemError(f"dtype = {self.dtype!r}: expected float32 or float64")
+        if self.radial_symmetry is not None:
+            _check_axisymmetric(self)
+
+
+def _check_axisymmetric(problem: Problem) -> None:
+    """What k-Wave's axisymmetric model allows: a 2-D grid, no power-law absorption."""
+    if problem.radial_symmetry not in ("WSWA", "WSWS"):
+        raise ProblemError(
+            f"radial_symmetry = {problem.radial_symmetry!r}: expected 'WSWA' or 'WSWS'"
+        )
+    if problem.grid.ndim != 2:
+        raise ProblemError(
+            f"axisymmetric: needs a 2-D grid (x axial, y radial), got {problem.grid.ndim}-D"
+        )
+    if problem.medium.absorption == "power_law":
+        raise ProblemError(
+            "axisymmetric: power-law absorption is not available (k-Wave's axisymmetric model "
+            "absorbs as alpha_power = 2: use absorption='stokes')"
+        )

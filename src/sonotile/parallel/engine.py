@@ -579,6 +579,13 @@ def engine_for(
     decomposition = Decomposition.parse(decomposition)
     devs = list(jax.devices() if devices is None else devices)
     reason = "asked for"
+    if problem.radial_symmetry is not None and decomposition != SINGLE:
+        if decomposition != AUTO:
+            raise ValueError(
+                f"decomposition {decomposition}: axisymmetric runs are not split over devices "
+                "(use single or auto)"
+            )
+        decomposition, reason = SINGLE, "axisymmetric runs use one device"
     if decomposition == AUTO:
         n = len(devs) if mesh_shape is None else math.prod(mesh_shape)
         pick = auto(problem.grid.shape, n, accuracy, processes=jax.process_count())

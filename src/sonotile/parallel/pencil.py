@@ -275,6 +275,7 @@ def pencil_constants(
     sizes = blocks.mesh_shape
     m = len(sizes)
     full = model_for(problem).operators(problem, unstagger)
+    assert isinstance(full, FourierOps)  # axisymmetric runs are never split (engine_for)
     klen = tuple(g.shape[a] if a < d - 1 else g.shape[a] // 2 + 1 for a in range(d))
     kpad = tuple(
         -(-klen[a] // sizes[a - 1]) * sizes[a - 1] if 1 <= a <= m else klen[a] for a in range(d)

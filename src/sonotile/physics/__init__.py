@@ -8,12 +8,14 @@ May import: sonotile.spectral, sonotile.fft, sonotile.model, sonotile.base.
 from __future__ import annotations
 
 from sonotile.model.problem import Problem
-from sonotile.physics.acoustic import AcousticModel
+from sonotile.physics.acoustic import AcousticModel, AxisymmetricModel
 from sonotile.physics.base import Model, point_index_keys
 
 
 def model_for(problem: Problem) -> Model:
-    """The model that runs ``problem`` (chosen by its medium, as k-Wave does)."""
+    """The model that runs ``problem`` (chosen by its medium and coordinates, as k-Wave does)."""
+    if problem.radial_symmetry is not None:
+        return AxisymmetricModel.of(problem)
     return AcousticModel.of(problem)
 
 

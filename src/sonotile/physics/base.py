@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from sonotile.model.problem import Problem
     from sonotile.spectral.operators import FourierOps, SpectralOps
+    from sonotile.spectral.radial import RadialOps
 
 
 class Model(Protocol):
@@ -66,7 +67,7 @@ class Model(Protocol):
         inside the step instead of storing them)."""
         ...
 
-    def operators(self, problem: Problem, unstagger: bool) -> FourierOps:
+    def operators(self, problem: Problem, unstagger: bool) -> FourierOps | RadialOps:
         """Single-device spectral operators for the problem (a decomposition builds its own
         from these parameters)."""
         ...

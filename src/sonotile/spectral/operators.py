@@ -342,6 +342,15 @@ def fuses_updates(ops: Any, like: jax.Array) -> bool:
     return bool(own is not None and own(like))
 
 
+def filter_source_on(ops: SpectralOps, s: jax.Array, axis: int | None = None) -> jax.Array:
+    """``ops.filter_source(s)`` for a source on the grid of velocity component ``axis`` (None: a
+    pressure source). Operators whose transforms depend on the component's grid say so with a
+    ``filter_velocity_source(s, axis)`` method (the axisymmetric ones); on Cartesian grids the
+    filter is the same for every grid."""
+    own = getattr(ops, "filter_velocity_source", None)
+    return ops.filter_source(s) if axis is None or own is None else own(s, axis)
+
+
 def fractional_pair(
     ops: SpectralOps, f1: jax.Array, f2: jax.Array
 ) -> tuple[jax.Array, jax.Array]:  # fmt: skip

@@ -5,8 +5,9 @@ absorption factors (``absorption``) and the model object the loop holds (``model
 May import: sonotile.spectral, sonotile.fft, sonotile.model, sonotile.base.
 """
 
+from sonotile.physics.acoustic.axisymmetric import AxisymmetricModel
 from sonotile.physics.acoustic.constants import release_host_medium
 from sonotile.physics.acoustic.model import AcousticModel, step_inputs
 from sonotile.physics.acoustic.step import State
 
-__all__ = ["AcousticModel", "State", "release_host_medium", "step_inputs"]
+__all__ = ["AcousticModel", "AxisymmetricModel", "State", "release_host_medium", "step_inputs"]

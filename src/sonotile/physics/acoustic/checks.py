@@ -254,6 +254,9 @@ def _in_pml(boxes: np.ndarray, problem: Problem) -> int:
     assert problem.pml is not None  # set by Problem
     lo = np.asarray(problem.pml.size)
     hi = np.asarray(problem.grid.shape) - lo
+    if problem.radial_symmetry is not None:
+        lo = lo.copy()
+        lo[1] = 0  # the axis: no PML on the inner radial edge
     return int(np.sum(np.any((boxes[:, 0] < lo) | (boxes[:, 1] >= hi), axis=1)))
 
 

@@ -29,6 +29,7 @@ from sonotile.spectral.operators import (
     SpectralOps,
     SplitUpdate,
     div_update,
+    filter_source_on,
     fractional_pair,
     fuses_updates,
     grad_update,
@@ -65,8 +66,10 @@ def _inject(
     active: jax.Array,
     ops: SpectralOps,
     pattern: jax.Array | None = None,
+    axis: int | None = None,
 ) -> tuple[jax.Array, ...]:
-    """Apply one mask source to one or more fields (values per point or one shared value).
+    """Apply one mask source to one or more fields (values per point or one shared value;
+    ``axis``: the velocity component a velocity source drives, None for a pressure source).
 
     A pressure source enters every split density component with the same value; in additive
     mode the k-space filtered source grid is computed once and added to each (one FFT pair),
@@ -97,7 +100,7 @@ def _inject(
 
     def filtered(f: jax.Array) -> jax.Array:
         s = jnp.zeros_like(f).at[index].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
-        return ops.filter_source(s)
+        return filter_source_on(ops, s, axis)
 
     # only the filtered source comes out of the branch (zeros when inactive): the additions
     # fuse into the updates that made ``fields``; a branch returning the fields copied every
@@ -118,16 +121,17 @@ def with_source_patterns(c: dict, ops: SpectralOps, phys: Physics, like: jax.Arr
     if not (phys.p_shared or any(phys.u_shared)):
         return c
 
-    def pattern(index: PointIndex) -> jax.Array:
+    def pattern(index: PointIndex, axis: int | None = None) -> jax.Array:
         mask = jnp.zeros_like(like).at[index].set(1.0, mode="drop")
-        return ops.filter_source(mask)
+        return filter_source_on(ops, mask, axis)
 
     out = dict(c)
     if phys.p_shared:
         out["p_pattern"] = pattern(c["p_index"])
     if any(phys.u_shared):
         out["u_pattern"] = tuple(
-            pattern(c["u_index"][a]) if shared else None for a, shared in enumerate(phys.u_shared)
+            pattern(c["u_index"][a], a) if shared else None
+            for a, shared in enumerate(phys.u_shared)
         )
     return out
 
@@ -328,7 +332,7 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
             active = n < x["u_len"][ax]
             pattern = c["u_pattern"][ax] if "u_pattern" in c else None
             (u_list[ax],) = _inject(
-                (u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops, pattern
+                (u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops, pattern, ax
             )
     if phys.transducer:
         active = n < x["tr_len"]
