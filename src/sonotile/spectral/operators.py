@@ -258,6 +258,13 @@ class FourierOps:
         re-reads its inputs per consumer and keeps copies of overwritten state fields."""
         return self._on(f).keep(f)
 
+    def keep_together(self, fs: Sequence[jax.Array]) -> list[jax.Array]:
+        """The fields ``fs`` themselves, all materialised before any is read after this point,
+        where the backend needs fusion boundaries (else ``fs``); differentiable (the identity's
+        derivative rules)."""
+        be = self._on(fs[0])
+        return _keep_together(be.name)(list(fs)) if be.name != "xla" else list(fs)
+
     def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
         """Derivatives of ``f`` along single axes, without kappa (the elastic model's operator).
 
@@ -293,6 +300,17 @@ class FourierOps:
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         assert self.unshift is not None  # built when a sensor records non-staggered velocity
         return self._on(u).along_axis([u], axis, [self.unshift[axis]])[0]
+
+
+def _keep_together(name: str) -> Any:
+    """The backend ``name``'s ``keep_all`` with an identity derivative rule (reverse mode)."""
+
+    def run(xs: list) -> list:
+        return fft_backend.get(name).keep_all(xs)
+
+    f = jax.custom_vjp(run)
+    f.defvjp(lambda xs: (run(xs), None), lambda _, cts: (list(cts),))
+    return f
 
 
 @dataclass(frozen=True)
