@@ -1,5 +1,5 @@
-"""FFTW on the CPU as XLA custom calls (the FFT backend of
-:class:`~sonotile.spectral.operators.FourierOps`).
+"""FFTW on the CPU as XLA custom calls: an FFT backend (:class:`FftwBackend`,
+:class:`sonotile.fft.backend.Backend`) with fused spectral-operator kernels.
 
 The C++ source (``csrc/fftw_ffi.cc``, shipped with the package) is compiled on first use, or by
 ``scripts/setup.sh``, with the system C++ compiler against jaxlib's FFI headers and a
@@ -31,22 +31,20 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from sonotile.base import cachedir, config
+from sonotile.fft import interface
 
 if TYPE_CHECKING:  # jax is imported when a transform is first made
     import jax
 
 #: ``(source, axis, vector)`` of one output of :func:`conv`
 ConvOut = tuple[int, "int | str | None", "jax.Array | None"]
-#: ``(mode, old, m, s, G)``: a split-field update applied to an operator's real output ``d``
-#: as its planes are made, ``m (m old - coef d)`` with ``coef`` = ``s`` (mode 1), ``s G``
-#: (mode 2) or ``s / mean(G)`` (mode 3: ``G``'s mean with the next point along the output's
-#: axis, the last point ``G`` itself); ``m`` a 1-D real vector along that axis, ``s`` a scalar,
-#: ``old`` and ``G`` grids of the output's shape (``apply_epilogue`` in the C++ source)
-Epilogue = tuple[int, "jax.Array", "jax.Array", "jax.typing.ArrayLike", "jax.Array | None"]
+#: a split-field update applied to an operator's output (``apply_epilogue`` in the C++ source)
+Epilogue = interface.Epilogue
 
 _EFFORT = {"estimate": 0, "measure": 1, "patient": 2}
 _state: dict = {}  # "lib", "path", "reason", "threads", "noted"
@@ -849,6 +847,189 @@ def keep_all(xs: Sequence[jax.Array]) -> list[jax.Array]:
         vmap_method="sequential",
     )  # fmt: skip
     return list(call(*xs))
+
+
+@dataclass(frozen=True)
+class FftwBackend:
+    """FFTW as an FFT backend (:class:`sonotile.fft.backend.Backend` and
+    :class:`~sonotile.fft.backend.SlabKernels`): float32 fields of rank 1-3. On 2-D / 3-D grids
+    an operator is one :func:`conv` call (plane transforms and one pass along the outer axis,
+    the operator applied inside; a gradient's components after the first from the spectrum
+    that pass leaves, :func:`planes_c2r`); on 1-D grids an :func:`r2c` call and a
+    multiply-and-C2R call. Several inputs' outputs along any axes: one :func:`conv` call
+    (differentiable, :func:`_conv_vjp`).
+    ``fuses_updates``: derivative outputs take split-field updates (:data:`Epilogue`)."""
+
+    name: str = "fftw"
+    fuses_updates: bool = True
+    slab_kernels: bool = True
+
+    def native(self, like: jax.Array) -> bool:
+        import jax.numpy as jnp
+
+        return like.dtype == jnp.float32 and 1 <= like.ndim <= 3
+
+    def fused(self, like: jax.Array) -> bool:
+        return self.native(like) and like.ndim >= 2
+
+    def derivatives(
+        self, f: jax.Array, op: jax.Array | None, vecs: Sequence[jax.Array],
+        epilogues: Sequence[Epilogue | None] | None = None,
+    ) -> tuple[jax.Array, ...]:  # fmt: skip
+        epi = list(epilogues) if epilogues is not None else [None] * len(vecs)
+        if not self.fused(f):
+            assert all(e is None for e in epi), "fftw: updates on 2-D / 3-D grids only"
+            spec = r2c(f)
+            return tuple(c2r(spec, f.shape, op, v, axis=a) for a, v in enumerate(vecs))
+        # the x component and the spectrum after the pass along x in one call, then each
+        # other component from that spectrum: one derivative exists at a time
+        first, spec = conv([f], op, [(0, 0, vecs[0]), (0, "spectrum", None)], [epi[0], None])
+        rest = [planes_c2r(spec, f.shape, a, v, epilogue=epi[a]) for a, v in enumerate(vecs) if a]
+        return (first, *rest)
+
+    def operator(
+        self, f: jax.Array, op: jax.Array | None, axis: int | None = None,
+        vec: jax.Array | None = None, epilogue: Epilogue | None = None,
+    ) -> jax.Array:  # fmt: skip
+        if self.fused(f):
+            return conv([f], op, [(0, axis if vec is not None else None, vec)], [epilogue])[0]
+        assert epilogue is None, "fftw: updates on 2-D / 3-D grids only"
+        return c2r(r2c(f), f.shape, op, vec, axis=axis or 0)
+
+    def operator_sum(
+        self, xs: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array]
+    ) -> jax.Array:  # fmt: skip
+        assert self.fused(xs[0]), "fftw: summed operators on 2-D / 3-D grids"
+        return conv_sum(list(xs), op, list(enumerate(vecs)))
+
+    def operators(
+        self, xs: Sequence[jax.Array], op: jax.Array | None,
+        outs: Sequence[tuple[int, int | None, jax.Array | None]],
+    ) -> list[jax.Array]:  # fmt: skip
+        if not self.fused(xs[0]):
+            from sonotile.fft import xla
+
+            return xla.BACKEND.operators(xs, op, outs)
+        where = tuple((s, a) for s, a, _ in outs)
+        return _conv_vjp()(list(xs), op, where, [v for _, _, v in outs])
+
+    def along_axis(
+        self, xs: Sequence[jax.Array], axis: int, vecs: Sequence[jax.Array]
+    ) -> list[jax.Array]:  # fmt: skip
+        from sonotile.fft import xla  # 1-D transforms: no FFTW kernel of their own
+
+        return xla.BACKEND.along_axis(xs, axis, vecs)
+
+    def rfftn(self, x: jax.Array) -> jax.Array:
+        return r2c(x)
+
+    def irfftn(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
+        return c2r(X, shape)
+
+    def rfft(self, x: jax.Array, axis: int) -> jax.Array:
+        from sonotile.fft import xla
+
+        return xla.BACKEND.rfft(x, axis)  # FFTW's 1-D transforms run fused (along_axis)
+
+    def irfft(self, X: jax.Array, n: int, axis: int) -> jax.Array:
+        from sonotile.fft import xla
+
+        return xla.BACKEND.irfft(X, n, axis)
+
+    def fft(self, X: jax.Array, axis: int) -> jax.Array:
+        return fft_axis(X, axis)
+
+    def ifft(self, X: jax.Array, axis: int) -> jax.Array:
+        return fft_axis(X, axis, inverse=True)
+
+    def keep(self, x: jax.Array) -> jax.Array:
+        return keep(x)
+
+    def keep_all(self, xs: Sequence[jax.Array]) -> list[jax.Array]:
+        return keep_all(xs)
+
+    def prepare(self, shape: tuple[int, ...]) -> None:
+        prepare(shape)
+
+    def describe(self) -> dict[str, str]:
+        return {k: v for k, v in describe().items() if k.startswith("fftw")}
+
+    # the slab decompositions' kernels (backend.SlabKernels): this module's functions
+    def rfft_split(self, *args: Any, **kw: Any) -> Any:
+        return rfft_split(*args, **kw)
+
+    def irfft_join(self, *args: Any, **kw: Any) -> jax.Array:
+        return irfft_join(*args, **kw)
+
+    def xpass(self, *args: Any, **kw: Any) -> list[Any]:
+        return xpass(*args, **kw)
+
+    def xpass_halo(self, *args: Any, **kw: Any) -> list[jax.Array]:
+        return xpass_halo(*args, **kw)
+
+    def planes_c2r(self, *args: Any, **kw: Any) -> jax.Array:
+        return planes_c2r(*args, **kw)
+
+    def rfft_axes(self, x: jax.Array, axes: Sequence[int]) -> jax.Array:
+        return rfft_axes(x, axes)
+
+
+def _operators(xs: list, op: Any, outs: list) -> list:
+    """:func:`conv`'s outputs ``outs``, those along grid axes >= 1 made by :func:`planes_c2r`
+    from each input's spectrum after the pass along x (as a gradient's components): the
+    pass along x back once per input, not once per output, and one such output made at a
+    time. Outputs along axis 0 or without a vector come from the :func:`conv` call."""
+    direct = [o for o, (_, a, _) in enumerate(outs) if a is None or a == 0]
+    planes = [o for o in range(len(outs)) if o not in direct]
+    srcs = sorted({outs[o][0] for o in planes})
+    got = conv(xs, op, [outs[o] for o in direct] + [(i, "spectrum", None) for i in srcs])
+    result: list[Any] = [None] * len(outs)
+    for o, g in zip(direct, got):
+        result[o] = g
+    spectra = dict(zip(srcs, got[len(direct) :]))
+    for o in planes:
+        i, a, v = outs[o]
+        result[o] = planes_c2r(spectra[i], xs[i].shape, a, v)
+    return result
+
+
+def _conv_vjp() -> Any:
+    """:func:`conv` of real outputs along grid axes (no epilogues) with a reverse-mode rule
+    (the custom call is opaque to JAX): each output is linear in its input with the kernel
+    ``op vec``, half of a Hermitian-symmetric spectrum, so the adjoint of the outputs of one
+    input is :func:`conv_sum` of their cotangents with ``conj(vec)``: one call per input. The
+    operator and the vectors are constants (zero cotangents)."""
+    if "conv_vjp" in _state:
+        return _state["conv_vjp"]
+    import jax
+    import jax.numpy as jnp
+
+    def run(xs: list, op: Any, where: list, vecs: list) -> list:
+        return _operators(xs, op, [(s, a, v) for (s, a), v in zip(where, vecs)])
+
+    def fwd(xs: list, op: Any, where: list, vecs: list) -> tuple[list, tuple]:
+        return run(xs, op, where, vecs), (op, vecs, len(xs))
+
+    def bwd(where: list, res: tuple, cts: list) -> tuple:
+        op, vecs, n_in = res
+        bars = []
+        for i in range(n_in):
+            mine = [o for o, (s, _) in enumerate(where) if s == i]
+            pairs = [(where[o][1], jnp.conj(vecs[o])) for o in mine]
+            bars.append(conv_sum([cts[o] for o in mine], op, pairs))
+        zero = None if op is None else jnp.zeros_like(op)
+        return bars, zero, [jnp.zeros_like(v) for v in vecs]
+
+    f = jax.custom_vjp(run, nondiff_argnums=(2,))
+    f.defvjp(fwd, bwd)
+    _state["conv_vjp"] = f
+    return f
+
+
+#: The backend objects (:func:`sonotile.fft.backend.get`): with fused split-field updates, and
+#: without (``Settings.fftw_updates`` off)
+BACKEND = FftwBackend()
+SEPARATE_UPDATES = FftwBackend(name="fftw-separate-updates", fuses_updates=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

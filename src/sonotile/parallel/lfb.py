@@ -14,10 +14,11 @@ Blocks split along grid axis 0 only (a 1-D mesh, or one whose other axes are 1),
 backend, take a shorter way to the same padded spectrum ("planes first"): the transforms over
 the other axes commute with the padding, the bell and the crop along x, so each block
 transforms only its interior planes (R2C), exchanges the overlap planes in that basis
-(complex64), and one call (:func:`sonotile.fft.fftw.xpass_halo`) does the pass along x of the
+(complex64), and one call (the backend's ``xpass_halo``,
+:class:`~sonotile.fft.backend.SlabKernels`) does the pass along x of the
 box padded and windowed along x (read straight from the spectrum and the halos) with the
 operator and keeps the interior planes, which alone are transformed back
-(:func:`sonotile.fft.fftw.planes_c2r`). FFT work per block falls from the
+(:meth:`~sonotile.fft.backend.SlabKernels.planes_c2r`). FFT work per block falls from the
 padded box's to about its own (``LfbMeta.planes``).
 """
 
@@ -33,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from sonotile.fft import fftw
+from sonotile.fft import backend as fft_backend
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
@@ -269,6 +270,13 @@ class LfbOps:
         return [self._window(p) for p in self._pad_all(list(fs))]
 
     # --- planes first (blocks split along axis 0 only, FFTW; see the module docstring)
+    @property
+    def _kernels(self) -> Any:
+        """The padded box's FFT backend, whose slab kernels the planes-first way calls
+        (:class:`sonotile.fft.backend.SlabKernels`)."""
+        inner = self.inner
+        return inner.backend if isinstance(inner, FourierOps) else inner.inner.backend
+
     def _split(self, f: jax.Array) -> FourierOps | None:
         """The padded box's operators when ``f`` takes the planes-first way, else None."""
         mt, inner = self.meta, self.inner
@@ -284,10 +292,10 @@ class LfbOps:
 
         Several fields meet their neighbours once: every field's planes are transformed before
         any exchange, and every exchange is done before any pass uses it
-        (:func:`sonotile.fft.fftw.keep_all`). Otherwise XLA put each field's transform between
+        (the backend's ``keep_all``). Otherwise XLA put each field's transform between
         the exchanges of the others (seven meeting points per absorbing step instead of four),
         and at each the processes waited for the slower one's work since the last."""
-        specs = [plane_rfft(f) for f in fs]
+        specs = [self._kernels.rfft_axes(f, tuple(range(1, f.ndim))) for f in fs]
         mt = self.meta
         ends = mt.counts[0] if mt.uneven(0) else None
         got = collectives.halos(specs, mt.names[0], mt.width(0), ends, axis=0)
@@ -298,9 +306,9 @@ class LfbOps:
         if len(fs) == 1:
             (s,) = specs
             return [(s, self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1))]
-        specs = fftw.keep_all(specs)
+        specs = self._kernels.keep_all(specs)
         halos = [h for s in specs for h in (self._halo_fast(s, 0, -1), self._halo_fast(s, 0, +1))]
-        kept = fftw.keep_all([*specs, *halos])
+        kept = self._kernels.keep_all([*specs, *halos])
         k = len(specs)
         return [(kept[i], kept[k + 2 * i], kept[k + 2 * i + 1]) for i in range(k)]
 
@@ -310,8 +318,8 @@ class LfbOps:
         """:meth:`_local_planes` on a whole axis 0: each spectrum and the planes after it."""
         if len(specs) == 1:
             return [(specs[0], None, self._halo_fast(specs[0], 0, +1))]
-        specs = fftw.keep_all(specs)
-        kept = fftw.keep_all([*specs, *(self._halo_fast(s, 0, +1) for s in specs)])
+        specs = self._kernels.keep_all(specs)
+        kept = self._kernels.keep_all([*specs, *(self._halo_fast(s, 0, +1) for s in specs)])
         k = len(specs)
         return [(kept[i], None, kept[k + i]) for i in range(k)]
 
@@ -320,25 +328,25 @@ class LfbOps:
         part: tuple[jax.Array, jax.Array | None, jax.Array],
         like: jax.Array,
         op: jax.Array | None,
-        outs: list[fftw.ConvOut],
+        outs: list[Any],
     ) -> list[jax.Array]:
-        """:func:`fftw.xpass_halo` of a block's padded, windowed box, the interior planes of
-        each output (output 0 over the block's spectrum); on a whole axis 0 :func:`fftw.xpass`
+        """``xpass_halo`` of a block's padded, windowed box, the interior planes of
+        each output (output 0 over the block's spectrum); on a whole axis 0 ``xpass``
         of the box :meth:`_join` assembles, its first planes."""
         mid, left, right = part
         b, ov = like.shape[0], self.meta.overlap
         if left is None:
             box = self._join(mid, None, right, 0)
             shape = (box.shape[0], *like.shape[1:])
-            return fftw.xpass([box], shape, op, outs, planes=b)
+            return self._kernels.xpass([box], shape, op, outs, planes=b)
         bell = self.bells[0]
         count: jax.Array | int = b
         if self.meta.uneven(0):  # this shard's bell of the pair, its real planes
             count = self._count(0)
             bell = jnp.where(count == b, cast(tuple, bell)[0], cast(tuple, bell)[1])
         shape = (b + 2 * ov, *like.shape[1:])  # the padded real box
-        return fftw.xpass_halo(mid, (left, right), cast(jax.Array, bell), count, shape, op, outs,
-                               inplace=True)  # fmt: skip
+        return self._kernels.xpass_halo(mid, (left, right), cast(jax.Array, bell), count, shape,
+                                        op, outs, inplace=True)  # fmt: skip
 
     def _grad_planes(
         self, p: jax.Array, ops: FourierOps, updates: Sequence[SplitUpdate] | None = None
@@ -348,9 +356,9 @@ class LfbOps:
         epi = [None] * p.ndim if updates is None else [up.epilogue() for up in updates]
         (q,) = self._local_planes([p])
         spec, gx = self._xpass(q, p, ops.kappa, [(0, None, None), (0, 0, ops.shift_pos[0])])
-        rest = [fftw.planes_c2r(spec, p.shape, a, s, epilogue=epi[a])
+        rest = [self._kernels.planes_c2r(spec, p.shape, a, s, epilogue=epi[a])
                 for a, s in enumerate(ops.shift_pos) if a]  # fmt: skip
-        return (fftw.planes_c2r(gx, p.shape, epilogue=epi[0], update_axis=0), *rest)
+        return (self._kernels.planes_c2r(gx, p.shape, epilogue=epi[0], update_axis=0), *rest)
 
     def _div_planes(
         self, u: Sequence[jax.Array], ops: FourierOps, updates: Sequence[SplitUpdate] | None = None
@@ -362,10 +370,10 @@ class LfbOps:
             epi = None if updates is None else updates[a].epilogue()
             if a == 0:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, 0, s)])
-                out.append(fftw.planes_c2r(d, ua.shape, epilogue=epi, update_axis=0))
+                out.append(self._kernels.planes_c2r(d, ua.shape, epilogue=epi, update_axis=0))
             else:
                 (d,) = self._xpass(q, ua, ops.kappa, [(0, None, None)])
-                out.append(fftw.planes_c2r(d, ua.shape, a, s, epilogue=epi))
+                out.append(self._kernels.planes_c2r(d, ua.shape, a, s, epilogue=epi))
         return tuple(out)
 
     def _apply_planes(
@@ -375,7 +383,7 @@ class LfbOps:
         out = []
         for q, f, op in zip(self._local_planes(list(fs)), fs, ops):
             (d,) = self._xpass(q, f, op, [(0, None, None)])
-            out.append(fftw.planes_c2r(d, f.shape))
+            out.append(self._kernels.planes_c2r(d, f.shape))
         return tuple(out)
 
     # --- split-field updates inside the FFTW calls (sonotile.spectral.operators.grad_update)
@@ -462,19 +470,13 @@ class LfbOps:
             v = collectives.all_to_all(resize(u, -(-nb // size) * size, b), name, b, axis)
             if mt.uneven(axis):
                 v = compact(v, mt.counts[axis], axis)
-            F = jnp.fft.rfft(v, axis=axis) * self.unshift[axis]
-            v = jnp.fft.irfft(F, n=v.shape[axis], axis=axis).astype(u.dtype)
+            v = fft_backend.portable().along_axis([v], axis, [self.unshift[axis]])[0]
             if mt.uneven(axis):
                 v = expand(v, mt.counts[axis], axis)
             return resize(collectives.all_to_all(v, name, axis, b), nb, b)
         ax = (axis,)
         q = self._window(self._pad(u, ax), ax)
         return self._crop(self.inner.unstagger(q, axis), ax)
-
-
-def plane_rfft(f: jax.Array) -> jax.Array:
-    """The unnormalised R2C of every plane ``f[x]`` (over axes 1 .. d-1), complex64 (FFTW)."""
-    return fftw.rfft_axes(f, tuple(range(1, f.ndim)))
 
 
 def _bell(
@@ -490,8 +492,8 @@ def _bell(
 def _prepare_planes(meta: LfbMeta, inner: FourierOps, local: tuple[int, ...]) -> None:
     """Plan the FFTW transforms of a block's interior planes now (before the run's state
     exists) when its operators will take the planes-first way."""
-    if meta.planes and meta.x_only() and len(local) >= 2 and inner.fft.startswith("fftw"):
-        fftw.prepare(local)
+    if meta.planes and meta.x_only() and len(local) >= 2 and inner.backend.slab_kernels:
+        inner.backend.prepare(local)
 
 
 def whole_axis(blocks: Blocks, a: int, overlap: int) -> int | None:

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from sonotile.fft import fftw
+from sonotile.fft import backend as fft_backend
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
@@ -59,7 +59,9 @@ class PencilMeta:
     klen: tuple[int, ...]  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
     kpad: tuple[int, ...]  # ... padded to a multiple of the mesh size that splits it in k-space
     blocks: Blocks  # real-space blocks (dead points of uneven axes)
-    fft: str = "xla"  # the local transforms: "fftw" (custom calls, float32 on the CPU) or "xla"
+    fft: str = (
+        "xla"  # the local transforms' backend (sonotile.fft.backend.get): slab kernels or not
+    )
 
 
 @jax.tree_util.register_pytree_node_class
@@ -94,7 +96,17 @@ class PencilOps(FourierOps):
         processes and thread counts, and a 2-D mesh must give the same numbers however its
         devices are spread over processes (tests/parallel/test_multiprocess.py)."""
         mt = self.meta
-        return mt.fft == "fftw" and len(mt.names) == 1 and like.dtype == jnp.float32
+        return self._slabs.slab_kernels and len(mt.names) == 1 and like.dtype == jnp.float32
+
+    @property
+    def _slabs(self) -> Any:
+        """The local transforms' backend (its slab kernels where ``slab_kernels``)."""
+        return fft_backend.get(self.meta.fft)
+
+    @property
+    def _portable(self) -> fft_backend.Backend:
+        """The backend of the generic distributed transforms (any mesh, any dtype)."""
+        return fft_backend.portable()
 
     def _slab_planes(self, fs: Sequence[jax.Array]) -> list[jax.Array]:
         """The slab transforms of fields ``fs`` on FFTW up to the pass along x: the plane
@@ -106,15 +118,15 @@ class PencilOps(FourierOps):
         n, me = mt.sizes[0], collectives.kept_piece(mt.names[0])
         axes = tuple(range(1, fs[0].ndim))
         if me is None:
-            pieces = [fftw.rfft_split(f, axes, 1, n) for f in fs]  # (n, X_l, kpad/n, ...)
+            pieces = [self._slabs.rfft_split(f, axes, 1, n) for f in fs]  # (n, X_l, kpad/n, ...)
             Fs = [collectives.all_to_all(q, mt.names[0], 0, 0) for q in pieces]
         else:
-            Fs = collectives.transpose_kept([fftw.rfft_split(f, axes, 1, n, keep=me) for f in fs],
-                                            mt.names[0])  # fmt: skip
+            kept = [self._slabs.rfft_split(f, axes, 1, n, keep=me) for f in fs]
+            Fs = collectives.transpose_kept(kept, mt.names[0])
         return [self._compact(F.reshape((n * F.shape[1], *F.shape[2:])), 0) for F in Fs]
 
     def _box(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """The real grid :func:`fftw.xpass` sees in this shard's transposed spectrum of ``shape``
+        """The real grid ``xpass`` sees in this shard's transposed spectrum of ``shape``
         ``(X, L[, Z // 2 + 1])``: ``(X, L, Z)``, or ``(X, 2 L - 1)`` (``L`` bins) on 2-D grids."""
         if len(shape) == 3:
             return (shape[0], shape[1], self.meta.shape[2])
@@ -123,7 +135,7 @@ class PencilOps(FourierOps):
     def _xpass(self, F: jax.Array, op: jax.Array | None, xvecs: Sequence[Any]) -> list[Any]:
         """The spectrum ``F`` (transposed layout, from :meth:`_slab_planes`), transformed along
         x, times ``op`` and per output ``xvecs[o]`` along x (None: none), transformed back along
-        x, in one FFTW pass in cache (:func:`fftw.xpass`; scaled by ``1 / prod(self._box(...))``,
+        x, in one FFTW pass in cache (``xpass``; scaled by ``1 / prod(self._box(...))``,
         see :meth:`_send`). Each output is an array, or where the transport keeps pieces in
         place (even blocks along x) the pair ``(full, others)`` of
         :func:`collectives.transpose_kept`."""
@@ -133,10 +145,10 @@ class PencilOps(FourierOps):
         keep = None if me is None or not mt.blocks.even(0) else (mt.sizes[0], me)
         # not in place: XLA copied the all-to-all's output (a whole spectrum) before every
         # in-place pass, 7 copies of ~0.5 ms per 128^3 step; a fresh output costs ~0.3 ms
-        return fftw.xpass([F], self._box(F.shape), op, outs, keep=keep)
+        return self._slabs.xpass([F], self._box(F.shape), op, outs, keep=keep)
 
     def _send(self, Ss: Sequence[Any]) -> list[tuple[jax.Array, float]]:
-        """:meth:`_xpass` outputs to the pieces :func:`fftw.irfft_join` joins (one meeting of
+        """:meth:`_xpass` outputs to the pieces ``irfft_join`` joins (one meeting of
         the shards for them all where the transport keeps pieces in place), each with the scale
         that completes the inverse's ``1 / N`` after xpass's ``1 / prod(box)``."""
         mt = self.meta
@@ -163,7 +175,9 @@ class PencilOps(FourierOps):
         if vec is not None:
             vec = jnp.reshape(vec, (-1,))[: self.meta.klen[a]]
         axes = tuple(range(1, like.ndim))
-        return fftw.irfft_join(S, like.shape, axes, 1, scale, a if vec is not None else None, vec)
+        return self._slabs.irfft_join(
+            S, like.shape, axes, 1, scale, a if vec is not None else None, vec
+        )
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         if not self._local_fftw(p):
@@ -213,42 +227,50 @@ class PencilOps(FourierOps):
     def _spec(self, f: jax.Array) -> jax.Array:
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
-        F = jnp.fft.rfft(f, axis=d - 1)
+        be = self._portable
+        F = be.rfft(f, d - 1)
         for a in range(d - 2, m - 1, -1):
-            F = jnp.fft.fft(F, axis=a)
+            F = be.fft(F, a)
         for j in range(m - 1, -1, -1):
             F = resize(F, mt.kpad[j + 1], j + 1)
             F = collectives.all_to_all(F, mt.names[j], j + 1, j)
-            F = jnp.fft.fft(self._compact(F, j), axis=j)
+            F = be.fft(self._compact(F, j), j)
         return F
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         mt = self.meta
         d, m = len(mt.shape), len(mt.names)
+        be = self._portable
         for j in range(m):
-            F = self._expand(jnp.fft.ifft(F, axis=j), j)
+            F = self._expand(be.ifft(F, j), j)
             F = collectives.all_to_all(F, mt.names[j], j, j + 1)
             F = resize(F, mt.klen[j + 1], j + 1)
         for a in range(m, d - 1):
-            F = jnp.fft.ifft(F, axis=a)
-        return jnp.fft.irfft(F, n=mt.shape[d - 1], axis=d - 1).astype(like.dtype)
+            F = be.ifft(F, a)
+        return be.irfft(F, mt.shape[d - 1], d - 1).astype(like.dtype)
 
     def keep(self, f: jax.Array) -> jax.Array:
         """A fusion boundary (differentiable, :func:`sonotile.spectral.linear.keep`) where the local
         transforms are FFTW's, like :meth:`FourierOps.keep` on one device. Without it XLA fused
         the nonlinear density factor into each of the three density updates (each reading all
         three old components and keeping copies of them)."""
-        return linear.keep(f, "fftw") if self.meta.fft == "fftw" else f
+        return linear.keep(f, self.meta.fft)
 
     @property
     def barrier(self) -> linear.Barrier:
         """The fusion boundary for derivative rules (:class:`sonotile.spectral.linear.Barrier`;
         the identity unless the local transforms are FFTW's)."""
-        return linear.Barrier("fftw" if self.meta.fft == "fftw" else "xla")
+        return linear.Barrier(self.meta.fft)
 
     def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
         """Not on a mesh yet: :meth:`FourierOps.diffs` would transform this shard's block alone,
         as if it were the whole periodic grid (wrong derivatives near the block's faces)."""
+        raise NotImplementedError("single-axis derivatives (the elastic model) on a pencil mesh")
+
+    def diffs_many(
+        self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
+    ) -> list[list[jax.Array]]:  # fmt: skip
+        """Not on a mesh yet (see :meth:`diffs`)."""
         raise NotImplementedError("single-axis derivatives (the elastic model) on a pencil mesh")
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
@@ -291,12 +313,13 @@ def pencil_constants(
         spec = P(*(AXIS_NAMES[a - 1] if 1 <= a <= m and x.shape[a] > 1 else None for a in range(d)))
         return x, spec
 
-    local = "fftw" if fftw_transforms and full.fft.startswith("fftw") else "xla"
+    slabs = fftw_transforms and full.backend.slab_kernels
+    local = full.fft if slabs else "xla"
     kids, _ = full.tree_flatten()
     arrays: list[Any] = []  # the operators' pytree children, sharded (None where absent)
     specs: list[Any] = []  # their specs
     for i, kid in enumerate(kids):
-        if i in (0, 1) and local == "fftw" and m == 1:
+        if i in (0, 1) and slabs and m == 1:
             # slabs on FFTW: the shift vectors whole on every shard (irfft_join applies the
             # one along the split axis to the pieces of every shard)
             arrays.append(tuple(spectral(k)[0] for k in kid))

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.fft import backend as fft_backend
 from sonotile.model import bli
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Sensor, cw_window
@@ -364,10 +365,9 @@ def unshift_1d(n: int) -> np.ndarray:
 def shift_lines(v: jax.Array) -> jax.Array:
     """Each row of ``v`` ``(L, N)`` shifted by minus half a cell (the same 1-D rfft/irfft and
     shift as the whole-grid path)."""
-    n = v.shape[1]
     cdtype = jnp.complex64 if v.dtype == jnp.float32 else jnp.complex128
-    F = jnp.fft.rfft(v, axis=1) * jnp.asarray(unshift_1d(n), cdtype)
-    return jnp.fft.irfft(F, n=n, axis=1).astype(v.dtype)
+    shift = jnp.asarray(unshift_1d(v.shape[1]), cdtype)
+    return fft_backend.portable().along_axis([v], 1, [shift])[0]
 
 
 def line_index(ln: Lines, n: int) -> tuple[jax.Array, ...]:

@@ -158,7 +158,7 @@ def keep(f: jax.Array, fft: str) -> jax.Array:
     ``fft``, through the primitive (so its tangent and its transpose are boundaries too); ``f``
     itself on other backends. Needs no operator arrays: usable inside derivative rules."""
     ops = FourierOps((), (), None, fft=fft)
-    return apply("keep", ops, [f])[0] if ops._fftw(f) else f
+    return apply("keep", ops, [f])[0] if ops.native(f) else f
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ class AdjointOps:
         return cls(*children)
 
     def _wrapped(self, x: jax.Array) -> bool:
-        return self.inner.fft.startswith("fftw") and x.dtype == jnp.float32
+        return self.inner.fft != "xla" and x.dtype == jnp.float32
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         return tuple(apply("grad", self.inner, [p])) if self._wrapped(p) else self.inner.grad(p)

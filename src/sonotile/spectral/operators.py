@@ -13,13 +13,10 @@ Every decomposition provides an object with the same methods:
 * ``filter_source(s)`` -> ``F^-1(cos(c_ref |k| dt / 2) F s)`` for additive sources;
 * ``unstagger(u, axis)`` -> shift a staggered component by ``-d/2`` along its own axis (1-D FFTs).
 
-:class:`FourierOps` is the single-device implementation on real FFTs (last axis halved): XLA's
-(DUCC on the CPU, cuFFT on GPUs) or, on the CPU, FFTW through custom calls
-(:mod:`sonotile.fft.fftw`): on 2-D / 3-D grids one call per operator (plane transforms and one pass
-along the outer axis, the k-space operator applied inside: faster than a 3-D R2C call and a
-multiply-and-C2R call per transform, the more so the larger the grid), on 1-D grids an R2C call
-and a C2R call that applies the operator while copying the spectrum.
-``FourierOps.build(..., fft="auto")`` picks FFTW on the CPU when the extension is available.
+:class:`FourierOps` is the single-device implementation on real FFTs (last axis halved). It
+holds the operators' arrays and calls an FFT backend (:mod:`sonotile.fft.backend`: XLA's FFT,
+or FFTW's fused kernels on the CPU), chosen once by ``FourierOps.build(..., fft="auto")`` and
+recorded by name; it never calls a backend's module itself.
 """
 
 from __future__ import annotations
@@ -31,11 +28,10 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from numpy.typing import DTypeLike
 
 from sonotile.base import config
-from sonotile.fft import fftw
+from sonotile.fft import backend as fft_backend
 from sonotile.model.grid import along
 from sonotile.spectral.device import to_device
 
@@ -76,16 +72,6 @@ def power_law_nablas(kmag: np.ndarray, y: float) -> tuple[np.ndarray, np.ndarray
     return n1, n2
 
 
-def real_scale(F: jax.Array, k: jax.Array) -> jax.Array:
-    """``F * k`` for a complex spectrum ``F`` and a real operator ``k``, component-wise.
-
-    ``complex * real`` makes XLA convert ``k`` to a complex array (hoisted out of the time
-    loop: a second, twice as large copy of every real operator, read at 8 bytes per point);
-    scaling the real and imaginary parts reads the real operator as stored. Same values.
-    """
-    return lax.complex(F.real * k, F.imag * k)
-
-
 def half_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list[np.ndarray]:
     """Per-axis wavenumbers [rad/m] of an ``rfftn`` spectrum (last axis halved)."""
     ks = [2 * np.pi * np.fft.fftfreq(n, d) for n, d in zip(shape[:-1], spacing[:-1])]
@@ -115,7 +101,8 @@ class FourierOps:
         nabla1, nabla2: power-law operators or ``None``.
         source_kappa: ``cos(c_ref |k| dt/2)`` or ``None``.
         unshift: per axis ``exp(-i k d/2)`` on that axis's own 1-D rfft spectrum, or ``None``.
-        fft: ``"xla"`` or ``"fftw"`` (static; resolved by :meth:`build`).
+        fft: the FFT backend's name (static; resolved by :meth:`build`,
+            :func:`sonotile.fft.backend.get` gives the backend).
     """
 
     shift_pos: tuple[jax.Array, ...]
@@ -160,9 +147,10 @@ class FourierOps:
         """Precompute the operators for a grid; ``alpha_power`` enables the power-law terms.
 
         ``fft``: ``"auto"`` (``settings.fft``: FFTW on the CPU when available, else XLA; see
-        :func:`sonotile.fft.fftw.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a note
-        where FFTW cannot be used). ``settings`` (default :func:`sonotile.base.config.current`): the
-        FFTW options, recorded in the operators' static part (hence in every program's key).
+        :func:`sonotile.fft.backend.resolve`), ``"xla"`` or ``"fftw"`` (falls back to XLA with a
+        note where FFTW cannot be used). ``settings`` (default
+        :func:`sonotile.base.config.current`): the FFTW options, recorded in the operators'
+        static part (hence in every program's key).
         """
         settings = settings or config.current()
         ndim = len(shape)
@@ -191,120 +179,138 @@ class FourierOps:
                 )
                 for ax, (n, d) in enumerate(zip(shape, spacing))
             )
-        backend = fftw.resolve(fft if fft != "auto" else settings.fft, dtype)
-        if backend == "fftw":
-            fftw.prepare(tuple(shape))  # plan now, while little memory is in use
-            backend = "fftw" if settings.fftw_updates else "fftw-separate-updates"
-        return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=backend)
+        name = fft_backend.resolve(fft, dtype, settings)
+        fft_backend.get(name).prepare(tuple(shape))  # plan now, while little memory is in use
+        return cls(pos, neg, kappa, n1, n2, skappa, unshift, fft=name)
 
-    def _spec(self, f: jax.Array) -> jax.Array:
-        return jnp.fft.rfftn(f)
+    @property
+    def backend(self) -> fft_backend.Backend:
+        """The FFT backend these operators were built for (:func:`sonotile.fft.backend.get`)."""
+        return fft_backend.get(self.fft)
 
-    def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
-        return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
+    def _on(self, like: jax.Array) -> fft_backend.Backend:
+        """The backend that transforms fields like ``like`` (the portable one where the chosen
+        backend cannot: FFTW with float64)."""
+        return fft_backend.for_array(self.fft, like)
 
-    def _fftw(self, like: jax.Array) -> bool:
-        return self.fft.startswith("fftw") and like.dtype == jnp.float32 and 1 <= like.ndim <= 3
+    def native(self, like: jax.Array) -> bool:
+        """True when fields like ``like`` go through the chosen backend's own transforms (not
+        the portable fallback) and that backend is not XLA's."""
+        return self.fft != "xla" and self.backend.native(like)
 
     def fused(self, like: jax.Array) -> bool:
-        """True when operators on fields like ``like`` run as :func:`sonotile.fft.fftw.conv`
-        calls (FFTW, float32, 2-D / 3-D): plane transforms and a pass along x, one call per
-        operator (1-D grids: an R2C call and a multiply-and-C2R call)."""
-        return self._fftw(like) and like.ndim >= 2
+        """True when an operator on fields like ``like`` is one backend call (FFTW, float32,
+        2-D / 3-D: plane transforms and a pass along x, the operator applied inside)."""
+        return self.backend.fused(like)
+
+    def _spec(self, f: jax.Array) -> jax.Array:
+        """The half spectrum of ``f`` on the generic way (:meth:`_scaled`); distributed
+        subclasses replace it and :meth:`_back` with their transforms."""
+        return fft_backend.portable().rfftn(f)
+
+    def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        return fft_backend.portable().irfftn(F, like.shape).astype(like.dtype)
+
+    def _scaled(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
+        """``op`` times the spectrum of ``f`` (the generic way: a spectrum in memory)."""
+        assert op is not None  # built for this operator (kappa always, the others on demand)
+        return fft_backend.real_scale(self._spec(f), op)
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
-        if self.fused(p):
-            # the x component and the spectrum after the pass along x in one call, then each
-            # other component from that spectrum: one gradient component exists at a time
-            gx, spec = fftw.conv(
-                [p], self.kappa, [(0, 0, self.shift_pos[0]), (0, "spectrum", None)]
-            )
-            rest = [fftw.planes_c2r(spec, p.shape, a, s) for a, s in enumerate(self.shift_pos) if a]
-            return (gx, *rest)
-        if self._fftw(p):
-            spec = fftw.r2c(p)
-            return tuple(
-                fftw.c2r(spec, p.shape, self.kappa, s, axis=a) for a, s in enumerate(self.shift_pos)
-            )
-        assert self.kappa is not None  # XLA's FFT: kappa is always applied
-        P = real_scale(self._spec(p), self.kappa)
+        if self.native(p):
+            return self.backend.derivatives(p, self.kappa, self.shift_pos)
+        P = self._scaled(p, self.kappa)
         return tuple(self._back(P * s, p) for s in self.shift_pos)
 
     def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
-        if self.fused(u[0]):
-            # one call per component: XLA can then use each part before the next exists
-            return tuple(
-                fftw.conv([ua], self.kappa, [(0, a, s)])[0]
-                for a, (ua, s) in enumerate(zip(u, self.shift_neg))
-            )
-        if self._fftw(u[0]):
-            return tuple(
-                fftw.c2r(fftw.r2c(ua), ua.shape, self.kappa, s, axis=a)
-                for a, (ua, s) in enumerate(zip(u, self.shift_neg))
-            )
-        assert self.kappa is not None  # XLA's FFT: kappa is always applied
-        return tuple(
-            self._back(real_scale(self._spec(ua), self.kappa) * s, ua)
-            for ua, s in zip(u, self.shift_neg)
-        )
+        # one call per component: XLA can then use each part before the next exists
+        if self.native(u[0]):
+            be = self.backend
+            pairs = enumerate(zip(u, self.shift_neg))
+            return tuple(be.operator(ua, self.kappa, a, s) for a, (ua, s) in pairs)
+        return tuple(self._back(self._scaled(ua, self.kappa) * s, ua)
+                     for ua, s in zip(u, self.shift_neg))  # fmt: skip
 
     def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
         """``sum_a div(u)[a]``: the divergence's components summed (with ``shift_neg`` set to
-        ``conj(shift_pos)``, the adjoint of :meth:`grad`), in one FFTW call when fused."""
+        ``conj(shift_pos)``, the adjoint of :meth:`grad`), in one backend call when fused."""
         if self.fused(u[0]):
-            return fftw.conv_sum(list(u), self.kappa, list(enumerate(self.shift_neg)))
+            return self.backend.operator_sum(u, self.kappa, self.shift_neg)
         parts = self.div(u)  # a subclass's own div (PencilOps: distributed; never fused)
         return sum(parts[1:], parts[0])
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
         nabla = self.nabla1 if which == 1 else self.nabla2
-        if self.fused(f):
-            return fftw.conv([f], nabla)[0]
-        if self._fftw(f):
-            return fftw.c2r(fftw.r2c(f), f.shape, nabla)
-        assert nabla is not None  # built for power-law absorption, the only caller
-        return self._back(real_scale(self._spec(f), nabla), f)
+        if self.native(f):
+            return self.backend.operator(f, nabla)
+        return self._back(self._scaled(f, nabla), f)
 
     def filter_source(self, s: jax.Array) -> jax.Array:
-        if self.fused(s):
-            return fftw.conv([s], self.source_kappa)[0]
-        if self._fftw(s):
-            return fftw.c2r(fftw.r2c(s), s.shape, self.source_kappa)
-        assert self.source_kappa is not None  # built for additive sources, the only callers
-        return self._back(real_scale(self._spec(s), self.source_kappa), s)
+        if self.native(s):
+            return self.backend.operator(s, self.source_kappa)
+        return self._back(self._scaled(s, self.source_kappa), s)
 
     def keep(self, f: jax.Array) -> jax.Array:
-        """``f`` materialised here (a fusion boundary) on the FFTW backend; ``f`` otherwise.
+        """``f`` materialised here (a fusion boundary) where the backend needs one; ``f``
+        otherwise.
 
         XLA:CPU otherwise fuses a value shared by several updates into each of them, which
         re-reads its inputs per consumer and keeps copies of overwritten state fields."""
-        return fftw.keep(f) if self._fftw(f) else f
+        return self._on(f).keep(f)
+
+    def keep_together(self, fs: Sequence[jax.Array]) -> list[jax.Array]:
+        """The fields ``fs`` themselves, all materialised before any is read after this point,
+        where the backend needs fusion boundaries (else ``fs``); differentiable (the identity's
+        derivative rules)."""
+        be = self._on(fs[0])
+        return _keep_together(be.name)(list(fs)) if be.name != "xla" else list(fs)
 
     def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
         """Derivatives of ``f`` along single axes, without kappa (the elastic model's operator).
 
         ``which``: ``(axis, shift)`` pairs; ``shift = +1`` gives ``df/dx_axis`` at ``x + d/2``
-        (``shift_pos``), ``-1`` at ``x - d/2`` (``shift_neg``). A derivative along one axis needs
-        a transform along that axis only: one real 1-D FFT per axis asked for, shared by the
-        pairs on that axis, and one inverse per pair. Units: ``f``'s per metre.
+        (``shift_pos``), ``-1`` at ``x - d/2`` (``shift_neg``); see :meth:`diffs_many` for the
+        transforms. Units: ``f``'s per metre.
         """
-        spectra: dict[int, jax.Array] = {}
-        out = []
-        for axis, shift in which:
-            if axis not in spectra:
-                spectra[axis] = jnp.fft.rfft(f, axis=axis)
-            n = f.shape[axis]
-            vec = (self.shift_pos if shift > 0 else self.shift_neg)[axis]
-            # the rfft half of the axis: its Nyquist entry has the same real value at -pi/d
-            op = lax.slice_in_dim(vec, 0, n // 2 + 1, axis=axis)
-            out.append(jnp.fft.irfft(spectra[axis] * op, n=n, axis=axis).astype(f.dtype))
+        return self.diffs_many([f], which)[0]
+
+    def diffs_many(
+        self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
+    ) -> list[list[jax.Array]]:  # fmt: skip
+        """:meth:`diffs` of each field of ``fs`` (one shape): ``out[i][j]`` is
+        ``diffs(fs[i], which)[j]``. Where the backend fuses operators (FFTW, 2-D / 3-D) one
+        call makes them all, each field transformed once (whole-grid transforms: there a
+        derivative along one axis costs no more than one along all); otherwise 1-D transforms
+        along each axis asked for, one forward per field and axis."""
+        be = self._on(fs[0])
+        vecs = [(self.shift_pos if s > 0 else self.shift_neg)[a] for a, s in which]
+        if be.fused(fs[0]):
+            outs = [(i, a, v) for i in range(len(fs)) for (a, _), v in zip(which, vecs)]
+            got = be.operators(fs, None, outs)
+            return [got[i * len(which) : (i + 1) * len(which)] for i in range(len(fs))]
+        out: list[list[Any]] = [[None] * len(which) for _ in fs]
+        for axis in dict.fromkeys(a for a, _ in which):
+            picks = [j for j, (a, _) in enumerate(which) if a == axis]
+            got = be.along_axis(fs, axis, [vecs[j] for j in picks])
+            for i in range(len(fs)):
+                for q, j in enumerate(picks):
+                    out[i][j] = got[i * len(picks) + q]
         return out
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         assert self.unshift is not None  # built when a sensor records non-staggered velocity
-        n = u.shape[axis]
-        F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]
-        return jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)
+        return self._on(u).along_axis([u], axis, [self.unshift[axis]])[0]
+
+
+def _keep_together(name: str) -> Any:
+    """The backend ``name``'s ``keep_all`` with an identity derivative rule (reverse mode)."""
+
+    def run(xs: list) -> list:
+        return fft_backend.get(name).keep_all(xs)
+
+    f = jax.custom_vjp(run)
+    f.defvjp(lambda xs: (run(xs), None), lambda _, cts: (list(cts),))
+    return f
 
 
 @dataclass(frozen=True)
@@ -324,8 +330,8 @@ class SplitUpdate:
     field: jax.Array | None = None
     staggered: bool = False
 
-    def epilogue(self) -> fftw.Epilogue:
-        """The FFTW custom call's form of this update (:data:`sonotile.fft.fftw.Epilogue`)."""
+    def epilogue(self) -> fft_backend.Epilogue:
+        """The backend's form of this update (:data:`sonotile.fft.backend.Epilogue`)."""
         mode = 1 if self.field is None else (3 if self.staggered else 2)
         return (mode, self.old, self.m, self.scale, self.field)
 
@@ -337,7 +343,7 @@ def fuses_updates(ops: Any, like: jax.Array) -> bool:
     subclasses and wrappers are distributed or differentiable and keep the separate update);
     never when :attr:`sonotile.base.config.Settings.fftw_updates` was off when they were built."""
     if type(ops) is FourierOps:
-        return ops.fused(like) and "separate-updates" not in ops.fft
+        return ops.fused(like) and ops.backend.fuses_updates
     own = getattr(ops, "fuses_updates", None)
     return bool(own is not None and own(like))
 
@@ -376,18 +382,7 @@ def grad_update(
     if type(ops) is not FourierOps:  # operators with their own way (LFB's planes first)
         return ops.grad_update(p, updates)  # type: ignore[attr-defined]
     assert isinstance(ops, FourierOps)
-    ux, spec = fftw.conv(
-        [p],
-        ops.kappa,
-        [(0, 0, ops.shift_pos[0]), (0, "spectrum", None)],
-        [updates[0].epilogue(), None],
-    )
-    rest = [
-        fftw.planes_c2r(spec, p.shape, a, s, epilogue=updates[a].epilogue())
-        for a, s in enumerate(ops.shift_pos)
-        if a
-    ]
-    return (ux, *rest)
+    return ops.backend.derivatives(p, ops.kappa, ops.shift_pos, [up.epilogue() for up in updates])
 
 
 def div_update(
@@ -400,7 +395,8 @@ def div_update(
     if type(ops) is not FourierOps:  # operators with their own way (LFB's planes first)
         return ops.div_update(u, updates)  # type: ignore[attr-defined]
     assert isinstance(ops, FourierOps)
+    be = ops.backend
     return tuple(
-        fftw.conv([ua], ops.kappa, [(0, a, s)], [up.epilogue()])[0]
+        be.operator(ua, ops.kappa, a, s, up.epilogue())
         for a, (ua, s, up) in enumerate(zip(u, ops.shift_neg, updates))
     )

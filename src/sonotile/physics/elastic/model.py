@@ -41,6 +41,12 @@ class AxisDiffOps(Protocol):
 
     def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]: ...
 
+    def diffs_many(
+        self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
+    ) -> list[list[jax.Array]]: ...  # fmt: skip
+
+    def keep_together(self, fs: Sequence[jax.Array]) -> list[jax.Array]: ...
+
 
 class State(NamedTuple):
     """The elastic state: ``u_split[i][a]`` split ``a`` of the velocity along axis ``i`` [m/s];
@@ -296,9 +302,14 @@ def update_velocity(
     nd = st.ndim
     u: list[list[Any]] = [[None] * nd for _ in range(nd)]
     acc: list[Any] = [None] * nd
+    # the normal stresses summed together, before any is differentiated: a split of sigma_xx
+    # is overwritten in the stress update after u_y or u_z is made, which would otherwise not
+    # depend on reading the old sigma_xx, and XLA kept a copy of each such split (6 fields)
+    sums = [total(sk) for sk in state.s_split]
+    sums[:nd] = ops.keep_together(sums[:nd])
     for k, comp in enumerate(components(nd)):
         which, targets = stress_targets(comp)
-        for (i, a), d in zip(targets, ops.diffs(total(state.s_split[k]), which)):
+        for (i, a), d in zip(targets, ops.diffs(sums[k], which)):
             m = pml_factor(c, (i,), a, nd)
             u[i][a] = m * (m * state.u_split[i][a] + c["dt_rho_sg"][i] * d)
             if st.kelvin_voigt:
@@ -347,8 +358,11 @@ def update_stress(
     s: list[list[Any]] = [[None] * len(split_axes(k, nd)) for k in comps]
     for j in range(nd):
         which = [(a, -1 if a == j else +1) for a in range(nd)]
-        du = ops.diffs(total(u[j]), which)
-        dv = ops.diffs(dt_acc[j], which) if dt_acc is not None else [None] * nd
+        dv: list[Any] = [None] * nd
+        if dt_acc is not None:  # both fields' derivatives in one call
+            du, dv = ops.diffs_many([total(u[j]), dt_acc[j]], which)
+        else:
+            du = ops.diffs(total(u[j]), which)
         for a in range(nd):
             for k, b in velocity_targets(j, a, nd):
                 stagger = () if comps[k][0] == comps[k][1] else comps[k]

@@ -141,7 +141,7 @@ def build(
         fixed.update(split_constants(shape, spacing, dtype))
     statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None)
     rec = loop.Recording(tuple(record), int(record_start_index) - 1, nd)
-    ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype, fft="xla")
+    ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype)
     return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed)
 
 

@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.fft import fftw
+from sonotile.fft import backend as fft_backend
 from sonotile.model.grid import along
 from sonotile.spectral.device import to_device
-from sonotile.spectral.operators import half_kmag, half_wavenumbers, real_scale
+from sonotile.spectral.operators import half_kmag, half_wavenumbers
 
 Children = tuple[Any, Any, Any, Any, Any]
 
@@ -69,7 +69,7 @@ class HeatOps:
         ik: per axis ``i k_a`` as broadcastable 1-D vectors, or None.
         lap: ``-|k|^2 kappa`` or None.
         decay: ``-dt kappa (D |k|^2 + P)`` or None (homogeneous media).
-        fft: ``"xla"`` or ``"fftw"`` (static).
+        fft: the FFT backend's name (static, :func:`sonotile.fft.backend.get`).
     """
 
     kappa: jax.Array
@@ -115,19 +115,19 @@ class HeatOps:
             else:
                 dec = -dt * kap * (d * k2 + p)
             decay = to_device(dec, dtype)
-        backend = "xla" if ndim == 1 else fftw.resolve(fft, dtype)
+        backend = "xla" if ndim == 1 else fft_backend.resolve(fft, dtype)
         return cls(to_device(kap, dtype), root, ik, lap, decay, fft=backend)
 
-    def _fftw(self, like: jax.Array) -> bool:
-        return self.fft == "fftw" and like.dtype == jnp.float32 and like.ndim >= 2
+    def _on(self, like: jax.Array) -> fft_backend.Backend:
+        """The backend for fields like ``like``: the chosen one where it fuses the operators
+        (2-D / 3-D, float32 on FFTW), else the portable one."""
+        be = fft_backend.get(self.fft)
+        return be if be.fused(like) else fft_backend.portable()
 
     def _apply(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
         """``F^-1(op F f)`` for a real operator ``op`` on the half spectrum."""
         assert op is not None, "operator not built (see HeatOps.build)"
-        if self._fftw(f):
-            return fftw.conv([f], op)[0]
-        spec = real_scale(jnp.fft.rfftn(f), op)
-        return jnp.fft.irfftn(spec, s=f.shape).astype(f.dtype)
+        return self._on(f).operator(f, op)
 
     def smooth(self, f: jax.Array) -> jax.Array:
         return self._apply(f, self.kappa)
@@ -140,15 +140,8 @@ class HeatOps:
 
     def grad(self, f: jax.Array) -> tuple[jax.Array, ...]:
         assert self.root is not None and self.ik is not None, "built without gradient=True"
-        if self._fftw(f):
-            return tuple(fftw.conv([f], self.root, [(0, a, v) for a, v in enumerate(self.ik)]))
-        spec = real_scale(jnp.fft.rfftn(f), self.root)
-        return tuple(jnp.fft.irfftn(spec * v, s=f.shape).astype(f.dtype) for v in self.ik)
+        return self._on(f).derivatives(f, self.root, self.ik)
 
     def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
         assert self.root is not None and self.ik is not None, "built without gradient=True"
-        if self._fftw(u[0]):
-            return fftw.conv_sum(list(u), self.root, list(enumerate(self.ik)))
-        total = sum(jnp.fft.rfftn(ua) * v for ua, v in zip(u, self.ik))
-        spec = real_scale(total, self.root)  # type: ignore[arg-type]
-        return jnp.fft.irfftn(spec, s=u[0].shape).astype(u[0].dtype)
+        return self._on(u[0]).operator_sum(u, self.root, self.ik)

@@ -1,0 +1,150 @@
+"""The FFT backend interface (:class:`Backend`): what the spectral operators and the
+decompositions ask of an FFT; :mod:`sonotile.fft.backend` chooses and returns backends.
+
+A backend is a sibling module of this package holding one object that satisfies
+:class:`Backend` (``xla.BACKEND``: XLA's FFT, DUCC on CPUs and cuFFT on GPUs;
+``fftw.BACKEND``: FFTW as XLA custom calls on CPUs). The choice is made once, when operators
+are built (:func:`resolve`, from :attr:`sonotile.base.config.Settings.fft`), and recorded by
+name in the operators' static part; :func:`get` gives the object back from the name. The
+operators (:mod:`sonotile.spectral.operators`) and the decompositions (:mod:`sonotile.parallel`)
+call these methods and never a backend's own module.
+
+Everything is on real fields and their half spectra (last axis halved, numpy's ``rfftn``
+layout). An operator is ``op`` (real, on the half spectrum, or None) times at most one complex
+vector ``vec`` along one grid axis (a derivative's ``i k exp(+-i k d/2)``; on the last axis its
+half length), applied between a forward and an inverse transform. Where a backend cannot take
+an array (FFTW: float64, or rank above 3) :meth:`Backend.native` is False and the operators use
+:func:`portable` for it.
+
+A new backend: a module here with a class satisfying :class:`Backend` (and, optionally,
+:class:`SlabKernels`), its object registered in :func:`get` and chosen in :func:`resolve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import jax
+
+#: ``(mode, old, m, s, G)``: a split-field update applied to an operator's real output ``d``
+#: as it is made, ``m (m old - coef d)`` with ``coef`` = ``s`` (mode 1), ``s G`` (mode 2) or
+#: ``s / mean(G)`` (mode 3: ``G``'s mean with the next point along the output's axis, the last
+#: point ``G`` itself); ``m`` a 1-D real vector along that axis, ``s`` a scalar, ``old`` and
+#: ``G`` grids of the output's shape. Only backends with ``fuses_updates`` take them.
+Epilogue = tuple[int, "jax.Array", "jax.Array", "jax.typing.ArrayLike", "jax.Array | None"]
+
+#: ``(axis, vector)`` of one output of an operator (``axis`` None: no vector)
+AxisVec = tuple["int | None", "jax.Array | None"]
+
+
+class Backend(Protocol):
+    """One FFT backend (see the module docstring). ``name``: its key for :func:`get`;
+    ``fuses_updates``: derivative outputs can carry :data:`Epilogue` updates;
+    ``slab_kernels``: it also has the :class:`SlabKernels`."""
+
+    name: str
+    fuses_updates: bool
+    slab_kernels: bool
+
+    def native(self, like: jax.Array) -> bool:
+        """True when this backend's own transforms take fields like ``like``."""
+        ...
+
+    def fused(self, like: jax.Array) -> bool:
+        """True when an operator on fields like ``like`` is one call (no spectrum in memory)."""
+        ...
+
+    def derivatives(
+        self, f: jax.Array, op: jax.Array | None, vecs: Sequence[jax.Array],
+        epilogues: Sequence[Epilogue | None] | None = None,
+    ) -> tuple[jax.Array, ...]:  # fmt: skip
+        """``irfftn(rfftn(f) * op * vecs[a][k_a])`` for each grid axis ``a`` (a gradient), one
+        forward transform shared; ``epilogues[a]`` applied to output ``a``."""
+        ...
+
+    def operator(
+        self, f: jax.Array, op: jax.Array | None, axis: int | None = None,
+        vec: jax.Array | None = None, epilogue: Epilogue | None = None,
+    ) -> jax.Array:  # fmt: skip
+        """``irfftn(rfftn(f) * op * vec[k_axis])`` (``op`` / ``vec`` None: left out)."""
+        ...
+
+    def operator_sum(
+        self, xs: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array]
+    ) -> jax.Array:  # fmt: skip
+        """``sum_a irfftn(rfftn(xs[a]) * op * vecs[a][k_a])``: one inverse transform."""
+        ...
+
+    def operators(
+        self, xs: Sequence[jax.Array], op: jax.Array | None,
+        outs: Sequence[tuple[int, int | None, jax.Array | None]],
+    ) -> list[jax.Array]:  # fmt: skip
+        """Output ``o`` of ``outs = ((src, axis, vec), ...)`` is ``irfftn(rfftn(xs[src]) * op *
+        vec[k_axis])`` (``vec`` along grid ``axis`` in the spectrum's layout: its half length
+        on the last axis; ``axis`` and ``vec`` None: none): each input's forward transform
+        shared by its outputs. Differentiable in ``xs`` (reverse mode)."""
+        ...
+
+    def along_axis(
+        self, xs: Sequence[jax.Array], axis: int, vecs: Sequence[jax.Array]
+    ) -> list[jax.Array]:  # fmt: skip
+        """``irfft(rfft(x, axis) * vec, axis)`` for each ``x`` of ``xs``, each ``vec`` of
+        ``vecs`` (broadcastable along ``axis``: ``n`` or ``n // 2 + 1`` values, the first
+        ``n // 2 + 1`` used), in the order ``[x0 vec0, x0 vec1, ..., x1 vec0, ...]``: 1-D
+        transforms only (derivatives along one axis, half-cell shifts)."""
+        ...
+
+    def rfftn(self, x: jax.Array) -> jax.Array: ...
+
+    def irfftn(self, X: jax.Array, shape: Sequence[int]) -> jax.Array: ...
+
+    def rfft(self, x: jax.Array, axis: int) -> jax.Array: ...
+
+    def irfft(self, X: jax.Array, n: int, axis: int) -> jax.Array: ...
+
+    def fft(self, X: jax.Array, axis: int) -> jax.Array: ...
+
+    def ifft(self, X: jax.Array, axis: int) -> jax.Array: ...
+
+    def keep(self, x: jax.Array) -> jax.Array:
+        """``x`` materialised here, a fusion boundary where the backend needs one (FFTW:
+        XLA:CPU otherwise fuses a shared value into each consumer); else ``x``."""
+        ...
+
+    def keep_all(self, xs: Sequence[jax.Array]) -> list[jax.Array]: ...
+
+    def prepare(self, shape: tuple[int, ...]) -> None:
+        """Plan the transforms of a real grid ``shape`` now (a no-op where nothing is planned)."""
+        ...
+
+    def describe(self) -> dict[str, str]:
+        """What this backend is, for an output's provenance."""
+        ...
+
+
+class SlabKernels(Protocol):
+    """The plane-by-plane kernels the slab decompositions use where a backend has them
+    (``Backend.slab_kernels`` True: FFTW's ``rfft_split``, ``irfft_join``, ``xpass``,
+    ``xpass_halo``, ``planes_c2r``, ``rfft_axes``; see :mod:`sonotile.fft.fftw`)."""
+
+    slab_kernels: bool
+
+    def rfft_split(self, x: jax.Array, axes: Sequence[int], split_axis: int, pieces: int,
+                   keep: int | None = None) -> Any: ...  # fmt: skip
+
+    def irfft_join(self, X: jax.Array, shape: Sequence[int], axes: Sequence[int],
+                   split_axis: int, scale: float, axis: int | None = None,
+                   vec: jax.Array | None = None) -> jax.Array: ...  # fmt: skip
+
+    def xpass(self, specs: Sequence[jax.Array], shape: Sequence[int], *args: Any,
+              **kw: Any) -> list[Any]: ...  # fmt: skip
+
+    def xpass_halo(self, mid: jax.Array, halos: tuple[jax.Array, jax.Array], *args: Any,
+                   **kw: Any) -> list[jax.Array]: ...  # fmt: skip
+
+    def planes_c2r(self, spec: jax.Array, shape: Sequence[int], *args: Any,
+                   **kw: Any) -> jax.Array: ...  # fmt: skip
+
+    def rfft_axes(self, x: jax.Array, axes: Sequence[int]) -> jax.Array: ...

@@ -1,0 +1,127 @@
+"""XLA's FFT as an FFT backend (:class:`sonotile.fft.backend.Backend`): ``jnp.fft``, DUCC on
+CPUs and cuFFT on GPUs; every dtype, rank and device."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from sonotile.fft.interface import Epilogue
+
+
+def real_scale(F: jax.Array, k: jax.Array) -> jax.Array:
+    """``F * k`` for a complex spectrum ``F`` and a real operator ``k``, component-wise.
+
+    ``complex * real`` makes XLA convert ``k`` to a complex array (hoisted out of the time
+    loop: a second, twice as large copy of every real operator, read at 8 bytes per point);
+    scaling the real and imaginary parts reads the real operator as stored. Same values.
+    """
+    return lax.complex(F.real * k, F.imag * k)
+
+
+def _half(vec: jax.Array, axis: int, like: jax.Array) -> jax.Array:
+    """The first ``n // 2 + 1`` entries of ``vec`` (1-D, or broadcastable along ``axis``) along
+    ``axis`` of ``like`` (an ``rfft`` spectrum's bins: its Nyquist entry has the same real
+    value at ``-pi/d``)."""
+    if vec.ndim != like.ndim:
+        vec = jnp.reshape(vec, [-1 if a == axis else 1 for a in range(like.ndim)])
+    return lax.slice_in_dim(vec, 0, like.shape[axis] // 2 + 1, axis=axis)
+
+
+@dataclass(frozen=True)
+class XlaBackend:
+    """XLA's FFT (see the module docstring): spectra in memory between the transforms."""
+
+    name: str = "xla"
+    fuses_updates: bool = False
+    slab_kernels: bool = False
+
+    def native(self, like: jax.Array) -> bool:
+        return True
+
+    def fused(self, like: jax.Array) -> bool:
+        return False
+
+    def _scaled(self, F: jax.Array, op: jax.Array | None) -> jax.Array:
+        return F if op is None else real_scale(F, op)
+
+    def derivatives(
+        self, f: jax.Array, op: jax.Array | None, vecs: Sequence[jax.Array],
+        epilogues: Sequence[Epilogue | None] | None = None,
+    ) -> tuple[jax.Array, ...]:  # fmt: skip
+        assert not epilogues or all(e is None for e in epilogues), "xla: no fused updates"
+        P = self._scaled(self.rfftn(f), op)
+        return tuple(self.irfftn(P * v, f.shape).astype(f.dtype) for v in vecs)
+
+    def operator(
+        self, f: jax.Array, op: jax.Array | None, axis: int | None = None,
+        vec: jax.Array | None = None, epilogue: Epilogue | None = None,
+    ) -> jax.Array:  # fmt: skip
+        assert epilogue is None, "xla: no fused updates"
+        F = self._scaled(self.rfftn(f), op)
+        return self.irfftn(F if vec is None else F * vec, f.shape).astype(f.dtype)
+
+    def operator_sum(
+        self, xs: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array]
+    ) -> jax.Array:  # fmt: skip
+        total = sum((self.rfftn(x) * v for x, v in zip(xs, vecs)), jnp.zeros((), jnp.complex64))
+        return self.irfftn(self._scaled(total, op), xs[0].shape).astype(xs[0].dtype)
+
+    def operators(
+        self, xs: Sequence[jax.Array], op: jax.Array | None,
+        outs: Sequence[tuple[int, int | None, jax.Array | None]],
+    ) -> list[jax.Array]:  # fmt: skip
+        specs = [self._scaled(self.rfftn(x), op) for x in xs]
+        return [
+            self.irfftn(specs[s] if v is None else specs[s] * v, xs[s].shape).astype(xs[s].dtype)
+            for s, _, v in outs
+        ]
+
+    def along_axis(
+        self, xs: Sequence[jax.Array], axis: int, vecs: Sequence[jax.Array]
+    ) -> list[jax.Array]:  # fmt: skip
+        out = []
+        for x in xs:
+            n, F = x.shape[axis], self.rfft(x, axis)
+            out += [self.irfft(F * _half(v, axis, x), n, axis).astype(x.dtype) for v in vecs]
+        return out
+
+    def rfftn(self, x: jax.Array) -> jax.Array:
+        return jnp.fft.rfftn(x)
+
+    def irfftn(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
+        return jnp.fft.irfftn(X, s=tuple(shape))
+
+    def rfft(self, x: jax.Array, axis: int) -> jax.Array:
+        return jnp.fft.rfft(x, axis=axis)
+
+    def irfft(self, X: jax.Array, n: int, axis: int) -> jax.Array:
+        return jnp.fft.irfft(X, n=n, axis=axis)
+
+    def fft(self, X: jax.Array, axis: int) -> jax.Array:
+        return jnp.fft.fft(X, axis=axis)
+
+    def ifft(self, X: jax.Array, axis: int) -> jax.Array:
+        return jnp.fft.ifft(X, axis=axis)
+
+    def keep(self, x: jax.Array) -> jax.Array:
+        return x
+
+    def keep_all(self, xs: Sequence[jax.Array]) -> list[jax.Array]:
+        return list(xs)
+
+    def prepare(self, shape: tuple[int, ...]) -> None:
+        return None
+
+    def describe(self) -> dict[str, str]:
+        import jaxlib
+
+        return {"xla_fft": f"jaxlib {jaxlib.__version__} on {jax.default_backend()}"}
+
+
+#: The backend object (:func:`sonotile.fft.backend.get`)
+BACKEND = XlaBackend()
