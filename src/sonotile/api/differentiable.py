@@ -441,7 +441,8 @@ def make_simulator(
     if chunk == "auto":
         chunk = 1 if tape is not None else adjoint.default_chunk(nt)
     st = Static(
-        problem, sens.layout_of(problem.sensor, full, nt, problem.grid.dt), AcousticModel.of(problem),
+        problem, sens.layout_of(problem.sensor, full, nt, problem.grid.dt),
+        AcousticModel.of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
     if decomposition == SINGLE:

@@ -36,9 +36,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.fft import backend as fft_backend
+from sonotile.fft.backend import real_scale
 from sonotile.model.grid import along
 from sonotile.spectral.device import to_device
-from sonotile.spectral.operators import half_kmag, half_wavenumbers, kappa_of, real_scale
+from sonotile.spectral.operators import half_kmag, half_wavenumbers, kappa_of
 
 #: Radial symmetries: k-Wave's ``RadialSymmetry`` names without the ``-FFT`` suffix.
 SYMMETRIES = ("WSWA", "WSWS")
@@ -168,12 +170,13 @@ class RadialOps:
         )
 
     def _spec(self, f: jax.Array) -> jax.Array:
-        return jnp.fft.rfftn(f)
+        return fft_backend.portable().rfftn(f)
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         """The inverse transform of ``F`` on the continued grid, cut to ``like``'s grid."""
         m = period(like.shape[1], self.symmetry)
-        return jnp.fft.irfftn(F, s=(like.shape[0], m))[:, : like.shape[1]].astype(like.dtype)
+        full = fft_backend.portable().irfftn(F, (like.shape[0], m))
+        return full[:, : like.shape[1]].astype(like.dtype)
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         P = real_scale(self._spec(continue_collocated(p, self.symmetry)), self.kappa)
@@ -209,5 +212,6 @@ class RadialOps:
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         assert self.unshift is not None  # built when a sensor records non-staggered velocity
         n = u.shape[axis]
-        F = jnp.fft.rfft(u, axis=axis) * self.unshift[axis]
-        return jnp.fft.irfft(F, n=n, axis=axis).astype(u.dtype)
+        be = fft_backend.portable()
+        F = be.rfft(u, axis) * self.unshift[axis]
+        return be.irfft(F, n, axis).astype(u.dtype)
