@@ -2,8 +2,9 @@
 # The test suite: installs into .venv/ if needed, lints, then runs pytest (arguments go to pytest).
 #
 # Besides .venv/ it sets up two optional things, each of which a user may skip:
-#   SONOTILE_TEST_MPI=0            do not install Open MPI and mpi4jax (scripts/setup.sh's MPI
-#                                  transport; the mpirun tests are then skipped when it is missing)
+#   SONOTILE_TEST_MPI=0            do not install mpi4jax (and Open MPI's wheel where the system
+#                                  has no MPI: scripts/setup.sh's MPI transport); the mpirun
+#                                  tests are then skipped when MPI is missing
 #   SONOTILE_TEST_KWAVE_PYTHON=0   do not build .venv-kwave-python/ (k-wave-python from PyPI, ~300 MB);
 #                                  tests/kwave/test_kwave_python.py is then skipped
 # SONOTILE_REQUIRE_FFTW=1 (set by .ci/run) turns the FFTW tests' skips into failures and installs
@@ -18,6 +19,7 @@ if [ "${SONOTILE_REQUIRE_FFTW:-0}" = 1 ]; then
     .venv/bin/python -m pip install -q pyfftw  # the second FFTW source, beside the system's
 fi
 
+export PATH="$PWD/.venv/bin:$PATH"  # as in an activated .venv: Open MPI's wheel's mpirun
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/ruff format --check src tests benchmarks
 .venv/bin/mypy  # every function typed (pyproject.toml [tool.mypy]); ruff's ANN rules too
