@@ -26,9 +26,9 @@ if ! .venv/bin/python -c "import sys, sonotile.fft.fftw as f; sys.exit(f.find_li
   "${PIP[@]}" pyfftw || echo "setup.sh: no pyfftw wheel; XLA's FFT will be used" >&2
 fi
 .venv/bin/python -m sonotile.fft.fftw || true
-# MPI as the transport between processes (mpirun; docs/scaling.md): mpi4py and mpi4jax built
-# against the system's MPI, or against Open MPI's wheel (mpirun, mpicc and libmpi in .venv/).
-# Without them multi-process runs use XLA's gloo collectives.
+# MPI as the transport between processes (mpirun; docs/scaling.md): mpi4jax built against the
+# system's MPI, or against Open MPI's wheel (mpirun, mpicc and libmpi in .venv/); mpi4py's wheel
+# loads the same libmpi at run time. Without them multi-process runs use XLA's gloo collectives.
 MPI=${SONOTILE_MPI:-1}
 if [ "$MPI" != 0 ]; then
   MPICC=$(command -v mpicc || true)
