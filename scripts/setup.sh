@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
-# Install sonotile and its test tools into .venv/ at the repository root (idempotent).
+# Install sonotile and its test tools into .venv/ at the repository root (idempotent, no root).
+#
+# Needs python3 (>= 3.10) and a C/C++ compiler. With Python >= 3.11 every package gets the exact
+# version of requirements/lock.txt (the tested set-up; scripts/lock.sh writes it); with 3.10 pip
+# picks versions within pyproject.toml's ranges.
+# Env: PYTHON (default python3); SONOTILE_MPI: 1 (default) MPI from the system where it has one
+# (mpicc on PATH), else Open MPI's wheel from PyPI; wheel: Open MPI's wheel even so; 0: no MPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
+PIP=(.venv/bin/python -m pip install -q)
+if .venv/bin/python -c "import sys; sys.exit(sys.version_info < (3, 11))"; then
+  PIP+=(-c requirements/lock.txt)
+else
+  echo "setup.sh: Python < 3.11: versions from pyproject.toml's ranges, not the tested lock" >&2
+fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev,planning]"  # planning: NIfTI and DICOM readers
+"${PIP[@]}" -e ".[dev,planning]"  # planning: NIfTI and DICOM readers
 # FFTW custom calls for the CPU FFT (compiled once into ~/.cache/sonotile; without a compiler
 # or libfftw3f sonotile uses XLA's FFT). pyFFTW's wheel carries libfftw3f where the system has none.
 if ! .venv/bin/python -c "import sys, sonotile.fft.fftw as f; sys.exit(f.find_library() is None)"; then
-  .venv/bin/python -m pip install -q pyfftw || echo "setup.sh: no pyfftw wheel; XLA's FFT will be used" >&2
+  "${PIP[@]}" pyfftw || echo "setup.sh: no pyfftw wheel; XLA's FFT will be used" >&2
 fi
 .venv/bin/python -m sonotile.fft.fftw || true
-# MPI as the transport between processes (mpirun; docs/scaling.md): Open MPI from the system
-# (installed here from Debian's packages when run as root), mpi4py and mpi4jax from PyPI. Without
-# them multi-process runs use XLA's gloo collectives. SONOTILE_MPI=0 skips this.
-if [ "${SONOTILE_MPI:-1}" = 0 ]; then
-  :
-elif ! command -v mpicc > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin libopenmpi-dev \
-    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin \
-    libopenmpi-dev; }; } > /dev/null || echo "setup.sh: could not install Open MPI; multi-process runs will use gloo" >&2
-fi
-if [ "${SONOTILE_MPI:-1}" != 0 ] && command -v mpicc > /dev/null; then
-  .venv/bin/python -m pip install -q -e ".[mpi]" \
-    || echo "setup.sh: could not install mpi4jax; multi-process runs will use gloo" >&2
+# MPI as the transport between processes (mpirun; docs/scaling.md): mpi4jax built against the
+# system's MPI, or against Open MPI's wheel (mpirun, mpicc and libmpi in .venv/); mpi4py's wheel
+# loads the same libmpi at run time. Without them multi-process runs use XLA's gloo collectives.
+MPI=${SONOTILE_MPI:-1}
+if [ "$MPI" != 0 ]; then
+  MPICC=$(command -v mpicc || true)
+  if [ "$MPI" = wheel ] || [ -z "$MPICC" ]; then
+    MPICC=
+    "${PIP[@]}" -e ".[mpi-wheel]" && MPICC=$PWD/.venv/bin/mpicc \
+      || echo "setup.sh: could not install Open MPI's wheel; multi-process runs will use gloo" >&2
+  fi
+  if [ -n "$MPICC" ]; then
+    MPI4JAX_BUILD_MPICC=$MPICC "${PIP[@]}" -e ".[mpi]" \
+      || echo "setup.sh: could not install mpi4jax; multi-process runs will use gloo" >&2
+  fi
 fi

@@ -303,6 +303,11 @@ def test_detect_launchers():
     assert got["launcher"] == "mpirun" and got["coordinator_address"] is None
     with pytest.raises(RuntimeError, match="SONOTILE_COORDINATOR"):
         detect({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "1"})
+    # Open MPI 5 (PRRTE's mpirun sets PMIX_NAMESPACE): the coordinator is found through MPI
+    got = detect({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "1",
+                  "PMIX_NAMESPACE": "prterun-host-1234@1"})  # fmt: skip
+    assert got["launcher"] == "mpirun" and got["coordinator_address"] is None
+    assert got["num_processes"] == 4 and got["process_id"] == 1
     got = detect({"SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"})
     assert got["launcher"] == "srun" and got["process_id"] == 1
     assert detect({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_PROCID": "0"}) is None

@@ -73,10 +73,11 @@ class Settings:
             the check before a run (None: the device's). Env: ``SONOTILE_MEMORY_LIMIT``.
         transport: collectives of a multi-process run, ``auto`` (MPI where it can carry them,
             else XLA's), ``mpi`` or ``xla``. Env: ``SONOTILE_TRANSPORT``.
-        mpicxx: the MPI C++ compiler for the MPI custom calls ("": ``mpicxx`` on PATH). Env:
-            ``SONOTILE_MPICXX``.
+        mpicxx: the MPI C++ compiler for the MPI custom calls ("": ``mpicxx`` of the Python
+            environment, else on PATH). Env: ``SONOTILE_MPICXX``.
         coordinator: ``host:port`` of process 0 of a multi-process job (set by ``sonotile
-            launch``; with Open MPI 5 set it by hand). Env: ``SONOTILE_COORDINATOR``.
+            launch``; under Open MPI 5's mpirun found through mpi4py unless set). Env:
+            ``SONOTILE_COORDINATOR``.
         num_processes, process_id: the job's process count and this process's rank (set by
             ``sonotile launch``). Env: ``SONOTILE_NUM_PROCESSES``, ``SONOTILE_PROCESS_ID``.
         local_device_ids: the GPUs this process drives (set by ``sonotile launch``). Env:

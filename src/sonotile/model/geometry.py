@@ -456,8 +456,11 @@ def focused_annulus_oneil(
     Args:
         radius: radius of curvature [m].
         diameters: ``(N, 2)`` inner and outer aperture diameters [m] (inner 0: a bowl).
-        velocities: ``(N,)`` [m/s]. phases: ``(N,)`` [rad].
-        frequency [Hz], sound_speed [m/s], density [kg/m^3].
+        velocities: ``(N,)`` normal velocity amplitudes [m/s].
+        phases: ``(N,)`` [rad].
+        frequency: [Hz].
+        sound_speed: [m/s].
+        density: [kg/m^3].
         axial_positions: distances from the bowl's apex along its axis [m].
     """
     k = 2 * np.pi * frequency / sound_speed

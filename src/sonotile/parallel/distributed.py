@@ -13,8 +13,9 @@ variables through :class:`sonotile.base.config.Settings`):
   ``SONOTILE_NUM_PROCESSES``, ``SONOTILE_PROCESS_ID`` and ``SONOTILE_LOCAL_DEVICE_IDS`` (the
   GPU(s) of this process; one per process by default);
 * Open MPI's ``mpirun`` (``OMPI_COMM_WORLD_SIZE`` / ``_RANK``; the coordinator is found by
-  JAX's Open MPI detection from ``OMPI_MCA_orte_hnp_uri``, Open MPI 4; with Open MPI 5 set
-  ``SONOTILE_COORDINATOR=<host of rank 0>:<port>``);
+  JAX's Open MPI detection from ``OMPI_MCA_orte_hnp_uri``, Open MPI 4; Open MPI 5, whose
+  ``mpirun`` names none, through MPI itself: rank 0 picks a free port and mpi4py broadcasts it,
+  unless ``SONOTILE_COORDINATOR=<host of rank 0>:<port>`` is set);
 * SLURM's ``srun`` (``SLURM_STEP_NUM_TASKS`` / ``SLURM_PROCID``, set by ``srun`` and not in a
   batch script itself; JAX's SLURM detection picks the first node of the job as coordinator).
 
@@ -31,6 +32,7 @@ shutdown barrier (also after an uncaught exception in a script), and the heartbe
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -75,9 +77,11 @@ def detect(environ: Mapping[str, str] | None = None) -> JobInfo | None:
     elif "OMPI_COMM_WORLD_SIZE" in env:
         n, rank = int(env["OMPI_COMM_WORLD_SIZE"]), int(env["OMPI_COMM_WORLD_RANK"])
         launcher = "mpirun"
-        if n > 1 and addr is None and "OMPI_MCA_orte_hnp_uri" not in env:
+        ompi4 = "OMPI_MCA_orte_hnp_uri" in env
+        if n > 1 and addr is None and not ompi4 and "PMIX_NAMESPACE" not in env:
             raise RuntimeError(
-                "mpirun: cannot find the coordinator (no OMPI_MCA_orte_hnp_uri, Open MPI >= 5?); "
+                "mpirun: cannot find the coordinator (neither Open MPI 4's OMPI_MCA_orte_hnp_uri "
+                "nor Open MPI 5's PMIX_NAMESPACE); "
                 f"set {ENV_COORDINATOR}=<host of rank 0>:<free port> for all ranks (mpirun -x)"
             )
     elif "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:  # set by srun, not sbatch
@@ -127,6 +131,8 @@ def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> J
     )
     if info["coordinator_address"] is not None:
         kwargs["coordinator_address"] = info["coordinator_address"]
+    elif info["launcher"] == "mpirun" and "OMPI_MCA_orte_hnp_uri" not in os.environ:
+        kwargs["coordinator_address"] = _coordinator_from_mpi()
     if settings.local_device_ids:  # GPUs this process drives (no effect on CPUs)
         kwargs["local_device_ids"] = list(settings.local_device_ids)
     jax.distributed.initialize(**kwargs)
@@ -140,6 +146,27 @@ def initialize(heartbeat_timeout: int | None = None, verbose: bool = False) -> J
             file=sys.stderr,
         )
     return info
+
+
+def _coordinator_from_mpi() -> str:
+    """``host:port`` of the coordinator in a job of Open MPI 5's ``mpirun``: rank 0 picks a free
+    port on its host (the loopback address when all ranks share one node), MPI tells the others."""
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise RuntimeError(
+            f"mpirun (Open MPI 5) names no coordinator and mpi4py is not installed ({e}); "
+            f"set {ENV_COORDINATOR}=<host of rank 0>:<free port> for all ranks (mpirun -x)"
+        ) from e
+    comm = MPI.COMM_WORLD
+    address = None
+    if comm.Get_rank() == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        one_node = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") == str(comm.Get_size())
+        address = f"{'127.0.0.1' if one_node else socket.gethostname()}:{port}"
+    return str(comm.bcast(address, root=0))
 
 
 def is_multiprocess() -> bool:

@@ -21,11 +21,11 @@ Both join mpi4jax's ordered effect: their token comes from mpi4jax's chain and g
 it, so every MPI call of a program (these, mpi4jax's ``sendrecv`` and ``alltoall``) keeps program
 order on every rank — the ranks cannot reach them in different orders and deadlock.
 
-Built on first use with the MPI C++ compiler (``mpicxx``; ``Settings.mpicxx``,
-``SONOTILE_MPICXX``, overrides) against jaxlib's FFI headers, cached next to the FFTW
-extension. Unavailable (no compiler, a build error, an mpi4jax without the private names used
-here): :func:`available` is False with :func:`reason`, and the transport keeps mpi4jax's
-``sendrecv`` and ``alltoall``.
+Built on first use with the MPI C++ compiler (``mpicxx`` of the Python environment, as Open
+MPI's wheel installs it, else of ``PATH``; ``Settings.mpicxx``, ``SONOTILE_MPICXX``, overrides)
+against jaxlib's FFI headers, cached next to the FFTW extension. Unavailable (no compiler, a
+build error, an mpi4jax without the private names used here): :func:`available` is False with
+:func:`reason`, and the transport keeps mpi4jax's ``sendrecv`` and ``alltoall``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
@@ -56,7 +57,9 @@ def reason() -> str | None:
 
 
 def _build() -> str | None:
-    cxx = config.current().mpicxx or shutil.which("mpicxx") or shutil.which("mpic++")
+    here = os.path.dirname(sys.executable)  # the environment's own (Open MPI's wheel), then PATH
+    found = [shutil.which(n, path=p) for p in (here, None) for n in ("mpicxx", "mpic++")]
+    cxx = config.current().mpicxx or next((c for c in found if c), None)
     if cxx is None:
         _state["reason"] = "no MPI C++ compiler (mpicxx)"
         return None
