@@ -85,7 +85,7 @@ def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
     import jax
     import jax.numpy as jnp
 
-    from sonotile.physics.heat import bioheat
+    from sonotile.api.diffusion import bioheat
 
     n, dx = 32, 0.3e-3
     grid = st.KWaveGrid((n, n), dx)

@@ -22,8 +22,12 @@ from numpy.typing import ArrayLike
 from sonotile.api import KSensor, KWaveGrid, mask_points
 from sonotile.model.grid import AXES, make_time
 from sonotile.model.problem import ProblemError
-from sonotile.physics.elastic import ElasticMedium, build, execute
-from sonotile.physics.elastic.loop import SourceSignals, component_names
+from sonotile.parallel.decomposition import Decomposition
+from sonotile.parallel.engine import engine_for
+from sonotile.physics.elastic import ElasticMedium, build
+from sonotile.physics.elastic.loop import SourceSignals
+from sonotile.physics.elastic.model import component_names
+from sonotile.solver import runner
 
 
 @dataclass
@@ -172,8 +176,11 @@ def _pstd_elastic(
     pml_alpha: float | Sequence[float],
     multi_axial_pml_ratio: float,
     dtype: str,
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+    progress: bool | None = False,
 ) -> dict[str, np.ndarray]:
-    """Validate, build and run (see :func:`pstd_elastic_2d`)."""
+    """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
     import jax
 
     shape = tuple(kgrid.shape)
@@ -203,7 +210,14 @@ def _pstd_elastic(
         run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=points,
                     record=record, record_start_index=start, pml_size=size, pml_alpha=alpha,
                     mpml_ratio=multi_axial_pml_ratio, dtype=dtype)  # fmt: skip
-        return {k: np.asarray(v) for k, v in execute(run).items()}
+        needs = [r for r in record if not (r.endswith("_all") or r.endswith("_final"))]
+        if points is None and needs:
+            raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
+        engine, _ = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
+                               None if mesh_shape is None else tuple(mesh_shape))  # fmt: skip
+        raw, final = runner.run_engine(engine, progress=progress)
+    out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
+    return out | {k: np.asarray(v) for k, v in final.items()}
 
 
 def pstd_elastic_2d(
@@ -215,6 +229,9 @@ def pstd_elastic_2d(
     pml_alpha: float | Sequence[float] = 2.0,
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+    progress: bool | None = False,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -228,6 +245,9 @@ def pstd_elastic_2d(
         pml_size: PML thickness [points] (default 20), pml_alpha: absorption [Np per point]
             (default 2), multi_axial_pml_ratio: k-Wave's ``MultiAxialPMLRatio`` (0.1).
         dtype: ``"float32"`` or ``"float64"``.
+        decomposition, mesh_shape: where the steps run: ``"single"`` (one device) or
+            ``"pencil"`` (a distributed FFT over ``mesh_shape`` devices, default all);
+            progress: report progress (None: on a terminal).
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -235,7 +255,8 @@ def pstd_elastic_2d(
         of the grid's shape (``p_final``, ``ux_final``, ``p_max_all``...).
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, decomposition, mesh_shape,
+                         progress)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -247,8 +268,13 @@ def pstd_elastic_3d(
     pml_alpha: float | Sequence[float] = 2.0,
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+    progress: bool | None = False,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
-    (default PML 10 points)."""
+    (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
+    axes: slabs or pencils)."""
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, decomposition, mesh_shape,
+                         progress)  # fmt: skip

@@ -28,7 +28,7 @@ from sonotile.physics.elastic.model import (
     AxisDiffOps,
     State,
     Statics,
-    components,
+    component_names,
     non_staggered,
     pressure,
     split_field,
@@ -45,11 +45,6 @@ RECORDS = (
     "u_split_field",
     "s", "s_final",
 )  # fmt: skip
-
-
-def component_names(ndim: int) -> list[str]:
-    """``["sxx", "syy", "sxy"]`` in 2-D, ``[..., "szz", "sxy", "sxz", "syz"]`` in 3-D."""
-    return [f"s{AXES[i]}{AXES[j]}" for i, j in components(ndim)]
 
 
 @dataclass(frozen=True)

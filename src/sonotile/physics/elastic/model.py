@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.model.grid import along
+from sonotile.model.grid import AXES, along
 from sonotile.physics.elastic.medium import db2neper
 
 #: A stress component ``(i, j)``, i <= j.
@@ -64,6 +64,12 @@ class State(NamedTuple):
         """Stress components in :func:`components` order [Pa] (the splits summed)."""
         return tuple(total(sk) for sk in self.s_split)
 
+    def fields(self) -> dict[str, jax.Array]:
+        """What sensors read: ``p`` [Pa], ``ux``... [m/s] (staggered), ``sxx``... [Pa]."""
+        nd = len(self.u_split)
+        out = {"p": self.p, **{f"u{AXES[a]}": ua for a, ua in enumerate(self.u)}}
+        return out | dict(zip(component_names(nd), self.s))
+
 
 @dataclass(frozen=True)
 class Statics:
@@ -88,6 +94,11 @@ def components(ndim: int) -> tuple[Component, ...]:
     """Stress components in k-Wave's order: xx, yy[, zz], xy[, xz, yz]."""
     normal = tuple((i, i) for i in range(ndim))
     return normal + tuple((i, j) for i in range(ndim) for j in range(i + 1, ndim))
+
+
+def component_names(ndim: int) -> list[str]:
+    """``["sxx", "syy", "sxy"]`` in 2-D, ``[..., "szz", "sxy", "sxz", "syz"]`` in 3-D."""
+    return [f"s{AXES[i]}{AXES[j]}" for i, j in components(ndim)]
 
 
 def split_axes(comp: Component, ndim: int) -> tuple[int, ...]:
@@ -385,7 +396,8 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     tied = {k: c[k] for k in TIED if k in c}
     tied, first = jax.lax.optimization_barrier((tied, state.u_split[0][0]))
     c = {**c, **tied}
-    c.update(derived_constants(c, st.ndim))
+    # derived here unless the constants hold them (made whole-grid for a decomposed run)
+    c.update({k: v for k, v in derived_constants(c, st.ndim).items() if k not in c})
     state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
     u, dt_acc = update_velocity(state, x, c, ops, st)
     return State(u, update_stress(state, u, dt_acc, x, c, ops, st))

@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.model.problem import ProblemError
+from sonotile.model.grid import Grid
+from sonotile.model.problem import ProblemError, Sensor
 from sonotile.physics.elastic import loop
 from sonotile.physics.elastic.medium import ElasticMedium
 from sonotile.physics.elastic.model import (
@@ -37,10 +38,13 @@ MEDIUM_KEYS = (
 )
 
 
-@dataclass
+@dataclass(eq=False)
 class ElasticRun:
-    """Everything :func:`execute` needs. ``fixed``: constants that do not depend on the medium's
-    speeds and density (PML, source and sensor indices, p0)."""
+    """A validated elastic run: everything :func:`execute` needs, and the problem the common
+    time loop runs (:mod:`sonotile.solver.runner`, the engines of :mod:`sonotile.parallel`:
+    ``grid``, ``sensor``, ``dtype``; :class:`~sonotile.physics.elastic.interface.ElasticModel`).
+    ``fixed``: constants that do not depend on the medium's speeds and density (PML, source
+    and sensor indices, p0); ``points``: sensor points ``(N, ndim)`` or None."""
 
     medium: ElasticMedium
     spacing: tuple[float, ...]
@@ -52,10 +56,24 @@ class ElasticRun:
     recording: loop.Recording
     xs: dict
     fixed: dict = field(default_factory=dict)
+    points: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
         return self.medium.shape
+
+    @property
+    def record(self) -> tuple[str, ...]:
+        return self.recording.record
+
+    @property
+    def grid(self) -> Grid:
+        return Grid(self.shape, self.spacing, self.dt, self.nt)
+
+    @property
+    def sensor(self) -> Sensor:
+        """The sensor as the loop samples it (points, records, first recorded step)."""
+        return Sensor(index=self.points, record=self.record, start=self.recording.start)
 
     def medium_values(self) -> dict[str, Any]:
         """The medium's values by k-Wave name (None where absent)."""
@@ -142,7 +160,8 @@ def build(
     statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None)
     rec = loop.Recording(tuple(record), int(record_start_index) - 1, nd)
     ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype, fft="xla")
-    return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed)
+    points = None if sensor_points is None or not len(sensor_points) else np.asarray(sensor_points)
+    return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed, points)
 
 
 def execute(

@@ -20,7 +20,7 @@ calls (:mod:`sonotile.fft.fftw`; these have no derivative rules: gradients use `
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -70,6 +70,9 @@ class HeatOps:
         lap: ``-|k|^2 kappa`` or None.
         decay: ``-dt kappa (D |k|^2 + P)`` or None (homogeneous media).
         fft: ``"xla"`` or ``"fftw"`` (static).
+        transform: a decomposition's distributed FFT (``spec(f)``, ``back(F, like)``; its
+            spectra in its own layout, the arrays above sharded to match) or None: one device
+            (static, :meth:`on_mesh`).
     """
 
     kappa: jax.Array
@@ -78,13 +81,27 @@ class HeatOps:
     lap: jax.Array | None = None
     decay: jax.Array | None = None
     fft: str = "xla"
+    transform: Any = None
 
     def tree_flatten(self) -> tuple[Children, Any]:
-        return (self.kappa, self.root, self.ik, self.lap, self.decay), self.fft
+        return (self.kappa, self.root, self.ik, self.lap, self.decay), (self.fft, self.transform)
 
     @classmethod
     def tree_unflatten(cls, aux: Any, children: Children) -> HeatOps:
-        return cls(*children, fft=aux)
+        return cls(*children, fft=aux[0], transform=aux[1])
+
+    def on_mesh(self, transform: Any) -> HeatOps:
+        """These operators (this shard's blocks of the arrays) on a decomposition's
+        distributed FFT (:class:`sonotile.physics.base.MeshOperators`)."""
+        return replace(self, fft="xla", transform=transform)
+
+    def _spec(self, f: jax.Array) -> jax.Array:
+        return jnp.fft.rfftn(f) if self.transform is None else self.transform.spec(f)
+
+    def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        if self.transform is not None:
+            return self.transform.back(F, like)
+        return jnp.fft.irfftn(F, s=like.shape).astype(like.dtype)
 
     @classmethod
     def build(cls, shape: tuple[int, ...], spacing: tuple[float, ...], dt: float,
@@ -126,8 +143,7 @@ class HeatOps:
         assert op is not None, "operator not built (see HeatOps.build)"
         if self._fftw(f):
             return fftw.conv([f], op)[0]
-        spec = real_scale(jnp.fft.rfftn(f), op)
-        return jnp.fft.irfftn(spec, s=f.shape).astype(f.dtype)
+        return self._back(real_scale(self._spec(f), op), f)
 
     def smooth(self, f: jax.Array) -> jax.Array:
         return self._apply(f, self.kappa)
@@ -142,13 +158,13 @@ class HeatOps:
         assert self.root is not None and self.ik is not None, "built without gradient=True"
         if self._fftw(f):
             return tuple(fftw.conv([f], self.root, [(0, a, v) for a, v in enumerate(self.ik)]))
-        spec = real_scale(jnp.fft.rfftn(f), self.root)
-        return tuple(jnp.fft.irfftn(spec * v, s=f.shape).astype(f.dtype) for v in self.ik)
+        spec = real_scale(self._spec(f), self.root)
+        return tuple(self._back(spec * v, f) for v in self.ik)
 
     def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
         assert self.root is not None and self.ik is not None, "built without gradient=True"
         if self._fftw(u[0]):
             return fftw.conv_sum(list(u), self.root, list(enumerate(self.ik)))
-        total = sum(jnp.fft.rfftn(ua) * v for ua, v in zip(u, self.ik))
+        total = sum(self._spec(ua) * v for ua, v in zip(u, self.ik))
         spec = real_scale(total, self.root)  # type: ignore[arg-type]
-        return jnp.fft.irfftn(spec, s=u[0].shape).astype(u[0].dtype)
+        return self._back(spec, u[0])
