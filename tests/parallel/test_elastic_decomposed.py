@@ -3,7 +3,8 @@ subprocess): a 3-D heterogeneous solid with a fluid layer and Kelvin-Voigt absor
 initial pressure and an additive velocity source whose points lie on several shards, on slabs
 and pencils; series, statistics and whole fields agree to round-off (float64). The
 single-axis derivatives of :class:`~sonotile.parallel.pencil.PencilOps` are checked against
-the one-device operator on their own too."""
+the one-device operator on their own too, and gradients with respect to both speeds and the
+density through a run on the mesh against the one-device gradient and central differences."""
 
 from __future__ import annotations
 
@@ -83,6 +84,40 @@ for mesh in ((4,), (2, 2)):  # 18 points on 4 devices: uneven blocks
     got = [blocks.to_true(np.asarray(g)) for g in got]
     errs.append(max(float(np.abs(g - w).max() / np.abs(w).max()) for g, w in zip(got, want)))
 out["diffs"] = errs
+
+# gradients through the run on the mesh (2-D, 4 slabs) with respect to the speeds and density
+import jax.numpy as jnp
+from sonotile.api.elastic import execute
+
+n2 = (32, 24)
+cp2, cs2, rho2 = (v + w * rng.random(n2) for v, w in ((2500, 200), (1000, 200), (1800, 100)))
+cs2[:, :6] = 0.0
+x2 = np.meshgrid(*[np.arange(n) - n // 2 for n in n2], indexing="ij")
+p02 = np.exp(-(x2[0] ** 2 + (x2[1] - 2) ** 2) / 4.0)
+run2 = build(ElasticMedium(cp2, cs2, rho2, n2, 2.0, 4.0), (dx, dx), 0.2 * dx / 2700, 24,
+             p0=p02, sensor_points=np.array([[4, 4], [25, 7], [14, 16]]),
+             record=("p", "u", "s"), pml_size=(4, 4), dtype="float64")
+values = {"sound_speed_compression": cp2, "sound_speed_shear": cs2, "density": rho2}
+
+def loss(v, dec):
+    o = execute(run2, v, chunk=8, decomposition=dec)
+    return jnp.sum(o["p"] ** 2) + 1e12 * jnp.sum(o["ux"] ** 2) + jnp.sum(o["sxy"] ** 2)
+
+base = {k: jnp.asarray(v) for k, v in values.items()}
+g1 = jax.grad(loss)(base, "single")
+g4 = jax.grad(loss)(base, "pencil")
+grad = {}
+for name in values:
+    d = rng.standard_normal(n2)
+    if name == "sound_speed_shear":
+        d[:, :6] = 0.0
+    h = 1e-5 * float(np.abs(values[name]).max())
+    f = [float(loss({**base, name: base[name] + s * h * d}, "pencil")) for s in (1, -1)]
+    fd = (f[0] - f[1]) / (2 * h)
+    grad[name] = {"vs_single": float(jnp.abs(g4[name] - g1[name]).max()
+                                     / jnp.abs(g1[name]).max()),
+                  "fd": abs(float(jnp.sum(g4[name] * d)) - fd) / abs(fd)}
+out["grad"] = grad
 print("RESULT" + json.dumps(out))
 """
 
@@ -101,6 +136,13 @@ def test_pencil_elastic_equals_single_device(results: dict, name: str) -> None:
 
 def test_pencil_single_axis_derivatives(results: dict) -> None:
     assert max(results["diffs"]) <= 1e-12, results["diffs"]
+
+
+@pytest.mark.parametrize("name", ["sound_speed_compression", "sound_speed_shear", "density"])
+def test_gradient_through_the_mesh(results: dict, name: str) -> None:
+    g = results["grad"][name]
+    assert g["vs_single"] <= 1e-10, g
+    assert g["fd"] <= 1e-6, g
 
 
 def test_split_field_refused_on_a_mesh(results: dict) -> None:

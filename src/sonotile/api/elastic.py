@@ -12,10 +12,12 @@ points).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -25,9 +27,12 @@ from sonotile.model.problem import ProblemError
 from sonotile.parallel.decomposition import Decomposition
 from sonotile.parallel.engine import engine_for
 from sonotile.physics.elastic import ElasticMedium, build
-from sonotile.physics.elastic.loop import SourceSignals
-from sonotile.physics.elastic.model import component_names
+from sonotile.physics.elastic.interface import ElasticModel
+from sonotile.physics.elastic.model import State, component_names
+from sonotile.physics.elastic.problem import ElasticRun
+from sonotile.physics.elastic.sources import SourceSignals
 from sonotile.solver import runner
+from sonotile.solver import sensors as sens
 
 
 @dataclass
@@ -166,6 +171,49 @@ def _sensor(
     return points, record, int(getattr(sensor, "record_start_index", 1))
 
 
+def execute(
+    run: ElasticRun,
+    values: Mapping[str, Any] | None = None,
+    chunk: int = 64,
+    state: State | None = None,
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+) -> dict[str, jax.Array]:
+    """An elastic run (:func:`sonotile.physics.elastic.build`) as one traced function of the
+    medium (the common scan body, :func:`sonotile.solver.runner.traced_run`): ``values``:
+    medium values by k-Wave name replacing the medium's (may be traced: ``jax.grad`` of a
+    function of the records with respect to them); from ``state`` (default: rest; one device
+    only); each ``chunk`` of steps rematerialised in the backward pass. ``decomposition=
+    "pencil"``: on a pencil mesh of ``mesh_shape`` devices (default all on one axis; even
+    blocks). Returns the records in k-Wave's layout (series ``(N, recorded steps)``)."""
+    model = ElasticModel.of(run)
+    layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
+    xs = jax.tree_util.tree_map(jnp.asarray, run.xs)
+    if Decomposition.parse(decomposition) == "single":
+        c = model.constants(run, tuple(range(len(run.shape))), values)
+        pts = layout.points
+        index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
+                                             for a in range(pts.shape[1]))  # fmt: skip
+        ops = model.operators(run, layout.needs_unstagger)
+        raw, agg, end = runner.traced_run(model, layout, c, ops, index, xs, run.shape, run.dtype,
+                                          state, chunk)  # fmt: skip
+    else:
+        if state is not None:
+            raise ProblemError("execute: a start state runs on one device only")
+        from sonotile.parallel.differentiable import mesh_runner
+
+        def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
+            return runner.traced_run(model, layout, c, ops, index, xs, shape, run.dtype,
+                                     chunk=chunk)  # fmt: skip
+
+        mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
+        go, fixed = mesh_runner(run, layout, local, str(decomposition), mesh)  # type: ignore[arg-type]
+        raw, agg, parts = go(model.constants(run, (), values), xs, fixed)
+        end = State(*parts)
+    out = {k: v[layout.start :].T for k, v in raw.items()}
+    return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
+
+
 def _pstd_elastic(
     nd: int,
     kgrid: KWaveGrid,
@@ -181,8 +229,6 @@ def _pstd_elastic(
     progress: bool | None = False,
 ) -> dict[str, np.ndarray]:
     """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
-    import jax
-
     shape = tuple(kgrid.shape)
     if len(shape) != nd:
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
@@ -241,7 +287,7 @@ def pstd_elastic_2d(
         medium: k-Wave's elastic medium fields (module docstring).
         source: :class:`ElasticSource` fields.
         sensor: :class:`sonotile.KSensor` (``mask`` binary or ``points``; ``record`` from
-            :data:`sonotile.physics.elastic.loop.RECORDS`).
+            :data:`sonotile.physics.elastic.sources.RECORDS`).
         pml_size: PML thickness [points] (default 20), pml_alpha: absorption [Np per point]
             (default 2), multi_axial_pml_ratio: k-Wave's ``MultiAxialPMLRatio`` (0.1).
         dtype: ``"float32"`` or ``"float64"``.

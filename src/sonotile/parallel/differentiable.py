@@ -143,9 +143,8 @@ def mesh_runner(
     # the model's state as a tuple of its parts, each spec'd like the grid
     zero = model_for(problem).zero_state((2,) * g.ndim, jnp.float32)
     state_spec = tuple(jax.tree_util.tree_map(lambda _: fspec, zero))
-    whole = {f"{f}_{k}" for f, k in layout.whole}
-    agg_keys = [f"{f}_{k}" for f, k in layout.stats + layout.whole]
-    agg_specs = {k: fspec if k in whole else P() for k in agg_keys}
+    agg_specs = {f"{f}_{k}": P() for f, k in layout.stats} | {
+        f"{f}_{k}": fspec for f, k in layout.whole}  # fmt: skip
     out_specs = ({f: P() for f in layout.raw}, agg_specs, state_spec)
 
     def run(consts: dict[str, Any], xs: dict[str, jax.Array],

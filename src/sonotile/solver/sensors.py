@@ -527,24 +527,30 @@ def interpolate(gathered: jax.Array, interp: Interp, name: str) -> jax.Array:
 
 
 def finish(
-    agg: dict[str, jax.Array], state: State, layout: SensorLayout, nt: int, gather: bool = True
-) -> dict[str, np.ndarray | jax.Array]:
+    agg: dict[str, jax.Array], state: State, layout: SensorLayout, nt: int, gather: bool = True,
+    traced: bool = False,
+) -> dict[str, np.ndarray | jax.Array]:  # fmt: skip
     """k-Wave quantities from the final carry (rms from the sum of squares).
 
     Point statistics come back as host arrays. Whole-field quantities (``*_max_all``,
     ``*_final``) too when ``gather`` and the field lives on this process's devices; otherwise
     they stay (global, possibly multi-process) device arrays, which a writer takes shard by
     shard (:meth:`sonotile.kwave.output.OutputFile.write_fields`) without gathering a whole
-    field anywhere.
+    field anywhere. ``traced``: inside a trace (a differentiable run), everything stays a JAX
+    value (``p_cw`` point statistics excluded).
     """
     out: dict[str, np.ndarray | jax.Array] = {}
     n_rec = nt - layout.start
     for f, kind in layout.stats:
         if kind.startswith("cw_"):
             continue
+        if traced:
+            t = agg[f"{f}_{kind}"]
+            out[f"{f}_{kind}"] = jnp.sqrt(t / n_rec) if kind == "rms" else t
+            continue
         v = np.asarray(jax.device_get(agg[f"{f}_{kind}"]))
         out[f"{f}_{kind}"] = np.sqrt(v / n_rec) if kind == "rms" else v
-    if ("p", "cw_re") in layout.stats:
+    if ("p", "cw_re") in layout.stats and not traced:
         assert layout.cw is not None  # layout_of sets it with the p_cw statistics
         re, im = (np.asarray(jax.device_get(agg[k]), np.float64) for k in ("p_cw_re", "p_cw_im"))
         out["p_cw_amp"], out["p_cw_phase"] = cw_amp_phase(re, im, layout.cw.steps, np)
@@ -557,7 +563,7 @@ def finish(
     whole.update({f"{f}_final": fields[f] for f in layout.final})
     for name, arr in whole.items():
         local = getattr(arr, "is_fully_addressable", True)  # host arrays: always
-        out[name] = np.asarray(jax.device_get(arr)) if gather and local else arr
+        out[name] = np.asarray(jax.device_get(arr)) if gather and local and not traced else arr
     return out
 
 

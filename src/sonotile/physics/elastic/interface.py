@@ -10,7 +10,7 @@ shear parts of the velocity (:data:`ELASTIC_RECORDS`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -107,11 +107,15 @@ class ElasticModel:
     def step(self, state: State, x: dict, c: dict, ops: Any) -> State:
         return step(state, x, c, ops, self.statics)
 
-    def constants(self, run: ElasticRun, derive_axes: tuple[int, ...] = ()) -> dict:
+    def constants(self, run: ElasticRun, derive_axes: tuple[int, ...] = (),
+                  values: Mapping[str, Any] | None = None) -> dict:  # fmt: skip
         """The medium's constants, PML profiles, source indices and ``p0``. The step derives the
         staggered density and shear moduli along the axes each shard holds whole
-        (``derive_axes``); when some axis is split among shards they are made here."""
-        c = medium_constants(run.medium_values(), self.ndim, run.dt, run.dtype)
+        (``derive_axes``); when some axis is split among shards they are made here.
+        ``values``: medium values by k-Wave name replacing the medium's (may be traced:
+        gradients with respect to the speeds and density)."""
+        c = medium_constants({**run.medium_values(), **(values or {})}, self.ndim, run.dt,
+                             run.dtype)  # fmt: skip
         c.update(run.fixed)
         c.pop("sensor_index", None)  # the loop's sensors sample the points
         if "u_split_field" not in run.record:  # u_non_staggered: the operators' unstagger
@@ -124,6 +128,8 @@ class ElasticModel:
         return c
 
     def operators(self, run: ElasticRun, unstagger: bool = False) -> FourierOps:
+        if not unstagger:
+            return run.ops
         return FourierOps.build(run.shape, run.spacing, run.medium.c_max, run.dt, run.dtype,
                                 unstagger=unstagger, fft="xla")  # fmt: skip
 

@@ -385,7 +385,7 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     """Advance ``state`` by one step ``n = x["n"]`` (k-Wave's ``t_index = n + 1``).
 
     ``x``: ``n``; per axis ``u`` (velocity source values at ``c["u_index"]``, scaled as
-    :func:`sonotile.physics.elastic.loop.scale_signals` makes them) and ``u_on``; per stress
+    :func:`sonotile.physics.elastic.sources.scale_signals` makes them) and ``u_on``; per stress
     component ``s`` and ``s_on``. ``c``: :func:`constants` plus the source indices and, for a
     p0 start, ``p0_split = -p0 / (2 ndim)`` (added to every normal-stress split in steps 0 and
     1: k-Wave's ``source.p0`` for its elastic codes).
@@ -401,16 +401,6 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
     u, dt_acc = update_velocity(state, x, c, ops, st)
     return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
-
-
-def non_staggered(u: Sequence[jax.Array], c: dict) -> list[jax.Array]:
-    """The velocity components moved to the grid points (``-d_i/2`` along their own axis,
-    k-Wave's ``u_non_staggered``) [m/s]. ``c["unshift"]``: :func:`split_constants`."""
-    shape = u[0].shape
-    return [
-        jnp.fft.irfftn(jnp.fft.rfftn(ui) * c["unshift"][i], s=shape).astype(ui.dtype)
-        for i, ui in enumerate(u)
-    ]
 
 
 def split_field(u: Sequence[jax.Array], c: dict) -> tuple[list[jax.Array], list[jax.Array]]:
