@@ -56,6 +56,26 @@ for name, shape, het, mesh in [("3d_slabs", (16, 12, 10), True, (4,)),
     res = engine_run(p, "pencil", mesh_shape=mesh)
     out[name] = errors(res, ref)
     out[name]["dose"] = float(ref[1]["cem43_final"].max())
+# a run stopped on one device, saved, and taken to the end on slabs
+import os, tempfile
+from sonotile.parallel.engine import engine_for
+from sonotile.solver import runner
+from sonotile.solver import sensors as sens
+from sonotile.solver.resume import load_state, save_state
+
+p = case((16, 12, 10), True)
+ref = engine_run(p)
+one = engine_for(p)[0]
+rs, _ = one.start()
+rec = runner.ListRecorder()
+rs = runner.advance(one, rs, 10, rec, chunk=5)
+path = os.path.join(tempfile.mkdtemp(), "state.npz")
+save_state(path, one, rs)
+mesh_engine = engine_for(p, "pencil", mesh_shape=(4,))[0]
+rs = runner.advance(mesh_engine, load_state(path, mesh_engine), p.nt, rec)
+fin = mesh_engine.to_true(sens.finish(rs.carry[1], rs.carry[0], mesh_engine.layout, p.nt))
+out["resumed_on_mesh"] = errors((rec.result(), fin), ref)
+
 # KWaveDiffusion on a mesh: two calls (heating, then cooling) carry state, dose and maximum on
 kd = {}
 for dec, kw in (("single", {}), ("pencil", {"mesh_shape": (2, 2)})):
@@ -115,6 +135,12 @@ def results() -> dict:
 def test_pencil_heat_equals_single_device(results: dict, name: str) -> None:
     errs = results[name]
     assert errs["dose"] > 0  # the source heated some points beyond 37 degC
+    for k in ("T", "T_final", "T_max_final", "cem43_final"):
+        assert errs[k] <= 1e-12, (k, errs)
+
+
+def test_run_saved_on_one_device_goes_on_on_a_mesh(results: dict) -> None:
+    errs = results["resumed_on_mesh"]
     for k in ("T", "T_final", "T_max_final", "cem43_final"):
         assert errs[k] <= 1e-12, (k, errs)
 
