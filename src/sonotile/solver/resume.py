@@ -41,7 +41,10 @@ def save_state(path: str, engine: runner.Engine, rs: runner.RunState) -> None:
     if not all(getattr(x, "is_fully_addressable", True) for x in leaves):
         raise NotImplementedError("save_state: a run over several processes (one process only)")
     ndim = len(engine.problem.grid.shape)
-    arrays = {}
+    arrays: dict[str, np.ndarray] = {
+        "key": np.asarray(_key(engine)),
+        "next_step": np.asarray(rs.next_step, np.int64),
+    }
     for i, x in enumerate(leaves):
         a = np.asarray(jax.device_get(x))
         if engine.blocks is not None and a.ndim == ndim:
@@ -49,7 +52,7 @@ def save_state(path: str, engine: runner.Engine, rs: runner.RunState) -> None:
         arrays[f"leaf{i}"] = a
     tmp = path + ".sonotile-partial.npz"
     try:
-        np.savez(tmp, key=np.asarray(_key(engine)), next_step=np.int64(rs.next_step), **arrays)
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]  # numpy's stubs: allow_pickle
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
