@@ -160,8 +160,8 @@ class HeatModel:
         return heat_step.State(z, z, z)
 
     def initial_state(self, c: dict, ops: Any) -> heat_step.State:
-        T0 = c["T0"]
-        return heat_step.State(T0, c["cem43_0"] + jnp.zeros_like(T0), c["T_max0"] + T0 * 0)
+        T0 = c["T0"]  # cem43_0 may be a number (0: no dose yet), T0 and T_max0 are fields
+        return heat_step.State(T0, c["cem43_0"] + jnp.zeros_like(T0), c["T_max0"])
 
     def prepare(self, c: dict, ops: HeatOps, state: Any) -> dict:
         return c
