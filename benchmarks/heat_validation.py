@@ -18,7 +18,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from sonotile.physics.heat import KWaveDiffusion, bioheat_exact  # noqa: E402
+from sonotile.api.diffusion import KWaveDiffusion  # noqa: E402
+from sonotile.physics.heat import bioheat_exact  # noqa: E402
 
 RHO, C, K = 1079.0, 3540.0, 0.52
 BLOOD = {"blood_density": 1060.0, "blood_specific_heat": 3617.0, "blood_ambient_temperature": 37.0}

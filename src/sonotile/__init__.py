@@ -49,7 +49,8 @@ _WHERE = {
     "load_results": "sonotile.api.results",
     "make_simulator": "sonotile.api.differentiable",
     "Tape": "sonotile.solver.tape",
-    **dict.fromkeys(("KWaveDiffusion", "bioheat", "bioheat_exact"), "sonotile.physics.heat"),
+    **dict.fromkeys(("KWaveDiffusion", "bioheat"), "sonotile.api.diffusion"),
+    "bioheat_exact": "sonotile.physics.heat",
     "heat_from_result": "sonotile.api.heat",
     **dict.fromkeys(
         ("TimeReversal", "kspace_line_recon", "kspace_plane_recon", "time_reversal"),

@@ -7,7 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.physics.elastic import ElasticMedium, build, execute
+from sonotile.api.elastic import execute
+from sonotile.physics.elastic import ElasticMedium, build
 
 N, DX = 20, 1e-4
 

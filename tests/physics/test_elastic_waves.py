@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sonotile.physics.elastic import ElasticMedium, build, db2neper, execute, zero_state
+from sonotile.api.elastic import execute
+from sonotile.physics.elastic import ElasticMedium, build, db2neper, zero_state
 from sonotile.physics.elastic.model import State
 
 CP, CS, RHO = 2000.0, 900.0, 1500.0

@@ -14,14 +14,9 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
+from sonotile.api.diffusion import KWaveDiffusion, bioheat
 from sonotile.model.problem import ProblemError
-from sonotile.physics.heat import (
-    KWaveDiffusion,
-    acoustic_heat_source,
-    bioheat,
-    bioheat_exact,
-    sonication,
-)
+from sonotile.physics.heat import acoustic_heat_source, bioheat_exact, sonication
 from sonotile.physics.heat.medium import ThermalMedium, coefficients
 from sonotile.physics.heat.step import build_ops, constants, initial_state, statics_of, step
 
@@ -298,28 +293,43 @@ def test_vmap_over_source_amplitudes_equals_separate_runs() -> None:
 
 
 def test_model_interface_runs_in_any_chunks() -> None:
-    """Driven only through the model interface (constants, operators, initial state, per-step
-    inputs, step), a run cut into chunks of 7 steps, or resumed from its state half-way,
-    equals the run in one piece; the model is hashable and joins with its equals."""
-    from sonotile.physics.heat import loop
+    """Through the common time loop (an engine, chunks of steps), a run cut into chunks of 7
+    steps, a run resumed half-way from its state (dose and maximum carried on), and the traced
+    run of the functional form all equal each other; the model is hashable and joins with its
+    equals."""
+    from sonotile.api.diffusion import engine_run, traced_problem
+    from sonotile.parallel.engine import engine_for
     from sonotile.physics.heat.model import HeatModel, heat_problem
+    from sonotile.solver import runner
 
     shape = (20, 18)
     k = K * (1 + 0.5 * (coords(shape)[0] > 0))
     Q = 2e6 * gaussian(shape, (0.0, 0.0), 3e-3)
     on = sonication(30, 0.1, on=2.0)
-    problem = heat_problem(shape, (1e-3, 1e-3), {**tissue(0.01), "thermal_conductivity": k},
-                           {"T0": 37.0, "Q": Q}, 30, 0.1, on=on)  # fmt: skip
-    model = HeatModel.of(problem)
-    assert hash(model) == hash(HeatModel.of(problem)) and model.joined([model]) == model
-    ops = model.operators(problem)
-    c = model.constants(problem, ops=ops)
-    s0 = model.initial_state(c, ops)
-    whole, _ = loop.run(model, s0, model.inputs(problem, 0, 30), c, ops)
-    pieces, _ = loop.run(model, s0, model.inputs(problem, 0, 30), c, ops, chunk=7)
-    half, _ = loop.run(model, s0, model.inputs(problem, 0, 13), c, ops)
-    resumed, _ = loop.run(model, half, model.inputs(problem, 13, 30), c, ops)
-    for other in (pieces, resumed):
-        for a, b in zip(whole, other):
-            assert np.allclose(np.asarray(a), np.asarray(b), rtol=1e-13, atol=0)
-    assert float(whole.cem43.max()) > 0 and model.memory_estimate(problem) > 0
+    medium = {**tissue(0.01), "thermal_conductivity": k}
+    idx = (np.array([10, 3]), np.array([9, 4]))
+
+    def problem(nt: int, on: np.ndarray, **start) -> object:
+        return heat_problem(shape, (1e-3, 1e-3), medium, {"T0": start.pop("T0", 37.0), "Q": Q},
+                            nt, 0.1, on=on, sensor=idx, **start)  # fmt: skip
+
+    whole = problem(30, on)
+    model = HeatModel.of(whole)
+    assert hash(model) == hash(HeatModel.of(whole)) and model.joined([model]) == model
+    raw, final = engine_run(whole)
+    pieces = runner.run_engine(engine_for(whole)[0], chunk=7)
+    _, half = engine_run(problem(13, on[:13]))
+    raw2, resumed = engine_run(
+        problem(
+            17, on[13:], T0=half["T_final"], cem43_0=half["cem43_final"], T_max0=half["T_max_final"]
+        )
+    )
+    traced_raw, state = traced_problem(whole)
+    traced = {"T_final": state.T, "cem43_final": state.cem43, "T_max_final": state.T_max}
+    for other in (pieces[1], resumed, traced):
+        for name in ("T_final", "cem43_final", "T_max_final"):
+            assert np.allclose(np.asarray(other[name]), final[name], rtol=1e-13, atol=0)
+    assert raw["T"].shape == (30, 2)
+    assert np.allclose(np.asarray(traced_raw["T"]), raw["T"], rtol=1e-13, atol=0)
+    assert np.allclose(raw2["T"], raw["T"][13:], rtol=1e-13, atol=0)
+    assert float(final["cem43_final"].max()) > 0 and model.memory_estimate(whole) > 0

@@ -77,6 +77,21 @@ def test_heat_command_writes_temperature_dose_and_lesion(cw_result: str, tmp_pat
     assert all(p.read_bytes()[:4] == b"\x89PNG" and p.stat().st_size > 10_000 for p in pngs)
 
 
+def test_heat_command_on_a_pencil_mesh_equals_one_device(cw_result: str, tmp_path) -> None:
+    """``--decomposition pencil`` runs the same steps through the mesh engine (here a mesh of
+    the one device there is: its transposes and sharded operators, the same numbers)."""
+    outs = []
+    for extra in ([], ["--decomposition", "pencil", "--mesh", "1"]):
+        out = str(tmp_path / f"heat{len(extra)}.h5")
+        assert main(["heat", cw_result, "--duration", "0.5", "--dt", "0.05", "-o", out,
+                     *extra]) == 0  # fmt: skip
+        with h5py.File(out) as f:
+            outs.append({k: f["heat"][k][()] for k in ("T", "T_max", "cem43", "T_focus")})
+    for k, v in outs[0].items():
+        assert np.allclose(outs[1][k], v, rtol=1e-13, atol=0), k
+    assert outs[0]["T_max"].max() > 37.0
+
+
 @pytest.mark.slow
 def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
     """d(focal temperature rise)/d(source amplitude, absorption) through a differentiable CW
@@ -85,7 +100,7 @@ def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
     import jax
     import jax.numpy as jnp
 
-    from sonotile.physics.heat import bioheat
+    from sonotile.api.diffusion import bioheat
 
     n, dx = 32, 0.3e-3
     grid = st.KWaveGrid((n, n), dx)

@@ -211,7 +211,7 @@ def local_run(
     raw0 = {}
     if phys.ivp:
         state = phys.initial_state(c, ops)
-        fields, samples = sens.sample(state, ops, layout, index)
+        fields, samples = sens.sample(phys.observed(state, c), ops, layout, index)
         agg = sens.update(agg, fields, samples, 0 >= layout.start, layout)
         raw0 = {f: samples[f][None] for f in layout.raw}
     else:

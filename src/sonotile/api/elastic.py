@@ -12,10 +12,12 @@ points).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -23,8 +25,15 @@ from sonotile.api import KSensor, KWaveGrid, mask_points
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, make_time
 from sonotile.model.problem import ProblemError
-from sonotile.physics.elastic import ElasticMedium, build, execute
-from sonotile.physics.elastic.loop import SourceSignals, component_names
+from sonotile.parallel.decomposition import Decomposition
+from sonotile.parallel.engine import engine_for
+from sonotile.physics.elastic import ElasticMedium, build
+from sonotile.physics.elastic.interface import ElasticModel
+from sonotile.physics.elastic.model import State, component_names
+from sonotile.physics.elastic.problem import ElasticRun
+from sonotile.physics.elastic.sources import SourceSignals
+from sonotile.solver import runner
+from sonotile.solver import sensors as sens
 
 
 @dataclass
@@ -164,6 +173,49 @@ def _sensor(
     return points, record, int(getattr(sensor, "record_start_index", 1))
 
 
+def execute(
+    run: ElasticRun,
+    values: Mapping[str, Any] | None = None,
+    chunk: int = 64,
+    state: State | None = None,
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+) -> dict[str, jax.Array]:
+    """An elastic run (:func:`sonotile.physics.elastic.build`) as one traced function of the
+    medium (the common scan body, :func:`sonotile.solver.runner.traced_run`): ``values``:
+    medium values by k-Wave name replacing the medium's (may be traced: ``jax.grad`` of a
+    function of the records with respect to them); from ``state`` (default: rest; one device
+    only); each ``chunk`` of steps rematerialised in the backward pass. ``decomposition=
+    "pencil"``: on a pencil mesh of ``mesh_shape`` devices (default all on one axis; even
+    blocks). Returns the records in k-Wave's layout (series ``(N, recorded steps)``)."""
+    model = ElasticModel.of(run)
+    layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
+    xs = jax.tree_util.tree_map(jnp.asarray, run.xs)
+    if Decomposition.parse(decomposition) == "single":
+        c = model.constants(run, tuple(range(len(run.shape))), values)
+        pts = layout.points
+        index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
+                                             for a in range(pts.shape[1]))  # fmt: skip
+        ops = model.operators(run, layout.needs_unstagger)
+        raw, agg, end = runner.traced_run(model, layout, c, ops, index, xs, run.shape, run.dtype,
+                                          state, chunk)  # fmt: skip
+    else:
+        if state is not None:
+            raise ProblemError("execute: a start state runs on one device only")
+        from sonotile.parallel.differentiable import mesh_runner
+
+        def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
+            return runner.traced_run(model, layout, c, ops, index, xs, shape, run.dtype,
+                                     chunk=chunk)  # fmt: skip
+
+        mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
+        go, fixed = mesh_runner(run, layout, local, str(decomposition), mesh)  # type: ignore[arg-type]
+        raw, agg, parts = go(model.constants(run, (), values), xs, fixed)
+        end = State(*parts)
+    out = {k: v[layout.start :].T for k, v in raw.items()}
+    return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
+
+
 def _pstd_elastic(
     nd: int,
     kgrid: KWaveGrid,
@@ -175,10 +227,11 @@ def _pstd_elastic(
     multi_axial_pml_ratio: float,
     dtype: str,
     smooth_p0: bool = True,
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+    progress: bool | None = False,
 ) -> dict[str, np.ndarray]:
-    """Validate, build and run (see :func:`pstd_elastic_2d`)."""
-    import jax
-
+    """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
     shape = tuple(kgrid.shape)
     if len(shape) != nd:
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
@@ -208,7 +261,14 @@ def _pstd_elastic(
         run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=points,
                     record=record, record_start_index=start, pml_size=size, pml_alpha=alpha,
                     mpml_ratio=multi_axial_pml_ratio, dtype=dtype)  # fmt: skip
-        return {k: np.asarray(v) for k, v in execute(run).items()}
+        needs = [r for r in record if not (r.endswith("_all") or r.endswith("_final"))]
+        if points is None and needs:
+            raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
+        engine, _ = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
+                               None if mesh_shape is None else tuple(mesh_shape))  # fmt: skip
+        raw, final = runner.run_engine(engine, progress=progress)
+    out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
+    return out | {k: np.asarray(v) for k, v in final.items()}
 
 
 def pstd_elastic_2d(
@@ -221,6 +281,9 @@ def pstd_elastic_2d(
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
     smooth_p0: bool = True,
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+    progress: bool | None = False,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -230,11 +293,14 @@ def pstd_elastic_2d(
         medium: k-Wave's elastic medium fields (module docstring).
         source: :class:`ElasticSource` fields.
         sensor: :class:`sonotile.KSensor` (``mask`` binary or ``points``; ``record`` from
-            :data:`sonotile.physics.elastic.loop.RECORDS`).
+            :data:`sonotile.physics.elastic.sources.RECORDS`).
         pml_size: PML thickness [points] (default 20), pml_alpha: absorption [Np per point]
             (default 2), multi_axial_pml_ratio: k-Wave's ``MultiAxialPMLRatio`` (0.1).
         dtype: ``"float32"`` or ``"float64"``.
         smooth_p0: smooth ``source.p0`` first (k-Wave's ``'Smooth'``, default on).
+        decomposition, mesh_shape: where the steps run: ``"single"`` (one device) or
+            ``"pencil"`` (a distributed FFT over ``mesh_shape`` devices, default all);
+            progress: report progress (None: on a terminal).
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -242,7 +308,8 @@ def pstd_elastic_2d(
         of the grid's shape (``p_final``, ``ux_final``, ``p_max_all``...).
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype, smooth_p0)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
+                         mesh_shape, progress)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -255,8 +322,13 @@ def pstd_elastic_3d(
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
     smooth_p0: bool = True,
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+    progress: bool | None = False,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
-    (default PML 10 points)."""
+    (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
+    axes: slabs or pencils)."""
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype, smooth_p0)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
+                         mesh_shape, progress)  # fmt: skip

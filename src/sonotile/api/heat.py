@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from sonotile.api.diffusion import KWaveDiffusion
 from sonotile.model.problem import ProblemError
-from sonotile.physics.heat import KWaveDiffusion, acoustic_heat_source, sonication
+from sonotile.physics.heat import acoustic_heat_source, sonication
 from sonotile.physics.heat.sources import block_mean
 
 FORMAT = "sonotile-heat"
@@ -152,10 +153,14 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
                      tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
                      period: float | None = None, duty: float = 1.0, coarsen: int = 1,
                      frequency: float | None = None, quantity: str = "auto",
-                     dtype: str = "float64") -> HeatRun:  # fmt: skip
+                     dtype: str = "float64", decomposition: str = "single",
+                     mesh_shape: tuple[int, ...] | None = None,
+                     progress: bool | None = False) -> HeatRun:  # fmt: skip
     """Heat the tissue of an acoustic result for ``duration`` [s] with steps of ``dt`` [s]:
     the source on for the first ``on`` seconds (None: throughout), pulsed with ``period`` [s]
-    at ``duty`` if given, then cooling. ``coarsen``: thermal grid spacing in acoustic points."""
+    at ``duty`` if given, then cooling. ``coarsen``: thermal grid spacing in acoustic points.
+    ``decomposition`` (``"single"`` or ``"pencil"`` over ``mesh_shape`` devices, default all),
+    ``progress``: see :class:`~sonotile.api.diffusion.KWaveDiffusion`."""
     if not (duration > 0 and dt > 0):
         raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
     q, spacing, info = source_from_result(path, frequency, quantity, coarsen)
@@ -167,7 +172,9 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
     mask[focus] = True
     grid = argparse.Namespace(shape=q.shape, spacing=spacing)
     medium = _thermal_medium(tissue or Tissue(), info["density"])
-    kd = KWaveDiffusion(grid, medium, {"T0": T0, "Q": q}, mask, dtype=dtype)
+    mesh: dict[str, Any] = {} if mesh_shape is None else {"mesh_shape": mesh_shape}
+    kd = KWaveDiffusion(grid, medium, {"T0": T0, "Q": q}, mask, dtype=dtype,
+                        decomposition=decomposition, progress=progress, **mesh)  # fmt: skip
     kd.take_time_step(n_on, dt, on=switch[:n_on]) if n_on else None
     heated = kd.T
     if nt > n_on:

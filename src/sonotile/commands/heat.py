@@ -29,6 +29,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--coarsen", type=int, default=1, help="thermal grid = N acoustic points")
     p.add_argument("--quantity", default="auto", choices=("auto", "p_cw_amp_all", "p_max_all"))
     p.add_argument("--float32", action="store_true", help="single precision (default double)")
+    p.add_argument(
+        "--decomposition",
+        default="single",
+        choices=("single", "pencil"),
+        help="run on one device or on a pencil mesh of all devices",
+    )
+    p.add_argument("--mesh", help="pencil mesh shape, e.g. 4 or 2x2 (default: all devices)")
     return p
 
 
@@ -40,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         run = heat_from_result(
             a.result, a.duration, a.on, a.dt, tissue=tissue, T0=a.T0, period=a.period,
             duty=a.duty, coarsen=a.coarsen, frequency=a.frequency, quantity=a.quantity,
-            dtype="float32" if a.float32 else "float64",
+            dtype="float32" if a.float32 else "float64", decomposition=a.decomposition,
+            mesh_shape=None if a.mesh is None else tuple(int(v) for v in a.mesh.split("x")),
+            progress=None,
         )  # fmt: skip
     except (ProblemError, ValueError, OSError) as e:
         print(f"sonotile heat: error: {e}", file=sys.stderr)

@@ -62,6 +62,7 @@ class Fingerprint:
 
 def _fields(engine: rn.Engine, state: State) -> dict[str, jax.Array]:
     """k-Wave's checkpoint fields of a state: ``p``, ``rho*``, ``u*_sg*``, ``du*d*``."""
+    assert engine.divergence is not None  # k-Wave's acoustic model: a wave model's engine
     du = engine.divergence(state.u)
     fields = {"p": state.p}
     for a in range(len(state.u)):

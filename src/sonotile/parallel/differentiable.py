@@ -27,16 +27,13 @@ from sonotile.parallel.decomposition import Decomposition
 from sonotile.parallel.lfb import LfbOps, lfb_constants
 from sonotile.parallel.mesh import AXIS_NAMES, ShardIndex, field_spec, local_index, make_mesh
 from sonotile.parallel.mesh import shard_map as smap
-from sonotile.parallel.pencil import PencilOps, pencil_constants
+from sonotile.parallel.pencil import pencil_operators
+from sonotile.physics import model_for, point_index_keys
 from sonotile.solver import sensors as sens
 from sonotile.spectral.linear import AdjointOps
 
 if TYPE_CHECKING:
-    from numpy.typing import ArrayLike
-
     from sonotile.spectral.operators import FourierOps
-
-INDEX_KEYS = ("p_index", "tr_index")
 
 #: ``run(consts, xs, fixed) -> (raw, aggregates, state)`` of :func:`mesh_runner`
 MeshRun = Callable[[dict[str, Any], dict[str, jax.Array], tuple], tuple[dict, dict, tuple]]
@@ -77,9 +74,11 @@ def _ops_parts(
 ) -> tuple[Any, Any, Callable[[Any], FourierOps | LfbOps]]:  # fmt: skip
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     if decomposition == Decomposition.PENCIL:
-        arrays, specs, meta = pencil_constants(problem, Blocks(problem.grid.shape, mesh_shape),
-                                               unstagger, fftw_transforms=False)  # fmt: skip
-        return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
+        return pencil_operators(problem, Blocks(problem.grid.shape, mesh_shape), unstagger,
+                                fftw_transforms=False)  # fmt: skip
+    if not isinstance(problem, Problem):  # LFB's operators are Fourier operators
+        raise ValueError(f"lfb: the {type(model_for(problem)).__name__} is differentiated on "
+                         "one device or on a pencil mesh")  # fmt: skip
     inner, bells, unshift, lmeta = lfb_constants(
         problem, Blocks(problem.grid.shape, mesh_shape), int(overlap), float(bell_width), unstagger
     )
@@ -91,20 +90,21 @@ def _ops_parts(
 def _localised(
     consts: dict[str, Any], shape: tuple[int, ...], mesh_shape: tuple[int, ...]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Source index arrays per shard ``(mesh..., Nsrc)`` (global order, out-of-range where not
-    owned) taken out of ``consts``; returns ``(rest, indices)``."""
+    """Point index arrays per shard ``(mesh..., Nsrc)`` (global order, out-of-range where not
+    owned) taken out of ``consts`` (the keys of :func:`sonotile.physics.point_index_keys`: a
+    tuple of per-axis arrays, or a tuple over axes of such tuples or None); returns
+    ``(rest, indices)``."""
     rest = dict(consts)
-    idx: dict[str, tuple] = {}
 
-    def loc(t: Sequence[ArrayLike]) -> tuple[jax.Array, ...]:
+    def loc(t: Any) -> Any:
+        if t is None or not t:
+            return t
+        if isinstance(t[0], tuple) or t[0] is None:
+            return tuple(loc(i) for i in t)
         pts = np.stack([np.asarray(i) for i in t], axis=1)
         return tuple(jnp.asarray(x) for x in local_index(pts, shape, mesh_shape)[0])
 
-    for k in INDEX_KEYS:
-        if k in rest:
-            idx[k] = loc(rest.pop(k))
-    idx["u_index"] = tuple(None if v is None else loc(v) for v in rest.pop("u_index"))
-    return rest, idx
+    return rest, {k: loc(rest.pop(k)) for k in point_index_keys(rest)}
 
 
 def mesh_runner(
@@ -140,10 +140,11 @@ def mesh_runner(
         loc, owned = local_index(layout.points, g.shape, mesh_shape)
         sidx = (tuple(jnp.asarray(x) for x in loc), jnp.asarray(owned))
         sidx_specs = (tuple(ispec for _ in loc), ispec)
-    state_spec = (fspec, tuple(fspec for _ in range(g.ndim)), tuple(fspec for _ in range(g.ndim)))
-    whole = {f"{f}_{k}" for f, k in layout.whole}
-    agg_keys = [f"{f}_{k}" for f, k in layout.stats + layout.whole]
-    agg_specs = {k: fspec if k in whole else P() for k in agg_keys}
+    # the model's state as a tuple of its parts, each spec'd like the grid
+    zero = model_for(problem).zero_state((2,) * g.ndim, jnp.float32)
+    state_spec = tuple(jax.tree_util.tree_map(lambda _: fspec, zero))
+    agg_specs = {f"{f}_{k}": P() for f, k in layout.stats} | {
+        f"{f}_{k}": fspec for f, k in layout.whole}  # fmt: skip
     out_specs = ({f: P() for f in layout.raw}, agg_specs, state_spec)
 
     def run(consts: dict[str, Any], xs: dict[str, jax.Array],

@@ -45,7 +45,7 @@ from sonotile.parallel.mesh import (
     on_host,
     shard_map,
 )
-from sonotile.parallel.pencil import PencilOps, pencil_constants
+from sonotile.parallel.pencil import pencil_operators
 from sonotile.physics import Model, model_for, point_index_keys
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
@@ -227,8 +227,10 @@ def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: in
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     with on_host():
         if decomposition == PENCIL:
-            arrays, specs, meta = pencil_constants(problem, blocks, unstagger)
-            return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
+            return pencil_operators(problem, blocks, unstagger)
+        if not isinstance(problem, Problem):  # LFB's operators are Fourier operators
+            raise ValueError(f"lfb: the {type(model_for(problem)).__name__} runs on one device "
+                             "or on a pencil mesh")  # fmt: skip
         inner, bells, unshift, lmeta = lfb_constants(
             problem, blocks, int(overlap), float(bell_width), unstagger
         )
@@ -323,11 +325,11 @@ def decomposed_engine(
     mesh_shape = normalise_mesh(decomposition, mesh_shape, len(devs), d)
     m = len(mesh_shape)
     blocks = Blocks(tuple(g.shape), mesh_shape)
-    layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt)
+    phys = model_for(problem)
+    layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt, phys.records())
     mesh = make_mesh(mesh_shape, devs)
     validate(problem, decomposition, blocks, overlap)
     check_processes(mesh)
-    phys = model_for(problem)
     dtype = jnp.dtype(problem.dtype)
     parts = _parts(problem, phys, decomposition, blocks, overlap, bell_width, layout)
     carry_specs = _carry_specs(phys, layout, d, m)
@@ -352,7 +354,7 @@ def decomposed_engine(
 
     return runner.Engine(
         problem, layout, phys, start, lambda carry, xs: chunk_fn(carry, xs, *const_args),
-        lambda u: div_fn(u, const_args[3]), place,
+        None if div_fn is None else (lambda u: div_fn(u, const_args[3])), place,
         _describe(decomposition, mesh_shape, devs, overlap, bell_width, blocks)
         + _via(carrier),
         lower=lambda carry, xs: chunk_fn.lower(carry, xs, *const_args),
@@ -372,9 +374,16 @@ def _step_programs(
     per process whose collectives go through the returned transport)."""
     if how == "xla":
         init_fn, chunk_fn = _programs(parts, mesh, layout, phys, local_shape, dtype)
-        u_specs = _carry_specs(phys, layout, len(local_shape), len(parts.names))[0].u
-        div_fn = jax.jit(shard_map(lambda u, o: parts.make_ops(o).div(u), mesh,
-                                   (u_specs, parts.ops_specs), u_specs))  # fmt: skip
+        u_specs = _velocity_specs(_carry_specs(phys, layout, len(local_shape), len(parts.names))[0])
+        div_fn = (
+            None
+            if u_specs is None
+            else jax.jit(
+                shard_map(
+                    lambda u, o: parts.make_ops(o).div(u), mesh, (u_specs, parts.ops_specs), u_specs
+                )
+            )
+        )
         return init_fn, chunk_fn, div_fn, None
     carrier: collectives.Transport = (
         mpimod.MpiTransport(mesh) if how == "mpi"
@@ -382,6 +391,12 @@ def _step_programs(
     )  # fmt: skip
     programs = _shard_programs(parts, mesh, layout, phys, local_shape, dtype, const_args, carrier)
     return (*programs, carrier)
+
+
+def _velocity_specs(state_specs: Any) -> Any:
+    """The specs of a wave state's velocity field ``u`` (its divergence is a k-Wave checkpoint's
+    field), or None for a state without one."""
+    return state_specs.u if "u" in getattr(state_specs, "_fields", ()) else None
 
 
 def _via(carrier: collectives.Transport | None) -> str:
@@ -435,6 +450,8 @@ def _local_programs(
             (state, agg), raw = runner.start_ivp(agg, c, ops, index, phys, layout)
             raw, agg = _settled(index, raw, agg, layout)
             return (state, agg), raw
+        if phys.warm:
+            return (phys.initial_state(c, parts.make_ops(ops_l)), agg), {}
         return (phys.zero_state(local_shape, dtype), agg), {}
 
     def local_chunk(
@@ -525,7 +542,7 @@ def _shard_programs(
     parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
     local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike, const_args: tuple,
     transport: collectives.Transport,
-) -> tuple[_ShardProgram, _ShardProgram, _ShardProgram]:  # fmt: skip
+) -> tuple[_ShardProgram, _ShardProgram, _ShardProgram | None]:  # fmt: skip
     """:func:`_programs` and the divergence as one-device programs whose collectives go through
     ``transport``; the constants are taken as this process's shards once."""
     carry_specs = _carry_specs(phys, layout, len(local_shape), len(parts.names))
@@ -533,9 +550,10 @@ def _shard_programs(
     consts = jax.tree_util.tree_map(_shard, const_args)
     init = _ShardProgram(local_init, transport, mesh, carry_specs, consts)
     chunk = _ShardProgram(local_chunk, transport, mesh, carry_specs, consts, donate=True)
-    u_specs = carry_specs[0].u
-    div = _ShardProgram(lambda u, o: parts.make_ops(o).div(u), transport, mesh, u_specs,
-                      (consts[3],), samples=False)  # fmt: skip
+    u_specs = _velocity_specs(carry_specs[0])
+    div = None if u_specs is None else _ShardProgram(
+        lambda u, o: parts.make_ops(o).div(u), transport, mesh, u_specs, (consts[3],),
+        samples=False)  # fmt: skip
     return init, chunk, div
 
 

@@ -27,7 +27,7 @@ multiply the spectrum in XLA.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,13 +37,14 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from sonotile.fft import backend as fft_backend
+from sonotile.model.grid import along
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
 from sonotile.physics import model_for
 from sonotile.spectral import linear
-from sonotile.spectral.operators import FourierOps
+from sonotile.spectral.operators import FourierOps, half_wavenumbers
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -59,9 +60,8 @@ class PencilMeta:
     klen: tuple[int, ...]  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
     kpad: tuple[int, ...]  # ... padded to a multiple of the mesh size that splits it in k-space
     blocks: Blocks  # real-space blocks (dead points of uneven axes)
-    fft: str = (
-        "xla"  # the local transforms' backend (sonotile.fft.backend.get): slab kernels or not
-    )
+    fft: str = "xla"  # the local transforms' backend (sonotile.fft.backend.get)
+    spacing: tuple[float, ...] = ()  # grid spacing [m] (single-axis derivatives)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -82,13 +82,11 @@ class PencilOps(FourierOps):
 
     def _compact(self, F: jax.Array, a: int) -> jax.Array:
         """Axis ``a`` made whole by a transpose: drop the dead points of uneven blocks."""
-        bl = self.meta.blocks
-        return F if bl.even(a) else compact(F, bl.counts(a), a)
+        return _compact(F, a, self.meta)
 
     def _expand(self, F: jax.Array, a: int) -> jax.Array:
         """Inverse of :meth:`_compact`: zeros at the dead points."""
-        bl = self.meta.blocks
-        return F if bl.even(a) else expand(F, bl.counts(a), a)
+        return _expand(F, a, self.meta)
 
     def _local_fftw(self, like: jax.Array) -> bool:
         """The local transforms of fields like ``like`` go through FFTW's custom calls: on
@@ -102,11 +100,6 @@ class PencilOps(FourierOps):
     def _slabs(self) -> Any:
         """The local transforms' backend (its slab kernels where ``slab_kernels``)."""
         return fft_backend.get(self.meta.fft)
-
-    @property
-    def _portable(self) -> fft_backend.Backend:
-        """The backend of the generic distributed transforms (any mesh, any dtype)."""
-        return fft_backend.portable()
 
     def _slab_planes(self, fs: Sequence[jax.Array]) -> list[jax.Array]:
         """The slab transforms of fields ``fs`` on FFTW up to the pass along x: the plane
@@ -225,29 +218,10 @@ class PencilOps(FourierOps):
         return [self._join(sent, f) for sent, f in zip(self._send(Ss), fs)]
 
     def _spec(self, f: jax.Array) -> jax.Array:
-        mt = self.meta
-        d, m = len(mt.shape), len(mt.names)
-        be = self._portable
-        F = be.rfft(f, d - 1)
-        for a in range(d - 2, m - 1, -1):
-            F = be.fft(F, a)
-        for j in range(m - 1, -1, -1):
-            F = resize(F, mt.kpad[j + 1], j + 1)
-            F = collectives.all_to_all(F, mt.names[j], j + 1, j)
-            F = be.fft(self._compact(F, j), j)
-        return F
+        return pencil_spec(f, self.meta)
 
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
-        mt = self.meta
-        d, m = len(mt.shape), len(mt.names)
-        be = self._portable
-        for j in range(m):
-            F = self._expand(be.ifft(F, j), j)
-            F = collectives.all_to_all(F, mt.names[j], j, j + 1)
-            F = resize(F, mt.klen[j + 1], j + 1)
-        for a in range(m, d - 1):
-            F = be.ifft(F, a)
-        return be.irfft(F, mt.shape[d - 1], d - 1).astype(like.dtype)
+        return pencil_back(F, like, self.meta)
 
     def keep(self, f: jax.Array) -> jax.Array:
         """A fusion boundary (differentiable, :func:`sonotile.spectral.linear.keep`) where the local
@@ -263,9 +237,47 @@ class PencilOps(FourierOps):
         return linear.Barrier(self.meta.fft)
 
     def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
-        """Not on a mesh yet: :meth:`FourierOps.diffs` would transform this shard's block alone,
-        as if it were the whole periodic grid (wrong derivatives near the block's faces)."""
-        raise NotImplementedError("single-axis derivatives (the elastic model) on a pencil mesh")
+        """:meth:`FourierOps.diffs` on the mesh: the derivative of ``f`` along one axis at a
+        time (``(axis, shift)`` pairs, ``shift = +1``: at ``x + d/2``, ``-1``: at ``x - d/2``),
+        each from a 1-D transform along that axis. An axis split over the mesh is first made
+        whole by one ``all_to_all`` (with the last axis, never split, split instead) and put
+        back after its derivatives; the pairs on one axis share its transform and transposes."""
+        out: dict[int, jax.Array] = {}
+        for axis in dict.fromkeys(a for a, _ in which):
+            mine = [(i, s) for i, (a, s) in enumerate(which) if a == axis]
+            got = self._along(f, axis, lambda v, a=axis, m=mine: self._axis_diffs(v, a, m))
+            out.update(zip((i for i, _ in mine), got))
+        return [out[i] for i in range(len(which))]
+
+    def _axis_diffs(
+        self, v: jax.Array, axis: int, pairs: Sequence[tuple[int, int]]
+    ) -> list[jax.Array]:
+        """The derivatives of ``pairs`` of ``v``, which holds ``axis`` whole."""
+        n = v.shape[axis]
+        be = fft_backend.portable()
+        F = be.rfft(v, axis)
+        cdtype = jnp.complex64 if v.dtype == jnp.float32 else jnp.complex128
+        out = []
+        for _, shift in pairs:
+            vec = jnp.asarray(axis_derivative(self.meta, axis, shift), cdtype)
+            out.append(be.irfft(F * vec, n, axis).astype(v.dtype))
+        return out
+
+    def _along(self, u: jax.Array, axis: int, fn: Any) -> list[jax.Array]:
+        """``fn(v)`` (a list of fields) on ``u`` with ``axis`` whole: on this shard where the
+        axis is not split, else after a transpose with the last axis (and back)."""
+        mt = self.meta
+        d, m = len(mt.shape), len(mt.names)
+        if axis >= m or mt.sizes[axis] == 1:
+            return fn(u)
+        name, size, n_last = mt.names[axis], mt.sizes[axis], u.shape[d - 1]
+        v = resize(u, -(-n_last // size) * size, d - 1)  # zeros: each line on its own
+        v = self._compact(collectives.all_to_all(v, name, d - 1, axis), axis)
+        back = []
+        for r in fn(v):
+            r = collectives.all_to_all(self._expand(r, axis), name, axis, d - 1)
+            back.append(resize(r, n_last, d - 1))
+        return back
 
     def diffs_many(
         self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
@@ -285,33 +297,140 @@ class PencilOps(FourierOps):
         return resize(collectives.all_to_all(v, name, axis, d - 1), n_last, d - 1)
 
 
-def pencil_constants(
-    problem: Problem, blocks: Blocks, unstagger: bool, fftw_transforms: bool = True
-) -> tuple[list[Any], list[Any], PencilMeta]:
-    """Global spectral constants in the transposed, padded layout, and their specs.
+def _compact(F: jax.Array, a: int, meta: PencilMeta) -> jax.Array:
+    """Axis ``a`` made whole by a transpose: drop the dead points of uneven blocks."""
+    bl = meta.blocks
+    return F if bl.even(a) else compact(F, bl.counts(a), a)
 
-    ``fftw_transforms``: the local transforms through FFTW's custom calls where the operators'
-    backend is FFTW (False: XLA's FFT everywhere, which JAX can differentiate)."""
-    g = problem.grid
-    d = g.ndim
-    sizes = blocks.mesh_shape
-    m = len(sizes)
-    full = model_for(problem).operators(problem, unstagger)
-    assert isinstance(full, FourierOps)  # axisymmetric runs are never split (engine_for)
-    klen = tuple(g.shape[a] if a < d - 1 else g.shape[a] // 2 + 1 for a in range(d))
+
+def _expand(F: jax.Array, a: int, meta: PencilMeta) -> jax.Array:
+    """Inverse of :func:`_compact`: zeros at the dead points."""
+    bl = meta.blocks
+    return F if bl.even(a) else expand(F, bl.counts(a), a)
+
+
+def axis_derivative(meta: PencilMeta, axis: int, shift: int) -> np.ndarray:
+    """``i k exp(+-i k d/2)`` along ``axis`` on its 1-D ``rfft`` spectrum, broadcastable
+    (:meth:`FourierOps.diffs`' operator, made from the same wavenumbers)."""
+    if not meta.spacing:
+        raise ValueError("pencil operators built without the grid spacing (PencilMeta.spacing)")
+    shape, d = meta.shape, meta.spacing[axis]
+    k = half_wavenumbers(shape, meta.spacing)[axis][: shape[axis] // 2 + 1]
+    return along(1j * k * np.exp(0.5j * shift * k * d), axis, len(shape))
+
+
+def pencil_spec(f: jax.Array, mt: PencilMeta) -> jax.Array:
+    """The distributed ``rfftn`` of a shard's block ``f``: this shard's block of the spectrum in
+    the transposed layout (the portable backend's transforms and ``all_to_all``)."""
+    d, m = len(mt.shape), len(mt.names)
+    be = fft_backend.portable()
+    F = be.rfft(f, d - 1)
+    for a in range(d - 2, m - 1, -1):
+        F = be.fft(F, a)
+    for j in range(m - 1, -1, -1):
+        F = resize(F, mt.kpad[j + 1], j + 1)
+        F = collectives.all_to_all(F, mt.names[j], j + 1, j)
+        F = be.fft(_compact(F, j, mt), j)
+    return F
+
+
+def pencil_back(F: jax.Array, like: jax.Array, mt: PencilMeta) -> jax.Array:
+    """Inverse of :func:`pencil_spec`: the real block of the field, ``like``'s dtype."""
+    d, m = len(mt.shape), len(mt.names)
+    be = fft_backend.portable()
+    for j in range(m):
+        F = _expand(be.ifft(F, j), j, mt)
+        F = collectives.all_to_all(F, mt.names[j], j, j + 1)
+        F = resize(F, mt.klen[j + 1], j + 1)
+    for a in range(m, d - 1):
+        F = be.ifft(F, a)
+    return be.irfft(F, mt.shape[d - 1], d - 1).astype(like.dtype)
+
+
+@dataclass(frozen=True)
+class PencilTransform:
+    """The distributed FFT of a pencil mesh as a model's operators use it
+    (:meth:`sonotile.physics.base.MeshOperators.on_mesh`): ``spec`` / ``back``."""
+
+    meta: PencilMeta
+
+    def spec(self, f: jax.Array) -> jax.Array:
+        return pencil_spec(f, self.meta)
+
+    def back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        return pencil_back(F, like, self.meta)
+
+
+def spectral_layout(
+    shape: tuple[int, ...], sizes: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(klen, kpad)``: per axis the half spectrum's length, and that padded to a multiple of
+    the mesh size that splits it in the transposed layout."""
+    d, m = len(shape), len(sizes)
+    klen = tuple(shape[a] if a < d - 1 else shape[a] // 2 + 1 for a in range(d))
     kpad = tuple(
         -(-klen[a] // sizes[a - 1]) * sizes[a - 1] if 1 <= a <= m else klen[a] for a in range(d)
     )
+    return klen, kpad
+
+
+def spectral_piece(x: ArrayLike | None, klen: tuple[int, ...], kpad: tuple[int, ...],
+                   m: int) -> tuple[np.ndarray | None, P | None]:  # fmt: skip
+    """A half-spectrum array (or a broadcastable per-axis vector of it) padded to ``kpad`` and
+    its spec in the transposed layout (axis ``j + 1`` split over mesh axis ``j``)."""
+    if x is None:
+        return None, None
+    d = len(klen)
+    x = np.asarray(x)
+    pad = [(0, kpad[a] - n if n == klen[a] and a >= 1 else 0) for a, n in enumerate(x.shape)]
+    if any(p for _, p in pad):
+        x = np.pad(x, pad)
+    spec = P(*(AXIS_NAMES[a - 1] if 1 <= a <= m and x.shape[a] > 1 else None for a in range(d)))
+    return x, spec
+
+
+def pencil_operators(
+    problem: Any, blocks: Blocks, unstagger: bool, fftw_transforms: bool = True
+) -> tuple[Any, Any, Callable[[Any], Any]]:
+    """``(arrays, specs, make_ops)`` of the problem's model's operators on a pencil mesh:
+    :class:`PencilOps` for Fourier operators (:func:`pencil_constants`); any other model's
+    operators (a pytree of half-spectrum arrays with ``on_mesh``) sharded in the transposed
+    layout and given the distributed FFT (:class:`PencilTransform`)."""
+    full = model_for(problem).operators(problem, unstagger)
+    if isinstance(full, FourierOps):
+        arrays, specs, meta = pencil_constants(problem, blocks, unstagger, fftw_transforms, full)
+        return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
+    if not hasattr(full, "on_mesh"):
+        raise ValueError(f"pencil: the operators {type(full).__name__} cannot be distributed")
+    sizes = blocks.mesh_shape
+    klen, kpad = spectral_layout(problem.grid.shape, sizes)
+    meta = PencilMeta(problem.grid.shape, AXIS_NAMES[: len(sizes)], tuple(sizes), klen, kpad,
+                      blocks, spacing=problem.grid.spacing)  # fmt: skip
+    kids, aux = full.tree_flatten()
+    arrays = jax.tree_util.tree_map(lambda x: spectral_piece(x, klen, kpad, len(sizes))[0], kids)
+    specs = jax.tree_util.tree_map(lambda x: spectral_piece(x, klen, kpad, len(sizes))[1], kids)
+    kind, transform = type(full), PencilTransform(meta)
+    return arrays, specs, lambda arrs: kind.tree_unflatten(aux, arrs).on_mesh(transform)
+
+
+def pencil_constants(
+    problem: Problem, blocks: Blocks, unstagger: bool, fftw_transforms: bool = True,
+    full: FourierOps | None = None,
+) -> tuple[list[Any], list[Any], PencilMeta]:  # fmt: skip
+    """Global spectral constants in the transposed, padded layout, and their specs.
+
+    ``fftw_transforms``: the local transforms through FFTW's custom calls where the operators'
+    backend is FFTW (False: XLA's FFT everywhere, which JAX can differentiate); ``full``: the
+    single-device operators (default: the model's)."""
+    g = problem.grid
+    sizes = blocks.mesh_shape
+    m = len(sizes)
+    if full is None:
+        full = model_for(problem).operators(problem, unstagger)
+    klen, kpad = spectral_layout(g.shape, sizes)
 
     def spectral(x: ArrayLike | None) -> tuple[np.ndarray | None, P | None]:
-        if x is None:
-            return None, None
-        x = np.asarray(x)
-        pad = [(0, kpad[a] - n if n == klen[a] and a >= 1 else 0) for a, n in enumerate(x.shape)]
-        if any(p for _, p in pad):
-            x = np.pad(x, pad)
-        spec = P(*(AXIS_NAMES[a - 1] if 1 <= a <= m and x.shape[a] > 1 else None for a in range(d)))
-        return x, spec
+        return spectral_piece(x, klen, kpad, m)
 
     slabs = fftw_transforms and full.backend.slab_kernels
     local = full.fft if slabs else "xla"
@@ -335,5 +454,6 @@ def pencil_constants(
             a, s = spectral(kid)
             arrays.append(a)
             specs.append(s)
-    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local)
+    meta = PencilMeta(g.shape, AXIS_NAMES[:m], tuple(sizes), klen, kpad, blocks, local,
+                      g.spacing)  # fmt: skip
     return arrays, specs, meta

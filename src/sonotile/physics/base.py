@@ -13,9 +13,15 @@ What a model exchanges with the loop:
   int32 array per axis, or a tuple over axes of such tuples (or None); a decomposed engine
   localises them to each shard. Everything else is sliced like the grid where it has the grid's
   shape (or one axis of it) and replicated otherwise.
-* the state: a pytree of grid-shaped fields (its structure from ``zero_state``). For sensors a
-  wave model's state has ``p`` (pressure [Pa]) and ``u`` (particle velocity per axis on its
-  staggered grid [m/s]).
+* the state: a pytree of grid-shaped fields (its structure from ``zero_state``) with a method
+  ``fields()``: the whole-grid fields sensors can read, by name (a wave model's: ``p``
+  (pressure [Pa]) and ``ux``, ``uy``, ``uz`` (particle velocity on its staggered grids [m/s]);
+  the heat model's: ``T``, ``T_max`` [degC] and ``cem43`` [min]). A field ``u<axis>`` can
+  also be read moved to the grid points (``u<axis>_non_staggered``).
+* what a sensor can record (``records``): record name -> ``(kind, fields)``, kind one of
+  ``raw`` (time series at the points), ``max`` / ``min`` / ``rms`` (running statistics at the
+  points), ``max_all`` / ``min_all`` (running whole-grid extremes), ``final`` (the whole
+  fields after the last step); the sensors sample the named fields of ``fields()``.
 * per-step inputs (``inputs``): a dict of host arrays with the step index ``"n"`` (int32) and
   whatever the step reads (source signals), one row per step.
 """
@@ -23,12 +29,15 @@ What a model exchanges with the loop:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from sonotile.model.problem import Problem
-    from sonotile.spectral.operators import FourierOps, SpectralOps
-    from sonotile.spectral.radial import RadialOps
+from sonotile.model.grid import AXES
+
+#: The problem a model runs (an acoustic :class:`~sonotile.model.problem.Problem`, a
+#: :class:`~sonotile.physics.heat.model.HeatProblem`...); the loop reads its ``grid``
+#: (:class:`~sonotile.model.grid.Grid`), ``sensor`` (:class:`~sonotile.model.problem.Sensor`)
+#: and ``dtype``, the rest is the model's.
+AnyProblem = Any
 
 
 class Model(Protocol):
@@ -44,35 +53,53 @@ class Model(Protocol):
         """Whether a run starts from :meth:`initial_state` made (and sampled) at step 0."""
         ...
 
+    @property
+    def warm(self) -> bool:
+        """Whether a run starts from :meth:`initial_state` as the state before step 0 (not
+        sampled; the first step is step 0), instead of zeros. Not with :attr:`ivp`."""
+        ...
+
+    def records(self) -> Records:
+        """What a sensor can record (see the module's docstring), in output order."""
+        ...
+
+    def observed(self, state: Any, c: dict) -> Any:
+        """What the sensors read of ``state`` during the run (an object with ``fields()``):
+        the state itself, or with fields made from it and the constants ``c``."""
+        ...
+
     def zero_state(self, shape: tuple[int, ...], dtype: Any, eager: bool = False) -> Any:
         """The state of zeros on a grid (or shard) of ``shape``; ``eager``: outside a trace."""
         ...
 
-    def initial_state(self, c: dict, ops: SpectralOps) -> Any:
+    def initial_state(self, c: dict, ops: Any) -> Any:
         """The state of step 0 of an initial-value problem."""
         ...
 
-    def prepare(self, c: dict, ops: SpectralOps, state: Any) -> dict:
+    def prepare(self, c: dict, ops: Any, state: Any) -> dict:
         """``c`` plus what is made once per chunk of steps from the constants (inside the chunk
         program, before its scan); ``state``: the carry's state (shapes and dtype)."""
         ...
 
-    def step(self, state: Any, x: dict, c: dict, ops: SpectralOps) -> Any:
+    def step(self, state: Any, x: dict, c: dict, ops: Any) -> Any:
         """Advance ``state`` by one time step (``x``: this step's row of :meth:`inputs`)."""
         ...
 
-    def constants(self, problem: Problem, derive_axes: tuple[int, ...] = ()) -> dict:
+    def constants(self, problem: AnyProblem, derive_axes: tuple[int, ...] = ()) -> dict:
         """Device constants of the problem (global; see the module's docstring).
         ``derive_axes``: axes each shard holds whole (a model may derive constants along them
         inside the step instead of storing them)."""
         ...
 
-    def operators(self, problem: Problem, unstagger: bool) -> FourierOps | RadialOps:
-        """Single-device spectral operators for the problem (a decomposition builds its own
-        from these parameters)."""
+    def operators(self, problem: AnyProblem, unstagger: bool) -> Any:
+        """Single-device spectral operators for the problem: a
+        :class:`~sonotile.spectral.operators.FourierOps` (a decomposition builds its own from
+        these parameters), :class:`~sonotile.spectral.radial.RadialOps` (axisymmetric grids,
+        single device) or :class:`MeshOperators` (a decomposition shards their arrays);
+        ``ops`` of the other methods."""
         ...
 
-    def inputs(self, problem: Problem, n0: int, n1: int) -> dict[str, Any]:
+    def inputs(self, problem: AnyProblem, n0: int, n1: int) -> dict[str, Any]:
         """Per-step inputs for steps ``n0 <= n < n1`` (host arrays, one row per step)."""
         ...
 
@@ -81,9 +108,40 @@ class Model(Protocol):
         constants and inputs stacked), or None when their steps differ."""
         ...
 
-    def memory_estimate(self, problem: Problem) -> int:
+    def memory_estimate(self, problem: AnyProblem) -> int:
         """Device memory of a single-device run of ``problem`` [bytes] (state, step
         temporaries, constants, operators, whole-field sensor aggregates)."""
+        ...
+
+
+#: record name -> ``(kind, field names)`` (see the module's docstring)
+Records = dict[str, tuple[str, tuple[str, ...]]]
+
+
+def wave_records(ndim: int) -> Records:
+    """The records of a wave model whose state has ``p`` and ``u`` (k-Wave's names): time
+    series, statistics at the points, whole-grid extremes and final fields."""
+    u = tuple(f"u{AXES[a]}" for a in range(ndim))
+    table: Records = {
+        "p": ("raw", ("p",)),
+        "u": ("raw", u),
+        "u_non_staggered": ("raw", tuple(f"{f}_non_staggered" for f in u)),
+    }
+    for base, names in (("p", ("p",)), ("u", u)):
+        for kind in ("max", "min", "rms", "max_all", "min_all"):
+            table[f"{base}_{kind}"] = (kind, names)
+        table[f"{base}_final"] = ("final", names)
+    return table
+
+
+class MeshOperators(Protocol):
+    """Operators a decomposition can distribute (besides :class:`FourierOps`): a pytree whose
+    children are arrays on the ``rfftn`` half spectrum (or broadcastable per-axis vectors of
+    it); the engine shards them in its distributed FFT's layout and calls :meth:`on_mesh`."""
+
+    def on_mesh(self, transform: Any) -> Any:
+        """The same operators with their transforms replaced by ``transform.spec(f)`` (a
+        shard's block -> its block of the spectrum) and ``transform.back(F, like)``."""
         ...
 
 

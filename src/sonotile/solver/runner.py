@@ -1,8 +1,9 @@
 """Runner: jit-compiled chunks of steps under ``lax.scan``, sensors sampled inside the scan.
 
 Between chunks the raw sensor samples go to a recorder (memory does not grow with the number of
-steps on the device), progress is reported, and a caller may checkpoint or stop. The step
-itself is :func:`sonotile.physics.acoustic.step.step`; the operators come from the plan.
+steps on the device), progress is reported, and a caller may checkpoint or stop. The loop
+knows the equations only through the problem's model (:class:`sonotile.physics.Model`): its
+constants, operators, state, step and per-step inputs, and what its sensors record.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ class Engine:
             step 0 of an initial-value problem.
         chunk: ``(carry, xs) -> (carry, raw)``: one scan over the steps in ``xs`` (the first
             ``xs["count"]`` rows when it is given, see :func:`scan_steps`).
-        divergence: ``u -> du``: per-axis velocity divergence (for k-Wave checkpoints).
+        divergence: ``u -> du``: per-axis velocity divergence (for k-Wave checkpoints), or
+            None for a model without velocities.
         place: ``host carry -> device carry`` (restoring a checkpoint); the leaves may be
             lazy views (``view[index] -> numpy``) so that each process reads only its shards.
         describe: one line saying where it runs.
@@ -155,7 +157,7 @@ class Engine:
     phys: Model
     start: Callable
     chunk: Callable
-    divergence: Callable
+    divergence: Callable | None
     place: Callable
     describe: str = "single device"
     lower: Callable | None = None
@@ -188,8 +190,8 @@ def compile_problem(
 ) -> Compiled:
     """Build constants, operators and the sensor layout for a problem."""
     g = problem.grid
-    layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt)
     phys = model_for(problem)
+    layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt, phys.records())
     if consts is None:
         consts = phys.constants(problem, derive_axes=tuple(range(problem.grid.ndim)))
     if ops is None:
@@ -216,6 +218,8 @@ def single_engine(problem: Problem) -> Engine:
         if phys.ivp:
             carry, raw0 = first(agg, cp.consts, cp.ops, cp.index)
             return RunState(carry, 1), {k: np.asarray(v) for k, v in raw0.items()}
+        if phys.warm:
+            return RunState((start_warm(cp.consts, cp.ops, phys), agg), 0), {}
         return RunState((phys.zero_state(problem.grid.shape, dtype, eager=True), agg), 0), {}
 
     def chunk(carry: Carry, xs: dict) -> tuple[Carry, dict[str, jax.Array]]:
@@ -233,13 +237,14 @@ def single_engine(problem: Problem) -> Engine:
         return run_chunk.lower(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
 
     dev = jax.devices()[0]
+    div = getattr(cp.ops, "div", None)  # a wave model's (k-Wave checkpoints)
     return Engine(
         problem,
         layout,
         phys,
         start,
         chunk,
-        jax.jit(cp.ops.div),
+        None if div is None else jax.jit(div),
         place,
         f"single device ({dev.platform}:{dev.id})",
         lower,
@@ -257,7 +262,7 @@ def scan_body(
 ) -> tuple[Carry, dict[str, jax.Array]]:
     state, agg = carry
     state = phys.step(state, x, c, ops)
-    fields, samples = sens.sample(state, ops, layout, index)
+    fields, samples = sens.sample(phys.observed(state, c), ops, layout, index)
     agg = sens.update(agg, fields, samples, x["n"] >= layout.start, layout, x["n"])
     raw = {f: samples[f] for f in layout.raw}
     return (state, agg), raw
@@ -319,9 +324,43 @@ def start_ivp(
 ) -> tuple[Carry, dict[str, jax.Array]]:
     """Step 0 of an initial-value problem: the p0 state, sampled."""
     state = phys.initial_state(c, ops)
-    fields, samples = sens.sample(state, ops, layout, index)
+    fields, samples = sens.sample(phys.observed(state, c), ops, layout, index)
     agg = sens.update(agg, fields, samples, 0 >= layout.start, layout, 0)
     return (state, agg), {f: samples[f][None] for f in layout.raw}
+
+
+@partial(jax.jit, static_argnames=("phys",))
+def start_warm(c: dict, ops: SpectralOps, phys: Model) -> Any:
+    """The state before step 0 of a model that starts from its initial state
+    (:attr:`~sonotile.physics.base.Model.warm`)."""
+    return phys.initial_state(c, ops)
+
+
+def traced_run(
+    phys: Model, layout: sens.SensorLayout, c: dict, ops: SpectralOps, index: PointIndex,
+    xs: dict, shape: tuple[int, ...], dtype: Any, state: Any = None, chunk: int | None = None,
+) -> tuple[dict[str, jax.Array], dict[str, jax.Array], Any]:  # fmt: skip
+    """The whole time loop as one traceable function (``jax.jit``, ``jax.grad``, ``jax.vmap``
+    through the constants ``c``): the steps of ``xs`` (:meth:`Model.inputs`) from ``state``
+    (default: the model's start), the same scan body as the engines, each ``chunk`` of steps
+    rematerialised in a derivative (:func:`sonotile.solver.adjoint.checkpointed_scan`).
+
+    Returns ``(raw, aggregates, state)``: raw samples ``(steps, Ns)`` per name (with the
+    sample of step 0 of an initial-value problem first), the running statistics and the final
+    state (whole fields: ``state.fields()``)."""
+    from sonotile.solver import adjoint  # not at import: a plain run needs no derivative rules
+
+    agg = sens.init_aggregates(layout, shape, dtype)
+    raw0: dict[str, jax.Array] = {}
+    if state is None and phys.ivp:
+        (state, agg), raw0 = start_ivp(agg, c, ops, index, phys, layout)
+    elif state is None:
+        state = phys.initial_state(c, ops) if phys.warm else phys.zero_state(shape, dtype)
+    c = phys.prepare(c, ops, state)
+    body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+    (state, agg), raw = adjoint.checkpointed_scan(body, (state, agg), xs, chunk)
+    raw = {k: jnp.concatenate([raw0[k], v]) if k in raw0 else v for k, v in raw.items()}
+    return raw, agg, state
 
 
 def step_inputs(problem: Problem, n0: int, n1: int, model: Model | None = None) -> dict:

@@ -31,6 +31,7 @@ from sonotile.fft import backend as fft_backend
 from sonotile.model import bli
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Sensor, cw_window
+from sonotile.physics import Records, wave_records
 from sonotile.spectral import device
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 #: Per-axis integer index arrays of a set of grid points (``field[index]`` gathers them).
 PointIndex = tuple[jax.Array, ...]
-#: A wave model's state as sensors read it: ``p`` [Pa] and ``u`` (per axis, staggered) [m/s].
+#: A model's state as sensors read it: ``state.fields()``, the whole-grid fields by name
+#: (:mod:`sonotile.physics.base`).
 State = Any
 
 
@@ -223,36 +225,37 @@ class SensorLayout:
         return isinstance(other, SensorLayout) and self._key() == other._key()
 
 
-def _u_names(ndim: int, suffix: str = "") -> list[str]:
-    return [f"u{AXES[a]}{suffix}" for a in range(ndim)]
-
-
-def layout_of(sensor: Sensor, shape: tuple, nt: int = 0, dt: float = 0.0) -> SensorLayout:
+def layout_of(
+    sensor: Sensor, shape: tuple, nt: int = 0, dt: float = 0.0, records: Records | None = None
+) -> SensorLayout:
     """Expand a validated :class:`Sensor` into the flat layout the scan samples.
 
-    ``shape``: the grid shape; ``nt``, ``dt`` [s]: the time axis (needed for ``p_cw``).
+    ``shape``: the grid shape; ``nt``, ``dt`` [s]: the time axis (needed for ``p_cw``);
+    ``records``: what the model records (:meth:`sonotile.physics.Model.records`; default a
+    wave model's, :func:`sonotile.physics.wave_records`).
     """
     ndim = len(shape)
+    table = wave_records(ndim) if records is None else records
     rec = set(sensor.record)
     if {"I", "I_avg"} & rec:
         rec |= {"p", "u_non_staggered"}
     raw: list[str] = []
-    if "p" in rec:
-        raw.append("p")
-    if "u" in rec:
-        raw += _u_names(ndim)
-    if "u_non_staggered" in rec:
-        raw += _u_names(ndim, "_non_staggered")
-    stats, whole, final = [], [], []
-    for base, fields in (("p", ["p"]), ("u", _u_names(ndim))):
-        for kind in ("max", "min", "rms"):
-            if f"{base}_{kind}" in rec:
-                stats += [(f, kind) for f in fields]
-        for kind in ("max_all", "min_all"):
-            if f"{base}_{kind}" in rec:
-                whole += [(f, kind) for f in fields]
-        if f"{base}_final" in rec:
+    stats: list[tuple[str, str]] = []
+    whole: list[tuple[str, str]] = []
+    final: list[str] = []
+    for name, (kind, fields) in table.items():
+        if name not in rec:
+            continue
+        if kind == "raw":
+            raw += fields
+        elif kind in ("max", "min", "rms"):
+            stats += [(f, kind) for f in fields]
+        elif kind in ("max_all", "min_all"):
+            whole += [(f, kind) for f in fields]
+        elif kind == "final":
             final += fields
+        else:
+            raise ValueError(f"record {name!r}: unknown kind {kind!r}")
     cw = None
     if {"p_cw", "p_cw_all"} & rec:
         cw = cw_layout(sensor, nt, dt)
@@ -342,18 +345,21 @@ def interp_layout(sensor: Sensor, names: tuple, shape: tuple) -> tuple[np.ndarra
 
 
 def sampled_fields(state: State, ops: SpectralOps, layout: SensorLayout) -> dict[str, jax.Array]:
-    """Whole-grid fields that sensors read this step (non-staggered ones computed on demand,
-    except those read from lines, see :func:`line_samples`)."""
-    f = {"p": state.p}
-    for a, ua in enumerate(state.u):
-        f[f"u{AXES[a]}"] = ua
+    """Whole-grid fields that sensors read this step (``state.fields()``; non-staggered ones
+    computed on demand, except those read from lines, see :func:`line_samples`)."""
+    f = dict(state.fields())
     if layout.needs_unstagger:
         on_lines = {name for name, _ in layout.lines}
-        for a, ua in enumerate(state.u):
+        for a in range(layout.ndim):
             name = f"u{AXES[a]}_non_staggered"
             if name in layout.raw and name not in on_lines:
-                f[name] = ops.unstagger(ua, a)
+                f[name] = ops.unstagger(f[f"u{AXES[a]}"], a)
     return f
+
+
+def velocities(fields: dict[str, jax.Array], ndim: int) -> list[jax.Array | None]:
+    """The staggered velocity components ``ux``... of ``fields`` (None where absent)."""
+    return [fields.get(f"u{AXES[a]}") for a in range(ndim)]
 
 
 def unshift_1d(n: int) -> np.ndarray:
@@ -381,7 +387,7 @@ def line_index(ln: Lines, n: int) -> tuple[jax.Array, ...]:
 
 
 def line_samples(
-    u: Sequence[jax.Array], layout: SensorLayout, index: PointIndex
+    u: Sequence[jax.Array | None], layout: SensorLayout, index: PointIndex
 ) -> dict[str, jax.Array]:
     """The non-staggered velocities of ``layout.lines`` at the sensor points ``(Ns,)``, from the
     lines through them: gather the lines, shift them, pick the points.
@@ -390,7 +396,11 @@ def line_samples(
     decomposed run gathers each shard's segments and sums them over the mesh instead
     (``PointGather.gather_all``, with the point samples), so every shard shifts whole lines.
     """
-    segs = [u[ln.axis][line_index(ln, u[ln.axis].shape[ln.axis])] for _, ln in layout.lines]
+    segs = []
+    for _, ln in layout.lines:
+        ua = u[ln.axis]
+        assert ua is not None  # a non-staggered record needs its velocity
+        segs.append(ua[line_index(ln, ua.shape[ln.axis])])
     return pick_lines(segs, layout)
 
 
@@ -497,11 +507,12 @@ def sample(
     # sorted: every process of a decomposed run must gather the fields in the same order
     names = sorted((set(layout.raw) | {f for f, _ in layout.stats}) - from_lines)
     if isinstance(index, tuple):
-        samples = line_samples(state.u, layout, index) if layout.lines else {}
+        u = velocities(fields, layout.ndim)
+        samples = line_samples(u, layout, index) if layout.lines else {}
         samples.update({f: fields[f][index] for f in names})
     else:  # a decomposed run's index: every sample in one sum over the mesh
         points, segs = index.gather_all([fields[f] for f in names],
-                                        [state.u[ln.axis] for _, ln in layout.lines],
+                                        [fields[f"u{AXES[ln.axis]}"] for _, ln in layout.lines],
                                         [ln for _, ln in layout.lines])  # fmt: skip
         samples = dict(zip(names, points)) | pick_lines(segs, layout)
     if layout.interp is not None:
@@ -516,28 +527,34 @@ def interpolate(gathered: jax.Array, interp: Interp, name: str) -> jax.Array:
 
 
 def finish(
-    agg: dict[str, jax.Array], state: State, layout: SensorLayout, nt: int, gather: bool = True
-) -> dict[str, np.ndarray | jax.Array]:
+    agg: dict[str, jax.Array], state: State, layout: SensorLayout, nt: int, gather: bool = True,
+    traced: bool = False,
+) -> dict[str, np.ndarray | jax.Array]:  # fmt: skip
     """k-Wave quantities from the final carry (rms from the sum of squares).
 
     Point statistics come back as host arrays. Whole-field quantities (``*_max_all``,
     ``*_final``) too when ``gather`` and the field lives on this process's devices; otherwise
     they stay (global, possibly multi-process) device arrays, which a writer takes shard by
     shard (:meth:`sonotile.kwave.output.OutputFile.write_fields`) without gathering a whole
-    field anywhere.
+    field anywhere. ``traced``: inside a trace (a differentiable run), everything stays a JAX
+    value (``p_cw`` point statistics excluded).
     """
     out: dict[str, np.ndarray | jax.Array] = {}
     n_rec = nt - layout.start
     for f, kind in layout.stats:
         if kind.startswith("cw_"):
             continue
+        if traced:
+            t = agg[f"{f}_{kind}"]
+            out[f"{f}_{kind}"] = jnp.sqrt(t / n_rec) if kind == "rms" else t
+            continue
         v = np.asarray(jax.device_get(agg[f"{f}_{kind}"]))
         out[f"{f}_{kind}"] = np.sqrt(v / n_rec) if kind == "rms" else v
-    if ("p", "cw_re") in layout.stats:
+    if ("p", "cw_re") in layout.stats and not traced:
         assert layout.cw is not None  # layout_of sets it with the p_cw statistics
         re, im = (np.asarray(jax.device_get(agg[k]), np.float64) for k in ("p_cw_re", "p_cw_im"))
         out["p_cw_amp"], out["p_cw_phase"] = cw_amp_phase(re, im, layout.cw.steps, np)
-    fields = {"p": state.p, **{f"u{AXES[a]}": u for a, u in enumerate(state.u)}}
+    fields = state.fields()
     whole = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole if "cw" not in kind}
     if ("p", "cw_re_all") in layout.whole:
         assert layout.cw is not None  # layout_of sets it with the p_cw statistics
@@ -546,7 +563,7 @@ def finish(
     whole.update({f"{f}_final": fields[f] for f in layout.final})
     for name, arr in whole.items():
         local = getattr(arr, "is_fully_addressable", True)  # host arrays: always
-        out[name] = np.asarray(jax.device_get(arr)) if gather and local else arr
+        out[name] = np.asarray(jax.device_get(arr)) if gather and local and not traced else arr
     return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from sonotile.model.problem import Problem
 from sonotile.physics.acoustic import checks, constants, step
+from sonotile.physics.base import Records, wave_records
 from sonotile.spectral.operators import FourierOps, SpectralOps
 
 
@@ -50,6 +51,17 @@ class AcousticModel:
     def ivp(self) -> bool:
         """An initial pressure ``p0`` starts the run."""
         return self.p0
+
+    @property
+    def warm(self) -> bool:
+        """A run without ``p0`` starts from rest."""
+        return False
+
+    def observed(self, state: Any, c: dict) -> Any:
+        return state
+
+    def records(self) -> Records:
+        return wave_records(self.ndim)
 
     def zero_state(self, shape: tuple[int, ...], dtype: Any, eager: bool = False) -> step.State:
         return step.zero_state(shape, dtype, eager)

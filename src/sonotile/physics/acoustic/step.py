@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
 
+from sonotile.model.grid import AXES
 from sonotile.model.staggering import staggered_mean
 from sonotile.spectral import device
 from sonotile.spectral.operators import (
@@ -46,6 +47,10 @@ class State(NamedTuple):
     p: jax.Array
     rho: tuple
     u: tuple
+
+    def fields(self) -> dict[str, jax.Array]:
+        """What sensors read: ``p`` [Pa], ``ux``... on their staggered grids [m/s]."""
+        return {"p": self.p, **{f"u{AXES[a]}": ua for a, ua in enumerate(self.u)}}
 
 
 def zero_state(shape: tuple[int, ...], dtype: jax.typing.DTypeLike, eager: bool = False) -> State:

@@ -27,9 +27,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.model.grid import along
+from sonotile.fft import backend as fft_backend
+from sonotile.model.grid import AXES, along
 from sonotile.model.staggering import staggered_mean
 from sonotile.physics.elastic.medium import db2neper
+
+#: The transforms of the sensors' derived fields (split field, non-staggered velocity): any
+#: array, any device
+_XLA = fft_backend.portable()
 
 #: A stress component ``(i, j)``, i <= j.
 Component = tuple[int, int]
@@ -71,6 +76,12 @@ class State(NamedTuple):
         """Stress components in :func:`components` order [Pa] (the splits summed)."""
         return tuple(total(sk) for sk in self.s_split)
 
+    def fields(self) -> dict[str, jax.Array]:
+        """What sensors read: ``p`` [Pa], ``ux``... [m/s] (staggered), ``sxx``... [Pa]."""
+        nd = len(self.u_split)
+        out = {"p": self.p, **{f"u{AXES[a]}": ua for a, ua in enumerate(self.u)}}
+        return out | dict(zip(component_names(nd), self.s))
+
 
 @dataclass(frozen=True)
 class Statics:
@@ -95,6 +106,11 @@ def components(ndim: int) -> tuple[Component, ...]:
     """Stress components in k-Wave's order: xx, yy[, zz], xy[, xz, yz]."""
     normal = tuple((i, i) for i in range(ndim))
     return normal + tuple((i, j) for i in range(ndim) for j in range(i + 1, ndim))
+
+
+def component_names(ndim: int) -> list[str]:
+    """``["sxx", "syy", "sxy"]`` in 2-D, ``[..., "szz", "sxy", "sxz", "syz"]`` in 3-D."""
+    return [f"s{AXES[i]}{AXES[j]}" for i, j in components(ndim)]
 
 
 def split_axes(comp: Component, ndim: int) -> tuple[int, ...]:
@@ -382,7 +398,7 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     """Advance ``state`` by one step ``n = x["n"]`` (k-Wave's ``t_index = n + 1``).
 
     ``x``: ``n``; per axis ``u`` (velocity source values at ``c["u_index"]``, scaled as
-    :func:`sonotile.physics.elastic.loop.scale_signals` makes them) and ``u_on``; per stress
+    :func:`sonotile.physics.elastic.sources.scale_signals` makes them) and ``u_on``; per stress
     component ``s`` and ``s_on``. ``c``: :func:`constants` plus the source indices and, for a
     p0 start, ``p0_split = -p0 / (2 ndim)`` (added to every normal-stress split in steps 0 and
     1: k-Wave's ``source.p0`` for its elastic codes).
@@ -393,31 +409,22 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     tied = {k: c[k] for k in TIED if k in c}
     tied, first = jax.lax.optimization_barrier((tied, state.u_split[0][0]))
     c = {**c, **tied}
-    c.update(derived_constants(c, st.ndim))
+    # derived here unless the constants hold them (made whole-grid for a decomposed run)
+    c.update({k: v for k, v in derived_constants(c, st.ndim).items() if k not in c})
     state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
     u, dt_acc = update_velocity(state, x, c, ops, st)
     return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
-
-
-def non_staggered(u: Sequence[jax.Array], c: dict) -> list[jax.Array]:
-    """The velocity components moved to the grid points (``-d_i/2`` along their own axis,
-    k-Wave's ``u_non_staggered``) [m/s]. ``c["unshift"]``: :func:`split_constants`."""
-    shape = u[0].shape
-    return [
-        jnp.fft.irfftn(jnp.fft.rfftn(ui) * c["unshift"][i], s=shape).astype(ui.dtype)
-        for i, ui in enumerate(u)
-    ]
 
 
 def split_field(u: Sequence[jax.Array], c: dict) -> tuple[list[jax.Array], list[jax.Array]]:
     """k-Wave's ``u_split_field``: the velocity moved to the grid points (``-d_i/2`` along its
     own axis) and split into its compressional (curl-free, ``k k.U / |k|^2``) and shear
     (divergence-free) parts [m/s]. ``c["khat"]``, ``c["unshift"]``: :func:`split_constants`."""
-    U = [jnp.fft.rfftn(ui) * c["unshift"][i] for i, ui in enumerate(u)]
+    U = [_XLA.rfftn(ui) * c["unshift"][i] for i, ui in enumerate(u)]
     D = total([kh * Ui for kh, Ui in zip(c["khat"], U)])
     shape = u[0].shape
-    up = [jnp.fft.irfftn(kh * D, s=shape).astype(u[0].dtype) for kh in c["khat"]]
-    us = [jnp.fft.irfftn(Ui, s=shape).astype(u[0].dtype) - p for Ui, p in zip(U, up)]
+    up = [_XLA.irfftn(kh * D, shape).astype(u[0].dtype) for kh in c["khat"]]
+    us = [_XLA.irfftn(Ui, shape).astype(u[0].dtype) - p for Ui, p in zip(U, up)]
     return up, us
 
 

@@ -1,13 +1,13 @@
-"""An elastic run put together: operators, constants, sources, sensors; and running it.
+"""An elastic run put together: operators, constants, sources, sensors.
 
-:func:`build` turns a validated medium, sources and sensor points into an :class:`ElasticRun`;
-:func:`execute` runs it, optionally with other medium values (traced, for ``jax.grad`` with
-respect to the speeds and density).
+:func:`build` turns a validated medium, sources and sensor points into an :class:`ElasticRun`,
+the problem the common time loop runs (:func:`sonotile.api.elastic.execute`,
+``pstd_elastic_2d/3d``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,14 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.model.problem import ProblemError
-from sonotile.physics.elastic import loop
+from sonotile.model.grid import Grid
+from sonotile.model.problem import ProblemError, Sensor
+from sonotile.physics.elastic import sources
 from sonotile.physics.elastic.medium import ElasticMedium
 from sonotile.physics.elastic.model import (
-    State,
     Statics,
     components,
-    medium_constants,
     pml_constants,
     split_constants,
 )
@@ -37,10 +36,13 @@ MEDIUM_KEYS = (
 )
 
 
-@dataclass
+@dataclass(eq=False)
 class ElasticRun:
-    """Everything :func:`execute` needs. ``fixed``: constants that do not depend on the medium's
-    speeds and density (PML, source and sensor indices, p0)."""
+    """A validated elastic run: the problem the common time loop runs
+    (:mod:`sonotile.solver.runner`, the engines of :mod:`sonotile.parallel`: ``grid``,
+    ``sensor``, ``dtype``; :class:`~sonotile.physics.elastic.interface.ElasticModel`).
+    ``fixed``: constants that do not depend on the medium's speeds and density (PML, source
+    and sensor indices, p0); ``points``: sensor points ``(N, ndim)`` or None."""
 
     medium: ElasticMedium
     spacing: tuple[float, ...]
@@ -49,13 +51,27 @@ class ElasticRun:
     dtype: str
     ops: FourierOps
     statics: Statics
-    recording: loop.Recording
+    recording: sources.Recording
     xs: dict
     fixed: dict = field(default_factory=dict)
+    points: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
         return self.medium.shape
+
+    @property
+    def record(self) -> tuple[str, ...]:
+        return self.recording.record
+
+    @property
+    def grid(self) -> Grid:
+        return Grid(self.shape, self.spacing, self.dt, self.nt)
+
+    @property
+    def sensor(self) -> Sensor:
+        """The sensor as the loop samples it (points, records, first recorded step)."""
+        return Sensor(index=self.points, record=self.record, start=self.recording.start)
 
     def medium_values(self) -> dict[str, Any]:
         """The medium's values by k-Wave name (None where absent)."""
@@ -67,8 +83,8 @@ def _index(points: np.ndarray) -> tuple[jax.Array, ...]:
 
 
 def source_inputs(
-    u: loop.SourceSignals | None,
-    s: loop.SourceSignals | None,
+    u: sources.SourceSignals | None,
+    s: sources.SourceSignals | None,
     medium: ElasticMedium,
     spacing: Sequence[float],
     dt: float,
@@ -84,8 +100,8 @@ def source_inputs(
     for kind, src, count in (("u", u, nd), ("s", s, len(components(nd)))):
         if src is None:
             continue
-        sig = loop.scale_signals(src, kind, medium.sound_speed_compression, spacing, dt)
-        xs[kind], xs[f"{kind}_on"] = loop.step_inputs(sig, nt, dtype)
+        sig = sources.scale_signals(src, kind, medium.sound_speed_compression, spacing, dt)
+        xs[kind], xs[f"{kind}_on"] = sources.step_inputs(sig, nt, dtype)
         c[f"{kind}_index"] = _index(src.index)
         modes = tuple(None if g is None else src.mode for g in sig)
         if kind == "u":
@@ -103,8 +119,8 @@ def build(
     nt: int,
     *,
     p0: np.ndarray | None = None,
-    u: loop.SourceSignals | None = None,
-    s: loop.SourceSignals | None = None,
+    u: sources.SourceSignals | None = None,
+    s: sources.SourceSignals | None = None,
     sensor_points: np.ndarray | None = None,
     record: Sequence[str] = ("p",),
     record_start_index: int = 1,
@@ -123,10 +139,10 @@ def build(
         if not 0 <= size or 2 * size >= n:
             raise ProblemError(f"pml_size {tuple(pml_size)}: the {'xyz'[a]} layers need "
                                f"2 x {size} < {n} points")  # fmt: skip
-    bad = [r for r in record if r not in loop.RECORDS]
+    bad = [r for r in record if r not in sources.RECORDS]
     if bad:
         raise ProblemError(f"sensor.record: {bad} not recorded by the elastic model "
-                           f"(choose from {', '.join(loop.RECORDS)})")  # fmt: skip
+                           f"(choose from {', '.join(sources.RECORDS)})")  # fmt: skip
     if not 1 <= record_start_index <= nt:
         raise ProblemError(f"sensor.record_start_index = {record_start_index}: must be in "
                            f"1..{nt}")  # fmt: skip
@@ -140,24 +156,7 @@ def build(
     if "u_split_field" in record or "u_non_staggered" in record:
         fixed.update(split_constants(shape, spacing, dtype))
     statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None)
-    rec = loop.Recording(tuple(record), int(record_start_index) - 1, nd)
+    rec = sources.Recording(tuple(record), int(record_start_index) - 1, nd)
     ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype)
-    return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed)
-
-
-def execute(
-    run: ElasticRun,
-    values: Mapping[str, Any] | None = None,
-    chunk: int = 64,
-    state: State | None = None,
-) -> dict[str, jax.Array]:
-    """Run from ``state`` (default: rest); ``values``: medium values by k-Wave name replacing the
-    medium's (may be traced: ``jax.grad`` of a function of the records with respect to them)."""
-    m = run.medium_values()
-    if values is not None:
-        m.update(values)
-    c = medium_constants(m, len(run.shape), run.dt, run.dtype)
-    c.update(run.fixed)
-    out, _ = loop.run(c, run.ops, run.statics, run.recording, run.xs, run.shape, run.nt,
-                      run.dtype, chunk, state)  # fmt: skip
-    return out
+    points = None if sensor_points is None or not len(sensor_points) else np.asarray(sensor_points)
+    return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed, points)

@@ -14,7 +14,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.model.problem import ProblemError
+from sonotile.model.grid import Grid
+from sonotile.model.problem import ProblemError, Sensor
+from sonotile.physics.base import Records
 from sonotile.physics.heat import step as heat_step
 from sonotile.physics.heat.medium import (
     Coefficients,
@@ -25,8 +27,16 @@ from sonotile.physics.heat.medium import (
     stability_limit,
 )
 from sonotile.physics.heat.ops import HeatOps
-from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import half_kmag
+
+#: What a heat sensor records: the temperature at the points every step, and the whole fields
+#: after the last step (temperature, its maximum over the run, the thermal dose).
+HEAT_RECORDS: Records = {
+    "T": ("raw", ("T",)),
+    "T_final": ("final", ("T",)),
+    "T_max": ("final", ("T_max",)),
+    "cem43": ("final", ("cem43",)),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,7 +44,12 @@ class HeatProblem:
     """A validated heat run: grid ``shape``/``spacing`` [m], ``dt`` [s], ``nt`` steps, the
     scheme's coefficients, ``T0`` [degC] and ``Q`` [W/m^3] (numbers, arrays, or traced JAX
     values for ``Q``), ``on`` ``(nt,)`` source power factor per step, sensor points (per-axis
-    indices in k-Wave's mask order, or None), ``dtype`` and ``fft`` backend."""
+    indices in k-Wave's mask order, or None), ``dtype`` and ``fft`` backend; ``cem43_0`` [min]
+    and ``T_max0`` [degC]: the dose and maximum so far when a run goes on from an earlier one
+    (None: none, ``T0``).
+
+    The time loop (:mod:`sonotile.solver.runner`) reads it as it reads an acoustic problem:
+    ``grid``, ``sensor`` (:data:`HEAT_RECORDS`) and ``dtype``."""
 
     shape: tuple[int, ...]
     spacing: tuple[float, ...]
@@ -44,9 +59,25 @@ class HeatProblem:
     T0: Any
     Q: Any
     on: np.ndarray
-    sensor: tuple[np.ndarray, ...] | None
+    points: tuple[np.ndarray, ...] | None
     dtype: str = "float64"
     fft: str = "xla"
+    cem43_0: Any = None
+    T_max0: Any = None
+
+    @property
+    def grid(self) -> Grid:
+        """The grid and time axis (at least one step)."""
+        return Grid(self.shape, self.spacing, self.dt, max(self.nt, 1))
+
+    @property
+    def sensor(self) -> Sensor:
+        """The sensor: temperature at the points (when there are any) and the whole fields."""
+        finals = ("T_final", "T_max", "cem43")
+        if self.points is None or self.points[0].size == 0:
+            return Sensor(record=finals)
+        index = np.stack([np.asarray(i) for i in self.points], axis=1).astype(np.int64)
+        return Sensor(index=index, record=("T", *finals))
 
 
 def dt_limit(co: Coefficients, shape: tuple[int, ...], spacing: tuple[float, ...]) -> float:
@@ -69,9 +100,11 @@ def check_dt(dt: float, limit: float) -> None:
 def heat_problem(shape: tuple[int, ...], spacing: tuple[float, ...], medium: Any, source: Any,
                  nt: int, dt: float, *, on: Any = None,
                  sensor: tuple[np.ndarray, ...] | None = None, dtype: str = "float64",
-                 fft: str = "xla") -> HeatProblem:  # fmt: skip
+                 fft: str = "xla", cem43_0: Any = None,
+                 T_max0: Any = None) -> HeatProblem:  # noqa: N803  # fmt: skip
     """Validate a run of ``nt`` steps of ``dt`` [s]; raises :class:`ProblemError` naming the
-    bad input (medium and source in k-Wave's names, ``dt`` against ``dt_limit``, ``on``)."""
+    bad input (medium and source in k-Wave's names, ``dt`` against ``dt_limit``, ``on``).
+    ``cem43_0`` [min], ``T_max0`` [degC]: see :class:`HeatProblem`."""
     if dtype not in ("float32", "float64"):
         raise ProblemError(f"dtype: {dtype!r}, expected 'float32' or 'float64'")
     co = coefficients(ThermalMedium.of(medium), shape)
@@ -84,7 +117,7 @@ def heat_problem(shape: tuple[int, ...], spacing: tuple[float, ...], medium: Any
     if switch.shape != (int(nt),):
         raise ProblemError(f"on: shape {switch.shape}, expected ({int(nt)},) (one per step)")
     return HeatProblem(tuple(shape), tuple(spacing), float(dt), int(nt), co, src.T0, src.Q,
-                       switch, sensor, dtype, fft)  # fmt: skip
+                       switch, sensor, dtype, fft, cem43_0, T_max0)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -92,9 +125,10 @@ class HeatModel:
     """Pennes bioheat with dose behind the model interface: ``statics`` are the step's switches.
 
     State: :class:`~sonotile.physics.heat.step.State` (``T`` [degC], ``cem43`` [min], ``T_max``
-    [degC]); it starts from ``T0`` (``ivp``). Constants: ``p1``, ``p2``, ``perf``, ``ambient``,
-    ``ambient_s``, ``q`` (:func:`~sonotile.physics.heat.step.constants`), ``T0`` and, with a
-    sensor, ``sensor_index``. Inputs per step: ``n`` and ``on`` (the source's power factor).
+    [degC]); it starts from ``T0`` (``warm``: the first step is step 0). Constants: ``p1``,
+    ``p2``, ``perf``, ``ambient``, ``ambient_s``, ``q``
+    (:func:`~sonotile.physics.heat.step.constants`), ``T0``, ``cem43_0`` and ``T_max0``.
+    Inputs per step: ``n`` and ``on`` (the source's power factor). Sensors: :data:`HEAT_RECORDS`.
     """
 
     ndim: int
@@ -107,15 +141,27 @@ class HeatModel:
 
     @property
     def ivp(self) -> bool:
-        """A run starts from the initial temperature (the state of step 0)."""
+        """The initial temperature is not a recorded step (k-Wave records after each step)."""
+        return False
+
+    @property
+    def warm(self) -> bool:
+        """A run starts from the initial temperature (and dose, maximum)."""
         return True
+
+    def observed(self, state: Any, c: dict) -> Any:
+        return state
+
+    def records(self) -> Records:
+        return HEAT_RECORDS
 
     def zero_state(self, shape: tuple[int, ...], dtype: Any, eager: bool = False) -> Any:
         z = jnp.zeros(shape, dtype)
         return heat_step.State(z, z, z)
 
-    def initial_state(self, c: dict, ops: HeatOps) -> heat_step.State:
-        return heat_step.State(c["T0"], jnp.zeros_like(c["T0"]), c["T0"])
+    def initial_state(self, c: dict, ops: Any) -> heat_step.State:
+        T0 = c["T0"]  # cem43_0 may be a number (0: no dose yet), T0 and T_max0 are fields
+        return heat_step.State(T0, c["cem43_0"] + jnp.zeros_like(T0), c["T_max0"])
 
     def prepare(self, c: dict, ops: HeatOps, state: Any) -> dict:
         return c
@@ -134,9 +180,9 @@ class HeatModel:
         ops = ops if ops is not None else self.operators(problem)
         c = heat_step.constants(problem.co, problem.Q, problem.shape, problem.dt, problem.dtype,
                                 ops, self.statics)  # fmt: skip
-        c["T0"] = jnp.broadcast_to(jnp.asarray(problem.T0, problem.dtype), problem.shape) + 0
-        if problem.sensor is not None:
-            c["sensor_index"] = tuple(to_device(i, jnp.int32) for i in problem.sensor)
+        c["T0"] = _field(problem.T0, problem)
+        c["cem43_0"] = 0.0 if problem.cem43_0 is None else _field(problem.cem43_0, problem)
+        c["T_max0"] = c["T0"] if problem.T_max0 is None else _field(problem.T_max0, problem)
         return c
 
     def inputs(self, problem: HeatProblem, n0: int, n1: int) -> dict[str, Any]:
@@ -152,6 +198,11 @@ class HeatModel:
         fields = sum(isinstance(v, np.ndarray) for v in (problem.co.p1, problem.co.p2,
                      problem.co.perfusion, problem.co.ambient))  # fmt: skip
         return point * n * (3 + 4 + fields + 2 * int(self.statics.source) + 4)
+
+
+def _field(v: Any, problem: HeatProblem) -> Any:
+    """``v`` (a number or a field) as a grid-shaped array in the run's dtype."""
+    return jnp.broadcast_to(jnp.asarray(v, problem.dtype), problem.shape) + 0
 
 
 def _concrete(v: Any) -> bool:

@@ -20,7 +20,7 @@ calls (:mod:`sonotile.fft.fftw`; these have no derivative rules: gradients use `
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.fft import backend as fft_backend
+from sonotile.fft.backend import real_scale
 from sonotile.model.grid import along
 from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import half_kmag, half_wavenumbers
@@ -70,6 +71,9 @@ class HeatOps:
         lap: ``-|k|^2 kappa`` or None.
         decay: ``-dt kappa (D |k|^2 + P)`` or None (homogeneous media).
         fft: the FFT backend's name (static, :func:`sonotile.fft.backend.get`).
+        transform: a decomposition's distributed FFT (``spec(f)``, ``back(F, like)``; its
+            spectra in its own layout, the arrays above sharded to match) or None: one device
+            (static, :meth:`on_mesh`).
     """
 
     kappa: jax.Array
@@ -78,13 +82,14 @@ class HeatOps:
     lap: jax.Array | None = None
     decay: jax.Array | None = None
     fft: str = "xla"
+    transform: Any = None
 
     def tree_flatten(self) -> tuple[Children, Any]:
-        return (self.kappa, self.root, self.ik, self.lap, self.decay), self.fft
+        return (self.kappa, self.root, self.ik, self.lap, self.decay), (self.fft, self.transform)
 
     @classmethod
     def tree_unflatten(cls, aux: Any, children: Children) -> HeatOps:
-        return cls(*children, fft=aux)
+        return cls(*children, fft=aux[0], transform=aux[1])
 
     @classmethod
     def build(cls, shape: tuple[int, ...], spacing: tuple[float, ...], dt: float,
@@ -118,16 +123,30 @@ class HeatOps:
         backend = "xla" if ndim == 1 else fft_backend.resolve(fft, dtype)
         return cls(to_device(kap, dtype), root, ik, lap, decay, fft=backend)
 
+    def on_mesh(self, transform: Any) -> HeatOps:
+        """These operators (this shard's blocks of the arrays) on a decomposition's
+        distributed FFT (:class:`sonotile.physics.base.MeshOperators`)."""
+        return replace(self, fft="xla", transform=transform)
+
     def _on(self, like: jax.Array) -> fft_backend.Backend:
-        """The backend for fields like ``like``: the chosen one where it fuses the operators
-        (2-D / 3-D, float32 on FFTW), else the portable one."""
+        """The backend for fields like ``like`` on one device: the chosen one where it fuses
+        the operators (2-D / 3-D, float32 on FFTW), else the portable one."""
         be = fft_backend.get(self.fft)
         return be if be.fused(like) else fft_backend.portable()
+
+    def _spec(self, f: jax.Array) -> jax.Array:
+        """The distributed transform of a shard's block (on a mesh only)."""
+        return self.transform.spec(f)
+
+    def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        return self.transform.back(F, like)
 
     def _apply(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
         """``F^-1(op F f)`` for a real operator ``op`` on the half spectrum."""
         assert op is not None, "operator not built (see HeatOps.build)"
-        return self._on(f).operator(f, op)
+        if self.transform is None:
+            return self._on(f).operator(f, op)
+        return self._back(real_scale(self._spec(f), op), f)
 
     def smooth(self, f: jax.Array) -> jax.Array:
         return self._apply(f, self.kappa)
@@ -140,8 +159,15 @@ class HeatOps:
 
     def grad(self, f: jax.Array) -> tuple[jax.Array, ...]:
         assert self.root is not None and self.ik is not None, "built without gradient=True"
-        return self._on(f).derivatives(f, self.root, self.ik)
+        if self.transform is None:
+            return self._on(f).derivatives(f, self.root, self.ik)
+        spec = real_scale(self._spec(f), self.root)
+        return tuple(self._back(spec * v, f) for v in self.ik)
 
     def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
         assert self.root is not None and self.ik is not None, "built without gradient=True"
-        return self._on(u[0]).operator_sum(u, self.root, self.ik)
+        if self.transform is None:
+            return self._on(u[0]).operator_sum(u, self.root, self.ik)
+        total = sum(self._spec(ua) * v for ua, v in zip(u, self.ik))
+        spec = real_scale(total, self.root)  # type: ignore[arg-type]
+        return self._back(spec, u[0])

@@ -11,8 +11,8 @@ for a homogeneous medium the diffusion and perfusion terms are one transform pai
 duty cycles). Each step then adds its dose (:mod:`.dose`) at the new temperature and keeps the
 running maximum.
 
-State: ``T`` [degC], ``cem43`` [min], ``T_max`` [degC]. Sensors sample ``T`` at points
-(:func:`sample`); whole-grid records are the state's fields.
+State: ``T`` [degC], ``cem43`` [min], ``T_max`` [degC]; sensors read them by name
+(``State.fields``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ class State(NamedTuple):
     T: jax.Array
     cem43: jax.Array
     T_max: jax.Array
+
+    def fields(self) -> dict[str, jax.Array]:
+        """What sensors read: ``T``, ``T_max`` [degC] and ``cem43`` [min]."""
+        return {"T": self.T, "T_max": self.T_max, "cem43": self.cem43}
 
 
 @dataclass(frozen=True)
@@ -137,11 +141,3 @@ def step(state: State, x: dict, c: dict, ops: HeatOps, statics: Statics) -> Stat
         new = new + jnp.asarray(x["on"], T.dtype) * c["q"]
     cem = state.cem43 + cem43_increment(new, c["dt"], jnp).astype(T.dtype)
     return State(new, cem, jnp.maximum(state.T_max, new))
-
-
-def sample(state: State, c: dict) -> dict:
-    """What sensors record this step: ``{"T": T at c["sensor_index"]}`` [degC] (points in
-    order)."""
-    if "sensor_index" not in c:
-        return {}
-    return {"T": state.T[c["sensor_index"]]}

@@ -1,10 +1,16 @@
 """The heat model's user API in k-Wave's names: :class:`KWaveDiffusion` (``take_time_step``,
 ``T``, ``cem43``, ``lesion_map``) and the functional :func:`bioheat` (for sweeps, ``vmap`` and
-``jax.grad``)."""
+``jax.grad``).
+
+Both run the heat model (:mod:`sonotile.physics.heat`) through the common time loop:
+``KWaveDiffusion`` through an engine (:func:`sonotile.parallel.engine.engine_for`: one device or
+a decomposition, chunks, progress), :func:`bioheat` as one traced function
+(:func:`sonotile.solver.runner.traced_run`)."""
 
 from __future__ import annotations
 
 import contextlib
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -13,11 +19,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sonotile.model.problem import ProblemError
-from sonotile.physics.heat import loop
+from sonotile.parallel.decomposition import SINGLE, Decomposition
+from sonotile.parallel.engine import engine_for
 from sonotile.physics.heat.dose import LESION_CEM43
 from sonotile.physics.heat.medium import ThermalMedium, ThermalSource, check_source, coefficients
 from sonotile.physics.heat.model import HeatModel, HeatProblem, dt_limit, heat_problem
 from sonotile.physics.heat.step import State
+from sonotile.solver import runner
+from sonotile.solver import sensors as sens
 
 
 class HeatResult(NamedTuple):
@@ -72,7 +81,8 @@ def x64_for(dtype: str) -> contextlib.AbstractContextManager[Any]:
 
 def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa: N803
             on: ArrayLike | None = None, sensor: Any = None, dtype: str = "float64",
-            fft: str = "xla") -> HeatResult:  # fmt: skip
+            fft: str = "xla", decomposition: Decomposition | str = SINGLE,
+            mesh_shape: tuple[int, ...] | None = None) -> HeatResult:  # fmt: skip
     """Run ``Nt`` steps of ``dt`` [s] of Pennes' bioheat equation from ``source.T0``.
 
     ``medium``: :class:`ThermalMedium` or a dict of its k-Wave names; ``source``:
@@ -80,26 +90,63 @@ def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa
     with respect to it); ``on``: ``(Nt,)`` power factor of ``Q`` per step (default 1 throughout,
     :func:`~sonotile.physics.heat.sources.sonication`); ``sensor``: a mask (or an object with
     ``mask``). ``fft="xla"`` keeps the run differentiable; ``"auto"`` may use FFTW (CPU,
-    float32). Raises :class:`ProblemError` for bad input, before any step.
+    float32). ``decomposition="pencil"``: on a pencil mesh of ``mesh_shape`` devices (default
+    all on one axis; even blocks), differentiable too. Raises :class:`ProblemError` for bad
+    input, before any step.
     """
     shape, spacing = grid_of(kgrid)
     problem = heat_problem(shape, spacing, medium, source, Nt, dt, on=on,
                            sensor=sensor_index(sensor, shape), dtype=dtype, fft=fft)  # fmt: skip
     with x64_for(dtype):
-        state, samples = run_problem(problem)
-        n_sens = 0 if problem.sensor is None else int(problem.sensor[0].size)
-        data = samples["T"].T if "T" in samples else jnp.zeros((n_sens, int(Nt)), dtype)
+        raw, state = traced_problem(problem, Decomposition.parse(decomposition), mesh_shape)
+        n_sens = 0 if problem.points is None else int(problem.points[0].size)
+        data = raw["T"].T if "T" in raw else jnp.zeros((n_sens, int(Nt)), dtype)
         return HeatResult(state.T, state.cem43, state.T_max, data)
 
 
-def run_problem(problem: HeatProblem, state: State | None = None) -> tuple[State, dict]:
-    """Run a validated problem through the model interface (from ``T0``, or from ``state``):
-    the final state and the sensor samples (``{"T": (nt, n_sensors)}`` or ``{}``)."""
+def traced_problem(problem: HeatProblem, decomposition: Decomposition | str = SINGLE,
+                   mesh_shape: tuple[int, ...] | None = None,
+                   ) -> tuple[dict[str, jax.Array], State]:  # fmt: skip
+    """A validated problem as one traced run (:func:`sonotile.solver.runner.traced_run`; on a
+    pencil mesh inside :func:`sonotile.parallel.differentiable.mesh_runner`): the raw sensor
+    samples (``{"T": (nt, n_sensors)}`` or ``{}``) and the final state."""
     model = HeatModel.of(problem)
     ops = model.operators(problem)
     c = model.constants(problem, ops=ops)
-    start = model.initial_state(c, ops) if state is None else state
-    return loop.run(model, start, model.inputs(problem, 0, problem.nt), c, ops)
+    layout = sens.layout_of(problem.sensor, problem.shape, problem.nt, problem.dt,
+                            model.records())  # fmt: skip
+    pts = layout.points
+    index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
+                                         for a in range(pts.shape[1]))  # fmt: skip
+    xs = {k: jnp.asarray(v) for k, v in model.inputs(problem, 0, problem.nt).items()}
+    if decomposition == SINGLE:
+        return _traced(c, ops, index, xs, model, layout, problem.shape, problem.dtype)
+    from sonotile.parallel.differentiable import mesh_runner
+
+    def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
+        return runner.traced_run(model, layout, c, ops, index, xs, shape, problem.dtype)
+
+    mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
+    run, fixed = mesh_runner(problem, layout, local, decomposition, mesh)  # type: ignore[arg-type]
+    raw, _, state = run(c, xs, fixed)
+    return raw, State(*state)
+
+
+@partial(jax.jit, static_argnames=("model", "layout", "shape", "dtype"))
+def _traced(c: dict, ops: Any, index: Any, xs: dict, model: HeatModel, layout: Any,
+            shape: tuple[int, ...], dtype: str) -> tuple[dict, State]:  # fmt: skip
+    raw, _, state = runner.traced_run(model, layout, c, ops, index, xs, shape, dtype)
+    return raw, state
+
+
+def engine_run(problem: HeatProblem, decomposition: Decomposition | str = SINGLE,
+               progress: bool | None = False, **engine_args: Any) -> tuple[dict, dict]:  # fmt: skip
+    """A validated problem through an engine (one device or a decomposition,
+    :func:`sonotile.parallel.engine.engine_for`): ``(raw, final)`` as
+    :func:`sonotile.solver.runner.run_engine` returns them (``final``: ``T_final``,
+    ``T_max_final``, ``cem43_final``)."""
+    engine, _ = engine_for(problem, decomposition, **engine_args)  # type: ignore[arg-type]
+    return runner.run_engine(engine, progress=progress)
 
 
 class KWaveDiffusion:
@@ -109,7 +156,9 @@ class KWaveDiffusion:
     as needed (change ``Q`` between calls to switch the source, as k-Wave's examples do).
     ``kgrid``: :class:`sonotile.KWaveGrid` (or ``shape``/``spacing``); ``medium``, ``source``:
     as :func:`bioheat`; ``sensor``: a mask or an object with ``mask`` (None: no sensor).
-    ``dtype``: "float64" (k-Wave's default) or "float32"; ``fft``: "auto", "xla" or "fftw".
+    ``dtype``: "float64" (k-Wave's default) or "float32"; ``fft``: "auto", "xla" or "fftw";
+    ``decomposition`` (and ``mesh_shape``...: :func:`sonotile.parallel.engine.engine_for`):
+    where the steps run, ``progress``: report progress (None: on a terminal).
 
     Attributes (numpy): ``T`` [degC], ``Q`` [W/m^3], ``cem43`` [min] (settable), ``T_max``
     [degC], ``lesion_map`` (``cem43 >= 240``), ``lesion_size`` [m^n], ``sensor_data``
@@ -117,11 +166,15 @@ class KWaveDiffusion:
     """
 
     def __init__(self, kgrid: Any, medium: Any, source: Any, sensor: Any = None, *,
-                 dtype: str = "float64", fft: str = "auto") -> None:  # fmt: skip
+                 dtype: str = "float64", fft: str = "auto",
+                 decomposition: Decomposition | str = SINGLE, progress: bool | None = False,
+                 **engine_args: Any) -> None:  # fmt: skip
         if dtype not in ("float32", "float64"):
             raise ProblemError(f"dtype: {dtype!r}, expected 'float32' or 'float64'")
         self.shape, self.spacing = grid_of(kgrid)
         self.dtype, self.fft = dtype, fft
+        self.decomposition = Decomposition.parse(decomposition)
+        self._engine_args, self.progress = engine_args, progress
         self._medium = ThermalMedium.of(medium)
         self._co = coefficients(self._medium, self.shape)
         src = ThermalSource.of(source)
@@ -142,13 +195,21 @@ class KWaveDiffusion:
     def take_time_step(self, Nt: int, dt: float, on: ArrayLike | None = None) -> None:  # noqa: N803
         """Advance ``Nt`` steps of ``dt`` [s] with the current ``Q`` (k-Wave's takeTimeStep);
         ``on``: ``(Nt,)`` power factor of ``Q`` per step (default 1: on throughout)."""
+        st = self._state
         problem = heat_problem(self.shape, self.spacing, self._medium,
-                               {"T0": 0.0, "Q": self._Q}, Nt, dt, on=on, sensor=self._index,
-                               dtype=self.dtype, fft=self.fft)  # fmt: skip
+                               {"T0": np.asarray(st.T), "Q": self._Q}, Nt, dt, on=on,
+                               sensor=self._index, dtype=self.dtype, fft=self.fft,
+                               cem43_0=np.asarray(st.cem43),
+                               T_max0=np.asarray(st.T_max))  # fmt: skip
+        if problem.nt == 0:
+            return
         with x64_for(self.dtype):
-            self._state, samples = run_problem(problem, self._state)
-            if "T" in samples:
-                self._samples.append(np.asarray(samples["T"]).T)
+            raw, final = engine_run(problem, self.decomposition, self.progress,
+                                    **self._engine_args)  # fmt: skip
+            self._state = State(*(jnp.asarray(final[f"{k}_final"], self.dtype)
+                                  for k in ("T", "cem43", "T_max")))  # fmt: skip
+        if "T" in raw:
+            self._samples.append(np.asarray(raw["T"]).T)
         self.time_steps_taken += int(Nt)
 
     def _set(self, name: str, value: ArrayLike) -> None:

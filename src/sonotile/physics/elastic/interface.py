@@ -1,0 +1,151 @@
+"""The elastic model behind the model interface (:class:`sonotile.physics.Model`), over an
+:class:`~sonotile.physics.elastic.problem.ElasticRun` (the problem the common time loop runs).
+
+:class:`ElasticModel` is static and hashable (the step's switches); its constants are the
+medium's (:func:`~sonotile.physics.elastic.model.medium_constants`), the PML profiles, the
+source indices and ``p0``; per-step inputs the scaled source signals. Sensors read ``p``,
+``ux``..., the stresses ``sxx``... and, recorded as ``u_split_field``, the compressional and
+shear parts of the velocity (:data:`ELASTIC_RECORDS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from sonotile.model.grid import AXES
+from sonotile.model.problem import ProblemError
+from sonotile.physics.base import Records, wave_records
+from sonotile.physics.elastic.model import (
+    State,
+    Statics,
+    component_names,
+    components,
+    derived_constants,
+    medium_constants,
+    split_axes,
+    split_field,
+    step,
+    zero_state,
+)
+from sonotile.spectral.operators import FourierOps
+
+if TYPE_CHECKING:
+    from sonotile.physics.elastic.problem import ElasticRun
+
+
+def elastic_records(ndim: int) -> Records:
+    """What an elastic sensor records (k-Wave's elastic names): a wave model's records
+    (:func:`sonotile.physics.wave_records`), the stresses at the points (``s``) and on the
+    whole grid after the last step (``s_final``), and ``u_split_field``."""
+    s = tuple(component_names(ndim))
+    split = tuple(f"u{AXES[a]}_split_{w}" for a in range(ndim) for w in "ps")
+    return {**wave_records(ndim), "u_split_field": ("raw", split), "s": ("raw", s),
+            "s_final": ("final", s)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What sensors read of a state with the constants at hand: ``State.fields`` and, where
+    the constants hold ``khat``, the velocity's compressional and shear parts on the grid
+    points (``ux_split_p``, ``ux_split_s``...; k-Wave's ``u_split_field``)."""
+
+    state: State
+    c: dict
+
+    def fields(self) -> dict[str, jax.Array]:
+        out = self.state.fields()
+        if "khat" in self.c:
+            up, us = split_field(self.state.u, self.c)
+            for a, (p, s) in enumerate(zip(up, us)):
+                out[f"u{AXES[a]}_split_p"], out[f"u{AXES[a]}_split_s"] = p, s
+        return out
+
+
+@dataclass(frozen=True)
+class ElasticModel:
+    """k-Wave's pstdElastic2D/3D behind the model interface; ``statics``: the step's switches."""
+
+    statics: Statics
+
+    @classmethod
+    def of(cls, run: ElasticRun) -> ElasticModel:
+        return cls(run.statics)
+
+    @property
+    def ndim(self) -> int:
+        return self.statics.ndim
+
+    @property
+    def ivp(self) -> bool:
+        """``p0`` enters through the stresses of the first two steps: every run starts at rest."""
+        return False
+
+    @property
+    def warm(self) -> bool:
+        return False
+
+    def records(self) -> Records:
+        return elastic_records(self.ndim)
+
+    def observed(self, state: State, c: dict) -> Observed:
+        return Observed(state, c)
+
+    def zero_state(self, shape: tuple[int, ...], dtype: Any, eager: bool = False) -> State:
+        return zero_state(shape, dtype)
+
+    def initial_state(self, c: dict, ops: Any) -> State:
+        raise NotImplementedError("elastic runs start at rest (ivp and warm are False)")
+
+    def prepare(self, c: dict, ops: Any, state: Any) -> dict:
+        return c
+
+    def step(self, state: State, x: dict, c: dict, ops: Any) -> State:
+        return step(state, x, c, ops, self.statics)
+
+    def constants(self, run: ElasticRun, derive_axes: tuple[int, ...] = (),
+                  values: Mapping[str, Any] | None = None) -> dict:  # fmt: skip
+        """The medium's constants, PML profiles, source indices and ``p0``. The step derives the
+        staggered density and shear moduli along the axes each shard holds whole
+        (``derive_axes``); when some axis is split among shards they are made here.
+        ``values``: medium values by k-Wave name replacing the medium's (may be traced:
+        gradients with respect to the speeds and density)."""
+        c = medium_constants({**run.medium_values(), **(values or {})}, self.ndim, run.dt,
+                             run.dtype)  # fmt: skip
+        c.update(run.fixed)
+        c.pop("sensor_index", None)  # the loop's sensors sample the points
+        if "u_split_field" not in run.record:  # u_non_staggered: the operators' unstagger
+            c.pop("khat", None), c.pop("unshift", None)
+        if set(derive_axes) != set(range(self.ndim)):
+            if "khat" in c:
+                raise ProblemError("sensor.record: u_split_field is not available on a "
+                                   "decomposed run (record it on one device)")  # fmt: skip
+            c.update(derived_constants(c, self.ndim))
+        return c
+
+    def operators(self, run: ElasticRun, unstagger: bool = False) -> FourierOps:
+        if not unstagger:
+            return run.ops
+        return FourierOps.build(run.shape, run.spacing, run.medium.c_max, run.dt, run.dtype,
+                                unstagger=unstagger, fft="xla")  # fmt: skip
+
+    def inputs(self, run: ElasticRun, n0: int, n1: int) -> dict[str, Any]:
+        """Rows ``n0 <= n < n1`` of the scaled source signals (host arrays)."""
+        return jax.tree_util.tree_map(lambda a: np.asarray(a[n0:n1]), run.xs)
+
+    def joined(self, others: Sequence[Any]) -> ElasticModel | None:
+        return self if all(o == self for o in others) else None
+
+    def memory_estimate(self, run: ElasticRun) -> int:
+        """State (every split field), stored and derived material fields, step temporaries
+        (about 6 fields) and whole-field sensor aggregates."""
+        nd = self.ndim
+        point = 8 if run.dtype == "float64" else 4
+        splits = nd * nd + sum(len(split_axes(k, nd)) for k in components(nd))
+        material = 3 + 2 * int(self.statics.kelvin_voigt) + 2 * nd + 1
+        whole = sum(r.endswith("_all") or r.endswith("_final") for r in run.record) * nd
+        return point * int(np.prod(run.shape)) * (splits + material + 6 + whole)
