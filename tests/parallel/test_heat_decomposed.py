@@ -158,4 +158,4 @@ def test_gradient_through_the_mesh(results: dict) -> None:
 
 
 def test_lfb_refuses_the_heat_model(results: dict) -> None:
-    assert "pencil" in results["lfb"] and "HeatModel" in results["lfb"]
+    assert "pencil" in results["lfb"] and "heat model" in results["lfb"]

@@ -187,7 +187,7 @@ def test_axisymmetric_runs_are_not_split_over_devices():
     from sonotile.parallel.engine import engine_for
 
     prob = _problem(radial_symmetry="WSWA")
-    with pytest.raises(ValueError, match="axisymmetric runs are not split"):
+    with pytest.raises(ValueError, match="axisymmetric acoustic model runs with single, auto only"):
         engine_for(prob, "pencil")
     engine, reason = engine_for(prob, "auto")
     assert engine.describe.startswith("single device") and "axisymmetric" in reason

@@ -228,9 +228,6 @@ def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: in
     with on_host():
         if decomposition == PENCIL:
             return pencil_operators(problem, blocks, unstagger)
-        if not isinstance(problem, Problem):  # LFB's operators are Fourier operators
-            raise ValueError(f"lfb: the {type(model_for(problem)).__name__} runs on one device "
-                             "or on a pencil mesh")  # fmt: skip
         inner, bells, unshift, lmeta = lfb_constants(
             problem, blocks, int(overlap), float(bell_width), unstagger
         )
@@ -597,17 +594,20 @@ def engine_for(
     decomposition = Decomposition.parse(decomposition)
     devs = list(jax.devices() if devices is None else devices)
     reason = "asked for"
-    if problem.radial_symmetry is not None and decomposition != SINGLE:
-        if decomposition != AUTO:
-            raise ValueError(
-                f"decomposition {decomposition}: axisymmetric runs are not split over devices "
-                "(use single or auto)"
-            )
-        decomposition, reason = SINGLE, "axisymmetric runs use one device"
+    model = model_for(problem)
+    if decomposition not in (SINGLE, AUTO, *model.splits):
+        ways = ", ".join(["single", "auto", *sorted(model.splits)])
+        raise ValueError(
+            f"decomposition {decomposition}: the {model.describe} runs with {ways} only"
+        )
+    if decomposition == AUTO and not model.splits:
+        decomposition, reason = SINGLE, f"the {model.describe} runs on one device"
     if decomposition == AUTO:
         n = len(devs) if mesh_shape is None else math.prod(mesh_shape)
         pick = auto(problem.grid.shape, n, accuracy, processes=jax.process_count())
         decomposition, reason = pick["decomposition"], pick["reason"]
+        if decomposition not in (SINGLE, *model.splits):
+            decomposition, reason = PENCIL, f"{reason}; the {model.describe} splits as pencils"
         mesh_shape = mesh_shape or pick["mesh_shape"]
         overlap = overlap or pick["overlap"]
     if decomposition == SINGLE:

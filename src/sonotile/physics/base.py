@@ -59,6 +59,17 @@ class Model(Protocol):
         sampled; the first step is step 0), instead of zeros. Not with :attr:`ivp`."""
         ...
 
+    @property
+    def splits(self) -> frozenset[str]:
+        """The decompositions over devices its operators support (``"pencil"``, ``"lfb"``);
+        empty: one device only."""
+        ...
+
+    @property
+    def describe(self) -> str:
+        """The model in a user's words (e.g. ``"elastic model"``), for messages."""
+        ...
+
     def records(self) -> Records:
         """What a sensor can record (see the module's docstring), in output order."""
         ...

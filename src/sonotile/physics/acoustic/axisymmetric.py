@@ -25,6 +25,15 @@ class AxisymmetricModel(AcousticModel):
 
     symmetry: str = "WSWA"
 
+    @property
+    def splits(self) -> frozenset[str]:
+        """One device: the radial transforms are not distributed."""
+        return frozenset()
+
+    @property
+    def describe(self) -> str:
+        return "axisymmetric acoustic model"
+
     @classmethod
     def of(cls, problem: Problem) -> AxisymmetricModel:
         """The switches of a validated axisymmetric problem."""

@@ -57,6 +57,15 @@ class AcousticModel:
         """A run without ``p0`` starts from rest."""
         return False
 
+    @property
+    def splits(self) -> frozenset[str]:
+        """Fourier operators: a distributed FFT (pencil) or local Fourier bases (lfb)."""
+        return frozenset({"pencil", "lfb"})
+
+    @property
+    def describe(self) -> str:
+        return "acoustic model"
+
     def observed(self, state: Any, c: dict) -> Any:
         return state
 

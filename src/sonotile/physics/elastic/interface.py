@@ -89,6 +89,15 @@ class ElasticModel:
     def warm(self) -> bool:
         return False
 
+    @property
+    def splits(self) -> frozenset[str]:
+        """A distributed FFT (pencil); LFB's operators are the acoustic model's."""
+        return frozenset({"pencil"})
+
+    @property
+    def describe(self) -> str:
+        return "elastic model"
+
     def records(self) -> Records:
         return elastic_records(self.ndim)
 

@@ -149,6 +149,15 @@ class HeatModel:
         """A run starts from the initial temperature (and dose, maximum)."""
         return True
 
+    @property
+    def splits(self) -> frozenset[str]:
+        """A distributed FFT (pencil); LFB's operators are the acoustic model's."""
+        return frozenset({"pencil"})
+
+    @property
+    def describe(self) -> str:
+        return "heat model"
+
     def observed(self, state: Any, c: dict) -> Any:
         return state
 
