@@ -37,7 +37,8 @@ mandatory:
   -i <file>                  input file (k-Wave format 1.0, 1.1, 1.2)
   -o <file>                  output file
 options:
-  -t <n>                     number of CPU threads (default: all)
+  -t <n>                     number of CPU threads (default: all; 1 for grids of at most
+                             32768 points)
   -g <id>                    device index (as kspaceFirstOrder-CUDA)
   -r <1..100>                progress print interval in % (default 5)
   -c <0..9>                  deflate level of output datasets (default 0)
