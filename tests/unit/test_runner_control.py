@@ -73,8 +73,9 @@ def test_chunk_sizer_processes_agree():
 
 def test_chunks_end_on_progress_lines_only_while_they_are_far_apart():
     """``pace`` (k-Wave's ``-r`` steps) shortens the chunks, not the compiled rows: once timed,
-    lines less than ``PACE_SECONDS`` apart no longer end chunks, and a length past the compiled
-    rows is taken only when the rest of the run is longer than a chunk's seconds."""
+    lines less than ``PACE_SECONDS`` apart no longer end chunks, a shorter length runs in the
+    program compiled already, and a length past its rows is taken only when the rest of the run
+    is longer than a chunk's seconds."""
     fast = rn.ChunkSizer(cells=128**2, limit=1000, pace=30)
     assert (fast.length, fast.rows) == (30, 512)  # 1 s at the assumed rate: 512 steps
     fast.observe(30, 2.0)  # compile included: ignored
@@ -87,7 +88,11 @@ def test_chunks_end_on_progress_lines_only_while_they_are_far_apart():
     slow = rn.ChunkSizer(cells=128**2, limit=1000, pace=30)
     slow.observe(30, 2.0)
     slow.observe(30, 0.6, remaining=540)  # 20 ms per step: the lines are 0.6 s apart
-    assert (slow.length, slow.rows) == (30, 32)  # 1 s: 50 steps; the power of two below
+    assert (slow.length, slow.rows) == (30, 512)  # the paced length in the program it has
+    slower = rn.ChunkSizer(cells=128**2, limit=1000, pace=30)
+    slower.observe(30, 2.0)
+    slower.observe(30, 3.0, remaining=540)  # 0.1 s per step: 1 s is 10 steps, 16 the floor
+    assert (slower.length, slower.rows) == (16, 512)  # shorter: no new program either
 
 
 def test_progress_lines_in_a_log():

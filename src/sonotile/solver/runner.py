@@ -422,8 +422,9 @@ class ChunkSizer:
     length is set once from the measured time per step: a power of two at most that, at least
     ``least`` (also when the length is kept), at most ``limit`` (the memory bound on raw
     samples). Each length compiles once (a shorter chunk reuses the program, see
-    :func:`scan_steps`); so, once timed, a length past the compiled rows is taken only when
-    more than ``seconds`` of steps remain. ``pace``: steps between progress lines; chunks end
+    :func:`scan_steps`): a shorter length keeps the rows already compiled, and a length past
+    them is taken only when more than ``seconds`` of steps remain. ``pace``: steps between
+    progress lines; chunks end
     on them while those steps take at least :data:`PACE_SECONDS` (the rows stay those of the
     length without it: no program of its own). ``fixed`` turns sizing off. ``agree(n)`` makes
     the processes of a job use the same length (the minimum).
@@ -439,6 +440,7 @@ class ChunkSizer:
     calls: int = 0
     pace: int = 0
     free: int = 0  # the length without the pace
+    compiled: int = 0  # the rows of the program the chunks ran in so far
 
     def __post_init__(self) -> None:
         if self.fixed:
@@ -454,7 +456,11 @@ class ChunkSizer:
         but at least ``least`` (within ``limit``) while sized by time, so that a first chunk
         shorter than the floor runs in the program of the chunks after it (on large grids the
         timed length is the floor: one program per run instead of two)."""
-        return self.length if self.fixed else self._floored()
+        if self.fixed:
+            return self.length
+        return (
+            max(self.compiled, self._floored()) if self.compiled >= self.free else self._floored()
+        )
 
     def _floored(self) -> int:
         """The length without the pace raised to ``least``, within ``limit``."""
@@ -464,6 +470,7 @@ class ChunkSizer:
         """Record that a chunk of ``steps`` steps took ``seconds`` (dispatch to results), with
         ``remaining`` steps of the run after it (None: many)."""
         self.calls += 1
+        self.compiled = max(self.compiled, self.rows)
         if self.fixed or self.calls != 2 or steps != self.length:
             return
         per_step = max(seconds, 1e-9) / steps
