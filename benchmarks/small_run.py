@@ -69,8 +69,11 @@ def write(path: str) -> None:
 def parts(path: str, flags: list[str]) -> int:
     t = time.perf_counter()
     from sonotile.base import runtime
+    from sonotile.kwave import cli
 
-    runtime.enable_env()
+    args = cli.parse(["-i", path, "-o", path + ".out.h5", *flags])
+    small = args.threads is None and cli.one_thread(args)  # the threads sonotile-kwave takes
+    runtime.configure_threads(1 if small else args.threads, pin=not small)
     import h5py  # noqa: F401
     import numpy  # noqa: F401
 
@@ -80,7 +83,6 @@ def parts(path: str, flags: list[str]) -> int:
 
     PARTS["import jax"] = time.perf_counter() - t
     t = time.perf_counter()
-    import sonotile.kwave.cli as cli
     import sonotile.kwave.run as run
     from sonotile.fft import fftw
     from sonotile.kwave import output
