@@ -151,6 +151,9 @@ def test_small_grids_run_on_one_thread(tmp_path, monkeypatch):
     big = write_input(tmp_path / "big.h5", shape=(40, 40, 40), nt=4)
     assert cli.input_points(small) == 128 * 128 <= cli.ONE_THREAD_MAX_POINTS < 40**3
     assert cli.input_points(str(tmp_path / "missing.h5")) is None
+    os.mkfifo(tmp_path / "fifo")
+    assert cli.input_points(str(tmp_path / "fifo")) is None  # not opened: it would block
+    assert not cli.wants_hugepages(["-i", str(tmp_path / "fifo"), "-o", str(tmp_path / "o.h5")])
 
     def one(path: str, *flags: str) -> bool:
         return cli.one_thread(cli.parse(["-i", path, "-o", str(tmp_path / "o.h5"), *flags]))

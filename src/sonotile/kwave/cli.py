@@ -268,7 +268,9 @@ ONE_THREAD_MAX_POINTS = 2**15
 
 def input_points(path: str) -> int | None:
     """The grid points ``Nx Ny Nz`` of a k-Wave input file's header, None when it cannot be
-    read (the run reports that, before any work)."""
+    read or is no regular file (a FIFO would block; the run reports either, before any work)."""
+    if not os.path.isfile(path):
+        return None
     try:
         import h5py
 

@@ -151,9 +151,12 @@ const char* const kNoPlan = "sonotile FFTW: planning failed (out of memory or un
 using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
 std::map<Key, fftwf_plan> plans;
 
-// Exports the wisdom to its file (plan_mu held).
+// Exports the wisdom to its file (plan_mu held), merged with what the file holds now: other
+// processes sharing the cache folder (a sweep's runs side by side) save theirs there too, and
+// a plain export dropped their plans, which the next run of their shapes planned again.
 void save_wisdom_locked() {
   if (g_wisdom.empty() || g_effort == kEstimate) return;
+  fftwf_import_wisdom_from_filename(g_wisdom.c_str());
   std::string tmp = g_wisdom + ".tmp" + std::to_string(long(getpid()));
   if (fftwf_export_wisdom_to_filename(tmp.c_str())) std::rename(tmp.c_str(), g_wisdom.c_str());
 }
