@@ -143,7 +143,8 @@ def test_small_grids_run_on_one_thread(tmp_path, monkeypatch):
     """Without ``-t``, a grid of at most ``ONE_THREAD_MAX_POINTS`` points run alone on the CPU
     takes one thread (its steps are too short to share); larger grids, ``-g``, virtual CPU
     devices, decompositions, a job of several processes or an installed GPU plugin keep all
-    threads. The choice does not pin the process to a CPU, and the settings are restored."""
+    threads. The choice does not pin the process to a CPU (nor does ``-t 1`` on such a grid),
+    and the settings are restored."""
     from sonotile.kwave import cli
 
     monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))  # restored afterwards
@@ -179,6 +180,11 @@ def test_small_grids_run_on_one_thread(tmp_path, monkeypatch):
     assert cli.main(["-i", small, "-o", str(tmp_path / "o.h5")]) == 0
     assert cli.main(["-i", big, "-o", str(tmp_path / "o.h5")]) == 0
     assert seen == [1, saved.threads] and os.sched_getaffinity(0) == cpus
+    pinned = []  # -t 1 on a small grid is not pinned either; on a large one it is
+    monkeypatch.setattr(cli, "_run", lambda args: pinned.append(os.sched_getaffinity(0)) or 0)
+    assert cli.main(["-i", small, "-o", str(tmp_path / "o.h5"), "-t", "1"]) == 0
+    assert cli.main(["-i", big, "-o", str(tmp_path / "o.h5"), "-t", "1"]) == 0
+    assert pinned[0] == cpus and len(pinned[1]) == 1
     assert config.current() == saved
 
 

@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
         return 0
     with cpus_restored(), _run_settings(args):  # -t narrows this thread's CPUs for the run only
-        small = args.threads is None and one_thread(args)
+        small = args.threads in (None, 1) and one_thread(args)  # one thread, not pinned
         configure_threads(1 if small else args.threads, pin=not small)
         try:
             configure_cpu_devices(args.cpu_devices)
@@ -284,9 +284,12 @@ def input_points(path: str) -> int | None:
 
 
 def one_thread(args: argparse.Namespace) -> bool:
-    """Whether a run without ``-t`` should use one CPU thread: a grid of at most
-    :data:`ONE_THREAD_MAX_POINTS` points, run in one process on the CPU (no ``-g``, no
-    ``--cpu_devices``, no decomposition, no GPU plugin installed)."""
+    """Whether a run without ``-t`` (or with ``-t 1``) should use one CPU thread without pinning
+    the process to a CPU: a grid of at most :data:`ONE_THREAD_MAX_POINTS` points (its steps use
+    one thread either way), run in one process on the CPU (no ``-g``, no ``--cpu_devices``, no
+    decomposition, no GPU plugin installed). Not pinned, independent runs side by side (a
+    sweep of ``-t 1`` runs, as k-wave-python starts them) spread over the cores instead of all
+    sharing the first."""
     if args.device is not None or args.cpu_devices or args.decomposition != "single":
         return False
     from sonotile.parallel import distributed
