@@ -26,6 +26,7 @@ import h5py
 import jax
 import numpy as np
 
+from sonotile.base import config
 from sonotile.base.version import __version__
 from sonotile.kwave import files
 from sonotile.kwave.files import OutputWriteError, write_errors
@@ -516,11 +517,14 @@ def write_shards(
 
 
 def _cores() -> int:
-    """CPU cores this process may use (``-t`` restricts the affinity mask)."""
+    """CPU cores the run used: its threads (``-t``, or one for a small grid) within the CPUs
+    this process may use (``-t`` restricts the affinity mask)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cpus = max(1, os.cpu_count() or 1)
+    threads = config.current().threads
+    return min(threads, cpus) if threads else cpus
 
 
 __all__ = [
