@@ -2,6 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python benchmarks/small_run.py write in.h5
     PYTHONPATH=src .venv/bin/python benchmarks/small_run.py parts in.h5 [sonotile-kwave flags]
+    PYTHONPATH=src .venv/bin/python benchmarks/small_run.py alternate in.h5 KWAVE_BINARY [RUNS]
 
 ``write``: the 2-D initial value problem of 128^2 points and 600 steps (k-wave-python's
 homogeneous-medium example: two discs of p0, power-law absorption, 50 sensor points on a
@@ -10,6 +11,12 @@ IN.out.h5`` in this process with timers around its imports and the functions tha
 (reading, operators and FFTW, loading or compiling the programs, the steps, the output) and
 prints them [ms]; run it several times (the first fills the caches) and compare the whole
 process's wall time (``time``) with ``python -m sonotile.kwave.cli`` alternately.
+``alternate``: whole processes, RUNS rounds (default 5) of k-Wave's binary on one thread
+(``-t 1``), ``sonotile-kwave`` with its defaults and warm caches, and ``sonotile-kwave`` with
+cold ones (a fresh cache folder holding only the built FFTW extension: no compiled programs,
+no FFTW wisdom), in turn; prints each one's median and smallest wall time and CPU time (user +
+system) [s], and the load average (the CPU time of a one-thread process is its wall time on an
+idle core).
 """
 
 from __future__ import annotations
@@ -62,8 +69,11 @@ def write(path: str) -> None:
 def parts(path: str, flags: list[str]) -> int:
     t = time.perf_counter()
     from sonotile.base import runtime
+    from sonotile.kwave import cli
 
-    runtime.enable_env()
+    args = cli.parse(["-i", path, "-o", path + ".out.h5", *flags])
+    small = args.threads is None and cli.one_thread(args)  # the threads sonotile-kwave takes
+    runtime.configure_threads(1 if small else args.threads, pin=not small)
     import h5py  # noqa: F401
     import numpy  # noqa: F401
 
@@ -73,7 +83,6 @@ def parts(path: str, flags: list[str]) -> int:
 
     PARTS["import jax"] = time.perf_counter() - t
     t = time.perf_counter()
-    import sonotile.kwave.cli as cli
     import sonotile.kwave.run as run
     from sonotile.fft import fftw
     from sonotile.kwave import output
@@ -100,9 +109,53 @@ def parts(path: str, flags: list[str]) -> int:
     return status
 
 
+def alternate(path: str, kwave: str, runs: int) -> None:
+    import glob
+    import shutil
+    import statistics
+    import subprocess
+    import tempfile
+
+    from sonotile.base import config
+
+    cache = config.current().cache_dir
+    sonotile = [sys.executable, "-m", "sonotile.kwave.cli", "-i", path]
+    cmds = {
+        "k-Wave -t 1": [kwave, "-i", path, "-o", path + ".kwave.h5", "-t", "1"],
+        "sonotile warm": [*sonotile, "-o", path + ".warm.h5"],
+        "sonotile cold": [*sonotile, "-o", path + ".cold.h5"],
+    }
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+    subprocess.run(cmds["sonotile warm"], capture_output=True, check=True)  # fills the caches
+    for _ in range(runs):
+        for name, cmd in cmds.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(os.environ)
+                if name.endswith("cold"):
+                    os.makedirs(os.path.join(tmp, "sonotile"))
+                    for f in glob.glob(os.path.join(cache, "fftw_ffi_*.so*")):
+                        shutil.copy(f, os.path.join(tmp, "sonotile"))
+                    env["XDG_CACHE_HOME"] = tmp
+                t = time.perf_counter()
+                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+                _, status, use = os.wait4(proc.pid, 0)
+                wall = time.perf_counter() - t
+            if status:
+                raise RuntimeError(f"{name}: exit status {status}")
+            times[name].append((wall, use.ru_utime + use.ru_stime))
+    print(f"load average {os.getloadavg()[0]:.1f}; {runs} rounds")
+    for name, v in times.items():
+        w, c = [x[0] for x in v], [x[1] for x in v]
+        print(f"{name:14s} wall median {statistics.median(w):.3f} min {min(w):.3f}   "
+              f"CPU median {statistics.median(c):.3f} min {min(c):.3f} s")  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "write":
         write(argv[1])
+        return 0
+    if len(argv) >= 3 and argv[0] == "alternate":
+        alternate(argv[1], argv[2], int(argv[3]) if len(argv) > 3 else 5)
         return 0
     if len(argv) >= 2 and argv[0] == "parts":
         status = parts(argv[1], argv[2:])

@@ -139,6 +139,55 @@ def test_huge_pages_only_for_runs_that_gain(tmp_path):
     assert wants(str(padded))
 
 
+def test_small_grids_run_on_one_thread(tmp_path, monkeypatch):
+    """Without ``-t``, a grid of at most ``ONE_THREAD_MAX_POINTS`` points run alone on the CPU
+    takes one thread (its steps are too short to share); larger grids, ``-g``, virtual CPU
+    devices, decompositions, a job of several processes or an installed GPU plugin keep all
+    threads. The choice does not pin the process to a CPU (nor does ``-t 1`` on such a grid),
+    and the settings are restored."""
+    from sonotile.kwave import cli
+
+    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))  # restored afterwards
+    small = write_input(tmp_path / "small.h5", shape=(128, 128), nt=4)
+    big = write_input(tmp_path / "big.h5", shape=(40, 40, 40), nt=4)
+    assert cli.input_points(small) == 128 * 128 <= cli.ONE_THREAD_MAX_POINTS < 40**3
+    assert cli.input_points(str(tmp_path / "missing.h5")) is None
+    os.mkfifo(tmp_path / "fifo")
+    assert cli.input_points(str(tmp_path / "fifo")) is None  # not opened: it would block
+    assert not cli.wants_hugepages(["-i", str(tmp_path / "fifo"), "-o", str(tmp_path / "o.h5")])
+
+    def one(path: str, *flags: str) -> bool:
+        return cli.one_thread(cli.parse(["-i", path, "-o", str(tmp_path / "o.h5"), *flags]))
+
+    monkeypatch.setattr(cli, "accelerator_installed", lambda: False)
+    assert one(small) and not one(big) and not one(str(tmp_path / "missing.h5"))
+    for flags in (["-g", "0"], ["--cpu_devices", "2"], ["--decomposition", "pencil"]):
+        assert not one(small, *flags), flags
+    monkeypatch.setenv("SONOTILE_NUM_PROCESSES", "2")
+    monkeypatch.setenv("SONOTILE_COORDINATOR", "localhost:1234")
+    saved = config.current()
+    config.configure(config.Settings.from_env())
+    try:
+        assert not one(small)
+    finally:
+        config.configure(saved)
+    monkeypatch.setattr(cli, "accelerator_installed", lambda: True)
+    assert not one(small)
+    monkeypatch.setattr(cli, "accelerator_installed", lambda: False)
+    cpus = os.sched_getaffinity(0)
+    seen = []
+    monkeypatch.setattr(cli, "_run", lambda args: seen.append(config.current().threads) or 0)
+    assert cli.main(["-i", small, "-o", str(tmp_path / "o.h5")]) == 0
+    assert cli.main(["-i", big, "-o", str(tmp_path / "o.h5")]) == 0
+    assert seen == [1, saved.threads] and os.sched_getaffinity(0) == cpus
+    pinned = []  # -t 1 on a small grid is not pinned either; on a large one it is
+    monkeypatch.setattr(cli, "_run", lambda args: pinned.append(os.sched_getaffinity(0)) or 0)
+    assert cli.main(["-i", small, "-o", str(tmp_path / "o.h5"), "-t", "1"]) == 0
+    assert cli.main(["-i", big, "-o", str(tmp_path / "o.h5"), "-t", "1"]) == 0
+    assert pinned[0] == cpus and len(pinned[1]) == 1
+    assert config.current() == saved
+
+
 def test_help_and_version_do_not_start_jax():
     """``--version`` and ``--help`` answer without importing JAX (~0.7 s here)."""
     for flag in ("--version", "--help"):
@@ -156,7 +205,7 @@ def test_progress_interval_r(tmp_path):
                        capture_output=True, text=True, env=ENV, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if "% " in ln]
-    # chunks end on step boundaries: at least every 10 % a line, never more than one per chunk
+    # at least every 10 % a line (lines close in time come together, after a chunk)
     assert 5 <= len(lines) <= 11, r.stdout
     assert lines[-1].startswith("  100.0%  step 200/200") and all("ETA" in ln for ln in lines)
 

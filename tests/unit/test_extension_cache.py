@@ -313,3 +313,55 @@ def test_a_truncated_fftw_extension_is_rebuilt_and_runs(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert float(r.stdout) < 1e-5
     assert cachedir.verified(str(copy))
+
+
+WISDOM_RUN = """
+import glob, os, sys
+import numpy as np, jax.numpy as jnp
+from sonotile.fft import fftw
+assert fftw.available(), fftw.reason()
+def plan(shape):
+    x = jnp.asarray(np.random.default_rng(0).random(shape), jnp.float32)
+    np.asarray(fftw.r2c(x))
+plan((8, 6, 4) if len(sys.argv) > 1 else (10, 6, 4))
+(wisdom,) = glob.glob(os.path.join(os.environ["XDG_CACHE_HOME"], "sonotile", "fftwf_wisdom*"))
+if len(sys.argv) > 1:  # another process saves its wisdom (of another shape) in the meantime
+    with open(sys.argv[1]) as f:
+        other = f.read()
+    with open(wisdom, "w") as f:
+        f.write(other)
+    plan((12, 10, 6))
+print(wisdom)
+"""
+
+
+def test_wisdom_saved_beside_another_process_keeps_its_plans(tmp_path):
+    """A process saving FFTW's wisdom merges what the file holds by then (another process's
+    plans, saved while it ran) instead of replacing it: every problem the other process planned
+    (an entry's flags and MD5 signature; a problem both planned keeps one of the two plans)
+    stays in the file."""
+    from sonotile.fft import fftw
+
+    if not fftw.available():
+        require_fftw(False, f"FFTW extension unavailable: {fftw.reason()}")
+    so = fftw.build()
+    assert so is not None
+
+    def run(home, *args):
+        (home / "sonotile").mkdir(mode=0o700, parents=True)
+        for f in (so, so + cachedir.DIGEST):
+            shutil.copy(f, home / "sonotile" / os.path.basename(f))
+        env = dict(os.environ, XDG_CACHE_HOME=str(home), SONOTILE_FFTW_PLAN="measure")
+        r = subprocess.run([sys.executable, "-c", WISDOM_RUN, *args], env=env,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.split()[-1]
+
+    def problems(path):
+        with open(path) as f:  # "(solver id flags flags index md5 md5 md5 md5)"
+            return {tuple(ln.split()[2:]) for ln in f if ln.strip().startswith("(fftwf_")}
+
+    other = run(tmp_path / "a")
+    theirs = problems(other)
+    assert theirs
+    assert theirs <= problems(run(tmp_path / "b", other))

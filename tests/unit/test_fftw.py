@@ -188,18 +188,18 @@ def test_xpass_then_planes_c2r_equals_numpy(shape):
         np.testing.assert_array_equal(np.asarray(s), k)
 
 
-#: column lengths: products of 2, 3 and 5 (each radix of the vector kernel and their mixes, 2 to
-#: 160 points), then lengths it leaves to FFTW
-COLUMN_LENGTHS = (2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 25, 27, 30, 45, 48, 64, 75, 81, 96, 100,
-                  125, 128, 160, 7, 11, 14, 53)  # fmt: skip
+#: column lengths: products of 2, 3, 5 and 7 (each radix of the vector kernel and their mixes, 2
+#: to 168 points), then lengths it leaves to FFTW
+COLUMN_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 15, 16, 25, 27, 30, 45, 48, 49, 56, 64, 75,
+                  81, 96, 98, 100, 105, 112, 125, 128, 160, 168, 11, 13, 22, 53)  # fmt: skip
 
 
 def _lengths_checked():
     """Each of :data:`COLUMN_LENGTHS`, its kernel checked first: the vector one where it is
-    built and the length factors into 2, 3 and 5, else FFTW's."""
+    built and the length factors into 2, 3, 5 and 7, else FFTW's."""
     for n in COLUMN_LENGTHS:
         m = n
-        for f in (2, 3, 5):
+        for f in (2, 3, 5, 7):
             while m % f == 0:
                 m //= f
         vector = fftw.vector_width() > 0 and m == 1
@@ -209,8 +209,8 @@ def _lengths_checked():
 
 @needs_fftw
 def test_pass_along_x_of_every_length_equals_numpy():
-    """The pass along x of every length the vector kernel takes (products of 2, 3 and 5, each
-    radix and their mixes, 2 to 160 points) and of lengths it leaves to FFTW (7, 11, 14, 53):
+    """The pass along x of every length the vector kernel takes (products of 2, 3, 5 and 7, each
+    radix and their mixes, 2 to 168 points) and of lengths it leaves to FFTW (11, 13, 22, 53):
     the kernel that runs is the one possible, and ``xpass`` (forward, an operator, a vector
     along x, backward) equals numpy's transforms on every plane bin of blocks whose bins do not
     fill a whole vector (planes of 5 x 3 bins)."""

@@ -71,6 +71,30 @@ def test_chunk_sizer_processes_agree():
     assert s.length == 16
 
 
+def test_chunks_end_on_progress_lines_only_while_they_are_far_apart():
+    """``pace`` (k-Wave's ``-r`` steps) shortens the chunks, not the compiled rows: once timed,
+    lines less than ``PACE_SECONDS`` apart no longer end chunks, a shorter length runs in the
+    program compiled already, and a length past its rows is taken only when the rest of the run
+    is longer than a chunk's seconds."""
+    fast = rn.ChunkSizer(cells=128**2, limit=1000, pace=30)
+    assert (fast.length, fast.rows) == (30, 512)  # 1 s at the assumed rate: 512 steps
+    fast.observe(30, 2.0)  # compile included: ignored
+    fast.observe(30, 0.006, remaining=540)  # 0.2 ms per step: 30 steps take 6 ms
+    assert (fast.length, fast.rows) == (512, 512)  # the rest fits in 0.11 s: no new program
+    long = rn.ChunkSizer(cells=128**2, limit=1000, pace=30)
+    long.observe(30, 2.0)
+    long.observe(30, 0.006, remaining=100000)  # 20 s left: the 1 s length (the memory bound)
+    assert (long.length, long.rows) == (1000, 1000)
+    slow = rn.ChunkSizer(cells=128**2, limit=1000, pace=30)
+    slow.observe(30, 2.0)
+    slow.observe(30, 0.6, remaining=540)  # 20 ms per step: the lines are 0.6 s apart
+    assert (slow.length, slow.rows) == (30, 512)  # the paced length in the program it has
+    slower = rn.ChunkSizer(cells=128**2, limit=1000, pace=30)
+    slower.observe(30, 2.0)
+    slower.observe(30, 3.0, remaining=540)  # 0.1 s per step: 1 s is 10 steps, 16 the floor
+    assert (slower.length, slower.rows) == (16, 512)  # shorter: no new program either
+
+
 def test_progress_lines_in_a_log():
     """In a log: one plain line per ``every_pct`` percent, with steps/s and ETA."""
     out = io.StringIO()
@@ -81,6 +105,13 @@ def test_progress_lines_in_a_log():
     assert len(lines) == 10, lines
     assert lines[-1].startswith("  100.0%  step 100/100") and "ETA" in lines[0]
     assert all("steps/s" in ln and "\r" not in ln for ln in lines)
+    # a chunk that passes several intervals: one line for each, at its step
+    out = io.StringIO()
+    p = rn.Progress(total=100, cells=1000, enabled=True, stream=out, every_pct=10)
+    for n in (10, 20, 77, 100):
+        p(n)
+    steps = [int(ln.split("step ")[1].split("/")[0]) for ln in out.getvalue().splitlines()]
+    assert steps == [20, 30, 40, 50, 60, 70, 77, 90, 100], steps
 
 
 def test_progress_bar_on_a_terminal():

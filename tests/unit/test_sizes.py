@@ -24,8 +24,10 @@ def test_prime_factors_and_fast_sizes():
     assert sizes.prime_factors(1) == []
     assert sizes.largest_prime_factor(97) == 97
     assert sizes.factor_text(360) == "2 x 2 x 2 x 3 x 3 x 5"
-    assert [n for n in range(90, 130) if sizes.is_fast(n)] == [90, 96, 100, 108, 120, 125, 128]
-    assert sizes.nearest_fast(102) == (100, 108)
+    assert [n for n in range(90, 130) if sizes.is_fast(n)] == [
+        90, 96, 98, 100, 105, 108, 112, 120, 125, 126, 128
+    ]  # fmt: skip
+    assert sizes.nearest_fast(102) == (100, 105)
     assert sizes.nearest_fast(122) == (120, 125)
     assert sizes.nearest_fast(1) == (None, 2)
 
@@ -67,7 +69,7 @@ def test_auto_pml_totals_are_products_of_small_primes():
         assert 10 <= p <= 40
         worst = sizes.largest_prime_factor(n + 2 * p)
         if n % 2 == 0 and n <= 600:
-            assert sizes.is_fast(n + 2 * p), (n, p)
+            assert worst <= 5, (n, p)
         assert worst <= min(sizes.largest_prime_factor(n + 2 * q) for q in (10, 20, 40))
         assert all(sizes.largest_prime_factor(n + 2 * q) > worst for q in range(10, p))
 
@@ -120,9 +122,9 @@ def test_auto_pml_bad_use_is_named(options, message):
 def test_size_warning_names_the_nearest_fast_sizes():
     (w,) = checks.size_warnings((128, 102, 102))
     assert "Ny = 102 (2 x 3 x 17), Nz = 102 (2 x 3 x 17)" in w and "Nx" not in w
-    assert "Ny = 100 or 108, Nz = 100 or 108" in w
+    assert "Ny = 100 or 105, Nz = 100 or 105" in w
     assert checks.size_warnings((128, 100, 112)) == []  # 7 passes, as in k-Wave
-    assert "Nx = 20 or 24" in checks.size_warnings((23,))[0]
+    assert "Nx = 21 or 24" in checks.size_warnings((23,))[0]
 
 
 def _size_notes(shape, options: Options) -> list[str]:
@@ -136,7 +138,7 @@ def test_size_warning_in_the_apis_names():
     automatic PML leaves nothing to warn about."""
     (w,) = _size_notes((64, 46), Options(pml_size=10, pml_inside=False))
     assert "kgrid.shape[1] = 46 + 20 PML points = 66 (2 x 3 x 11)" in w
-    assert "kgrid.shape[1] = 44 or 52" in w and "pml_size='auto'" in w
+    assert "kgrid.shape[1] = 44 or 50" in w and "pml_size='auto'" in w
     assert "kgrid.shape[0]" not in w  # 84 = 2 x 2 x 3 x 7
     assert _size_notes((64, 46), Options(pml_size="auto", pml_inside=False)) == []
     (w,) = _size_notes((64, 46), Options())

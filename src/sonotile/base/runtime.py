@@ -239,22 +239,24 @@ def cpu_slice(cpus: list[int], threads: int, rank: int | None = None) -> list[in
     return [cpus[(start + i) % len(cpus)] for i in range(k)]
 
 
-def configure_threads(threads: int | None) -> None:
+def configure_threads(threads: int | None, pin: bool = True) -> None:
     """Run on ``threads`` CPU threads: XLA's and FFTW's (call before JAX is imported).
 
     XLA sizes its thread pools from the process's CPU affinity mask (there is no thread-count
     flag), so the mask is cut to ``threads`` of the allowed CPUs — the ``local_rank()``-th
     group of them, so that the processes of a job on one machine do not share a core; with
     one thread XLA's Eigen pool is switched off too. FFTW's plans get ``threads`` threads
-    (``Settings.threads``). Also points JAX's persistent compilation cache at
-    ``~/.cache/sonotile/jax``.
+    (``Settings.threads``). ``pin=False`` leaves the mask alone (one thread chosen for a small
+    grid: independent runs side by side must not all land on the first CPU). Also points JAX's
+    persistent compilation cache at ``~/.cache/sonotile/jax``.
     """
     enable_env()
     if not threads:
         return
     config.configure(threads=threads)
     try:
-        os.sched_setaffinity(0, cpu_slice(sorted(os.sched_getaffinity(0)), threads))
+        if pin:
+            os.sched_setaffinity(0, cpu_slice(sorted(os.sched_getaffinity(0)), threads))
     except (AttributeError, OSError):
         pass
     if threads == 1:

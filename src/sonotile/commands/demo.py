@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported when run: the options act before JAX is imported
 
 
 def cross_size(n: int) -> int:
-    """Points across the beam for ``n`` along it: the size made of 2, 3 and 5 nearest
+    """Points across the beam for ``n`` along it: the size made of 2, 3, 5 and 7 nearest
     ``0.8 n`` (the FFTs are fast on it; :mod:`sonotile.fft.sizes`), the smaller of two equally
     near."""
     from sonotile.fft import sizes

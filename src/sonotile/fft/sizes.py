@@ -3,7 +3,7 @@ PML size (``getOptimalPMLSize``).
 
 Every step transforms each axis of the grid, and an FFT's cost per point grows with the size's
 largest prime factor: sonotile's vector kernel (``csrc/vector_fft.h``) takes lengths made of
-2, 3 and 5 (:data:`RADICES`); other lengths go to FFTW's general plans, which are several times
+2, 3, 5 and 7 (:data:`RADICES`); other lengths go to FFTW's general plans, which are several times
 slower per point for a large prime factor (a 102^3 step, 102 = 2 x 3 x 17, costs 2.8x per point
 what a 100^3 one does and 6x what a 128^3 one does; docs/performance.md). Pure Python, no JAX.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 #: The prime factors of the lengths sonotile's vector FFT kernel takes (``vector_columns`` in
 #: ``csrc/fftw_ffi.cc``): sizes made of these alone are "fast".
-RADICES = (2, 3, 5)
+RADICES = (2, 3, 5, 7)
 #: Largest prime factor k-Wave accepts without a warning (``HIGHEST_PRIME_FACTOR_WARNING``).
 WARN_ABOVE = 7
 #: k-Wave's search range of the automatic PML size [grid points] (``PMLRange``).

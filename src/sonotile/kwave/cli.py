@@ -37,7 +37,8 @@ mandatory:
   -i <file>                  input file (k-Wave format 1.0, 1.1, 1.2)
   -o <file>                  output file
 options:
-  -t <n>                     number of CPU threads (default: all)
+  -t <n>                     number of CPU threads (default: all; 1 for grids of at most
+                             32768 points)
   -g <id>                    device index (as kspaceFirstOrder-CUDA)
   -r <1..100>                progress print interval in % (default 5)
   -c <0..9>                  deflate level of output datasets (default 0)
@@ -194,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
         return 0
     with cpus_restored(), _run_settings(args):  # -t narrows this thread's CPUs for the run only
-        configure_threads(args.threads)
+        small = args.threads in (None, 1) and one_thread(args)  # one thread, not pinned
+        configure_threads(1 if small else args.threads, pin=not small)
         try:
             configure_cpu_devices(args.cpu_devices)
         except ValueError as e:
@@ -209,14 +211,15 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _run_settings(args: argparse.Namespace) -> Iterator[None]:
-    """The settings the command line changes (``--deterministic``), for the run only."""
-    before = config.current().deterministic
+    """The settings the command line changes (``--deterministic``, the threads), for the run
+    only."""
+    before = config.current()
     if args.deterministic:
         config.configure(deterministic=True)
     try:
         yield
     finally:
-        config.configure(deterministic=before)
+        config.configure(before)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -257,6 +260,63 @@ HUGEPAGES_MIN_POINTS = 64**3
 HUGEPAGES_MIN_FILE = 2**20
 
 
+#: a grid with at most this many points [points] runs on one CPU thread when ``-t`` is not
+#: given (a single process on a CPU): its steps are too short for the threads to share (XLA's
+#: and FFTW's; docs/performance.md, Small runs)
+ONE_THREAD_MAX_POINTS = 2**15
+
+
+def input_points(path: str) -> int | None:
+    """The grid points ``Nx Ny Nz`` of a k-Wave input file's header, None when it cannot be
+    read or is no regular file (a FIFO would block; the run reports either, before any work)."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            points = 1
+            for name in ("Nx", "Ny", "Nz"):
+                points *= int(f[name][()].reshape(-1)[0])
+    except Exception:
+        return None
+    return points
+
+
+def one_thread(args: argparse.Namespace) -> bool:
+    """Whether a run without ``-t`` (or with ``-t 1``) should use one CPU thread without pinning
+    the process to a CPU: a grid of at most :data:`ONE_THREAD_MAX_POINTS` points (its steps use
+    one thread either way), run in one process on the CPU (no ``-g``, no ``--cpu_devices``, no
+    decomposition, no GPU plugin installed). Not pinned, independent runs side by side (a
+    sweep of ``-t 1`` runs, as k-wave-python starts them) spread over the cores instead of all
+    sharing the first."""
+    if args.device is not None or args.cpu_devices or args.decomposition != "single":
+        return False
+    from sonotile.parallel import distributed
+
+    try:
+        several = distributed.detect() is not None
+    except RuntimeError:  # a job described wrongly: the run reports it
+        several = True
+    if several or accelerator_installed():
+        return False
+    points = input_points(args.input)
+    return points is not None and points <= ONE_THREAD_MAX_POINTS
+
+
+def accelerator_installed() -> bool:
+    """Whether JAX may find a GPU or TPU here: a JAX plugin is installed and ``JAX_PLATFORMS``
+    does not say ``cpu`` alone (looked up without importing JAX)."""
+    import importlib.util
+
+    if os.environ.get("JAX_PLATFORMS", "").strip().lower() == "cpu":
+        return False
+    return any(
+        importlib.util.find_spec(name) is not None
+        for name in ("jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin", "libtpu")
+    )
+
+
 def wants_hugepages(argv: list[str]) -> bool:
     """Whether this command line should run with huge pages for malloc
     (:func:`sonotile.base.runtime.restart_with_hugepages`): a run whose input grid (``Nx Ny
@@ -272,15 +332,10 @@ def wants_hugepages(argv: list[str]) -> bool:
     try:
         if os.path.getsize(args.input) >= HUGEPAGES_MIN_FILE:
             return True
-        import h5py
-
-        with h5py.File(args.input, "r") as f:
-            points = 1
-            for name in ("Nx", "Ny", "Nz"):
-                points *= int(f[name][()].reshape(-1)[0])
-    except Exception:  # the run reports it, before any work
+    except OSError:  # the run reports it, before any work
         return False
-    return points >= HUGEPAGES_MIN_POINTS
+    points = input_points(args.input)
+    return points is not None and points >= HUGEPAGES_MIN_POINTS
 
 
 def now() -> float:

@@ -26,12 +26,14 @@ import h5py
 import jax
 import numpy as np
 
+from sonotile.base import config
 from sonotile.base.version import __version__
 from sonotile.kwave import files
 from sonotile.kwave.files import OutputWriteError, write_errors
 from sonotile.kwave.layout import to_zyx
 from sonotile.kwave.reader import KwaveInput
 from sonotile.model.grid import AXES
+from sonotile.solver.runner import in_host_memory
 from sonotile.solver.sensors import SensorLayout
 
 if TYPE_CHECKING:
@@ -460,12 +462,19 @@ def _text(v: object) -> str:
 
 
 def all_finite(v: np.ndarray | jax.Array) -> bool:
-    """Whether every value is finite (a device array is reduced where it lives)."""
-    if isinstance(v, jax.Array):
-        import jax.numpy as jnp
+    """Whether every value is finite: a device array is reduced where it lives; one in host
+    memory by numpy's minimum and maximum (NaN propagates through both, an infinity is one of
+    them: no program to load, no temporary the size of the grid)."""
+    if in_host_memory(v):
+        a = np.asarray(v)
+        if a.size == 0 or not np.issubdtype(a.dtype, np.inexact):
+            return True
+        if np.iscomplexobj(a):
+            return bool(np.isfinite(a).all())
+        return bool(np.isfinite(a.min()) and np.isfinite(a.max()))
+    import jax.numpy as jnp
 
-        return bool(jnp.all(jnp.isfinite(v)))
-    return bool(np.all(np.isfinite(np.asarray(v))))
+    return bool(jnp.all(jnp.isfinite(v)))
 
 
 def _process_index() -> int:
@@ -508,11 +517,14 @@ def write_shards(
 
 
 def _cores() -> int:
-    """CPU cores this process may use (``-t`` restricts the affinity mask)."""
+    """CPU cores the run used: its threads (``-t``, or one for a small grid) within the CPUs
+    this process may use (``-t`` restricts the affinity mask)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cpus = max(1, os.cpu_count() or 1)
+    threads = config.current().threads
+    return min(threads, cpus) if threads else cpus
 
 
 __all__ = [

@@ -315,10 +315,10 @@ def _step(
 ) -> rn.RunState:  # fmt: skip
     """The steps of one leg up to ``stop``; a leg stopped early without a checkpoint fails."""
     nt = engine.problem.grid.nt
-    # a chunk per -r at most (progress lines on its steps); a leg that checkpoints after a set
-    # time runs chunks no longer than that time
+    # chunks end on the -r steps while those are far apart in time (progress lines on time); a
+    # leg that checkpoints after a set time runs chunks no longer than that time
     interval = args.checkpoint_interval if ctl.checkpointing else None
-    sizer = rn.make_sizer(engine, limit=nt * args.progress // 100, seconds=interval)
+    sizer = rn.make_sizer(engine, seconds=interval, pace=max(1, nt * args.progress // 100))
     rs = rn.advance(engine, rs, stop, out, sizer, ctl.progress, ctl.should_stop, ctl.should_abort)
     if rs.next_step < nt and not ctl.checkpointing:
         raise ctl.interrupted(f"at step {rs.next_step}")

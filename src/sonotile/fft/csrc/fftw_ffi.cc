@@ -106,12 +106,13 @@ bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callb
 bool g_fail_alloc = false;  // sonotile_fftw_fail_allocations (tests)
 
 // Whether batched n-point transforms down the columns of a block (the pass along x, a plane's
-// columns) run on vfft (vector_fft.h): built in and n a product of 2, 3 and 5 (1.5-1.9x
-// faster than FFTW's plans of the same layout, which copy the columns to buffers of their own).
+// columns) run on vfft (vector_fft.h): built in and n a product of 2, 3, 5 and 7 (1.5-1.9x
+// faster than FFTW's plans of the same layout, which copy the columns to buffers of their own;
+// 2-3x for lengths with a factor 7: benchmarks/vector_fft_radix.py).
 bool vector_columns(int64_t n) {
 #ifdef SONOTILE_VFFT
   if (n < 2) return false;
-  for (int64_t f : {2, 3, 5})
+  for (int64_t f : {2, 3, 5, 7})
     while (n % f == 0) n /= f;
   return n == 1;
 #else
@@ -150,9 +151,12 @@ const char* const kNoPlan = "sonotile FFTW: planning failed (out of memory or un
 using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
 std::map<Key, fftwf_plan> plans;
 
-// Exports the wisdom to its file (plan_mu held).
+// Exports the wisdom to its file (plan_mu held), merged with what the file holds now: other
+// processes sharing the cache folder (a sweep's runs side by side) save theirs there too, and
+// a plain export dropped their plans, which the next run of their shapes planned again.
 void save_wisdom_locked() {
   if (g_wisdom.empty() || g_effort == kEstimate) return;
+  fftwf_import_wisdom_from_filename(g_wisdom.c_str());
   std::string tmp = g_wisdom + ".tmp" + std::to_string(long(getpid()));
   if (fftwf_export_wisdom_to_filename(tmp.c_str())) std::rename(tmp.c_str(), g_wisdom.c_str());
 }
@@ -586,7 +590,7 @@ const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al
 // The pass along x's transforms: X points down the columns of a block of X rows of `blk`
 // adjacent bins, in place, the rows `rs` floats apart; one per (X, blk, kernel), shared by
 // conv and sonotile_fftw_xpass (an LFB box). sonotile's vector kernel (vector_fft.h) where
-// the build has it and X factors into 2, 3 and 5 (rows one
+// the build has it and X factors into 2, 3, 5 and 7 (rows one
 // vector longer than the block: see vfft::block); else FFTW's plans (rows 2 blk floats apart)
 // with the effort of batched_effort.
 struct XPlans {

@@ -6,10 +6,10 @@
 // transforms every column of it (for each bin j the n values block[i][j], i = 0 .. n-1): in
 // the pass along x rows are planes x and columns the plane bins of one block, in a plane rows
 // are its rows y. A column of kVW floats (kVW / 2 bins) at a time goes through Stockham's
-// self-sorting stages of radix 4, 2, 3 and 5 (every butterfly a vector of kVW / 2 independent
+// self-sorting stages of radix 4, 2, 3, 5 and 7 (every butterfly a vector of kVW / 2 independent
 // transforms, the twiddle after it a scalar: the same for every bin): the first stage reads
 // the block, the last writes it back, the stages between run on two contiguous scratch
-// columns of n vectors (in L1). n must factor into 2, 3 and 5 (vfft::make says false
+// columns of n vectors (in L1). n must factor into 2, 3, 5 and 7 (vfft::make says false
 // otherwise). Unnormalised, sign -1 forward and +1 backward, as FFTW's plans.
 //
 // Why: FFTW's plans for this layout (n points, howmany = the block's bins, stride = howmany)
@@ -68,14 +68,19 @@ struct Plan {
 };
 
 // The stages of an n-point transform of sign `sign`; false when n < 2 or has a prime factor
-// other than 2, 3 and 5.
+// other than 2, 3, 5 and 7.
 inline bool make(int n, int sign, Plan* P) {
   P->n = n;
   P->sign = float(sign);
   P->st.clear();
   if (n < 2) return false;
   for (int len = n; len > 1;) {
-    const int r = len % 4 == 0 ? 4 : len % 2 == 0 ? 2 : len % 3 == 0 ? 3 : len % 5 == 0 ? 5 : 0;
+    const int r = len % 4 == 0   ? 4
+                  : len % 2 == 0 ? 2
+                  : len % 3 == 0 ? 3
+                  : len % 5 == 0 ? 5
+                  : len % 7 == 0 ? 7
+                                 : 0;
     if (r == 0) return false;
     const int m = len / r;
     Stage s;
@@ -113,6 +118,27 @@ inline void butterfly(const V* a, V* b, float sg, V pm) {
     b[1] = t1 + t3;
     b[2] = t0 - t2;
     b[3] = t1 - t3;
+  } else if constexpr (R == 7) {
+    // c_n = cos(2 pi n / 7), s_n = sg sin(2 pi n / 7); b[j] and b[7 - j] from the sums and
+    // differences of a[k] and a[7 - k]
+    const float c1 = float(0.62348980185873353053), c2 = float(-0.22252093395631440429),
+                c3 = float(-0.90096886790241912624);
+    const float s1 = float(0.78183148246802980871) * sg, s2 = float(0.97492791218182360702) * sg,
+                s3 = float(0.43388373911755812048) * sg;
+    const V p1 = a[1] + a[6], m1 = a[1] - a[6], p2 = a[2] + a[5], m2 = a[2] - a[5];
+    const V p3 = a[3] + a[4], m3 = a[3] - a[4];
+    const V r1 = a[0] + c1 * p1 + c2 * p2 + c3 * p3, r2 = a[0] + c2 * p1 + c3 * p2 + c1 * p3;
+    const V r3 = a[0] + c3 * p1 + c1 * p2 + c2 * p3;
+    const V i1 = swap_ri(s1 * m1 + s2 * m2 + s3 * m3) * pm;
+    const V i2 = swap_ri(s2 * m1 - s3 * m2 - s1 * m3) * pm;
+    const V i3 = swap_ri(s3 * m1 - s1 * m2 + s2 * m3) * pm;
+    b[0] = a[0] + p1 + p2 + p3;
+    b[1] = r1 + i1;
+    b[2] = r2 + i2;
+    b[3] = r3 + i3;
+    b[4] = r3 - i3;
+    b[5] = r2 - i2;
+    b[6] = r1 - i1;
   } else {  // R == 5
     const float c1 = float(0.30901699437494742410), c2 = float(-0.80901699437494742410);
     const float s1 = float(0.95105651629515357212) * sg, s2 = float(0.58778525229247312917) * sg;
@@ -180,7 +206,8 @@ inline void block(const Plan& P, float* base, int64_t rs, int64_t width, V* scra
         case 2: stage<2>(S, len, s, in, is, out, os, P.sign, pm); break;
         case 3: stage<3>(S, len, s, in, is, out, os, P.sign, pm); break;
         case 4: stage<4>(S, len, s, in, is, out, os, P.sign, pm); break;
-        default: stage<5>(S, len, s, in, is, out, os, P.sign, pm); break;
+        case 5: stage<5>(S, len, s, in, is, out, os, P.sign, pm); break;
+        default: stage<7>(S, len, s, in, is, out, os, P.sign, pm); break;
       }
       in = out;
       is = os;

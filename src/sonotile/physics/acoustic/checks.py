@@ -148,7 +148,8 @@ def size_warnings(
 ) -> list[str]:
     """One warning naming the axes of the grid ``shape`` (points per axis, PML included) whose
     size has a prime factor above 7 (k-Wave's ``HIGHEST_PRIME_FACTOR_WARNING``), with the
-    nearest sizes made of 2, 3 and 5 (the vector FFT kernel's lengths); none when all are fine.
+    nearest sizes made of 2, 3, 5 and 7 (the vector FFT kernel's lengths); none when all are
+    fine.
 
     Args:
         shape: the solver's grid.
@@ -174,7 +175,7 @@ def size_warnings(
         return []
     return [
         f"grid size: {', '.join(slow)}: a prime factor above {sizes.WARN_ABOVE} makes the FFTs "
-        "slow (several times the time per point of sizes made of 2, 3 and 5); the nearest "
+        "slow (several times the time per point of sizes made of 2, 3, 5 and 7); the nearest "
         f"such sizes: {', '.join(near)}{advice}"
     ]
 
