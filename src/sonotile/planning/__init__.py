@@ -1,11 +1,13 @@
-"""From a CT scan to a simulation: images in and out, tissue properties from Hounsfield units,
-a synthetic head phantom, and the transducer and simulation grid in the patient's frame
-(docs/planning.md). nibabel and pydicom (``sonotile[planning]``) are imported when an image is
-read or written.
+"""From a CT scan to a sonication plan: images in and out, tissue properties from Hounsfield
+units, a synthetic head phantom, the transducer and simulation grid in the patient's frame,
+CW runs with aberration correction (docs/planning.md). nibabel and pydicom
+(``sonotile[planning]``) are imported when an image is read or written.
 
 May import: every layer below the front ends, and the other front ends.
 """
 
+from sonotile.planning.aberration import BeamComparison, compare_beams, conjugate_drive
+from sonotile.planning.acoustics import Focus, RunSettings, cw_field, element_response, find_focus
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -34,8 +36,11 @@ from sonotile.planning.tissue import (
     skull_mask,
     tissue_properties,
 )
+from sonotile.planning.transducers import Transducer, parse_transducer
 
 __all__ = [
+    "BeamComparison", "Focus", "RunSettings", "Transducer", "compare_beams", "conjugate_drive",
+    "cw_field", "element_response", "find_focus", "parse_transducer",
     "MAPPINGS", "BoneParameters", "CTImage", "Classes", "HeadShape", "Pose", "SimulationGrid",
     "TissueMaps", "beam_grid", "classify", "head_phantom", "hounsfield2density", "kwave_medium",
     "read_ct",
