@@ -9,6 +9,7 @@ checked, in the caller's names, before any work starts.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,7 +31,14 @@ from sonotile.planning.geometry import (
     resample_maps,
 )
 from sonotile.planning.images import CTImage, read_ct
-from sonotile.planning.tissue import MAPPINGS, WATER, TissueMaps, tissue_properties
+from sonotile.planning.tissue import (
+    BRAIN,
+    MAPPINGS,
+    TRABECULAR,
+    WATER,
+    TissueMaps,
+    tissue_properties,
+)
 from sonotile.planning.transducers import Transducer, parse_transducer
 
 Progress = Callable[[str], None]
@@ -166,8 +174,8 @@ def _summary(p: Plan) -> dict[str, Any]:
     s, beams, heat = p.settings, p.beams, p.heat.data
     focus = beams.plan
     fi = tuple(int(v) for v in heat["focus"])
-    in_skull = p.maps.labels >= 3
-    brain = p.maps.labels == 2
+    in_skull = p.maps.labels >= TRABECULAR  # trabecular and cortical bone
+    brain = p.maps.labels == BRAIN
     t_max = heat["T_max"]
     return {
         "sonotile": __version__, "ct": p.ct.source, "ct_shape": list(p.ct.shape),
@@ -209,7 +217,7 @@ def _heat(p_amp: np.ndarray, maps: TissueMaps, grid: SimulationGrid, s: PlanSett
 
 
 def plan(
-    ct: CTImage | str,
+    ct: CTImage | str | os.PathLike,
     target: Sequence[float],
     entry: Sequence[float],
     transducer: Transducer | str,
@@ -227,7 +235,7 @@ def plan(
     say = progress or (lambda _msg: None)
     s = settings or PlanSettings()
     s.check()
-    image = read_ct(ct) if isinstance(ct, str) else ct
+    image = ct if isinstance(ct, CTImage) else read_ct(ct)
     t, e, tr = check_inputs(image, target, entry, transducer)
     clock, timings = time.perf_counter(), {}
 
