@@ -124,3 +124,14 @@ def test_plan_command_refuses_bad_input(ct_path, tmp_path, capsys, change, messa
     assert cli(argv) == 2
     assert message in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o")
+
+
+@pytest.mark.slow
+def test_array_plan_uses_the_corrected_drive(ct_path):
+    settings = PlanSettings(**SMALL, duration=1.0)
+    p = plan(ct_path, TARGET, ENTRY, "array:48:50:50:4", settings)
+    b, drive = p.summary["beams_at_source_pressure"], p.summary["drive"]
+    assert b["corrected"] is not None and b["focal_gain"] > 1.0
+    assert len(drive["phase_rad"]) == 48 and np.ptp(drive["phase_rad"]) > 0.5  # not geometric
+    np.testing.assert_array_equal(p.p_amp, p.beams.fields["corrected"])  # scale 1: no target
+    assert p.summary["focus"]["error_mm"] == b["corrected"]["error_mm"]
