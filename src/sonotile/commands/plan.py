@@ -53,8 +53,8 @@ def parser() -> argparse.ArgumentParser:
         default=60e3,
         help="drive amplitude per element [Pa] (default 60e3)",
     )
-    p.add_argument("--focal-pressure", type=float, help="scale the drive to this focal peak [Pa]")
-    p.add_argument("--no-correction", action="store_true", help="geometric drive of an array")
+    p.add_argument("--focal_pressure", type=float, help="scale the drive to this focal peak [Pa]")
+    p.add_argument("--no_correction", action="store_true", help="geometric drive of an array")
     p.add_argument("--amplitudes", action="store_true", help="amplitude-weighted correction")
     p.add_argument("--duration", type=float, default=10.0, help="sonication time [s]")
     p.add_argument("--cooling", type=float, default=0.0, help="time after it [s]")
