@@ -11,10 +11,11 @@ elements, the phase-conjugated drive; then heat and dose. Prints the foci (peak,
 from the target, -6 dB volume), the correction's gain, the transmission loss against water,
 the -6 dB volume over water's, the temperatures and the time of each stage.
 
-Run (the issue's target, 0.5 mm at 500 kHz, is ``--f0 500e3 --ppw 6``: a 180 x 180 x 200 grid
-with the PML, four CW runs: for a GPU; a 2-core machine takes hours)::
+Run (on 2 shared cores: about 2 minutes at 250 kHz, 4 points per wavelength; 11 minutes at
+500 kHz, 3 points per wavelength; 0.5 mm at 500 kHz, ``--f0 500e3 --ppw 6``, a 180 x 180 x 200
+grid with the PML, is for a GPU)::
 
-    PYTHONPATH=src .venv/bin/python benchmarks/planning_aberration.py --f0 250e3 --ppw 4
+    PYTHONPATH=src .venv/bin/python benchmarks/planning_aberration.py --f0 500e3 --ppw 3
 """
 
 from __future__ import annotations
