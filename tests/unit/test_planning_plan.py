@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from sonotile.commands.cli import main as cli
+from sonotile.kwave.reader import read_input
 from sonotile.planning.chain import PlanSettings, plan
+from sonotile.planning.export import write_kwave_input
 from sonotile.planning.images import read_nifti, read_provenance, write_nifti
 from sonotile.planning.outputs import FILES, volumes_on_ct, write_plan
 from sonotile.planning.phantom import head_phantom
@@ -94,15 +96,32 @@ def test_plan_command(ct_path, tmp_path, capsys):
     out = str(tmp_path / "cli")
     args = [ct_path, "--target", *map(str, TARGET), "--entry", *map(str, ENTRY),
             "--transducer", "bowl:50:50", "--frequency", "200e3", "--ppw", "2.5",
-            "--margin", "2", "--beyond", "6", "--duration", "1", "-o", out]  # fmt: skip
+            "--margin", "2", "--beyond", "6", "--duration", "1", "--kwave_input",
+            "-o", out]  # fmt: skip
     assert cli(["plan", *args]) == 0
     text = capsys.readouterr().out
-    assert "CW field: uncorrected" in text and "wrote 7 files" in text
-    assert sorted(os.listdir(out)) == sorted(FILES)
+    assert "CW field: uncorrected" in text and "wrote 8 files" in text
+    assert "--p_max_all -s" in text
+    assert sorted(os.listdir(out)) == sorted([*FILES, "kwave_input.h5"])
     before = {f: os.path.getmtime(os.path.join(out, f)) for f in FILES}
     assert cli(["plan", *args]) == 2  # an existing folder is refused, nothing rewritten
     assert "exists" in capsys.readouterr().err
     assert before == {f: os.path.getmtime(os.path.join(out, f)) for f in FILES}
+
+
+def test_kwave_input_holds_the_plans_run(planned, tmp_path):
+    p, _, _ = planned
+    path = str(tmp_path / "in.h5")
+    start = write_kwave_input(p, path, record_periods=4)
+    problem, _ = read_input(path)
+    g = problem.grid
+    assert g.shape == p.grid.total_shape and problem.pml.size == p.grid.pml_size
+    np.testing.assert_allclose(g.spacing, p.grid.spacing_mm * 1e-3)
+    per_period = 1.0 / (p.settings.frequency * g.dt)
+    assert abs(per_period - round(per_period)) < 1e-6  # whole steps per period
+    assert start == g.nt - 4 * round(per_period) + 1 and start > g.nt / 2
+    c = np.asarray(problem.medium.c0)  # the skull is in the file's medium
+    assert c.max() > 2500 and np.isclose(c.min(), 1500)
 
 
 @pytest.mark.parametrize(

@@ -64,6 +64,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--perfusion", type=float, default=0.0, help="blood perfusion rate [1/s]")
     p.add_argument("--margin", type=float, default=5.0, help="grid beside the aperture [mm]")
     p.add_argument("--beyond", type=float, default=20.0, help="grid past the target [mm]")
+    p.add_argument(
+        "--kwave_input",
+        action="store_true",
+        help="also write the beam's run as a k-Wave input file (kwave_input.h5)",
+    )
     return p  # fmt: skip
 
 
@@ -94,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         say(f"reading {a.ct}")
         result = plan(a.ct, a.target, a.entry, a.transducer, settings, progress=say)
         paths = write_plan(result, out, force=a.force)
+        if a.kwave_input:
+            from sonotile.planning.export import write_kwave_input
+
+            paths.append(os.path.join(out, "kwave_input.h5"))
+            start = write_kwave_input(result, paths[-1])
+            say(f"k-Wave input {paths[-1]}: run it with --p_max_all -s {start}")
     except (ProblemError, OSError) as e:
         print(f"sonotile plan: error: {e}", file=sys.stderr)
         return 2
