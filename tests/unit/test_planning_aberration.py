@@ -4,12 +4,15 @@ the uncorrected one and the water path."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from sonotile.model.problem import ProblemError
 from sonotile.planning.aberration import compare_beams, conjugate_drive, water_medium
 from sonotile.planning.acoustics import cw_field, element_response, find_focus
+from sonotile.planning.elastic import elastic_field
 from sonotile.planning.geometry import Pose, beam_grid, kwave_medium, resample_maps
 from sonotile.planning.phantom import head_phantom
 from sonotile.planning.tissue import tissue_properties
@@ -119,3 +122,27 @@ def test_bowl_reports_shift_and_loss(setup):
     assert "focal_gain" not in s and s["corrected"] is None
     assert 1.0 < s["uncorrected_loss_db"] < 15.0
     assert s["uncorrected_shift_from_water_mm"] >= 0.0 and np.isfinite(b.fields["water"]).all()
+
+
+@pytest.mark.slow
+def test_elastic_beam_matches_the_fluid_one_without_shear(setup):
+    _, _, grid, target, _ = setup
+    ct = head_phantom((80, 96, 84), 2.0, seed=0)
+    skull = resample_maps(tissue_properties(ct.hu, "aubry2003", frequency=F0), ct, grid)
+    z = np.zeros(grid.shape, np.float32)
+    water = replace(skull, sound_speed=z + 1500, density=z + 1000, alpha_coeff=z,
+                    alpha_np_per_m=z, shear_speed=z, shear_alpha_np_per_m=z)  # fmt: skip
+    bowl = parse_transducer("bowl:50:50")
+    pose = Pose(grid.world(grid.source_index), np.asarray(grid.affine[:3, :3] / grid.spacing_mm))
+    karray, a, ph = bowl.karray(pose, grid), np.array([60e3]), np.array([0.0])
+    foci = {}
+    for name, maps in (("water", water), ("skull", skull)):
+        fluid = find_focus(cw_field(kwave_medium(maps), grid, karray, a, ph, F0)[0], grid, target)
+        solid = find_focus(elastic_field(maps, grid, karray, a, ph, F0), grid, target)
+        foci[name] = (fluid, solid)
+    # no shear: the same wave (to the elastic scheme's dispersion at 2.5 points per wavelength)
+    fluid, solid = foci["water"]
+    assert 0.9 < solid.peak_pa / fluid.peak_pa < 1.1
+    assert np.linalg.norm(np.subtract(solid.position_mm, fluid.position_mm)) < 2.0
+    fluid, solid = foci["skull"]  # shear waves in bone take some of the energy
+    assert 0.6 < solid.peak_pa / fluid.peak_pa < 1.1 and solid.error_mm < 15.0

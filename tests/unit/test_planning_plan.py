@@ -14,6 +14,7 @@ import pytest
 
 from sonotile.commands.cli import main as cli
 from sonotile.kwave.reader import read_input
+from sonotile.planning.acoustics import find_focus
 from sonotile.planning.chain import PlanSettings, plan
 from sonotile.planning.export import write_kwave_input
 from sonotile.planning.images import read_nifti, read_provenance, write_nifti
@@ -154,3 +155,15 @@ def test_array_plan_uses_the_corrected_drive(ct_path):
     assert len(drive["phase_rad"]) == 48 and np.ptp(drive["phase_rad"]) > 0.5  # not geometric
     np.testing.assert_array_equal(p.p_amp, p.beams.fields["corrected"])  # scale 1: no target
     assert p.summary["focus"]["error_mm"] == b["corrected"]["error_mm"]
+
+
+@pytest.mark.slow
+def test_elastic_plan_heats_with_the_elastic_beam(ct_path):
+    settings = PlanSettings(**SMALL, duration=1.0, elastic=True, focal_pressure=1e6)
+    p = plan(ct_path, TARGET, ENTRY, "bowl:50:50", settings)
+    el, f = p.summary["elastic_at_source_pressure"], p.summary["focus"]
+    assert el is not None and 0.6 < el["over_fluid"] < 1.1
+    assert f["position_mm"] == el["position_mm"] and np.isclose(f["peak_pa"], 1e6)
+    # the heating used the elastic beam, scaled to the requested focal pressure
+    assert np.isclose(find_focus(p.p_amp, p.grid, p.target).peak_pa, 1e6, rtol=1e-5)
+    assert not np.allclose(p.p_amp, p.beams.fields["uncorrected"] * p.scale, rtol=0.01)

@@ -13,16 +13,41 @@ import time
 from sonotile.base.cliargs import Parser
 from sonotile.model.problem import ProblemError
 
+#: the numeric options: flag -> (default, help)
+NUMBERS: dict[str, tuple[float | None, str]] = {
+    "--frequency": (500e3, "drive frequency [Hz] (default 500e3)"),
+    "--ppw": (6.0, "points per wavelength at 1500 m/s (default 6)"),
+    "--pressure": (60e3, "drive amplitude per element [Pa] (default 60e3)"),
+    "--focal_pressure": (None, "scale the drive to this focal peak [Pa]"),
+    "--duration": (10.0, "sonication time [s] (default 10)"),
+    "--cooling": (0.0, "time simulated after it [s]"),
+    "--duty": (1.0, "duty cycle (0-1]"),
+    "--period": (None, "pulse period [s] (default: the power time-averaged)"),
+    "--dt": (0.1, "thermal time step [s]"),
+    "--perfusion": (0.0, "blood perfusion rate [1/s]"),
+    "--margin": (5.0, "grid beside the aperture [mm]"),
+    "--beyond": (20.0, "grid past the target [mm]"),
+}
+#: the switches: flag -> help
+SWITCHES = {
+    "--force": "write into an existing output folder",
+    "--no_correction": "drive an array geometrically (no aberration correction)",
+    "--amplitudes": "weight the corrected drive by the recorded amplitudes",
+    "--elastic": "also run the beam through an elastic skull and heat with that beam",
+    "--kwave_input": "also write the beam's run as a k-Wave input file (kwave_input.h5)",
+}
+
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="sonotile plan", description=__doc__.split("\n\n")[0])
     p.add_argument("ct", help="CT image: NIfTI file or a folder holding a DICOM series")
+    xyz = ("X", "Y", "Z")
     p.add_argument(
         "--target",
         type=float,
         nargs=3,
         required=True,
-        metavar=("X", "Y", "Z"),
+        metavar=xyz,
         help="target in scanner coordinates [mm, RAS]",
     )
     p.add_argument(
@@ -30,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         nargs=3,
         required=True,
-        metavar=("X", "Y", "Z"),
+        metavar=xyz,
         help="a point on the beam before the target (e.g. on the scalp) [mm, RAS]",
     )
     p.add_argument(
@@ -38,37 +63,16 @@ def parser() -> argparse.ArgumentParser:
         required=True,
         help="'bowl:R:D' or 'array:N:R:D:d' (mm), e.g. array:128:64:64:4",
     )
-    p.add_argument("-o", "--output", help="output folder (default: CT name + '-plan')")
-    p.add_argument("--force", action="store_true", help="write into an existing folder")
-    p.add_argument("--frequency", type=float, default=500e3, help="[Hz] (default 500e3)")
-    p.add_argument("--ppw", type=float, default=6.0, help="points per wavelength (default 6)")
+    p.add_argument("-o", "--output", help="output folder (default: the CT's name + '-plan')")
     p.add_argument(
         "--mapping",
         default="aubry2003",
-        help="HU mapping (kwave, aubry2003, marsac2017; default aubry2003)",
+        help="HU mapping: kwave, aubry2003 (default) or marsac2017",
     )
-    p.add_argument(
-        "--pressure",
-        type=float,
-        default=60e3,
-        help="drive amplitude per element [Pa] (default 60e3)",
-    )
-    p.add_argument("--focal_pressure", type=float, help="scale the drive to this focal peak [Pa]")
-    p.add_argument("--no_correction", action="store_true", help="geometric drive of an array")
-    p.add_argument("--amplitudes", action="store_true", help="amplitude-weighted correction")
-    p.add_argument("--duration", type=float, default=10.0, help="sonication time [s]")
-    p.add_argument("--cooling", type=float, default=0.0, help="time after it [s]")
-    p.add_argument("--duty", type=float, default=1.0, help="duty cycle (0-1]")
-    p.add_argument("--period", type=float, help="pulse period [s] (default: power averaged)")
-    p.add_argument("--dt", type=float, default=0.1, help="thermal time step [s]")
-    p.add_argument("--perfusion", type=float, default=0.0, help="blood perfusion rate [1/s]")
-    p.add_argument("--margin", type=float, default=5.0, help="grid beside the aperture [mm]")
-    p.add_argument("--beyond", type=float, default=20.0, help="grid past the target [mm]")
-    p.add_argument(
-        "--kwave_input",
-        action="store_true",
-        help="also write the beam's run as a k-Wave input file (kwave_input.h5)",
-    )
+    for flag, (default, text) in NUMBERS.items():
+        p.add_argument(flag, type=float, default=default, help=text)
+    for flag, text in SWITCHES.items():
+        p.add_argument(flag, action="store_true", help=text)
     return p  # fmt: skip
 
 
@@ -88,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = PlanSettings(
             frequency=a.frequency, points_per_wavelength=a.ppw, mapping=a.mapping,
             source_pressure=a.pressure, focal_pressure=a.focal_pressure,
-            correct=not a.no_correction, amplitudes=a.amplitudes, duration=a.duration,
+            correct=not a.no_correction, amplitudes=a.amplitudes, elastic=a.elastic,
+            duration=a.duration,
             cooling=a.cooling, duty=a.duty, period=a.period, heat_dt=a.dt,
             perfusion=a.perfusion, margin_mm=a.margin, beyond_mm=a.beyond,
         )  # fmt: skip

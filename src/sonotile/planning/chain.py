@@ -22,7 +22,8 @@ from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source
 from sonotile.planning.aberration import BeamComparison, compare_beams
-from sonotile.planning.acoustics import RunSettings
+from sonotile.planning.acoustics import Focus, RunSettings, find_focus
+from sonotile.planning.elastic import elastic_field
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -60,6 +61,8 @@ class PlanSettings:
             heat source is time-averaged (pulses much shorter than thermal times).
         heat_dt: thermal time step [s]; T0: body temperature [degC]; perfusion: blood
             perfusion rate [1/s]; specific_heat [J/(kg K)], conductivity [W/(m K)].
+        elastic: also run the plan's drive through an elastic skull (shear waves in bone,
+            :mod:`sonotile.planning.elastic`) and heat with that field.
         search_mm: the focus is the peak within this distance of the target [mm].
         margin_mm, beyond_mm: the grid's margin beside the aperture and length past the
             target [mm].
@@ -81,6 +84,7 @@ class PlanSettings:
     perfusion: float = 0.0
     specific_heat: float = 3600.0
     conductivity: float = 0.5
+    elastic: bool = False
     search_mm: float = 15.0
     margin_mm: float = 5.0
     beyond_mm: float = 20.0
@@ -116,6 +120,8 @@ class Plan:
         scale: the factor from ``settings.source_pressure`` to the plan's drive.
         p_amp: the plan's pressure amplitude on the grid [Pa]. heat: the thermal run.
         summary: every number and the provenance (JSON-able). timings: seconds per stage.
+        elastic: the focus of the plan's drive through the elastic skull (at
+            ``settings.source_pressure``), when ``settings.elastic``.
     """
 
     ct: CTImage
@@ -132,6 +138,7 @@ class Plan:
     heat: HeatRun
     summary: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    elastic: Focus | None = None
 
 
 def check_inputs(
@@ -172,7 +179,7 @@ def _check_coupling(maps: TissueMaps, grid: SimulationGrid, tr: Transducer, pose
 def _summary(p: Plan) -> dict[str, Any]:
     """Every number of a plan and its provenance."""
     s, beams, heat = p.settings, p.beams, p.heat.data
-    focus = beams.plan
+    focus = p.elastic or beams.plan
     fi = tuple(int(v) for v in heat["focus"])
     in_skull = p.maps.labels >= TRABECULAR  # trabecular and cortical bone
     brain = p.maps.labels == BRAIN
@@ -187,6 +194,8 @@ def _summary(p: Plan) -> dict[str, Any]:
                   "amplitude_pa": (beams.amplitude * p.scale).tolist(),
                   "phase_rad": beams.phase.tolist()},
         "beams_at_source_pressure": beams.summary(),
+        "elastic_at_source_pressure": None if p.elastic is None else {
+            **p.elastic.as_dict(), "over_fluid": p.elastic.peak_pa / beams.plan.peak_pa},
         "focus": {**focus.as_dict(), "peak_pa": focus.peak_pa * p.scale,
                   "at_target_pa": focus.at_target_pa * p.scale},
         "heat": {"T_max_degC": float(t_max.max()),
@@ -258,12 +267,21 @@ def plan(
                           source_pressure=s.source_pressure, correct=s.correct,
                           amplitudes=s.amplitudes, search_mm=s.search_mm, run=run,
                           progress=say)  # fmt: skip
+    p_amp = beams.fields["corrected" if beams.corrected else "uncorrected"]
+    elastic = None
+    if s.elastic:
+        say("elastic skull: the plan's drive")
+        p_amp = elastic_field(on_grid, grid, tr.karray(pose, grid), beams.amplitude,
+                              beams.phase, s.frequency, run)  # fmt: skip
+        elastic = find_focus(p_amp, grid, t, s.search_mm)
     lap("acoustics")
-    scale = 1.0 if s.focal_pressure is None else s.focal_pressure / beams.plan.peak_pa
-    p_amp = beams.fields["corrected" if beams.corrected else "uncorrected"] * scale
+    peak = (elastic or beams.plan).peak_pa
+    scale = 1.0 if s.focal_pressure is None else s.focal_pressure / peak
+    p_amp = p_amp * scale
     say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")
     heat = _heat(p_amp, on_grid, grid, s)
     lap("heat")
-    p = Plan(image, t, e, tr, s, pose, grid, on_grid, beams, scale, p_amp, heat, {}, timings)
+    p = Plan(image, t, e, tr, s, pose, grid, on_grid, beams, scale, p_amp, heat, {}, timings,
+             elastic)  # fmt: skip
     p.summary = _summary(p)
     return p
