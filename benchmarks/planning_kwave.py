@@ -9,7 +9,7 @@ Problem: the phantom (seed 0) at ``--ct-mm``, a target 30 mm above the head's ce
 maximum over the last 4 periods). Compared within 15 mm of the target: the peak [%] and its
 grid point; also the plan's own steady-state amplitude (``p_cw``) against k-Wave's maximum.
 
-Run (2 shared cores: a few minutes at the defaults)::
+Run (2 shared cores: about 6 minutes at the defaults, most of it k-Wave's)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/planning_kwave.py --out /tmp/plan-kwave
 """
