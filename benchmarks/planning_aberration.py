@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--transducer", default="array:128:64:64:4")
     ap.add_argument("--out", default="planning-aberration")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--refocus", action="store_true", help="correct again, re-aimed (2 runs)")
     args = ap.parse_args()
     prepare_output(args.out, args.force)
     n = [int(np.ceil(2 * s / args.ct_mm)) for s in (80.0, 96.0, 84.0)]
@@ -45,7 +46,8 @@ def main() -> None:
     target = np.array([0.0, 10.0, 30.0])
     d = np.array([0.2, 0.1, 1.0]) / np.linalg.norm([0.2, 0.1, 1.0])
     settings = sp.PlanSettings(frequency=args.f0, points_per_wavelength=args.ppw,
-                               focal_pressure=1e6, duration=10.0)  # fmt: skip
+                               focal_pressure=1e6, duration=10.0,
+                               refocus=args.refocus)  # fmt: skip
     start = time.perf_counter()
     p = sp.plan(ct, target, target + 70 * d, args.transducer, settings,
                 progress=lambda m: print(f"[{time.perf_counter() - start:7.1f} s] {m}",
@@ -59,6 +61,10 @@ def main() -> None:
             print(f"{name:12s} peak {f['peak_pa'] / 1e3:8.1f} kPa, {f['error_mm']:5.2f} mm from "
                   f"the target, -6 dB volume {f['volume_mm3']:7.1f} mm^3")  # fmt: skip
     print(json.dumps({k: b[k] for k in b if k not in ("water", "uncorrected", "corrected")}))
+    c, w = b["corrected"], b["water"]
+    if c:
+        shift = np.linalg.norm(np.subtract(c["position_mm"], w["position_mm"]))
+        print(f"corrected focus {shift:.2f} mm from the water focus")
     print(json.dumps({"heat": s["heat"], "timings_s": s["timings_s"]}))
     print(f"total {time.perf_counter() - start:.1f} s; report in {args.out}/")
 

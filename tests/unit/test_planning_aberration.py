@@ -146,3 +146,14 @@ def test_elastic_beam_matches_the_fluid_one_without_shear(setup):
     assert np.linalg.norm(np.subtract(solid.position_mm, fluid.position_mm)) < 2.0
     fluid, solid = foci["skull"]  # shear waves in bone take some of the energy
     assert 0.6 < solid.peak_pa / fluid.peak_pa < 1.1 and solid.error_mm < 15.0
+
+
+@pytest.mark.slow
+def test_refocus_puts_the_corrected_focus_on_the_target(setup, beams):
+    tr, pose, grid, target, medium = setup
+    b = compare_beams(medium, grid, tr, pose, F0, refocus=True)
+    assert b.corrected is not None and b.aim_mm is not None
+    # the point source moved (by whole grid steps); the peak came nearer, within a grid step
+    assert np.linalg.norm(np.subtract(b.aim_mm, target)) >= grid.spacing_mm
+    assert b.corrected.error_mm < min(beams.corrected.error_mm, grid.spacing_mm)
+    assert b.corrected.peak_pa > b.uncorrected.peak_pa

@@ -33,6 +33,7 @@ SWITCHES = {
     "--force": "write into an existing output folder",
     "--no_correction": "drive an array geometrically (no aberration correction)",
     "--amplitudes": "weight the corrected drive by the recorded amplitudes",
+    "--refocus": "correct once more, aimed by the corrected focus's offset (2 more runs)",
     "--elastic": "also run the beam through an elastic skull and heat with that beam",
     "--kwave_input": "also write the beam's run as a k-Wave input file (kwave_input.h5)",
 }
@@ -92,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = PlanSettings(
             frequency=a.frequency, points_per_wavelength=a.ppw, mapping=a.mapping,
             source_pressure=a.pressure, focal_pressure=a.focal_pressure,
-            correct=not a.no_correction, amplitudes=a.amplitudes, elastic=a.elastic,
-            duration=a.duration,
-            cooling=a.cooling, duty=a.duty, period=a.period, heat_dt=a.dt,
-            perfusion=a.perfusion, margin_mm=a.margin, beyond_mm=a.beyond,
+            correct=not a.no_correction, amplitudes=a.amplitudes, refocus=a.refocus,
+            elastic=a.elastic, duration=a.duration, cooling=a.cooling, duty=a.duty,
+            period=a.period, heat_dt=a.dt, perfusion=a.perfusion, margin_mm=a.margin,
+            beyond_mm=a.beyond,
         )  # fmt: skip
         settings.check()
         prepare_output(out, a.force, (a.ct,))

@@ -60,6 +60,7 @@ class BeamComparison:
         fields: pressure amplitude [Pa] on the grid per run (``"water"``, ``"uncorrected"``,
             ``"corrected"``).
         amplitude, phase: the drive of the plan's run per element [Pa, rad].
+        aim_mm: where the correction's point source was [mm, RAS] (None: no correction).
     """
 
     water: Focus
@@ -68,6 +69,7 @@ class BeamComparison:
     fields: dict[str, np.ndarray] = field(repr=False)
     amplitude: np.ndarray = field(repr=False)
     phase: np.ndarray = field(repr=False)
+    aim_mm: tuple[float, float, float] | None = None
 
     @property
     def plan(self) -> Focus:
@@ -87,11 +89,21 @@ class BeamComparison:
             "uncorrected_loss_db": float(20 * np.log10(w.peak_pa / u.peak_pa)),
             "transmission_loss_db": float(20 * np.log10(w.peak_pa / p.peak_pa)),
             "volume_ratio_to_water": p.volume_mm3 / w.volume_mm3,
+            "point_source_mm": self.aim_mm,
         }  # fmt: skip
         if self.corrected:
             out["focal_gain"] = self.corrected.peak_pa / u.peak_pa
             out["gain_at_target"] = self.corrected.at_target_pa / u.at_target_pa
         return out
+
+
+def reaim(grid: SimulationGrid, aim: tuple[int, int, int], focus: Focus) -> tuple[int, int, int]:
+    """The point-source grid point moved by the corrected focus's offset from the target, the
+    other way, so that a beam that peaks short of (or beyond) its aim peaks on the target."""
+    target = grid.world(grid.target_index)
+    ijk = np.rint(np.asarray(aim) + grid.index(target) - grid.index(focus.position_mm))
+    ijk = np.clip(ijk.astype(int), 0, np.asarray(grid.shape) - 1)
+    return (int(ijk[0]), int(ijk[1]), int(ijk[2]))
 
 
 def compare_beams(
@@ -104,12 +116,15 @@ def compare_beams(
     source_pressure: float = 60e3,
     correct: bool = True,
     amplitudes: bool = False,
+    refocus: bool = False,
     search_mm: float = 15.0,
     run: RunSettings | None = None,
     progress: Progress | None = None,
 ) -> BeamComparison:
     """The transducer's beam in water and through ``medium`` (on ``grid``), and for an array
-    with ``correct`` the phase-conjugated drive from a point source at the grid's target.
+    with ``correct`` the phase-conjugated drive from a point source at the grid's target;
+    with ``refocus`` the correction is made once more with the point source moved by the
+    corrected focus's offset from the target (:func:`reaim`; two more runs).
     ``source_pressure``: the drive amplitude of each element [Pa]."""
     say = progress or (lambda _msg: None)
     karray = transducer.karray(pose, grid)
@@ -117,18 +132,25 @@ def compare_beams(
     n = transducer.n_elements
     amp, phase = np.full(n, float(source_pressure)), np.zeros(n)
     fields, foci = {}, {}
-    runs = [("water", water_medium()), ("uncorrected", medium)]
-    if correct and transducer.kind == "array":
-        say("point source at the target, recorded at the elements (aberration correction)")
-        response = element_response(medium, grid, karray, frequency, run)
-        c_amp, c_phase = conjugate_drive(response, source_pressure, amplitudes)
-        runs.append(("corrected", medium))
-    for name, m in runs:
+
+    def forward(name: str, m: KWaveMedium, a: np.ndarray, ph: np.ndarray) -> None:
         say(f"CW field: {name}")
-        a, ph = (c_amp, c_phase) if name == "corrected" else (amp, phase)
         fields[name] = cw_field(m, grid, karray, a, ph, frequency, run)[0]
         foci[name] = find_focus(fields[name], grid, target, search_mm)
-    if "corrected" in foci:
-        amp, phase = c_amp, c_phase
+
+    forward("water", water_medium(), amp, phase)
+    forward("uncorrected", medium, amp, phase)
+    aim = None
+    if correct and transducer.kind == "array":
+        ijk = grid.target_index
+        for again in range(1 + int(refocus)):
+            ijk = reaim(grid, ijk, foci["corrected"]) if again else ijk
+            w = grid.world(ijk)
+            aim = (float(w[0]), float(w[1]), float(w[2]))
+            say(f"point source at {np.round(w, 1).tolist()} mm, recorded at the elements "
+                "(aberration correction)")  # fmt: skip
+            response = element_response(medium, grid, karray, frequency, run, ijk)
+            amp, phase = conjugate_drive(response, source_pressure, amplitudes)
+            forward("corrected", medium, amp, phase)
     return BeamComparison(foci["water"], foci["uncorrected"], foci.get("corrected"), fields,
-                          amp, phase)  # fmt: skip
+                          amp, phase, aim)  # fmt: skip

@@ -94,13 +94,15 @@ def element_response(
     karray: KWaveArray,
     frequency: float,
     run: RunSettings | None = None,
+    source_index: tuple[int, int, int] | None = None,
 ) -> np.ndarray:
     """Complex steady-state pressure ``A exp(i phase)`` at each element (averaged over its
-    surface) from a CW point source at the grid's target point: ``(n_elements,)``."""
+    surface) from a CW point source at ``source_index`` (default: the grid's target point):
+    ``(n_elements,)``."""
     run = run or RunSettings()
     kgrid = make_kgrid(grid, medium, frequency, run)
     mask = np.zeros(grid.shape, bool)
-    mask[grid.target_index] = True
+    mask[grid.target_index if source_index is None else source_index] = True
     sig = create_cw_signals(kgrid.t, frequency, np.array([1e3]), np.array([0.0]))
     source = KSource(p_mask=mask, p=sig.astype(np.float32), p_mode="additive")
     element_mask = karray.get_array_binary_mask(kgrid)

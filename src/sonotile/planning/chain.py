@@ -55,7 +55,8 @@ class PlanSettings:
         source_pressure: drive amplitude of each element [Pa] (an additive pressure source).
         focal_pressure: if given, the drive is scaled (linear acoustics) to this focal peak [Pa].
         correct: phase-conjugate an array's drive through the skull; amplitudes: and weight
-            its elements by their recorded amplitudes.
+            its elements by their recorded amplitudes; refocus: and correct once more with
+            the point source moved by the corrected focus's offset from the target.
         duration: sonication time [s]; cooling: time simulated after it [s].
         duty: fraction of the time on; with ``period`` [s] the source is pulsed, without it the
             heat source is time-averaged (pulses much shorter than thermal times).
@@ -75,6 +76,7 @@ class PlanSettings:
     focal_pressure: float | None = None
     correct: bool = True
     amplitudes: bool = False
+    refocus: bool = False
     duration: float = 10.0
     cooling: float = 0.0
     duty: float = 1.0
@@ -265,7 +267,8 @@ def plan(
     say(f"grid {grid.shape} (+PML {grid.total_shape}) at {grid.spacing_mm:.3g} mm")
     beams = compare_beams(kwave_medium(on_grid), grid, tr, pose, s.frequency,
                           source_pressure=s.source_pressure, correct=s.correct,
-                          amplitudes=s.amplitudes, search_mm=s.search_mm, run=run,
+                          amplitudes=s.amplitudes, refocus=s.refocus,
+                          search_mm=s.search_mm, run=run,
                           progress=say)  # fmt: skip
     p_amp = beams.fields["corrected" if beams.corrected else "uncorrected"]
     elastic = None
