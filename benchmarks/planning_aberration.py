@@ -7,7 +7,8 @@ target 30 mm above the head's centre entered 13 degrees off the vertical; ``--tr
 focused on the target); CW at ``--f0`` with ``--ppw`` points per wavelength; 10 s of heating
 scaled to 1 MPa at the focus. Runs (``sonotile.planning.plan``): the water path, the
 geometric (uncorrected) drive through the skull, a point source at the target recorded at the
-elements, the phase-conjugated drive; then heat and dose. Prints the foci (peak, distance
+elements, the phase-conjugated drive (with ``--refocus`` once more, the point source moved by
+the corrected focus's offset from the target); then heat and dose. Prints the foci (peak, distance
 from the target, -6 dB volume), the correction's gain, the transmission loss against water,
 the -6 dB volume over water's, the temperatures and the time of each stage.
 
