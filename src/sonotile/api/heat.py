@@ -164,6 +164,27 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
     if not (duration > 0 and dt > 0):
         raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
     q, spacing, info = source_from_result(path, frequency, quantity, coarsen)
+    run = sonicate(q, spacing, info["density"], duration, on, dt, tissue=tissue, T0=T0,
+                   period=period, duty=duty, dtype=dtype, decomposition=decomposition,
+                   mesh_shape=mesh_shape, progress=progress)  # fmt: skip
+    run.attrs = {"source": os.path.basename(path), "quantity": info["quantity"],
+                 "frequency": info["frequency"], **run.attrs}  # fmt: skip
+    return run
+
+
+def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | float,
+             duration: float, on: float | None = None, dt: float = 0.1, *,
+             tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
+             period: float | None = None, duty: float = 1.0,
+             dtype: str = "float64", decomposition: str = "single",
+             mesh_shape: tuple[int, ...] | None = None,
+             progress: bool | None = False) -> HeatRun:  # fmt: skip
+    """Heat a grid for ``duration`` [s] in steps of ``dt`` [s] with the heat source ``q``
+    [W/m^3] (grid spacing ``spacing`` [m], tissue ``density`` [kg/m^3]) on for the first
+    ``on`` seconds (None: throughout), pulsed with ``period`` [s] at ``duty`` if given;
+    ``decomposition``, ``mesh_shape``, ``progress``: see :func:`heat_from_result`."""
+    if not (duration > 0 and dt > 0):
+        raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
     nt = max(1, round(duration / dt))
     n_on = nt if on is None else min(nt, max(0, round(on / dt)))
     switch = sonication(nt, dt, on, period, duty)
@@ -171,7 +192,7 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
     mask = np.zeros(q.shape, bool)
     mask[focus] = True
     grid = argparse.Namespace(shape=q.shape, spacing=spacing)
-    medium = _thermal_medium(tissue or Tissue(), info["density"])
+    medium = _thermal_medium(tissue or Tissue(), density)
     mesh: dict[str, Any] = {} if mesh_shape is None else {"mesh_shape": mesh_shape}
     kd = KWaveDiffusion(grid, medium, {"T0": T0, "Q": q}, mask, dtype=dtype,
                         decomposition=decomposition, progress=progress, **mesh)  # fmt: skip
@@ -182,7 +203,5 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
     data = {"T": kd.T, "T_heated": heated, "T_max": kd.T_max, "cem43": kd.cem43,
             "lesion_map": kd.lesion_map, "Q": q, "T_focus": kd.sensor_data[0],
             "t": (np.arange(nt) + 1) * dt, "focus": np.asarray(focus)}  # fmt: skip
-    attrs = {"source": os.path.basename(path), "quantity": info["quantity"],
-             "frequency": info["frequency"], "duration": nt * dt, "on": n_on * dt,
-             "lesion_size": kd.lesion_size}  # fmt: skip
+    attrs = {"duration": nt * dt, "on": n_on * dt, "lesion_size": kd.lesion_size}
     return HeatRun(data, spacing, dt, attrs)

@@ -1,4 +1,5 @@
-"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``heat``, ``validate``, ``launch``.
+"""The ``sonotile`` command: ``demo``, ``kwave``, ``bench``, ``heat``, ``plan``, ``plot``,
+``validate``, ``launch``.
 
 Each subcommand lives in its own module and is imported only when used, so that options which
 configure JAX (threads, virtual devices) can act before JAX is imported.
@@ -20,6 +21,7 @@ COMMANDS = {
     "bench": ("sonotile.bench.cli", "throughput, compile time and memory benchmarks"),
     "batch": ("sonotile.batch.cli", "many k-Wave input files at once, on subsets of the devices"),
     "heat": ("sonotile.commands.heat", "temperature and thermal dose of a sonication (CW result)"),
+    "plan": ("sonotile.commands.plan", "a sonication plan from a CT: beam, heating, dose, report"),
     "plot": ("sonotile.commands.plot", "figures of a result or k-Wave output file (PNG)"),
     "validate": ("sonotile.commands.validate", "run the k-Wave reference cases and compare"),
     "launch": ("sonotile.parallel.launch", "run N local processes of one job (-n N -- <command>)"),

@@ -1,11 +1,14 @@
-"""From a CT scan to a simulation: images in and out, tissue properties from Hounsfield units,
-a synthetic head phantom, and the transducer and simulation grid in the patient's frame
-(docs/planning.md). nibabel and pydicom (``sonotile[planning]``) are imported when an image is
-read or written.
+"""From a CT scan to a sonication plan: images in and out, tissue properties from Hounsfield
+units, a synthetic head phantom, the transducer and simulation grid in the patient's frame,
+CW runs with aberration correction (docs/planning.md). nibabel and pydicom
+(``sonotile[planning]``) are imported when an image is read or written.
 
 May import: every layer below the front ends, and the other front ends.
 """
 
+from sonotile.planning.aberration import BeamComparison, compare_beams, conjugate_drive
+from sonotile.planning.acoustics import Focus, RunSettings, cw_field, element_response, find_focus
+from sonotile.planning.chain import Plan, PlanSettings, plan
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -23,6 +26,7 @@ from sonotile.planning.images import (
     read_provenance,
     write_nifti,
 )
+from sonotile.planning.outputs import volumes_on_ct, write_plan
 from sonotile.planning.phantom import HeadShape, head_phantom, thickness_along_ray
 from sonotile.planning.tissue import (
     MAPPINGS,
@@ -34,8 +38,12 @@ from sonotile.planning.tissue import (
     skull_mask,
     tissue_properties,
 )
+from sonotile.planning.transducers import Transducer, parse_transducer
 
 __all__ = [
+    "BeamComparison", "Focus", "RunSettings", "Transducer", "compare_beams", "conjugate_drive",
+    "cw_field", "element_response", "find_focus", "parse_transducer", "Plan", "PlanSettings",
+    "plan", "volumes_on_ct", "write_plan",
     "MAPPINGS", "BoneParameters", "CTImage", "Classes", "HeadShape", "Pose", "SimulationGrid",
     "TissueMaps", "beam_grid", "classify", "head_phantom", "hounsfield2density", "kwave_medium",
     "read_ct",

@@ -1,0 +1,121 @@
+"""``sonotile plan CT --target X Y Z --entry X Y Z --transducer SPEC``: a sonication plan from
+a CT (NIfTI file or DICOM folder): the beam through the skull (aberration-corrected for an
+array), the heating and the thermal dose, written as NIfTI volumes on the CT's grid,
+``plan.json`` and a one-page report (:func:`sonotile.planning.plan`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from sonotile.base.cliargs import Parser
+from sonotile.model.problem import ProblemError
+
+#: the numeric options: flag -> (default, help)
+NUMBERS: dict[str, tuple[float | None, str]] = {
+    "--frequency": (500e3, "drive frequency [Hz] (default 500e3)"),
+    "--ppw": (6.0, "points per wavelength at 1500 m/s (default 6)"),
+    "--pressure": (60e3, "drive amplitude per element [Pa] (default 60e3)"),
+    "--focal_pressure": (None, "scale the drive to this focal peak [Pa]"),
+    "--duration": (10.0, "sonication time [s] (default 10)"),
+    "--cooling": (0.0, "time simulated after it [s]"),
+    "--duty": (1.0, "duty cycle (0-1]"),
+    "--period": (None, "pulse period [s] (default: the power time-averaged)"),
+    "--dt": (0.1, "thermal time step [s]"),
+    "--perfusion": (0.0, "blood perfusion rate [1/s]"),
+    "--margin": (5.0, "grid beside the aperture [mm]"),
+    "--beyond": (20.0, "grid past the target [mm]"),
+}
+#: the switches: flag -> help
+SWITCHES = {
+    "--force": "write into an existing output folder",
+    "--no_correction": "drive an array geometrically (no aberration correction)",
+    "--amplitudes": "weight the corrected drive by the recorded amplitudes",
+    "--refocus": "correct once more, aimed by the corrected focus's offset (2 more runs)",
+    "--elastic": "also run the beam through an elastic skull and heat with that beam",
+    "--kwave_input": "also write the beam's run as a k-Wave input file (kwave_input.h5)",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="sonotile plan", description=__doc__.split("\n\n")[0])
+    p.add_argument("ct", help="CT image: NIfTI file or a folder holding a DICOM series")
+    xyz = ("X", "Y", "Z")
+    p.add_argument(
+        "--target",
+        type=float,
+        nargs=3,
+        required=True,
+        metavar=xyz,
+        help="target in scanner coordinates [mm, RAS]",
+    )
+    p.add_argument(
+        "--entry",
+        type=float,
+        nargs=3,
+        required=True,
+        metavar=xyz,
+        help="a point on the beam before the target (e.g. on the scalp) [mm, RAS]",
+    )
+    p.add_argument(
+        "--transducer",
+        required=True,
+        help="'bowl:R:D' or 'array:N:R:D:d' (mm), e.g. array:128:64:64:4",
+    )
+    p.add_argument("-o", "--output", help="output folder (default: the CT's name + '-plan')")
+    p.add_argument(
+        "--mapping",
+        default="aubry2003",
+        help="HU mapping: kwave, aubry2003 (default) or marsac2017",
+    )
+    for flag, (default, text) in NUMBERS.items():
+        p.add_argument(flag, type=float, default=default, help=text)
+    for flag, text in SWITCHES.items():
+        p.add_argument(flag, action="store_true", help=text)
+    return p  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``sonotile plan`` command."""
+    from sonotile.planning.chain import PlanSettings, plan
+    from sonotile.planning.outputs import prepare_output, write_plan
+
+    a = parser().parse_args(argv)
+    out = a.output or os.path.basename(os.path.normpath(a.ct)).split(".")[0] + "-plan"
+    start = time.perf_counter()
+
+    def say(msg: str) -> None:
+        print(f"sonotile plan [{time.perf_counter() - start:6.1f} s] {msg}", flush=True)
+
+    try:
+        settings = PlanSettings(
+            frequency=a.frequency, points_per_wavelength=a.ppw, mapping=a.mapping,
+            source_pressure=a.pressure, focal_pressure=a.focal_pressure,
+            correct=not a.no_correction, amplitudes=a.amplitudes, refocus=a.refocus,
+            elastic=a.elastic, duration=a.duration, cooling=a.cooling, duty=a.duty,
+            period=a.period, heat_dt=a.dt, perfusion=a.perfusion, margin_mm=a.margin,
+            beyond_mm=a.beyond,
+        )  # fmt: skip
+        settings.check()
+        prepare_output(out, a.force, (a.ct,))
+        if not os.path.exists(a.ct):
+            raise ProblemError(f"CT {a.ct!r}: no such file or folder")
+        say(f"reading {a.ct}")
+        result = plan(a.ct, a.target, a.entry, a.transducer, settings, progress=say)
+        paths = write_plan(result, out, force=a.force)
+        if a.kwave_input:
+            from sonotile.planning.export import write_kwave_input
+
+            paths.append(os.path.join(out, "kwave_input.h5"))
+            start = write_kwave_input(result, paths[-1])
+            say(f"k-Wave input {paths[-1]}: run it with --p_max_all -s {start}")
+    except (ProblemError, OSError) as e:
+        print(f"sonotile plan: error: {e}", file=sys.stderr)
+        return 2
+    f = result.summary["focus"]
+    say(f"focus {f['peak_pa'] / 1e6:.3g} MPa, {f['error_mm']:.2f} mm from the target; "
+        f"peak {result.summary['heat']['T_max_degC']:.2f} degC")  # fmt: skip
+    say(f"wrote {len(paths)} files to {out}/")
+    return 0

@@ -1,0 +1,173 @@
+"""Continuous-wave acoustic runs of a plan on its beam grid: the steady-state field of a
+transducer driven with per-element amplitudes and phases, the response at the elements to a
+point source at the target (for aberration correction), and the focus of a field: its peak,
+position and -6 dB volume.
+
+Each run is a fluid :func:`sonotile.api.simulate` on the grid's interior with the PML outside
+(``grid.options()``), long enough for the wave to cross the grid diagonal and settle, the
+steady state read by the single-frequency DFT ``p_cw`` over the last periods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import ndimage
+
+from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium
+from sonotile.model.array import KWaveArray
+from sonotile.model.signals import create_cw_signals
+from sonotile.planning.geometry import SimulationGrid
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How long and how finely a CW run is stepped.
+
+    Attributes:
+        cfl: Courant number at the fastest sound speed.
+        crossings: the run lasts this many grid-diagonal crossings at the slowest speed ...
+        settle_periods: ... plus this many periods of the drive frequency.
+        cw_periods: periods at the end over which amplitude and phase are taken.
+    """
+
+    cfl: float = 0.3
+    crossings: float = 1.2
+    settle_periods: float = 8.0
+    cw_periods: float = 3.0
+
+
+def make_kgrid(
+    grid: SimulationGrid, medium: KWaveMedium, frequency: float, run: RunSettings
+) -> KWaveGrid:
+    """The k-Wave grid of ``grid``'s interior with its time axis [s] for a CW run."""
+    dx = grid.spacing_mm * 1e-3
+    kgrid = KWaveGrid(grid.shape, dx)
+    c = np.asarray(medium.sound_speed)
+    kgrid.dt = run.cfl * dx / float(c.max())
+    diagonal = dx * float(np.linalg.norm(grid.shape))
+    t_end = run.crossings * diagonal / float(c.min()) + run.settle_periods / frequency
+    kgrid.nt = int(np.ceil(t_end / kgrid.dt))
+    return kgrid
+
+
+def _simulate(kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor,
+              grid: SimulationGrid) -> Any:  # fmt: skip
+    from sonotile.api.simulation import simulate  # JAX, imported when a run starts
+
+    return simulate(kgrid, medium, source, sensor, progress=False, quiet=True, **grid.options())
+
+
+def cw_field(
+    medium: KWaveMedium,
+    grid: SimulationGrid,
+    karray: KWaveArray,
+    amplitude: np.ndarray,
+    phase: np.ndarray,
+    frequency: float,
+    run: RunSettings | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steady-state pressure amplitude [Pa] and phase [rad] on ``grid.shape`` of the
+    transducer driven with ``amplitude[e] sin(2 pi f t + phase[e])`` [Pa] per element
+    (an additive pressure source, k-Wave's 4-period ramp)."""
+    run = run or RunSettings()
+    kgrid = make_kgrid(grid, medium, frequency, run)
+    sig = create_cw_signals(kgrid.t, frequency, np.asarray(amplitude), np.asarray(phase))
+    source = KSource(
+        p_mask=karray.get_array_binary_mask(kgrid),
+        p=karray.get_distributed_source_signal(kgrid, sig).astype(np.float32),
+        p_mode="additive",
+    )
+    at_target = np.zeros(grid.shape, bool)
+    at_target[grid.target_index] = True
+    sensor = KSensor(mask=at_target, record=("p_cw_all",), cw_frequency=frequency,
+                     cw_periods=run.cw_periods)  # fmt: skip
+    res = _simulate(kgrid, medium, source, sensor, grid)
+    return np.asarray(res["p_cw_amp_all"]), np.asarray(res["p_cw_phase_all"])
+
+
+def element_response(
+    medium: KWaveMedium,
+    grid: SimulationGrid,
+    karray: KWaveArray,
+    frequency: float,
+    run: RunSettings | None = None,
+    source_index: tuple[int, int, int] | None = None,
+) -> np.ndarray:
+    """Complex steady-state pressure ``A exp(i phase)`` at each element (averaged over its
+    surface) from a CW point source at ``source_index`` (default: the grid's target point):
+    ``(n_elements,)``."""
+    run = run or RunSettings()
+    kgrid = make_kgrid(grid, medium, frequency, run)
+    mask = np.zeros(grid.shape, bool)
+    mask[grid.target_index if source_index is None else source_index] = True
+    sig = create_cw_signals(kgrid.t, frequency, np.array([1e3]), np.array([0.0]))
+    source = KSource(p_mask=mask, p=sig.astype(np.float32), p_mode="additive")
+    element_mask = karray.get_array_binary_mask(kgrid)
+    sensor = KSensor(mask=element_mask, record=("p_cw",), cw_frequency=frequency,
+                     cw_periods=run.cw_periods)  # fmt: skip
+    res = _simulate(kgrid, medium, source, sensor, grid)
+    amp, ph = np.asarray(res["p_cw_amp"]), np.asarray(res["p_cw_phase"])
+    re = karray.combine_sensor_data(kgrid, (amp * np.cos(ph))[:, None])[:, 0]
+    im = karray.combine_sensor_data(kgrid, (amp * np.sin(ph))[:, None])[:, 0]
+    return re + 1j * im
+
+
+@dataclass(frozen=True)
+class Focus:
+    """The focus of a pressure amplitude field.
+
+    Attributes:
+        peak_pa: the largest amplitude within the search sphere [Pa].
+        position_mm: its position (sub-voxel, parabolic fit per axis) [mm, RAS].
+        error_mm: its distance from the target [mm].
+        at_target_pa: the amplitude at the target's grid point [Pa].
+        volume_mm3: the -6 dB focal volume: points within the search sphere at or above half
+            the peak, connected to it [mm^3].
+    """
+
+    peak_pa: float
+    position_mm: tuple[float, float, float]
+    error_mm: float
+    at_target_pa: float
+    volume_mm3: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values (for JSON)."""
+        return asdict(self)
+
+
+def _refine(p: np.ndarray, i: tuple[int, ...]) -> np.ndarray:
+    """Sub-voxel peak position about the integer maximum ``i`` (parabola per axis)."""
+    out = np.asarray(i, dtype=np.float64)
+    for ax in range(p.ndim):
+        if 0 < i[ax] < p.shape[ax] - 1:
+            lo, hi = list(i), list(i)
+            lo[ax], hi[ax] = i[ax] - 1, i[ax] + 1
+            a, b, c = p[tuple(lo)], p[i], p[tuple(hi)]
+            den = a - 2 * b + c
+            out[ax] += 0.5 * (a - c) / den if den < 0 else 0.0
+    return out
+
+
+def find_focus(
+    p_amp: np.ndarray, grid: SimulationGrid, target: np.ndarray, search_mm: float = 15.0
+) -> Focus:
+    """The focus of ``p_amp`` (``grid.shape``): its peak within ``search_mm`` of the target
+    [mm] (so that pressure in and near the skull is not taken for the focus)."""
+    ijk = np.indices(grid.shape, dtype=np.float32)
+    r = np.linalg.norm(ijk - np.reshape(grid.target_index, (3, 1, 1, 1)), axis=0)
+    near = r * grid.spacing_mm <= search_mm
+    masked = np.where(near, p_amp, 0.0)
+    i = tuple(int(v) for v in np.unravel_index(int(np.argmax(masked)), masked.shape))
+    peak = float(p_amp[i])
+    labels, _ = ndimage.label(near & (p_amp >= peak / 2))
+    volume = float(np.count_nonzero(labels == labels[i])) * grid.spacing_mm**3
+    pos = grid.world(_refine(p_amp, i))
+    return Focus(
+        peak, (float(pos[0]), float(pos[1]), float(pos[2])),
+        float(np.linalg.norm(pos - np.asarray(target, dtype=np.float64))),
+        float(p_amp[grid.target_index]), volume,
+    )  # fmt: skip

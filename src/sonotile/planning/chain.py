@@ -1,0 +1,290 @@
+"""One call from a CT to a sonication plan: :func:`plan`.
+
+CT (Hounsfield units) -> tissue properties (a named mapping) -> the transducer placed from a
+target and an entry point -> a beam-aligned grid -> CW acoustic runs (water path, uncorrected,
+and for an array the aberration-corrected drive; fluid skull) -> heating and thermal dose of
+the sonication -> results back on the CT's grid (:mod:`sonotile.planning.outputs`). Inputs are
+checked, in the caller's names, before any work starts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sonotile.api.heat import HeatRun, Tissue, sonicate
+from sonotile.base.version import __version__
+from sonotile.model.problem import ProblemError
+from sonotile.physics.heat import acoustic_heat_source
+from sonotile.planning.aberration import BeamComparison, compare_beams
+from sonotile.planning.acoustics import Focus, RunSettings, find_focus
+from sonotile.planning.elastic import elastic_field
+from sonotile.planning.geometry import (
+    Pose,
+    SimulationGrid,
+    beam_grid,
+    kwave_medium,
+    resample_maps,
+)
+from sonotile.planning.images import CTImage, read_ct
+from sonotile.planning.tissue import (
+    BRAIN,
+    MAPPINGS,
+    TRABECULAR,
+    WATER,
+    TissueMaps,
+    tissue_properties,
+)
+from sonotile.planning.transducers import Transducer, parse_transducer
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """What a plan simulates (SI units unless named otherwise).
+
+    Attributes:
+        frequency: drive frequency [Hz]. points_per_wavelength: at 1500 m/s.
+        mapping: HU -> properties (``sonotile.planning.MAPPINGS``).
+        source_pressure: drive amplitude of each element [Pa] (an additive pressure source).
+        focal_pressure: if given, the drive is scaled (linear acoustics) to this focal peak [Pa].
+        correct: phase-conjugate an array's drive through the skull; amplitudes: and weight
+            its elements by their recorded amplitudes; refocus: and correct once more with
+            the point source moved by the corrected focus's offset from the target.
+        duration: sonication time [s]; cooling: time simulated after it [s].
+        duty: fraction of the time on; with ``period`` [s] the source is pulsed, without it the
+            heat source is time-averaged (pulses much shorter than thermal times).
+        heat_dt: thermal time step [s]; T0: body temperature [degC]; perfusion: blood
+            perfusion rate [1/s]; specific_heat [J/(kg K)], conductivity [W/(m K)].
+        elastic: also run the plan's drive through an elastic skull (shear waves in bone,
+            :mod:`sonotile.planning.elastic`) and heat with that field.
+        search_mm: the focus is the peak within this distance of the target [mm].
+        margin_mm, beyond_mm: the grid's margin beside the aperture and length past the
+            target [mm].
+    """
+
+    frequency: float = 500e3
+    points_per_wavelength: float = 6.0
+    mapping: str = "aubry2003"
+    source_pressure: float = 60e3
+    focal_pressure: float | None = None
+    correct: bool = True
+    amplitudes: bool = False
+    refocus: bool = False
+    duration: float = 10.0
+    cooling: float = 0.0
+    duty: float = 1.0
+    period: float | None = None
+    heat_dt: float = 0.1
+    T0: float = 37.0  # noqa: N815
+    perfusion: float = 0.0
+    specific_heat: float = 3600.0
+    conductivity: float = 0.5
+    elastic: bool = False
+    search_mm: float = 15.0
+    margin_mm: float = 5.0
+    beyond_mm: float = 20.0
+
+    def check(self) -> None:
+        """A :class:`ProblemError` naming the first setting out of range."""
+        positive = ("frequency", "points_per_wavelength", "source_pressure", "duration",
+                    "heat_dt", "specific_heat", "conductivity", "search_mm")  # fmt: skip
+        for name in positive:
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v > 0):
+                raise ProblemError(f"{name} must be positive, got {v}")
+        for name in ("cooling", "perfusion", "margin_mm", "beyond_mm"):
+            if not getattr(self, name) >= 0:
+                raise ProblemError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.duty <= 1:
+            raise ProblemError(f"duty must be in (0, 1], got {self.duty}")
+        for name in ("focal_pressure", "period"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise ProblemError(f"{name} must be positive, got {v}")
+        if self.mapping not in MAPPINGS:
+            raise ProblemError(f"unknown mapping {self.mapping!r}; known: {sorted(MAPPINGS)}")
+
+
+@dataclass
+class Plan:
+    """A simulated sonication plan.
+
+    Attributes:
+        ct: the image. target, entry: [mm, RAS]. transducer, pose, grid, settings: the setup.
+        maps: tissue properties on the grid. beams: the water / uncorrected / corrected runs.
+        scale: the factor from ``settings.source_pressure`` to the plan's drive.
+        p_amp: the plan's pressure amplitude on the grid [Pa]. heat: the thermal run.
+        summary: every number and the provenance (JSON-able). timings: seconds per stage.
+        elastic: the focus of the plan's drive through the elastic skull (at
+            ``settings.source_pressure``), when ``settings.elastic``.
+    """
+
+    ct: CTImage
+    target: np.ndarray
+    entry: np.ndarray
+    transducer: Transducer
+    settings: PlanSettings
+    pose: Pose
+    grid: SimulationGrid
+    maps: TissueMaps
+    beams: BeamComparison
+    scale: float
+    p_amp: np.ndarray
+    heat: HeatRun
+    summary: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    elastic: Focus | None = None
+
+
+def check_inputs(
+    ct: CTImage, target: Sequence[float], entry: Sequence[float], transducer: Transducer | str
+) -> tuple[np.ndarray, np.ndarray, Transducer]:
+    """Target and entry [mm] as vectors and the transducer, or a :class:`ProblemError`
+    saying what is wrong in the caller's terms."""
+    t, e = (np.asarray(v, dtype=np.float64).reshape(-1) for v in (target, entry))
+    for name, v in (("target", t), ("entry", e)):
+        if v.shape != (3,) or not np.isfinite(v).all():
+            raise ProblemError(f"{name} must be 3 finite coordinates [mm], got {v.tolist()}")
+    if np.linalg.norm(t - e) < 1e-6:
+        raise ProblemError(f"entry {e.tolist()} is the target: the beam needs a direction")
+    ijk = ct.voxel(t)
+    if np.any(ijk < -0.5) or np.any(ijk > np.asarray(ct.shape) - 0.5):
+        lo = ct.world(np.zeros(3))
+        hi = ct.world(np.asarray(ct.shape) - 1.0)
+        raise ProblemError(
+            f"target {t.tolist()} mm lies outside the image (voxel {ijk.round(1).tolist()} of "
+            f"{list(ct.shape)}; corners {lo.round(1).tolist()} and {hi.round(1).tolist()} mm)"
+        )
+    tr = transducer if isinstance(transducer, Transducer) else parse_transducer(transducer)
+    return t, e, tr
+
+
+def _check_coupling(maps: TissueMaps, grid: SimulationGrid, tr: Transducer, pose: Pose) -> None:
+    """The transducer must sit in the coupling water, not inside the head."""
+    ijk = np.rint(grid.index(pose.to_world(tr.element_centres()))).astype(int)
+    inside = np.all((ijk >= 0) & (ijk < np.asarray(grid.shape)), axis=1)
+    labels = maps.labels[tuple(ijk[inside].T)]
+    if np.any(labels != WATER):
+        raise ProblemError(
+            f"the transducer ({tr.spec}) placed {tr.radius_mm:g} mm from the target along the "
+            "entry line touches the head: move the entry or take a longer focal length"
+        )
+
+
+def _summary(p: Plan) -> dict[str, Any]:
+    """Every number of a plan and its provenance."""
+    s, beams, heat = p.settings, p.beams, p.heat.data
+    focus = p.elastic or beams.plan
+    fi = tuple(int(v) for v in heat["focus"])
+    in_skull = p.maps.labels >= TRABECULAR  # trabecular and cortical bone
+    brain = p.maps.labels == BRAIN
+    t_max = heat["T_max"]
+    return {
+        "sonotile": __version__, "ct": p.ct.source, "ct_shape": list(p.ct.shape),
+        "target_mm": p.target.tolist(), "entry_mm": p.entry.tolist(),
+        "transducer": p.transducer.as_dict(),
+        "pose": {"position_mm": p.pose.position.tolist(), "axis": p.pose.axis.tolist()},
+        "settings": asdict(s), "grid": p.grid.as_dict(), "tissue": p.maps.provenance,
+        "drive": {"source_pressure_pa": s.source_pressure * p.scale,
+                  "amplitude_pa": (beams.amplitude * p.scale).tolist(),
+                  "phase_rad": beams.phase.tolist()},
+        "beams_at_source_pressure": beams.summary(),
+        "elastic_at_source_pressure": None if p.elastic is None else {
+            **p.elastic.as_dict(), "over_fluid": p.elastic.peak_pa / beams.plan.peak_pa},
+        "focus": {**focus.as_dict(), "peak_pa": focus.peak_pa * p.scale,
+                  "at_target_pa": focus.at_target_pa * p.scale},
+        "heat": {"T_max_degC": float(t_max.max()),
+                 "T_max_brain_degC": float(t_max[brain].max()) if brain.any() else None,
+                 "T_max_skull_degC": float(t_max[in_skull].max()) if in_skull.any() else None,
+                 "rise_at_target_K": float(heat["T_heated"][p.grid.target_index] - s.T0),
+                 "rise_at_heat_peak_K": float(heat["T_heated"][fi] - s.T0),
+                 "heat_peak_mm": p.grid.world(fi).tolist(),
+                 "cem43_max_min": float(heat["cem43"].max()),
+                 "lesion_volume_mm3": float(np.count_nonzero(heat["lesion_map"]))
+                 * p.grid.spacing_mm**3},
+        "timings_s": p.timings,
+    }  # fmt: skip
+
+
+def _heat(p_amp: np.ndarray, maps: TissueMaps, grid: SimulationGrid, s: PlanSettings) -> HeatRun:
+    """The sonication's temperature and dose on the acoustic grid."""
+    medium = kwave_medium(maps)
+    q = acoustic_heat_source(p_amp.astype(np.float64), np.asarray(medium.alpha_coeff),
+                             float(medium.alpha_power), s.frequency, maps.density,
+                             maps.sound_speed)  # fmt: skip
+    pulsed = s.period is not None
+    q = np.asarray(q, dtype=np.float64) * (1.0 if pulsed else s.duty)
+    tissue = Tissue(s.specific_heat, s.conductivity, perfusion_rate=s.perfusion)
+    return sonicate(q, (grid.spacing_mm * 1e-3,) * 3, maps.density.astype(np.float64),
+                    s.duration + s.cooling, s.duration, s.heat_dt, tissue=tissue, T0=s.T0,
+                    period=s.period, duty=s.duty if pulsed else 1.0)  # fmt: skip
+
+
+def plan(
+    ct: CTImage | str | os.PathLike,
+    target: Sequence[float],
+    entry: Sequence[float],
+    transducer: Transducer | str,
+    settings: PlanSettings | None = None,
+    *,
+    run: RunSettings | None = None,
+    progress: Progress | None = None,
+) -> Plan:
+    """Simulate a sonication: the beam from ``transducer`` (a :class:`Transducer` or its spec,
+    e.g. ``"array:128:64:64:4"``) placed on the line from ``entry`` to ``target`` [mm, RAS]
+    with its geometric focus on the target, through the skull of ``ct`` (a
+    :class:`CTImage` or a NIfTI / DICOM path), and the heating it causes. ``progress``
+    receives one line per stage. Write the results with
+    :func:`sonotile.planning.outputs.write_plan`."""
+    say = progress or (lambda _msg: None)
+    s = settings or PlanSettings()
+    s.check()
+    image = ct if isinstance(ct, CTImage) else read_ct(ct)
+    t, e, tr = check_inputs(image, target, entry, transducer)
+    clock, timings = time.perf_counter(), {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name], clock = round(now - clock, 3), now
+
+    say(f"tissue properties ({s.mapping}) at {s.frequency / 1e3:g} kHz")
+    maps = tissue_properties(image.hu, s.mapping, frequency=s.frequency)
+    pose = Pose.from_target_entry(t.tolist(), e.tolist(), focal_length_mm=tr.radius_mm)
+    grid = beam_grid(pose, t.tolist(), s.frequency, points_per_wavelength=s.points_per_wavelength,
+                     aperture_mm=tr.aperture_mm, margin_mm=s.margin_mm,
+                     beyond_mm=s.beyond_mm)  # fmt: skip
+    on_grid = resample_maps(maps, image, grid)
+    _check_coupling(on_grid, grid, tr, pose)
+    lap("properties")
+    say(f"grid {grid.shape} (+PML {grid.total_shape}) at {grid.spacing_mm:.3g} mm")
+    beams = compare_beams(kwave_medium(on_grid), grid, tr, pose, s.frequency,
+                          source_pressure=s.source_pressure, correct=s.correct,
+                          amplitudes=s.amplitudes, refocus=s.refocus,
+                          search_mm=s.search_mm, run=run,
+                          progress=say)  # fmt: skip
+    p_amp = beams.fields["corrected" if beams.corrected else "uncorrected"]
+    elastic = None
+    if s.elastic:
+        say("elastic skull: the plan's drive")
+        p_amp = elastic_field(on_grid, grid, tr.karray(pose, grid), beams.amplitude,
+                              beams.phase, s.frequency, run)  # fmt: skip
+        elastic = find_focus(p_amp, grid, t, s.search_mm)
+    lap("acoustics")
+    peak = (elastic or beams.plan).peak_pa
+    scale = 1.0 if s.focal_pressure is None else s.focal_pressure / peak
+    p_amp = p_amp * scale
+    say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")
+    heat = _heat(p_amp, on_grid, grid, s)
+    lap("heat")
+    p = Plan(image, t, e, tr, s, pose, grid, on_grid, beams, scale, p_amp, heat, {}, timings,
+             elastic)  # fmt: skip
+    p.summary = _summary(p)
+    return p

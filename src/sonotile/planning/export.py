@@ -1,0 +1,44 @@
+"""A plan's acoustic run as a k-Wave input file, so that k-Wave's own solvers
+(``kspaceFirstOrder-OMP``/``-CUDA``) or ``sonotile-kwave`` run the very same problem: the
+medium on the beam grid, the transducer's elements with the plan's drive (the corrected one
+for an array), the PML outside the grid. Run it with ``--p_max_all -s START`` (START from
+:func:`write_kwave_input`): the maximum over the last periods, after the field is steady.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sonotile.api.problem import build_problem
+from sonotile.api.types import KSensor, KSource, KWaveGrid, Options
+from sonotile.kwave.writer import write_input
+from sonotile.model.signals import create_cw_signals
+from sonotile.planning.acoustics import RunSettings, make_kgrid
+from sonotile.planning.chain import Plan
+from sonotile.planning.geometry import kwave_medium
+
+
+def write_kwave_input(
+    p: Plan, path: str, record_periods: int = 4, run: RunSettings | None = None
+) -> int:
+    """Write the plan's forward run to ``path`` (k-Wave HDF5 input, format 1.2) with a whole
+    number of time steps per period; the 1-based first step of the last ``record_periods``
+    periods (k-Wave's ``-s``)."""
+    medium = kwave_medium(p.maps)
+    f = p.settings.frequency
+    rough = make_kgrid(p.grid, medium, f, run or RunSettings())
+    assert rough.dt is not None and rough.nt is not None  # make_kgrid sets both
+    per_period = int(np.ceil(1.0 / (f * rough.dt)))  # dt no longer than the CFL step
+    kgrid = KWaveGrid(p.grid.shape, p.grid.spacing_mm * 1e-3)
+    kgrid.dt = 1.0 / (f * per_period)
+    kgrid.nt = int(np.ceil(rough.nt * rough.dt / kgrid.dt))
+    karray = p.transducer.karray(p.pose, p.grid)
+    sig = create_cw_signals(kgrid.t, f, p.beams.amplitude * p.scale, p.beams.phase)
+    signals = karray.get_distributed_source_signal(kgrid, sig).astype(np.float32)
+    source = KSource(p_mask=karray.get_array_binary_mask(kgrid), p=signals)
+    at_target = np.zeros(p.grid.shape, bool)
+    at_target[p.grid.target_index] = True
+    options = Options(pml_size=p.grid.pml_size, pml_inside=False, smooth_p0=False)
+    problem, _ = build_problem(kgrid, medium, source, KSensor(mask=at_target), options)
+    write_input(path, problem, f"sonotile plan: {p.transducer.spec} at {f:g} Hz")
+    return int(kgrid.nt - record_periods * per_period + 1)

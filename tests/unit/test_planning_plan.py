@@ -1,0 +1,169 @@
+"""From a CT to a sonication plan, end to end on the phantom at a small grid: ``plan`` and
+``write_plan`` in Python and the ``sonotile plan`` command: the volumes come back on the CT's
+grid and affine where the plan put them, the report is written, every number is finite, and
+bad input is refused before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from sonotile.commands.cli import main as cli
+from sonotile.kwave.reader import read_input
+from sonotile.planning.acoustics import find_focus
+from sonotile.planning.chain import PlanSettings, plan
+from sonotile.planning.export import write_kwave_input
+from sonotile.planning.images import read_nifti, read_provenance, write_nifti
+from sonotile.planning.outputs import FILES, volumes_on_ct, write_plan
+from sonotile.planning.phantom import head_phantom
+
+TARGET = [0.0, 10.0, 45.0]
+ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
+SMALL = dict(frequency=300e3, points_per_wavelength=2.5, margin_mm=3.0, beyond_mm=10.0)
+
+
+@pytest.fixture(scope="module")
+def ct_path(tmp_path_factory):
+    ct = head_phantom((80, 96, 84), 2.0, seed=0)
+    path = str(tmp_path_factory.mktemp("ct") / "head.nii.gz")
+    write_nifti(path, ct.hu, ct)
+    return path
+
+
+@pytest.fixture(scope="module")
+def planned(ct_path, tmp_path_factory):
+    settings = PlanSettings(**SMALL, duration=5.0, cooling=2.0, focal_pressure=1.5e6)
+    p = plan(ct_path, TARGET, ENTRY, "bowl:50:50", settings)
+    out = str(tmp_path_factory.mktemp("plan") / "out")
+    return p, out, write_plan(p, out)
+
+
+def _numbers(v):
+    if isinstance(v, dict):
+        for x in v.values():
+            yield from _numbers(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from _numbers(x)
+    elif isinstance(v, int | float) and not isinstance(v, bool):
+        yield float(v)
+
+
+def test_plan_writes_aligned_volumes_report_and_numbers(planned, ct_path):
+    p, out, paths = planned
+    assert sorted(os.path.basename(q) for q in paths) == sorted(FILES)
+    ct = read_nifti(ct_path)
+    for name in ("pressure_amplitude", "temperature_max", "cem43", "lesion"):
+        img = read_nifti(os.path.join(out, f"{name}.nii.gz"))
+        assert img.shape == ct.shape and np.allclose(img.affine, ct.affine)
+        assert np.isfinite(img.hu).all()
+    assert read_provenance(os.path.join(out, "pressure_amplitude.nii.gz"))["tissue"][
+        "mapping"] == "aubry2003"  # fmt: skip
+    summary = json.load(open(os.path.join(out, "plan.json")))
+    numbers = list(_numbers(summary))
+    assert len(numbers) > 50 and np.isfinite(numbers).all()
+    f, h = summary["focus"], summary["heat"]
+    np.testing.assert_allclose(f["peak_pa"], 1.5e6)  # scaled to the requested focal pressure
+    assert f["error_mm"] < 15.0 and h["T_max_degC"] > 37.0 and h["rise_at_target_K"] > 0.1
+    assert summary["settings"]["mapping"] == "aubry2003"
+    assert summary["transducer"]["n_elements"] == 1
+    assert os.path.getsize(os.path.join(out, "report.png")) > 20_000
+    assert "data:image/png;base64," in open(os.path.join(out, "report.html")).read()
+    # the pressure on the CT peaks (near the target) where the plan says the focus is
+    pa = read_nifti(os.path.join(out, "pressure_amplitude.nii.gz")).hu
+    xyz = ct.world(np.moveaxis(np.indices(ct.shape), 0, -1))
+    near = np.linalg.norm(xyz - TARGET, axis=-1) < 15.0
+    peak = xyz[np.unravel_index(np.argmax(np.where(near, pa, 0)), ct.shape)]
+    assert np.linalg.norm(peak - f["position_mm"]) < 2.5  # a CT voxel is 2 mm
+
+
+def test_marker_at_the_target_comes_back_at_the_target(planned):
+    p, _, _ = planned
+    ijk = np.moveaxis(np.indices(p.grid.shape), 0, -1)
+    r2 = np.sum((ijk - np.asarray(p.grid.target_index)) ** 2, axis=-1) * p.grid.spacing_mm**2
+    marker = np.exp(-r2 / (2 * 3.0**2))  # a 3 mm Gaussian at the grid's target point
+    v = volumes_on_ct(replace(p, p_amp=marker))["pressure_amplitude"]
+    w = v / v.sum()
+    centroid = np.tensordot(w, np.moveaxis(p.ct.world(np.moveaxis(np.indices(v.shape), 0, -1)),
+                                           -1, 0), axes=([0, 1, 2], [1, 2, 3]))  # fmt: skip
+    assert np.linalg.norm(centroid - TARGET) < 0.3
+
+
+def test_plan_command(ct_path, tmp_path, capsys):
+    out = str(tmp_path / "cli")
+    args = [ct_path, "--target", *map(str, TARGET), "--entry", *map(str, ENTRY),
+            "--transducer", "bowl:50:50", "--frequency", "200e3", "--ppw", "2.5",
+            "--margin", "2", "--beyond", "6", "--duration", "1", "--kwave_input",
+            "-o", out]  # fmt: skip
+    assert cli(["plan", *args]) == 0
+    text = capsys.readouterr().out
+    assert "CW field: uncorrected" in text and "wrote 8 files" in text
+    assert "--p_max_all -s" in text
+    assert sorted(os.listdir(out)) == sorted([*FILES, "kwave_input.h5"])
+    before = {f: os.path.getmtime(os.path.join(out, f)) for f in FILES}
+    assert cli(["plan", *args]) == 2  # an existing folder is refused, nothing rewritten
+    assert "exists" in capsys.readouterr().err
+    assert before == {f: os.path.getmtime(os.path.join(out, f)) for f in FILES}
+
+
+def test_kwave_input_holds_the_plans_run(planned, tmp_path):
+    p, _, _ = planned
+    path = str(tmp_path / "in.h5")
+    start = write_kwave_input(p, path, record_periods=4)
+    problem, _ = read_input(path)
+    g = problem.grid
+    assert g.shape == p.grid.total_shape and problem.pml.size == p.grid.pml_size
+    np.testing.assert_allclose(g.spacing, p.grid.spacing_mm * 1e-3)
+    per_period = 1.0 / (p.settings.frequency * g.dt)
+    assert abs(per_period - round(per_period)) < 1e-6  # whole steps per period
+    assert start == g.nt - 4 * round(per_period) + 1 and start > g.nt / 2
+    c = np.asarray(problem.medium.c0)  # the skull is in the file's medium
+    assert c.max() > 2500 and np.isclose(c.min(), 1500)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"--target": ["0", "0", "500"]}, "outside the image"),
+        ({"--entry": ["0.0", "10.0", "45.0"]}, "is the target"),
+        ({"--transducer": ["ring:5"]}, "unknown transducer"),
+        ({"--duty": ["1.5"]}, "duty"),
+        ({"--mapping": ["hounsfield"]}, "unknown mapping"),
+        ({"--transducer": ["bowl:20:20"]}, "touches the head"),
+    ],
+)
+def test_plan_command_refuses_bad_input(ct_path, tmp_path, capsys, change, message):
+    opts = {"--target": [str(v) for v in TARGET], "--entry": [str(v) for v in ENTRY],
+            "--transducer": ["bowl:50:50"], "-o": [str(tmp_path / "o")]}  # fmt: skip
+    opts.update(change)
+    argv = ["plan", ct_path] + [x for k, v in opts.items() for x in (k, *v)]
+    assert cli(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "o")
+
+
+@pytest.mark.slow
+def test_array_plan_uses_the_corrected_drive(ct_path):
+    settings = PlanSettings(**SMALL, duration=1.0)
+    p = plan(ct_path, TARGET, ENTRY, "array:48:50:50:4", settings)
+    b, drive = p.summary["beams_at_source_pressure"], p.summary["drive"]
+    assert b["corrected"] is not None and b["focal_gain"] > 1.0
+    assert len(drive["phase_rad"]) == 48 and np.ptp(drive["phase_rad"]) > 0.5  # not geometric
+    np.testing.assert_array_equal(p.p_amp, p.beams.fields["corrected"])  # scale 1: no target
+    assert p.summary["focus"]["error_mm"] == b["corrected"]["error_mm"]
+
+
+@pytest.mark.slow
+def test_elastic_plan_heats_with_the_elastic_beam(ct_path):
+    settings = PlanSettings(**SMALL, duration=1.0, elastic=True, focal_pressure=1e6)
+    p = plan(ct_path, TARGET, ENTRY, "bowl:50:50", settings)
+    el, f = p.summary["elastic_at_source_pressure"], p.summary["focus"]
+    assert el is not None and 0.6 < el["over_fluid"] < 1.1
+    assert f["position_mm"] == el["position_mm"] and np.isclose(f["peak_pa"], 1e6)
+    # the heating used the elastic beam, scaled to the requested focal pressure
+    assert np.isclose(find_focus(p.p_amp, p.grid, p.target).peak_pa, 1e6, rtol=1e-5)
+    assert not np.allclose(p.p_amp, p.beams.fields["uncorrected"] * p.scale, rtol=0.01)
