@@ -35,7 +35,15 @@ import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api.problem import build_problem
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, OptionArgs, Options
+from sonotile.api.types import (
+    KSensor,
+    KSource,
+    KWaveGrid,
+    KWaveMedium,
+    OptionArgs,
+    Options,
+    is_elastic,
+)
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
@@ -415,6 +423,10 @@ def make_simulator(
             (FFT outputs; with ``remat_step`` nothing: each step rematerialised); only
             reverse mode (``jax.grad``, ``jax.vjp``) is defined. ``None``: states on the device.
 
+    An elastic medium (``sound_speed_compression`` / ``sound_speed_shear``) gives an elastic
+    simulator (:mod:`sonotile.api.elastic_simulator`: ``params`` by k-Wave's elastic names,
+    the records of ``pstd_elastic_2d/3d``; single or pencil).
+
     Returns:
         A :class:`Simulator`: ``sim(params)`` with ``params`` a dict of any of ``sound_speed``,
         ``density``, ``alpha_coeff``, ``BonA``, ``p0``, ``p``, ``ux``, ``uy``, ``uz`` present
@@ -427,6 +439,14 @@ def make_simulator(
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     opts = Options.of(options, option_args, "make_simulator")
+    if is_elastic(medium):
+        from sonotile.api.elastic_simulator import make_elastic_simulator
+
+        refused = {"remat_step": remat_step, "tape": tape is not None, "overlap": overlap != 16,
+                   "bell_width": bell_width != 0.5}  # fmt: skip
+        return make_elastic_simulator(
+            kgrid, medium, source, sensor, opts, str(decomposition), mesh, chunk, refused
+        )  # type: ignore[return-value]
     if opts.smooth_c0 or opts.smooth_rho0 or opts.axisymmetric:
         raise ValueError("make_simulator: smooth_c0, smooth_rho0, axisymmetric: not differentiable")
     smooth_p0 = opts.smooth_p0  # applied to the (traced) p0 of each call, not to the input's

@@ -134,6 +134,8 @@ def execute(
     state: State | None = None,
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
+    xs: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, jax.Array]:
     """An elastic run (:func:`sonotile.physics.elastic.build`) as one traced function of the
     medium (the common scan body, :func:`sonotile.solver.runner.traced_run`): ``values``:
@@ -141,17 +143,20 @@ def execute(
     function of the records with respect to them); from ``state`` (default: rest; one device
     only); each ``chunk`` of steps rematerialised in the backward pass. ``decomposition=
     "pencil"``: on a pencil mesh of ``mesh_shape`` devices (default all on one axis; even
-    blocks). Returns the records in k-Wave's layout (series ``(N, recorded steps)``)."""
+    blocks). ``xs``: per-step source inputs replacing the run's (traced: gradients with
+    respect to source signals; :func:`traced_inputs`); ``extra``: constants replacing the
+    run's (``p0_split``). Returns the records in k-Wave's layout (series ``(N, recorded
+    steps)``)."""
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
-    xs = jax.tree_util.tree_map(jnp.asarray, run.xs)
+    steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
     if Decomposition.parse(decomposition) == "single":
-        c = model.constants(run, tuple(range(len(run.shape))), values)
+        c = model.constants(run, tuple(range(len(run.shape))), values) | dict(extra or {})
         pts = layout.points
         index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
                                              for a in range(pts.shape[1]))  # fmt: skip
         ops = model.operators(run, layout.needs_unstagger)
-        raw, agg, end = runner.traced_run(model, layout, c, ops, index, xs, run.shape, run.dtype,
+        raw, agg, end = runner.traced_run(model, layout, c, ops, index, steps, run.shape, run.dtype,
                                           state, chunk)  # fmt: skip
     else:
         if state is not None:
@@ -164,13 +169,13 @@ def execute(
 
         mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
         go, fixed = mesh_runner(run, layout, local, str(decomposition), mesh)  # type: ignore[arg-type]
-        raw, agg, parts = go(model.constants(run, (), values), xs, fixed)
+        raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
         end = State(*parts)
     out = {k: v[layout.start :].T for k, v in raw.items()}
     return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
 
 
-def _x64(dtype: str) -> contextlib.AbstractContextManager[Any]:
+def x64(dtype: str) -> contextlib.AbstractContextManager[Any]:
     """JAX's 64-bit mode for a float64 run."""
     return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
 
@@ -227,7 +232,7 @@ def prepare(
         raise ProblemError(f"pml_size = {pml_size!r}: the elastic model takes points per axis")
     size = (pml_size,) * nd if isinstance(pml_size, int) else pml_size
     alpha = tuple(np.broadcast_to(np.asarray(pml_alpha, dtype=float), (nd,)))
-    with _x64(dtype):
+    with x64(dtype):
         run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=points,
                     record=record, record_start_index=start, pml_size=size, pml_alpha=alpha,
                     mpml_ratio=multi_axial_pml_ratio, dtype=dtype)  # fmt: skip
@@ -247,7 +252,7 @@ def run_elastic(
     """A built run through the common loop on the engine asked for (``engine_args``: of
     :func:`sonotile.parallel.engine.engine_for`): the records in k-Wave's layout (series
     ``(N, recorded steps)``) and what ran it."""
-    with _x64(run.dtype):
+    with x64(run.dtype):
         engine, reason = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
                                     None if mesh_shape is None else tuple(mesh_shape),
                                     **engine_args)  # fmt: skip
@@ -280,7 +285,7 @@ def _pstd_elastic(
     return run_elastic(run, decomposition, mesh_shape, progress)[0]
 
 
-def _check_options(medium: Any, options: Options, overlap: int | None) -> None:
+def check_options(medium: Any, options: Options, overlap: int | None) -> None:
     """The acoustic options and medium fields the elastic model has no use for, refused by
     name (``simulate`` with an elastic medium)."""
     refused = {
@@ -323,7 +328,7 @@ def simulate_elastic(
 ) -> Results:
     """:func:`sonotile.simulate` with an elastic medium (arguments as there; ``pml_inside``,
     ``smooth_c0``/``smooth_rho0``, ``axisymmetric`` and ``overlap`` refused by name)."""
-    _check_options(medium, options, overlap)
+    check_options(medium, options, overlap)
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=options.smooth_p0)  # fmt: skip
     notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
@@ -405,6 +410,6 @@ def pstd_elastic_3d(
 
 
 __all__ = [
-    "ElasticSource", "KWaveElasticMedium", "execute", "prepare", "pstd_elastic_2d",
-    "pstd_elastic_3d", "run_elastic", "simulate_elastic",
+    "ElasticSource", "KWaveElasticMedium", "check_options", "execute", "prepare", "pstd_elastic_2d",
+    "pstd_elastic_3d", "run_elastic", "simulate_elastic", "x64",
 ]  # fmt: skip
