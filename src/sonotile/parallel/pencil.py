@@ -282,8 +282,9 @@ class PencilOps(FourierOps):
     def diffs_many(
         self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
     ) -> list[list[jax.Array]]:  # fmt: skip
-        """Not on a mesh yet (see :meth:`diffs`)."""
-        raise NotImplementedError("single-axis derivatives (the elastic model) on a pencil mesh")
+        """:meth:`diffs` of each field of ``fs``: ``out[i][j]`` is ``diffs(fs[i], which)[j]``
+        (as :meth:`FourierOps.diffs_many`; one field at a time on the mesh)."""
+        return [self.diffs(f, which) for f in fs]
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:
         mt = self.meta
