@@ -127,6 +127,12 @@ def _sensor(
     return points, record, int(getattr(sensor, "record_start_index", 1))
 
 
+def _cw(sensor: KSensor | None) -> dict[str, Any]:
+    """The sensor's ``p_cw`` window (``cw_frequency`` [Hz], ``cw_periods``)."""
+    return {"cw_frequency": getattr(sensor, "cw_frequency", None),
+            "cw_periods": float(getattr(sensor, "cw_periods", 3.0))}  # fmt: skip
+
+
 def execute(
     run: ElasticRun,
     values: Mapping[str, Any] | None = None,
@@ -235,7 +241,7 @@ def prepare(
     with x64(dtype):
         run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=points,
                     record=record, record_start_index=start, pml_size=size, pml_alpha=alpha,
-                    mpml_ratio=multi_axial_pml_ratio, dtype=dtype)  # fmt: skip
+                    mpml_ratio=multi_axial_pml_ratio, dtype=dtype, **_cw(sensor))  # fmt: skip
     needs = [r for r in record if not (r.endswith("_all") or r.endswith("_final"))]
     if points is None and needs:
         raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
