@@ -52,7 +52,7 @@ def test_simulate_with_elastic_medium_is_pstd_elastic(tmp_path):
     assert st.load_results(path)["sxx"].shape == res["sxx"].shape
 
 
-def test_kwave_medium_with_elastic_fields_runs_the_elastic_model():
+def test_kwave_medium_with_elastic_fields_runs_the_elastic_model(tmp_path):
     solid = _solid()
     medium = st.KWaveMedium(sound_speed=1500.0, density=1500.0, sound_speed_compression=2000.0,
                             sound_speed_shear=solid.sound_speed_shear)  # fmt: skip
@@ -66,6 +66,10 @@ def test_kwave_medium_with_elastic_fields_runs_the_elastic_model():
     assert "sxy" in res  # the elastic model ran: an acoustic run has no stresses
     np.testing.assert_array_equal(res["sxy"], ref["sxy"])
     assert np.abs(res["sxy"]).max() > 0
+    res.save(str(tmp_path / "r.h5"))
+    inputs, options = st.load_input(str(tmp_path / "r.h5"))
+    assert isinstance(inputs[1], st.KWaveMedium) and isinstance(inputs[2], st.KSource)
+    np.testing.assert_array_equal(st.simulate(*inputs, **options, quiet=True)["sxy"], res["sxy"])
 
 
 def _refused(match: str, medium=None, source=None, sensor=None, grid=GRID, exc=ProblemError,
