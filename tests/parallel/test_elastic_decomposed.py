@@ -118,6 +118,30 @@ for name in values:
                                      / jnp.abs(g1[name]).max()),
                   "fd": abs(float(jnp.sum(g4[name] * d)) - fd) / abs(fd)}
 out["grad"] = grad
+
+# st.simulate and st.make_simulator with the elastic medium on a mesh
+s_sens = st.KSensor(mask=sens, record=("p", "s"))
+r1 = st.simulate(grid, medium, source, s_sens, pml_size=3, dtype="float64", quiet=True)
+r4 = st.simulate(grid, medium, source, s_sens, pml_size=3, dtype="float64", quiet=True,
+                 decomposition="pencil", mesh=(2, 2))
+out["simulate"] = max(float(np.abs(r4[k] - r1[k]).max() / np.abs(r1[k]).max()) for k in r1.keys())
+u2 = np.zeros(n2, bool)
+u2[10, 5:20:4] = True
+src2 = st.ElasticSource(ux=1e-3 * np.sin(0.5 * np.arange(24)), u_mask=u2)
+sen2 = st.KSensor(points=np.array([[4, 4], [25, 7], [14, 16]]), record=("p", "s"))
+g2 = st.KWaveGrid(n2, dx, dt=0.2 * dx / 2700, nt=24)
+m2 = st.KWaveElasticMedium(cp2, cs2, rho2, 2.0, 4.0)
+sims = {d: st.make_simulator(g2, m2, src2, sen2, pml_size=4, dtype="float64", decomposition=d,
+                             mesh=(4,) if d == "pencil" else None) for d in ("single", "pencil")}
+
+def sim_loss(p, d):
+    o = sims[d](p)
+    return jnp.sum(o["p"] ** 2) + jnp.sum(o["sxy"] ** 2)
+
+pb = {k: sims["single"].params[k] for k in ("sound_speed_compression", "ux")}
+ga = {d: jax.grad(sim_loss)(pb, d) for d in sims}
+out["simgrad"] = {k: float(jnp.abs(ga["pencil"][k] - ga["single"][k]).max()
+                           / jnp.abs(ga["single"][k]).max()) for k in pb}
 print("RESULT" + json.dumps(out))
 """
 
@@ -143,6 +167,11 @@ def test_gradient_through_the_mesh(results: dict, name: str) -> None:
     g = results["grad"][name]
     assert g["vs_single"] <= 1e-10, g
     assert g["fd"] <= 1e-6, g
+
+
+def test_simulate_and_simulator_on_the_mesh(results: dict) -> None:
+    assert results["simulate"] <= 1e-10, results["simulate"]
+    assert max(results["simgrad"].values()) <= 1e-10, results["simgrad"]
 
 
 def test_split_field_refused_on_a_mesh(results: dict) -> None:

@@ -35,7 +35,15 @@ import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api.problem import build_problem
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, OptionArgs, Options
+from sonotile.api.types import (
+    KSensor,
+    KSource,
+    KWaveGrid,
+    KWaveMedium,
+    OptionArgs,
+    Options,
+    is_elastic,
+)
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
@@ -383,6 +391,32 @@ def _single(st: Static) -> tuple[Run, tuple, str]:
     return run, (ops, index), f"single device ({dev.platform}:{dev.id})"
 
 
+def _begin(
+    options: Options | None, given: Mapping[str, Any], decomposition: Decomposition | str
+) -> tuple[Options, Decomposition]:
+    """The options and decomposition of :func:`make_simulator`, JAX's runtime prepared."""
+    decomposition = Decomposition.parse(decomposition)
+    if decomposition == AUTO:
+        raise ValueError("decomposition = 'auto': make_simulator takes single, pencil or lfb")
+    from sonotile.base import runtime
+
+    runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
+    return Options.of(options, given, "make_simulator"), decomposition
+
+
+def _elastic(
+    kgrid: KWaveGrid, medium: Any, source: Any, sensor: KSensor, opts: Options,
+    decomposition: Decomposition, mesh: tuple[int, ...] | None, chunk: int | str | None,
+    refused: Mapping[str, bool],
+) -> Simulator:  # fmt: skip
+    """The elastic simulator (:mod:`sonotile.api.elastic_simulator`), typed as the acoustic."""
+    from sonotile.api.elastic_simulator import make_elastic_simulator
+
+    sim = make_elastic_simulator(kgrid, medium, source, sensor, opts, str(decomposition), mesh,
+                                 chunk, refused)  # fmt: skip
+    return sim  # type: ignore[return-value]
+
+
 def make_simulator(
     kgrid: KWaveGrid,
     medium: KWaveMedium,
@@ -415,18 +449,20 @@ def make_simulator(
             (FFT outputs; with ``remat_step`` nothing: each step rematerialised); only
             reverse mode (``jax.grad``, ``jax.vjp``) is defined. ``None``: states on the device.
 
+    An elastic medium (``sound_speed_compression`` / ``sound_speed_shear``) gives an elastic
+    simulator (:mod:`sonotile.api.elastic_simulator`: ``params`` by k-Wave's elastic names,
+    the records of ``pstd_elastic_2d/3d``; single or pencil).
+
     Returns:
         A :class:`Simulator`: ``sim(params)`` with ``params`` a dict of any of ``sound_speed``,
         ``density``, ``alpha_coeff``, ``BonA``, ``p0``, ``p``, ``ux``, ``uy``, ``uz`` present
         in the input; ``sim.params`` holds the given values.
     """
-    decomposition = Decomposition.parse(decomposition)
-    if decomposition == AUTO:
-        raise ValueError("decomposition = 'auto': make_simulator takes single, pencil or lfb")
-    from sonotile.base import runtime
-
-    runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
-    opts = Options.of(options, option_args, "make_simulator")
+    opts, decomposition = _begin(options, option_args, decomposition)
+    if is_elastic(medium):  # the model is chosen by the medium, as in k-Wave
+        refused = {"remat_step": remat_step, "tape": tape is not None, "overlap": overlap != 16,
+                   "bell_width": bell_width != 0.5}  # fmt: skip
+        return _elastic(kgrid, medium, source, sensor, opts, decomposition, mesh, chunk, refused)
     if opts.smooth_c0 or opts.smooth_rho0 or opts.axisymmetric:
         raise ValueError("make_simulator: smooth_c0, smooth_rho0, axisymmetric: not differentiable")
     smooth_p0 = opts.smooth_p0  # applied to the (traced) p0 of each call, not to the input's

@@ -12,8 +12,9 @@ points).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -21,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.api import KSensor, KWaveGrid, mask_points
+from sonotile.api.problem import mask_points
+from sonotile.api.results import Results
+from sonotile.api.types import ElasticSource, KSensor, KWaveElasticMedium, KWaveGrid, Options
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, make_time
 from sonotile.model.problem import ProblemError
@@ -34,55 +37,6 @@ from sonotile.physics.elastic.problem import ElasticRun
 from sonotile.physics.elastic.sources import SourceSignals
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
-
-
-@dataclass
-class ElasticSource:
-    """k-Wave's elastic sources, in the user's units (signals ``(Nt_src,)`` for all points or
-    ``(N, Nt_src)``, one row per mask point in k-Wave's column-major order).
-
-    Attributes:
-        p0: initial pressure [Pa], grid-shaped (enters the normal stresses over the first two
-            steps, as in k-Wave; smoothed first by k-Wave's Blackman window with its
-            maximum restored, unless ``smooth_p0=False``, as k-Wave's ``'Smooth'``).
-        ux, uy, uz: particle velocity [m/s] at ``u_mask``; ``u_mode`` ``"additive"`` (default,
-            also ``"additive-no-correction"``) or ``"dirichlet"``.
-        sxx, syy, szz, sxy, sxz, syz: stress [Pa] at ``s_mask``; ``s_mode`` as ``u_mode``.
-    """
-
-    p0: ArrayLike | None = None
-    ux: ArrayLike | None = None
-    uy: ArrayLike | None = None
-    uz: ArrayLike | None = None
-    u_mask: ArrayLike | None = None
-    u_mode: str = "additive"
-    sxx: ArrayLike | None = None
-    syy: ArrayLike | None = None
-    szz: ArrayLike | None = None
-    sxy: ArrayLike | None = None
-    sxz: ArrayLike | None = None
-    syz: ArrayLike | None = None
-    s_mask: ArrayLike | None = None
-    s_mode: str = "additive"
-
-
-@dataclass
-class KWaveElasticMedium:
-    """k-Wave's elastic medium fields, each a number or a grid-shaped array.
-
-    Attributes:
-        sound_speed_compression: [m/s]. sound_speed_shear: [m/s] (0: fluid).
-        density: [kg/m^3].
-        alpha_coeff_compression, alpha_coeff_shear: Kelvin-Voigt absorption
-            [dB/(MHz^2 cm)], both or neither.
-    """
-
-    sound_speed_compression: ArrayLike
-    sound_speed_shear: ArrayLike
-    density: ArrayLike
-    alpha_coeff_compression: ArrayLike | None = None
-    alpha_coeff_shear: ArrayLike | None = None
-
 
 MODES = {"additive": "additive", "additive-no-correction": "additive", "dirichlet": "dirichlet"}
 
@@ -173,6 +127,12 @@ def _sensor(
     return points, record, int(getattr(sensor, "record_start_index", 1))
 
 
+def _cw(sensor: KSensor | None) -> dict[str, Any]:
+    """The sensor's ``p_cw`` window (``cw_frequency`` [Hz], ``cw_periods``)."""
+    return {"cw_frequency": getattr(sensor, "cw_frequency", None),
+            "cw_periods": float(getattr(sensor, "cw_periods", 3.0))}  # fmt: skip
+
+
 def execute(
     run: ElasticRun,
     values: Mapping[str, Any] | None = None,
@@ -180,6 +140,8 @@ def execute(
     state: State | None = None,
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
+    xs: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, jax.Array]:
     """An elastic run (:func:`sonotile.physics.elastic.build`) as one traced function of the
     medium (the common scan body, :func:`sonotile.solver.runner.traced_run`): ``values``:
@@ -187,17 +149,20 @@ def execute(
     function of the records with respect to them); from ``state`` (default: rest; one device
     only); each ``chunk`` of steps rematerialised in the backward pass. ``decomposition=
     "pencil"``: on a pencil mesh of ``mesh_shape`` devices (default all on one axis; even
-    blocks). Returns the records in k-Wave's layout (series ``(N, recorded steps)``)."""
+    blocks). ``xs``: per-step source inputs replacing the run's (traced: gradients with
+    respect to source signals; :func:`traced_inputs`); ``extra``: constants replacing the
+    run's (``p0_split``). Returns the records in k-Wave's layout (series ``(N, recorded
+    steps)``)."""
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
-    xs = jax.tree_util.tree_map(jnp.asarray, run.xs)
+    steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
     if Decomposition.parse(decomposition) == "single":
-        c = model.constants(run, tuple(range(len(run.shape))), values)
+        c = model.constants(run, tuple(range(len(run.shape))), values) | dict(extra or {})
         pts = layout.points
         index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
                                              for a in range(pts.shape[1]))  # fmt: skip
         ops = model.operators(run, layout.needs_unstagger)
-        raw, agg, end = runner.traced_run(model, layout, c, ops, index, xs, run.shape, run.dtype,
+        raw, agg, end = runner.traced_run(model, layout, c, ops, index, steps, run.shape, run.dtype,
                                           state, chunk)  # fmt: skip
     else:
         if state is not None:
@@ -210,10 +175,96 @@ def execute(
 
         mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
         go, fixed = mesh_runner(run, layout, local, str(decomposition), mesh)  # type: ignore[arg-type]
-        raw, agg, parts = go(model.constants(run, (), values), xs, fixed)
+        raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
         end = State(*parts)
     out = {k: v[layout.start :].T for k, v in raw.items()}
     return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
+
+
+def x64(dtype: str) -> contextlib.AbstractContextManager[Any]:
+    """JAX's 64-bit mode for a float64 run."""
+    return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
+
+
+def _no_pressure_source(source: Any) -> None:
+    """The acoustic sources the elastic model has no counterpart for, refused by name."""
+    for name in ("p", "p_mask"):
+        if getattr(source, name, None) is not None:
+            raise ProblemError(
+                f"source.{name}: the elastic model has no pressure source (nor has k-Wave's "
+                "pstdElastic); give a stress source: s_mask with sxx = syy [= szz] = -p"
+            )
+    if getattr(source, "transducer_mask", None) is not None:
+        raise ProblemError("source.transducer_mask: not a source of the elastic model; give "
+                           "u_mask with ux/uy/uz")  # fmt: skip
+
+
+def prepare(
+    kgrid: KWaveGrid,
+    medium: Any,
+    source: Any,
+    sensor: KSensor | None,
+    pml_size: int | Sequence[int] | str | None = None,
+    pml_alpha: float | Sequence[float] = 2.0,
+    multi_axial_pml_ratio: float = 0.1,
+    dtype: str = "float32",
+    smooth_p0: bool = True,
+) -> ElasticRun:
+    """k-Wave-style elastic input validated in the user's names and built into a run
+    (:func:`sonotile.physics.elastic.build`; arguments as :func:`pstd_elastic_2d`)."""
+    shape = tuple(kgrid.shape)
+    nd = len(shape)
+    if dtype not in ("float32", "float64"):
+        raise ProblemError(f"dtype = {dtype!r}: expected 'float32' or 'float64'")
+    m = _medium(medium, shape)
+    spacing = tuple(float(d) for d in np.broadcast_to(kgrid.spacing, (nd,)))
+    dt, nt = kgrid.dt, kgrid.nt
+    if dt is None or nt is None:
+        dt0, nt0 = make_time(shape, spacing, m.c_max, m.c_min, 0.3)
+        dt, nt = dt if dt is not None else dt0, nt if nt is not None else nt0
+    _no_pressure_source(source)
+    p0 = getattr(source, "p0", None)
+    if p0 is not None and np.shape(p0) != shape:
+        raise ProblemError(f"source.p0: shape {np.shape(p0)}, expected the grid shape {shape}")
+    if p0 is not None and smooth_p0:
+        p0 = smooth(np.asarray(p0, dtype=np.float64), restore_max=True)
+    u = _mask_source(source, "u", [f"u{a}" for a in AXES[:nd]], nd, shape)
+    s = _mask_source(source, "s", component_names(nd), nd, shape)
+    if p0 is not None and s is not None:
+        raise ProblemError("source.p0 and source.s_mask: give one of them (k-Wave's p0 is a "
+                           "stress source over the whole grid)")  # fmt: skip
+    points, record, start = _sensor(sensor, shape)
+    if isinstance(pml_size, str):
+        raise ProblemError(f"pml_size = {pml_size!r}: the elastic model takes points per axis")
+    size = (pml_size,) * nd if isinstance(pml_size, int) else pml_size
+    alpha = tuple(np.broadcast_to(np.asarray(pml_alpha, dtype=float), (nd,)))
+    with x64(dtype):
+        run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=points,
+                    record=record, record_start_index=start, pml_size=size, pml_alpha=alpha,
+                    mpml_ratio=multi_axial_pml_ratio, dtype=dtype, **_cw(sensor))  # fmt: skip
+    needs = [r for r in record if not (r.endswith("_all") or r.endswith("_final"))]
+    if points is None and needs:
+        raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
+    return run
+
+
+def run_elastic(
+    run: ElasticRun,
+    decomposition: Decomposition | str = "single",
+    mesh_shape: Sequence[int] | None = None,
+    progress: bool | None = False,
+    **engine_args: Any,
+) -> tuple[dict[str, np.ndarray], str]:
+    """A built run through the common loop on the engine asked for (``engine_args``: of
+    :func:`sonotile.parallel.engine.engine_for`): the records in k-Wave's layout (series
+    ``(N, recorded steps)``) and what ran it."""
+    with x64(run.dtype):
+        engine, reason = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
+                                    None if mesh_shape is None else tuple(mesh_shape),
+                                    **engine_args)  # fmt: skip
+        raw, final = runner.run_engine(engine, progress=progress)
+    out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
+    return out | {k: np.asarray(v) for k, v in final.items()}, f"{engine.describe} ({reason})"
 
 
 def _pstd_elastic(
@@ -235,40 +286,70 @@ def _pstd_elastic(
     shape = tuple(kgrid.shape)
     if len(shape) != nd:
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
-    if dtype not in ("float32", "float64"):
-        raise ProblemError(f"dtype = {dtype!r}: expected 'float32' or 'float64'")
-    m = _medium(medium, shape)
-    spacing = tuple(float(d) for d in np.broadcast_to(kgrid.spacing, (nd,)))
-    dt, nt = kgrid.dt, kgrid.nt
-    if dt is None or nt is None:
-        dt0, nt0 = make_time(shape, spacing, m.c_max, m.c_min, 0.3)
-        dt, nt = dt if dt is not None else dt0, nt if nt is not None else nt0
-    p0 = getattr(source, "p0", None)
-    if p0 is not None and np.shape(p0) != shape:
-        raise ProblemError(f"source.p0: shape {np.shape(p0)}, expected the grid shape {shape}")
-    if p0 is not None and smooth_p0:
-        p0 = smooth(np.asarray(p0, dtype=np.float64), restore_max=True)
-    u = _mask_source(source, "u", [f"u{a}" for a in AXES[:nd]], nd, shape)
-    s = _mask_source(source, "s", component_names(nd), nd, shape)
-    if p0 is not None and s is not None:
-        raise ProblemError("source.p0 and source.s_mask: give one of them (k-Wave's p0 is a "
-                           "stress source over the whole grid)")  # fmt: skip
-    points, record, start = _sensor(sensor, shape)
-    size = (pml_size,) * nd if isinstance(pml_size, int) else pml_size
-    alpha = tuple(np.broadcast_to(np.asarray(pml_alpha, dtype=float), (nd,)))
-    x64 = jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
-    with x64:
-        run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=points,
-                    record=record, record_start_index=start, pml_size=size, pml_alpha=alpha,
-                    mpml_ratio=multi_axial_pml_ratio, dtype=dtype)  # fmt: skip
-        needs = [r for r in record if not (r.endswith("_all") or r.endswith("_final"))]
-        if points is None and needs:
-            raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
-        engine, _ = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
-                               None if mesh_shape is None else tuple(mesh_shape))  # fmt: skip
-        raw, final = runner.run_engine(engine, progress=progress)
-    out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
-    return out | {k: np.asarray(v) for k, v in final.items()}
+    run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
+                  dtype, smooth_p0)  # fmt: skip
+    return run_elastic(run, decomposition, mesh_shape, progress)[0]
+
+
+def check_options(medium: Any, options: Options, overlap: int | None) -> None:
+    """The acoustic options and medium fields the elastic model has no use for, refused by
+    name (``simulate`` with an elastic medium)."""
+    refused = {
+        "pml_inside": (not options.pml_inside, "the elastic model's PML is inside the grid "
+                       "(as k-Wave's pstdElastic); enlarge kgrid instead"),
+        "smooth_c0": (options.smooth_c0, "not available for the elastic model (smooth the "
+                      "medium's fields first: sonotile.model.filters.smooth)"),
+        "smooth_rho0": (options.smooth_rho0, "as smooth_c0"),
+        "axisymmetric": (options.axisymmetric, "the elastic model is 2-D or 3-D Cartesian"),
+        "overlap": (overlap is not None, "LFB's option; the elastic model runs on one device "
+                    "or as pencils (decomposition='pencil')"),
+    }  # fmt: skip
+    for name, (bad, why) in refused.items():
+        if bad:
+            raise ProblemError(f"{name}: {why}")
+    for name, why in (
+        (
+            "alpha_coeff",
+            "give alpha_coeff_compression and alpha_coeff_shear (Kelvin-Voigt absorption)",
+        ),
+        ("BonA", "the elastic model is linear"),
+    ):
+        if getattr(medium, name, None) is not None:
+            raise ProblemError(f"medium.{name}: not a field of the elastic model; {why}")
+
+
+def simulate_elastic(
+    kgrid: KWaveGrid,
+    medium: Any,
+    source: Any,
+    sensor: KSensor,
+    options: Options,
+    decomposition: Decomposition | str = "single",
+    mesh: tuple[int, ...] | None = None,
+    overlap: int | None = None,
+    accuracy: float = 1e-3,
+    progress: bool | None = None,
+    quiet: bool = False,
+    devices: Sequence[jax.Device] | None = None,
+) -> Results:
+    """:func:`sonotile.simulate` with an elastic medium (arguments as there; ``pml_inside``,
+    ``smooth_c0``/``smooth_rho0``, ``axisymmetric`` and ``overlap`` refused by name)."""
+    check_options(medium, options, overlap)
+    run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
+                  dtype=options.dtype, smooth_p0=options.smooth_p0)  # fmt: skip
+    notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
+    if not quiet and (progress or (progress is None and sys.stderr.isatty())):
+        mb = ElasticModel.of(run).memory_estimate(run) / 2**20
+        print(f"sonotile: elastic, grid {run.shape}, {run.nt} steps, about {mb:.0f} MB",
+              file=sys.stderr)  # fmt: skip
+    data, how = run_elastic(run, decomposition, mesh, progress, accuracy=accuracy,
+                            devices=devices)  # fmt: skip
+    if not quiet and Decomposition.parse(decomposition) != "single":
+        print(f"sonotile: running {how}", file=sys.stderr)
+    t = np.arange(run.recording.start, run.nt) * run.dt
+    inputs = (kgrid, medium, source, sensor)
+    return Results(dict(data), run.grid, t, run.points, notes, inputs,
+                   dataclasses.asdict(options))  # fmt: skip
 
 
 def pstd_elastic_2d(
@@ -332,3 +413,9 @@ def pstd_elastic_3d(
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
                          mesh_shape, progress)  # fmt: skip
+
+
+__all__ = [
+    "ElasticSource", "KWaveElasticMedium", "check_options", "execute", "prepare", "pstd_elastic_2d",
+    "pstd_elastic_3d", "run_elastic", "simulate_elastic", "x64",
+]  # fmt: skip

@@ -19,12 +19,20 @@ import dataclasses
 import os
 from collections.abc import KeysView
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import h5py
 import numpy as np
 
-from sonotile.api.types import Inputs, KSensor, KSource, KWaveGrid, KWaveMedium
+from sonotile.api.types import (
+    ElasticSource,
+    Inputs,
+    KSensor,
+    KSource,
+    KWaveElasticMedium,
+    KWaveGrid,
+    KWaveMedium,
+)
 from sonotile.model.grid import Grid
 
 FORMAT = "sonotile-results"
@@ -38,6 +46,9 @@ UNITS = {
     "corners": "grid index (0-based)", "transducer_signal": "m/s",
     "transducer_delays": "time steps", "record": "", "record_start_index": "time step (1-based)",
     "p_cw_amp": "Pa", "p_cw_amp_all": "Pa", "p_cw_phase": "rad", "p_cw_phase_all": "rad",
+    "sxx": "Pa", "syy": "Pa", "szz": "Pa", "sxy": "Pa", "sxz": "Pa", "syz": "Pa",
+    "sound_speed_compression": "m/s", "sound_speed_shear": "m/s",
+    "alpha_coeff_compression": "dB/(MHz^2 cm)", "alpha_coeff_shear": "dB/(MHz^2 cm)",
     "cw_frequency": "Hz", "cw_periods": "periods", "bli_tolerance": "1",
 }  # fmt: skip
 
@@ -196,14 +207,17 @@ def load_input(path: str) -> tuple[Inputs, dict[str, Any]]:
             tuple(int(n) for n in ga["shape"]), tuple(float(d) for d in ga["spacing"]),
             float(ga["dt"]) if "dt" in ga else None, int(ga["nt"]) if "nt" in ga else None,
         )  # fmt: skip
-        medium = KWaveMedium(**_read_group(g["medium"]))
-        source = KSource(**_read_group(g["source"]))
+        med, src = _read_group(g["medium"]), _read_group(g["source"])
+        elastic = "sound_speed" not in med and "sound_speed_compression" in med
+        medium = (KWaveElasticMedium if elastic else KWaveMedium)(**med)
+        stresses = {"s_mask", "s_mode", "sxx", "syy", "szz", "sxy", "sxz", "syz"}
+        source = (ElasticSource if stresses & set(src) else KSource)(**src)
         sen = _read_group(g["sensor"])
         if "record" in sen:
             sen["record"] = tuple(str(x) for x in np.atleast_1d(sen["record"]))
         sensor = KSensor(**sen)
         options = _read_group(g["options"])
-    return (kgrid, medium, source, sensor), options
+    return cast(Inputs, (kgrid, medium, source, sensor)), options  # elastic: duck-typed
 
 
 def load_results(path: str) -> dict[str, Any]:

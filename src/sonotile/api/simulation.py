@@ -21,22 +21,31 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from sonotile.api import inputs as user_input
 from sonotile.api.problem import build_problem, fourier_shift
 from sonotile.api.results import Quantity, Results
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, OptionArgs, Options
-from sonotile.model.grid import AXES
-from sonotile.model.problem import (
-    Problem,
+from sonotile.api.types import (
+    ElasticSource,
+    KSensor,
+    KSource,
+    KWaveElasticMedium,
+    KWaveGrid,
+    KWaveMedium,
+    OptionArgs,
+    Options,
+    is_elastic,
 )
+from sonotile.model.grid import AXES
+from sonotile.model.problem import Problem
 from sonotile.parallel.decomposition import Decomposition
 from sonotile.physics.acoustic import checks
 
@@ -47,8 +56,8 @@ if TYPE_CHECKING:
 
 def simulate(
     kgrid: KWaveGrid,
-    medium: KWaveMedium,
-    source: KSource,
+    medium: KWaveMedium | KWaveElasticMedium,
+    source: KSource | ElasticSource,
     sensor: KSensor,
     *,
     options: Options | None = None,
@@ -80,6 +89,11 @@ def simulate(
         device: the one device to run on (a ``jax.Device``; default: JAX's default device).
         devices: the devices of a decomposition (default: all).
 
+    An elastic medium (:class:`~sonotile.api.types.KWaveElasticMedium`, or a medium with
+    ``sound_speed_compression`` / ``sound_speed_shear``) runs the elastic model, as k-Wave's
+    ``pstdElastic2D/3D`` (``docs/elastic.md``): sources ``p0``, ``u_mask`` / ``ux``...,
+    ``s_mask`` / ``sxx``... (:class:`~sonotile.api.types.ElasticSource`), records as there.
+
     Returns:
         :class:`Results`.
     """
@@ -88,6 +102,17 @@ def simulate(
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     decomposition = Decomposition.parse(decomposition)
     options = Options.of(options, option_args, "simulate")
+    if is_elastic(medium):
+        import jax
+
+        from sonotile.api.elastic import simulate_elastic
+
+        devs = devices if devices is not None else ([device] if device is not None else None)
+        ctx = jax.default_device(device) if device is not None else contextlib.nullcontext()
+        with ctx:
+            return simulate_elastic(kgrid, medium, source, sensor, options, decomposition, mesh,
+                                    overlap, accuracy, progress, quiet, devs)  # fmt: skip
+    medium, source = cast(KWaveMedium, medium), cast(KSource, source)  # acoustic from here
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
     notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))

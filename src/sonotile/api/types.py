@@ -67,6 +67,9 @@ class KWaveMedium:
         alpha_mode: ``None`` (absorption and dispersion), ``"no_dispersion"`` or ``"stokes"``.
         BonA: nonlinearity parameter B/A (``None``: linear).
         sound_speed_ref: reference sound speed of the k-space correction [m/s] (default max).
+        sound_speed_compression, sound_speed_shear, alpha_coeff_compression,
+            alpha_coeff_shear: k-Wave's elastic fields (:class:`KWaveElasticMedium`); given,
+            ``simulate`` runs the elastic model and ``sound_speed`` is not used.
     """
 
     sound_speed: ArrayLike
@@ -76,6 +79,35 @@ class KWaveMedium:
     alpha_mode: str | None = None
     BonA: ArrayLike | None = None  # noqa: N815 (k-Wave's name)
     sound_speed_ref: float | None = None
+    sound_speed_compression: ArrayLike | None = None
+    sound_speed_shear: ArrayLike | None = None
+    alpha_coeff_compression: ArrayLike | None = None
+    alpha_coeff_shear: ArrayLike | None = None
+
+
+@dataclass
+class KWaveElasticMedium:
+    """k-Wave's elastic medium fields, each a number or a grid-shaped array (``simulate`` with
+    it runs the elastic model, ``docs/elastic.md``).
+
+    Attributes:
+        sound_speed_compression: [m/s]. sound_speed_shear: [m/s] (0: fluid).
+        density: [kg/m^3].
+        alpha_coeff_compression, alpha_coeff_shear: Kelvin-Voigt absorption
+            [dB/(MHz^2 cm)], both or neither.
+    """
+
+    sound_speed_compression: ArrayLike
+    sound_speed_shear: ArrayLike
+    density: ArrayLike
+    alpha_coeff_compression: ArrayLike | None = None
+    alpha_coeff_shear: ArrayLike | None = None
+
+
+def is_elastic(medium: Any) -> bool:
+    """Whether a medium carries k-Wave's elastic fields (the model is chosen by the medium)."""
+    return any(getattr(medium, k, None) is not None
+               for k in ("sound_speed_compression", "sound_speed_shear"))  # fmt: skip
 
 
 @dataclass
@@ -109,6 +141,36 @@ class KSource:
     transducer_mask: np.ndarray | None = None
     transducer_signal: np.ndarray | None = None
     transducer_delays: np.ndarray | None = None
+
+
+@dataclass
+class ElasticSource:
+    """k-Wave's elastic sources, in the user's units (signals ``(Nt_src,)`` for all points or
+    ``(N, Nt_src)``, one row per mask point in k-Wave's column-major order).
+
+    Attributes:
+        p0: initial pressure [Pa], grid-shaped (enters the normal stresses over the first two
+            steps, as in k-Wave; smoothed first by k-Wave's Blackman window with its
+            maximum restored, unless ``smooth_p0=False``, as k-Wave's ``'Smooth'``).
+        ux, uy, uz: particle velocity [m/s] at ``u_mask``; ``u_mode`` ``"additive"`` (default,
+            also ``"additive-no-correction"``) or ``"dirichlet"``.
+        sxx, syy, szz, sxy, sxz, syz: stress [Pa] at ``s_mask``; ``s_mode`` as ``u_mode``.
+    """
+
+    p0: ArrayLike | None = None
+    ux: ArrayLike | None = None
+    uy: ArrayLike | None = None
+    uz: ArrayLike | None = None
+    u_mask: ArrayLike | None = None
+    u_mode: str = "additive"
+    sxx: ArrayLike | None = None
+    syy: ArrayLike | None = None
+    szz: ArrayLike | None = None
+    sxy: ArrayLike | None = None
+    sxz: ArrayLike | None = None
+    syz: ArrayLike | None = None
+    s_mask: ArrayLike | None = None
+    s_mode: str = "additive"
 
 
 @dataclass
@@ -212,5 +274,6 @@ class Options:
         return replace(options or cls(), **given)
 
 
-#: What ``simulate`` takes and ``Results.inputs`` / ``load_input`` give back.
+#: What ``simulate`` takes and ``Results.inputs`` / ``load_input`` give back (an elastic run's
+#: medium and source are :class:`KWaveElasticMedium` / :class:`ElasticSource` where given so).
 Inputs = tuple[KWaveGrid, KWaveMedium, KSource, KSensor]

@@ -282,7 +282,8 @@ class PencilOps(FourierOps):
     def diffs_many(
         self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
     ) -> list[list[jax.Array]]:  # fmt: skip
-        """:meth:`diffs` of each field of ``fs``: ``out[i][j]`` is ``diffs(fs[i], which)[j]``."""
+        """:meth:`diffs` of each field of ``fs``: ``out[i][j]`` is ``diffs(fs[i], which)[j]``
+        (as :meth:`FourierOps.diffs_many`; one field at a time on the mesh)."""
         return [self.diffs(f, which) for f in fs]
 
     def unstagger(self, u: jax.Array, axis: int) -> jax.Array:

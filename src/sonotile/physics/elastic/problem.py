@@ -71,7 +71,9 @@ class ElasticRun:
     @property
     def sensor(self) -> Sensor:
         """The sensor as the loop samples it (points, records, first recorded step)."""
-        return Sensor(index=self.points, record=self.record, start=self.recording.start)
+        r = self.recording
+        return Sensor(index=self.points, record=self.record, start=r.start,
+                      cw_frequency=r.cw_frequency, cw_periods=r.cw_periods)  # fmt: skip
 
     def medium_values(self) -> dict[str, Any]:
         """The medium's values by k-Wave name (None where absent)."""
@@ -112,6 +114,22 @@ def source_inputs(
     return xs, c, u_modes, s_modes
 
 
+def check_cw(record: Sequence[str], f: float | None, periods: float, dt: float, n_rec: int) -> None:
+    """``p_cw``'s frequency [Hz] and window (``periods`` of it, in the ``n_rec`` recorded
+    steps of ``dt`` [s]) in the sensor's names."""
+    if not {"p_cw", "p_cw_all"} & set(record):
+        return
+    if f is None or not np.isfinite(f) or f <= 0:
+        raise ProblemError(f"sensor.cw_frequency = {f}: recording p_cw needs a frequency > 0 [Hz]")
+    if 2 * f * dt >= 1:
+        raise ProblemError(f"sensor.cw_frequency = {f:g} Hz: at or above the Nyquist frequency "
+                           f"{0.5 / dt:g} Hz of the time step")  # fmt: skip
+    m = int(round(periods / (f * dt))) if periods > 0 else 0
+    if not 1 <= m <= n_rec:
+        raise ProblemError(f"sensor.cw_periods = {periods}: window of {m} steps must fit in the "
+                           f"{n_rec} recorded steps")  # fmt: skip
+
+
 def build(
     medium: ElasticMedium,
     spacing: Sequence[float],
@@ -128,9 +146,12 @@ def build(
     pml_alpha: Sequence[float] | None = None,
     mpml_ratio: float = 0.1,
     dtype: str = "float32",
+    cw_frequency: float | None = None,
+    cw_periods: float = 3.0,
 ) -> ElasticRun:
     """Assemble a run (PML inside the grid; defaults as k-Wave: 20 points in 2-D, 10 in 3-D,
-    alpha 2). ``sensor_points``: ``(N, ndim)`` 0-based grid indices in recording order."""
+    alpha 2). ``sensor_points``: ``(N, ndim)`` 0-based grid indices in recording order;
+    ``cw_frequency`` [Hz], ``cw_periods``: the window of ``p_cw`` / ``p_cw_all``."""
     shape, nd = medium.shape, len(medium.shape)
     spacing = tuple(float(d) for d in spacing)
     pml_size = tuple(pml_size) if pml_size is not None else ((10,) if nd == 3 else (20,)) * nd
@@ -146,6 +167,7 @@ def build(
     if not 1 <= record_start_index <= nt:
         raise ProblemError(f"sensor.record_start_index = {record_start_index}: must be in "
                            f"1..{nt}")  # fmt: skip
+    check_cw(record, cw_frequency, cw_periods, dt, nt - record_start_index + 1)
     xs, fixed, u_modes, s_modes = source_inputs(u, s, medium, spacing, dt, nt, dtype)
     fixed.update(pml_constants(shape, spacing, dt, medium.c_max, pml_size, pml_alpha,
                                mpml_ratio, dtype))  # fmt: skip
@@ -156,7 +178,8 @@ def build(
     if "u_split_field" in record or "u_non_staggered" in record:
         fixed.update(split_constants(shape, spacing, dtype))
     statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None)
-    rec = sources.Recording(tuple(record), int(record_start_index) - 1, nd)
+    rec = sources.Recording(tuple(record), int(record_start_index) - 1, nd, cw_frequency,
+                            float(cw_periods))  # fmt: skip
     ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype)
     points = None if sensor_points is None or not len(sensor_points) else np.asarray(sensor_points)
     return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed, points)

@@ -21,9 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 
 #: What an elastic sensor can record (k-Wave's elastic names, plus ``s`` / ``s_final``: the
-#: stress components at the points / on the whole grid).
+#: stress components at the points / on the whole grid, and ``p_cw`` / ``p_cw_all``: the
+#: steady-state amplitude and phase of ``p`` at ``cw_frequency``).
 RECORDS = (
-    "p", "p_max", "p_min", "p_rms", "p_final", "p_max_all", "p_min_all",
+    "p", "p_max", "p_min", "p_rms", "p_final", "p_max_all", "p_min_all", "p_cw", "p_cw_all",
     "u", "u_max", "u_min", "u_rms", "u_final", "u_max_all", "u_min_all", "u_non_staggered",
     "u_split_field",
     "s", "s_final",
@@ -32,11 +33,14 @@ RECORDS = (
 
 @dataclass(frozen=True)
 class Recording:
-    """What to record (static). ``start``: first recorded step, 0-based."""
+    """What to record (static). ``start``: first recorded step, 0-based; ``cw_frequency``
+    [Hz] and ``cw_periods``: the window of ``p_cw`` (the last periods of the run)."""
 
     record: tuple[str, ...]
     start: int
     ndim: int
+    cw_frequency: float | None = None
+    cw_periods: float = 3.0
 
     def wants(self, *names: str) -> bool:
         return any(n in self.record for n in names)

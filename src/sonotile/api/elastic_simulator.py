@@ -1,0 +1,171 @@
+"""A differentiable elastic simulation: ``make_simulator`` with an elastic medium.
+
+``sim(params)`` runs the elastic model (:func:`sonotile.api.elastic.execute`, the common scan
+body) with ``params`` a dict of any of ``sound_speed_compression``, ``sound_speed_shear`` [m/s],
+``density`` [kg/m^3], ``alpha_coeff_compression`` / ``alpha_coeff_shear`` [dB/(MHz^2 cm)]
+(when the medium absorbs), and the sources given: ``p0`` [Pa] (grid-shaped; k-Wave's smoothing
+applied in the traced function), ``ux``... [m/s], ``sxx``... [Pa] (signals in the layouts
+:class:`sonotile.ElasticSource` takes). It returns the records of ``pstd_elastic_2d/3d`` as JAX
+arrays: ``jax.grad`` with respect to any parameter, on one device or a ``pencil`` mesh.
+
+Fixed when the simulator is made: the grid, time step and step count, the PML (its reference
+speed is the largest compressional speed given), which sources and absorption exist, source and
+sensor points and the source modes. The source signals are scaled by the compressional speed at
+their points inside the traced function, as k-Wave scales them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.api.elastic import check_options, execute, prepare, x64
+from sonotile.api.types import KSensor, KWaveGrid, Options
+from sonotile.model.filters import smoothing_window
+from sonotile.model.grid import AXES
+from sonotile.model.problem import ProblemError
+from sonotile.physics.elastic.model import component_names
+from sonotile.physics.elastic.problem import MEDIUM_KEYS, ElasticRun
+
+
+def signal_names(run: ElasticRun) -> dict[str, tuple[str | None, ...]]:
+    """Per source kind (``u``, ``s``) the user's signal name of each slot (None: absent)."""
+    st, nd = run.statics, run.statics.ndim
+    u = tuple(f"u{AXES[a]}" if m is not None else None for a, m in enumerate(st.u_modes))
+    s = tuple(n if m is not None else None for n, m in zip(component_names(nd), st.s_modes))
+    return {"u": u, "s": s}
+
+
+def _scale(run: ElasticRun, kind: str, slot: int, cp: jax.Array) -> jax.Array:
+    """k-Wave's scale of one source signal (:func:`sonotile.physics.elastic.sources.
+    scale_signals`) with a traced compressional speed: ``(N|1, 1)``."""
+    nd = run.statics.ndim
+    modes = run.statics.u_modes if kind == "u" else run.statics.s_modes
+    at = cp[run.fixed[f"{kind}_index"]][:, None] if jnp.ndim(cp) else jnp.reshape(cp, (1, 1))
+    if modes[slot] == "dirichlet":
+        return jnp.ones_like(at) if kind == "u" else jnp.ones_like(at) / nd
+    d = run.spacing[slot] if kind == "u" else nd * run.spacing[0]
+    return 2 * run.dt * at / d
+
+
+def traced_inputs(run: ElasticRun, params: Mapping[str, Any], cp: jax.Array) -> dict[str, Any]:
+    """The run's per-step source inputs from (traced) signals ``params`` in the user's
+    layouts, scaled by the (traced) compressional speed ``cp`` [m/s] at the source points."""
+    xs = dict(run.xs)
+    dtype = jnp.dtype(run.dtype)
+    for kind, names in signal_names(run).items():
+        if kind not in xs:
+            continue
+        vals: list[jax.Array | None] = []
+        for slot, name in enumerate(names):
+            if name is None:
+                vals.append(None)
+                continue
+            sig = jnp.asarray(params[name], dtype)
+            sig = sig[None, :] if sig.ndim == 1 else sig
+            rows = (sig * _scale(run, kind, slot, cp).astype(dtype)).T  # (Nt_src, N|1)
+            if rows.shape[0] < run.nt:
+                rows = jnp.concatenate([rows, jnp.zeros((run.nt - rows.shape[0],
+                                                         rows.shape[1]), dtype)])  # fmt: skip
+            vals.append(rows[: run.nt])
+        xs[kind] = tuple(vals)
+    return xs
+
+
+def smooth_traced(p0: jax.Array) -> jax.Array:
+    """k-Wave's smoothing of p0 (Blackman window, maximum restored) in JAX
+    (:func:`sonotile.model.filters.smooth`)."""
+    win = jnp.asarray(np.fft.ifftshift(smoothing_window(p0.shape)), p0.dtype)
+    out = jnp.real(jnp.fft.ifftn(jnp.fft.fftn(p0) * win)).astype(p0.dtype)
+    return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
+
+
+def _simulate(
+    run: ElasticRun, smooth_p0: bool, chunk: int, decomposition: str,
+    mesh: tuple[int, ...] | None, params: dict[str, jax.Array],
+) -> dict[str, jax.Array]:  # fmt: skip
+    values = {k: params[k] for k in MEDIUM_KEYS if k in params}
+    extra = {}
+    if "p0" in params:
+        p0 = smooth_traced(params["p0"]) if smooth_p0 else params["p0"]
+        extra["p0_split"] = -p0 / (2 * run.statics.ndim)
+    xs = traced_inputs(run, params, params["sound_speed_compression"])
+    return execute(run, values, chunk, decomposition=decomposition, mesh_shape=mesh, xs=xs,
+                   extra=extra)  # fmt: skip
+
+
+class ElasticSimulator:
+    """``sim(params) -> dict`` of JAX arrays (module docstring); jit-compiled.
+
+    Attributes:
+        params: the default parameters (the values given to ``make_simulator``), a dict.
+        run: the built elastic run (grid, time step, PML, sources, sensor).
+        t: time of each recorded step [s]. sensor_points: ``(N, ndim)`` grid indices or None.
+        describe: where it runs.
+    """
+
+    def __init__(self, run: ElasticRun, params: dict[str, jax.Array], smooth_p0: bool,
+                 chunk: int, decomposition: str, mesh: tuple[int, ...] | None) -> None:  # fmt: skip
+        self.run, self.params = run, params
+        self.t = np.arange(run.recording.start, run.nt) * run.dt
+        self.sensor_points = run.points
+        self.describe = "single device" if decomposition == "single" else f"{decomposition} mesh"
+        self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, decomposition, mesh))
+
+    def __call__(self, params: Mapping[str, Any] | None = None) -> dict[str, jax.Array]:
+        params = {} if params is None else dict(params)
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise ProblemError(
+                f"params: {sorted(unknown)} not parameters of this simulation "
+                f"(it takes {sorted(self.params)}; absent effects and sources cannot be added)"
+            )
+        with x64(self.run.dtype):
+            return self._fn({**self.params, **params})
+
+
+def _defaults(run: ElasticRun, medium: Any, source: Any) -> dict[str, Any]:
+    """The parameters the run has, with the values given (user layouts)."""
+    out = {k: getattr(medium, k) for k in MEDIUM_KEYS[:3]}
+    if run.statics.kelvin_voigt:
+        out |= {k: getattr(medium, k) for k in MEDIUM_KEYS[3:]}
+    if run.statics.p0:
+        out["p0"] = source.p0
+    for names in signal_names(run).values():
+        out |= {n: getattr(source, n) for n in names if n is not None}
+    return {k: jnp.asarray(np.asarray(v, np.float64), run.dtype) for k, v in out.items()}
+
+
+def make_elastic_simulator(
+    kgrid: KWaveGrid,
+    medium: Any,
+    source: Any,
+    sensor: KSensor,
+    options: Options,
+    decomposition: str = "single",
+    mesh: Sequence[int] | None = None,
+    chunk: int | str | None = "auto",
+    refused: Mapping[str, bool] | None = None,
+) -> ElasticSimulator:
+    """:func:`sonotile.make_simulator` with an elastic medium (module docstring);
+    ``refused``: the acoustic simulator's options given (each an error naming it)."""
+    for name, given in (refused or {}).items():
+        if given:
+            raise ProblemError(f"{name}: not available for the elastic simulator")
+    if decomposition not in ("single", "pencil"):
+        raise ProblemError(f"decomposition = {decomposition!r}: the elastic simulator runs "
+                           "'single' or 'pencil'")  # fmt: skip
+    check_options(medium, options, None)
+    run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
+                  dtype=options.dtype, smooth_p0=False)  # fmt: skip
+    step_chunk = run.nt if chunk is None else int(chunk) if chunk != "auto" else 0
+    step_chunk = step_chunk or int(np.ceil(np.sqrt(run.nt)))
+    with x64(run.dtype):
+        params = _defaults(run, medium, source)
+    m = None if mesh is None else tuple(int(n) for n in mesh)
+    return ElasticSimulator(run, params, options.smooth_p0, step_chunk, decomposition, m)
