@@ -158,6 +158,17 @@ class HeatModel:
     def describe(self) -> str:
         return "heat model"
 
+    def instability_hint(self, problem: HeatProblem) -> str:
+        """The explicit step of a heterogeneous medium: its diffusion number."""
+        d = float(np.max(problem.co.diffusivity))
+        number = d * problem.dt / min(problem.spacing) ** 2
+        scheme = "exact" if self.statics.homogeneous else "explicit (heterogeneous medium)"
+        return (
+            f"the run became unstable or overflowed ({scheme} step, dt = {problem.dt:.3g} s, "
+            f"diffusion number max(D) dt / dx^2 = {number:.3g}): reduce dt, and check the "
+            "medium and the source power"
+        )
+
     def observed(self, state: Any, c: dict) -> Any:
         return state
 

@@ -1,0 +1,103 @@
+"""NaN and Inf in a run: the error a run raises when its state stops being finite.
+
+The time loop (:func:`sonotile.solver.runner.advance`) reduces the model's state to one flag
+after each chunk of steps (:func:`state_finite`); at the first chunk whose state holds NaN or
+Inf it stops and raises :class:`SimulationDiverged`, naming the model, the fields, the time
+steps and what the model says such a blow-up most likely means
+(:meth:`sonotile.physics.Model.instability_hint`, e.g. the acoustic model's CFL number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.physics.base import NONFINITE_HINT
+
+
+class NonFiniteError(FloatingPointError):
+    """A result holds NaN or Inf."""
+
+
+class SimulationDiverged(NonFiniteError):
+    """The state of a run became NaN or Inf; the run stopped after the chunk of steps where it
+    did (no result is returned).
+
+    Attributes:
+        model: the model in a user's words (``Model.describe``).
+        fields: the state's fields holding NaN or Inf.
+        first, last: the chunk's time steps (k-Wave's numbering: time step ``k`` is the state
+            after ``k`` updates), within which the state stopped being finite.
+        nt: time steps of the run.
+        hint: what the blow-up most likely means.
+        sampled: the first time step whose sensor samples hold NaN or Inf (None: none seen).
+    """
+
+    def __init__(self, model: str, fields: Sequence[str], first: int, last: int, nt: int,
+                 hint: str, sampled: int | None = None) -> None:  # fmt: skip
+        self.model, self.fields, self.first, self.last = model, tuple(fields), first, last
+        self.nt, self.hint, self.sampled = nt, hint, sampled
+        steps = f"time step {first}" if first == last else f"time steps {first}-{last}"
+        names = ", ".join(self.fields) or "the state"
+        seen = "" if sampled is None else f", first in the sensor samples at time step {sampled}"
+        super().__init__(
+            f"{model}: NaN or Inf in {names} within {steps} of {nt} (finite up to time step "
+            f"{first - 1}{seen}); {hint}"
+        )
+
+
+@jax.jit
+def state_finite(state: Any) -> jax.Array:
+    """Whether every value of every array of ``state`` is finite (one boolean on the device;
+    a sharded state is reduced where it lives)."""
+    leaves = [x for x in jax.tree_util.tree_leaves(state) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    if not leaves:
+        return jnp.bool_(True)
+    return jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]).all()
+
+
+def bad_fields(state: Any) -> list[str]:
+    """The names of ``state.fields()`` holding NaN or Inf (empty: the state has no names)."""
+    fields: Mapping[str, Any] = state.fields() if hasattr(state, "fields") else {}
+    return [k for k, v in fields.items() if not bool(state_finite(v))]
+
+
+def first_bad_sample(raw: Mapping[str, Any], rows: int) -> int | None:
+    """The first of the first ``rows`` rows (time steps) of the sensor samples ``raw``
+    (``{name: (steps, ...)}``) holding NaN or Inf, or None."""
+    bad = [np.flatnonzero(~np.isfinite(np.asarray(v)[:rows]).reshape(rows, -1).all(axis=1))
+           for v in raw.values()]  # fmt: skip
+    found = [int(b[0]) for b in bad if b.size]
+    return min(found) if found else None
+
+
+def check_state(state: Any, model: Any, problem: Any, first: int, last: int,
+                raw: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+    """Raise :class:`SimulationDiverged` when ``state`` (after time steps ``first..last``,
+    k-Wave's numbering) holds NaN or Inf; the model (:class:`sonotile.physics.Model`) names
+    itself and the likely cause for ``problem``; ``raw``: the chunk's sensor samples, one row
+    per time step from ``first`` (to name the first step they show it)."""
+    if bool(state_finite(state)):
+        return
+    try:
+        hint = model.instability_hint(problem)
+    except Exception:  # noqa: BLE001  # the figures are a help: the error is raised without them
+        hint = NONFINITE_HINT
+    hint += "; check_finite=False lets a run go on through NaN/Inf (to study an instability)"
+    row = first_bad_sample(raw, last - first + 1) if raw else None
+    raise SimulationDiverged(
+        model.describe, bad_fields(state), first, last, problem.grid.nt, hint,
+        None if row is None else first + row,
+    )  # fmt: skip
+
+
+def all_finite(v: Any) -> bool:
+    """Whether every value of ``v`` (a host or device array) is finite (a device array is
+    reduced where it lives)."""
+    if isinstance(v, jax.Array):
+        return bool(state_finite(v))
+    return bool(np.all(np.isfinite(np.asarray(v))))
