@@ -230,6 +230,7 @@ def _pstd_elastic(
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
+    check_finite: bool = True,
 ) -> dict[str, np.ndarray]:
     """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
     shape = tuple(kgrid.shape)
@@ -266,7 +267,7 @@ def _pstd_elastic(
             raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
         engine, _ = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
                                None if mesh_shape is None else tuple(mesh_shape))  # fmt: skip
-        raw, final = runner.run_engine(engine, progress=progress)
+        raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
     out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
     return out | {k: np.asarray(v) for k, v in final.items()}
 
@@ -284,6 +285,7 @@ def pstd_elastic_2d(
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
+    check_finite: bool = True,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -301,6 +303,8 @@ def pstd_elastic_2d(
         decomposition, mesh_shape: where the steps run: ``"single"`` (one device) or
             ``"pencil"`` (a distributed FFT over ``mesh_shape`` devices, default all);
             progress: report progress (None: on a terminal).
+        check_finite: stop at the first chunk of steps whose state holds NaN or Inf with
+            :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on.
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -309,7 +313,7 @@ def pstd_elastic_2d(
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress)  # fmt: skip
+                         mesh_shape, progress, check_finite)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -325,10 +329,11 @@ def pstd_elastic_3d(
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
+    check_finite: bool = True,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
     (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
     axes: slabs or pencils)."""
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress)  # fmt: skip
+                         mesh_shape, progress, check_finite)  # fmt: skip

@@ -43,11 +43,11 @@ class SimulationDiverged(NonFiniteError):
         self.nt, self.hint, self.sampled = nt, hint, sampled
         steps = f"time step {first}" if first == last else f"time steps {first}-{last}"
         names = ", ".join(self.fields) or "the state"
-        seen = "" if sampled is None else f", first in the sensor samples at time step {sampled}"
-        super().__init__(
-            f"{model}: NaN or Inf in {names} within {steps} of {nt} (finite up to time step "
-            f"{first - 1}{seen}); {hint}"
-        )
+        notes = [f"finite up to time step {first - 1}"] if first > 1 else []
+        if sampled is not None:
+            notes.append(f"first in the sensor samples at time step {sampled}")
+        seen = f" ({', '.join(notes)})" if notes else ""
+        super().__init__(f"{model}: NaN or Inf in {names} within {steps} of {nt}{seen}; {hint}")
 
 
 @jax.jit
