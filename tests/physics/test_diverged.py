@@ -128,3 +128,42 @@ def test_traced_heat_run_is_checked_at_its_end():
             warnings.simplefilter("ignore")
             bioheat(grid, medium, source, 20, 0.5, dtype="float32")
     assert e.value.model == "heat model"
+
+
+@pytest.mark.parametrize("vectorize", ["loop", "vmap"])
+def test_simulate_many_names_the_run_that_diverged(vectorize):
+    from sonotile.batch.many import simulate_many
+
+    grid, _, src, sensor = acoustic(3 * DX / C, 400)
+    fast = st.KWaveMedium(sound_speed=C, density=1000.0)  # c_ref = max c0: always stable
+    slow_ref = st.KWaveMedium(sound_speed=C, density=1000.0, sound_speed_ref=0.5 * C)
+    with pytest.raises(SimulationDiverged) as e, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        simulate_many(grid, [fast, slow_ref], src, sensor, vectorize=vectorize, pml_size=10,
+                      smooth_p0=False)  # fmt: skip
+    assert str(e.value).startswith("simulate_many run 1: acoustic model: NaN or Inf in p")
+    assert e.value.last < 400
+
+
+def test_demo_and_heat_commands_exit_non_zero_with_the_message(monkeypatch, tmp_path, capsys):
+    from sonotile.commands import demo, heat
+    from sonotile.commands.cli import main
+
+    monkeypatch.setattr(demo, "setup", lambda size: acoustic(3 * DX / C, 400))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the stability warnings
+        assert main(["demo", "--size", "32", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "sonotile demo: error: acoustic model: NaN or Inf in p" in err and "CFL number 3," in err
+    assert not (tmp_path / "results.h5").exists()
+
+    def overflowing(*args: object, **kw: object) -> None:
+        kd = KWaveDiffusion(*overflowing_heat(), dtype="float32")
+        kd.take_time_step(20, 0.5)
+
+    monkeypatch.setattr(heat, "heat_from_result", overflowing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        status = main(["heat", str(tmp_path / "any.h5"), "--duration", "10"])
+    assert status == 1
+    assert "sonotile heat: error: heat model: NaN or Inf in T" in capsys.readouterr().err

@@ -49,6 +49,11 @@ class SimulationDiverged(NonFiniteError):
         seen = f" ({', '.join(notes)})" if notes else ""
         super().__init__(f"{model}: NaN or Inf in {names} within {steps} of {nt}{seen}; {hint}")
 
+    def of_run(self, where: str) -> SimulationDiverged:
+        """The same error for one run of several (``where``: e.g. ``"run 3"``)."""
+        return SimulationDiverged(f"{where}: {self.model}", self.fields, self.first, self.last,
+                                  self.nt, self.hint, self.sampled)  # fmt: skip
+
 
 @jax.jit
 def state_finite(state: Any) -> jax.Array:
