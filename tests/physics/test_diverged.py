@@ -167,3 +167,18 @@ def test_demo_and_heat_commands_exit_non_zero_with_the_message(monkeypatch, tmp_
         status = main(["heat", str(tmp_path / "any.h5"), "--duration", "10"])
     assert status == 1
     assert "sonotile heat: error: heat model: NaN or Inf in T" in capsys.readouterr().err
+
+
+def test_make_simulator_call_is_checked_outside_a_trace():
+    import jax
+
+    grid, medium, src, sensor = acoustic(3 * DX / C, 400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sim = st.make_simulator(grid, medium, src, sensor, pml_size=10, smooth_p0=False)
+    with pytest.raises(
+        SimulationDiverged, match=r"^acoustic model: NaN or Inf in p.*CFL number 3,"
+    ):
+        sim()
+    traced = jax.jit(lambda p: sim(p)["p_final"])(sim.params)  # inside a trace: not checked
+    assert not np.all(np.isfinite(traced))

@@ -80,6 +80,14 @@ def first_bad_sample(raw: Mapping[str, Any], rows: int) -> int | None:
     return min(found) if found else None
 
 
+def _hint(model: Any, problem: Any) -> str:
+    """The model's :meth:`~sonotile.physics.Model.instability_hint`, or the general one."""
+    try:
+        return str(model.instability_hint(problem))
+    except Exception:  # noqa: BLE001  # the figures are a help: the error is raised without them
+        return NONFINITE_HINT
+
+
 def check_state(state: Any, model: Any, problem: Any, first: int, last: int,
                 raw: Mapping[str, Any] | None = None) -> None:  # fmt: skip
     """Raise :class:`SimulationDiverged` when ``state`` (after time steps ``first..last``,
@@ -88,16 +96,27 @@ def check_state(state: Any, model: Any, problem: Any, first: int, last: int,
     per time step from ``first`` (to name the first step they show it)."""
     if bool(state_finite(state)):
         return
-    try:
-        hint = model.instability_hint(problem)
-    except Exception:  # noqa: BLE001  # the figures are a help: the error is raised without them
-        hint = NONFINITE_HINT
+    hint = _hint(model, problem)
     hint += "; check_finite=False lets a run go on through NaN/Inf (to study an instability)"
     row = first_bad_sample(raw, last - first + 1) if raw else None
     raise SimulationDiverged(
         model.describe, bad_fields(state), first, last, problem.grid.nt, hint,
         None if row is None else first + row,
     )  # fmt: skip
+
+
+def check_results(results: Mapping[str, Any], model: Any, problem: Any) -> None:
+    """Raise :class:`SimulationDiverged` when any array of ``results`` (a whole run's outputs,
+    by name) holds NaN or Inf; nothing is checked inside a trace (``jax.jit``, ``jax.grad``),
+    where the values are not known."""
+    leaves = jax.tree_util.tree_leaves(dict(results))
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return
+    bad = [k for k, v in results.items()
+           if not all(all_finite(x) for x in jax.tree_util.tree_leaves(v))]  # fmt: skip
+    if bad:
+        nt = problem.grid.nt
+        raise SimulationDiverged(model.describe, bad, 1, nt, nt, _hint(model, problem))
 
 
 def all_finite(v: Any) -> bool:
