@@ -4,6 +4,7 @@ check_finite=False runs on."""
 
 from __future__ import annotations
 
+import pickle
 import warnings
 
 import numpy as np
@@ -47,6 +48,9 @@ def test_unstable_acoustic_run_raises_with_steps_and_cfl():
     assert f"time steps {err.first}-{err.last} of {nt}" in msg
     assert f"at time step {err.sampled}" in msg
     assert "CFL number 3," in msg and "stable up to" in msg and "check_finite=False" in msg
+    back = pickle.loads(pickle.dumps(err))  # e.g. from a worker process
+    assert str(back) == msg and (back.first, back.last, back.sampled) == (
+        err.first, err.last, err.sampled)  # fmt: skip
 
 
 def test_step_range_is_the_chunk_where_it_went_non_finite():

@@ -29,9 +29,10 @@ class SimulationDiverged(NonFiniteError):
 
     Attributes:
         model: the model in a user's words (``Model.describe``).
-        fields: the state's fields holding NaN or Inf.
-        first, last: the chunk's time steps (k-Wave's numbering: time step ``k`` is the state
-            after ``k`` updates), within which the state stopped being finite.
+        fields: the state's fields (or a run's results) holding NaN or Inf.
+        first, last: the time steps of the chunk within which the state stopped being finite
+            (k-Wave's numbering, from 1: the first recorded step is time step 1, which is
+            ``p0`` in an initial-value problem).
         nt: time steps of the run.
         hint: what the blow-up most likely means.
         sampled: the first time step whose sensor samples hold NaN or Inf (None: none seen).
@@ -48,6 +49,11 @@ class SimulationDiverged(NonFiniteError):
             notes.append(f"first in the sensor samples at time step {sampled}")
         seen = f" ({', '.join(notes)})" if notes else ""
         super().__init__(f"{model}: NaN or Inf in {names} within {steps} of {nt}{seen}; {hint}")
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        """Pickled with its fields (e.g. from a worker process)."""
+        return SimulationDiverged, (self.model, self.fields, self.first, self.last, self.nt,
+                                    self.hint, self.sampled)  # fmt: skip
 
     def of_run(self, where: str) -> SimulationDiverged:
         """The same error for one run of several (``where``: e.g. ``"run 3"``)."""
