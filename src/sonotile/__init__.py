@@ -49,6 +49,7 @@ _WHERE = {
     "load_results": "sonotile.api.results",
     "make_simulator": "sonotile.api.differentiable",
     "Tape": "sonotile.solver.tape",
+    "SimulationDiverged": "sonotile.solver.finite",
     **dict.fromkeys(("KWaveDiffusion", "bioheat"), "sonotile.api.diffusion"),
     "bioheat_exact": "sonotile.physics.heat",
     "heat_from_result": "sonotile.api.heat",

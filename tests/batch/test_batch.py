@@ -173,3 +173,16 @@ def test_interrupt_stops_workers_and_keeps_finished_runs(folder, tmp_path):
     assert "start the batch again" in err
     assert (tmp_path / "out" / "a.h5").exists()  # finished before the interrupt: kept
     assert sorted(p.name for p in (tmp_path / "out").glob("*.h5*")) == ["a.h5"]
+
+
+def test_an_unstable_run_fails_the_batch_with_the_nan_message(tmp_path):
+    """A run that blows up (dt far beyond the stability limit) fails with the NaN message and
+    writes no output; the batch exits 1."""
+    write_input(tmp_path / "unstable.h5", shape=(32, 28), nt=400, dt=np.float32(4e-7))
+    r = subprocess.run(BATCH + [str(tmp_path), "--devices_per_run", "1"], capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "unstable" in ln and "failed" in ln)
+    assert "NaN or Inf" in line and "CFL number" in line, line
+    assert (tmp_path / "out" / "logs" / "unstable.log").exists()
+    assert not list((tmp_path / "out").rglob("*.h5"))  # no output, not even a partial one

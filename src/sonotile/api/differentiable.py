@@ -51,7 +51,7 @@ from sonotile.parallel.decomposition import AUTO, PENCIL, SINGLE, Decomposition
 from sonotile.physics.acoustic import AcousticModel, State
 from sonotile.physics.acoustic.constants import source_constants, traced_medium_constants
 from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
-from sonotile.solver import adjoint, runner
+from sonotile.solver import adjoint, finite, runner
 from sonotile.solver import sensors as sens
 from sonotile.solver.tape import Tape, as_tape
 from sonotile.spectral.linear import AdjointOps
@@ -346,7 +346,9 @@ class Simulator:
                 f"params: {sorted(unknown)} not parameters of this simulation "
                 f"(it takes {sorted(self.params)}; absent effects and sources cannot be added)"
             )
-        return self._fn({**self.params, **params}, self._fixed)
+        out = self._fn({**self.params, **params}, self._fixed)
+        finite.check_results(out, self.static.phys, self.static.problem)  # a plain call only
+        return out
 
 
 def _simulate(

@@ -25,7 +25,7 @@ from sonotile.physics.heat.dose import LESION_CEM43
 from sonotile.physics.heat.medium import ThermalMedium, ThermalSource, check_source, coefficients
 from sonotile.physics.heat.model import HeatModel, HeatProblem, dt_limit, heat_problem
 from sonotile.physics.heat.step import State
-from sonotile.solver import runner
+from sonotile.solver import finite, runner
 from sonotile.solver import sensors as sens
 
 
@@ -92,13 +92,16 @@ def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa
     ``mask``). ``fft="xla"`` keeps the run differentiable; ``"auto"`` may use FFTW (CPU,
     float32). ``decomposition="pencil"``: on a pencil mesh of ``mesh_shape`` devices (default
     all on one axis; even blocks), differentiable too. Raises :class:`ProblemError` for bad
-    input, before any step.
+    input, before any step, and :class:`~sonotile.solver.finite.SimulationDiverged` when a
+    call outside a trace ends with NaN or Inf.
     """
     shape, spacing = grid_of(kgrid)
     problem = heat_problem(shape, spacing, medium, source, Nt, dt, on=on,
                            sensor=sensor_index(sensor, shape), dtype=dtype, fft=fft)  # fmt: skip
     with x64_for(dtype):
         raw, state = traced_problem(problem, Decomposition.parse(decomposition), mesh_shape)
+        if not isinstance(state.T, jax.core.Tracer):  # a plain call: checked at the end
+            finite.check_state(state, HeatModel.of(problem), problem, 1, problem.nt)
         n_sens = 0 if problem.points is None else int(problem.points[0].size)
         data = raw["T"].T if "T" in raw else jnp.zeros((n_sens, int(Nt)), dtype)
         return HeatResult(state.T, state.cem43, state.T_max, data)
@@ -140,13 +143,14 @@ def _traced(c: dict, ops: Any, index: Any, xs: dict, model: HeatModel, layout: A
 
 
 def engine_run(problem: HeatProblem, decomposition: Decomposition | str = SINGLE,
-               progress: bool | None = False, **engine_args: Any) -> tuple[dict, dict]:  # fmt: skip
+               progress: bool | None = False, check_finite: bool = True,
+               **engine_args: Any) -> tuple[dict, dict]:  # fmt: skip
     """A validated problem through an engine (one device or a decomposition,
     :func:`sonotile.parallel.engine.engine_for`): ``(raw, final)`` as
     :func:`sonotile.solver.runner.run_engine` returns them (``final``: ``T_final``,
     ``T_max_final``, ``cem43_final``)."""
     engine, _ = engine_for(problem, decomposition, **engine_args)  # type: ignore[arg-type]
-    return runner.run_engine(engine, progress=progress)
+    return runner.run_engine(engine, progress=progress, check_finite=check_finite)
 
 
 class KWaveDiffusion:
@@ -158,7 +162,9 @@ class KWaveDiffusion:
     as :func:`bioheat`; ``sensor``: a mask or an object with ``mask`` (None: no sensor).
     ``dtype``: "float64" (k-Wave's default) or "float32"; ``fft``: "auto", "xla" or "fftw";
     ``decomposition`` (and ``mesh_shape``...: :func:`sonotile.parallel.engine.engine_for`):
-    where the steps run, ``progress``: report progress (None: on a terminal).
+    where the steps run, ``progress``: report progress (None: on a terminal);
+    ``check_finite``: stop a call at the first chunk of steps whose temperature, dose or maximum
+    holds NaN or Inf (:class:`~sonotile.solver.finite.SimulationDiverged`; False: run on).
 
     Attributes (numpy): ``T`` [degC], ``Q`` [W/m^3], ``cem43`` [min] (settable), ``T_max``
     [degC], ``lesion_map`` (``cem43 >= 240``), ``lesion_size`` [m^n], ``sensor_data``
@@ -168,13 +174,14 @@ class KWaveDiffusion:
     def __init__(self, kgrid: Any, medium: Any, source: Any, sensor: Any = None, *,
                  dtype: str = "float64", fft: str = "auto",
                  decomposition: Decomposition | str = SINGLE, progress: bool | None = False,
-                 **engine_args: Any) -> None:  # fmt: skip
+                 check_finite: bool = True, **engine_args: Any) -> None:  # fmt: skip
         if dtype not in ("float32", "float64"):
             raise ProblemError(f"dtype: {dtype!r}, expected 'float32' or 'float64'")
         self.shape, self.spacing = grid_of(kgrid)
         self.dtype, self.fft = dtype, fft
         self.decomposition = Decomposition.parse(decomposition)
         self._engine_args, self.progress = engine_args, progress
+        self.check_finite = check_finite
         self._medium = ThermalMedium.of(medium)
         self._co = coefficients(self._medium, self.shape)
         src = ThermalSource.of(source)
@@ -205,7 +212,7 @@ class KWaveDiffusion:
             return
         with x64_for(self.dtype):
             raw, final = engine_run(problem, self.decomposition, self.progress,
-                                    **self._engine_args)  # fmt: skip
+                                    self.check_finite, **self._engine_args)  # fmt: skip
             self._state = State(*(jnp.asarray(final[f"{k}_final"], self.dtype)
                                   for k in ("T", "cem43", "T_max")))  # fmt: skip
         if "T" in raw:

@@ -253,16 +253,17 @@ def run_elastic(
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
+    check_finite: bool = True,
     **engine_args: Any,
 ) -> tuple[dict[str, np.ndarray], str]:
     """A built run through the common loop on the engine asked for (``engine_args``: of
     :func:`sonotile.parallel.engine.engine_for`): the records in k-Wave's layout (series
-    ``(N, recorded steps)``) and what ran it."""
+    ``(N, recorded steps)``) and what ran it. ``check_finite``: see :func:`pstd_elastic_2d`."""
     with x64(run.dtype):
         engine, reason = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
                                     None if mesh_shape is None else tuple(mesh_shape),
                                     **engine_args)  # fmt: skip
-        raw, final = runner.run_engine(engine, progress=progress)
+        raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
     out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
     return out | {k: np.asarray(v) for k, v in final.items()}, f"{engine.describe} ({reason})"
 
@@ -281,6 +282,7 @@ def _pstd_elastic(
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
+    check_finite: bool = True,
 ) -> dict[str, np.ndarray]:
     """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
     shape = tuple(kgrid.shape)
@@ -288,7 +290,7 @@ def _pstd_elastic(
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
     run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
                   dtype, smooth_p0)  # fmt: skip
-    return run_elastic(run, decomposition, mesh_shape, progress)[0]
+    return run_elastic(run, decomposition, mesh_shape, progress, check_finite)[0]
 
 
 def check_options(medium: Any, options: Options, overlap: int | None) -> None:
@@ -342,8 +344,8 @@ def simulate_elastic(
         mb = ElasticModel.of(run).memory_estimate(run) / 2**20
         print(f"sonotile: elastic, grid {run.shape}, {run.nt} steps, about {mb:.0f} MB",
               file=sys.stderr)  # fmt: skip
-    data, how = run_elastic(run, decomposition, mesh, progress, accuracy=accuracy,
-                            devices=devices)  # fmt: skip
+    data, how = run_elastic(run, decomposition, mesh, progress, options.check_finite,
+                            accuracy=accuracy, devices=devices)  # fmt: skip
     if not quiet and Decomposition.parse(decomposition) != "single":
         print(f"sonotile: running {how}", file=sys.stderr)
     t = np.arange(run.recording.start, run.nt) * run.dt
@@ -365,6 +367,7 @@ def pstd_elastic_2d(
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
+    check_finite: bool = True,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -382,6 +385,8 @@ def pstd_elastic_2d(
         decomposition, mesh_shape: where the steps run: ``"single"`` (one device) or
             ``"pencil"`` (a distributed FFT over ``mesh_shape`` devices, default all);
             progress: report progress (None: on a terminal).
+        check_finite: stop at the first chunk of steps whose state holds NaN or Inf with
+            :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on.
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -390,7 +395,7 @@ def pstd_elastic_2d(
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress)  # fmt: skip
+                         mesh_shape, progress, check_finite)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -406,13 +411,14 @@ def pstd_elastic_3d(
     decomposition: Decomposition | str = "single",
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
+    check_finite: bool = True,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
     (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
     axes: slabs or pencils)."""
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress)  # fmt: skip
+                         mesh_shape, progress, check_finite)  # fmt: skip
 
 
 __all__ = [

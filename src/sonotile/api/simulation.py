@@ -126,7 +126,7 @@ def simulate(
             file=sys.stderr,
         )
     raw, final = _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device,
-                      devices)  # fmt: skip
+                      devices, options.check_finite)  # fmt: skip
     data = shape_results(problem, raw, final, mapping["crop"])
     t = np.arange(problem.sensor.start, problem.grid.nt) * problem.grid.dt  # recorded steps
     opts = dataclasses.asdict(options)
@@ -160,6 +160,7 @@ def _run(
     quiet: bool,
     device: jax.Device | None,
     devices: Sequence[jax.Device] | None,
+    check_finite: bool = True,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run on the device(s) asked for; float64 runs switch JAX's 64-bit mode on for the run."""
     import contextlib
@@ -181,7 +182,9 @@ def _run(
             dev = device if device is not None else (devices[0] if devices else None)
             ctx = jax.default_device(dev) if dev is not None else contextlib.nullcontext()
             with ctx:
-                return runner.run_engine(runner.single_engine(problem), progress=progress)
+                return runner.run_engine(
+                    runner.single_engine(problem), progress=progress, check_finite=check_finite
+                )
         from sonotile.parallel.engine import engine_for
 
         engine, reason = engine_for(
@@ -189,7 +192,7 @@ def _run(
         )
         if not quiet:
             print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
-        return runner.run_engine(engine, progress=progress)
+        return runner.run_engine(engine, progress=progress, check_finite=check_finite)
 
 
 def shape_results(

@@ -227,6 +227,7 @@ class OptionArgs(TypedDict, total=False):
     smooth_rho0: bool
     axisymmetric: bool
     radial_symmetry: str
+    check_finite: bool
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,9 @@ class Options:
             edge only, and absorption is Stokes' (``alpha_power`` = 2, as in k-Wave).
         radial_symmetry: the symmetry at the outer radial edge, ``"WSWA"`` (k-Wave's default
             and its C++ solver's) or ``"WSWS"`` (k-Wave's ``-FFT`` names are accepted too).
+        check_finite: stop a run at the first chunk of steps whose state holds NaN or Inf with
+            :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on and
+            return what comes (to study an instability).
     """
 
     pml_size: int | Sequence[int] | str | None = None
@@ -261,6 +265,7 @@ class Options:
     smooth_rho0: bool = False
     axisymmetric: bool = False
     radial_symmetry: str = "WSWA"
+    check_finite: bool = True
 
     @classmethod
     def of(cls, options: Options | None, given: Mapping[str, Any], caller: str) -> Options:

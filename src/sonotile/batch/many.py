@@ -38,8 +38,9 @@ from sonotile.api import (
 )
 from sonotile.model.grid import make_time
 from sonotile.model.problem import Problem, ProblemError
-from sonotile.solver import runner
+from sonotile.solver import finite, runner
 from sonotile.solver import sensors as sens
+from sonotile.solver.finite import SimulationDiverged
 
 if TYPE_CHECKING:
     from jax.tree_util import PyTreeDef
@@ -122,15 +123,23 @@ def simulate_many(
     problems = [p for p, _ in built]
     how = _resolve(vectorize)
     if how == "loop":
-        outs = [runner.run(p) for p in problems]
+        outs = [_run_one(i, p, options.check_finite) for i, p in enumerate(problems)]
     else:
-        outs = run_vmapped(problems)
+        outs = run_vmapped(problems, options.check_finite)
     results = []
     for (problem, mapping), (raw, final) in zip(built, outs):
         data = shape_results(problem, raw, final, mapping["crop"])
         t = np.arange(problem.grid.nt) * problem.grid.dt
         results.append(Results(data, problem.grid, t, mapping["points"]))
     return results
+
+
+def _run_one(i: int, problem: Problem, check_finite: bool) -> tuple[dict, dict]:
+    """:func:`runner.run` of run ``i`` (a :class:`SimulationDiverged` names the run)."""
+    try:
+        return runner.run(problem, check_finite=check_finite)
+    except SimulationDiverged as e:
+        raise e.of_run(f"simulate_many run {i}") from None
 
 
 # --------------------------------------------------------------------------- vectorised
@@ -175,8 +184,23 @@ def _batch(trees: list[Any], share: bool = True) -> tuple[Any, Any]:
     return unflatten(treedef, values), unflatten(treedef, axes)
 
 
-def run_vmapped(problems: list[Problem]) -> list[tuple[dict, dict]]:
-    """All problems as one vmapped program; ``[(raw, final)]`` as :func:`runner.run` gives."""
+def _check_runs(state: Any, raw: dict, models: list[Any], problems: list[Problem],
+                first: int, last: int) -> None:  # fmt: skip
+    """:func:`finite.check_state` of stacked runs: one reduction; the first run holding NaN or
+    Inf is named."""
+    if bool(finite.state_finite(state)):
+        return
+    for b, (model, problem) in enumerate(zip(models, problems)):
+        one = jax.tree_util.tree_map(lambda x, b=b: x[b], (state, raw))
+        try:
+            finite.check_state(one[0], model, problem, first, last, one[1])
+        except SimulationDiverged as e:
+            raise e.of_run(f"simulate_many run {b}") from None
+
+
+def run_vmapped(problems: list[Problem], check_finite: bool = True) -> list[tuple[dict, dict]]:
+    """All problems as one vmapped program; ``[(raw, final)]`` as :func:`runner.run` gives
+    (``check_finite``: see :func:`runner.advance`)."""
     cps = [runner.compile_problem(p) for p in problems]
     first = cps[0]
     phys = first.phys.joined([cp.phys for cp in cps])
@@ -208,6 +232,8 @@ def run_vmapped(problems: list[Problem]) -> list[tuple[dict, dict]]:
         m = min(nt, n + size)
         xs = _stack([runner.step_inputs(p, n, m, cp.phys) for p, cp in zip(problems, cps)])
         carry, raw = fn(carry, xs, consts, ops)
+        if check_finite:
+            _check_runs(carry[0], raw, [cp.phys for cp in cps], problems, n + 1, m)
         keep = max(0, layout.start - n)
         for b, rec in enumerate(recs):
             for name, v in raw.items():

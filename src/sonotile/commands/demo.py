@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
         jax.config.update("jax_enable_x64", True)
     from sonotile.api import simulate
+    from sonotile.solver.finite import NonFiniteError
 
     grid, medium, source, sensor = setup(a.size)
     print(
@@ -111,14 +112,18 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     t0 = time.perf_counter()
-    res = simulate(
-        grid,
-        medium,
-        source,
-        sensor,
-        dtype="float64" if a.float64 else "float32",
-        progress=True,  # a bar on a terminal, a line per 10 % in a log
-    )
+    try:
+        res = simulate(
+            grid,
+            medium,
+            source,
+            sensor,
+            dtype="float64" if a.float64 else "float32",
+            progress=True,  # a bar on a terminal, a line per 10 % in a log
+        )
+    except NonFiniteError as e:  # the run blew up: nothing is written
+        print(f"sonotile demo: error: {e}", file=sys.stderr)
+        return 1
     el = time.perf_counter() - t0
     cells = np.prod(grid.shape) * grid.nt
     print(f"done in {el:.1f} s ({cells / el / 1e6:.1f} Mcells/s incl. compile)")

@@ -10,6 +10,7 @@ import sys
 from sonotile.api.heat import Tissue, heat_from_result
 from sonotile.base.cliargs import Parser
 from sonotile.model.problem import ProblemError
+from sonotile.solver.finite import NonFiniteError
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
             mesh_shape=None if a.mesh is None else tuple(int(v) for v in a.mesh.split("x")),
             progress=None,
         )  # fmt: skip
+    except NonFiniteError as e:  # the run blew up: nothing is written
+        print(f"sonotile heat: error: {e}", file=sys.stderr)
+        return 1
     except (ProblemError, ValueError, OSError) as e:
         print(f"sonotile heat: error: {e}", file=sys.stderr)
         return 2

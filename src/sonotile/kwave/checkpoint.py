@@ -26,8 +26,6 @@ from sonotile.kwave import files
 from sonotile.kwave.files import write_errors
 from sonotile.kwave.layout import XyzView, to_xyz
 from sonotile.kwave.output import (
-    NONFINITE_HINT,
-    all_finite,
     check_finite,
     set_str,
     write_scalar,
@@ -36,8 +34,10 @@ from sonotile.kwave.output import (
 from sonotile.model.grid import AXES
 from sonotile.parallel.distributed import barrier, in_turns
 from sonotile.physics.acoustic import State
+from sonotile.physics.base import NONFINITE_HINT
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
+from sonotile.solver.finite import all_finite
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -33,7 +33,8 @@ from sonotile.kwave.files import OutputWriteError, write_errors
 from sonotile.kwave.layout import to_zyx
 from sonotile.kwave.reader import KwaveInput
 from sonotile.model.grid import AXES
-from sonotile.solver.runner import in_host_memory
+from sonotile.physics.base import NONFINITE_HINT
+from sonotile.solver.finite import NonFiniteError, all_finite
 from sonotile.solver.sensors import SensorLayout
 
 if TYPE_CHECKING:
@@ -43,15 +44,6 @@ if TYPE_CHECKING:
 
 FLOAT_ATTRS = {"data_type": np.bytes_(b"float"), "domain_type": np.bytes_(b"real")}
 LONG_ATTRS = {"data_type": np.bytes_(b"long"), "domain_type": np.bytes_(b"real")}
-#: What a non-finite result most likely means (completed by the run with its CFL number).
-NONFINITE_HINT = (
-    "the simulation became unstable or overflowed: check dt against the stability limit (CFL "
-    "number) and the source amplitudes (float32 overflows above 3.4e38)"
-)
-
-
-class NonFiniteError(FloatingPointError):
-    """A result holds NaN or Inf: nothing is written."""
 
 
 def check_finite(name: str, values: np.ndarray, where: str, hint: str = NONFINITE_HINT) -> None:
@@ -459,22 +451,6 @@ def _text(v: object) -> str:
     if isinstance(v, np.ndarray):
         v = v.reshape(-1)[0] if v.size else b""
     return v.decode(errors="replace") if isinstance(v, bytes | np.bytes_) else str(v)
-
-
-def all_finite(v: np.ndarray | jax.Array) -> bool:
-    """Whether every value is finite: a device array is reduced where it lives; one in host
-    memory by numpy's minimum and maximum (NaN propagates through both, an infinity is one of
-    them: no program to load, no temporary the size of the grid)."""
-    if in_host_memory(v):
-        a = np.asarray(v)
-        if a.size == 0 or not np.issubdtype(a.dtype, np.inexact):
-            return True
-        if np.iscomplexobj(a):
-            return bool(np.isfinite(a).all())
-        return bool(np.isfinite(a.min()) and np.isfinite(a.max()))
-    import jax.numpy as jnp
-
-    return bool(jnp.all(jnp.isfinite(v)))
 
 
 def _process_index() -> int:

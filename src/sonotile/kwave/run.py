@@ -20,15 +20,15 @@ from sonotile.base.version import __version__
 from sonotile.kwave import files
 from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
 from sonotile.kwave.files import check_input_path, file_digest, hdf5_cleanup_errors
-from sonotile.kwave.output import NONFINITE_HINT, NonFiniteError, OutputFile, all_finite
+from sonotile.kwave.output import OutputFile
 from sonotile.kwave.provenance import provenance
 from sonotile.kwave.reader import read_input
-from sonotile.model.lazy import is_lazy
 from sonotile.parallel.decomposition import AUTO, SINGLE
 from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.physics.acoustic import checks, release_host_medium
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens
+from sonotile.solver.finite import NonFiniteError, all_finite
 
 if TYPE_CHECKING:
     from sonotile.kwave.reader import KwaveInput
@@ -143,7 +143,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     with ctx:
         engine = make_engine(problem, args, device)
         size = check_disk(args, engine.layout, problem.grid.nt, math.prod(problem.grid.shape))
-        hint = nonfinite_hint(problem)
+        hint = checks.instability_hint(problem)
         if engine.describe.startswith("single"):  # medium constants are on the device now
             release_host_medium(problem)
         rs = None
@@ -216,20 +216,6 @@ def check_disk(args: argparse.Namespace, layout: Any, nt: int, points: int) -> i
             "free space, sample fewer steps (-s) or points, or compress (-c)"
         )
     return need
-
-
-def nonfinite_hint(problem: Problem) -> str:
-    """What a NaN/Inf in this run's results most likely means, with its CFL number."""
-    if is_lazy(problem.medium.c0):
-        return NONFINITE_HINT
-    cfl = checks.cfl_number(problem)
-    limit = checks.stability_limit(problem)
-    stable = "" if math.isinf(limit) else f", stable up to {limit:.3g} s"
-    return (
-        f"the run became unstable or overflowed (CFL number {cfl:.3g}, dt = "
-        f"{problem.grid.dt:.3g} s{stable}): check dt and the medium, and the source amplitudes "
-        "(float32 overflows above 3.4e38)"
-    )
 
 
 def fingerprint(args: argparse.Namespace, problem: Problem) -> Fingerprint:
@@ -319,7 +305,8 @@ def _step(
     # leg that checkpoints after a set time runs chunks no longer than that time
     interval = args.checkpoint_interval if ctl.checkpointing else None
     sizer = rn.make_sizer(engine, seconds=interval, pace=max(1, nt * args.progress // 100))
-    rs = rn.advance(engine, rs, stop, out, sizer, ctl.progress, ctl.should_stop, ctl.should_abort)
+    rs = rn.advance(engine, rs, stop, out, sizer, ctl.progress, ctl.should_stop, ctl.should_abort,
+                    check_finite=False)  # fmt: skip  # its own checks: samples, fields, state
     if rs.next_step < nt and not ctl.checkpointing:
         raise ctl.interrupted(f"at step {rs.next_step}")
     return rs

@@ -39,6 +39,13 @@ from sonotile.model.grid import AXES
 #: and ``dtype``, the rest is the model's.
 AnyProblem = Any
 
+#: What NaN or Inf in a run most likely means, in general (a model's
+#: :meth:`Model.instability_hint` says it with its own figures).
+NONFINITE_HINT = (
+    "the simulation became unstable or overflowed: check dt against the stability limit (CFL "
+    "number) and the source amplitudes (float32 overflows above 3.4e38)"
+)
+
 
 class Model(Protocol):
     """One set of equations on one grid, as the loop and the engines see it (hashable)."""
@@ -68,6 +75,11 @@ class Model(Protocol):
     @property
     def describe(self) -> str:
         """The model in a user's words (e.g. ``"elastic model"``), for messages."""
+        ...
+
+    def instability_hint(self, problem: AnyProblem) -> str:
+        """What NaN or Inf in a run of ``problem`` most likely means, with the figures that
+        say it (e.g. the CFL number), for the error that stops the run."""
         ...
 
     def records(self) -> Records:

@@ -25,9 +25,9 @@ from numpy.typing import ArrayLike
 from sonotile.base import config, runtime
 from sonotile.model.problem import Problem
 from sonotile.physics import Model, model_for
-from sonotile.solver import programs
+from sonotile.solver import finite, programs
 from sonotile.solver import sensors as sens
-from sonotile.spectral.device import to_device
+from sonotile.spectral.device import in_host_memory, to_device
 from sonotile.spectral.operators import SpectralOps
 
 PointIndex = sens.PointIndex
@@ -566,6 +566,7 @@ def advance(
     progress: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     should_abort: Callable[[], bool] | None = None,
+    check_finite: bool = True,
 ) -> RunState:
     """Run steps ``rs.next_step .. stop-1`` in chunks, streaming raw samples to ``recorder``.
 
@@ -574,7 +575,10 @@ def advance(
     ``chunk``: steps per chunk, or a :class:`ChunkSizer` (default: about
     :data:`CHUNK_SECONDS` of work per chunk). ``should_stop()`` is checked between chunks
     (checkpointing, signals); ``should_abort()`` while a chunk runs: when true, the run is
-    abandoned at once with :class:`InterruptedError` (its state is lost).
+    abandoned at once with :class:`InterruptedError` (its state is lost). ``check_finite``:
+    after each chunk the state is reduced to one flag (:func:`.finite.state_finite`); at the
+    first chunk whose state holds NaN or Inf the run stops with
+    :class:`~sonotile.solver.finite.SimulationDiverged`.
     """
     sizer = chunk if isinstance(chunk, ChunkSizer) else make_sizer(engine, chunk)
     start = engine.layout.start
@@ -593,6 +597,8 @@ def advance(
         seconds = time.perf_counter() - t
         sizer.observe(m - n, seconds, stop - m)
         per_step = seconds / (m - n)
+        if check_finite:
+            finite.check_state(carry[0], engine.phys, engine.problem, n + 1, m, raw)
         if raw:
             keep = max(0, start - n)
             for name, v in raw.items():
@@ -604,15 +610,6 @@ def advance(
         if should_stop is not None and should_stop():
             break
     return RunState(carry, n)
-
-
-def in_host_memory(v: Any) -> bool:
-    """Whether ``v`` is a numpy array or a JAX array on one CPU device (``np.asarray`` of it
-    is then a view, no copy)."""
-    if not isinstance(v, jax.Array):
-        return True
-    devices = v.devices()
-    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
 
 
 def host_rows(v: Any, lo: int, hi: int) -> np.ndarray:
@@ -699,8 +696,11 @@ def run_engine(
     recorder: Recorder | None = None,
     chunk: int | None = None,
     progress: bool | None = None,
+    check_finite: bool = True,
 ) -> tuple[dict, dict]:
-    """Run a whole problem with an engine.
+    """Run a whole problem with an engine; ``check_finite``: stop with
+    :class:`~sonotile.solver.finite.SimulationDiverged` at the first chunk of steps whose state
+    holds NaN or Inf (see :func:`advance`).
 
     Returns ``(raw, final)``: raw time series ``{name: (Ts, Ns)}`` (when the recorder is the
     default in-memory one) and the aggregated / whole-field / final quantities.
@@ -711,7 +711,9 @@ def run_engine(
     rs, raw0 = engine.start()
     emit_step0(raw0, engine.layout.start, rec)
     prog = Progress(problem.grid.nt, problem.grid.size, enabled=progress, every_pct=10)
-    rs = advance(engine, rs, problem.grid.nt, rec, chunk=chunk, progress=prog)
+    rs = advance(
+        engine, rs, problem.grid.nt, rec, chunk=chunk, progress=prog, check_finite=check_finite
+    )
     final = engine.to_true(sens.finish(rs.carry[1], rs.carry[0], engine.layout, problem.grid.nt))
     raw = rec.result() if isinstance(rec, ListRecorder) else {}
     return raw, final
@@ -722,6 +724,7 @@ def run(
     recorder: Recorder | None = None,
     chunk: int | None = None,
     progress: bool | None = None,
+    check_finite: bool = True,
 ) -> tuple[dict, dict]:
     """Run a whole problem on one device (see :func:`run_engine`)."""
-    return run_engine(single_engine(problem), recorder, chunk, progress)
+    return run_engine(single_engine(problem), recorder, chunk, progress, check_finite)

@@ -33,3 +33,12 @@ def full(shape: tuple[int, ...], value: float, dtype: jax.typing.DTypeLike) -> j
     host = np.dtype(jnp.dtype(dtype))
     a = np.zeros(shape, host) if value == 0 else np.full(shape, value, host)  # zeros: untouched
     return jax.device_put(a)
+
+
+def in_host_memory(v: Any) -> bool:
+    """Whether ``v`` is a numpy array or a JAX array on one CPU device (``np.asarray`` of it
+    is then a view, no copy)."""
+    if not isinstance(v, jax.Array):
+        return True
+    devices = v.devices()
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu"

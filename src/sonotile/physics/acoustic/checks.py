@@ -16,12 +16,29 @@ from sonotile.model.grid import Grid
 from sonotile.model.lazy import is_lazy
 from sonotile.model.problem import Problem
 from sonotile.physics.acoustic.absorption import absorption_factors
+from sonotile.physics.base import NONFINITE_HINT
 
 
 def cfl_number(problem: Problem) -> float:
     """``max(c0) dt / min(spacing)``."""
     g = problem.grid
     return float(np.max(problem.medium.c0)) * g.dt / min(g.spacing)
+
+
+def instability_hint(problem: Problem) -> str:
+    """What NaN or Inf in a run of ``problem`` most likely means, with its CFL number and
+    :func:`stability_limit` (the generic :data:`~sonotile.physics.base.NONFINITE_HINT` when
+    the sound speed is read per process)."""
+    if is_lazy(problem.medium.c0):
+        return NONFINITE_HINT
+    cfl = cfl_number(problem)
+    limit = stability_limit(problem)
+    stable = "" if math.isinf(limit) else f", stable up to {limit:.3g} s"
+    return (
+        f"the run became unstable or overflowed (CFL number {cfl:.3g}, dt = "
+        f"{problem.grid.dt:.3g} s{stable}): check dt and the medium, and the source amplitudes "
+        "(float32 overflows above 3.4e38)"
+    )
 
 
 def max_wavenumber(grid: Grid) -> float:

@@ -66,6 +66,10 @@ class AcousticModel:
     def describe(self) -> str:
         return "acoustic model"
 
+    def instability_hint(self, problem: Problem) -> str:
+        """The CFL number and stability limit (:func:`.checks.instability_hint`)."""
+        return checks.instability_hint(problem)
+
     def observed(self, state: Any, c: dict) -> Any:
         return state
 

@@ -98,6 +98,16 @@ class ElasticModel:
     def describe(self) -> str:
         return "elastic model"
 
+    def instability_hint(self, run: ElasticRun) -> str:
+        """The CFL number of the compressional speed."""
+        c_max = float(np.max(run.medium.sound_speed_compression))
+        cfl = c_max * run.dt / min(run.spacing)
+        return (
+            f"the run became unstable or overflowed (CFL number max(c_p) dt / dx = {cfl:.3g}, "
+            f"dt = {run.dt:.3g} s): reduce dt, and check the medium and the "
+            "source amplitudes"
+        )
+
     def records(self) -> Records:
         return elastic_records(self.ndim)
 

@@ -7,6 +7,7 @@ checks the user's input in k-Wave's names before anything runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,16 @@ class HeatModel:
     @property
     def describe(self) -> str:
         return "heat model"
+
+    def instability_hint(self, problem: HeatProblem) -> str:
+        """dt against the stability limit (a dt beyond it is refused before the run)."""
+        limit = dt_limit(problem.co, problem.shape, problem.spacing)
+        within = "no limit" if math.isinf(limit) else f"dt_limit = {limit:.3g} s"
+        return (
+            f"the run overflowed or became unstable (dt = {problem.dt:.3g} s, stability limit: "
+            f"{within}): check the source power Q (float32 overflows above 3.4e38) and the "
+            "medium, or take smaller steps"
+        )
 
     def observed(self, state: Any, c: dict) -> Any:
         return state
