@@ -32,7 +32,8 @@ UNITS = {
 
 @dataclass
 class Tissue:
-    """Thermal properties of the heated tissue (defaults: k-Wave's heating example).
+    """Thermal properties of the heated tissue (defaults: k-Wave's heating example); each a
+    number or a field of the thermal grid's shape (per-tissue values).
 
     Attributes:
         specific_heat: [J/(kg K)]. thermal_conductivity: [W/(m K)].
@@ -41,10 +42,10 @@ class Tissue:
             blood specific heat [J/(kg K)] and arterial temperature [degC].
     """
 
-    specific_heat: float = 3600.0
-    thermal_conductivity: float = 0.5
-    density: float | None = None
-    perfusion_rate: float = 0.0
+    specific_heat: float | np.ndarray = 3600.0
+    thermal_conductivity: float | np.ndarray = 0.5
+    density: float | np.ndarray | None = None
+    perfusion_rate: float | np.ndarray = 0.0
     blood_density: float = 1060.0
     blood_specific_heat: float = 3617.0
     blood_temperature: float = 37.0
@@ -142,7 +143,7 @@ def _thermal_medium(tissue: Tissue, rho: Any) -> dict:
         "specific_heat": tissue.specific_heat,
         "thermal_conductivity": tissue.thermal_conductivity,
     }
-    if tissue.perfusion_rate > 0:
+    if np.any(np.asarray(tissue.perfusion_rate) > 0):
         m.update(blood_density=tissue.blood_density, blood_specific_heat=tissue.blood_specific_heat,
                  blood_perfusion_rate=tissue.perfusion_rate,
                  blood_ambient_temperature=tissue.blood_temperature)  # fmt: skip
