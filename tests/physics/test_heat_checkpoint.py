@@ -55,6 +55,27 @@ def test_saved_on_one_device_goes_on_on_a_pencil_mesh(tmp_path) -> None:
         np.testing.assert_allclose(resumed.data[k], v, rtol=1e-13, atol=1e-13, err_msg=k)
 
 
+def test_a_signal_saves_and_stops_and_the_run_goes_on(tmp_path, monkeypatch) -> None:
+    """SIGINT/SIGTERM (here: the flag their handler sets, raised before the first chunk) save
+    the state and stop between chunks; the next call goes on to the same result."""
+    import sonotile.api.heatrun as hr
+
+    whole = run()
+    cp = Checkpoint(str(tmp_path / "s.npz"))
+
+    def signalled(flag: dict) -> dict:
+        flag["stop"] = True
+        return {}
+
+    with monkeypatch.context() as m:
+        m.setattr(hr, "install_stop_handlers", signalled)
+        with pytest.raises(RunStopped, match="after step 0 of 60"):
+            run(cp)
+    resumed = run(cp)
+    for k, v in whole.data.items():
+        assert np.array_equal(resumed.data[k], v), k
+
+
 @pytest.mark.parametrize("cp, message", [
     (Checkpoint("x.npz", interval=0.0), "interval must be > 0"),
     (Checkpoint("x.npz", steps=0), "whole number >= 1"),

@@ -169,7 +169,7 @@ def run_sonication(problem: HeatProblem, n_on: int, decomposition: str = "single
             if heated is None and rs.next_step >= n_on:
                 heated = _temperature(engine, rs)
             limit = stop if cp is None or cp.steps is None else min(stop, first + int(cp.steps))
-            if rs.next_step < limit:
+            if rs.next_step < limit and not should_stop():
                 rs = runner.advance(engine, rs, limit, rec, progress=prog, should_stop=should_stop)
             if heated is None and rs.next_step >= n_on:
                 heated = _temperature(engine, rs)
