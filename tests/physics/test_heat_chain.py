@@ -95,7 +95,7 @@ def test_heat_command_stopped_and_resumed_equals_one_piece(cw_result: str, tmp_p
     assert main([*base, "-o", whole]) == 0
     cmd = [*base, "-o", out, "--checkpoint", ck]
     for step in (25, 50):  # 40 steps heat, 40 cool
-        assert main([*cmd, "--checkpoint-steps", "25"]) == 0
+        assert main([*cmd, "--checkpoint_steps", "25"]) == 0
         assert f"after step {step} of 80" in capsys.readouterr().out
         assert os.path.exists(ck) and not os.path.exists(out)
     assert main(cmd) == 0 and not os.path.exists(ck)
@@ -103,7 +103,7 @@ def test_heat_command_stopped_and_resumed_equals_one_piece(cw_result: str, tmp_p
     assert set(one) == set(resumed)
     for k, v in one.items():
         assert np.array_equal(resumed[k], v), k
-    assert main([*cmd, "--checkpoint-steps", "10"]) == 0
+    assert main([*cmd, "--checkpoint_steps", "10"]) == 0
     capsys.readouterr()
     for change, name in ((["--on", "1"], "schedule"), (["--conductivity", "0.6"], "medium"),
                          (["--duration", "3"], "grid")):  # fmt: skip
@@ -115,6 +115,8 @@ def test_heat_command_stopped_and_resumed_equals_one_piece(cw_result: str, tmp_p
     assert main([*base, "-o", never, "--checkpoint", str(other)]) == 2
     assert "not a sonotile run state" in capsys.readouterr().err
     assert other.read_text() == "mine" and not os.path.exists(never)
+    assert main([*base, "-o", never, "--checkpoint_steps", "3"]) == 2
+    assert "need --checkpoint" in capsys.readouterr().err
 
 
 def test_heat_command_on_a_pencil_mesh_equals_one_device(cw_result: str, tmp_path) -> None:

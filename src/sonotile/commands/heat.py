@@ -1,8 +1,8 @@
 """``sonotile heat RESULT.h5``: temperature, thermal dose and lesion of a sonication from a CW
 acoustic result (:func:`sonotile.api.heat.heat_from_result`).
 
-With ``--checkpoint FILE`` a stopped run (a signal, ``--checkpoint-interval``,
-``--checkpoint-steps``) saves its state and ends with status 0, as k-Wave's binaries do; the
+With ``--checkpoint FILE`` a stopped run (a signal, ``--checkpoint_interval``,
+``--checkpoint_steps``) saves its state and ends with status 0, as k-Wave's binaries do; the
 same command goes on from the file and removes it when the run is complete."""
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", metavar="FILE",
                    help="save the run's state here when stopped (SIGINT/SIGTERM, or the limits "
                         "below); the same command with this file goes on from it")  # fmt: skip
-    p.add_argument("--checkpoint-interval", type=float, metavar="S",
+    p.add_argument("--checkpoint_interval", type=float, metavar="S",
                    help="save and stop after S seconds of stepping")  # fmt: skip
-    p.add_argument("--checkpoint-steps", type=int, metavar="N",
+    p.add_argument("--checkpoint_steps", type=int, metavar="N",
                    help="save and stop after N steps of this call")  # fmt: skip
     return p
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.checkpoint is not None:
         cp = Checkpoint(a.checkpoint, a.checkpoint_interval, a.checkpoint_steps)
     elif a.checkpoint_interval is not None or a.checkpoint_steps is not None:
-        print("sonotile heat: error: --checkpoint-interval/--checkpoint-steps need --checkpoint",
+        print("sonotile heat: error: --checkpoint_interval/--checkpoint_steps need --checkpoint",
               file=sys.stderr)  # fmt: skip
         return 2
     try:
