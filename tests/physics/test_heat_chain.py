@@ -106,7 +106,8 @@ def test_heat_command_stopped_and_resumed_equals_one_piece(cw_result: str, tmp_p
     assert main([*cmd, "--checkpoint_steps", "10"]) == 0
     capsys.readouterr()
     for change, name in ((["--on", "1"], "schedule"), (["--conductivity", "0.6"], "medium"),
-                         (["--duration", "3"], "grid")):  # fmt: skip
+                         (["--duration", "3"], "time axis"),
+                         (["--float32"], "grid")):  # fmt: skip
         assert main([*cmd, *change]) == 2
         assert f"saved by a run with another {name}" in capsys.readouterr().err
     other = tmp_path / "notes.txt"

@@ -6,9 +6,9 @@ state (:func:`sonotile.solver.resume.save_state`: the fields, dose, maximum, the
 so far, the temperature at the end of the heating) and stops after ``interval`` seconds or
 ``steps`` steps, or on SIGINT/SIGTERM between chunks, raising :class:`RunStopped`; the same call
 with the same file goes on from there, and the result equals an uninterrupted run bit for bit.
-A file saved with other inputs (grid, medium, source, schedule, precision) is refused naming
-them; a file that is not a run state is never written over; the file is removed once the run
-is complete.
+A file saved with other inputs (grid, time axis, medium, source, schedule, precision) is
+refused naming them; a file that is not a run state is never written over; the file is
+removed once the run is complete.
 """
 
 from __future__ import annotations
@@ -83,14 +83,13 @@ def _digest(*values: Any) -> str:
 
 
 def fingerprint(problem: HeatProblem, n_on: int) -> dict[str, str]:
-    """A digest of each input a saved state must match: grid (and time axis, precision),
-    medium, initial temperature, heat source, schedule (on/off per step), sensor."""
+    """A digest of each input a saved state must match: grid (and precision), time axis
+    (step and count), medium, initial temperature, heat source, schedule, sensor."""
     co = problem.co
     pts = () if problem.points is None else problem.points
     return {
-        "grid": _digest(
-            problem.shape, problem.spacing, problem.dt, problem.nt, problem.dtype == "float64"
-        ),  # fmt: skip
+        "grid": _digest(problem.shape, problem.spacing, problem.dtype == "float64"),
+        "time axis": _digest(problem.dt, problem.nt),
         "medium": _digest(co.p1, co.p2, co.perfusion, co.ambient, co.q_scale, co.d_ref, co.p_ref),
         "T0": _digest(problem.T0),
         "Q": _digest(problem.Q),
