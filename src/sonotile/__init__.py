@@ -50,7 +50,7 @@ _WHERE = {
     "make_simulator": "sonotile.api.differentiable",
     "Tape": "sonotile.solver.tape",
     "SimulationDiverged": "sonotile.solver.finite",
-    **dict.fromkeys(("KWaveDiffusion", "bioheat"), "sonotile.api.diffusion"),
+    **dict.fromkeys(("KWaveDiffusion", "bioheat", "bioheat_batch"), "sonotile.api.diffusion"),
     "bioheat_exact": "sonotile.physics.heat",
     "heat_from_result": "sonotile.api.heat",
     "plan": "sonotile.planning.chain",
@@ -62,8 +62,8 @@ _WHERE = {
 
 __all__ = [
     "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
-    "make_simulator", "Tape", "load_input", "load_results",
-    "KWaveDiffusion", "bioheat", "bioheat_exact", "heat_from_result", "plan",
+    "make_simulator", "Tape", "load_input", "load_results", "SimulationDiverged",
+    "KWaveDiffusion", "bioheat", "bioheat_batch", "bioheat_exact", "heat_from_result", "plan",
     "kspace_line_recon", "kspace_plane_recon", "time_reversal", "TimeReversal",
     "pstd_elastic_2d", "pstd_elastic_3d", "KWaveElasticMedium", "ElasticSource",
     "__version__",

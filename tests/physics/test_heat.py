@@ -292,6 +292,35 @@ def test_vmap_over_source_amplitudes_equals_separate_runs() -> None:
     assert np.allclose(batch, one_by_one, rtol=1e-12) and np.all(np.diff(batch) > 0)
 
 
+def test_batch_of_sources_and_schedules_equals_separate_runs() -> None:
+    """``bioheat_batch``: three heat sources and three sonication schedules in one vectorised
+    call give each run's temperature, dose, maximum and sensor samples; longer on-time, more
+    dose; bad batches are refused before any step."""
+    from sonotile.api.diffusion import bioheat_batch
+
+    shape, nt, dt = (24, 20), 40, 0.1
+    Qs = np.stack([a * 2e6 * gaussian(shape, (c, 0.0), 3e-3)
+                   for a, c in ((1.0, 0.0), (1.5, 2e-3), (0.7, -2e-3))])  # fmt: skip
+    plans = ((1.0, None, 1.0), (2.0, 0.5, 0.5), (3.0, None, 1.0))  # on [s], period [s], duty
+    ons = np.stack([sonication(nt, dt, on=t, period=p, duty=d) for t, p, d in plans])
+    med, mask = tissue(0.01), np.zeros(shape)
+    mask[12, 10] = mask[3, 4] = 1
+    batch = bioheat_batch(grid(shape), med, {"T0": 37.0}, nt, dt, Q=Qs, on=ons, sensor=mask)
+    assert batch.T.shape == (3, *shape) and batch.sensor_data.shape == (3, 2, nt)
+    for b in range(3):
+        one = bioheat(grid(shape), med, {"T0": 37.0, "Q": Qs[b]}, nt, dt, on=ons[b], sensor=mask)
+        for name in ("T", "cem43", "T_max", "sensor_data"):
+            got, want = np.asarray(getattr(batch, name))[b], np.asarray(getattr(one, name))
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=name)
+    same_q = bioheat_batch(grid(shape), med, {"T0": 37.0, "Q": Qs[0]}, nt, dt, on=ons)
+    assert np.all(np.diff(np.asarray(same_q.cem43)[:, 12, 10]) > 0)  # more on-time, more dose
+    for kw, message in (({"Q": Qs, "on": ons[:2]}, "batch sizes"),
+                        ({"Q": Qs[:, :5]}, "expected \\(B, 24, 20\\)"),
+                        ({"on": ons[:, :7]}, "on: shape")):  # fmt: skip
+        with pytest.raises(ProblemError, match=message):
+            bioheat_batch(grid(shape), med, {"T0": 37.0, "Q": Qs[0]}, nt, dt, **kw)
+
+
 def test_model_interface_runs_in_any_chunks() -> None:
     """Through the common time loop (an engine, chunks of steps), a run cut into chunks of 7
     steps, a run resumed half-way from its state (dose and maximum carried on), and the traced

@@ -4,6 +4,7 @@ from the file (Python call and ``sonotile heat``): the focal rise follows the ab
 from __future__ import annotations
 
 import math
+import os
 
 import h5py
 import numpy as np
@@ -75,6 +76,48 @@ def test_heat_command_writes_temperature_dose_and_lesion(cw_result: str, tmp_pat
     assert main(["plot", out, "--out", str(png)]) == 0  # temperature, dose, focal history
     pngs = [png, tmp_path / "heat_2.png", tmp_path / "heat_3.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" and p.stat().st_size > 10_000 for p in pngs)
+
+
+def _heat_file(path: str) -> dict:
+    with h5py.File(path) as f:
+        return {k: f["heat"][k][()] for k in f["heat"]}
+
+
+def test_heat_command_stopped_and_resumed_equals_one_piece(cw_result: str, tmp_path,
+                                                            capsys) -> None:  # fmt: skip
+    """``--checkpoint``: a run stopped twice (once while heating, once while cooling, the
+    temperature at the end of the heating kept), each time rerun with the same command, writes
+    the same file bit for bit as the run in one piece, and removes its state; a state of other
+    inputs is refused naming them; a file that is not a state is never written over."""
+    base = ["heat", cw_result, "--duration", "4", "--on", "2", "--dt", "0.05",
+            "--perfusion", "0.01"]  # fmt: skip
+    whole, out, ck = (str(tmp_path / n) for n in ("whole.h5", "out.h5", "state.npz"))
+    assert main([*base, "-o", whole]) == 0
+    cmd = [*base, "-o", out, "--checkpoint", ck]
+    for step in (25, 50):  # 40 steps heat, 40 cool
+        assert main([*cmd, "--checkpoint_steps", "25"]) == 0
+        assert f"after step {step} of 80" in capsys.readouterr().out
+        assert os.path.exists(ck) and not os.path.exists(out)
+    assert main(cmd) == 0 and not os.path.exists(ck)
+    one, resumed = _heat_file(whole), _heat_file(out)
+    assert set(one) == set(resumed)
+    for k, v in one.items():
+        assert np.array_equal(resumed[k], v), k
+    assert main([*cmd, "--checkpoint_steps", "10"]) == 0
+    capsys.readouterr()
+    for change, name in ((["--on", "1"], "schedule"), (["--conductivity", "0.6"], "medium"),
+                         (["--duration", "3"], "time axis"),
+                         (["--float32"], "grid")):  # fmt: skip
+        assert main([*cmd, *change]) == 2
+        assert f"saved by a run with another {name}" in capsys.readouterr().err
+    other = tmp_path / "notes.txt"
+    other.write_text("mine")
+    never = str(tmp_path / "never.h5")
+    assert main([*base, "-o", never, "--checkpoint", str(other)]) == 2
+    assert "not a sonotile run state" in capsys.readouterr().err
+    assert other.read_text() == "mine" and not os.path.exists(never)
+    assert main([*base, "-o", never, "--checkpoint_steps", "3"]) == 2
+    assert "need --checkpoint" in capsys.readouterr().err
 
 
 def test_heat_command_on_a_pencil_mesh_equals_one_device(cw_result: str, tmp_path) -> None:

@@ -70,6 +70,10 @@ def test_plan_writes_aligned_volumes_report_and_numbers(planned, ct_path):
     np.testing.assert_allclose(f["peak_pa"], 1.5e6)  # scaled to the requested focal pressure
     assert f["error_mm"] < 15.0 and h["T_max_degC"] > 37.0 and h["rise_at_target_K"] > 0.1
     assert summary["settings"]["mapping"] == "aubry2003"
+    # heated with each tissue class's thermal properties (IT'IS), stated in plan.json
+    assert summary["thermal"]["classes"]["cortical bone"]["specific_heat"] == 1313.0
+    assert "IT'IS" in summary["thermal"]["reference"]
+    assert {1313.0, 3630.0} <= set(np.unique(p.thermal.specific_heat).tolist())
     assert summary["transducer"]["n_elements"] == 1
     assert os.path.getsize(os.path.join(out, "report.png")) > 20_000
     assert "data:image/png;base64," in open(os.path.join(out, "report.html")).read()

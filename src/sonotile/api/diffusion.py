@@ -10,6 +10,7 @@ a decomposition, chunks, progress), :func:`bioheat` as one traced function
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -107,12 +108,64 @@ def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa
         return HeatResult(state.T, state.cem43, state.T_max, data)
 
 
+def bioheat_batch(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa: N803
+                  Q: ArrayLike | None = None, on: ArrayLike | None = None,  # noqa: N803
+                  sensor: Any = None, dtype: str = "float64",
+                  fft: str = "xla") -> HeatResult:  # fmt: skip
+    """Several heat runs in one vectorised call (``jax.vmap`` of :func:`bioheat`): the same
+    grid, medium and ``source.T0``, with a batch of heat sources ``Q`` ``(B, *grid)``
+    [W/m^3] (None: ``source.Q`` in every run) and/or of schedules ``on`` ``(B, Nt)`` (power
+    factor per step; ``(Nt,)`` or None: one for all). Returns a :class:`HeatResult` whose
+    arrays have a leading batch axis ``B``. Raises :class:`ProblemError` for bad input, before
+    any step; a batch costs about ``B`` runs' memory on one device."""
+    shape, spacing = grid_of(kgrid)
+    src = ThermalSource.of(source)
+    qb, onb = _batch(src.Q if Q is None else Q, on, shape, int(Nt), Q is not None)
+    q0 = qb[0] if Q is not None else qb
+    problem = heat_problem(shape, spacing, medium, {"T0": src.T0, "Q": q0}, Nt, dt,
+                           on=onb[0] if onb.ndim == 2 else onb,
+                           sensor=sensor_index(sensor, shape), dtype=dtype, fft=fft)  # fmt: skip
+    n_sens = 0 if problem.points is None else int(problem.points[0].size)
+
+    def one(q: jax.Array, switch: jax.Array) -> HeatResult:
+        raw, state = traced_problem(replace(problem, Q=q), on=switch)
+        data = raw["T"].T if "T" in raw else jnp.zeros((n_sens, int(Nt)), dtype)
+        return HeatResult(state.T, state.cem43, state.T_max, data)
+
+    with x64_for(dtype):
+        axes = (0 if Q is not None else None, 0 if onb.ndim == 2 else None)
+        return jax.vmap(one, in_axes=axes)(jnp.asarray(qb, dtype), jnp.asarray(onb, dtype))
+
+
+def _batch(q: Any, on: Any, shape: tuple[int, ...], nt: int,
+           q_batched: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``Q`` and ``on`` of a batch, checked: the batch sizes agree, every value finite."""
+    if q is None:
+        raise ProblemError("Q: a batch of heat runs needs a heat source (Q or source.Q)")
+    qa = np.asarray(q, dtype=np.float64)
+    if q_batched and (qa.ndim != len(shape) + 1 or qa.shape[1:] != shape):
+        raise ProblemError(f"Q: shape {qa.shape}, expected (B, {', '.join(map(str, shape))})")
+    sw = np.ones(nt) if on is None else np.asarray(on, dtype=np.float64)
+    if sw.shape not in ((nt,), (sw.shape[0], nt)) or sw.ndim > 2:
+        raise ProblemError(f"on: shape {sw.shape}, expected ({nt},) or (B, {nt})")
+    sizes = {n for n, b in ((qa.shape[0], q_batched), (sw.shape[0], sw.ndim == 2)) if b}
+    if len(sizes) > 1:
+        raise ProblemError(f"Q and on: batch sizes {sorted(sizes)} differ")
+    if not sizes:
+        raise ProblemError("a batch needs Q of shape (B, *grid) or on of shape (B, Nt)")
+    for name, a in (("Q", qa), ("on", sw)):
+        if not np.all(np.isfinite(a)):
+            raise ProblemError(f"{name}: contains NaN or Inf")
+    return qa, sw
+
+
 def traced_problem(problem: HeatProblem, decomposition: Decomposition | str = SINGLE,
-                   mesh_shape: tuple[int, ...] | None = None,
+                   mesh_shape: tuple[int, ...] | None = None, on: Any = None,
                    ) -> tuple[dict[str, jax.Array], State]:  # fmt: skip
     """A validated problem as one traced run (:func:`sonotile.solver.runner.traced_run`; on a
     pencil mesh inside :func:`sonotile.parallel.differentiable.mesh_runner`): the raw sensor
-    samples (``{"T": (nt, n_sensors)}`` or ``{}``) and the final state."""
+    samples (``{"T": (nt, n_sensors)}`` or ``{}``) and the final state. ``on``: ``(nt,)``
+    power factors in place of ``problem.on`` (may be traced: a batch of schedules)."""
     model = HeatModel.of(problem)
     ops = model.operators(problem)
     c = model.constants(problem, ops=ops)
@@ -122,6 +175,8 @@ def traced_problem(problem: HeatProblem, decomposition: Decomposition | str = SI
     index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
                                          for a in range(pts.shape[1]))  # fmt: skip
     xs = {k: jnp.asarray(v) for k, v in model.inputs(problem, 0, problem.nt).items()}
+    if on is not None:
+        xs["on"] = jnp.asarray(on, xs["on"].dtype)
     if decomposition == SINGLE:
         return _traced(c, ops, index, xs, model, layout, problem.shape, problem.dtype)
     from sonotile.parallel.differentiable import mesh_runner

@@ -10,16 +10,18 @@ and writes temperature, dose and lesion with units to an HDF5 file.
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from sonotile.api.diffusion import KWaveDiffusion
+from sonotile.api.diffusion import x64_for
+from sonotile.api.heatrun import Checkpoint, run_sonication
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source, sonication
+from sonotile.physics.heat.dose import LESION_CEM43
+from sonotile.physics.heat.model import heat_problem
 from sonotile.physics.heat.sources import block_mean
 
 FORMAT = "sonotile-heat"
@@ -32,7 +34,8 @@ UNITS = {
 
 @dataclass
 class Tissue:
-    """Thermal properties of the heated tissue (defaults: k-Wave's heating example).
+    """Thermal properties of the heated tissue (defaults: k-Wave's heating example); each a
+    number or a field of the thermal grid's shape (per-tissue values).
 
     Attributes:
         specific_heat: [J/(kg K)]. thermal_conductivity: [W/(m K)].
@@ -41,10 +44,10 @@ class Tissue:
             blood specific heat [J/(kg K)] and arterial temperature [degC].
     """
 
-    specific_heat: float = 3600.0
-    thermal_conductivity: float = 0.5
-    density: float | None = None
-    perfusion_rate: float = 0.0
+    specific_heat: float | np.ndarray = 3600.0
+    thermal_conductivity: float | np.ndarray = 0.5
+    density: float | np.ndarray | None = None
+    perfusion_rate: float | np.ndarray = 0.0
     blood_density: float = 1060.0
     blood_specific_heat: float = 3617.0
     blood_temperature: float = 37.0
@@ -142,7 +145,7 @@ def _thermal_medium(tissue: Tissue, rho: Any) -> dict:
         "specific_heat": tissue.specific_heat,
         "thermal_conductivity": tissue.thermal_conductivity,
     }
-    if tissue.perfusion_rate > 0:
+    if np.any(np.asarray(tissue.perfusion_rate) > 0):
         m.update(blood_density=tissue.blood_density, blood_specific_heat=tissue.blood_specific_heat,
                  blood_perfusion_rate=tissue.perfusion_rate,
                  blood_ambient_temperature=tissue.blood_temperature)  # fmt: skip
@@ -155,18 +158,23 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
                      frequency: float | None = None, quantity: str = "auto",
                      dtype: str = "float64", decomposition: str = "single",
                      mesh_shape: tuple[int, ...] | None = None,
-                     progress: bool | None = False) -> HeatRun:  # fmt: skip
+                     progress: bool | None = False,
+                     checkpoint: Checkpoint | None = None) -> HeatRun:  # fmt: skip
     """Heat the tissue of an acoustic result for ``duration`` [s] with steps of ``dt`` [s]:
     the source on for the first ``on`` seconds (None: throughout), pulsed with ``period`` [s]
     at ``duty`` if given, then cooling. ``coarsen``: thermal grid spacing in acoustic points.
     ``decomposition`` (``"single"`` or ``"pencil"`` over ``mesh_shape`` devices, default all),
-    ``progress``: see :class:`~sonotile.api.diffusion.KWaveDiffusion`."""
+    ``progress``: see :class:`~sonotile.api.diffusion.KWaveDiffusion`; ``checkpoint``: see
+    :func:`sonicate`."""
     if not (duration > 0 and dt > 0):
         raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
+    if checkpoint is not None:
+        checkpoint.check((path,))
     q, spacing, info = source_from_result(path, frequency, quantity, coarsen)
     run = sonicate(q, spacing, info["density"], duration, on, dt, tissue=tissue, T0=T0,
                    period=period, duty=duty, dtype=dtype, decomposition=decomposition,
-                   mesh_shape=mesh_shape, progress=progress)  # fmt: skip
+                   mesh_shape=mesh_shape, progress=progress,
+                   checkpoint=checkpoint)  # fmt: skip
     run.attrs = {"source": os.path.basename(path), "quantity": info["quantity"],
                  "frequency": info["frequency"], **run.attrs}  # fmt: skip
     return run
@@ -177,31 +185,35 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
              tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
              period: float | None = None, duty: float = 1.0,
              dtype: str = "float64", decomposition: str = "single",
-             mesh_shape: tuple[int, ...] | None = None,
-             progress: bool | None = False) -> HeatRun:  # fmt: skip
+             mesh_shape: tuple[int, ...] | None = None, progress: bool | None = False,
+             checkpoint: Checkpoint | None = None) -> HeatRun:  # fmt: skip
     """Heat a grid for ``duration`` [s] in steps of ``dt`` [s] with the heat source ``q``
     [W/m^3] (grid spacing ``spacing`` [m], tissue ``density`` [kg/m^3]) on for the first
     ``on`` seconds (None: throughout), pulsed with ``period`` [s] at ``duty`` if given;
-    ``decomposition``, ``mesh_shape``, ``progress``: see :func:`heat_from_result`."""
+    ``decomposition``, ``mesh_shape``, ``progress``: see :func:`heat_from_result`;
+    ``checkpoint``: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`;
+    raises :class:`~sonotile.api.heatrun.RunStopped` when it stops the run)."""
     if not (duration > 0 and dt > 0):
         raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
+    if checkpoint is not None:
+        checkpoint.check()
     nt = max(1, round(duration / dt))
     n_on = nt if on is None else min(nt, max(0, round(on / dt)))
     switch = sonication(nt, dt, on, period, duty)
     focus = np.unravel_index(int(np.argmax(q)), q.shape)
-    mask = np.zeros(q.shape, bool)
-    mask[focus] = True
-    grid = argparse.Namespace(shape=q.shape, spacing=spacing)
     medium = _thermal_medium(tissue or Tissue(), density)
-    mesh: dict[str, Any] = {} if mesh_shape is None else {"mesh_shape": mesh_shape}
-    kd = KWaveDiffusion(grid, medium, {"T0": T0, "Q": q}, mask, dtype=dtype,
-                        decomposition=decomposition, progress=progress, **mesh)  # fmt: skip
-    kd.take_time_step(n_on, dt, on=switch[:n_on]) if n_on else None
-    heated = kd.T
-    if nt > n_on:
-        kd.take_time_step(nt - n_on, dt, on=switch[n_on:])
-    data = {"T": kd.T, "T_heated": heated, "T_max": kd.T_max, "cem43": kd.cem43,
-            "lesion_map": kd.lesion_map, "Q": q, "T_focus": kd.sensor_data[0],
-            "t": (np.arange(nt) + 1) * dt, "focus": np.asarray(focus)}  # fmt: skip
-    attrs = {"duration": nt * dt, "on": n_on * dt, "lesion_size": kd.lesion_size}
+    problem = heat_problem(tuple(q.shape), tuple(spacing), medium, {"T0": T0, "Q": q}, nt, dt,
+                           on=switch, sensor=tuple(np.array([i]) for i in focus),
+                           dtype=dtype, fft="auto")  # fmt: skip
+    with x64_for(dtype):
+        final, heated, raw = run_sonication(problem, n_on, decomposition, mesh_shape, progress,
+                                            checkpoint)  # fmt: skip
+    cem43 = np.asarray(final["cem43_final"])
+    lesion = cem43 >= LESION_CEM43
+    data = {"T": np.asarray(final["T_final"]), "T_heated": heated,
+            "T_max": np.asarray(final["T_max_final"]), "cem43": cem43, "lesion_map": lesion,
+            "Q": q, "T_focus": np.asarray(raw["T"])[:, 0], "t": (np.arange(nt) + 1) * dt,
+            "focus": np.asarray(focus)}  # fmt: skip
+    attrs = {"duration": nt * dt, "on": n_on * dt,
+             "lesion_size": float(np.sum(lesion) * np.prod(spacing))}  # fmt: skip
     return HeatRun(data, spacing, dt, attrs)

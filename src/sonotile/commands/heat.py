@@ -1,5 +1,9 @@
 """``sonotile heat RESULT.h5``: temperature, thermal dose and lesion of a sonication from a CW
-acoustic result (:func:`sonotile.api.heat.heat_from_result`)."""
+acoustic result (:func:`sonotile.api.heat.heat_from_result`).
+
+With ``--checkpoint FILE`` a stopped run (a signal, ``--checkpoint_interval``,
+``--checkpoint_steps``) saves its state and ends with status 0, as k-Wave's binaries do; the
+same command goes on from the file and removes it when the run is complete."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import os
 import sys
 
 from sonotile.api.heat import Tissue, heat_from_result
+from sonotile.api.heatrun import Checkpoint, RunStopped
 from sonotile.base.cliargs import Parser
 from sonotile.model.problem import ProblemError
 from sonotile.solver.finite import NonFiniteError
@@ -37,6 +42,13 @@ def parser() -> argparse.ArgumentParser:
         help="run on one device or on a pencil mesh of all devices",
     )
     p.add_argument("--mesh", help="pencil mesh shape, e.g. 4 or 2x2 (default: all devices)")
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="save the run's state here when stopped (SIGINT/SIGTERM, or the limits "
+                        "below); the same command with this file goes on from it")  # fmt: skip
+    p.add_argument("--checkpoint_interval", type=float, metavar="S",
+                   help="save and stop after S seconds of stepping")  # fmt: skip
+    p.add_argument("--checkpoint_steps", type=int, metavar="N",
+                   help="save and stop after N steps of this call")  # fmt: skip
     return p
 
 
@@ -44,21 +56,33 @@ def main(argv: list[str] | None = None) -> int:
     """The ``sonotile heat`` command."""
     a = parser().parse_args(argv)
     tissue = Tissue(a.specific_heat, a.conductivity, perfusion_rate=a.perfusion)
+    out = a.output or os.path.splitext(a.result)[0] + "-heat.h5"
+    cp = None
+    if a.checkpoint is not None:
+        cp = Checkpoint(a.checkpoint, a.checkpoint_interval, a.checkpoint_steps)
+    elif a.checkpoint_interval is not None or a.checkpoint_steps is not None:
+        print("sonotile heat: error: --checkpoint_interval/--checkpoint_steps need --checkpoint",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
+        if cp is not None:
+            cp.check((a.result, out))
         run = heat_from_result(
             a.result, a.duration, a.on, a.dt, tissue=tissue, T0=a.T0, period=a.period,
             duty=a.duty, coarsen=a.coarsen, frequency=a.frequency, quantity=a.quantity,
             dtype="float32" if a.float32 else "float64", decomposition=a.decomposition,
             mesh_shape=None if a.mesh is None else tuple(int(v) for v in a.mesh.split("x")),
-            progress=None,
+            progress=None, checkpoint=cp,
         )  # fmt: skip
+    except RunStopped as e:
+        print(f"sonotile heat: stopped: {e}")
+        return 0
     except NonFiniteError as e:  # the run blew up: nothing is written
         print(f"sonotile heat: error: {e}", file=sys.stderr)
         return 1
     except (ProblemError, ValueError, OSError) as e:
         print(f"sonotile heat: error: {e}", file=sys.stderr)
         return 2
-    out = a.output or os.path.splitext(a.result)[0] + "-heat.h5"
     run.save(out)
     d = run.data
     print(f"sonotile heat: {out}: peak {float(d['T_max'].max()):.2f} degC, focal rise "

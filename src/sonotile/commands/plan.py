@@ -24,7 +24,9 @@ NUMBERS: dict[str, tuple[float | None, str]] = {
     "--duty": (1.0, "duty cycle (0-1]"),
     "--period": (None, "pulse period [s] (default: the power time-averaged)"),
     "--dt": (0.1, "thermal time step [s]"),
-    "--perfusion": (0.0, "blood perfusion rate [1/s]"),
+    "--perfusion": (None, "blood perfusion rate [1/s] everywhere (default: per tissue, IT'IS)"),
+    "--specific_heat": (None, "specific heat [J/(kg K)] everywhere (default: per tissue)"),
+    "--conductivity": (None, "thermal conductivity [W/(m K)] everywhere (default: per tissue)"),
     "--margin": (5.0, "grid beside the aperture [mm]"),
     "--beyond": (20.0, "grid past the target [mm]"),
 }
@@ -95,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             source_pressure=a.pressure, focal_pressure=a.focal_pressure,
             correct=not a.no_correction, amplitudes=a.amplitudes, refocus=a.refocus,
             elastic=a.elastic, duration=a.duration, cooling=a.cooling, duty=a.duty,
-            period=a.period, heat_dt=a.dt, perfusion=a.perfusion, margin_mm=a.margin,
+            period=a.period, heat_dt=a.dt, perfusion=a.perfusion,
+            specific_heat=a.specific_heat, conductivity=a.conductivity, margin_mm=a.margin,
             beyond_mm=a.beyond,
         )  # fmt: skip
         settings.check()

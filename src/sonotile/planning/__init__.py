@@ -1,6 +1,7 @@
 """From a CT scan to a sonication plan: images in and out, tissue properties from Hounsfield
 units, a synthetic head phantom, the transducer and simulation grid in the patient's frame,
-CW runs with aberration correction (docs/planning.md). nibabel and pydicom
+CW runs with aberration correction, heating with each tissue's thermal properties
+(docs/planning.md). nibabel and pydicom
 (``sonotile[planning]``) are imported when an image is read or written.
 
 May import: every layer below the front ends, and the other front ends.
@@ -28,6 +29,7 @@ from sonotile.planning.images import (
 )
 from sonotile.planning.outputs import volumes_on_ct, write_plan
 from sonotile.planning.phantom import HeadShape, head_phantom, thickness_along_ray
+from sonotile.planning.thermal import THERMAL_PROPERTIES, ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
     MAPPINGS,
     BoneParameters,
@@ -50,4 +52,5 @@ __all__ = [
     "read_dicom_series", "read_nifti", "read_provenance", "resample", "resample_maps",
     "skull_mask",
     "thickness_along_ray", "tissue_properties", "to_image", "write_nifti",
+    "THERMAL_PROPERTIES", "ThermalMaps", "thermal_properties",
 ]  # fmt: skip

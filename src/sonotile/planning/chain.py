@@ -32,6 +32,7 @@ from sonotile.planning.geometry import (
     resample_maps,
 )
 from sonotile.planning.images import CTImage, read_ct
+from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
     BRAIN,
     MAPPINGS,
@@ -60,8 +61,10 @@ class PlanSettings:
         duration: sonication time [s]; cooling: time simulated after it [s].
         duty: fraction of the time on; with ``period`` [s] the source is pulsed, without it the
             heat source is time-averaged (pulses much shorter than thermal times).
-        heat_dt: thermal time step [s]; T0: body temperature [degC]; perfusion: blood
-            perfusion rate [1/s]; specific_heat [J/(kg K)], conductivity [W/(m K)].
+        heat_dt: thermal time step [s]; T0: body and arterial blood temperature [degC].
+        specific_heat [J/(kg K)], conductivity [W/(m K)], perfusion: blood perfusion rate
+            [1/s]: None (default) takes each tissue class's value
+            (:mod:`sonotile.planning.thermal`, IT'IS database), a number sets it everywhere.
         elastic: also run the plan's drive through an elastic skull (shear waves in bone,
             :mod:`sonotile.planning.elastic`) and heat with that field.
         search_mm: the focus is the peak within this distance of the target [mm].
@@ -83,9 +86,9 @@ class PlanSettings:
     period: float | None = None
     heat_dt: float = 0.1
     T0: float = 37.0  # noqa: N815
-    perfusion: float = 0.0
-    specific_heat: float = 3600.0
-    conductivity: float = 0.5
+    perfusion: float | None = None
+    specific_heat: float | None = None
+    conductivity: float | None = None
     elastic: bool = False
     search_mm: float = 15.0
     margin_mm: float = 5.0
@@ -97,10 +100,10 @@ class PlanSettings:
                     "heat_dt", "specific_heat", "conductivity", "search_mm")  # fmt: skip
         for name in positive:
             v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
+            if v is not None and not (np.isfinite(v) and v > 0):
                 raise ProblemError(f"{name} must be positive, got {v}")
         for name in ("cooling", "perfusion", "margin_mm", "beyond_mm"):
-            if not getattr(self, name) >= 0:
+            if getattr(self, name) is not None and not getattr(self, name) >= 0:
                 raise ProblemError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 < self.duty <= 1:
             raise ProblemError(f"duty must be in (0, 1], got {self.duty}")
@@ -118,7 +121,8 @@ class Plan:
 
     Attributes:
         ct: the image. target, entry: [mm, RAS]. transducer, pose, grid, settings: the setup.
-        maps: tissue properties on the grid. beams: the water / uncorrected / corrected runs.
+        maps: tissue properties on the grid. thermal: the thermal fields of the heating
+            (per tissue class). beams: the water / uncorrected / corrected runs.
         scale: the factor from ``settings.source_pressure`` to the plan's drive.
         p_amp: the plan's pressure amplitude on the grid [Pa]. heat: the thermal run.
         summary: every number and the provenance (JSON-able). timings: seconds per stage.
@@ -134,6 +138,7 @@ class Plan:
     pose: Pose
     grid: SimulationGrid
     maps: TissueMaps
+    thermal: ThermalMaps
     beams: BeamComparison
     scale: float
     p_amp: np.ndarray
@@ -192,6 +197,7 @@ def _summary(p: Plan) -> dict[str, Any]:
         "transducer": p.transducer.as_dict(),
         "pose": {"position_mm": p.pose.position.tolist(), "axis": p.pose.axis.tolist()},
         "settings": asdict(s), "grid": p.grid.as_dict(), "tissue": p.maps.provenance,
+        "thermal": p.thermal.provenance,
         "drive": {"source_pressure_pa": s.source_pressure * p.scale,
                   "amplitude_pa": (beams.amplitude * p.scale).tolist(),
                   "phase_rad": beams.phase.tolist()},
@@ -213,16 +219,20 @@ def _summary(p: Plan) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _heat(p_amp: np.ndarray, maps: TissueMaps, grid: SimulationGrid, s: PlanSettings) -> HeatRun:
-    """The sonication's temperature and dose on the acoustic grid."""
+def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: SimulationGrid,
+          s: PlanSettings) -> HeatRun:  # fmt: skip
+    """The sonication's temperature and dose on the acoustic grid, with the thermal fields
+    ``th``."""
     medium = kwave_medium(maps)
     q = acoustic_heat_source(p_amp.astype(np.float64), np.asarray(medium.alpha_coeff),
                              float(medium.alpha_power), s.frequency, maps.density,
                              maps.sound_speed)  # fmt: skip
     pulsed = s.period is not None
     q = np.asarray(q, dtype=np.float64) * (1.0 if pulsed else s.duty)
-    tissue = Tissue(s.specific_heat, s.conductivity, perfusion_rate=s.perfusion)
-    return sonicate(q, (grid.spacing_mm * 1e-3,) * 3, maps.density.astype(np.float64),
+    tissue = Tissue(th.specific_heat, th.conductivity, perfusion_rate=th.perfusion_rate,
+                    blood_density=th.blood_density, blood_specific_heat=th.blood_specific_heat,
+                    blood_temperature=s.T0)  # fmt: skip
+    return sonicate(q, (grid.spacing_mm * 1e-3,) * 3, th.density,
                     s.duration + s.cooling, s.duration, s.heat_dt, tissue=tissue, T0=s.T0,
                     period=s.period, duty=s.duty if pulsed else 1.0)  # fmt: skip
 
@@ -282,9 +292,11 @@ def plan(
     scale = 1.0 if s.focal_pressure is None else s.focal_pressure / peak
     p_amp = p_amp * scale
     say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")
-    heat = _heat(p_amp, on_grid, grid, s)
+    thermal = thermal_properties(on_grid, specific_heat=s.specific_heat,
+                                 conductivity=s.conductivity, perfusion=s.perfusion)  # fmt: skip
+    heat = _heat(p_amp, on_grid, thermal, grid, s)
     lap("heat")
-    p = Plan(image, t, e, tr, s, pose, grid, on_grid, beams, scale, p_amp, heat, {}, timings,
-             elastic)  # fmt: skip
+    p = Plan(image, t, e, tr, s, pose, grid, on_grid, thermal, beams, scale, p_amp, heat, {},
+             timings, elastic)  # fmt: skip
     p.summary = _summary(p)
     return p

@@ -91,6 +91,7 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("correction gain", f"{b['focal_gain']:.3f} (peak), "
                      f"{b['gain_at_target']:.3f} (at target)"))  # fmt: skip
     rows += [
+        ("thermal properties", _thermal(s.get("thermal", {}))),
         ("sonication", f"{st['duration']:g} s at duty {st['duty']:g}, {st['cooling']:g} s off"),
         ("temperature rise", f"{h['rise_at_target_K']:.3g} K at the target, "
          f"{h['rise_at_heat_peak_K']:.3g} K where most heat is deposited "
@@ -101,6 +102,14 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
          f"{h['lesion_volume_mm3']:.3g} mm^3"),
     ]  # fmt: skip
     return rows
+
+
+def _thermal(th: dict[str, Any]) -> str:
+    """The thermal properties' source and overrides, in a few words."""
+    over = th.get("overrides", {})
+    names = {"specific_heat": "C", "conductivity": "k", "perfusion_rate": "w"}
+    extra = ", ".join(f"{names[n]} = {v:g} everywhere" for n, v in over.items())
+    return "per tissue (IT'IS v4.1)" + (f"; {extra}" if extra else "")
 
 
 def _v(xyz: Any) -> str:

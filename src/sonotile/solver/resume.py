@@ -34,9 +34,11 @@ def _key(engine: runner.Engine) -> str:
                        "points": lay.n_points})  # fmt: skip
 
 
-def save_state(path: str, engine: runner.Engine, rs: runner.RunState) -> None:
+def save_state(path: str, engine: runner.Engine, rs: runner.RunState,
+               extra: dict[str, np.ndarray] | None = None) -> None:  # fmt: skip
     """Write ``rs`` (a run of ``engine`` stopped between chunks) to ``path`` (``.npz``,
-    replaced atomically). One process: the arrays are gathered here."""
+    replaced atomically), with the caller's ``extra`` arrays (:func:`load_extra`: e.g. the
+    samples recorded so far). One process: the arrays are gathered here."""
     leaves = jax.tree_util.tree_leaves(rs.carry)
     if not all(getattr(x, "is_fully_addressable", True) for x in leaves):
         raise NotImplementedError("save_state: a run over several processes (one process only)")
@@ -50,6 +52,8 @@ def save_state(path: str, engine: runner.Engine, rs: runner.RunState) -> None:
         if engine.blocks is not None and a.ndim == ndim:
             a = engine.blocks.to_true(a)
         arrays[f"leaf{i}"] = a
+    for name, v in (extra or {}).items():
+        arrays[f"extra.{name}"] = np.asarray(v)
     tmp = path + ".sonotile-partial.npz"
     try:
         np.savez(tmp, **arrays)  # type: ignore[arg-type]  # numpy's stubs: allow_pickle
@@ -65,10 +69,26 @@ def load_state(path: str, engine: runner.Engine) -> runner.RunState:
     with np.load(path) as f:
         if "key" not in f.files or str(f["key"]) != _key(engine):
             raise ValueError(f"{path}: not a saved state of this problem and model")
-        leaves = [f[f"leaf{i}"] for i in range(len(f.files) - 2)]
+        n_leaves = sum(1 for n in f.files if n.startswith("leaf"))
+        leaves = [f[f"leaf{i}"] for i in range(n_leaves)]
         next_step = int(f["next_step"])
     start, _ = engine.start()  # the carry's structure (and a check of the leaves' count)
     ref, treedef = jax.tree_util.tree_flatten(start.carry)
     if len(ref) != len(leaves):
         raise ValueError(f"{path}: {len(leaves)} arrays, the run's state has {len(ref)}")
     return runner.RunState(engine.place(jax.tree_util.tree_unflatten(treedef, leaves)), next_step)
+
+
+def load_extra(path: str) -> dict[str, np.ndarray]:
+    """The ``extra`` arrays :func:`save_state` wrote to ``path``."""
+    with np.load(path) as f:
+        return {n.removeprefix("extra."): f[n] for n in f.files if n.startswith("extra.")}
+
+
+def is_state_file(path: str) -> bool:
+    """Whether ``path`` is a run state written by :func:`save_state` (of any problem)."""
+    try:
+        with np.load(path) as f:
+            return "key" in f.files and json.loads(str(f["key"])).get("format") == FORMAT
+    except (OSError, ValueError, EOFError):
+        return False
