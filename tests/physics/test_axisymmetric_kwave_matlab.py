@@ -11,6 +11,8 @@ Regenerate: run ``run_kwave_axisym.m`` in an empty folder DIR (see its header), 
 from __future__ import annotations
 
 import sys
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -50,8 +52,9 @@ def sensor_mask() -> np.ndarray:
     return mask
 
 
-def run(case: str, symmetry: str) -> dict:
+def run(case: str, symmetry: str, **medium_fields: object) -> dict:
     medium, p0 = inputs(case)
+    medium = replace(medium, **medium_fields)
     kgrid = st.KWaveGrid((NX, NY), DX, dt=DT, nt=NT)
     sensor = st.KSensor(mask=sensor_mask(), record=("p", "p_final"))
     return st.simulate(
@@ -74,6 +77,19 @@ def test_matches_kspace_first_order_as(case, symmetry):
         assert got.shape == want.shape, key
         err = np.max(np.abs(got - want)) / np.max(np.abs(want))
         assert err < 1e-12, f"{key}: {err:.2e} of k-Wave's peak"
+
+
+def test_alpha_power_is_replaced_by_two_with_a_warning():
+    """k-Wave's axisymmetric model absorbs as Stokes (alpha_power = 2) whatever the user gave,
+    and says so: an axisymmetric run with alpha_power = 1.5 warns in the user's names and gives
+    k-Wave's alpha_power = 2 answer; with alpha_power = 2 it does not warn."""
+    ref = np.load(DATA)["B_WSWA_FFT_p"]
+    with pytest.warns(UserWarning, match=r"axisymmetric=True: .*medium.alpha_power = 1.5 is ig"):
+        res = run("B", "WSWA_FFT", alpha_power=1.5)
+    assert np.max(np.abs(np.asarray(res["p"]) - ref)) < 1e-12 * np.max(np.abs(ref))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        run("B", "WSWA_FFT")
 
 
 def write_reference(folder: Path) -> None:

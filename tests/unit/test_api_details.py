@@ -186,6 +186,29 @@ def test_warning_for_a_sensor_no_wave_reaches():
     assert "sensor: every point is 2" in text and "records nothing" in text
 
 
+def test_stokes_absorption_takes_alpha_power_two_with_a_warning():
+    """As in k-Wave, ``alpha_mode="stokes"`` absorbs with alpha_power = 2 whatever the user gave,
+    and warns in the user's names: alpha_power = 1.5 gives the alpha_power = 2 field."""
+    n, dx = 64, 1e-4
+    grid = st.KWaveGrid((n,), spacing=dx)
+    grid.dt, grid.nt = 0.3 * dx / 1500, 120
+    p0 = np.exp(-(((np.arange(n) - 20) / 3.0) ** 2))
+    out = {}
+    for y in (1.5, 2.0):
+        med = st.KWaveMedium(sound_speed=1500.0, density=1000.0, alpha_coeff=20.0,
+                             alpha_mode="stokes", alpha_power=y)  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out[y] = st.simulate(grid, med, st.KSource(p0=p0), st.KSensor(mask=np.ones(n, bool)),
+                                 pml_size=10, quiet=True)["p"]  # fmt: skip
+        said = [str(w.message) for w in caught if "alpha_power" in str(w.message)]
+        assert said == ([] if y == 2.0 else [
+            "medium.alpha_mode = 'stokes': absorption is Stokes' (alpha_power = 2, "
+            "medium.alpha_coeff in dB/(MHz^2 cm)); medium.alpha_power = 1.5 is ignored, as in "
+            "k-Wave (set it to 2 to silence this warning)"])  # fmt: skip
+    np.testing.assert_array_equal(out[1.5], out[2.0])
+
+
 def test_stokes_absorption_matches_the_analytic_plane_wave_decay():
     """1-D CW plane wave in a Stokes (frequency-squared) absorbing medium: the amplitude ratio of
     two points 10 mm apart is exp(-alpha dx), alpha = a0 f^2 in dB/(MHz^2 cm) -> Np/m."""

@@ -120,6 +120,21 @@ def grid_points(points: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     return p.astype(np.int64)
 
 
+def absorption_warnings(medium: KWaveMedium, axisymmetric: bool) -> list[str]:
+    """An ``alpha_power`` other than 2 that the run replaces with 2 (Stokes absorption: an
+    axisymmetric run or ``alpha_mode="stokes"``), as k-Wave warns and does."""
+    absorbing = medium.alpha_coeff is not None and np.any(np.asarray(medium.alpha_coeff) != 0)
+    stokes = axisymmetric or medium.alpha_mode == "stokes"
+    if not (absorbing and stokes) or float(np.asarray(medium.alpha_power)) == 2.0:
+        return []
+    why = "axisymmetric=True" if axisymmetric else "medium.alpha_mode = 'stokes'"
+    return [
+        f"{why}: absorption is Stokes' (alpha_power = 2, medium.alpha_coeff in dB/(MHz^2 cm)); "
+        f"medium.alpha_power = {medium.alpha_power} is ignored, as in k-Wave (set it to 2 to "
+        "silence this warning)"
+    ]
+
+
 def record_warnings(record: tuple[str, ...]) -> list[str]:
     """A sensor asked to record nothing (the problem-level warnings are
     :func:`sonotile.physics.acoustic.checks.input_warnings`)."""

@@ -322,7 +322,8 @@ def _medium(
     medium: KWaveMedium, grid: Grid, pad: Sequence[tuple[int, int]], axisymmetric: bool = False
 ) -> Medium:
     """The solver's medium on the (possibly PML-padded) grid; an axisymmetric one absorbs as
-    k-Wave's does (Stokes, ``alpha_power`` = 2)."""
+    k-Wave's does (Stokes), and Stokes absorption takes ``alpha_power`` = 2 whatever the user's
+    (k-Wave's rule; :func:`sonotile.api.inputs.absorption_warnings` says so)."""
     absorbing = medium.alpha_coeff is not None and np.any(np.asarray(medium.alpha_coeff) != 0)
     if absorbing and medium.alpha_mode not in (None, "no_dispersion", "stokes"):
         raise ProblemError(
@@ -337,7 +338,7 @@ def _medium(
         c_ref=medium.sound_speed_ref,
         bona=_pad(medium.BonA, pad, "edge"),
         alpha_coeff=_pad(medium.alpha_coeff, pad, "edge") if absorbing else None,
-        alpha_power=(2.0 if axisymmetric else medium.alpha_power) if absorbing else None,
+        alpha_power=(2.0 if stokes else medium.alpha_power) if absorbing else None,
         absorption=mode,
         dispersion=medium.alpha_mode != "no_dispersion",
     )

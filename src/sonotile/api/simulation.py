@@ -116,6 +116,7 @@ def simulate(
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
     notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
+    notes += user_input.absorption_warnings(medium, options.axisymmetric)
     notes += size_warnings(problem, kgrid, options)
     for w in notes:
         warnings.warn(w, stacklevel=2)

@@ -63,7 +63,8 @@ class KWaveMedium:
         sound_speed: [m/s].
         density: [kg/m^3].
         alpha_coeff: absorption prefactor [dB/(MHz^y cm)] (``None``: lossless).
-        alpha_power: power-law exponent y.
+        alpha_power: power-law exponent y (Stokes absorption, ``alpha_mode="stokes"`` or an
+            axisymmetric run, takes 2 and warns when given another, as k-Wave does).
         alpha_mode: ``None`` (absorption and dispersion), ``"no_dispersion"`` or ``"stokes"``.
         BonA: nonlinearity parameter B/A (``None``: linear).
         sound_speed_ref: reference sound speed of the k-space correction [m/s] (default max).
