@@ -47,7 +47,6 @@ import numpy as np
 from sonotile.kwave.compare import compare
 
 REPO = Path(__file__).resolve().parents[1]
-KWAVE_OMP = "/work/kwave-omp/kspaceFirstOrder-OMP"
 CAPTURE = """#!/bin/sh
 # k-wave-python's binary: keep each call's input file and command line (up to $KWP_MAX_CALLS),
 # then let k-Wave answer it (-t 1) so that the example goes on to its next call
@@ -287,7 +286,7 @@ def both_refuse(
         res.t_sonotile_s = run_solver(sonotile, work, "sonotile", res.flags, a.run_timeout)
         res.status, res.note = "error", f"{kwave_said}; sonotile ran it"
     except RuntimeError as e:
-        res.status, res.note = "refused", f"{kwave_said} | {e}"
+        res.status, res.note = "refused", f"{kwave_said}; {e}"
     return res
 
 
@@ -362,7 +361,9 @@ def table(results: list[Result]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--examples", type=Path, required=True, help="k-wave-python's examples/")
-    ap.add_argument("--kwave-binary", type=Path, default=Path(KWAVE_OMP))
+    ap.add_argument("--kwave-binary", type=Path, required="KWAVE_OMP" not in os.environ,
+                    default=os.environ.get("KWAVE_OMP"),
+                    help="k-Wave's kspaceFirstOrder-OMP (default $KWAVE_OMP)")  # fmt: skip
     ap.add_argument("--kwave-python", type=Path, default=REPO / ".venv-kwave-python/bin/python")
     ap.add_argument("--work", type=Path, default=Path("/tmp/kwp_examples"))
     ap.add_argument("--json", type=Path, help="write the results here")
@@ -374,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-calls", type=int, default=3, help="binary calls kept per example")
     ap.add_argument("--reuse", action="store_true", help="reuse captured inputs in --work")
     a = ap.parse_args(argv)
+    for what, path in (("--kwave-binary", a.kwave_binary), ("--kwave-python", a.kwave_python),
+                       ("--examples", a.examples)):  # fmt: skip
+        if not path.exists():
+            ap.error(f"{what} {path}: not found (k-wave-python's environment: "
+                     "bash scripts/kwave_python_env.sh)")  # fmt: skip
     results: list[Result] = []
     for name, script, mode in examples(a.examples):
         if a.only and name not in a.only:
