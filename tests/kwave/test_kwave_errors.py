@@ -140,6 +140,11 @@ INPUT_CASES = [
         ["dataset 'absorbing_flag'", "power law", "axisymmetric_flag = 1"],
     ),
     (
+        "one_d_grid",  # what k-wave-python writes for a 1-D kWaveGrid (k-Wave 1.3: "dy" unread)
+        {"Ny": np.uint64(1), "dy": DROP},
+        ["Nx, Ny, Nz = (32, 1, 1)", "no dataset 'dy'", "1-D input", "2-D and 3-D grids only"],
+    ),
+    (
         "nonuniform_grid",
         {"nonuniform_grid_flag": np.uint64(1)},
         ["nonuniform_grid_flag", "not supported"],

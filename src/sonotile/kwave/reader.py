@@ -245,6 +245,12 @@ def read_input(
         nx, ny, nz = (r.scalar(n, int) for n in ("Nx", "Ny", "Nz"))
         if min(nx, ny, nz) < 1:
             raise KwaveFileError(f"grid size Nx, Ny, Nz = {nx, ny, nz}: each must be >= 1")
+        if ny == 1 and nz == 1 and not r.has("dy"):
+            raise KwaveFileError(
+                f"grid size Nx, Ny, Nz = {nx, ny, nz} and no dataset 'dy': a 1-D input file. "
+                "k-Wave's C++ solvers, and sonotile-kwave with them, run 2-D and 3-D grids "
+                "only; sonotile's Python API (sonotile.simulate) runs 1-D grids"
+            )
         ndim = 2 if nz == 1 else 3
         shape = (nx, ny) if ndim == 2 else (nx, ny, nz)
         zyx = (nz, ny, nx)
