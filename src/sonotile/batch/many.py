@@ -1,5 +1,8 @@
 """``simulate_many``: one grid and sensor, many media or sources, in one process.
 
+Elastic media (``docs/elastic.md``) run one after another (``"loop"``; ``"vmap"`` is refused by
+name): each run is :func:`sonotile.simulate`'s elastic run on the shared time axis.
+
 Two ways to run the set, same results:
 
 * ``"loop"`` — one run after another on one device. The compiled step is shared by every run
@@ -36,8 +39,10 @@ from sonotile.api import (
     build_problem,
     shape_results,
 )
+from sonotile.api.types import ElasticSource, KWaveElasticMedium, is_elastic
 from sonotile.model.grid import make_time
 from sonotile.model.problem import Problem, ProblemError
+from sonotile.physics.elastic import ElasticMedium
 from sonotile.solver import finite, runner
 from sonotile.solver import sensors as sens
 from sonotile.solver.finite import SimulationDiverged
@@ -51,11 +56,9 @@ if TYPE_CHECKING:
 VECTORIZE = ("auto", "loop", "vmap")
 
 
-def _broadcast(
-    media: KWaveMedium | Sequence[KWaveMedium], sources: KSource | Sequence[KSource]
-) -> tuple[list[KWaveMedium], list[KSource]]:
-    media = [media] if isinstance(media, KWaveMedium) else list(media)
-    sources = [sources] if isinstance(sources, KSource) else list(sources)
+def _broadcast(media: Any, sources: Any) -> tuple[list[Any], list[Any]]:
+    media = list(media) if isinstance(media, Sequence) else [media]
+    sources = list(sources) if isinstance(sources, Sequence) else [sources]
     n = max(len(media), len(sources))
     for what, v in (("media", media), ("sources", sources)):
         if len(v) not in (1, n):
@@ -81,6 +84,54 @@ def _time_axis(kgrid: KWaveGrid, media: list[KWaveMedium]) -> KWaveGrid:
     return replace(kgrid, dt=kgrid.dt or dt, nt=kgrid.nt or nt)
 
 
+def _elastic_time_axis(kgrid: KWaveGrid, media: list[Any]) -> KWaveGrid:
+    """As :func:`_time_axis` for elastic media: k-Wave's default at CFL 0.3 on the largest
+    compressional speed of all media (``pstdElastic``'s), unless the grid has one."""
+    if kgrid.dt is not None and kgrid.nt is not None:
+        return kgrid
+    shape = tuple(kgrid.shape)
+    spacing = tuple(float(d) for d in np.broadcast_to(kgrid.spacing, (len(shape),)))
+    ms = []
+    for i, m in enumerate(media):
+        try:
+            ms.append(ElasticMedium(m.sound_speed_compression, m.sound_speed_shear,
+                                    getattr(m, "density", None), shape))  # fmt: skip
+        except (ProblemError, AttributeError) as e:
+            raise ProblemError(f"simulate_many: media[{i}]: {e}") from None
+    dt, nt = make_time(shape, spacing, max(m.c_max for m in ms), min(m.c_min for m in ms), 0.3)
+    return replace(kgrid, dt=kgrid.dt or dt, nt=kgrid.nt or nt)
+
+
+def _simulate_elastic_many(
+    kgrid: KWaveGrid,
+    media: list[Any],
+    sources: list[Any],
+    sensor: KSensor,
+    vectorize: str,
+    options: Options,
+) -> list[Results]:
+    """Elastic media one after another (:func:`sonotile.api.elastic.simulate_elastic` on the
+    shared time axis); ``vectorize="vmap"`` and a mix with acoustic media refused by name."""
+    from sonotile.api.elastic import simulate_elastic
+
+    if vectorize == "vmap":
+        raise ProblemError("simulate_many(vectorize='vmap'): the elastic model runs one medium "
+                           "after another; use vectorize='loop' (or 'auto')")  # fmt: skip
+    fluid = [i for i, m in enumerate(media) if not is_elastic(m)]
+    if fluid:
+        raise ProblemError(f"simulate_many: media[{fluid[0]}] is acoustic (no "
+                           "sound_speed_compression) and others elastic; give one model per "
+                           "batch")  # fmt: skip
+    grid = _elastic_time_axis(kgrid, media)
+    results = []
+    for i, (m, s) in enumerate(zip(media, sources)):
+        try:
+            results.append(simulate_elastic(replace(grid), m, s, sensor, options, quiet=True))
+        except SimulationDiverged as e:
+            raise e.of_run(f"simulate_many run {i}") from None
+    return results
+
+
 def _resolve(vectorize: str) -> str:
     if vectorize not in VECTORIZE:
         raise ValueError(f"vectorize = {vectorize!r}: expected one of {VECTORIZE}")
@@ -91,8 +142,8 @@ def _resolve(vectorize: str) -> str:
 
 def simulate_many(
     kgrid: KWaveGrid,
-    media: KWaveMedium | Sequence[KWaveMedium],
-    sources: KSource | Sequence[KSource],
+    media: KWaveMedium | KWaveElasticMedium | Sequence[KWaveMedium | KWaveElasticMedium],
+    sources: KSource | ElasticSource | Sequence[KSource | ElasticSource],
     sensor: KSensor,
     vectorize: str = "auto",
     options: Options | None = None,
@@ -104,6 +155,9 @@ def simulate_many(
         kgrid, sensor: shared by every run. Without ``dt``/``Nt`` the time axis is k-Wave's
             default for the fastest and slowest of all media, the same for every run.
         media, sources: one each, or sequences of equal length (a single one is shared).
+            Elastic media (all of them: one model per batch) run one after another, each as
+            :func:`sonotile.simulate` would run it on the shared time axis (``"vmap"``
+            refused).
         vectorize: ``"loop"``, ``"vmap"`` (runs must have equally shaped inputs: same kinds of
             medium fields and source masks of the same sizes) or ``"auto"`` (vmap on
             accelerators, loop on CPUs).
@@ -117,8 +171,12 @@ def simulate_many(
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
     media, sources = _broadcast(media, sources)
-    grid = _time_axis(kgrid, media)
     options = Options.of(options, option_args, "simulate_many")
+    if vectorize not in VECTORIZE:
+        raise ValueError(f"vectorize = {vectorize!r}: expected one of {VECTORIZE}")
+    if any(is_elastic(m) for m in media):
+        return _simulate_elastic_many(kgrid, media, sources, sensor, vectorize, options)
+    grid = _time_axis(kgrid, media)
     built = [build_problem(replace(grid), m, s, sensor, options) for m, s in zip(media, sources)]
     problems = [p for p, _ in built]
     how = _resolve(vectorize)

@@ -126,15 +126,18 @@ def traces(
     labels: Sequence[str] | None = None,
     units: str = "Pa",
     n: int = 4,
+    quantity: str = "p",
 ) -> None:
-    """Up to ``n`` sensor time series ``p (N, T)`` against ``t [s]`` (µs axis)."""
+    """Up to ``n`` sensor time series ``p (N, T)`` against ``t [s]`` (µs axis); ``quantity``
+    names them on the axis (``p``, ``ux``, ``sxy``...)."""
     p = np.atleast_2d(p)
     picks = np.unique(np.linspace(0, len(p) - 1, min(n, len(p))).astype(int))
     scale, prefix = _scale(np.max(np.abs(p)))
     for i in picks:
         label = labels[i] if labels is not None else f"sensor {i + 1}"
         ax.plot(t * 1e6, p[i] / scale, lw=0.8, label=label)
-    ax.set(xlabel="t [µs]", ylabel=f"p [{prefix}{units}]", title="sensor traces")
+    title = "sensor traces" if quantity == "p" else f"sensor traces, {quantity}"
+    ax.set(xlabel="t [µs]", ylabel=f"{quantity} [{prefix}{units}]", title=title)
     ax.legend(fontsize=8)
 
 
@@ -142,6 +145,8 @@ def traces(
 
 
 TITLES = {"p_max_all": "max pressure", "p_final": "final pressure", "p_cw_amp": "CW amplitude"}
+#: Velocity [m/s] and stress [Pa] series drawn beside the pressure (elastic results have both).
+SERIES = {"velocity": ("ux", "uy", "uz"), "stress": ("sxx", "syy", "szz", "sxy", "sxz", "syz")}
 
 
 class FileData(TypedDict):
@@ -155,6 +160,7 @@ class FileData(TypedDict):
     t: np.ndarray | None  # their time [s]
     labels: list[str] | None  # sensor positions in mm
     source: np.ndarray | None  # source points (N, d), grid indices
+    series: dict[str, np.ndarray]  # velocity and stress series (N, T) by name (ux, sxy...)
 
 
 def read_any(path: str) -> FileData:
@@ -175,6 +181,11 @@ def _read_sonotile(f: h5py.File) -> FileData:
     import h5py
 
     r, g = f["results"], f["input/grid"].attrs if "input" in f else {}
+    names = [k for group in SERIES.values() for k in group]
+    t_len = r["t"].shape[0] if "t" in r else -1
+    series = {k: r[k][()] for k in names
+              if k in r and isinstance(r[k], h5py.Dataset) and r[k].ndim == 2
+              and r[k].shape[1] == t_len}  # fmt: skip
     name = next((k for k in ("p_max_all", "p_final", "p_cw_amp") if k in r), None)
     spacing = tuple(g["spacing"]) if "spacing" in g else None
     pts = r["sensor_points"][()] if "sensor_points" in r else None
@@ -187,12 +198,13 @@ def _read_sonotile(f: h5py.File) -> FileData:
         "t": r["t"][()] if "t" in r else None,
         "labels": None if pts is None or spacing is None else position_labels(pts, spacing),
         "source": _source_points(f["input/source"]) if "input/source" in f else None,
+        "series": series,
     }
 
 
 def _source_points(g: h5py.Group) -> np.ndarray | None:
     """Grid indices of the source points stored with a result (masks, or p0 above 1 %)."""
-    masks = [g[k][()] for k in ("p_mask", "u_mask", "transducer_mask") if k in g]
+    masks = [g[k][()] for k in ("p_mask", "u_mask", "s_mask", "transducer_mask") if k in g]
     if "p0" in g and np.ndim(g["p0"]) > 0:
         p0 = np.abs(g["p0"][()])
         masks.append(p0 > 0.01 * (p0.max() or 1.0))
@@ -227,7 +239,8 @@ def _read_kwave(f: h5py.File) -> FileData:
         if lin.size == p.shape[0]:
             labels = position_labels(np.stack(np.unravel_index(lin, shape, order="F"), 1), spacing)
     return {"kind": "k-Wave", "field": to_xyz(f[name][()]) if name else None, "name": name,
-            "spacing": spacing, "p": p, "t": t, "labels": labels, "source": None}  # fmt: skip
+            "spacing": spacing, "p": p, "t": t, "labels": labels, "source": None,
+            "series": {}}  # fmt: skip
 
 
 def _save(figs: list[Figure], out: str) -> str:
@@ -282,8 +295,9 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
     if heat:
         return _save(heat_figures(path), out)
     d = read_any(path)
-    if d["field"] is None and d["p"] is None:
-        raise ValueError(f"{path}: no whole field (p_max_all, p_final) and no pressure traces")
+    if d["field"] is None and d["p"] is None and not d["series"]:
+        raise ValueError(f"{path}: no whole field (p_max_all, p_final), no pressure, velocity "
+                         "or stress traces")  # fmt: skip
     figs = []
     if d["field"] is not None:
         spacing = d["spacing"] or (1e-3,) * d["field"].ndim
@@ -296,13 +310,37 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
         traces(ax, d["t"], d["p"], labels=d["labels"])
         fig.tight_layout()
         figs.append(fig)
+    if d["series"] and d["t"] is not None:
+        figs += series_figures(d["t"], d["series"], d["labels"])
     return _save(figs, out)
+
+
+def series_figures(
+    t: np.ndarray, series: Mapping[str, np.ndarray], labels: Sequence[str] | None
+) -> list[Figure]:
+    """One figure per kind of series present (velocity [m/s], stress [Pa]): the traces of each
+    component (``ux``, ``uy``...; ``sxx``, ``sxy``...) side by side against ``t [s]``."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    for kind, names in SERIES.items():
+        have = [k for k in names if k in series]
+        if not have:
+            continue
+        fig, axs = plt.subplots(1, len(have), figsize=(5 * len(have), 4), squeeze=False)
+        units = "m/s" if kind == "velocity" else "Pa"
+        for ax, k in zip(axs[0], have):
+            traces(ax, t, series[k], labels=labels, units=units, quantity=k)
+        fig.tight_layout()
+        figs.append(fig)
+    return figs
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="sonotile plot", description="Figures of a sonotile result or k-Wave output "
                 "file: maximum-pressure map(s) on the planes through the maximum (mm, colour bar "
-                "with units) and sensor traces; of a sonotile heat result: maximum temperature, "
+                "with units) and sensor traces (pressure; velocity and stress components where "
+                "recorded, e.g. an elastic run's); of a sonotile heat result: maximum temperature, "
                 "thermal dose and the focal temperature against time; as PNG.",
                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument(
