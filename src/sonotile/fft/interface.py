@@ -1,24 +1,6 @@
-"""The FFT backend interface (:class:`Backend`): what the spectral operators and the
-decompositions ask of an FFT; :mod:`sonotile.fft.backend` chooses and returns backends.
-
-A backend is a sibling module of this package holding one object that satisfies
-:class:`Backend` (``xla.BACKEND``: XLA's FFT, DUCC on CPUs and cuFFT on GPUs;
-``fftw.BACKEND``: FFTW as XLA custom calls on CPUs). The choice is made once, when operators
-are built (:func:`resolve`, from :attr:`sonotile.base.config.Settings.fft`), and recorded by
-name in the operators' static part; :func:`get` gives the object back from the name. The
-operators (:mod:`sonotile.spectral.operators`) and the decompositions (:mod:`sonotile.parallel`)
-call these methods and never a backend's own module.
-
-Everything is on real fields and their half spectra (last axis halved, numpy's ``rfftn``
-layout). An operator is ``op`` (real, on the half spectrum, or None) times at most one complex
-vector ``vec`` along one grid axis (a derivative's ``i k exp(+-i k d/2)``; on the last axis its
-half length), applied between a forward and an inverse transform. Where a backend cannot take
-an array (FFTW: float64, or rank above 3) :meth:`Backend.native` is False and the operators use
-:func:`portable` for it.
-
-A new backend: a module here with a class satisfying :class:`Backend` (and, optionally,
-:class:`SlabKernels`), its object registered in :func:`get` and chosen in :func:`resolve`.
-"""
+"""The FFT backend interface (:class:`Backend`, :class:`SlabKernels`): what the spectral
+operators and the decompositions ask of an FFT. How backends are chosen and what an operator
+is: :mod:`sonotile.fft.backend`, which re-exports these protocols."""
 
 from __future__ import annotations
 
