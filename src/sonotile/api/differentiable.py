@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
+from sonotile.api.inputs import with_defaults
 from sonotile.api.problem import build_problem
 from sonotile.api.types import (
     KSensor,
@@ -339,14 +340,7 @@ class Simulator:
         self._fn = jax.jit(partial(_simulate, st, run, derive))
 
     def __call__(self, params: Mapping[str, ArrayLike] | None = None) -> dict[str, Quantity]:
-        params = {} if params is None else dict(params)
-        unknown = set(params) - set(self.params)
-        if unknown:
-            raise ProblemError(
-                f"params: {sorted(unknown)} not parameters of this simulation "
-                f"(it takes {sorted(self.params)}; absent effects and sources cannot be added)"
-            )
-        out = self._fn({**self.params, **params}, self._fixed)
+        out = self._fn(with_defaults(self.params, params), self._fixed)
         finite.check_results(out, self.static.phys, self.static.problem)  # a plain call only
         return out
 

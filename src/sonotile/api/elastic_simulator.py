@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.api.elastic import check_options, execute, prepare, x64
+from sonotile.api.inputs import with_defaults
 from sonotile.api.types import KSensor, KWaveGrid, Options
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
@@ -118,15 +119,8 @@ class ElasticSimulator:
         self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, decomposition, mesh))
 
     def __call__(self, params: Mapping[str, Any] | None = None) -> dict[str, jax.Array]:
-        params = {} if params is None else dict(params)
-        unknown = set(params) - set(self.params)
-        if unknown:
-            raise ProblemError(
-                f"params: {sorted(unknown)} not parameters of this simulation "
-                f"(it takes {sorted(self.params)}; absent effects and sources cannot be added)"
-            )
         with x64(self.run.dtype):
-            return self._fn({**self.params, **params})
+            return self._fn(with_defaults(self.params, params))
 
 
 def _defaults(run: ElasticRun, medium: Any, source: Any) -> dict[str, Any]:

@@ -7,7 +7,8 @@ The solver-ready layer (:mod:`sonotile.model.problem`) names things as the solve
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -139,3 +140,16 @@ def record_warnings(record: tuple[str, ...]) -> list[str]:
     """A sensor asked to record nothing (the problem-level warnings are
     :func:`sonotile.physics.acoustic.checks.input_warnings`)."""
     return [] if record else ["sensor.record is empty: nothing will be recorded"]
+
+
+def with_defaults(defaults: Mapping[str, Any], params: Mapping[str, Any] | None) -> dict:
+    """A simulator's ``defaults`` updated by the ``params`` of one call; a name that is not a
+    parameter of the simulation is refused."""
+    params = {} if params is None else dict(params)
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise ProblemError(
+            f"params: {sorted(unknown)} not parameters of this simulation "
+            f"(it takes {sorted(defaults)}; absent effects and sources cannot be added)"
+        )
+    return {**defaults, **params}
