@@ -76,6 +76,14 @@ def test_plan_writes_aligned_volumes_report_and_numbers(planned, ct_path):
     assert {1313.0, 3630.0} <= set(np.unique(p.thermal.specific_heat).tolist())
     assert summary["transducer"]["n_elements"] == 1
     assert os.path.getsize(os.path.join(out, "report.png")) > 20_000
+    # -6 dB focal sizes per beam: a cigar along the beam, about a wavelength across in water
+    b = summary["beams_at_source_pressure"]
+    width = 1.02 * 1500 / 300e3 * 1e3 * 50 / 50  # 1.02 wavelength x F-number [mm]
+    np.testing.assert_allclose(b["water"]["width_mm"], width, rtol=0.25)  # 2.5 points/wavelength
+    assert abs(np.log(b["water"]["width_mm"][0] / b["water"]["width_mm"][1])) < 0.05  # round
+    for beam in ("water", "uncorrected"):  # the grid ends 10 mm past the target: may stay open
+        assert b[beam]["length_mm"] is None or b[beam]["length_mm"] > 2 * width
+    assert "-6 dB focus, water" in open(os.path.join(out, "report.html")).read()
     assert "data:image/png;base64," in open(os.path.join(out, "report.html")).read()
     # the pressure on the CT peaks (near the target) where the plan says the focus is
     pa = read_nifti(os.path.join(out, "pressure_amplitude.nii.gz")).hu
