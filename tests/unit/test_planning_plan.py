@@ -175,7 +175,24 @@ def test_elastic_plan_heats_with_the_elastic_beam(ct_path):
     p = plan(ct_path, TARGET, ENTRY, "bowl:50:50", settings)
     el, f = p.summary["elastic_at_source_pressure"], p.summary["focus"]
     assert el is not None and 0.6 < el["over_fluid"] < 1.1
+    assert el["elastic_corrected"] is None  # a bowl: nothing to correct
+    assert el["fluid_corrected"]["position_mm"] == el["position_mm"]
     assert f["position_mm"] == el["position_mm"] and np.isclose(f["peak_pa"], 1e6)
     # the heating used the elastic beam, scaled to the requested focal pressure
     assert np.isclose(find_focus(p.p_amp, p.grid, p.target).peak_pa, 1e6, rtol=1e-5)
     assert not np.allclose(p.p_amp, p.beams.fields["uncorrected"] * p.scale, rtol=0.01)
+
+
+@pytest.mark.slow
+def test_elastic_array_plan_drives_the_elastic_correction(ct_path):
+    settings = PlanSettings(**SMALL, duration=1.0, elastic=True)
+    p = plan(ct_path, TARGET, ENTRY, "array:48:50:50:4", settings)
+    el, drive = p.summary["elastic_at_source_pressure"], p.summary["drive"]
+    assert el["elastic_corrected"] is not None and p.elastic is not None
+    assert el["gain_at_target"] > 1.0 and el["position_mm"] == el["elastic_corrected"][
+        "position_mm"]  # fmt: skip
+    # the plan drives (and heats with) the elastic-corrected phases, not the fluid ones
+    np.testing.assert_allclose(drive["phase_rad"], p.elastic.phase)
+    assert np.ptp(np.angle(np.exp(1j * (p.elastic.phase - p.beams.phase)))) > 0.1
+    np.testing.assert_array_equal(p.p_amp, p.elastic.p_amp)
+    assert p.summary["focus"]["position_mm"] == el["elastic_corrected"]["position_mm"]
