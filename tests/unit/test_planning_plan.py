@@ -20,6 +20,7 @@ from sonotile.planning.export import write_kwave_input
 from sonotile.planning.images import read_nifti, read_provenance, write_nifti
 from sonotile.planning.outputs import FILES, volumes_on_ct, write_plan
 from sonotile.planning.phantom import head_phantom
+from sonotile.planning.report import report_lines
 
 TARGET = [0.0, 10.0, 45.0]
 ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
@@ -196,3 +197,20 @@ def test_elastic_array_plan_drives_the_elastic_correction(ct_path):
     assert np.ptp(np.angle(np.exp(1j * (p.elastic.phase - p.beams.phase)))) > 0.1
     np.testing.assert_array_equal(p.p_amp, p.elastic.p_amp)
     assert p.summary["focus"]["position_mm"] == el["elastic_corrected"]["position_mm"]
+
+
+def test_report_lists_focal_sizes_and_the_elastic_correction(planned):
+    p, _, _ = planned
+    s = json.loads(json.dumps(p.summary, default=str))
+    rows = dict(report_lines(s))
+    w = s["beams_at_source_pressure"]["water"]["width_mm"]
+    assert f"widths {w[0]:.1f} mm x {w[1]:.1f} mm" in rows["-6 dB focus, water"]
+    assert "elastic skull" not in rows
+    focus = {**s["focus"], "length_mm": 12.34, "width_mm": [5.0, None]}
+    s["elastic_at_source_pressure"] = {
+        **focus, "over_fluid": 0.9, "fluid_corrected": focus, "elastic_corrected": focus,
+        "gain_over_fluid_corrected": 1.25, "gain_at_target": 1.5,
+        "shift_from_fluid_corrected_mm": 0.7}  # fmt: skip
+    rows = dict(report_lines(s))
+    assert rows["elastic skull"].endswith("length 12.3 mm, widths 5.0 mm x - (open)")
+    assert "gain 1.250 (peak), 1.500 (at target)" in rows["elastic correction"]

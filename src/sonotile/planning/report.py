@@ -91,6 +91,14 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
     for name in ("water", "uncorrected", "corrected"):
         if b.get(name):
             rows.append((f"-6 dB focus, {name}", _size(b[name])))
+    el = s.get("elastic_at_source_pressure")
+    if el:
+        rows.append(("elastic skull", f"peak {el['over_fluid']:.3f}x the fluid plan's, "
+                     f"{_size(el)}"))  # fmt: skip
+    if el and el.get("elastic_corrected"):
+        rows.append(("elastic correction", f"gain {el['gain_over_fluid_corrected']:.3f} (peak), "
+                     f"{el['gain_at_target']:.3f} (at target) over the fluid-corrected drive, "
+                     f"focus {el['shift_from_fluid_corrected_mm']:.1f} mm from its"))  # fmt: skip
     if "focal_gain" in b:
         rows.append(("correction gain", f"{b['focal_gain']:.3f} (peak), "
                      f"{b['gain_at_target']:.3f} (at target)"))  # fmt: skip
