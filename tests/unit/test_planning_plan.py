@@ -20,6 +20,7 @@ from sonotile.planning.export import write_kwave_input
 from sonotile.planning.images import read_nifti, read_provenance, write_nifti
 from sonotile.planning.outputs import FILES, volumes_on_ct, write_plan
 from sonotile.planning.phantom import head_phantom
+from sonotile.planning.report import report_lines
 
 TARGET = [0.0, 10.0, 45.0]
 ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
@@ -76,6 +77,14 @@ def test_plan_writes_aligned_volumes_report_and_numbers(planned, ct_path):
     assert {1313.0, 3630.0} <= set(np.unique(p.thermal.specific_heat).tolist())
     assert summary["transducer"]["n_elements"] == 1
     assert os.path.getsize(os.path.join(out, "report.png")) > 20_000
+    # -6 dB focal sizes per beam: a cigar along the beam, about a wavelength across in water
+    b = summary["beams_at_source_pressure"]
+    width = 1.02 * 1500 / 300e3 * 1e3 * 50 / 50  # 1.02 wavelength x F-number [mm]
+    np.testing.assert_allclose(b["water"]["width_mm"], width, rtol=0.25)  # 2.5 points/wavelength
+    assert abs(np.log(b["water"]["width_mm"][0] / b["water"]["width_mm"][1])) < 0.05  # round
+    for beam in ("water", "uncorrected"):  # the grid ends 10 mm past the target: may stay open
+        assert b[beam]["length_mm"] is None or b[beam]["length_mm"] > 2 * width
+    assert "-6 dB focus, water" in open(os.path.join(out, "report.html")).read()
     assert "data:image/png;base64," in open(os.path.join(out, "report.html")).read()
     # the pressure on the CT peaks (near the target) where the plan says the focus is
     pa = read_nifti(os.path.join(out, "pressure_amplitude.nii.gz")).hu
@@ -167,7 +176,41 @@ def test_elastic_plan_heats_with_the_elastic_beam(ct_path):
     p = plan(ct_path, TARGET, ENTRY, "bowl:50:50", settings)
     el, f = p.summary["elastic_at_source_pressure"], p.summary["focus"]
     assert el is not None and 0.6 < el["over_fluid"] < 1.1
+    assert el["elastic_corrected"] is None  # a bowl: nothing to correct
+    assert el["fluid_corrected"]["position_mm"] == el["position_mm"]
     assert f["position_mm"] == el["position_mm"] and np.isclose(f["peak_pa"], 1e6)
     # the heating used the elastic beam, scaled to the requested focal pressure
     assert np.isclose(find_focus(p.p_amp, p.grid, p.target).peak_pa, 1e6, rtol=1e-5)
     assert not np.allclose(p.p_amp, p.beams.fields["uncorrected"] * p.scale, rtol=0.01)
+
+
+@pytest.mark.slow
+def test_elastic_array_plan_drives_the_elastic_correction(ct_path):
+    settings = PlanSettings(**SMALL, duration=1.0, elastic=True)
+    p = plan(ct_path, TARGET, ENTRY, "array:48:50:50:4", settings)
+    el, drive = p.summary["elastic_at_source_pressure"], p.summary["drive"]
+    assert el["elastic_corrected"] is not None and p.elastic is not None
+    assert el["gain_at_target"] > 1.0 and el["position_mm"] == el["elastic_corrected"][
+        "position_mm"]  # fmt: skip
+    # the plan drives (and heats with) the elastic-corrected phases, not the fluid ones
+    np.testing.assert_allclose(drive["phase_rad"], p.elastic.phase)
+    assert np.ptp(np.angle(np.exp(1j * (p.elastic.phase - p.beams.phase)))) > 0.1
+    np.testing.assert_array_equal(p.p_amp, p.elastic.p_amp)
+    assert p.summary["focus"]["position_mm"] == el["elastic_corrected"]["position_mm"]
+
+
+def test_report_lists_focal_sizes_and_the_elastic_correction(planned):
+    p, _, _ = planned
+    s = json.loads(json.dumps(p.summary, default=str))
+    rows = dict(report_lines(s))
+    w = s["beams_at_source_pressure"]["water"]["width_mm"]
+    assert f"widths {w[0]:.1f} mm x {w[1]:.1f} mm" in rows["-6 dB focus, water"]
+    assert "elastic skull" not in rows
+    focus = {**s["focus"], "length_mm": 12.34, "width_mm": [5.0, None]}
+    s["elastic_at_source_pressure"] = {
+        **focus, "over_fluid": 0.9, "fluid_corrected": focus, "elastic_corrected": focus,
+        "gain_over_fluid_corrected": 1.25, "gain_at_target": 1.5,
+        "shift_from_fluid_corrected_mm": 0.7}  # fmt: skip
+    rows = dict(report_lines(s))
+    assert rows["elastic skull"].endswith("length 12.3 mm, widths 5.0 mm x - (open)")
+    assert "gain 1.250 (peak), 1.500 (at target)" in rows["elastic correction"]

@@ -8,8 +8,16 @@ May import: every layer below the front ends, and the other front ends.
 """
 
 from sonotile.planning.aberration import BeamComparison, compare_beams, conjugate_drive
-from sonotile.planning.acoustics import Focus, RunSettings, cw_field, element_response, find_focus
+from sonotile.planning.acoustics import (
+    Focus,
+    RunSettings,
+    cw_field,
+    element_response,
+    find_focus,
+    focal_size,
+)
 from sonotile.planning.chain import Plan, PlanSettings, plan
+from sonotile.planning.elastic import ElasticBeams, elastic_beams, elastic_response
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -53,4 +61,5 @@ __all__ = [
     "skull_mask",
     "thickness_along_ray", "tissue_properties", "to_image", "write_nifti",
     "THERMAL_PROPERTIES", "ThermalMaps", "thermal_properties",
+    "ElasticBeams", "elastic_beams", "elastic_response", "focal_size",
 ]  # fmt: skip

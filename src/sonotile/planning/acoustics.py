@@ -1,7 +1,7 @@
 """Continuous-wave acoustic runs of a plan on its beam grid: the steady-state field of a
 transducer driven with per-element amplitudes and phases, the response at the elements to a
 point source at the target (for aberration correction), and the focus of a field: its peak,
-position and -6 dB volume.
+position, -6 dB volume and -6 dB length and widths.
 
 Each run is a fluid :func:`sonotile.api.simulate` on the grid's interior with the PML outside
 (``grid.options()``), long enough for the wave to cross the grid diagonal and settle, the
@@ -126,6 +126,10 @@ class Focus:
         at_target_pa: the amplitude at the target's grid point [Pa].
         volume_mm3: the -6 dB focal volume: points within the search sphere at or above half
             the peak, connected to it [mm^3].
+        length_mm: the -6 dB focal length along the beam axis (the grid's last axis) [mm];
+            width_mm: the -6 dB widths across it (the grid's first two axes) [mm]; each from
+            the profile through the peak (:func:`focal_size`); None where the profile does
+            not fall to half its peak inside the grid.
     """
 
     peak_pa: float
@@ -133,6 +137,8 @@ class Focus:
     error_mm: float
     at_target_pa: float
     volume_mm3: float
+    length_mm: float | None = None
+    width_mm: tuple[float | None, float | None] = (None, None)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (for JSON)."""
@@ -152,6 +158,69 @@ def _refine(p: np.ndarray, i: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def _log_vertex(a: float, b: float, c: float) -> float:
+    """Peak of the parabola through ``ln a, ln b, ln c`` at -1, 0, 1, as an amplitude (exact
+    for a Gaussian); ``b`` where the three do not bracket a maximum."""
+    if min(a, b, c) <= 0:
+        return b
+    la, lb, lc = np.log([a, b, c])
+    den = la - 2 * lb + lc
+    return float(np.exp(lb - (la - lc) ** 2 / (8 * den))) if den < 0 else b
+
+
+def half_width(profile: np.ndarray, i: int) -> float | None:
+    """The -6 dB width [samples] of ``profile`` about its maximum at ``i``: between the points
+    either side where it falls to half its peak (the peak from a parabola through the log of
+    the three samples about ``i``; each crossing interpolated by :func:`_crossing`). None
+    where it does not fall to half within the profile."""
+    p = np.asarray(profile, dtype=np.float64)
+    inner = 0 < i < p.size - 1
+    half = (_log_vertex(p[i - 1], p[i], p[i + 1]) if inner else float(p[i])) / 2
+    ends = []
+    for step in (-1, 1):
+        j = i
+        while 0 <= j + step < p.size and p[j + step] >= half:
+            j += step
+        k = j + step
+        if not 0 <= k < p.size:
+            return None
+        ends.append(j + step * _crossing(p, j, step, half))
+    return float(ends[1] - ends[0])
+
+
+def _crossing(p: np.ndarray, j: int, step: int, half: float) -> float:
+    """Where, between samples ``j`` (at or above ``half``) and ``j + step`` (below), the
+    profile falls to ``half``, as a fraction of a sample: on the parabola through the log of
+    samples ``j - step``, ``j``, ``j + step`` (exact for a Gaussian), or on the line through
+    the last two."""
+    lo, hi = max(float(p[j + step]), 1e-30 * half), float(p[j])
+    if hi <= lo:
+        return 0.0
+    linear = float(np.log(hi / half) / np.log(hi / lo))
+    if not 0 <= j - step < p.size or p[j - step] <= 0:
+        return linear
+    lm, l0, l1 = np.log([float(p[j - step]), hi, lo]) - np.log(half)
+    a, b = (l1 - 2 * l0 + lm) / 2, (l1 - lm) / 2
+    roots = np.roots([a, b, l0]) if abs(a) > 1e-12 else np.array([linear])
+    ok = [float(r.real) for r in roots if abs(r.imag) < 1e-12 and -1e-9 <= r.real <= 1 + 1e-9]
+    return min(ok) if ok else linear
+
+
+def focal_size(
+    p_amp: np.ndarray, i: tuple[int, ...], spacing_mm: float
+) -> tuple[float | None, tuple[float | None, float | None]]:
+    """The -6 dB focal length along the beam (``p_amp``'s last axis) and the widths across it
+    (its first two axes) [mm] of the focus at grid point ``i``, from the profiles through
+    ``i`` along each axis (:func:`half_width`)."""
+    sizes = []
+    for ax in range(3):
+        line: list[int | slice] = list(i)
+        line[ax] = slice(None)
+        w = half_width(p_amp[tuple(line)], i[ax])
+        sizes.append(None if w is None else w * spacing_mm)
+    return sizes[2], (sizes[0], sizes[1])
+
+
 def find_focus(
     p_amp: np.ndarray, grid: SimulationGrid, target: np.ndarray, search_mm: float = 15.0
 ) -> Focus:
@@ -166,8 +235,9 @@ def find_focus(
     labels, _ = ndimage.label(near & (p_amp >= peak / 2))
     volume = float(np.count_nonzero(labels == labels[i])) * grid.spacing_mm**3
     pos = grid.world(_refine(p_amp, i))
+    length, width = focal_size(p_amp, i, grid.spacing_mm)
     return Focus(
         peak, (float(pos[0]), float(pos[1]), float(pos[2])),
         float(np.linalg.norm(pos - np.asarray(target, dtype=np.float64))),
-        float(p_amp[grid.target_index]), volume,
+        float(p_amp[grid.target_index]), volume, length, width,
     )  # fmt: skip

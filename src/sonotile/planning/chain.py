@@ -22,8 +22,8 @@ from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source
 from sonotile.planning.aberration import BeamComparison, compare_beams
-from sonotile.planning.acoustics import Focus, RunSettings, find_focus
-from sonotile.planning.elastic import elastic_field
+from sonotile.planning.acoustics import RunSettings
+from sonotile.planning.elastic import ElasticBeams, elastic_beams
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -66,7 +66,9 @@ class PlanSettings:
             [1/s]: None (default) takes each tissue class's value
             (:mod:`sonotile.planning.thermal`, IT'IS database), a number sets it everywhere.
         elastic: also run the plan's drive through an elastic skull (shear waves in bone,
-            :mod:`sonotile.planning.elastic`) and heat with that field.
+            :mod:`sonotile.planning.elastic`) and heat with that field; for an array with
+            ``correct``, the correction is made through the elastic skull too and the plan
+            drives the elastic-corrected phases.
         search_mm: the focus is the peak within this distance of the target [mm].
         margin_mm, beyond_mm: the grid's margin beside the aperture and length past the
             target [mm].
@@ -126,7 +128,7 @@ class Plan:
         scale: the factor from ``settings.source_pressure`` to the plan's drive.
         p_amp: the plan's pressure amplitude on the grid [Pa]. heat: the thermal run.
         summary: every number and the provenance (JSON-able). timings: seconds per stage.
-        elastic: the focus of the plan's drive through the elastic skull (at
+        elastic: the plan's beams through the elastic skull (at
             ``settings.source_pressure``), when ``settings.elastic``.
     """
 
@@ -145,7 +147,14 @@ class Plan:
     heat: HeatRun
     summary: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    elastic: Focus | None = None
+    elastic: ElasticBeams | None = None
+
+    @property
+    def drive(self) -> tuple[np.ndarray, np.ndarray]:
+        """The drive the plan uses per element at ``settings.source_pressure`` (amplitude
+        [Pa], phase [rad]): the elastic-corrected one where there is one."""
+        d = self.elastic or self.beams
+        return d.amplitude, d.phase
 
 
 def check_inputs(
@@ -186,7 +195,8 @@ def _check_coupling(maps: TissueMaps, grid: SimulationGrid, tr: Transducer, pose
 def _summary(p: Plan) -> dict[str, Any]:
     """Every number of a plan and its provenance."""
     s, beams, heat = p.settings, p.beams, p.heat.data
-    focus = p.elastic or beams.plan
+    focus = p.elastic.plan if p.elastic else beams.plan
+    amplitude, phase = p.drive
     fi = tuple(int(v) for v in heat["focus"])
     in_skull = p.maps.labels >= TRABECULAR  # trabecular and cortical bone
     brain = p.maps.labels == BRAIN
@@ -199,11 +209,12 @@ def _summary(p: Plan) -> dict[str, Any]:
         "settings": asdict(s), "grid": p.grid.as_dict(), "tissue": p.maps.provenance,
         "thermal": p.thermal.provenance,
         "drive": {"source_pressure_pa": s.source_pressure * p.scale,
-                  "amplitude_pa": (beams.amplitude * p.scale).tolist(),
-                  "phase_rad": beams.phase.tolist()},
+                  "amplitude_pa": (amplitude * p.scale).tolist(),
+                  "phase_rad": phase.tolist()},
         "beams_at_source_pressure": beams.summary(),
         "elastic_at_source_pressure": None if p.elastic is None else {
-            **p.elastic.as_dict(), "over_fluid": p.elastic.peak_pa / beams.plan.peak_pa},
+            **p.elastic.plan.as_dict(), "over_fluid": p.elastic.plan.peak_pa / beams.plan.peak_pa,
+            **p.elastic.summary()},
         "focus": {**focus.as_dict(), "peak_pa": focus.peak_pa * p.scale,
                   "at_target_pa": focus.at_target_pa * p.scale},
         "heat": {"T_max_degC": float(t_max.max()),
@@ -283,12 +294,12 @@ def plan(
     p_amp = beams.fields["corrected" if beams.corrected else "uncorrected"]
     elastic = None
     if s.elastic:
-        say("elastic skull: the plan's drive")
-        p_amp = elastic_field(on_grid, grid, tr.karray(pose, grid), beams.amplitude,
-                              beams.phase, s.frequency, run)  # fmt: skip
-        elastic = find_focus(p_amp, grid, t, s.search_mm)
+        elastic = elastic_beams(on_grid, grid, tr.karray(pose, grid), beams, s.frequency,
+                                amplitudes=s.amplitudes, search_mm=s.search_mm, run=run,
+                                progress=say)  # fmt: skip
+        p_amp = elastic.p_amp
     lap("acoustics")
-    peak = (elastic or beams.plan).peak_pa
+    peak = (elastic.plan if elastic else beams.plan).peak_pa
     scale = 1.0 if s.focal_pressure is None else s.focal_pressure / peak
     p_amp = p_amp * scale
     say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")

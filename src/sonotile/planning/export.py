@@ -33,7 +33,8 @@ def write_kwave_input(
     kgrid.dt = 1.0 / (f * per_period)
     kgrid.nt = int(np.ceil(rough.nt * rough.dt / kgrid.dt))
     karray = p.transducer.karray(p.pose, p.grid)
-    sig = create_cw_signals(kgrid.t, f, p.beams.amplitude * p.scale, p.beams.phase)
+    amplitude, phase = p.drive
+    sig = create_cw_signals(kgrid.t, f, amplitude * p.scale, phase)
     signals = karray.get_distributed_source_signal(kgrid, sig).astype(np.float32)
     source = KSource(p_mask=karray.get_array_binary_mask(kgrid), p=signals)
     at_target = np.zeros(p.grid.shape, bool)

@@ -1,6 +1,7 @@
 """A plan's one-page report: the beam over the CT in three planes through the target (axial,
 coronal, sagittal, in scanner millimetres), the -6 dB focal contour, the target and the
-focus, the maximum temperature, and the numbers and settings; written as ``report.png`` and
+focus, the maximum temperature, and the numbers and settings (the -6 dB focal length and
+widths of the water, uncorrected and corrected beams among them); written as ``report.png`` and
 ``report.html`` (the PNG embedded, the numbers as a table).
 """
 
@@ -87,6 +88,17 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("uncorrected", f"loss {b['uncorrected_loss_db']:.2f} dB, focus "
          f"{b['uncorrected']['error_mm']:.2f} mm from target"),
     ]  # fmt: skip
+    for name in ("water", "uncorrected", "corrected"):
+        if b.get(name):
+            rows.append((f"-6 dB focus, {name}", _size(b[name])))
+    el = s.get("elastic_at_source_pressure")
+    if el:
+        rows.append(("elastic skull", f"peak {el['over_fluid']:.3f}x the fluid plan's, "
+                     f"{_size(el)}"))  # fmt: skip
+    if el and el.get("elastic_corrected"):
+        rows.append(("elastic correction", f"gain {el['gain_over_fluid_corrected']:.3f} (peak), "
+                     f"{el['gain_at_target']:.3f} (at target) over the fluid-corrected drive, "
+                     f"focus {el['shift_from_fluid_corrected_mm']:.1f} mm from its"))  # fmt: skip
     if "focal_gain" in b:
         rows.append(("correction gain", f"{b['focal_gain']:.3f} (peak), "
                      f"{b['gain_at_target']:.3f} (at target)"))  # fmt: skip
@@ -110,6 +122,16 @@ def _thermal(th: dict[str, Any]) -> str:
     names = {"specific_heat": "C", "conductivity": "k", "perfusion_rate": "w"}
     extra = ", ".join(f"{names[n]} = {v:g} everywhere" for n, v in over.items())
     return "per tissue (IT'IS v4.1)" + (f"; {extra}" if extra else "")
+
+
+def _size(focus: dict[str, Any]) -> str:
+    """A focus's -6 dB length along the beam and widths across it [mm], in a few words."""
+    w = focus.get("width_mm") or (None, None)
+    return f"length {_mm(focus.get('length_mm'))}, widths {_mm(w[0])} x {_mm(w[1])}"
+
+
+def _mm(v: float | None) -> str:
+    return "- (open)" if v is None else f"{v:.1f} mm"
 
 
 def _v(xyz: Any) -> str:
