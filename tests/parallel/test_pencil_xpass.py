@@ -81,16 +81,3 @@ def test_fused_slab_equals_xla_slab_and_single_device(results):
         assert r["xpass"] > 0 and r["xpass_xla"] == 0, (name, r)
         assert max(r["vs_xla"]) < 1e-5, (name, r["vs_xla"])
         assert max(r["vs_single"]) < 1e-5, (name, r["vs_single"])
-
-
-def test_pencil_ops_refuse_single_axis_derivatives():
-    """The elastic model's operator is not distributed yet: on a pencil mesh it refuses rather
-    than differentiating each shard's block as if it were the whole grid."""
-    import jax.numpy as jnp
-    import pytest
-
-    from sonotile.parallel.pencil import PencilOps
-
-    ops = object.__new__(PencilOps)
-    with pytest.raises(NotImplementedError, match="pencil mesh"):
-        ops.diffs(jnp.zeros((4, 4)), [(0, 1)])
