@@ -69,6 +69,13 @@ CHECKS: dict[str, Callable[[dict], bool]] = {
         and r["axis_error"] < 0.04
         and near(r["focus_depth_over_oneil"], 1.0, 0.08)
     ),
+    # the bowl as an arc on an axisymmetric grid: O'Neil's on-axis solution (quick: R = D =
+    # 15 mm, 3 points per wavelength, CFL 0.1; the focus depth within half an axial sample)
+    "at_focused_bowl_axisymmetric": lambda r: (
+        r["axis_error"] < 0.012
+        and near(r["peak_over_oneil"], 1.0, 0.01)
+        and near(r["focus_depth_over_oneil"], 1.0, 0.03)
+    ),
     # the delays steer the beam by 20 deg
     "at_linear_array_steering": lambda r: abs(r["steer_error_deg"]) < 1.5,
     # the default PML absorbs (below -50 dB); a weak one lets the wave wrap round
