@@ -104,6 +104,13 @@ CHECKS: dict[str, Callable[[dict], bool]] = {
         and r["T_max_degC"] > 50.0
         and r["lesion_area_mm2"] > 0.0
     ),
+    # normal-incidence R = (Z2 - Z1)/(Z2 + Z1) with Z = rho c_p; c_p from the transmitted delay;
+    # c_s from the shear arrivals against Fermat's refracted travel times
+    "ewp_layered_medium": lambda r: (
+        near(r["R_over_theory"], 1.0, 0.01)
+        and near(r["c_p_fit_over_c_p"], 1.0, 0.01)
+        and near(r["c_s_fit_over_c_s"], 1.0, 0.03)
+    ),
     # the adjoint gradient equals finite differences; the kernel lies in the first Fresnel zone
     "grad_sound_speed": lambda r: (
         near(r["grad_over_finite_difference"], 1.0, 1e-5) and r["kernel_share_first_fresnel"] > 0.8
@@ -127,7 +134,7 @@ def test_every_example_is_checked():
     gallery = {
         n
         for n in found
-        if n.split("_")[0] in {"ivp", "tvsp", "sd", "at", "na", "heat", "grad", "pr"}
+        if n.split("_")[0] in {"ivp", "tvsp", "sd", "at", "na", "heat", "grad", "pr", "ewp"}
     }
     assert gallery == set(CHECKS), f"examples without a check: {gallery - set(CHECKS)}"
 
