@@ -109,9 +109,17 @@ def element_response(
     sensor = KSensor(mask=element_mask, record=("p_cw",), cw_frequency=frequency,
                      cw_periods=run.cw_periods)  # fmt: skip
     res = _simulate(kgrid, medium, source, sensor, grid)
-    amp, ph = np.asarray(res["p_cw_amp"]), np.asarray(res["p_cw_phase"])
-    re = karray.combine_sensor_data(kgrid, (amp * np.cos(ph))[:, None])[:, 0]
-    im = karray.combine_sensor_data(kgrid, (amp * np.sin(ph))[:, None])[:, 0]
+    return element_phasors(karray, kgrid, res["p_cw_amp"], res["p_cw_phase"])
+
+
+def element_phasors(
+    karray: KWaveArray, kgrid: KWaveGrid, amp: np.ndarray, phase: np.ndarray
+) -> np.ndarray:
+    """Each element's complex pressure ``A exp(i phase)``, averaged over its surface, from the
+    ``p_cw`` amplitude [Pa] and phase [rad] recorded at the array's mask points."""
+    amp, phase = np.asarray(amp), np.asarray(phase)
+    re = karray.combine_sensor_data(kgrid, (amp * np.cos(phase))[:, None])[:, 0]
+    im = karray.combine_sensor_data(kgrid, (amp * np.sin(phase))[:, None])[:, 0]
     return re + 1j * im
 
 

@@ -29,7 +29,13 @@ from sonotile.api.types import KSensor, KWaveGrid
 from sonotile.model.array import KWaveArray
 from sonotile.model.signals import create_cw_signals
 from sonotile.planning.aberration import BeamComparison, conjugate_drive
-from sonotile.planning.acoustics import Focus, RunSettings, find_focus, make_kgrid
+from sonotile.planning.acoustics import (
+    Focus,
+    RunSettings,
+    element_phasors,
+    find_focus,
+    make_kgrid,
+)
 from sonotile.planning.geometry import SimulationGrid, kwave_medium
 from sonotile.planning.tissue import NP_PER_M_PER_DB_PER_CM, TissueMaps
 
@@ -105,27 +111,22 @@ def elastic_response(
 ) -> np.ndarray:
     """Complex steady-state pressure ``A exp(i phase)`` at each element (averaged over its
     surface) from a CW point source (the three normal stresses at ``-p``) at ``source_index``
-    (default: the grid's target point) through the elastic medium of ``maps``: the single-bin
-    DFT of the recorded pressure over the last ``run.cw_periods`` periods, ``(n_elements,)``
+    (default: the grid's target point) through the elastic medium of ``maps``: the ``p_cw``
+    record over the last ``run.cw_periods`` periods, ``(n_elements,)``
     (phases as :func:`sonotile.planning.acoustics.element_response`'s, up to a common
     offset, which :func:`sonotile.planning.aberration.conjugate_drive` removes)."""
     run = run or RunSettings()
-    kgrid, pad, start = _elastic_grid(maps, grid, frequency, run)
+    kgrid, pad, _ = _elastic_grid(maps, grid, frequency, run)
     at = grid.target_index if source_index is None else source_index
     point = np.zeros(kgrid.shape, bool)
     point[tuple(i + p for i, p in zip(at, pad))] = True
     sig = -create_cw_signals(kgrid.t, frequency, np.array([1e3]), np.array([0.0]))
     sig = sig.astype(np.float32)
     source = ElasticSource(sxx=sig, syy=sig, szz=sig, s_mask=point)
-    sensor = KSensor(mask=karray.get_array_binary_mask(kgrid), record=("p",),
-                     record_start_index=start)  # fmt: skip
+    sensor = KSensor(mask=karray.get_array_binary_mask(kgrid), record=("p_cw",),
+                     cw_frequency=frequency, cw_periods=run.cw_periods)  # fmt: skip
     out = pstd_elastic_3d(kgrid, elastic_medium(maps, pad), source, sensor, pml_size=list(pad))
-    series = np.asarray(out["p"], dtype=np.float64)  # (points, steps from start)
-    t = (start - 1 + np.arange(series.shape[1])) * float(kgrid.dt)
-    bin_ = series @ np.exp(-2j * np.pi * frequency * t)  # A sin(w t + phi) -> ~ exp(i phi)
-    re = karray.combine_sensor_data(kgrid, bin_.real[:, None])[:, 0]
-    im = karray.combine_sensor_data(kgrid, bin_.imag[:, None])[:, 0]
-    return re + 1j * im
+    return element_phasors(karray, kgrid, out["p_cw_amp"], out["p_cw_phase"])
 
 
 @dataclass
