@@ -256,6 +256,19 @@ def main(argv: list[str] | None = None) -> int:
         help="first size the largest-grid search tries "
         "when the run has no memory figures to predict it from (default 512)",
     )
+    ap.add_argument(
+        "--prior",
+        type=Path,
+        help="an earlier results file on the same card: its env and throughput parts predict "
+        "the largest-grid search when this run does not measure them",
+    )
+    ap.add_argument(
+        "--cap",
+        action="append",
+        default=[],
+        metavar="PART=SECONDS",
+        help="a part's time cap (repeatable), e.g. largest=330",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -272,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     cfg = dict(DRY if a.dry_run else FULL)
     if a.largest_start:
         cfg["largest_start"] = a.largest_start
+    cfg["caps"] = dict(cfg["caps"])
+    for item in a.cap:
+        name, _, secs = item.partition("=")
+        if name not in cfg["caps"]:
+            ap.error(f"--cap {item}: no part {name!r} ({', '.join(cfg['caps'])})")
+        cfg["caps"][name] = float(secs)
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
         orchestrate(res, cfg, a, Path(work))
     res.data["meta"]["finished"] = _now()
@@ -284,6 +303,9 @@ def orchestrate(res: Results, cfg: dict, a: argparse.Namespace, work: Path) -> N
     clock, env = Clock(a.budget_s), worker_env(a.dry_run)
     wanted = set(filter(None, a.parts.split(","))) or None
     ctx = {"res": res, "cfg": cfg, "clock": clock, "env": env, "work": work, "a": a}
+    if a.prior:
+        ctx["prior"] = json.loads(a.prior.read_text()).get("parts", {})
+        res.data["meta"]["prior"] = a.prior.name
     for name, fn in PARTS:
         if wanted is not None and name not in wanted:
             continue
@@ -376,9 +398,13 @@ def part_kwave_reference(ctx: dict) -> None:
             rows.append({"case": folder.name, "status": "skipped", "why": "time cap"})
             continue
         meta = json.loads((folder / "case.json").read_text())
+        nt, axisymmetric = _steps_and_symmetry(folder / "input.h5")
+        if axisymmetric:  # k-Wave's CUDA solver 1.3 has no axisymmetric model
+            rows.append({"case": folder.name, "status": "skipped", "why": "axisymmetric"})
+            continue
         out = ctx["work"] / "kwave_ref_out.h5"
         out.unlink(missing_ok=True)
-        run = run_kwave_cuda(kw, folder / "input.h5", ctx["work"], 60, meta["Nt"],
+        run = run_kwave_cuda(kw, folder / "input.h5", ctx["work"], 60, nt,
                              flags=meta["flags"], out=out)  # fmt: skip
         row = {"case": folder.name, **{k: run.get(k) for k in ("status", "error", "wall_s")}}
         if run.get("status") == "ok":
@@ -388,6 +414,15 @@ def part_kwave_reference(ctx: dict) -> None:
         rows.append(row)
         ctx["res"].put("kwave_reference", {"status": "running", "cases": rows})
     ctx["res"].put("kwave_reference", {"status": "ok", "cases": rows})
+
+
+def _steps_and_symmetry(path: Path) -> tuple[int, bool]:
+    """An input file's Nt, and whether it asks for k-Wave's axisymmetric model."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        axi = "axisymmetric_flag" in f and int(f["axisymmetric_flag"][()].ravel()[0]) != 0
+        return int(f["Nt"][()].ravel()[0]), axi
 
 
 def reference_cases(cfg: dict) -> list[Path]:
@@ -453,8 +488,11 @@ def _next_n(lo: int | None, hi: int | None, step: int, top: int) -> int | None:
 
 def predict_largest(ctx: dict, solver: str, case: str) -> int | None:
     """The n whose cube fills the card, from the throughput part's peak bytes per point."""
-    rows = ctx["res"].data["parts"].get("throughput", {}).get("rows", [])
-    total = ctx["res"].data["parts"].get("env", {}).get("device_memory_bytes")
+    parts = ctx["res"].data["parts"]
+    if not parts.get("throughput", {}).get("rows"):  # a rerun of this part alone: --prior
+        parts = ctx.get("prior") or parts
+    rows = parts.get("throughput", {}).get("rows", [])
+    total = parts.get("env", {}).get("device_memory_bytes")
     pts = [(r["n"] ** 3, r[solver].get("peak_device_bytes")) for r in rows
            if r["case"] == case and isinstance(r.get(solver), dict)]  # fmt: skip
     pts = [(n, b) for n, b in pts if b]
@@ -473,7 +511,8 @@ def probe_once(ctx: dict, solver: str, case: str, n: int, kw: str | None, cap: f
     steps = ctx["cfg"]["largest_steps"]
     if solver == "sonotile":
         r = run_worker("probe", {"case": case, "n": n, "steps": steps}, cap, ctx["env"])
-        return {"n": n, **{k: r.get(k) for k in ("status", "seconds", "peak_device_bytes")}}
+        return {"n": n, **{k: r.get(k) for k in ("status", "seconds", "peak_device_bytes")},
+                **_why(r)}  # fmt: skip
     path = ctx["work"] / f"probe_{case}_{n}.h5"
     r = run_worker("write_input", {"case": case, "n": n, "steps": steps, "path": str(path)},
                    cap, ctx["env"])  # fmt: skip
@@ -481,7 +520,15 @@ def probe_once(ctx: dict, solver: str, case: str, n: int, kw: str | None, cap: f
         left = max(5.0, cap - r["seconds"])
         r = run_kwave_cuda(kw, path, ctx["work"], left, steps)
     path.unlink(missing_ok=True)
-    return {"n": n, **{k: r.get(k) for k in ("status", "wall_s", "peak_device_bytes")}}
+    return {"n": n, **{k: r.get(k) for k in ("status", "wall_s", "peak_device_bytes")}, **_why(r)}
+
+
+def _why(r: dict) -> dict:
+    """The end of a failed probe's error or log (an out-of-memory error, usually)."""
+    if r.get("status") == "ok":
+        return {}
+    text = r.get("error") or r.get("log_tail") or r.get("stderr_tail") or ""
+    return {"why": text[-400:]} if text else {}
 
 
 # --------------------------------------------------------------------------- k-Wave CUDA
