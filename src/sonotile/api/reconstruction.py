@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sonotile.api import inputs as user_input
-from sonotile.api.problem import is_cartesian, mask_points
+from sonotile.api.problem import mask_points
 from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium
 from sonotile.model.problem import ProblemError
 
@@ -277,21 +277,18 @@ def _reversed_source(
 def _sensor_grid_points(sensor: KSensor, kgrid: KWaveGrid) -> np.ndarray:
     """The sensor's points ``(N, ndim)`` as grid indices, in the order of its data."""
     shape = tuple(kgrid.shape)
-    try:
-        if sensor.corners is not None:
-            raise ProblemError(
-                "sensor.corners: time reversal takes a sensor mask, Cartesian points or "
-                "sensor.points, not cuboid corners"
-            )
-        if sensor.points is not None:
-            return user_input.grid_points(sensor.points, shape)
-        if sensor.mask is None:
-            raise ProblemError("sensor.mask: time reversal needs the sensor's points")
-        if is_cartesian(sensor.mask, shape):
-            return _cart2grid(np.asarray(sensor.mask, np.float64), kgrid)
-        return mask_points(np.asarray(sensor.mask, bool), shape, "sensor.mask")
-    except ProblemError as e:
-        raise user_input.user_error(e) from None
+    if sensor.corners is not None:
+        raise ProblemError(
+            "sensor.corners: time reversal takes a sensor mask, Cartesian points or "
+            "sensor.points, not cuboid corners"
+        )
+    if sensor.points is not None:
+        return user_input.grid_points(sensor.points, shape)
+    if sensor.mask is None:
+        raise ProblemError("sensor.mask: time reversal needs the sensor's points")
+    if user_input.is_cartesian(sensor.mask, shape):
+        return _cart2grid(np.asarray(sensor.mask, np.float64), kgrid)
+    return mask_points(np.asarray(sensor.mask, bool), shape, "sensor.mask")
 
 
 def _cart2grid(points: np.ndarray, kgrid: KWaveGrid) -> np.ndarray:

@@ -36,9 +36,10 @@ from sonotile.api import (
     OptionArgs,
     Options,
     Results,
-    build_problem,
     shape_results,
 )
+from sonotile.api import inputs as user_input
+from sonotile.api.problem import assemble
 from sonotile.api.types import ElasticSource, KWaveElasticMedium, is_elastic
 from sonotile.model.grid import make_time
 from sonotile.model.problem import Problem, ProblemError
@@ -69,14 +70,11 @@ def _broadcast(media: Any, sources: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _time_axis(kgrid: KWaveGrid, media: list[KWaveMedium]) -> KWaveGrid:
-    """One time axis for every run: k-Wave's default from the extreme sound speeds of all media
-    (a step stable for the fastest medium), unless the grid has one."""
+    """One time axis for every run: k-Wave's default from the extreme sound speeds of all
+    (checked) media (a step stable for the fastest medium), unless the grid has one."""
     if kgrid.dt is not None and kgrid.nt is not None:
         return kgrid
     cs = [np.asarray(m.sound_speed, np.float64) for m in media]
-    for i, c in enumerate(cs):
-        if not np.all(np.isfinite(c)) or np.any(c <= 0):
-            raise ProblemError(f"media[{i}].sound_speed: must be finite and > 0")
     dt, nt = make_time(
         tuple(kgrid.shape), cast("tuple[float, ...]", kgrid.spacing),  # a tuple once built
         max(float(c.max()) for c in cs), min(float(c.min()) for c in cs),
@@ -176,8 +174,8 @@ def simulate_many(
         raise ValueError(f"vectorize = {vectorize!r}: expected one of {VECTORIZE}")
     if any(is_elastic(m) for m in media):
         return _simulate_elastic_many(kgrid, media, sources, sensor, vectorize, options)
-    grid = _time_axis(kgrid, media)
-    built = [build_problem(replace(grid), m, s, sensor, options) for m, s in zip(media, sources)]
+    grid = _checked(kgrid, media, sources, sensor, options)
+    built = [assemble(replace(grid), m, s, sensor, options) for m, s in zip(media, sources)]
     problems = [p for p, _ in built]
     how = _resolve(vectorize)
     if how == "loop":
@@ -190,6 +188,26 @@ def simulate_many(
         t = np.arange(problem.grid.nt) * problem.grid.dt
         results.append(Results(data, problem.grid, t, mapping["points"]))
     return results
+
+
+def _checked(
+    kgrid: KWaveGrid, media: list[Any], sources: list[Any], sensor: KSensor, options: Options
+) -> KWaveGrid:
+    """The batch's edge: every input checked once (:mod:`sonotile.api.inputs`, a medium or
+    source shared by several runs once), named ``media[i]`` / ``sources[i]``; returns the grid
+    with the shared time axis."""
+    shape = user_input.check_grid(kgrid)
+    user_input.check_options(options, shape, sensor)
+    first = {id(m): i for i, m in reversed(list(enumerate(media)))}
+    for m, i in ((m, i) for i, m in enumerate(media) if first[id(m)] == i):
+        user_input.check_medium(m, shape, options, f"media[{i}]")
+    grid = _time_axis(kgrid, media)
+    assert grid.dt is not None and grid.nt is not None  # set by _time_axis
+    pairs = {(id(m), id(s)): i for i, (m, s) in reversed(list(enumerate(zip(media, sources))))}
+    for i in sorted(pairs.values()):
+        user_input.check_sources(sources[i], shape, media[i], f"sources[{i}]", f"media[{i}]")
+    user_input.check_sensor(sensor, grid, grid.dt, grid.nt)
+    return grid
 
 
 def _run_one(i: int, problem: Problem, check_finite: bool) -> tuple[dict, dict]:
