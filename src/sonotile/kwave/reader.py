@@ -1,5 +1,9 @@
 """Read a k-Wave HDF5 input file (format 1.0-1.2) into a solver-ready Problem, with the
 checks k-Wave does plus the shape checks it does not. See ``docs/kwave.md``.
+
+This is the edge of ``sonotile-kwave``: every value of the file is checked here, as it is read,
+in the file's names (``dataset 'c0'``, ``'p_source_index'``); the Problem built from it finds
+nothing left to refuse.
 """
 
 from __future__ import annotations
@@ -190,13 +194,19 @@ def _signal(r: _Reader, name: str, flag: int, many: int, n_src: int) -> np.ndarr
     """A source signal: ``(flag,)`` when shared, ``(flag, Nsrc)`` when one per point."""
     if many:
         v = r.vector(name, flag * n_src)
-        return v.astype(np.float64).reshape(flag, n_src)
+        return _finite(name, v.astype(np.float64).reshape(flag, n_src))
     d = r.raw(name)
     if d.size != flag:
         raise KwaveFileError(
             f"dataset '{name}': {d.size} samples, expected {flag} (its source flag)"
         )
-    return r.vector(name).astype(np.float64)
+    return _finite(name, r.vector(name).astype(np.float64))
+
+
+def _finite(name: str, v: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(v)):
+        raise KwaveFileError(f"dataset '{name}': contains NaN or Inf")
+    return v
 
 
 def read_input(
@@ -253,6 +263,11 @@ def read_input(
             )
         ndim = 2 if nz == 1 else 3
         shape = (nx, ny) if ndim == 2 else (nx, ny, nz)
+        if min(shape) < 2:
+            raise KwaveFileError(
+                f"grid size Nx, Ny, Nz = {nx, ny, nz}: each axis of a {ndim}-D grid needs at "
+                "least 2 points"
+            )
         zyx = (nz, ny, nx)
         # k-Wave 1.3 reads the flag from format 1.2 on and uses it on 2-D grids only
         axisym = (
@@ -306,33 +321,21 @@ def read_input(
         mode = cast(Absorption, {0: "lossless", 1: "power_law", 2: "stokes"}[absorbing])
         alpha_coeff = alpha_power = None
         if absorbing:
-            alpha_coeff = r.field("alpha_coeff", zyx)
+            alpha_coeff = _nonnegative("alpha_coeff", r.field("alpha_coeff", zyx))
             alpha_power = r.scalar("alpha_power")
+            if not 0 <= alpha_power <= 3:
+                raise KwaveFileError(f"dataset 'alpha_power': {alpha_power}, expected 0 to 3")
             if absorbing == 1 and alpha_power == 1.0:
                 raise KwaveFileError(
                     "dataset 'alpha_power': 1.0 is not allowed with power-law "
                     "absorption (tan(pi y/2) is infinite)"
                 )
         bona = r.field("BonA", zyx) if nonlinear else None
-        try:
-            medium = Medium(
-                c0,
-                rho0,
-                grid,
-                rho0_sg=rho0_sg,
-                c_ref=c_ref,
-                bona=bona,
-                alpha_coeff=alpha_coeff,
-                alpha_power=alpha_power,
-                absorption=mode,
-            )
-        except ProblemError as e:
-            raise KwaveFileError(str(e)) from None
-
-        pml = Pml(
-            tuple(r.scalar(f"pml_{a}_size", int) for a in AXES[:ndim]),
-            tuple(r.scalar(f"pml_{a}_alpha") for a in AXES[:ndim]),
-        )
+        medium = Medium(
+            c0, rho0, grid, rho0_sg=rho0_sg, c_ref=c_ref, bona=bona, alpha_coeff=alpha_coeff,
+            alpha_power=alpha_power, absorption=mode,
+        )  # fmt: skip
+        pml = _read_pml(r, shape, axisym)
         sources, scalars_src = _read_sources(r, grid, zyx, ndim)
         mask_type = r.scalar("sensor_mask_type", int) if minor >= 1 else 0
         n_points = nx * ny * nz  # Python ints: no wrap
@@ -372,13 +375,9 @@ def read_input(
                 scalars.pop(name, None)
         if nt_override is not None:
             scalars["Nt"] = (np.full((1, 1, 1), nt, np.uint64), np.dtype(np.uint64))
-    try:
-        problem = Problem(
-            grid, medium, sources, sensor, pml, dtype=dtype,
-            radial_symmetry="WSWA" if axisym else None,
-        )  # fmt: skip
-    except ProblemError as e:
-        raise KwaveFileError(str(e)) from None
+    problem = Problem(
+        grid, medium, sources, sensor, pml, dtype=dtype, radial_symmetry="WSWA" if axisym else None
+    )
     meta = KwaveInput(path, header, scalars, (nx, ny, nz), mask_type, mask_raw)
     if lazy:
         meta.extras["file"] = f  # the lazy fields read from it
@@ -403,11 +402,42 @@ def _check_sizes(shape_xyz: tuple[int, int, int], nt: int, nt_name: str) -> None
 
 def _positive(name: str, v: Property) -> Property:
     """A medium field or scalar that must be > 0 (checked now, or per hyperslab when lazy)."""
-    if is_lazy(v):
-        return LazyField.of(v, f"dataset '{name}'", "positive")
+    if is_lazy(v):  # made by _Reader.field: checked as each hyperslab is read
+        v.check = "positive"
+        return v
     if np.any(np.asarray(v) <= 0):
         raise KwaveFileError(f"dataset '{name}': must be > 0 everywhere")
     return v
+
+
+def _nonnegative(name: str, v: Property) -> Property:
+    """A medium field or scalar that must be >= 0 (checked now, or per hyperslab when lazy)."""
+    if is_lazy(v):  # made by _Reader.field: checked as each hyperslab is read
+        v.check = "nonnegative"
+        return v
+    if np.any(np.asarray(v) < 0):
+        raise KwaveFileError(f"dataset '{name}': must be >= 0 everywhere")
+    return v
+
+
+def _read_pml(r: _Reader, shape: tuple[int, ...], axisym: bool) -> Pml:
+    """``pml_{x,y,z}_size`` (leaving interior points: on both sides of an axis, on the outer
+    edge only of an axisymmetric grid's radial y) and ``pml_{x,y,z}_alpha`` (>= 0)."""
+    size, alpha = [], []
+    for ax, (a, n) in enumerate(zip(AXES, shape)):
+        s = r.scalar(f"pml_{a}_size", int)
+        sides = 1 if axisym and ax == 1 else 2
+        if sides * s >= n:
+            raise KwaveFileError(
+                f"dataset 'pml_{a}_size': {s} points on {sides} side(s) leave no interior of "
+                f"N{a} = {n}"
+            )
+        al = r.scalar(f"pml_{a}_alpha")
+        if al < 0:
+            raise KwaveFileError(f"dataset 'pml_{a}_alpha': {al}, expected >= 0")
+        size.append(s)
+        alpha.append(al)
+    return Pml(tuple(size), tuple(alpha))
 
 
 def _read_sources(
@@ -452,7 +482,7 @@ def _read_sources(
         for n in ("u_source_mode", "u_source_many"):
             copied[n] = (r.raw(n)[()], r.raw(n).dtype)
     if tr_flag:
-        sig = r.vector("transducer_source_input").astype(np.float64)
+        sig = _finite("transducer_source_input", r.vector("transducer_source_input").astype(float))
         delay = r.vector("delay_mask", idx.shape[0])
         if np.any(delay < 1):
             raise KwaveFileError("dataset 'delay_mask': delays are 1-based, found a value < 1")

@@ -32,6 +32,19 @@ class ProblemError(ValueError):
     """Invalid simulation input; the message names the parameter."""
 
 
+#: The per-hyperslab checks of a lazy field that each check implies.
+_IMPLIED = {"finite": ("finite", "positive", "nonnegative"), "positive": ("positive",),
+            "nonnegative": ("nonnegative", "positive")}  # fmt: skip
+
+
+def _checked_lazily(value: Sliceable, name: str, check: str) -> LazyField:
+    """A field read piece by piece, checked as each piece is made: a lazy field that already
+    checks so (made by a front end's edge, in its user's names) as it is."""
+    if is_lazy(value) and value.check in _IMPLIED[check]:
+        return value
+    return LazyField.of(value, name, check)
+
+
 def _field(
     name: str,
     value: ArrayLike | Sliceable | None,
@@ -52,7 +65,7 @@ def _field(
             raise ProblemError(
                 f"{name}: shape {tuple(value.shape)} is not the grid shape {grid.shape}"
             )
-        return LazyField.of(value, name, check="positive" if positive else "finite")
+        return _checked_lazily(value, name, "positive" if positive else "finite")
     arr = np.asarray(value)
     if arr.dtype != np.float32:
         arr = np.asarray(value, dtype=np.float64)
@@ -137,7 +150,7 @@ class Medium:
         if self.absorption != "lossless":
             alpha = _field("medium.alpha_coeff", self.alpha_coeff, g)
             if is_lazy(alpha):
-                alpha = LazyField.of(alpha, "medium.alpha_coeff [dB/(MHz^y cm)]", "nonnegative")
+                alpha = _checked_lazily(alpha, "medium.alpha_coeff [dB/(MHz^y cm)]", "nonnegative")
             elif np.any(np.asarray(alpha) < 0):
                 raise ProblemError("medium.alpha_coeff: must be >= 0 dB/(MHz^y cm)")
             set_(self, "alpha_coeff", alpha)
@@ -305,7 +318,7 @@ class Sources:
                 raise ProblemError(
                     f"source.p0: shape {tuple(self.p0.shape)}, expected the grid shape {grid.shape}"
                 )
-            p0 = LazyField.of(self.p0, "source.p0 [Pa]")
+            p0 = _checked_lazily(self.p0, "source.p0 [Pa]", "finite")
         elif self.p0 is not None:
             p0 = np.asarray(self.p0, dtype=np.float64)
             if p0.shape != grid.shape:
