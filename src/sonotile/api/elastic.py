@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
+from sonotile.api.elasticrun import run_checkpointed
+from sonotile.api.heatrun import Checkpoint
 from sonotile.api.problem import mask_points
 from sonotile.api.results import Results
 from sonotile.api.types import ElasticSource, KSensor, KWaveElasticMedium, KWaveGrid, Options
@@ -254,18 +256,25 @@ def run_elastic(
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
+    checkpoint: Checkpoint | None = None,
     **engine_args: Any,
 ) -> tuple[dict[str, np.ndarray], str]:
     """A built run through the common loop on the engine asked for (``engine_args``: of
     :func:`sonotile.parallel.engine.engine_for`): the records in k-Wave's layout (series
-    ``(N, recorded steps)``) and what ran it. ``check_finite``: see :func:`pstd_elastic_2d`."""
+    ``(N, recorded steps)``) and what ran it. ``check_finite``, ``checkpoint``: see
+    :func:`pstd_elastic_2d`."""
+    dec = Decomposition.parse(decomposition)
+    mesh = None if mesh_shape is None else tuple(mesh_shape)
     with x64(run.dtype):
-        engine, reason = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
-                                    None if mesh_shape is None else tuple(mesh_shape),
-                                    **engine_args)  # fmt: skip
-        raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
+        if checkpoint is not None:
+            raw, final, how = run_checkpointed(run, checkpoint, dec, mesh, progress, check_finite,
+                                               **engine_args)  # fmt: skip
+        else:
+            engine, reason = engine_for(run, dec, mesh, **engine_args)  # type: ignore[arg-type]
+            raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
+            how = f"{engine.describe} ({reason})"
     out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
-    return out | {k: np.asarray(v) for k, v in final.items()}, f"{engine.describe} ({reason})"
+    return out | {k: np.asarray(v) for k, v in final.items()}, how
 
 
 def _pstd_elastic(
@@ -284,6 +293,7 @@ def _pstd_elastic(
     progress: bool | None = False,
     check_finite: bool = True,
     overlap: int | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, np.ndarray]:
     """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
     shape = tuple(kgrid.shape)
@@ -291,7 +301,7 @@ def _pstd_elastic(
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
     run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
                   dtype, smooth_p0)  # fmt: skip
-    return run_elastic(run, decomposition, mesh_shape, progress, check_finite,
+    return run_elastic(run, decomposition, mesh_shape, progress, check_finite, checkpoint,
                        overlap=overlap)[0]  # fmt: skip
 
 
@@ -369,6 +379,7 @@ def pstd_elastic_2d(
     progress: bool | None = False,
     check_finite: bool = True,
     overlap: int | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -390,6 +401,10 @@ def pstd_elastic_2d(
             ``"auto"``; progress: report progress (None: on a terminal).
         check_finite: stop at the first chunk of steps whose state holds NaN or Inf with
             :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on.
+        overlap: LFB's overlap [points] (``decomposition="lfb"``).
+        checkpoint: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`:
+            ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elasticrun`): raises
+            :class:`~sonotile.api.heatrun.RunStopped` when it stops; the same call goes on.
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -398,7 +413,8 @@ def pstd_elastic_2d(
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress, check_finite, overlap)  # fmt: skip
+                         mesh_shape, progress, check_finite, overlap,
+                         checkpoint)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -416,13 +432,15 @@ def pstd_elastic_3d(
     progress: bool | None = False,
     check_finite: bool = True,
     overlap: int | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
     (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
     axes: slabs or pencils; ``"lfb"`` with up to three)."""
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress, check_finite, overlap)  # fmt: skip
+                         mesh_shape, progress, check_finite, overlap,
+                         checkpoint)  # fmt: skip
 
 
 __all__ = [
