@@ -305,7 +305,7 @@ def _pstd_elastic(
                        overlap=overlap)[0]  # fmt: skip
 
 
-def check_options(medium: Any, options: Options, overlap: int | None) -> None:
+def check_options(medium: Any, options: Options) -> None:
     """The acoustic options and medium fields the elastic model has no use for, refused by
     name (``simulate`` with an elastic medium)."""
     refused = {
@@ -346,7 +346,7 @@ def simulate_elastic(
 ) -> Results:
     """:func:`sonotile.simulate` with an elastic medium (arguments as there; ``pml_inside``,
     ``smooth_c0``/``smooth_rho0`` and ``axisymmetric`` refused by name)."""
-    check_options(medium, options, overlap)
+    check_options(medium, options)
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=options.smooth_p0)  # fmt: skip
     notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
