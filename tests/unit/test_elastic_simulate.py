@@ -87,7 +87,6 @@ def _refused(match: str, medium=None, source=None, sensor=None, grid=GRID, exc=P
         ({"pml_inside": False}, "pml_inside: the elastic model's PML is inside"),
         ({"smooth_c0": True}, "smooth_c0: not available for the elastic model"),
         ({"axisymmetric": True}, "axisymmetric: the elastic model is 2-D or 3-D"),
-        ({"overlap": 8}, "overlap: LFB's option"),
         ({"pml_size": "auto"}, "pml_size = 'auto': the elastic model takes points"),
         ({"dtype": "float16"}, "dtype = 'float16'"),
     ],
@@ -97,8 +96,10 @@ def test_options_it_cannot_honour_are_named(kw, match):
 
 
 def test_decomposition_it_has_not_is_named():
-    _refused("decomposition lfb: the elastic model runs with single, auto, pencil",
-             exc=ValueError, decomposition="lfb")  # fmt: skip
+    # the differentiable simulator runs on one device or on pencils (no LFB gradients)
+    with pytest.raises(ProblemError, match="the elastic simulator runs 'single' or 'pencil'"):
+        st.make_simulator(GRID, _solid(), st.ElasticSource(p0=_p0()), st.KSensor(mask=MASK),
+                          pml_size=4, decomposition="lfb")  # fmt: skip
 
 
 def test_inputs_are_checked_in_the_users_names():

@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
+from sonotile.api.elasticrun import run_checkpointed
+from sonotile.api.heatrun import Checkpoint
 from sonotile.api.problem import mask_points
 from sonotile.api.results import Results
 from sonotile.api.types import ElasticSource, KSensor, KWaveElasticMedium, KWaveGrid, Options
@@ -254,18 +256,25 @@ def run_elastic(
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
+    checkpoint: Checkpoint | None = None,
     **engine_args: Any,
 ) -> tuple[dict[str, np.ndarray], str]:
     """A built run through the common loop on the engine asked for (``engine_args``: of
     :func:`sonotile.parallel.engine.engine_for`): the records in k-Wave's layout (series
-    ``(N, recorded steps)``) and what ran it. ``check_finite``: see :func:`pstd_elastic_2d`."""
+    ``(N, recorded steps)``) and what ran it. ``check_finite``, ``checkpoint``: see
+    :func:`pstd_elastic_2d`."""
+    dec = Decomposition.parse(decomposition)
+    mesh = None if mesh_shape is None else tuple(mesh_shape)
     with x64(run.dtype):
-        engine, reason = engine_for(run, Decomposition.parse(decomposition),  # type: ignore[arg-type]
-                                    None if mesh_shape is None else tuple(mesh_shape),
-                                    **engine_args)  # fmt: skip
-        raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
+        if checkpoint is not None:
+            raw, final, how = run_checkpointed(run, checkpoint, dec, mesh, progress, check_finite,
+                                               **engine_args)  # fmt: skip
+        else:
+            engine, reason = engine_for(run, dec, mesh, **engine_args)  # type: ignore[arg-type]
+            raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
+            how = f"{engine.describe} ({reason})"
     out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
-    return out | {k: np.asarray(v) for k, v in final.items()}, f"{engine.describe} ({reason})"
+    return out | {k: np.asarray(v) for k, v in final.items()}, how
 
 
 def _pstd_elastic(
@@ -283,6 +292,8 @@ def _pstd_elastic(
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
+    overlap: int | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, np.ndarray]:
     """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
     shape = tuple(kgrid.shape)
@@ -290,10 +301,11 @@ def _pstd_elastic(
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
     run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
                   dtype, smooth_p0)  # fmt: skip
-    return run_elastic(run, decomposition, mesh_shape, progress, check_finite)[0]
+    return run_elastic(run, decomposition, mesh_shape, progress, check_finite, checkpoint,
+                       overlap=overlap)[0]  # fmt: skip
 
 
-def check_options(medium: Any, options: Options, overlap: int | None) -> None:
+def check_options(medium: Any, options: Options) -> None:
     """The acoustic options and medium fields the elastic model has no use for, refused by
     name (``simulate`` with an elastic medium)."""
     refused = {
@@ -303,8 +315,6 @@ def check_options(medium: Any, options: Options, overlap: int | None) -> None:
                       "medium's fields first: sonotile.model.filters.smooth)"),
         "smooth_rho0": (options.smooth_rho0, "as smooth_c0"),
         "axisymmetric": (options.axisymmetric, "the elastic model is 2-D or 3-D Cartesian"),
-        "overlap": (overlap is not None, "LFB's option; the elastic model runs on one device "
-                    "or as pencils (decomposition='pencil')"),
     }  # fmt: skip
     for name, (bad, why) in refused.items():
         if bad:
@@ -335,8 +345,8 @@ def simulate_elastic(
     devices: Sequence[jax.Device] | None = None,
 ) -> Results:
     """:func:`sonotile.simulate` with an elastic medium (arguments as there; ``pml_inside``,
-    ``smooth_c0``/``smooth_rho0``, ``axisymmetric`` and ``overlap`` refused by name)."""
-    check_options(medium, options, overlap)
+    ``smooth_c0``/``smooth_rho0`` and ``axisymmetric`` refused by name)."""
+    check_options(medium, options)
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=options.smooth_p0)  # fmt: skip
     notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
@@ -345,7 +355,7 @@ def simulate_elastic(
         print(f"sonotile: elastic, grid {run.shape}, {run.nt} steps, about {mb:.0f} MB",
               file=sys.stderr)  # fmt: skip
     data, how = run_elastic(run, decomposition, mesh, progress, options.check_finite,
-                            accuracy=accuracy, devices=devices)  # fmt: skip
+                            overlap=overlap, accuracy=accuracy, devices=devices)  # fmt: skip
     if not quiet and Decomposition.parse(decomposition) != "single":
         print(f"sonotile: running {how}", file=sys.stderr)
     t = np.arange(run.recording.start, run.nt) * run.dt
@@ -368,6 +378,8 @@ def pstd_elastic_2d(
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
+    overlap: int | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -382,11 +394,17 @@ def pstd_elastic_2d(
             (default 2), multi_axial_pml_ratio: k-Wave's ``MultiAxialPMLRatio`` (0.1).
         dtype: ``"float32"`` or ``"float64"``.
         smooth_p0: smooth ``source.p0`` first (k-Wave's ``'Smooth'``, default on).
-        decomposition, mesh_shape: where the steps run: ``"single"`` (one device) or
-            ``"pencil"`` (a distributed FFT over ``mesh_shape`` devices, default all);
-            progress: report progress (None: on a terminal).
+        decomposition, mesh_shape: where the steps run: ``"single"`` (one device),
+            ``"pencil"`` (a distributed FFT over ``mesh_shape`` devices, default all),
+            ``"lfb"`` (local Fourier bases: blocks padded with ``overlap`` points, default 16;
+            the derivatives along a split axis are approximate, see docs/decomposition.md) or
+            ``"auto"``; progress: report progress (None: on a terminal).
         check_finite: stop at the first chunk of steps whose state holds NaN or Inf with
             :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on.
+        overlap: LFB's overlap [points] (``decomposition="lfb"``).
+        checkpoint: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`:
+            ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elasticrun`): raises
+            :class:`~sonotile.api.heatrun.RunStopped` when it stops; the same call goes on.
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -395,7 +413,8 @@ def pstd_elastic_2d(
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress, check_finite)  # fmt: skip
+                         mesh_shape, progress, check_finite, overlap,
+                         checkpoint)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -412,13 +431,16 @@ def pstd_elastic_3d(
     mesh_shape: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
+    overlap: int | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
     (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
-    axes: slabs or pencils)."""
+    axes: slabs or pencils; ``"lfb"`` with up to three)."""
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress, check_finite)  # fmt: skip
+                         mesh_shape, progress, check_finite, overlap,
+                         checkpoint)  # fmt: skip
 
 
 __all__ = [

@@ -154,7 +154,7 @@ def make_elastic_simulator(
     if decomposition not in ("single", "pencil"):
         raise ProblemError(f"decomposition = {decomposition!r}: the elastic simulator runs "
                            "'single' or 'pencil'")  # fmt: skip
-    check_options(medium, options, None)
+    check_options(medium, options)
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=False)  # fmt: skip
     step_chunk = run.nt if chunk is None else int(chunk) if chunk != "auto" else 0

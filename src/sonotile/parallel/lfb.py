@@ -39,6 +39,7 @@ from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel.blocks import Blocks, compact, expand, resize
 from sonotile.parallel.mesh import AXIS_NAMES
+from sonotile.physics import model_for
 from sonotile.spectral import linear
 from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import FourierOps, SplitUpdate
@@ -442,6 +443,32 @@ class LfbOps:
         (q,) = self._local([s])
         return self._crop(self.inner.filter_source(q))
 
+    def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
+        """:meth:`FourierOps.diffs` (single-axis derivatives, the elastic model's operator) on
+        the blocks: the padded, windowed block differentiated with the box's wavenumbers and
+        cropped (exact along an axis that is not split)."""
+        return self.diffs_many([f], which)[0]
+
+    def diffs_many(
+        self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
+    ) -> list[list[jax.Array]]:  # fmt: skip
+        """:meth:`diffs` of each field of ``fs`` (``out[i][j]``), every field's overlaps
+        exchanged before any is differentiated."""
+        got = self._fourier.diffs_many(self._local(list(fs)), which)
+        return [[self._crop(g) for g in row] for row in got]
+
+    def keep_together(self, fs: Sequence[jax.Array]) -> list[jax.Array]:
+        """The inner operators' :meth:`FourierOps.keep_together` (element-wise)."""
+        return self._fourier.keep_together(fs)
+
+    @property
+    def _fourier(self) -> FourierOps:
+        """The padded box's plain Fourier operators (the single-axis derivatives run forward
+        only: the differentiable LFB operators are the acoustic model's)."""
+        if not isinstance(self.inner, FourierOps):
+            raise TypeError("lfb: single-axis derivatives are not differentiable on LFB blocks")
+        return self.inner
+
     def keep(self, f: jax.Array) -> jax.Array:
         """The inner operators' fusion boundary (element-wise: the same on a block). Without it
         XLA fused the nonlinear density factor into each of the three density updates, each
@@ -506,6 +533,24 @@ def whole_axis(blocks: Blocks, a: int, overlap: int) -> int | None:
     return blocks.shape[a]
 
 
+def box_operators(problem: Any, shape: tuple[int, ...], unstagger: bool) -> FourierOps:
+    """The Fourier operators of a padded box of ``shape``: the model's own where it builds them
+    (its ``box_operators``: the elastic model's single-axis derivatives), else the acoustic
+    model's (k-space correction, absorption, source filter)."""
+    own = getattr(model_for(problem), "box_operators", None)
+    if own is not None:
+        return cast(FourierOps, own(problem, shape, unstagger))
+    g, s, med = problem.grid, problem.sources, problem.medium
+    additive = (s.p is not None and s.p.mode == "additive") or any(
+        u is not None and u.mode == "additive" for u in s.u
+    )
+    return FourierOps.build(
+        shape, g.spacing, med.c_ref, g.dt, problem.dtype,
+        alpha_power=med.alpha_power if med.absorption == "power_law" else None,
+        source_filter=additive, unstagger=unstagger,
+    )  # fmt: skip
+
+
 def lfb_constants(
     problem: Problem, blocks: Blocks, overlap: int, bell_width: float, unstagger: bool
 ) -> tuple[FourierOps, Bells, tuple[jax.Array, ...] | None, LfbMeta]:
@@ -521,15 +566,7 @@ def lfb_constants(
         whole[a] or n + 2 * overlap if a < m and mesh_shape[a] > 1 else n
         for a, n in enumerate(local)
     ]
-    s, med = problem.sources, problem.medium
-    additive = (s.p is not None and s.p.mode == "additive") or any(
-        u is not None and u.mode == "additive" for u in s.u
-    )
-    inner = FourierOps.build(
-        tuple(padded), g.spacing, med.c_ref, g.dt, problem.dtype,
-        alpha_power=med.alpha_power if med.absorption == "power_law" else None,
-        source_filter=additive, unstagger=unstagger,
-    )  # fmt: skip
+    inner = box_operators(problem, tuple(padded), unstagger)
     bells: list[jax.Array | tuple[jax.Array, jax.Array] | None] = []
     for a in range(d):
         if not (a < m and mesh_shape[a] > 1) or whole[a]:

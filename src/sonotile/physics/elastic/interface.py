@@ -91,8 +91,9 @@ class ElasticModel:
 
     @property
     def splits(self) -> frozenset[str]:
-        """A distributed FFT (pencil); LFB's operators are the acoustic model's."""
-        return frozenset({"pencil"})
+        """A distributed FFT (pencil) or local Fourier bases (lfb: :meth:`box_operators` on
+        each padded block)."""
+        return frozenset({"pencil", "lfb"})
 
     @property
     def describe(self) -> str:
@@ -151,6 +152,14 @@ class ElasticModel:
             return run.ops
         return FourierOps.build(run.shape, run.spacing, run.medium.c_max, run.dt, run.dtype,
                                 unstagger=unstagger, fft="xla")  # fmt: skip
+
+    def box_operators(
+        self, run: ElasticRun, shape: tuple[int, ...], unstagger: bool = False
+    ) -> FourierOps:  # fmt: skip
+        """The run's single-axis derivative operators on a box of ``shape`` (an LFB block
+        padded with its overlaps): the grid spacing, the box's own wavenumbers."""
+        return FourierOps.build(shape, run.spacing, run.medium.c_max, run.dt, run.dtype,
+                                unstagger=unstagger)  # fmt: skip
 
     def inputs(self, run: ElasticRun, n0: int, n1: int) -> dict[str, Any]:
         """Rows ``n0 <= n < n1`` of the scaled source signals (host arrays)."""
