@@ -159,3 +159,25 @@ def test_lfb_elastic_within_overlap_error(runs: dict, name: str, tol: float) -> 
 @pytest.mark.slow
 def test_simulate_elastic_on_lfb(runs: dict) -> None:
     assert runs["simulate"] <= 1e-3, runs["simulate"]
+
+
+AUTO = r"""
+import json
+from sonotile.parallel import auto
+from sonotile.parallel.engine import engine_for
+from sonotile.physics.elastic import ElasticMedium, build
+
+shape = (512, 256)
+erun = build(ElasticMedium(2500.0, 1200.0, 1800.0, shape), (1e-4,) * 2, 1e-8, 4)
+acoustic = auto(shape, 2, 1e-2)
+_, reason = engine_for(erun, "auto", accuracy=1e-2)
+print("RESULT" + json.dumps({"acoustic": acoustic["decomposition"], "reason": reason}))
+"""
+
+
+def test_auto_keeps_the_elastic_model_on_pencils() -> None:
+    """Where ``auto`` picks LFB for the acoustic model, it runs the elastic model on pencils:
+    its overlap table holds for the acoustic model's error, three times smaller."""
+    got = run_on_cpu_devices(AUTO, 2)
+    assert got["acoustic"] == "lfb"
+    assert got["reason"].endswith("the elastic model splits as pencils")

@@ -606,8 +606,9 @@ def engine_for(
         n = len(devs) if mesh_shape is None else math.prod(mesh_shape)
         pick = auto(problem.grid.shape, n, accuracy, processes=jax.process_count())
         decomposition, reason = pick["decomposition"], pick["reason"]
-        if decomposition not in (SINGLE, *model.splits):
+        if decomposition not in (SINGLE, *model.auto_splits):  # LFB's mesh may not suit pencils
             decomposition, reason = PENCIL, f"{reason}; the {model.describe} splits as pencils"
+            pick["mesh_shape"] = None
         mesh_shape = mesh_shape or pick["mesh_shape"]
         overlap = overlap or pick["overlap"]
     if decomposition == SINGLE:

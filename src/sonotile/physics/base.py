@@ -73,6 +73,12 @@ class Model(Protocol):
         ...
 
     @property
+    def auto_splits(self) -> frozenset[str]:
+        """The decompositions ``auto`` may pick for it: those of :attr:`splits` whose accuracy
+        :func:`sonotile.parallel.auto.auto`'s overlap choice holds for this model."""
+        ...
+
+    @property
     def describe(self) -> str:
         """The model in a user's words (e.g. ``"elastic model"``), for messages."""
         ...

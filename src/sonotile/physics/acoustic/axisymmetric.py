@@ -31,6 +31,11 @@ class AxisymmetricModel(AcousticModel):
         return frozenset()
 
     @property
+    def auto_splits(self) -> frozenset[str]:
+        """All of them."""
+        return self.splits
+
+    @property
     def describe(self) -> str:
         return "axisymmetric acoustic model"
 

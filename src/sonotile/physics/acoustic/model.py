@@ -63,6 +63,11 @@ class AcousticModel:
         return frozenset({"pencil", "lfb"})
 
     @property
+    def auto_splits(self) -> frozenset[str]:
+        """All of them."""
+        return self.splits
+
+    @property
     def describe(self) -> str:
         return "acoustic model"
 

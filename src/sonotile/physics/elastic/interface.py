@@ -96,6 +96,12 @@ class ElasticModel:
         return frozenset({"pencil", "lfb"})
 
     @property
+    def auto_splits(self) -> frozenset[str]:
+        """Pencils only: LFB's error at a given overlap is about three times the acoustic
+        model's, for which ``auto`` chooses the overlap (docs/decomposition.md)."""
+        return frozenset({"pencil"})
+
+    @property
     def describe(self) -> str:
         return "elastic model"
 

@@ -156,6 +156,11 @@ class HeatModel:
         return frozenset({"pencil"})
 
     @property
+    def auto_splits(self) -> frozenset[str]:
+        """All of them."""
+        return self.splits
+
+    @property
     def describe(self) -> str:
         return "heat model"
 
