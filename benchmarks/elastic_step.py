@@ -37,7 +37,7 @@ def elastic_case(n: int, dtype: str, absorbing: bool) -> tuple:
     import numpy as np
 
     from sonotile.physics.elastic import ElasticMedium, build
-    from sonotile.physics.elastic.model import medium_constants
+    from sonotile.physics.elastic.interface import ElasticModel
 
     x = np.arange(n) / n
     X, Y, Z = np.meshgrid(x, x, x, indexing="ij")
@@ -55,8 +55,7 @@ def elastic_case(n: int, dtype: str, absorbing: bool) -> tuple:
     p0 = np.zeros((n, n, n))
     p0[n // 2 - 2 : n // 2 + 2, n // 2 - 2 : n // 2 + 2, n // 2 - 2 : n // 2 + 2] = 1e5
     run = build(medium, (dx,) * 3, dt, 8, p0=p0, dtype=dtype)
-    c = medium_constants(run.medium_values(), 3, dt, dtype)
-    c.update(run.fixed)
+    c = ElasticModel.of(run).constants(run, (0, 1, 2))  # what a run's time loop takes
     return c, run.ops, run.statics, run.xs
 
 

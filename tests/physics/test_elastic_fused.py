@@ -1,0 +1,59 @@
+"""The 3-D float32 elastic step with its updates inside FFTW's single-axis calls (one device,
+FFTW): the same fields as the step on XLA's FFT with the updates in JAX, to float32 round-off,
+for a heterogeneous solid with a fluid region, the PML, Kelvin-Voigt absorption or none, the
+p0 start and velocity and stress sources."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from require import require_fftw
+
+from sonotile.fft import fftw
+from sonotile.physics.elastic import ElasticMedium, build
+from sonotile.physics.elastic import model as em
+from sonotile.physics.elastic.interface import ElasticModel
+from sonotile.physics.elastic.sources import SourceSignals
+from sonotile.spectral.operators import FourierOps, fuses_axis_updates
+
+SHAPE, DX, NT = (20, 18, 16), 1e-4, 40
+
+
+def case(absorbing: bool):
+    rng = np.random.default_rng(5)
+    cp = 2400 + 400 * rng.random(SHAPE)
+    cs = 1100 + 200 * rng.random(SHAPE)
+    cs[:, :6] = 0.0  # a fluid region
+    rho = 1200 + 600 * rng.random(SHAPE)
+    kv = {"alpha_coeff_compression": 1.0, "alpha_coeff_shear": 3.0} if absorbing else {}
+    medium = ElasticMedium(cp, cs, rho, SHAPE, **kv)
+    dt = 0.2 * DX / cp.max()
+    t = np.arange(NT) * dt
+    sig = np.sin(2 * np.pi * 1e6 * t)[None]
+    pts = np.array([[10, 9, 8], [11, 9, 8]])
+    u = SourceSignals(pts, (sig * 1e-3, None, -sig * 5e-4), "additive")
+    s = SourceSignals(pts + 2, (None, None, None, sig * 1e3, None, None), "dirichlet")
+    p0 = np.zeros(SHAPE)
+    p0[6:9, 6:9, 6:9] = 1e3
+    return build(medium, (DX,) * 3, dt, NT, p0=p0, u=u, s=s, pml_size=(4, 4, 4))
+
+
+def run(r, ops, c):
+    state = em.zero_state(SHAPE, jnp.float32)
+    body = lambda st, x: (em.step(st, x, c, ops, r.statics), None)  # noqa: E731
+    return jax.jit(lambda st: jax.lax.scan(body, st, r.xs)[0])(state)
+
+
+@pytest.mark.parametrize("absorbing", [True, False])
+def test_updates_in_fftw_calls_equal_xla(absorbing):
+    require_fftw(fftw.available(), f"FFTW extension unavailable: {fftw.reason()}")
+    r = case(absorbing)
+    assert fuses_axis_updates(r.ops, jnp.zeros(SHAPE, jnp.float32))  # the path under test
+    c = ElasticModel.of(r).constants(r, (0, 1, 2))
+    xla_ops = FourierOps.build(SHAPE, (DX,) * 3, r.medium.c_max, r.dt, "float32", fft="xla")
+    fused, ref = run(r, r.ops, c), run(r, xla_ops, c)
+    for name, a, b in zip(["u"] * 9 + ["s"] * 15, jax.tree.leaves(fused), jax.tree.leaves(ref)):
+        scale = float(jnp.max(jnp.abs(b)))
+        assert scale > 0 and float(jnp.max(jnp.abs(a - b))) <= 5e-6 * scale, name
