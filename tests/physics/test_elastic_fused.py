@@ -57,3 +57,31 @@ def test_updates_in_fftw_calls_equal_xla(absorbing):
     for name, a, b in zip(["u"] * 9 + ["s"] * 15, jax.tree.leaves(fused), jax.tree.leaves(ref)):
         scale = float(jnp.max(jnp.abs(b)))
         assert scale > 0 and float(jnp.max(jnp.abs(a - b))) <= 5e-6 * scale, name
+
+
+def test_float32_run_through_the_time_loop_equals_float64():
+    """``pstd_elastic_3d`` in float32 (the run's constants stored for the in-call updates, the
+    common time loop, sensors) against the same run in float64 (XLA's FFT, updates in JAX)."""
+    require_fftw(fftw.available(), f"FFTW extension unavailable: {fftw.reason()}")
+    import sonotile as st
+
+    rng = np.random.default_rng(7)
+    cp = 2400 + 400 * rng.random(SHAPE)
+    cs = np.where(np.arange(SHAPE[1])[None, :, None] < 6, 0.0, 1200.0) * np.ones(SHAPE)
+    rho = 1200 + 600 * rng.random(SHAPE)
+    grid = st.KWaveGrid(SHAPE, DX, dt=0.2 * DX / cp.max(), nt=60)
+    medium = st.KWaveElasticMedium(cp, cs, rho, alpha_coeff_compression=1.0,
+                                   alpha_coeff_shear=3.0)  # fmt: skip
+    p0 = np.zeros(SHAPE)
+    p0[8:12, 7:11, 6:10] = 1e3
+    mask = np.zeros(SHAPE, bool)
+    mask[4:16:3, 12, 8] = True
+    sensor = st.KSensor(mask=mask, record=("p", "u", "s_final"))
+    out = {}
+    for dtype in ("float32", "float64"):
+        with jax.enable_x64(dtype == "float64"):
+            out[dtype] = st.pstd_elastic_3d(grid, medium, st.ElasticSource(p0=p0), sensor,
+                                            pml_size=4, dtype=dtype)  # fmt: skip
+    for q in ("p", "ux", "uy", "uz", "sxy_final", "syy_final"):
+        a, b = np.asarray(out["float32"][q]), np.asarray(out["float64"][q])
+        assert np.max(np.abs(a - b)) <= 5e-6 * np.max(np.abs(b)), q

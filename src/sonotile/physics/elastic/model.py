@@ -15,6 +15,12 @@ collocation along one axis (``ops.diffs``, no k-space correction); time stepping
 (velocity, then stress). Every field is split per axis (k-Wave's split-field PML): the split
 ``a`` of a field is damped by the PML along ``a`` and by the multi-axial PML (``mpml``, 0.1 x
 the absorption) along the other axes. ``p = -trace(sigma) / ndim``.
+
+On one device with FFTW (3-D, float32) each split is updated inside the single-axis FFTW call
+that makes its derivative (:func:`velocity_in_call`, :func:`stress_in_call`): one transform
+along the axis and back per derivative, no derivative written to memory, the PML factors made
+from their 1-D profiles there; elsewhere the derivatives come from ``ops.diffs`` and the
+updates are done in JAX (:func:`update_velocity`, :func:`update_stress`).
 """
 
 from __future__ import annotations
