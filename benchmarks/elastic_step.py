@@ -12,13 +12,17 @@ Variants, each a jitted ``lax.scan`` over ``--steps`` steps (no sensors), state 
   (a shear-free region and a solid ball), density and Kelvin-Voigt absorption;
 * ``elastic-lossless`` the same without absorption.
 
-Prints the median wall time per step over round-robin rounds and the compiled program's memory
-(arguments + temporaries) per grid point.
+Prints the median wall time per step over round-robin rounds, the compiled program's memory
+(arguments + temporaries) per grid point and the process's peak resident memory above what it
+held once JAX and the FFT were loaded (run one variant per process to compare models by it).
+``--threads``: CPU threads of XLA and FFTW (as ``sonotile-kwave -t``; default all).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import time
 from functools import partial
@@ -37,7 +41,7 @@ def elastic_case(n: int, dtype: str, absorbing: bool) -> tuple:
     import numpy as np
 
     from sonotile.physics.elastic import ElasticMedium, build
-    from sonotile.physics.elastic.model import medium_constants
+    from sonotile.physics.elastic.interface import ElasticModel
 
     x = np.arange(n) / n
     X, Y, Z = np.meshgrid(x, x, x, indexing="ij")
@@ -55,8 +59,7 @@ def elastic_case(n: int, dtype: str, absorbing: bool) -> tuple:
     p0 = np.zeros((n, n, n))
     p0[n // 2 - 2 : n // 2 + 2, n // 2 - 2 : n // 2 + 2, n // 2 - 2 : n // 2 + 2] = 1e5
     run = build(medium, (dx,) * 3, dt, 8, p0=p0, dtype=dtype)
-    c = medium_constants(run.medium_values(), 3, dt, dtype)
-    c.update(run.fixed)
+    c = ElasticModel.of(run).constants(run, (0, 1, 2))  # what a run's time loop takes
     return c, run.ops, run.statics, run.xs
 
 
@@ -66,17 +69,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variants", default="acoustic,acoustic-xla,elastic,elastic-lossless")
+    ap.add_argument("--threads", type=int, default=None)
     a = ap.parse_args(argv)
+    from sonotile.base.runtime import configure_threads
+
+    configure_threads(a.threads)
     import jax
     import jax.numpy as jnp
     from jax import lax
 
     from sonotile.bench.cases import heterogeneous_absorbing
+    from sonotile.fft import fftw
     from sonotile.physics.acoustic import step as ac
     from sonotile.physics.elastic import model as em
     from sonotile.solver import runner as rn
     from sonotile.spectral.operators import FourierOps
 
+    fftw.load()
+    jax.block_until_ready(jnp.zeros(8) + 1)
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     n, dtype = a.size, "float32"
     cases = {}
     for name in a.variants.split(","):
@@ -118,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             entry[1] = jax.block_until_ready(comp(state, xs, c, ops))
             times[name].append((time.perf_counter() - t0) / a.steps * 1e3)
-    print(f"{n}^3 float32, {a.steps} steps x {a.rounds} rounds, {jax.devices()[0]}")
+    threads = a.threads or len(os.sched_getaffinity(0))
+    print(f"{n}^3 float32, {a.steps} steps x {a.rounds} rounds, {jax.devices()[0]}, "
+          f"{threads} threads")  # fmt: skip
     base = statistics.median(times.get("acoustic", [float("nan")]))
     for name, ts in times.items():
         med = statistics.median(ts)
@@ -126,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:17s} {med:8.1f} ms/step (min {min(ts):7.1f})  x{med / base:4.2f}  "
               f"memory {args + temp:6.1f} B/pt (arguments {args:5.1f}, temporaries "
               f"{temp:5.1f})")  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"  peak resident memory {peak / 1e9:.2f} GB, {(peak - base_rss) / n**3:.0f} B/pt above "
+          f"the {base_rss / 1e9:.2f} GB held before the first case")  # fmt: skip
     return 0
 
 

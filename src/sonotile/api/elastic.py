@@ -164,6 +164,8 @@ def execute(
         index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
                                              for a in range(pts.shape[1]))  # fmt: skip
         ops = model.operators(run, layout.needs_unstagger)
+        if getattr(ops, "fft", None) == "fftw":  # traced: the updates outside FFTW's calls
+            ops = dataclasses.replace(ops, fft="fftw-separate-updates")
         raw, agg, end = runner.traced_run(model, layout, c, ops, index, steps, run.shape, run.dtype,
                                           state, chunk)  # fmt: skip
     else:

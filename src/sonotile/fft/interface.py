@@ -78,6 +78,26 @@ class Backend(Protocol):
         transforms only (derivatives along one axis, half-cell shifts)."""
         ...
 
+    def axis_kernel(self, like: jax.Array) -> bool:
+        """True when :meth:`axis_operators` on fields like ``like`` is this backend's own kernel
+        (1-D transforms in one call, no transposes: FFTW, rank 3, float32)."""
+        ...
+
+    def axis_operators(
+        self, xs: Sequence[jax.Array], outs: Sequence[tuple[int, int, jax.Array]]
+    ) -> list[jax.Array]:  # fmt: skip
+        """Output ``o`` of ``outs = ((src, axis, vec), ...)`` is :meth:`along_axis` of
+        ``xs[src]`` with ``vec``; differentiable (reverse mode)."""
+        ...
+
+    def axis_update(
+        self, srcs: Sequence[jax.Array], axis: int, vec: jax.Array, targets: Sequence[Any],
+        after: Sequence[jax.Array] = (),
+    ) -> list[jax.Array]:  # fmt: skip
+        """Split-field updates made from :meth:`axis_operators` derivatives inside the call
+        (where :meth:`axis_kernel` holds; see :func:`sonotile.fft.fftw.axis_update`)."""
+        ...
+
     def rfftn(self, x: jax.Array) -> jax.Array: ...
 
     def irfftn(self, X: jax.Array, shape: Sequence[int]) -> jax.Array: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -89,6 +90,20 @@ class XlaBackend:
             n, F = x.shape[axis], self.rfft(x, axis)
             out += [self.irfft(F * _half(v, axis, x), n, axis).astype(x.dtype) for v in vecs]
         return out
+
+    def axis_kernel(self, like: jax.Array) -> bool:
+        return False
+
+    def axis_operators(
+        self, xs: Sequence[jax.Array], outs: Sequence[tuple[int, int, jax.Array]]
+    ) -> list[jax.Array]:  # fmt: skip
+        return [self.along_axis([xs[s]], a, [v])[0] for s, a, v in outs]
+
+    def axis_update(
+        self, srcs: Sequence[jax.Array], axis: int, vec: jax.Array, targets: Sequence[Any],
+        after: Sequence[jax.Array] = (),
+    ) -> list[jax.Array]:  # fmt: skip
+        raise NotImplementedError("xla: no fused single-axis updates (axis_kernel is False)")
 
     def rfftn(self, x: jax.Array) -> jax.Array:
         return jnp.fft.rfftn(x)

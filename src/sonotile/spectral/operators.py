@@ -278,12 +278,18 @@ class FourierOps:
         self, fs: Sequence[jax.Array], which: Sequence[tuple[int, int]]
     ) -> list[list[jax.Array]]:  # fmt: skip
         """:meth:`diffs` of each field of ``fs`` (one shape): ``out[i][j]`` is
-        ``diffs(fs[i], which)[j]``. Where the backend fuses operators (FFTW, 2-D / 3-D) one
-        call makes them all, each field transformed once (whole-grid transforms: there a
-        derivative along one axis costs no more than one along all); otherwise 1-D transforms
-        along each axis asked for, one forward per field and axis."""
+        ``diffs(fs[i], which)[j]``, one call. Where the backend has its own kernel of 1-D
+        transforms (FFTW, 3-D float32: :meth:`Backend.axis_kernel
+        <sonotile.fft.interface.Backend.axis_kernel>`) each derivative is a transform along its
+        axis and back, one pass each way over the grid; else where the backend fuses operators
+        (FFTW, 2-D) whole-grid transforms, each field transformed once; otherwise XLA's 1-D
+        transforms along each axis asked for, one forward per field and axis."""
         be = self._on(fs[0])
         vecs = [(self.shift_pos if s > 0 else self.shift_neg)[a] for a, s in which]
+        if be.axis_kernel(fs[0]):
+            outs = [(i, a, v) for i in range(len(fs)) for (a, _), v in zip(which, vecs)]
+            got = be.axis_operators(fs, outs)
+            return [got[i * len(which) : (i + 1) * len(which)] for i in range(len(fs))]
         if be.fused(fs[0]):
             outs = [(i, a, v) for i in range(len(fs)) for (a, _), v in zip(which, vecs)]
             got = be.operators(fs, None, outs)
@@ -400,3 +406,24 @@ def div_update(
         be.operator(ua, ops.kappa, a, s, up.epilogue())
         for a, (ua, s, up) in enumerate(zip(u, ops.shift_neg, updates))
     )
+
+
+def fuses_axis_updates(ops: Any, like: Any) -> bool:
+    """True when :func:`axis_update` can run on ``ops`` for fields like ``like``: a plain
+    single-device :class:`FourierOps` whose backend fuses updates (:func:`fuses_updates`) and
+    has its own single-axis kernel for such fields (FFTW, 3-D float32). ``like``: an array or
+    a ``jax.ShapeDtypeStruct``."""
+    return type(ops) is FourierOps and fuses_updates(ops, like) and ops.backend.axis_kernel(like)
+
+
+def axis_update(
+    ops: FourierOps, srcs: Sequence[jax.Array], axis: int, shift: int, targets: Sequence[Any],
+    after: Sequence[jax.Array] = (),
+) -> list[jax.Array]:  # fmt: skip
+    """Split-field updates from the derivatives of ``srcs`` along ``axis`` (``shift`` as in
+    :meth:`FourierOps.diffs`), made inside the backend's call
+    (:func:`sonotile.fft.fftw.axis_update`: ``targets`` are ``(old, m, ((source, G), ...))``;
+    the call waits for the arrays ``after``); :func:`fuses_axis_updates` must hold."""
+    assert fuses_axis_updates(ops, srcs[0])
+    vec = (ops.shift_pos if shift > 0 else ops.shift_neg)[axis]
+    return ops.backend.axis_update(srcs, axis, vec, targets, after)

@@ -30,9 +30,10 @@ from sonotile.physics.elastic.model import (
     split_axes,
     split_field,
     step,
+    stored_constants,
     zero_state,
 )
-from sonotile.spectral.operators import FourierOps
+from sonotile.spectral.operators import FourierOps, fuses_axis_updates
 
 if TYPE_CHECKING:
     from sonotile.physics.elastic.problem import ElasticRun
@@ -151,6 +152,8 @@ class ElasticModel:
                 raise ProblemError("sensor.record: u_split_field is not available on a "
                                    "decomposed run (record it on one device)")  # fmt: skip
             c.update(derived_constants(c, self.ndim))
+        elif fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype)):
+            c = stored_constants(c, self.ndim)  # read inside the FFTW calls
         return c
 
     def operators(self, run: ElasticRun, unstagger: bool = False) -> FourierOps:

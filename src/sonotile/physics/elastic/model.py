@@ -15,6 +15,12 @@ collocation along one axis (``ops.diffs``, no k-space correction); time stepping
 (velocity, then stress). Every field is split per axis (k-Wave's split-field PML): the split
 ``a`` of a field is damped by the PML along ``a`` and by the multi-axial PML (``mpml``, 0.1 x
 the absorption) along the other axes. ``p = -trace(sigma) / ndim``.
+
+On one device with FFTW (3-D, float32) each split is updated inside the single-axis FFTW call
+that makes its derivative (:func:`velocity_in_call`, :func:`stress_in_call`): one transform
+along the axis and back per derivative, no derivative written to memory, the PML factors made
+from their 1-D profiles there; elsewhere the derivatives come from ``ops.diffs`` and the
+updates are done in JAX (:func:`update_velocity`, :func:`update_stress`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from sonotile.fft import backend as fft_backend
 from sonotile.model.grid import AXES, along
 from sonotile.model.staggering import staggered_mean
 from sonotile.physics.elastic.medium import db2neper
+from sonotile.spectral.operators import axis_update, fuses_axis_updates
 
 #: The transforms of the sensors' derived fields (split field, non-staggered velocity): any
 #: array, any device
@@ -242,9 +249,18 @@ def derived_constants(c: dict, ndim: int) -> dict:
     ``dt / rho`` on the velocity grid [s m^3/kg]), ``dt_l2m = dt (lambda + 2 mu)`` [Pa s], per
     shear component ``dt_mu_sg`` (``dt mu`` on its grid); with absorption ``kv_l2m = chi +
     2 eta`` and ``kv_mu_sg`` (eta on each shear grid) [Pa s]."""
+    return velocity_constants(c, ndim) | stress_constants(c, ndim)
+
+
+def velocity_constants(c: dict, ndim: int) -> dict:
+    """``dt_rho_sg`` of :func:`derived_constants`."""
+    return {"dt_rho_sg": tuple(c["dt"] / staggered_mean(c["rho"], a) for a in range(ndim))}
+
+
+def stress_constants(c: dict, ndim: int) -> dict:
+    """:func:`derived_constants` but ``dt_rho_sg``."""
     shear = components(ndim)[ndim:]
     d = {
-        "dt_rho_sg": tuple(c["dt"] / staggered_mean(c["rho"], a) for a in range(ndim)),
         "dt_l2m": c["dt_lam"] + 2 * c["dt_mu"],
         "dt_mu_sg": tuple(staggered_harmonic(c["dt_mu"], i, j) for i, j in shear),
     }
@@ -252,6 +268,16 @@ def derived_constants(c: dict, ndim: int) -> dict:
         d["kv_l2m"] = c["kv_lam"] + 2 * c["kv_mu"]
         d["kv_mu_sg"] = tuple(staggered_harmonic(c["kv_mu"], i, j) for i, j in shear)
     return d
+
+
+def stored_constants(c: dict, ndim: int) -> dict:
+    """The constants ``c`` with :func:`stress_constants` made once, in place of the fields
+    they come from (``dt_mu``, ``kv_mu``; ``dt_lam``, ``kv_lam`` and ``rho`` stay): where the
+    step's updates run inside the FFTW calls, which read their coefficients from memory,
+    storing them costs less memory than making them in every step (grid-sized temporaries)
+    and no time. The calls average the density onto the velocity grids themselves."""
+    out = c | stress_constants(c, ndim)
+    return {k: v for k, v in out.items() if k not in ("dt_mu", "kv_mu")}
 
 
 #: Constants the step derives grid-sized values from (tied to the step, see :func:`step`).
@@ -384,14 +410,95 @@ def update_stress(
                 stagger = () if comps[k][0] == comps[k][1] else comps[k]
                 m = pml_factor(c, stagger, a, nd)
                 s[k][b] = m * (m * state.s_split[k][b] + stress_rate(k, a, du[a], dv[a], c, nd))
-    for k, comp in enumerate(comps):
+    return stress_sources(s, x, c, st)
+
+
+def stress_sources(
+    s: list[list[Any]], x: dict, c: dict, st: Statics, p0: bool = True
+) -> tuple:  # fmt: skip
+    """The p0 start (steps 0 and 1; ``p0`` False: made already) and the stress sources, into
+    the updated splits ``s``."""
+    for k, comp in enumerate(components(st.ndim)):
         mode = st.s_modes[k] if st.s_modes else None
         for b in range(len(s[k])):
-            if st.p0 and comp[0] == comp[1]:
+            if p0 and st.p0 and comp[0] == comp[1]:
                 s[k][b] = s[k][b] + jnp.where(x["n"] < 2, c["p0_split"], 0).astype(s[k][b].dtype)
             if mode is not None:
                 s[k][b] = inject(s[k][b], c["s_index"], x["s"][k], mode, x["s_on"][k])
     return tuple(tuple(sk) for sk in s)
+
+
+def pml_vectors(c: dict, stagger: tuple[int, ...], a: int, ndim: int) -> list[jax.Array]:
+    """:func:`pml_factor`'s vectors, one per axis: the PML along ``a``, the multi-axial PML
+    along the others, each on the field's grid."""
+    return [c["pml" if b == a else "mpml"][b][int(b in stagger)] for b in range(ndim)]
+
+
+def velocity_in_call(
+    state: State, x: dict, c: dict, ops: Any, st: Statics
+) -> tuple[tuple, list[jax.Array] | None]:  # fmt: skip
+    """:func:`update_velocity` with each split updated inside the derivative's backend call
+    (:func:`sonotile.spectral.operators.axis_update`): no derivative in memory; with
+    absorption ``dt`` times the acceleration summed there too."""
+    nd = st.ndim
+    u = [list(ui) for ui in state.u_split]
+    acc: list[Any] = [None] * nd
+    for k, comp in enumerate(components(nd)):
+        which, targets = stress_targets(comp)
+        sk = total(state.s_split[k])
+        for (a, shift), (i, _) in zip(which, targets):
+            coef = [(0, c["dt_rho_sg"][i] if "dt_rho_sg" in c else ("mean", c["rho"], i, c["dt"]))]
+            tg: list[tuple] = [(u[i][a], pml_vectors(c, (i,), a, nd), coef)]
+            if st.kelvin_voigt:
+                tg.append((acc[i], None, coef))
+            got = axis_update(ops, [sk], a, shift, tg)
+            u[i][a] = got[0]
+            if st.kelvin_voigt:
+                acc[i] = got[1]
+    for i, mode in enumerate(st.u_modes):
+        if mode is not None:
+            u[i][i] = inject(u[i][i], c["u_index"], x["u"][i], mode, x["u_on"][i])
+    return tuple(tuple(ui) for ui in u), (acc if st.kelvin_voigt else None)
+
+
+def stress_coefficients(k: int, a: int, c: dict, nd: int, kv: bool) -> list[tuple[int, Any]]:
+    """:func:`stress_rate`'s terms ``(source, coefficient)``: source 0 the velocity, 1 ``dt``
+    times the acceleration (Kelvin-Voigt)."""
+    i, j = components(nd)[k]
+    if i == j:
+        terms = [(0, c["dt_l2m"] if a == i else c["dt_lam"])]
+        return terms + ([(1, c["kv_l2m"] if a == i else c["kv_lam"])] if kv else [])
+    terms = [(0, c["dt_mu_sg"][k - nd])]
+    return terms + ([(1, c["kv_mu_sg"][k - nd])] if kv else [])
+
+
+def stress_in_call(
+    state: State, u: tuple, dt_acc: list[jax.Array] | None, x: dict, c: dict, ops: Any,
+    st: Statics,
+) -> list[list[Any]]:  # fmt: skip
+    """The split stress update of :func:`update_stress` with each split updated inside the
+    velocity derivative's backend call, the p0 start too (its sources: :func:`stress_sources`
+    after)."""
+    nd = st.ndim
+    comps = components(nd)
+    p0 = (c["p0_split"], (x["n"] < 2).astype(state.s_split[0][0].dtype)) if st.p0 else None
+    s = [list(sk) for sk in state.s_split]
+    # each call waits for every velocity split, so for every sum of the old stress: no old
+    # split is overwritten while a sum may still read it (else XLA copies it first)
+    made = [f for ui in u for f in ui]
+    for j in range(nd):
+        srcs = [total(u[j])] + ([dt_acc[j]] if dt_acc is not None else [])
+        for a in range(nd):
+            tg = []
+            for k, b in velocity_targets(j, a, nd):
+                stagger = () if comps[k][0] == comps[k][1] else comps[k]
+                terms = stress_coefficients(k, a, c, nd, dt_acc is not None)
+                post = (p0,) if p0 is not None and not stagger else ()
+                tg.append((s[k][b], pml_vectors(c, stagger, a, nd), terms, *post))
+            got = axis_update(ops, srcs, a, -1 if a == j else +1, tg, after=made)
+            for (k, b), new in zip(velocity_targets(j, a, nd), got):
+                s[k][b] = new
+    return s
 
 
 def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State:
@@ -410,8 +517,15 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     tied, first = jax.lax.optimization_barrier((tied, state.u_split[0][0]))
     c = {**c, **tied}
     # derived here unless the constants hold them (made whole-grid for a decomposed run)
-    c.update({k: v for k, v in derived_constants(c, st.ndim).items() if k not in c})
+    if "dt_l2m" not in c:
+        c.update(stress_constants(c, st.ndim))
     state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
+    if "dt_rho_sg" not in c and not (fuses_axis_updates(ops, first) and jnp.ndim(c["rho"])):
+        c.update(velocity_constants(c, st.ndim))
+    if fuses_axis_updates(ops, first):
+        u, dt_acc = velocity_in_call(state, x, c, ops, st)
+        s = stress_in_call(state, u, dt_acc, x, c, ops, st)
+        return State(u, stress_sources(s, x, c, st, p0=False))
     u, dt_acc = update_velocity(state, x, c, ops, st)
     return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
 
