@@ -1,15 +1,20 @@
 """Cost of a 3-D heat step against an acoustic absorbing step on the same grid (float32).
 
-    PYTHONPATH=src .venv/bin/python benchmarks/heat_step.py --size 128 --steps 10 --rounds 5
+    PYTHONPATH=src .venv/bin/python benchmarks/heat_step.py --size 128 --steps 5 --threads 1
 
-Variants, each a jitted ``lax.scan`` over ``--steps`` steps (round-robin, medians):
+Variants, each a jitted ``lax.scan`` over ``--steps`` steps (round-robin, medians of wall time
+and of the process's CPU time, which a loaded machine disturbs less on one thread):
 
 * ``acoustic``     the acoustic step of ``sonotile bench``'s ``absorbing_nonlinear`` case
   (heterogeneous, power-law absorption with dispersion, B/A, PML), no sensors;
 * ``heat-homog``   the heat step in a homogeneous perfused medium with a heat source (the exact
   propagator: one transform pair) and the dose update;
-* ``heat-hetero``  the same with heterogeneous conductivity, rho C and perfusion (gradient,
-  divergence and the perfusion term: 2 + 2 ndim transforms' work).
+* ``heat-density`` rho C and perfusion heterogeneous, one conductivity (the Laplacian and the
+  perfusion term's smoothing from one forward transform: 3 transforms);
+* ``heat-hetero``  the same with heterogeneous conductivity too (gradient and smoothing from one
+  forward transform, divergence: 1 + ndim + 1 and ndim + 1 transforms).
+
+The load average is printed for each round.
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default all)")
     a = ap.parse_args(argv)
+    from sonotile.base.runtime import configure_threads
+
+    configure_threads(a.threads)
     import jax
     import numpy as np
     from jax import lax
@@ -53,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             "blood_density": 1060.0, "blood_specific_heat": 3617.0,
             "blood_perfusion_rate": 0.01, "blood_ambient_temperature": 37.0}  # fmt: skip
     right = x > 0
-    hetero = {**base, "thermal_conductivity": 0.5 + 0.2 * right, "density": 1050.0 + 50 * right,
-              "blood_perfusion_rate": 0.01 + 0.01 * right}  # fmt: skip
+    density = {**base, "density": 1050.0 + 50 * right, "blood_perfusion_rate": 0.01 + 0.01 * right}
+    hetero = {**density, "thermal_conductivity": 0.5 + 0.2 * right}
     Q = 1e6 * np.exp(-(x**2) / 0.1)
-    for name, med in (("heat-homog", base), ("heat-hetero", hetero)):
+    for name, med in (("heat-homog", base), ("heat-density", density), ("heat-hetero", hetero)):
         co = coefficients(ThermalMedium(**med), shape)
         stat = statics_of(co, True)
         ops = build_ops(co, shape, (2e-4,) * 3, 0.05, "float32", stat)
@@ -70,17 +79,24 @@ def main(argv: list[str] | None = None) -> int:
     for f, args in runs.values():
         jax.block_until_ready(f(*args))
     wall: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
+    loads = []
     for _ in range(a.rounds):
+        with open("/proc/loadavg") as fh:
+            loads.append(fh.read().split()[0])
         for name, (f, args) in runs.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             jax.block_until_ready(f(*args))
             wall[name].append((time.perf_counter() - t0) / a.steps * 1e3)
-    ref = statistics.median(wall["acoustic"])
+            cpu[name].append((time.process_time() - c0) / a.steps * 1e3)
+    ref, ref_cpu = statistics.median(wall["acoustic"]), statistics.median(cpu["acoustic"])
     print(f"{n}^3 float32, {a.steps} steps x {a.rounds} rounds, {jax.devices()[0].device_kind}, "
-          f"fft {cp.ops.fft}")  # fmt: skip
+          f"fft {cp.ops.fft}, threads {a.threads or 'all'}, load {' '.join(loads)}")  # fmt: skip
+    print("  (wall: median, min, median / acoustic's median; CPU: all threads' time per step)")
     for name, w in wall.items():
-        med = statistics.median(w)
-        print(f"  {name:12s} {med:8.2f} ms/step (min {min(w):7.2f})  {med / ref:5.2f} x acoustic")
+        med, mc = statistics.median(w), statistics.median(cpu[name])
+        print(f"  {name:12s} wall {med:8.2f} ms/step (min {min(w):7.2f}) {med / ref:5.2f} x  "
+              f"CPU {mc:8.2f} ms/step {mc / ref_cpu:5.2f} x acoustic")  # fmt: skip
     return 0
 
 

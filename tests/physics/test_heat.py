@@ -242,6 +242,40 @@ def test_float32_agrees_with_float64() -> None:
     assert float(jnp.max(jnp.abs(single.T - ref.T))) < 1e-5 * 37.0 + 1e-5 * rise
 
 
+@pytest.mark.parametrize("conduction", ["field", "scalar"])
+def test_perfusion_smoothing_shares_the_conduction_transform(conduction: str) -> None:
+    """With perfusion the step takes ``smooth(T)`` from the conduction term's forward transform
+    of ``T``: equal to the separate operators (float64 on XLA; float32 on FFTW's second operator
+    where available), and a 3-D float32 step makes one FFTW operator call for ``T`` (gradient
+    and smoothing, or Laplacian and smoothing) where it made two."""
+    shape = (16, 12, 10)
+    k = K * (1 + 0.3 * (coords(shape)[0] > 0)) if conduction == "field" else K
+    med = ThermalMedium(**{**tissue(0.01), "thermal_conductivity": k, "density":
+                           RHO * (1 + 0.1 * (coords(shape)[1] > 0))})  # fmt: skip
+    co = coefficients(med, shape)
+    st = statics_of(co, True)
+    assert st.conduction == conduction and not st.homogeneous
+    T = 37.0 + gaussian(shape, (1e-3, 0.0, -1e-3), 3e-3) + 0.1 * np.cos(coords(shape)[2] * 900)
+    for dtype, tol in (("float64", 1e-13), ("float32", 1e-6)):
+        ops = build_ops(co, shape, (1e-3,) * 3, 0.5, dtype, st, fft="auto")
+        f = jnp.asarray(T, dtype)
+        if conduction == "field":
+            grads, sm = ops.grad_smooth(f)
+            pairs = [*zip(grads, ops.grad(f)), (sm, ops.smooth(f))]
+        else:
+            lap, sm = ops.laplacian_smooth(f)
+            pairs = [(lap, ops.laplacian(f)), (sm, ops.smooth(f))]
+        for got, ref in pairs:
+            scale = float(jnp.max(jnp.abs(ref)))
+            assert scale > 0 and float(jnp.max(jnp.abs(got - ref))) <= tol * scale
+    if ops.fft != "fftw":
+        return
+    c = constants(co, 1e5 * gaussian(shape, (0.0,) * 3, 3e-3), shape, 0.5, "float32", ops, st)
+    s0 = initial_state(37.0, shape, "float32")
+    text = jax.jit(lambda s: step(s, {"on": 1.0}, c, ops, st)).lower(s0).compile().as_text()
+    assert text.count('custom_call_target="sonotile_fftw_conv"') == 1
+
+
 @pytest.mark.parametrize(
     ("medium", "source", "message"),
     [

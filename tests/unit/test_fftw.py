@@ -140,6 +140,40 @@ def test_conv_general_outputs_equal_numpy(shape):
 
 
 @needs_fftw
+@pytest.mark.parametrize("shape", [(12, 10, 8), (9, 7, 5), (11, 6), (6, 64, 100)])
+def test_conv_second_operator_equals_numpy(shape):
+    """``op2`` outputs: ``irfftn(rfftn(x) * op2)`` beside ``op``'s outputs of the same input (a
+    gradient component along x, a spectrum and a shared output), alone, and with no ``op``:
+    each equals numpy's transforms; the rows of ``op2`` it must not read are NaN."""
+    rng = np.random.default_rng(11)
+    nd = len(shape)
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    op, op2 = (even_along_x(rng.random(half).astype(np.float32)) for _ in range(2))
+    v = (rng.standard_normal(shape[0]) + 1j * rng.standard_normal(shape[0])).astype(np.complex64)
+
+    def ref(k, vx=None):
+        spec = np.fft.rfftn(x.astype(np.float64)) * k
+        spec = spec if vx is None else spec * vx.reshape([-1] + [1] * (nd - 1))
+        return np.fft.irfftn(spec, s=shape, axes=tuple(range(nd)))
+
+    jx = jax.numpy.asarray(x)
+    outs = [(0, 0, v), (0, "op2", None), (0, None, None), (0, "spectrum", None)]
+    run = jax.jit(lambda a, k, k2: fftw.conv([a], k, outs, op2=k2))
+    gx, g2, g1, spec = run(jx, unread_rows_nan(op), unread_rows_nan(op2))
+    assert _rel(ref(op, v), gx) < 2e-6 and _rel(ref(op), g1) < 2e-6
+    assert _rel(ref(op2), g2) < 2e-6
+    assert _rel(ref(op), jax.jit(lambda s: fftw.planes_c2r(s, shape))(spec)) < 2e-6
+    (alone,) = jax.jit(lambda a, k2: fftw.conv([a], op2=k2, outs=[(0, "op2", None)]))(jx, op2)
+    assert _rel(ref(op2), alone) < 2e-6
+    g2, g0 = jax.jit(lambda a, k2: fftw.conv([a], None, [(0, "op2", None), (0, 0, v)], op2=k2))(
+        jx, op2
+    )
+    assert _rel(ref(op2), g2) < 2e-6 and _rel(ref(1.0, v), g0) < 2e-6
+    np.testing.assert_array_equal(np.asarray(jx), x)
+
+
+@needs_fftw
 @pytest.mark.parametrize("shape", [(40, 12, 10), (37, 9, 11), (21, 14), (19, 15), (14, 64, 100)])
 def test_xpass_then_planes_c2r_equals_numpy(shape):
     """``xpass`` on plane spectra (two inputs, a vector along x, shared outputs, an operator or

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # jax is imported when a transform is first made
 ConvOut = tuple[int, "int | str | None", "jax.Array | None"]
 #: a split-field update applied to an operator's output (``apply_epilogue`` in the C++ source)
 Epilogue = interface.Epilogue
+AxisVec = interface.AxisVec
 
 _EFFORT = {"estimate": 0, "measure": 1, "patient": 2}
 _state: dict = {}  # "lib", "path", "reason", "threads", "noted"
@@ -421,6 +422,7 @@ def conv(
     op: jax.Array | None = None,
     outs: Sequence[ConvOut] = ((0, None, None),),
     epilogues: Sequence[Epilogue | None] | None = None,
+    op2: jax.Array | None = None,
 ) -> list[jax.Array]:
     """Spectral operators on 2-D / 3-D float32 grids of one shape, in one custom call.
 
@@ -432,6 +434,8 @@ def conv(
     in the C++ source).
     ``axis = "spectrum"`` (at most one per input) returns instead the complex64 half spectrum
     ``rfftn(xs[src]) * op / N`` transformed back along axis 0 only, for :func:`planes_c2r`.
+    ``axis = "op2"`` (``vec`` None) returns ``irfftn(rfftn(xs[src]) * op2)``: a second real
+    operator (even along axis 0, as ``op``) from the same forward transform.
     ``epilogues[o]``: an :data:`Epilogue` applied to output ``o`` (a real output along a grid
     axis), or None; its ``old`` field must not be that output's buffer (not donated).
     """
@@ -444,7 +448,10 @@ def conv(
     args = list(xs)
     if op is not None:
         args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
-    vector = [a is not None and a != "spectrum" for _, a, _ in outs]
+    if any(a == "op2" for _, a, _ in outs):
+        assert op2 is not None, "conv: an op2 output needs op2"
+        args.append(jnp.broadcast_to(op2, half).astype(jnp.float32))
+    vector = [a is not None and a not in ("spectrum", "op2") for _, a, _ in outs]
     for (_, _, v), w in zip(outs, vector):
         if w:
             assert v is not None, "conv: an output along a grid axis needs its vector"
@@ -459,7 +466,7 @@ def conv(
         else jax.ShapeDtypeStruct(shape, jnp.float32)
         for _, a, _ in outs
     ]
-    codes: dict[int | str | None, int] = {None: -1, "spectrum": -2}
+    codes: dict[int | str | None, int] = {None: -1, "spectrum": -2, "op2": -3}
     return list(
         jax.ffi.ffi_call("sonotile_fftw_conv", out, vmap_method="sequential")(
             *args,
@@ -1063,6 +1070,27 @@ class FftwBackend:
     ) -> jax.Array:  # fmt: skip
         assert self.fused(xs[0]), "fftw: summed operators on 2-D / 3-D grids"
         return conv_sum(list(xs), op, list(enumerate(vecs)))
+
+    def two_operators(
+        self, f: jax.Array, op: jax.Array | None, outs: Sequence[AxisVec], op2: jax.Array
+    ) -> list[jax.Array]:  # fmt: skip
+        if not self.fused(f):
+            from sonotile.fft import xla
+
+            return xla.BACKEND.two_operators(f, op, outs, op2)
+        # outputs along x or with no vector from the call, the others (plane axes) from the
+        # spectrum after the pass along x, one at a time (as ``derivatives``)
+        direct = [o for o, (a, _) in enumerate(outs) if a is None or a == 0]
+        planes = [o for o in range(len(outs)) if o not in direct]
+        calls: list[ConvOut] = [(0, outs[o][0], outs[o][1]) for o in direct]
+        calls += [(0, "op2", None)] + ([(0, "spectrum", None)] if planes else [])
+        got = conv([f], op, calls, op2=op2)
+        result: list[Any] = [None] * len(outs)
+        for o, g in zip(direct, got):
+            result[o] = g
+        for o in planes:
+            result[o] = planes_c2r(got[-1], f.shape, outs[o][0], outs[o][1])
+        return [*result, got[len(direct)]]
 
     def operators(
         self, xs: Sequence[jax.Array], op: jax.Array | None,

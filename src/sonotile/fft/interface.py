@@ -59,6 +59,15 @@ class Backend(Protocol):
         """``sum_a irfftn(rfftn(xs[a]) * op * vecs[a][k_a])``: one inverse transform."""
         ...
 
+    def two_operators(
+        self, f: jax.Array, op: jax.Array | None, outs: Sequence[AxisVec], op2: jax.Array
+    ) -> list[jax.Array]:  # fmt: skip
+        """``irfftn(rfftn(f) * op * vec[k_axis])`` for each ``(axis, vec)`` of ``outs`` (``(None,
+        None)``: no vector), then ``irfftn(rfftn(f) * op2)`` (``op2`` real on the half spectrum,
+        even along axis 0 as ``op``): one forward transform for all (a gradient with a smoothing,
+        a smoothing with a Laplacian)."""
+        ...
+
     def operators(
         self, xs: Sequence[jax.Array], op: jax.Array | None,
         outs: Sequence[tuple[int, int | None, jax.Array | None]],

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from sonotile.fft.interface import Epilogue
+from sonotile.fft.interface import AxisVec, Epilogue
 
 
 def real_scale(F: jax.Array, k: jax.Array) -> jax.Array:
@@ -71,6 +71,14 @@ class XlaBackend:
     ) -> jax.Array:  # fmt: skip
         total = sum((self.rfftn(x) * v for x, v in zip(xs, vecs)), jnp.zeros((), jnp.complex64))
         return self.irfftn(self._scaled(total, op), xs[0].shape).astype(xs[0].dtype)
+
+    def two_operators(
+        self, f: jax.Array, op: jax.Array | None, outs: Sequence[AxisVec], op2: jax.Array
+    ) -> list[jax.Array]:  # fmt: skip
+        F = self.rfftn(f)
+        P = self._scaled(F, op)
+        got = [self.irfftn(P if v is None else P * v, f.shape) for _, v in outs]
+        return [g.astype(f.dtype) for g in (*got, self.irfftn(real_scale(F, op2), f.shape))]
 
     def operators(
         self, xs: Sequence[jax.Array], op: jax.Array | None,

@@ -415,6 +415,8 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t has_op, int64_t has_vec, int64_
 //
 //   out_o = C2R(op * vec_o * R2C(in_src[o])) / N
 //
+// (an output of axis kOp2 instead: C2R(op2 * R2C(in_src[o])) / N, op2 the operand after op).
+//
 //   1. planes forward: the (rank-1)-D R2C of every plane x = const (a plane fits in cache)
 //      into the spectrum array C;
 //   2. one pass along x: blocks of g.blk adjacent plane bins are gathered for all x,
@@ -439,6 +441,7 @@ ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t has_op, int64_t has_vec, int64_
 // 32 and 64 were slower than both.
 constexpr int64_t kBlockMax = 128, kBlockMin = 16;
 constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared product's spectrum
+constexpr int64_t kOp2 = -3;       // conv output axis: the second operator op2, no vector
 
 // A plane of n1 rows of n2 reals (n2 even, >= 4; rank-2 planes: the planes of a 3-D grid, an
 // LFB block's, a pencil slab's) is transformed "by halves": each row, read as n2/2 complex
@@ -1041,6 +1044,7 @@ struct Store {
 struct Prod {
   const float* vecx;  // vector along x applied in the pass along x, or nullptr
   int out;            // the output whose buffer stores it
+  const float* op;    // the operator applied in the pass along x (op, or op2), or nullptr
 };
 
 ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_t> src,
@@ -1052,13 +1056,15 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("conv: src/axis per output");
   if (int(epi.size()) != m) return bad("conv: epi per output");
   int k = 0, n_vec = 0, n_epi = 0;
+  bool has_op2 = false;
   for (int o = 0; o < m; ++o) {
     if (src[o] < 0) return bad("conv: negative src");
     k = std::max(k, int(src[o]) + 1);
     n_vec += axis[o] >= 0 ? 1 : 0;
     n_epi += epi[o] == kEpiNone ? 0 : (epi[o] == kEpiScalar ? 3 : 4);
+    has_op2 = has_op2 || axis[o] == kOp2;
   }
-  if (int(args.size()) != k + (has_op ? 1 : 0) + n_vec + n_epi)
+  if (int(args.size()) != k + (has_op ? 1 : 0) + (has_op2 ? 1 : 0) + n_vec + n_epi)
     return bad("conv: argument count");
   Grid g;
   std::vector<const float*> in(k);
@@ -1078,7 +1084,8 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
       out[o] = reinterpret_cast<float*>((*y)->typed_data());
       continue;
     }
-    if (axis[o] < -1) return bad("conv: axis -1 (none), -2 (spectrum) or a grid axis");
+    if (axis[o] < -1 && axis[o] != kOp2)
+      return bad("conv: axis -1 (none), -2 (spectrum), -3 (op2) or a grid axis");
     auto y = rets.get<ffi::Buffer<ffi::F32>>(o);
     if (y.has_error() || (*y)->element_count() != g.nr) return bad("conv: real output shape");
     out[o] = (*y)->typed_data();
@@ -1088,6 +1095,12 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
     if (x.has_error() || x->element_count() != g.nc) return bad("conv: operator shape");
     op = x->typed_data();
+  }
+  const float* op2 = nullptr;
+  if (has_op2) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (x.has_error() || x->element_count() != g.nc) return bad("conv: op2 shape");
+    op2 = x->typed_data();
   }
   std::vector<const float*> vec(m, nullptr);
   for (int o = 0; o < m; ++o) {
@@ -1122,19 +1135,23 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
   for (int j = 0; j < k; ++j) {
     // products: [shared: op only, for outputs with no vector or one along a plane axis]
     //           + one per output with a vector along x (op * vector)
+    //           + one per op2 output (op2 instead of op: a second operator of the same
+    //             forward transform, e.g. kappa beside a gradient's sqrt(kappa))
     std::vector<int> shared_users;  // real outputs of the shared product
     int spectrum = -1;              // an output returning the shared product itself
     std::vector<Prod> prods;
     for (int o = 0; o < m; ++o) {
-      if (src[o] != j || axis[o] == 0) continue;
+      if (src[o] != j || axis[o] == 0 || axis[o] == kOp2) continue;
       if (axis[o] != kSpectrum) shared_users.push_back(o);
       else if (spectrum >= 0) return bad("conv: one spectrum output per input");
       else spectrum = o;
     }
-    if (spectrum >= 0) prods.push_back({nullptr, spectrum});
-    else if (!shared_users.empty()) prods.push_back({nullptr, shared_users[0]});
+    if (spectrum >= 0) prods.push_back({nullptr, spectrum, op});
+    else if (!shared_users.empty()) prods.push_back({nullptr, shared_users[0], op});
     for (int o = 0; o < m; ++o)
-      if (src[o] == j && axis[o] == 0) prods.push_back({vec[o], o});
+      if (src[o] == j && axis[o] == 0) prods.push_back({vec[o], o, op});
+    for (int o = 0; o < m; ++o)
+      if (src[o] == j && axis[o] == kOp2) prods.push_back({nullptr, o, op2});
     if (prods.empty()) continue;
     while (sides.size() < prods.size()) sides.push_back(take_scratch(size_t(g.X * ov)));
     if (std::find(sides.begin(), sides.end(), nullptr) != sides.end()) {
@@ -1165,7 +1182,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
       if (!x_transform(P->x, true, buf, g.X, b)) x_ok = false;
       for (int q = int(prods.size()) - 1; q >= 0; --q) {  // product 0 last, in place
         float* t = q == 0 ? buf : tmp;
-        multiply_block(g, rs, buf, op, prods[q].vecx, scale, c0, b, t);
+        multiply_block(g, rs, buf, prods[q].op, prods[q].vecx, scale, c0, b, t);
         if (!x_transform(P->x, false, t, g.X, b)) x_ok = false;
         for (int64_t x = 0; x < g.X; ++x) store[q].put(x, 2 * c0, 2 * b, t + x * rs);
       }

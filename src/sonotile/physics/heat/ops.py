@@ -11,7 +11,9 @@ FourierOps`), so a decomposed implementation with the same methods can replace t
 * ``laplacian(f)`` -> ``F^-1(-|k|^2 kappa F f)`` (``div_sum(grad(f))``: no Nyquist terms);
 * ``smooth(f)`` -> ``F^-1(kappa F f)``;
 * ``propagate(f)`` -> ``F^-1((exp-like decay - 1) F f)``: ``-dt kappa (D |k|^2 + P)``, the whole
-  homogeneous update of ``T - Ta`` in one transform pair.
+  homogeneous update of ``T - Ta`` in one transform pair;
+* ``grad_smooth(f)`` / ``laplacian_smooth(f)`` -> both results from one forward transform of
+  ``f`` (the perfusion term's smoothing beside the conduction term).
 
 Real FFTs (last axis halved): XLA's, or on the CPU in float32 on 2-D / 3-D grids FFTW's custom
 calls (:mod:`sonotile.fft.fftw`; these have no derivative rules: gradients use ``fft="xla"``).
@@ -28,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.fft import backend as fft_backend
-from sonotile.fft.backend import real_scale
+from sonotile.fft.backend import AxisVec, real_scale
 from sonotile.model.grid import along
 from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import half_kmag, half_wavenumbers
@@ -163,6 +165,30 @@ class HeatOps:
             return self._on(f).derivatives(f, self.root, self.ik)
         spec = real_scale(self._spec(f), self.root)
         return tuple(self._back(spec * v, f) for v in self.ik)
+
+    def grad_smooth(self, f: jax.Array) -> tuple[tuple[jax.Array, ...], jax.Array]:
+        """``(grad(f), smooth(f))`` from one forward transform of ``f``."""
+        assert self.root is not None and self.ik is not None, "built without gradient=True"
+        outs = [(a, v) for a, v in enumerate(self.ik)]
+        *grads, sm = self._two(f, self.root, outs, self.kappa)
+        return tuple(grads), sm
+
+    def laplacian_smooth(self, f: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(laplacian(f), smooth(f))`` from one forward transform of ``f``."""
+        assert self.lap is not None, "built without laplacian=True"
+        lap, sm = self._two(f, self.lap, [(None, None)], self.kappa)
+        return lap, sm
+
+    def _two(self, f: jax.Array, op: jax.Array, outs: Sequence[AxisVec],
+             op2: jax.Array) -> list[jax.Array]:  # fmt: skip
+        """``F^-1(op vec F f)`` per ``(axis, vec)`` of ``outs``, then ``F^-1(op2 F f)``: one
+        forward transform (on a mesh too)."""
+        if self.transform is None:
+            return self._on(f).two_operators(f, op, outs, op2)
+        spec = self._spec(f)
+        scaled = real_scale(spec, op)
+        got = [self._back(scaled if v is None else scaled * v, f) for _, v in outs]
+        return [*got, self._back(real_scale(spec, op2), f)]
 
     def div_sum(self, u: Sequence[jax.Array]) -> jax.Array:
         assert self.root is not None and self.ik is not None, "built without gradient=True"

@@ -120,13 +120,17 @@ def initial_state(T0: Any, shape: tuple[int, ...], dtype: str) -> State:
 
 
 def rate_terms(T: jax.Array, c: dict, ops: HeatOps, statics: Statics) -> jax.Array:
-    """``p1 div(p2 grad T) - P smooth(T - Ta)`` [K/s] of a heterogeneous medium."""
-    if statics.conduction == "field":
-        out = c["p1"] * ops.div_sum(tuple(c["p2"] * g for g in ops.grad(T)))
+    """``p1 div(p2 grad T) - P smooth(T - Ta)`` [K/s] of a heterogeneous medium (with
+    perfusion, ``smooth(T)`` from the conduction term's forward transform of ``T``)."""
+    field, sm = statics.conduction == "field", None
+    if field:
+        grads, sm = ops.grad_smooth(T) if statics.perfusion else (ops.grad(T), None)
+        out = c["p1"] * ops.div_sum(tuple(c["p2"] * g for g in grads))
     else:
-        out = (c["p1"] * c["p2"]) * ops.laplacian(T)
-    if statics.perfusion:
-        out = out - c["perf"] * (ops.smooth(T) - c["ambient_s"])
+        lap, sm = ops.laplacian_smooth(T) if statics.perfusion else (ops.laplacian(T), None)
+        out = (c["p1"] * c["p2"]) * lap
+    if sm is not None:
+        out = out - c["perf"] * (sm - c["ambient_s"])
     return out
 
 
