@@ -16,7 +16,7 @@ from even_op import even_along_x, unread_rows_nan
 from paths import REFERENCE
 from require import require_fftw
 
-from sonotile.fft import fftw
+from sonotile.fft import fftw, sizes
 from sonotile.kwave.cli import main as kwave_main
 from sonotile.spectral.operators import FourierOps
 
@@ -188,18 +188,20 @@ def test_xpass_then_planes_c2r_equals_numpy(shape):
         np.testing.assert_array_equal(np.asarray(s), k)
 
 
-#: column lengths: products of 2, 3, 5 and 7 (each radix of the vector kernel and their mixes, 2
-#: to 168 points), then lengths it leaves to FFTW
+#: column lengths: products of the vector kernel's primes (each radix and their mixes, 2 to 289
+#: points; 11, 13, 17 and 19 alone, with the others and with each other: 143 = 11 x 13, 289 =
+#: 17^2), then lengths it leaves to FFTW
 COLUMN_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 15, 16, 25, 27, 30, 45, 48, 49, 56, 64, 75,
-                  81, 96, 98, 100, 105, 112, 125, 128, 160, 168, 11, 13, 22, 53)  # fmt: skip
+                  81, 96, 98, 100, 105, 112, 125, 128, 160, 168, 11, 13, 17, 19, 22, 38, 51, 102,
+                  143, 289, 23, 29, 53)  # fmt: skip
 
 
 def _lengths_checked():
     """Each of :data:`COLUMN_LENGTHS`, its kernel checked first: the vector one where it is
-    built and the length factors into 2, 3, 5 and 7, else FFTW's."""
+    built and the length factors into ``sizes.KERNEL_PRIMES``, else FFTW's."""
     for n in COLUMN_LENGTHS:
         m = n
-        for f in (2, 3, 5, 7):
+        for f in sizes.KERNEL_PRIMES:
             while m % f == 0:
                 m //= f
         vector = fftw.vector_width() > 0 and m == 1
@@ -209,8 +211,8 @@ def _lengths_checked():
 
 @needs_fftw
 def test_pass_along_x_of_every_length_equals_numpy():
-    """The pass along x of every length the vector kernel takes (products of 2, 3, 5 and 7, each
-    radix and their mixes, 2 to 168 points) and of lengths it leaves to FFTW (11, 13, 22, 53):
+    """The pass along x of every length the vector kernel takes (products of its primes 2 to 19,
+    each radix and their mixes) and of lengths it leaves to FFTW (23, 29, 53):
     the kernel that runs is the one possible, and ``xpass`` (forward, an operator, a vector
     along x, backward) equals numpy's transforms on every plane bin of blocks whose bins do not
     fill a whole vector (planes of 5 x 3 bins)."""
@@ -246,6 +248,27 @@ def test_plane_columns_of_every_length_equal_numpy():
             (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
             spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
             assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6, (n1, n2)
+
+
+@needs_fftw
+@pytest.mark.parametrize("n1", [3, 17, 102])
+@pytest.mark.parametrize("n2", [22, 34, 38, 102])
+def test_planes_with_a_factor_above_7_equal_numpy(n1, n2):
+    """Planes whose rows (half length 11, 17, 19, 51) or columns (17, 102) have a prime factor
+    above 7, which the vector kernel takes whole: the rows through a transposed copy (fewer rows
+    than a vector, 3, and more, 17, 102), the bins after the last whole vector through a padded
+    copy (n2 / 2 + 1 = 12, 18, 20, 52 bins; 3 rows: FFTW's columns). ``conv`` with a vector
+    along the columns' axis and ``rfft_axes`` equal numpy's transforms."""
+    rng = np.random.default_rng(n1 * 1000 + n2)
+    shape = (4, n1, n2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    op = even_along_x(rng.random((4, n1, n2 // 2 + 1)).astype(np.float32))
+    v = (rng.standard_normal(n1) + 1j * rng.standard_normal(n1)).astype(np.complex64)
+    (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
+    spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
+    assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6
+    half = fftw.rfft_axes(jax.numpy.asarray(x), (1, 2))
+    assert _rel(np.fft.rfftn(x.astype(np.float64), axes=(1, 2)), half) < 2e-6
 
 
 @needs_fftw
@@ -448,7 +471,7 @@ assert err < 2e-6, err
 
 FAILING_ALLOC = """
 import jax, jax.numpy as jnp, numpy as np
-from sonotile.fft import fftw
+from sonotile.fft import fftw, sizes
 from sonotile.spectral.operators import FourierOps
 assert fftw.available(), fftw.reason()
 ops = FourierOps.build((24, 20, 16), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")

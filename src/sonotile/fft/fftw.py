@@ -176,6 +176,7 @@ def _commands(
     main, thr = libs
     rpaths = sorted({os.path.dirname(main)} | ({os.path.dirname(thr)} if thr else set()))
     native = config.current().fftw_native
+    march = ["-march=native"] + ([] if config.current().fftw_avx512 else ["-mno-avx512f"])
 
     def commands(cc: str, out: str) -> list[list[str]]:
         cmd = [cxx, "-O3", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", cc, "-o", out]
@@ -184,7 +185,7 @@ def _commands(
         cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths]
         cmd += ["-Wl,--disable-new-dtags", "-lpthread"]
         # a compiler without -march=native builds the portable extension
-        return [cmd[:1] + ["-march=native"] + cmd[1:], cmd] if native else [cmd]
+        return [cmd[:1] + march + cmd[1:], cmd] if native else [cmd]
 
     return commands
 

@@ -13,6 +13,11 @@ from __future__ import annotations
 #: The prime factors of the lengths sonotile's vector FFT kernel takes (``vector_columns`` in
 #: ``csrc/fftw_ffi.cc``): sizes made of these alone are "fast".
 RADICES = (2, 3, 5, 7)
+#: The prime factors of the lengths the vector kernel's batched column transforms take
+#: (``vfft::kRadices``): those of :data:`RADICES` and, as a direct DFT of about p^2 / 2
+#: multiply-adds per point, 11 to 19 (where FFTW's general plans loop over the factor in scalar
+#: code). The rows of each plane stay on FFTW's plans, so these sizes remain slower per point.
+KERNEL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19)
 #: Largest prime factor k-Wave accepts without a warning (``HIGHEST_PRIME_FACTOR_WARNING``).
 WARN_ABOVE = 7
 #: k-Wave's search range of the automatic PML size [grid points] (``PMLRange``).
