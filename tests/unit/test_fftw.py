@@ -442,6 +442,36 @@ def test_cpu_signature_follows_the_model_and_features_not_the_clock(tmp_path):
 
 
 @needs_fftw
+@pytest.mark.slow
+def test_the_avx2_kernel_forced_on_an_avx512_cpu_equals_xla():
+    """``SONOTILE_FFTW_AVX512=0`` on a CPU with AVX-512: the extension is built with 256-bit
+    vectors (8 floats per kernel vector), and the operators on grids whose every axis runs on
+    the kernel (102 and 34: rows, padded tail bins and factor 17; 112: radix 7) equal XLA's.
+    A build of its own (about a minute once; then from the cache)."""
+    flags = open("/proc/cpuinfo").read().split()
+    if not {"avx512f", "avx2", "fma"} <= set(flags):
+        pytest.skip("needs a CPU with AVX-512, AVX2 and FMA")
+    code = """
+import numpy as np, jax.numpy as jnp
+import sonotile.fft.fftw as f
+from sonotile.spectral.operators import FourierOps
+assert f.available(), f.reason()
+assert f.vector_width() == 8, f.vector_width()
+for shape in ((17, 102, 34), (112, 24, 16)):
+    assert all(f.column_kernel(n) == "vector" for n in shape[:2])
+    a = FourierOps.build(shape, (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
+    b = FourierOps.build(shape, (1e-4,) * 3, 1500.0, 2e-8, fft="xla")
+    p = jnp.asarray(np.random.default_rng(0).random(shape), jnp.float32)
+    err = max(float(jnp.abs(x - y).max() / jnp.abs(y).max()) for x, y in zip(a.grad(p), b.grad(p)))
+    assert err < 2e-6, (shape, err)
+"""
+    env = dict(os.environ, SONOTILE_FFTW_AVX512="0")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@needs_fftw
 def test_a_compiler_without_march_native_builds_the_portable_extension(tmp_path):
     """The extension is compiled for the CPU it runs on; a compiler that refuses
     ``-march=native`` builds it for any CPU instead, with the same results."""
