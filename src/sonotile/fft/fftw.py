@@ -295,7 +295,8 @@ def column_kernel(n: int) -> str:
     """What runs the operators' batched ``n``-point transforms down the columns of a block (the
     pass along x over ``n`` planes; the columns of planes of ``n`` rows): ``"vector"``
     (sonotile's kernel, ``csrc/vector_fft.h``: built for AVX-512 or AVX2 with FMA, ``n`` a
-    product of 2, 3, 5 and 7) or ``"fftw"`` (FFTW's plans); ``""`` without the extension."""
+    product of ``sizes.KERNEL_PRIMES``, 2 to 19) or ``"fftw"`` (FFTW's plans); ``""`` without
+    the extension."""
     lib = load()
     if lib is None:
         return ""

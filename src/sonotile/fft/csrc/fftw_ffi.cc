@@ -106,9 +106,10 @@ bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callb
 bool g_fail_alloc = false;  // sonotile_fftw_fail_allocations (tests)
 
 // Whether batched n-point transforms down the columns of a block (the pass along x, a plane's
-// columns) run on vfft (vector_fft.h): built in and n a product of 2, 3, 5 and 7 (1.5-1.9x
-// faster than FFTW's plans of the same layout, which copy the columns to buffers of their own;
-// 2-3x for lengths with a factor 7: benchmarks/vector_fft_radix.py).
+// columns) run on vfft (vector_fft.h): built in and n a product of vfft::kRadices, 2 to 19
+// (1.5-1.9x faster than FFTW's plans of the same layout, which copy the columns to buffers of
+// their own; 2-3x for lengths with a factor 7, 6-36x with 17 or 19:
+// benchmarks/vector_fft_radix.py).
 bool vector_columns(int64_t n) {
 #ifdef SONOTILE_VFFT
   if (n < 2) return false;
@@ -465,7 +466,7 @@ constexpr int64_t kSpectrum = -2;  // conv output axis: return the shared produc
 struct PairPlans {
   fftwf_plan rows_f = nullptr, rows_b = nullptr, cols_f = nullptr, cols_b = nullptr;
   // the columns on vfft (vector_columns): bins [0, hv) (whole vectors), the last n2/2 + 1 - hv
-  // on FFTW's tail plans; hv = 0: all on cols_f / cols_b
+  // on FFTW's tail plans (or vfft: vtail); vcols false: all on cols_f / cols_b
   int64_t hv = 0;
   fftwf_plan tail_f = nullptr, tail_b = nullptr;
   bool vcols = false;  // the columns on vfft (bins [0, hv), and [hv, n2/2 + 1) where vtail)
@@ -611,7 +612,7 @@ const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al
 // The pass along x's transforms: X points down the columns of a block of X rows of `blk`
 // adjacent bins, in place, the rows `rs` floats apart; one per (X, blk, kernel), shared by
 // conv and sonotile_fftw_xpass (an LFB box). sonotile's vector kernel (vector_fft.h) where
-// the build has it and X factors into 2, 3, 5 and 7 (rows one
+// the build has it and X factors into vfft::kRadices (rows one
 // vector longer than the block: see vfft::block); else FFTW's plans (rows 2 blk floats apart)
 // with the effort of batched_effort.
 struct XPlans {
