@@ -16,7 +16,7 @@ from even_op import even_along_x, unread_rows_nan
 from paths import REFERENCE
 from require import require_fftw
 
-from sonotile.fft import fftw
+from sonotile.fft import fftw, sizes
 from sonotile.kwave.cli import main as kwave_main
 from sonotile.spectral.operators import FourierOps
 
@@ -222,18 +222,20 @@ def test_xpass_then_planes_c2r_equals_numpy(shape):
         np.testing.assert_array_equal(np.asarray(s), k)
 
 
-#: column lengths: products of 2, 3, 5 and 7 (each radix of the vector kernel and their mixes, 2
-#: to 168 points), then lengths it leaves to FFTW
+#: column lengths: products of the vector kernel's primes (each radix and their mixes, 2 to 289
+#: points; 11, 13, 17 and 19 alone, with the others and with each other: 143 = 11 x 13, 289 =
+#: 17^2), then lengths it leaves to FFTW
 COLUMN_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 15, 16, 25, 27, 30, 45, 48, 49, 56, 64, 75,
-                  81, 96, 98, 100, 105, 112, 125, 128, 160, 168, 11, 13, 22, 53)  # fmt: skip
+                  81, 96, 98, 100, 105, 112, 125, 128, 160, 168, 11, 13, 17, 19, 22, 38, 51, 102,
+                  143, 289, 23, 29, 53)  # fmt: skip
 
 
 def _lengths_checked():
     """Each of :data:`COLUMN_LENGTHS`, its kernel checked first: the vector one where it is
-    built and the length factors into 2, 3, 5 and 7, else FFTW's."""
+    built and the length factors into ``sizes.KERNEL_PRIMES``, else FFTW's."""
     for n in COLUMN_LENGTHS:
         m = n
-        for f in (2, 3, 5, 7):
+        for f in sizes.KERNEL_PRIMES:
             while m % f == 0:
                 m //= f
         vector = fftw.vector_width() > 0 and m == 1
@@ -243,8 +245,8 @@ def _lengths_checked():
 
 @needs_fftw
 def test_pass_along_x_of_every_length_equals_numpy():
-    """The pass along x of every length the vector kernel takes (products of 2, 3, 5 and 7, each
-    radix and their mixes, 2 to 168 points) and of lengths it leaves to FFTW (11, 13, 22, 53):
+    """The pass along x of every length the vector kernel takes (products of its primes 2 to 19,
+    each radix and their mixes) and of lengths it leaves to FFTW (23, 29, 53):
     the kernel that runs is the one possible, and ``xpass`` (forward, an operator, a vector
     along x, backward) equals numpy's transforms on every plane bin of blocks whose bins do not
     fill a whole vector (planes of 5 x 3 bins)."""
@@ -280,6 +282,27 @@ def test_plane_columns_of_every_length_equal_numpy():
             (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
             spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
             assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6, (n1, n2)
+
+
+@needs_fftw
+@pytest.mark.parametrize("n1", [3, 17, 102])
+@pytest.mark.parametrize("n2", [22, 34, 38, 102])
+def test_planes_with_a_factor_above_7_equal_numpy(n1, n2):
+    """Planes whose rows (half length 11, 17, 19, 51) or columns (17, 102) have a prime factor
+    above 7, which the vector kernel takes whole: the rows through a transposed copy (fewer rows
+    than a vector, 3, and more, 17, 102), the bins after the last whole vector through a padded
+    copy (n2 / 2 + 1 = 12, 18, 20, 52 bins; 3 rows: FFTW's columns). ``conv`` with a vector
+    along the columns' axis and ``rfft_axes`` equal numpy's transforms."""
+    rng = np.random.default_rng(n1 * 1000 + n2)
+    shape = (4, n1, n2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    op = even_along_x(rng.random((4, n1, n2 // 2 + 1)).astype(np.float32))
+    v = (rng.standard_normal(n1) + 1j * rng.standard_normal(n1)).astype(np.complex64)
+    (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
+    spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
+    assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6
+    half = fftw.rfft_axes(jax.numpy.asarray(x), (1, 2))
+    assert _rel(np.fft.rfftn(x.astype(np.float64), axes=(1, 2)), half) < 2e-6
 
 
 @needs_fftw
@@ -453,6 +476,36 @@ def test_cpu_signature_follows_the_model_and_features_not_the_clock(tmp_path):
 
 
 @needs_fftw
+@pytest.mark.slow
+def test_the_avx2_kernel_forced_on_an_avx512_cpu_equals_xla():
+    """``SONOTILE_FFTW_AVX512=0`` on a CPU with AVX-512: the extension is built with 256-bit
+    vectors (8 floats per kernel vector), and the operators on grids whose every axis runs on
+    the kernel (102 and 34: rows, padded tail bins and factor 17; 112: radix 7) equal XLA's.
+    A build of its own (about a minute once; then from the cache)."""
+    flags = open("/proc/cpuinfo").read().split()
+    if not {"avx512f", "avx2", "fma"} <= set(flags):
+        pytest.skip("needs a CPU with AVX-512, AVX2 and FMA")
+    code = """
+import numpy as np, jax.numpy as jnp
+import sonotile.fft.fftw as f
+from sonotile.spectral.operators import FourierOps
+assert f.available(), f.reason()
+assert f.vector_width() == 8, f.vector_width()
+for shape in ((17, 102, 34), (112, 24, 16)):
+    assert all(f.column_kernel(n) == "vector" for n in shape[:2])
+    a = FourierOps.build(shape, (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
+    b = FourierOps.build(shape, (1e-4,) * 3, 1500.0, 2e-8, fft="xla")
+    p = jnp.asarray(np.random.default_rng(0).random(shape), jnp.float32)
+    err = max(float(jnp.abs(x - y).max() / jnp.abs(y).max()) for x, y in zip(a.grad(p), b.grad(p)))
+    assert err < 2e-6, (shape, err)
+"""
+    env = dict(os.environ, SONOTILE_FFTW_AVX512="0")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@needs_fftw
 def test_a_compiler_without_march_native_builds_the_portable_extension(tmp_path):
     """The extension is compiled for the CPU it runs on; a compiler that refuses
     ``-march=native`` builds it for any CPU instead, with the same results."""
@@ -482,7 +535,7 @@ assert err < 2e-6, err
 
 FAILING_ALLOC = """
 import jax, jax.numpy as jnp, numpy as np
-from sonotile.fft import fftw
+from sonotile.fft import fftw, sizes
 from sonotile.spectral.operators import FourierOps
 assert fftw.available(), fftw.reason()
 ops = FourierOps.build((24, 20, 16), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")

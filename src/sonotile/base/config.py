@@ -54,6 +54,10 @@ class Settings:
             its loops use every vector instruction the CPU has; the build is kept per CPU model
             and feature set, so a cache directory shared by different nodes holds one build for
             each), else for any CPU of its architecture. Env: ``SONOTILE_FFTW_NATIVE`` (1/0).
+        fftw_avx512: with ``fftw_native``, the build may use AVX-512 where the CPU has it;
+            off: ``-mno-avx512f``, so the extension's vector kernel runs on 256-bit AVX2
+            vectors as on a CPU without AVX-512 (to measure that path on an AVX-512 machine).
+            Env: ``SONOTILE_FFTW_AVX512`` (1/0).
         threads: CPU threads for XLA and FFTW (None: the CPUs of the affinity mask; ``-t``).
         compilation_cache: keep compiled programs in ``cache_dir/jax`` (time to first step).
             Env: ``SONOTILE_COMPILATION_CACHE`` (1/0).
@@ -100,6 +104,7 @@ class Settings:
     fftw_plan: str = "measure"
     fftw_updates: bool = True
     fftw_native: bool = True
+    fftw_avx512: bool = True
     threads: int | None = None
     compilation_cache: bool = True
     program_cache: bool = True
@@ -152,6 +157,7 @@ VARIABLES = (
     ("SONOTILE_FFTW_PLAN", "fftw_plan", str),
     ("SONOTILE_FFTW_UPDATES", "fftw_updates", bool),
     ("SONOTILE_FFTW_NATIVE", "fftw_native", bool),
+    ("SONOTILE_FFTW_AVX512", "fftw_avx512", bool),
     ("SONOTILE_COMPILATION_CACHE", "compilation_cache", bool),
     ("SONOTILE_PROGRAM_CACHE", "program_cache", bool),
     ("SONOTILE_CACHE_LIMIT", "cache_limit", float),

@@ -177,6 +177,7 @@ def _commands(
     main, thr = libs
     rpaths = sorted({os.path.dirname(main)} | ({os.path.dirname(thr)} if thr else set()))
     native = config.current().fftw_native
+    march = ["-march=native"] + ([] if config.current().fftw_avx512 else ["-mno-avx512f"])
 
     def commands(cc: str, out: str) -> list[list[str]]:
         cmd = [cxx, "-O3", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", cc, "-o", out]
@@ -185,7 +186,7 @@ def _commands(
         cmd += [p for p in (thr, main) if p] + [f"-Wl,-rpath,{r}" for r in rpaths]
         cmd += ["-Wl,--disable-new-dtags", "-lpthread"]
         # a compiler without -march=native builds the portable extension
-        return [cmd[:1] + ["-march=native"] + cmd[1:], cmd] if native else [cmd]
+        return [cmd[:1] + march + cmd[1:], cmd] if native else [cmd]
 
     return commands
 
@@ -297,7 +298,8 @@ def column_kernel(n: int) -> str:
     """What runs the operators' batched ``n``-point transforms down the columns of a block (the
     pass along x over ``n`` planes; the columns of planes of ``n`` rows): ``"vector"``
     (sonotile's kernel, ``csrc/vector_fft.h``: built for AVX-512 or AVX2 with FMA, ``n`` a
-    product of 2, 3, 5 and 7) or ``"fftw"`` (FFTW's plans); ``""`` without the extension."""
+    product of ``sizes.KERNEL_PRIMES``, 2 to 19) or ``"fftw"`` (FFTW's plans); ``""`` without
+    the extension."""
     lib = load()
     if lib is None:
         return ""

@@ -2,10 +2,10 @@
 PML size (``getOptimalPMLSize``).
 
 Every step transforms each axis of the grid, and an FFT's cost per point grows with the size's
-largest prime factor: sonotile's vector kernel (``csrc/vector_fft.h``) takes lengths made of
-2, 3, 5 and 7 (:data:`RADICES`); other lengths go to FFTW's general plans, which are several times
-slower per point for a large prime factor (a 102^3 step, 102 = 2 x 3 x 17, costs 2.8x per point
-what a 100^3 one does and 6x what a 128^3 one does; docs/performance.md). Pure Python, no JAX.
+largest prime factor: sizes made of 2, 3, 5 and 7 (:data:`RADICES`) are fast; sonotile's vector
+kernel (``csrc/vector_fft.h``) also takes factors 11 to 19 (:data:`KERNEL_PRIMES`, at a higher
+cost per point); other lengths go to FFTW's general plans, which are many times slower per point
+for a large prime factor (docs/performance.md, Grid sizes). Pure Python, no JAX.
 """
 
 from __future__ import annotations
@@ -13,6 +13,12 @@ from __future__ import annotations
 #: The prime factors of the lengths sonotile's vector FFT kernel takes (``vector_columns`` in
 #: ``csrc/fftw_ffi.cc``): sizes made of these alone are "fast".
 RADICES = (2, 3, 5, 7)
+#: The prime factors of the lengths the vector kernel takes (``vfft::kRadices``): those of
+#: :data:`RADICES` and, as a direct DFT of about p^2 / 2 multiply-adds per point, 11 to 19 (where
+#: FFTW's general plans loop over the factor in scalar code). For a length with such a factor
+#: the kernel also takes each plane's rows (half the axis's length), which FFTW's codelets do
+#: for lengths of :data:`RADICES`.
+KERNEL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19)
 #: Largest prime factor k-Wave accepts without a warning (``HIGHEST_PRIME_FACTOR_WARNING``).
 WARN_ABOVE = 7
 #: k-Wave's search range of the automatic PML size [grid points] (``PMLRange``).

@@ -106,19 +106,33 @@ bool g_use_pool = false;  // FFTW's loops on XLA's pool (fftwf_threads_set_callb
 bool g_fail_alloc = false;  // sonotile_fftw_fail_allocations (tests)
 
 // Whether batched n-point transforms down the columns of a block (the pass along x, a plane's
-// columns) run on vfft (vector_fft.h): built in and n a product of 2, 3, 5 and 7 (1.5-1.9x
-// faster than FFTW's plans of the same layout, which copy the columns to buffers of their own;
-// 2-3x for lengths with a factor 7: benchmarks/vector_fft_radix.py).
+// columns) run on vfft (vector_fft.h): built in and n a product of vfft::kRadices, 2 to 19
+// (1.5-1.9x faster than FFTW's plans of the same layout, which copy the columns to buffers of
+// their own; 2-3x for lengths with a factor 7, 6-36x with 17 or 19:
+// benchmarks/vector_fft_radix.py).
 bool vector_columns(int64_t n) {
 #ifdef SONOTILE_VFFT
   if (n < 2) return false;
-  for (int64_t f : {2, 3, 5, 7})
+  for (int64_t f : vfft::kRadices)
     while (n % f == 0) n /= f;
   return n == 1;
 #else
   (void)n;
   return false;
 #endif
+}
+
+// Whether n is a length of vector_columns with a prime factor above 7: FFTW has no codelet
+// for 17 or 19 and its plans for such lengths run a scalar loop over the factor (51-point rows
+// of a 102 x 102 plane: 297 us against 5.8 us on the kernel with the transposes, 102-point
+// columns over 64 bins: 129 against 6.7 us; benchmarks/vector_fft_radix.py). For these the
+// kernel also takes a plane's rows (through a transposed copy) and the bins after its last
+// whole vector (through a padded copy), which lengths of 2, 3, 5 and 7 leave to FFTW.
+bool kernel_only(int64_t n) {
+  if (!vector_columns(n)) return false;
+  for (int64_t f : {2, 3, 5, 7})
+    while (n % f == 0) n /= f;
+  return n > 1;
 }
 
 // The effort for the small batched 1-D plans conv is built from (the plane rows' half-length
@@ -455,11 +469,14 @@ constexpr int64_t kOp2 = -3;       // conv output axis: the second operator op2,
 struct PairPlans {
   fftwf_plan rows_f = nullptr, rows_b = nullptr, cols_f = nullptr, cols_b = nullptr;
   // the columns on vfft (vector_columns): bins [0, hv) (whole vectors), the last n2/2 + 1 - hv
-  // on FFTW's tail plans; hv = 0: all on cols_f / cols_b
+  // on FFTW's tail plans (or vfft: vtail); vcols false: all on cols_f / cols_b
   int64_t hv = 0;
   fftwf_plan tail_f = nullptr, tail_b = nullptr;
+  bool vcols = false;  // the columns on vfft (bins [0, hv), and [hv, n2/2 + 1) where vtail)
+  bool vtail = false;  // the bins after hv on vfft too, through a padded copy (kernel_only)
+  bool vrows = false;  // the rows on vfft, through a transposed copy (kernel_only(n2 / 2))
 #ifdef SONOTILE_VFFT
-  vfft::Plan vf, vb;
+  vfft::Plan vf, vb, rf, rb;  // columns (n1 points), rows (n2 / 2 points)
 #endif
   // per bin k = 0 .. n2/2, each twice (one per float of a complex number): the unpacking's
   // coefficients u0..u2 and the packing's p0..p2, from w = exp(-2 pi i k / n2)
@@ -508,9 +525,13 @@ bool make_pair_plans(int n1, int n2, unsigned rows, unsigned cols, PairPlans* q)
     q->cols_b = fftwf_plan_many_dft(1, &n1, h, c, nullptr, h, 1, c, nullptr, h, 1, +1, cols);
 #ifdef SONOTILE_VFFT
     const int hv = h / (vfft::kVW / 2) * (vfft::kVW / 2);
-    if (vector_columns(n1) && hv > 0 && vfft::make(n1, -1, &q->vf) && vfft::make(n1, +1, &q->vb)) {
+    const bool tail = kernel_only(n1);
+    if (vector_columns(n1) && (hv > 0 || tail) && vfft::make(n1, -1, &q->vf) &&
+        vfft::make(n1, +1, &q->vb)) {
       q->hv = hv;
-      const int t = h - hv;
+      q->vcols = true;
+      q->vtail = tail;
+      const int t = h - hv;  // FFTW's tail plans: without vtail, and where its copy fails
       if (t > 0) {
         q->tail_f = fftwf_plan_many_dft(1, &n1, t, c + hv, nullptr, h, 1, c + hv, nullptr, h, 1,
                                         -1, cols);
@@ -518,12 +539,13 @@ bool make_pair_plans(int n1, int n2, unsigned rows, unsigned cols, PairPlans* q)
                                         +1, cols);
       }
     }
+    q->vrows = kernel_only(M) && vfft::make(M, -1, &q->rf) && vfft::make(M, +1, &q->rb);
 #endif
   }
   fftwf_free(r);
   fftwf_free(S);
   fftwf_free(c);
-  const bool tails = q->hv == 0 || q->hv == n2 / 2 + 1 || (q->tail_f && q->tail_b);
+  const bool tails = !q->vcols || q->hv == n2 / 2 + 1 || (q->tail_f && q->tail_b);
   if (!q->rows_f || !q->rows_b || !q->cols_f || !q->cols_b || !tails) {
     destroy_pair(q);
     return false;
@@ -593,7 +615,7 @@ const PlanePlans* get_plane_plans(int rank, int64_t n1, int64_t n2, bool real_al
 // The pass along x's transforms: X points down the columns of a block of X rows of `blk`
 // adjacent bins, in place, the rows `rs` floats apart; one per (X, blk, kernel), shared by
 // conv and sonotile_fftw_xpass (an LFB box). sonotile's vector kernel (vector_fft.h) where
-// the build has it and X factors into 2, 3, 5 and 7 (rows one
+// the build has it and X factors into vfft::kRadices (rows one
 // vector longer than the block: see vfft::block); else FFTW's plans (rows 2 blk floats apart)
 // with the effort of batched_effort.
 struct XPlans {
@@ -784,17 +806,64 @@ void combine_row(const float* z, int64_t M, int64_t kn, const float* c0, const f
   for (; k < kn; ++k) one(k);
 }
 
+#ifdef SONOTILE_VFFT
+// A worker's buffer of at least `floats` floats for the copies of rows_on_kernel and
+// tail_on_kernel (kept for the thread's life); nullptr when out of memory.
+float* copy_buffer(size_t floats) {
+  thread_local std::vector<float> buf;
+  try {
+    if (buf.size() < floats) buf.resize(floats);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  return buf.data();
+}
+
+// Floats from one row of a copied block to the next for `w` complex numbers per row: whole
+// cache lines plus one vector (see vfft::block).
+int64_t copy_stride(int64_t w) { return (2 * w + 15) / 16 * 16 + vfft::kVW; }
+
+// The n1 rows of `R.n` complex numbers of `in` (rows R.n apart) transformed into `out` (the same
+// layout; may be `in`) on vfft: transposed into a block of R.n rows of n1 bins, its columns
+// transformed, transposed back. false (nothing written) when a buffer could not be allocated.
+bool rows_on_kernel(const vfft::Plan& R, int64_t n1, const float* in, float* out) {
+  const int64_t M = R.n, rs = copy_stride(n1);
+  float* b = copy_buffer(size_t(M * rs));
+  vfft::V* s = vfft::scratch(2 * size_t(M));
+  if (b == nullptr || s == nullptr) return false;
+  for (int64_t y = 0; y < n1; ++y)
+    for (int64_t k = 0; k < M; ++k) std::memcpy(b + k * rs + 2 * y, in + 2 * (y * M + k), 8);
+  vfft::block(R, b, rs, 2 * n1, s);
+  for (int64_t y = 0; y < n1; ++y)
+    for (int64_t k = 0; k < M; ++k) std::memcpy(out + 2 * (y * M + k), b + k * rs + 2 * y, 8);
+  return true;
+}
+
+// The columns of `t` bins at `spec` (C.n rows `rs` floats apart) in place on vfft, through a
+// copy whose rows hold whole vectors; false (nothing changed) when a buffer failed.
+bool tail_on_kernel(const vfft::Plan& C, float* spec, int64_t rs, int64_t t, vfft::V* s) {
+  const int64_t n = C.n, bs = copy_stride(t);
+  float* b = copy_buffer(size_t(n * bs));
+  if (b == nullptr) return false;
+  for (int64_t i = 0; i < n; ++i) std::memcpy(b + i * bs, spec + i * rs, 8 * size_t(t));
+  vfft::block(C, b, bs, 2 * t, s);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(spec + i * rs, b + i * bs, 8 * size_t(t));
+  return true;
+}
+#endif
+
 // The column transforms of a plane's half spectrum (n1 rows of `cols` bins) in place: on vfft
-// where the plans have it (FFTW's tail plans for the bins after the last whole vector), else
-// FFTW's column plans.
+// where the plans have it (the bins after the last whole vector on FFTW's tail plans, or on
+// vfft through a padded copy where vtail), else FFTW's column plans.
 void plane_columns(const PlanePlans* P, bool forward, float* spec) {
   const PairPlans& q = P->pair;
 #ifdef SONOTILE_VFFT
-  if (q.hv > 0) {
+  if (q.vcols) {
     if (vfft::V* s = vfft::scratch(2 * size_t(P->n1)); s != nullptr) {
-      vfft::block(forward ? q.vf : q.vb, spec, 2 * P->cols, 2 * q.hv, s);
+      const vfft::Plan& v = forward ? q.vf : q.vb;
+      if (q.hv > 0) vfft::block(v, spec, 2 * P->cols, 2 * q.hv, s);
       float* tail = spec + 2 * q.hv;
-      if (q.hv < P->cols)
+      if (q.hv < P->cols && !(q.vtail && tail_on_kernel(v, tail, 2 * P->cols, P->cols - q.hv, s)))
         fftwf_execute_dft(forward ? q.tail_f : q.tail_b, reinterpret_cast<fftwf_complex*>(tail),
                           reinterpret_cast<fftwf_complex*>(tail));
       return;
@@ -803,6 +872,21 @@ void plane_columns(const PlanePlans* P, bool forward, float* spec) {
 #endif
   fftwf_execute_dft(forward ? q.cols_f : q.cols_b, reinterpret_cast<fftwf_complex*>(spec),
                     reinterpret_cast<fftwf_complex*>(spec));
+}
+
+// A plane's row transforms (`forward`: sign -1) on vfft where the plans have them
+// (PairPlans::vrows); false when they did not run there (then FFTW's row plans do).
+bool rows_vector(const PairPlans& q, bool forward, int64_t n1, const float* in, float* out) {
+#ifdef SONOTILE_VFFT
+  return q.vrows && rows_on_kernel(forward ? q.rf : q.rb, n1, in, out);
+#else
+  (void)q;
+  (void)forward;
+  (void)n1;
+  (void)in;
+  (void)out;
+  return false;
+#endif
 }
 
 // One plane's R2C: `in` (n1 n2 reals) -> `out` (n1 cols complex, row-major); `ws`: plane_extra
@@ -814,8 +898,9 @@ void plane_r2c(const PlanePlans* P, const float* in, float* out, float* ws) {
   }
   const PairPlans& q = P->pair;
   const int64_t M = P->n2 / 2;
-  fftwf_execute_dft(q.rows_f, reinterpret_cast<fftwf_complex*>(const_cast<float*>(in)),
-                    reinterpret_cast<fftwf_complex*>(ws));
+  if (!rows_vector(q, true, P->n1, in, ws))
+    fftwf_execute_dft(q.rows_f, reinterpret_cast<fftwf_complex*>(const_cast<float*>(in)),
+                      reinterpret_cast<fftwf_complex*>(ws));
   for (int64_t y = 0; y < P->n1; ++y)
     combine_row(ws + 2 * y * M, M, P->cols, q.u0.data(), q.u1.data(), q.u2.data(),
                 out + 2 * y * P->cols);
@@ -841,8 +926,9 @@ void plane_c2r(const PlanePlans* P, float* in, float* out, float* ws) {
     ws[2 * y * M] = q.p0[0] * ar + q.p1[0] * br;
     ws[2 * y * M + 1] = q.p2[0] * (br - ar);
   }
-  fftwf_execute_dft(q.rows_b, reinterpret_cast<fftwf_complex*>(ws),
-                    reinterpret_cast<fftwf_complex*>(out));
+  if (!rows_vector(q, false, P->n1, ws, out))
+    fftwf_execute_dft(q.rows_b, reinterpret_cast<fftwf_complex*>(ws),
+                      reinterpret_cast<fftwf_complex*>(out));
 }
 
 struct FBuf {  // FFTW-aligned, zeroed scratch owned by one worker

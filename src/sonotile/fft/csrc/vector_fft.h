@@ -6,11 +6,15 @@
 // transforms every column of it (for each bin j the n values block[i][j], i = 0 .. n-1): in
 // the pass along x rows are planes x and columns the plane bins of one block, in a plane rows
 // are its rows y. A column of kVW floats (kVW / 2 bins) at a time goes through Stockham's
-// self-sorting stages of radix 4, 2, 3, 5 and 7 (every butterfly a vector of kVW / 2 independent
-// transforms, the twiddle after it a scalar: the same for every bin): the first stage reads
-// the block, the last writes it back, the stages between run on two contiguous scratch
-// columns of n vectors (in L1). n must factor into 2, 3, 5 and 7 (vfft::make says false
-// otherwise). Unnormalised, sign -1 forward and +1 backward, as FFTW's plans.
+// self-sorting stages of radix 4, 2, 3, 5, 7, 11, 13, 17 and 19 (every butterfly a vector of
+// kVW / 2 independent transforms, the twiddle after it a scalar: the same for every bin): the
+// first stage reads the block, the last writes it back, the stages between run on two
+// contiguous scratch
+// columns of n vectors (in L1). n must factor into those primes (vfft::make says false
+// otherwise). Unnormalised, sign -1 forward and +1 backward, as FFTW's plans. The primes above
+// 7 are direct DFTs (about p^2 / 2 multiply-adds per point): FFTW has no codelets for 17 and
+// 19 and runs a scalar loop over such a factor, 6x slower on a 17-point column than this, 19x
+// on a 102-point one (2 x 3 x 17).
 //
 // Why: FFTW's plans for this layout (n points, howmany = the block's bins, stride = howmany)
 // copy the block to and from buffers of their own on every call. On the 2-core Zen 4 EPYC
@@ -56,6 +60,28 @@ inline V minus_plus() {
   return s;
 }
 
+// The primes the stages take (radix 4 for pairs of 2s first), smallest first; 11 and 13 have
+// FFTW codelets and run about as fast there.
+constexpr int kRadices[] = {2, 3, 5, 7, 11, 13, 17, 19};
+
+// cos(2 pi j k / R) then sin(2 pi j k / R) for j, k = 1 .. (R - 1) / 2, row j - 1, column k - 1:
+// the rotations of the direct R-point DFT (odd R).
+template <int R>
+const float* odd_rotations() {
+  constexpr int H = (R - 1) / 2;
+  static const std::vector<float> t = [] {
+    std::vector<float> v(2 * H * H);
+    for (int j = 1; j <= H; ++j)
+      for (int k = 1; k <= H; ++k) {
+        const double a = 2.0 * M_PI * double((j * k) % R) / double(R);
+        v[size_t((j - 1) * H + k - 1)] = float(std::cos(a));
+        v[size_t(H * H + (j - 1) * H + k - 1)] = float(std::sin(a));
+      }
+    return v;
+  }();
+  return t.data();
+}
+
 struct Stage {
   int r = 0;
   std::vector<float> tw;  // tw[2 ((r - 1) p + j - 1)], +1: w^(j p), w = exp(sign 2 pi i / len)
@@ -68,19 +94,16 @@ struct Plan {
 };
 
 // The stages of an n-point transform of sign `sign`; false when n < 2 or has a prime factor
-// other than 2, 3, 5 and 7.
+// other than those of kRadices.
 inline bool make(int n, int sign, Plan* P) {
   P->n = n;
   P->sign = float(sign);
   P->st.clear();
   if (n < 2) return false;
   for (int len = n; len > 1;) {
-    const int r = len % 4 == 0   ? 4
-                  : len % 2 == 0 ? 2
-                  : len % 3 == 0 ? 3
-                  : len % 5 == 0 ? 5
-                  : len % 7 == 0 ? 7
-                                 : 0;
+    int r = len % 4 == 0 ? 4 : 0;
+    for (int f : kRadices)
+      if (r == 0 && len % f == 0) r = f;
     if (r == 0) return false;
     const int m = len / r;
     Stage s;
@@ -139,6 +162,30 @@ inline void butterfly(const V* a, V* b, float sg, V pm) {
     b[4] = r3 - i3;
     b[5] = r2 - i2;
     b[6] = r1 - i1;
+  } else if constexpr (R > 7) {
+    // a prime R, directly: b[j] and b[R - j] from the sums p_k = a[k] + a[R - k] and the
+    // differences m_k = a[k] - a[R - k], k = 1 .. (R - 1) / 2 (about R^2 / 2 multiply-adds per
+    // point of a vector, against FFTW's scalar loop of its general plans for such a factor)
+    constexpr int H = (R - 1) / 2;
+    const float* c = odd_rotations<R>();
+    const float* s = c + H * H;
+    V p[H], m[H];
+    V b0 = a[0];
+    for (int k = 0; k < H; ++k) {
+      p[k] = a[k + 1] + a[R - 1 - k];
+      m[k] = a[k + 1] - a[R - 1 - k];
+      b0 += p[k];
+    }
+    const V ps = pm * sg;
+    b[0] = b0;
+    for (int j = 0; j < H; ++j) {
+      V re = a[0], im = m[0] * s[j * H];
+      for (int k = 0; k < H; ++k) re += p[k] * c[j * H + k];
+      for (int k = 1; k < H; ++k) im += m[k] * s[j * H + k];
+      im = swap_ri(im) * ps;
+      b[j + 1] = re + im;
+      b[R - 1 - j] = re - im;
+    }
   } else {  // R == 5
     const float c1 = float(0.30901699437494742410), c2 = float(-0.80901699437494742410);
     const float s1 = float(0.95105651629515357212) * sg, s2 = float(0.58778525229247312917) * sg;
@@ -207,7 +254,11 @@ inline void block(const Plan& P, float* base, int64_t rs, int64_t width, V* scra
         case 3: stage<3>(S, len, s, in, is, out, os, P.sign, pm); break;
         case 4: stage<4>(S, len, s, in, is, out, os, P.sign, pm); break;
         case 5: stage<5>(S, len, s, in, is, out, os, P.sign, pm); break;
-        default: stage<7>(S, len, s, in, is, out, os, P.sign, pm); break;
+        case 7: stage<7>(S, len, s, in, is, out, os, P.sign, pm); break;
+        case 11: stage<11>(S, len, s, in, is, out, os, P.sign, pm); break;
+        case 13: stage<13>(S, len, s, in, is, out, os, P.sign, pm); break;
+        case 17: stage<17>(S, len, s, in, is, out, os, P.sign, pm); break;
+        default: stage<19>(S, len, s, in, is, out, os, P.sign, pm); break;
       }
       in = out;
       is = os;
