@@ -18,7 +18,7 @@ from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium
 from sonotile.commands.cli import main as cli
 from sonotile.model.problem import ProblemError
 from sonotile.model.signals import create_cw_signals
-from sonotile.planning.acoustics import RunSettings, make_kgrid
+from sonotile.planning.acoustics import RunSettings, make_kgrid, stable_step
 from sonotile.planning.chain import PlanSettings, plan
 from sonotile.planning.geometry import Pose, beam_grid
 from sonotile.planning.images import write_nifti
@@ -91,6 +91,34 @@ def test_run_length_from_the_beam_path():
         np.testing.assert_allclose(path, 50.0, atol=0.5 * grid.spacing_mm)
         t_end = run.crossings * (path + run.reach_mm) * 1e-3 / 1500 + run.settle_periods / 200e3
         assert 0 <= kgrid.nt * kgrid.dt - t_end < kgrid.dt
+
+
+def test_absorbing_run_steps_within_the_stability_limit():
+    """Bone's attenuation (y = 2) at 0.5 mm bounds the step below the phase error's choice:
+    the run keeps 0.9 of the solver's limit and the solver does not warn."""
+    import warnings
+
+    pose = Pose.from_target_entry(TARGET, ENTRY, focal_length_mm=12.0)
+    grid = beam_grid(pose, TARGET, 500e3, points_per_wavelength=6.0, aperture_mm=8.0,
+                     margin_mm=1.0, beyond_mm=2.0)  # fmt: skip
+    c = np.full(grid.shape, 1482.0, np.float32)
+    alpha = np.zeros(grid.shape, np.float32)
+    c[:, :, 10:16], alpha[:, :, 10:16] = 3100.0, 8.0 * 0.5 / 0.5**2  # 8 dB/(MHz cm), at 0.5 MHz
+    medium = KWaveMedium(sound_speed=c, density=1000.0, alpha_coeff=alpha, alpha_power=2.0)
+    run = RunSettings()
+    kgrid = make_kgrid(grid, medium, 500e3, run)
+    limit = stable_step(kgrid, medium, grid)
+    dx = grid.spacing_mm * 1e-3
+    assert run.courant(dx, 500e3, 1482.0, 3100.0) * dx / 3100.0 > limit  # the error alone: unstable
+    np.testing.assert_allclose(kgrid.dt, 0.9 * limit)
+    mask = np.zeros(grid.shape, bool)
+    mask[grid.target_index] = True
+    kgrid.nt = 3  # a few steps: the solver checks the step before it starts
+    sig = create_cw_signals(kgrid.t, 500e3, np.array([1.0]), np.array([0.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        simulate(kgrid, medium, KSource(p_mask=mask, p=sig), KSensor(mask=mask, record=("p",)),
+                 quiet=False, progress=False, **grid.options())  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium
+from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
 from sonotile.model.array import KWaveArray
 from sonotile.model.signals import create_cw_signals
 from sonotile.planning.geometry import SimulationGrid
@@ -31,8 +31,10 @@ class RunSettings:
     and ``cfl_max`` whose phase-speed error at the drive frequency in the slowest medium stays
     within ``phase_error`` (the k-space scheme is exact at the reference speed, the fastest,
     and errs by ``x^2 (1 - (c_min / c_max)^2) / 24`` at ``x = c_max k dt``); fine grids take
-    longer steps. The run lasts until the wave has crossed ``crossings`` times the path from
-    the transducer to ``reach_mm`` past the target at the slowest speed, plus
+    longer steps, up to :data:`STABLE_FRACTION` of the solver's stability limit, which
+    power-law absorption sets (:func:`stable_step`). The run lasts until the wave has crossed
+    ``crossings`` times the path from the transducer to ``reach_mm`` past the target at the
+    slowest speed, plus
     ``settle_periods`` periods (the 4-period start-up ramp and the settling after it).
 
     Attributes:
@@ -70,6 +72,25 @@ class RunSettings:
         return float(min(self.cfl_max, max(self.cfl, x / k_dx)))
 
 
+#: the fraction of the solver's stability limit a fluid run's time step stays within
+STABLE_FRACTION = 0.9
+
+
+def stable_step(kgrid: KWaveGrid, medium: KWaveMedium, grid: SimulationGrid) -> float:
+    """k-Wave's largest stable time step [s] of ``medium`` on ``kgrid`` (with ``grid``'s
+    PML): power-law absorption bounds it below the lossless k-space scheme's (no bound)."""
+    from sonotile.api.problem import build_problem
+    from sonotile.physics.acoustic.checks import stability_limit
+
+    probe = KWaveGrid(kgrid.shape, kgrid.spacing)
+    probe.dt, probe.nt = 1e-9, 1
+    point = np.zeros(kgrid.shape, bool)
+    point.flat[0] = True
+    problem, _ = build_problem(probe, medium, KSource(p_mask=point, p=np.zeros((1, 1))),
+                               KSensor(mask=point), Options(**grid.options()))  # fmt: skip
+    return float(stability_limit(problem))
+
+
 def make_kgrid(
     grid: SimulationGrid,
     medium: KWaveMedium,
@@ -85,6 +106,8 @@ def make_kgrid(
     c_min, c_max = float(c.min()), float(c.max())
     courant = run.courant(dx, frequency, c_min, c_max) if cfl is None else cfl
     kgrid.dt = courant * dx / c_max
+    if cfl is None:  # an absorbing medium may need a shorter step (fluid runs)
+        kgrid.dt = min(kgrid.dt, STABLE_FRACTION * stable_step(kgrid, medium, grid))
     target = np.asarray(grid.target_index, dtype=np.float64)
     path = dx * float(np.linalg.norm(target - grid.source_index)) + run.reach_mm * 1e-3
     t_end = run.crossings * path / c_min + run.settle_periods / frequency
