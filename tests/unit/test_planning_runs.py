@@ -230,3 +230,23 @@ def test_plan_on_two_devices_agrees_with_one():
         dphi = np.angle(np.exp(1j * np.subtract(r["phase"], one["phase"])))
         assert np.abs(dphi).max() < 10 * tol
         np.testing.assert_allclose(r["T_max"], one["T_max"], rtol=tol)
+
+
+def test_cw_source_signals_are_the_element_signals_distributed():
+    from sonotile.planning.acoustics import cw_source_signals
+    from sonotile.planning.transducers import parse_transducer
+
+    tr = parse_transducer("array:16:30:30:5")
+    pose = Pose.from_target_entry(TARGET, ENTRY, focal_length_mm=30.0)
+    grid = beam_grid(pose, TARGET, 300e3, points_per_wavelength=3.0, aperture_mm=30.0)
+    karray = tr.karray(pose, grid)
+    kgrid = KWaveGrid(grid.shape, grid.spacing_mm * 1e-3)
+    kgrid.dt, kgrid.nt = 5e-8, 400
+    rng = np.random.default_rng(1)
+    amp, phase = rng.uniform(0.5, 2.0, 16), rng.uniform(-np.pi, np.pi, 16)
+    direct = karray.get_distributed_source_signal(
+        kgrid, create_cw_signals(kgrid.t, 300e3, amp, phase)
+    )
+    fast = cw_source_signals(karray, kgrid, 300e3, amp, phase)
+    assert fast.dtype == np.float32 and fast.shape == direct.shape
+    np.testing.assert_allclose(fast, direct, atol=1e-5 * np.abs(direct).max())

@@ -132,6 +132,25 @@ def _simulate(kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KS
     )
 
 
+def cw_source_signals(
+    karray: KWaveArray,
+    kgrid: KWaveGrid,
+    frequency: float,
+    amplitude: np.ndarray,
+    phase: np.ndarray,
+) -> np.ndarray:
+    """The array's distributed source signals ``(n_mask_points, Nt)`` (float32) for the drive
+    ``amplitude[e] sin(2 pi f t + phase[e])`` [Pa] with k-Wave's 4-period ramp, as
+    ``karray.get_distributed_source_signal(kgrid, create_cw_signals(...))`` gives them, made
+    from two signals: each point's ``X sin(2 pi f t) + Y cos(2 pi f t)`` (times the ramp) with
+    ``X``, ``Y`` its weighted sums of ``amplitude cos(phase)`` and ``amplitude sin(phase)``
+    (a fraction of the time and of the memory of one signal per element)."""
+    a, ph = np.asarray(amplitude, dtype=np.float64), np.asarray(phase, dtype=np.float64)
+    basis = create_cw_signals(kgrid.t, frequency, np.ones(2), np.array([0.0, np.pi / 2]))
+    xy = karray.get_distributed_source_signal(kgrid, np.stack([a * np.cos(ph), a * np.sin(ph)], 1))
+    return np.asarray(xy, dtype=np.float32) @ basis.astype(np.float32)
+
+
 def cw_field(
     medium: KWaveMedium,
     grid: SimulationGrid,
@@ -146,10 +165,9 @@ def cw_field(
     (an additive pressure source, k-Wave's 4-period ramp)."""
     run = run or RunSettings()
     kgrid = make_kgrid(grid, medium, frequency, run)
-    sig = create_cw_signals(kgrid.t, frequency, np.asarray(amplitude), np.asarray(phase))
     source = KSource(
         p_mask=karray.get_array_binary_mask(kgrid),
-        p=karray.get_distributed_source_signal(kgrid, sig).astype(np.float32),
+        p=cw_source_signals(karray, kgrid, frequency, amplitude, phase),
         p_mode="additive",
     )
     at_target = np.zeros(grid.shape, bool)
