@@ -13,8 +13,8 @@ from the target, -6 dB volume), the correction's gain, the transmission loss aga
 the -6 dB volume over water's, the temperatures and the time of each stage.
 
 Run (on 2 shared cores: about 2 minutes at 250 kHz, 4 points per wavelength; 11 minutes at
-500 kHz, 3 points per wavelength; 0.5 mm at 500 kHz, ``--f0 500e3 --ppw 6``, a 180 x 180 x 200
-grid with the PML, is for a GPU)::
+500 kHz, 3 points per wavelength; 37 minutes at 0.5 mm and 500 kHz, ``--f0 500e3 --ppw 6``, a
+180 x 180 x 200 grid with the PML, the machine loaded by other work)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/planning_aberration.py --f0 500e3 --ppw 3
 """

@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 from sonotile.base.cliargs import Parser
 from sonotile.model.problem import ProblemError
@@ -76,11 +77,69 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=float, default=default, help=text)
     for flag, text in SWITCHES.items():
         p.add_argument(flag, action="store_true", help=text)
+    _run_arguments(p)
     return p  # fmt: skip
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of how the runs are spread over devices and how the heating stops."""
+    p.add_argument(
+        "--decomposition",
+        default="single",
+        choices=("single", "pencil", "lfb", "auto"),
+        help="spread each acoustic run over the devices (the heating: a pencil mesh)",
+    )
+    p.add_argument("--mesh", help="devices per split axis, e.g. 4 or 2x2 (default: all on x)")
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="the heating saves its state here when stopped (SIGINT/SIGTERM or the "
+        "limits below); the same command with this file goes on from it",
+    )
+    p.add_argument(
+        "--checkpoint_interval",
+        type=float,
+        metavar="S",
+        help="save and stop the heating after S seconds of stepping",
+    )
+    p.add_argument(
+        "--checkpoint_steps",
+        type=int,
+        metavar="N",
+        help="save and stop the heating after N thermal steps",
+    )
+
+
+def _mesh(text: str | None) -> tuple[int, ...] | None:
+    """``"2x2"`` -> ``(2, 2)``, or a :class:`ProblemError` naming ``--mesh``."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ProblemError(f"--mesh {text!r}: give devices per axis, e.g. 4 or 2x2") from None
+
+
+def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
+    """The acoustic runs' settings and the heating's checkpoint from the options, checked."""
+    from sonotile.api.heatrun import Checkpoint
+    from sonotile.planning.acoustics import RunSettings
+    from sonotile.planning.chain import check_run
+
+    run = RunSettings(decomposition=a.decomposition, mesh=_mesh(a.mesh))
+    check_run(run)
+    if a.checkpoint is None:
+        if a.checkpoint_interval is not None or a.checkpoint_steps is not None:
+            raise ProblemError("--checkpoint_interval/--checkpoint_steps need --checkpoint")
+        return run, None
+    cp = Checkpoint(a.checkpoint, a.checkpoint_interval, a.checkpoint_steps)
+    cp.check((a.ct,))
+    return run, cp
 
 
 def main(argv: list[str] | None = None) -> int:
     """The ``sonotile plan`` command."""
+    from sonotile.api.heatrun import RunStopped
     from sonotile.planning.chain import PlanSettings, plan
     from sonotile.planning.outputs import prepare_output, write_plan
 
@@ -102,11 +161,21 @@ def main(argv: list[str] | None = None) -> int:
             beyond_mm=a.beyond,
         )  # fmt: skip
         settings.check()
+        run, checkpoint = _run_options(a)
         prepare_output(out, a.force, (a.ct,))
         if not os.path.exists(a.ct):
             raise ProblemError(f"CT {a.ct!r}: no such file or folder")
         say(f"reading {a.ct}")
-        result = plan(a.ct, a.target, a.entry, a.transducer, settings, progress=say)
+        result = plan(
+            a.ct,
+            a.target,
+            a.entry,
+            a.transducer,
+            settings,
+            run=run,
+            progress=say,
+            checkpoint=checkpoint,
+        )
         paths = write_plan(result, out, force=a.force)
         if a.kwave_input:
             from sonotile.planning.export import write_kwave_input
@@ -114,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
             paths.append(os.path.join(out, "kwave_input.h5"))
             start = write_kwave_input(result, paths[-1])
             say(f"k-Wave input {paths[-1]}: run it with --p_max_all -s {start}")
+    except RunStopped as e:
+        say(f"heating stopped: {e}")
+        return 0
     except (ProblemError, OSError) as e:
         print(f"sonotile plan: error: {e}", file=sys.stderr)
         return 2

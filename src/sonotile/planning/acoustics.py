@@ -4,8 +4,9 @@ point source at the target (for aberration correction), and the focus of a field
 position, -6 dB volume and -6 dB length and widths.
 
 Each run is a fluid :func:`sonotile.api.simulate` on the grid's interior with the PML outside
-(``grid.options()``), long enough for the wave to cross the grid diagonal and settle, the
-steady state read by the single-frequency DFT ``p_cw`` over the last periods.
+(``grid.options()``), long enough for the wave to reach past the target and settle
+(:class:`RunSettings`), the steady state read by the single-frequency DFT ``p_cw`` over the
+last periods.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium
+from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
 from sonotile.model.array import KWaveArray
 from sonotile.model.signals import create_cw_signals
 from sonotile.planning.geometry import SimulationGrid
@@ -26,38 +27,128 @@ from sonotile.planning.geometry import SimulationGrid
 class RunSettings:
     """How long and how finely a CW run is stepped.
 
+    The time step is the largest Courant number (at the fastest sound speed) between ``cfl``
+    and ``cfl_max`` whose phase-speed error at the drive frequency in the slowest medium stays
+    within ``phase_error`` (the k-space scheme is exact at the reference speed, the fastest,
+    and errs by ``x^2 (1 - (c_min / c_max)^2) / 24`` at ``x = c_max k dt``); fine grids take
+    longer steps, up to :data:`STABLE_FRACTION` of the solver's stability limit, which
+    power-law absorption sets (:func:`stable_step`). The run lasts until the wave has crossed
+    ``crossings`` times the path from the transducer to ``reach_mm`` past the target at the
+    slowest speed, plus
+    ``settle_periods`` periods (the 4-period start-up ramp and the settling after it).
+
     Attributes:
-        cfl: Courant number at the fastest sound speed.
-        crossings: the run lasts this many grid-diagonal crossings at the slowest speed ...
+        cfl: Courant number always allowed. cfl_max: the largest taken (stable below about
+            0.58 in 3-D with the k-space correction at the fastest speed).
+        phase_error: the largest relative phase-speed error allowed for a step above ``cfl``.
+        crossings: the run lasts this many crossings of the path ...
+        reach_mm: ... from the transducer to this far past the target [mm] ...
         settle_periods: ... plus this many periods of the drive frequency.
         cw_periods: periods at the end over which amplitude and phase are taken.
+        decomposition, mesh: how each run is spread over devices (``sonotile.api.simulate``'s
+            ``decomposition``: single, pencil, lfb or auto; ``mesh``: devices per split axis).
+        elastic_cfl: Courant number of the elastic runs (no k-space correction).
     """
 
     cfl: float = 0.3
-    crossings: float = 1.2
-    settle_periods: float = 8.0
+    cfl_max: float = 0.5
+    phase_error: float = 0.01
+    crossings: float = 1.0
+    reach_mm: float = 15.0
+    settle_periods: float = 12.0
     cw_periods: float = 3.0
+    decomposition: str = "single"
+    mesh: tuple[int, ...] | None = None
+    elastic_cfl: float = 0.3
+
+    def courant(self, dx: float, frequency: float, c_min: float, c_max: float) -> float:
+        """The Courant number (at ``c_max``) of a fluid run on spacing ``dx`` [m] at
+        ``frequency`` [Hz] through speeds ``c_min`` to ``c_max`` [m/s]."""
+        spread = 1.0 - (c_min / c_max) ** 2
+        if spread <= 0:  # one speed: the k-space step is exact
+            return self.cfl_max
+        x = np.sqrt(24.0 * self.phase_error / spread)  # c_max k dt at the error allowed
+        k_dx = 2 * np.pi * frequency * dx / c_min
+        return float(min(self.cfl_max, max(self.cfl, x / k_dx)))
+
+
+#: the fraction of the solver's stability limit a fluid run's time step stays within
+STABLE_FRACTION = 0.9
+
+
+def stable_step(kgrid: KWaveGrid, medium: KWaveMedium, grid: SimulationGrid) -> float:
+    """k-Wave's largest stable time step [s] of ``medium`` on ``kgrid`` (with ``grid``'s
+    PML): power-law absorption bounds it below the lossless k-space scheme's (no bound)."""
+    from sonotile.api.problem import build_problem
+    from sonotile.physics.acoustic.checks import stability_limit
+
+    probe = KWaveGrid(kgrid.shape, kgrid.spacing)
+    probe.dt, probe.nt = 1e-9, 1
+    point = np.zeros(kgrid.shape, bool)
+    point.flat[0] = True
+    problem, _ = build_problem(probe, medium, KSource(p_mask=point, p=np.zeros((1, 1))),
+                               KSensor(mask=point), Options(**grid.options()))  # fmt: skip
+    return float(stability_limit(problem))
 
 
 def make_kgrid(
-    grid: SimulationGrid, medium: KWaveMedium, frequency: float, run: RunSettings
+    grid: SimulationGrid,
+    medium: KWaveMedium,
+    frequency: float,
+    run: RunSettings,
+    cfl: float | None = None,
 ) -> KWaveGrid:
-    """The k-Wave grid of ``grid``'s interior with its time axis [s] for a CW run."""
+    """The k-Wave grid of ``grid``'s interior with its time axis [s] for a CW run (the fluid
+    runs' Courant number, :meth:`RunSettings.courant`, unless ``cfl`` is given)."""
     dx = grid.spacing_mm * 1e-3
     kgrid = KWaveGrid(grid.shape, dx)
     c = np.asarray(medium.sound_speed)
-    kgrid.dt = run.cfl * dx / float(c.max())
-    diagonal = dx * float(np.linalg.norm(grid.shape))
-    t_end = run.crossings * diagonal / float(c.min()) + run.settle_periods / frequency
+    c_min, c_max = float(c.min()), float(c.max())
+    courant = run.courant(dx, frequency, c_min, c_max) if cfl is None else cfl
+    kgrid.dt = courant * dx / c_max
+    if cfl is None:  # an absorbing medium may need a shorter step (fluid runs)
+        kgrid.dt = min(kgrid.dt, STABLE_FRACTION * stable_step(kgrid, medium, grid))
+    target = np.asarray(grid.target_index, dtype=np.float64)
+    path = dx * float(np.linalg.norm(target - grid.source_index)) + run.reach_mm * 1e-3
+    t_end = run.crossings * path / c_min + run.settle_periods / frequency
     kgrid.nt = int(np.ceil(t_end / kgrid.dt))
     return kgrid
 
 
 def _simulate(kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor,
-              grid: SimulationGrid) -> Any:  # fmt: skip
+              grid: SimulationGrid, run: RunSettings) -> Any:  # fmt: skip
     from sonotile.api.simulation import simulate  # JAX, imported when a run starts
 
-    return simulate(kgrid, medium, source, sensor, progress=False, quiet=True, **grid.options())
+    return simulate(
+        kgrid,
+        medium,
+        source,
+        sensor,
+        progress=False,
+        quiet=True,
+        decomposition=run.decomposition,
+        mesh=run.mesh,
+        **grid.options(),
+    )
+
+
+def cw_source_signals(
+    karray: KWaveArray,
+    kgrid: KWaveGrid,
+    frequency: float,
+    amplitude: np.ndarray,
+    phase: np.ndarray,
+) -> np.ndarray:
+    """The array's distributed source signals ``(n_mask_points, Nt)`` (float32) for the drive
+    ``amplitude[e] sin(2 pi f t + phase[e])`` [Pa] with k-Wave's 4-period ramp, as
+    ``karray.get_distributed_source_signal(kgrid, create_cw_signals(...))`` gives them, made
+    from two signals: each point's ``X sin(2 pi f t) + Y cos(2 pi f t)`` (times the ramp) with
+    ``X``, ``Y`` its weighted sums of ``amplitude cos(phase)`` and ``amplitude sin(phase)``
+    (a fraction of the time and of the memory of one signal per element)."""
+    a, ph = np.asarray(amplitude, dtype=np.float64), np.asarray(phase, dtype=np.float64)
+    basis = create_cw_signals(kgrid.t, frequency, np.ones(2), np.array([0.0, np.pi / 2]))
+    xy = karray.get_distributed_source_signal(kgrid, np.stack([a * np.cos(ph), a * np.sin(ph)], 1))
+    return np.asarray(xy, dtype=np.float32) @ basis.astype(np.float32)
 
 
 def cw_field(
@@ -74,17 +165,16 @@ def cw_field(
     (an additive pressure source, k-Wave's 4-period ramp)."""
     run = run or RunSettings()
     kgrid = make_kgrid(grid, medium, frequency, run)
-    sig = create_cw_signals(kgrid.t, frequency, np.asarray(amplitude), np.asarray(phase))
     source = KSource(
         p_mask=karray.get_array_binary_mask(kgrid),
-        p=karray.get_distributed_source_signal(kgrid, sig).astype(np.float32),
+        p=cw_source_signals(karray, kgrid, frequency, amplitude, phase),
         p_mode="additive",
     )
     at_target = np.zeros(grid.shape, bool)
     at_target[grid.target_index] = True
     sensor = KSensor(mask=at_target, record=("p_cw_all",), cw_frequency=frequency,
                      cw_periods=run.cw_periods)  # fmt: skip
-    res = _simulate(kgrid, medium, source, sensor, grid)
+    res = _simulate(kgrid, medium, source, sensor, grid, run)
     return np.asarray(res["p_cw_amp_all"]), np.asarray(res["p_cw_phase_all"])
 
 
@@ -108,7 +198,7 @@ def element_response(
     element_mask = karray.get_array_binary_mask(kgrid)
     sensor = KSensor(mask=element_mask, record=("p_cw",), cw_frequency=frequency,
                      cw_periods=run.cw_periods)  # fmt: skip
-    res = _simulate(kgrid, medium, source, sensor, grid)
+    res = _simulate(kgrid, medium, source, sensor, grid, run)
     return element_phasors(karray, kgrid, res["p_cw_amp"], res["p_cw_phase"])
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sonotile.api.heat import HeatRun, Tissue, sonicate
+from sonotile.api.heatrun import Checkpoint
 from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source
@@ -180,6 +181,39 @@ def check_inputs(
     return t, e, tr
 
 
+DECOMPOSITIONS = ("single", "pencil", "lfb", "auto")
+
+
+def check_run(run: RunSettings) -> None:
+    """A :class:`ProblemError` naming the first setting of ``run`` out of range."""
+    for name in ("cfl", "cfl_max", "phase_error", "crossings", "settle_periods", "cw_periods",
+                 "elastic_cfl"):  # fmt: skip
+        v = getattr(run, name)
+        if not (np.isfinite(v) and v > 0):
+            raise ProblemError(f"{name} must be positive, got {v}")
+    if run.cfl > run.cfl_max:
+        raise ProblemError(f"cfl {run.cfl} is above cfl_max {run.cfl_max}")
+    if not run.reach_mm >= 0:
+        raise ProblemError(f"reach_mm must be >= 0, got {run.reach_mm}")
+    if run.decomposition not in DECOMPOSITIONS:
+        raise ProblemError(f"decomposition must be one of {DECOMPOSITIONS}, "
+                           f"got {run.decomposition!r}")  # fmt: skip
+    if run.mesh is not None and (
+        len(run.mesh) not in (1, 2) or any(int(m) != m or m < 1 for m in run.mesh)
+    ):
+        raise ProblemError(f"mesh must be one or two whole numbers >= 1, got {run.mesh}")
+    if run.mesh is not None and run.decomposition == "single":
+        raise ProblemError("a mesh needs a decomposition (pencil, lfb or auto)")
+
+
+def _check_settings(s: PlanSettings, run: RunSettings, checkpoint: Checkpoint | None) -> None:
+    """Each setting of a plan, or a :class:`ProblemError` naming the first one out of range."""
+    s.check()
+    check_run(run)
+    if checkpoint is not None:
+        checkpoint.check()
+
+
 def _check_coupling(maps: TissueMaps, grid: SimulationGrid, tr: Transducer, pose: Pose) -> None:
     """The transducer must sit in the coupling water, not inside the head."""
     ijk = np.rint(grid.index(pose.to_world(tr.element_centres()))).astype(int)
@@ -231,9 +265,10 @@ def _summary(p: Plan) -> dict[str, Any]:
 
 
 def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: SimulationGrid,
-          s: PlanSettings) -> HeatRun:  # fmt: skip
+          s: PlanSettings, run: RunSettings, checkpoint: Checkpoint | None) -> HeatRun:  # fmt: skip
     """The sonication's temperature and dose on the acoustic grid, with the thermal fields
-    ``th``."""
+    ``th``, on the devices of ``run`` (a pencil mesh unless ``run.decomposition`` is single),
+    saving to and resuming from ``checkpoint``."""
     medium = kwave_medium(maps)
     q = acoustic_heat_source(p_amp.astype(np.float64), np.asarray(medium.alpha_coeff),
                              float(medium.alpha_power), s.frequency, maps.density,
@@ -245,7 +280,9 @@ def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: Simulation
                     blood_temperature=s.T0)  # fmt: skip
     return sonicate(q, (grid.spacing_mm * 1e-3,) * 3, th.density,
                     s.duration + s.cooling, s.duration, s.heat_dt, tissue=tissue, T0=s.T0,
-                    period=s.period, duty=s.duty if pulsed else 1.0)  # fmt: skip
+                    period=s.period, duty=s.duty if pulsed else 1.0,
+                    decomposition="single" if run.decomposition == "single" else "pencil",
+                    mesh_shape=run.mesh, checkpoint=checkpoint)  # fmt: skip
 
 
 def plan(
@@ -257,16 +294,20 @@ def plan(
     *,
     run: RunSettings | None = None,
     progress: Progress | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> Plan:
     """Simulate a sonication: the beam from ``transducer`` (a :class:`Transducer` or its spec,
     e.g. ``"array:128:64:64:4"``) placed on the line from ``entry`` to ``target`` [mm, RAS]
     with its geometric focus on the target, through the skull of ``ct`` (a
     :class:`CTImage` or a NIfTI / DICOM path), and the heating it causes. ``progress``
-    receives one line per stage. Write the results with
-    :func:`sonotile.planning.outputs.write_plan`."""
+    receives one line per stage. ``run``: how the acoustic runs are stepped and spread over
+    devices (:class:`RunSettings`; the heating takes the same devices). ``checkpoint``: the
+    heating saves its state there when stopped (raising
+    :class:`~sonotile.api.heatrun.RunStopped`) and the same call resumes it. Write the
+    results with :func:`sonotile.planning.outputs.write_plan`."""
     say = progress or (lambda _msg: None)
-    s = settings or PlanSettings()
-    s.check()
+    s, run = settings or PlanSettings(), run or RunSettings()
+    _check_settings(s, run, checkpoint)
     image = ct if isinstance(ct, CTImage) else read_ct(ct)
     t, e, tr = check_inputs(image, target, entry, transducer)
     clock, timings = time.perf_counter(), {}
@@ -305,7 +346,7 @@ def plan(
     say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")
     thermal = thermal_properties(on_grid, specific_heat=s.specific_heat,
                                  conductivity=s.conductivity, perfusion=s.perfusion)  # fmt: skip
-    heat = _heat(p_amp, on_grid, thermal, grid, s)
+    heat = _heat(p_amp, on_grid, thermal, grid, s, run, checkpoint)
     lap("heat")
     p = Plan(image, t, e, tr, s, pose, grid, on_grid, thermal, beams, scale, p_amp, heat, {},
              timings, elastic)  # fmt: skip

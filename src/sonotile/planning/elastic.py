@@ -66,7 +66,7 @@ def _elastic_grid(
 ) -> tuple[KWaveGrid, tuple[int, int, int], int]:
     """The padded k-Wave grid with the fluid runs' time axis, the padding per side, and the
     1-based first step of the last ``run.cw_periods`` periods."""
-    interior = make_kgrid(grid, kwave_medium(maps), frequency, run)
+    interior = make_kgrid(grid, kwave_medium(maps), frequency, run, cfl=run.elastic_cfl)
     assert interior.dt is not None and interior.nt is not None  # make_kgrid sets both
     kgrid = KWaveGrid(grid.total_shape, grid.spacing_mm * 1e-3)
     kgrid.dt, kgrid.nt = interior.dt, interior.nt
@@ -96,7 +96,15 @@ def elastic_field(
     mask = np.zeros(kgrid.shape, bool)
     mask[tuple(i + p for i, p in zip(grid.target_index, pad))] = True
     sensor = KSensor(mask=mask, record=("p_max_all",), record_start_index=start)
-    out = pstd_elastic_3d(kgrid, elastic_medium(maps, pad), source, sensor, pml_size=list(pad))
+    out = pstd_elastic_3d(
+        kgrid,
+        elastic_medium(maps, pad),
+        source,
+        sensor,
+        pml_size=list(pad),
+        decomposition=run.decomposition,
+        mesh_shape=run.mesh,
+    )
     crop = tuple(slice(p, p + n) for p, n in zip(pad, grid.shape))
     return np.asarray(out["p_max_all"])[crop]
 
@@ -125,7 +133,15 @@ def elastic_response(
     source = ElasticSource(sxx=sig, syy=sig, szz=sig, s_mask=point)
     sensor = KSensor(mask=karray.get_array_binary_mask(kgrid), record=("p_cw",),
                      cw_frequency=frequency, cw_periods=run.cw_periods)  # fmt: skip
-    out = pstd_elastic_3d(kgrid, elastic_medium(maps, pad), source, sensor, pml_size=list(pad))
+    out = pstd_elastic_3d(
+        kgrid,
+        elastic_medium(maps, pad),
+        source,
+        sensor,
+        pml_size=list(pad),
+        decomposition=run.decomposition,
+        mesh_shape=run.mesh,
+    )
     return element_phasors(karray, kgrid, out["p_cw_amp"], out["p_cw_phase"])
 
 
