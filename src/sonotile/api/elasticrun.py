@@ -22,14 +22,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from sonotile.api.heatrun import Checkpoint, RunStopped
+from sonotile.api.heatrun import Checkpoint, RunStopped, saved_run
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
-from sonotile.model.problem import ProblemError
 from sonotile.parallel.engine import engine_for
 from sonotile.physics.elastic.problem import ElasticRun
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
-from sonotile.solver.resume import load_extra, load_state, save_state
+from sonotile.solver.resume import save_state
 
 
 def _digest(*values: Any) -> str:
@@ -59,18 +58,7 @@ def fingerprint(run: ElasticRun) -> dict[str, str]:
 def _resume(path: str, engine: runner.Engine, prints: dict[str, str],
             rec: runner.ListRecorder) -> runner.RunState:  # fmt: skip
     """The saved run state on ``engine``, its samples handed to ``rec``."""
-    extra = load_extra(path)
-    saved = json.loads(str(extra.get("inputs", "{}")))
-    other = [k for k in prints if saved.get(k) != prints[k]]
-    if other:
-        raise ProblemError(
-            f"checkpoint {path!r} was saved by a run with another {', '.join(other)}: give "
-            "the inputs it was saved with, or delete it to start afresh"
-        )
-    try:
-        rs = load_state(path, engine)
-    except ValueError as e:
-        raise ProblemError(f"checkpoint {path!r}: {e}") from None
+    rs, extra = saved_run(path, engine, prints)
     for name, v in extra.items():
         if name.startswith("raw.") and v.shape[0]:
             rec(name[4:], 0, v)

@@ -98,10 +98,11 @@ def fingerprint(problem: HeatProblem, n_on: int) -> dict[str, str]:
     }
 
 
-def _resume(path: str, engine: runner.Engine, prints: dict[str, str],
-            rec: runner.ListRecorder) -> tuple[runner.RunState, np.ndarray | None]:  # fmt: skip
-    """The saved run state on ``engine``, its samples handed to ``rec``, and the temperature
-    at the end of the heating if the run had passed it."""
+def saved_run(path: str, engine: runner.Engine,
+              prints: dict[str, str]) -> tuple[runner.RunState, dict[str, Any]]:  # fmt: skip
+    """The run state saved in checkpoint ``path`` on ``engine`` and the file's extra arrays,
+    refused in the user's words when the file was saved by a run whose input fingerprints
+    differ from ``prints`` or is not a run state."""
     extra = load_extra(path)
     saved = json.loads(str(extra.get("inputs", "{}")))
     other = [k for k in prints if saved.get(k) != prints[k]]
@@ -111,9 +112,16 @@ def _resume(path: str, engine: runner.Engine, prints: dict[str, str],
             "the inputs it was saved with, or delete it to start afresh"
         )
     try:
-        rs = load_state(path, engine)
+        return load_state(path, engine), extra
     except ValueError as e:
         raise ProblemError(f"checkpoint {path!r}: {e}") from None
+
+
+def _resume(path: str, engine: runner.Engine, prints: dict[str, str],
+            rec: runner.ListRecorder) -> tuple[runner.RunState, np.ndarray | None]:  # fmt: skip
+    """The saved run state on ``engine``, its samples handed to ``rec``, and the temperature
+    at the end of the heating if the run had passed it."""
+    rs, extra = saved_run(path, engine, prints)
     if extra["T"].shape[0]:
         rec("T", 0, extra["T"])
     return rs, extra.get("T_heated")
