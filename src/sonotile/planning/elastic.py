@@ -75,6 +75,13 @@ def _elastic_grid(
     return kgrid, (int(pad[0]), int(pad[1]), int(pad[2])), start
 
 
+def _run(maps: TissueMaps, kgrid: KWaveGrid, pad: tuple[int, int, int], source: Any,
+         sensor: KSensor, run: RunSettings) -> dict[str, Any]:  # fmt: skip
+    """One elastic run of the plan on the padded grid, on ``run``'s devices."""
+    return pstd_elastic_3d(kgrid, elastic_medium(maps, pad), source, sensor, pml_size=list(pad),
+                           decomposition=run.decomposition, mesh_shape=run.mesh)  # fmt: skip
+
+
 def elastic_field(
     maps: TissueMaps,
     grid: SimulationGrid,
@@ -96,15 +103,7 @@ def elastic_field(
     mask = np.zeros(kgrid.shape, bool)
     mask[tuple(i + p for i, p in zip(grid.target_index, pad))] = True
     sensor = KSensor(mask=mask, record=("p_max_all",), record_start_index=start)
-    out = pstd_elastic_3d(
-        kgrid,
-        elastic_medium(maps, pad),
-        source,
-        sensor,
-        pml_size=list(pad),
-        decomposition=run.decomposition,
-        mesh_shape=run.mesh,
-    )
+    out = _run(maps, kgrid, pad, source, sensor, run)
     crop = tuple(slice(p, p + n) for p, n in zip(pad, grid.shape))
     return np.asarray(out["p_max_all"])[crop]
 
@@ -133,15 +132,7 @@ def elastic_response(
     source = ElasticSource(sxx=sig, syy=sig, szz=sig, s_mask=point)
     sensor = KSensor(mask=karray.get_array_binary_mask(kgrid), record=("p_cw",),
                      cw_frequency=frequency, cw_periods=run.cw_periods)  # fmt: skip
-    out = pstd_elastic_3d(
-        kgrid,
-        elastic_medium(maps, pad),
-        source,
-        sensor,
-        pml_size=list(pad),
-        decomposition=run.decomposition,
-        mesh_shape=run.mesh,
-    )
+    out = _run(maps, kgrid, pad, source, sensor, run)
     return element_phasors(karray, kgrid, out["p_cw_amp"], out["p_cw_phase"])
 
 
