@@ -1,13 +1,17 @@
-"""The FFT floor of one k-space step on CPU: a 3-D R2C + C2R pair, XLA vs FFTW vs pocketfft.
+"""The FFT floor of one k-space step on CPU: a 3-D R2C + C2R pair, XLA vs FFTW vs pocketfft
+vs sonotile's own transforms.
 
     .venv/bin/python benchmarks/fft_floor.py --size 128 --repeats 5 [--threads 2] \
-        [--fftw-lib /path/to/libfftw3f.so.3 | /path/to/libmkl_rt.so.3]
+        [--fftw-lib libfftw3f.so.3,/path/to/libmkl_rt.so.3]
 
 XLA: ``jnp.fft.rfftn`` + ``irfftn`` jitted, ``--pairs`` pairs per call inside ``lax.scan``
 (dispatch amortised). FFTW: the system ``libfftw3f`` through ctypes (the library k-Wave's OMP
 binary links), FFTW_MEASURE plans, threads from ``libfftw3f_omp``. pocketfft: ``scipy.fft``
-with ``workers``. The three are timed round-robin (A B C A B C ...) so that load from other
-processes hits all of them alike; the ratios of each round are reported.
+with ``workers``. sonotile: the solver's FFTW extension (its planned transforms and, on
+lengths and CPUs it covers, its own vector kernel) through the ``fftw`` backend, one operator
+call per pair inside ``lax.scan`` as for XLA. They are timed round-robin (A B C D A B C D ...)
+so that load from other processes hits all of them alike; the ratios of each round are
+reported, against XLA (the yardstick shared by runs of other ``--fftw-lib`` libraries).
 """
 
 from __future__ import annotations
@@ -92,6 +96,33 @@ def xla_pair(n: int, pairs: int):
     return run
 
 
+def sonotile_pair(n: int, pairs: int):
+    """One R2C + C2R pair per step of a scanned loop through the solver's FFTW backend, or None
+    where its extension is not available."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from sonotile.fft import backend
+
+    if backend.resolve("fftw", "float32") == "xla":
+        return None
+    be = backend.get("fftw")
+    one = jnp.ones((n, n, n // 2 + 1), jnp.float32)
+
+    def body(x, _):
+        return be.operator(x, one), None
+
+    f = jax.jit(lambda x: lax.scan(body, x, None, length=pairs)[0])
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n, n)), jnp.float32)
+    jax.block_until_ready(f(x))
+
+    def run(_pairs: int) -> None:
+        jax.block_until_ready(f(x))
+
+    return run
+
+
 def scipy_pair(n: int, threads: int):
     try:
         import scipy.fft as sf
@@ -115,8 +146,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--fftw-lib",
         default="libfftw3f.so.3",
-        help="library whose FFTW API is timed as 'fftw' (e.g. an AVX-512 build of FFTW, or MKL's "
-        "libmkl_rt.so.3); compare libraries in alternating processes",
+        help="libraries whose FFTW API is timed, comma-separated (e.g. an AVX-512 build of FFTW, "
+        "or MKL's libmkl_rt.so.3), each in the same round-robin",
     )
     a = p.parse_args(argv)
     threads = a.threads or len(os.sched_getaffinity(0))
@@ -126,11 +157,19 @@ def main(argv=None) -> int:
         configure_threads(a.threads)
     n = a.size
     runners = {"xla": xla_pair(n, a.pairs)}
-    t0 = time.perf_counter()
-    fftw = fftw_pair(n, threads, a.fftw_lib)
-    plan_s = time.perf_counter() - t0
-    if fftw is not None:
-        runners["fftw"] = fftw
+    libs = a.fftw_lib.split(",")
+    names = {path: "fftw" if i == 0 else os.path.basename(path).split(".")[0]
+             for i, path in enumerate(libs)}  # fmt: skip
+    plan_s = {}
+    for path in libs:
+        t0 = time.perf_counter()
+        pair = fftw_pair(n, threads, path)
+        plan_s[names[path]] = time.perf_counter() - t0
+        if pair is not None:
+            runners[names[path]] = pair
+    own = sonotile_pair(n, a.pairs)
+    if own is not None:
+        runners["sonotile"] = own
     sp = scipy_pair(n, threads)
     if sp is not None:
         runners["pocketfft"] = sp
@@ -143,18 +182,19 @@ def main(argv=None) -> int:
             r(a.pairs)
             times[k].append((time.perf_counter() - t) / a.pairs * 1e3)
     print(f"{n}^3 R2C+C2R pair, {threads} thread(s), {a.pairs} pairs x {a.repeats} rounds, "
-          f"FFTW API from {a.fftw_lib}")  # fmt: skip
-    print(f"FFTW_MEASURE planning: {plan_s:.2f} s")
+          f"FFTW API from {', '.join(libs)}")  # fmt: skip
+    print("FFTW_MEASURE planning: " + ", ".join(f"{k} {v:.2f} s" for k, v in plan_s.items()))
     for k, v in times.items():
         print(
             f"  {k:10s} median {statistics.median(v):7.2f} ms  (min {min(v):.2f}, max {max(v):.2f})"
         )
-    if "fftw" in times:
-        r = [x / f for x, f in zip(times["xla"], times["fftw"])]
-        print(
-            f"  XLA / FFTW per round: median {statistics.median(r):.2f} "
-            f"(min {min(r):.2f}, max {max(r):.2f})"
-        )
+    for k in times:
+        if k != "xla":
+            r = [x / f for x, f in zip(times["xla"], times[k])]
+            print(
+                f"  XLA / {k} per round: median {statistics.median(r):.2f} "
+                f"(min {min(r):.2f}, max {max(r):.2f})"
+            )
     return 0
 
 
