@@ -230,12 +230,15 @@ class HeatModel:
         return self if all(o == self for o in others) else None
 
     def memory_estimate(self, problem: HeatProblem) -> int:
-        """State (3 fields), step temporaries (~4 fields), constant fields, operators."""
+        """State (3 fields), step temporaries (~4 fields; 2 more for a DCT-I / DST-I, whose
+        field is extended to twice its length along an axis), constant fields, operators."""
         point = 8 if problem.dtype == "float64" else 4
         n = int(np.prod(problem.shape))
         fields = sum(isinstance(v, np.ndarray) for v in (problem.co.p1, problem.co.p2,
                      problem.co.perfusion, problem.co.ambient))  # fmt: skip
-        return point * n * (3 + 4 + fields + 2 * int(self.statics.source) + 4)
+        st = self.statics
+        dtt = 0 if st.boundary == "periodic" else 2 + int(st.perfusion)  # + the steady field
+        return point * n * (3 + 4 + fields + 2 * int(st.source) + 4 + dtt)
 
 
 def _field(v: Any, problem: HeatProblem) -> Any:
