@@ -12,7 +12,10 @@ and of the process's CPU time, which a loaded machine disturbs less on one threa
 * ``heat-density`` rho C and perfusion heterogeneous, one conductivity (the Laplacian and the
   perfusion term's smoothing from one forward transform: 3 transforms);
 * ``heat-hetero``  the same with heterogeneous conductivity too (gradient and smoothing from one
-  forward transform, divergence: 1 + ndim + 1 and ndim + 1 transforms).
+  forward transform, divergence: 1 + ndim + 1 and ndim + 1 transforms);
+* ``heat-insul``   ``heat-homog`` with insulating faces (DCT-I pair) on ``size + 1`` points per
+  axis, and ``heat-cond`` with conducting faces (DST-I pair) on ``size - 1`` (the sizes whose
+  implied periods 2N - 2 and 2N + 2 are ``2 size``).
 
 The load average is printed for each round.
 """
@@ -65,17 +68,22 @@ def main(argv: list[str] | None = None) -> int:
     density = {**base, "density": 1050.0 + 50 * right, "blood_perfusion_rate": 0.01 + 0.01 * right}
     hetero = {**density, "thermal_conductivity": 0.5 + 0.2 * right}
     Q = 1e6 * np.exp(-(x**2) / 0.1)
-    for name, med in (("heat-homog", base), ("heat-density", density), ("heat-hetero", hetero)):
-        co = coefficients(ThermalMedium(**med), shape)
+    insul, cond = ({**base, "boundary_condition": b} for b in ("insulating", "conducting"))
+    variants = [("heat-homog", base, shape), ("heat-density", density, shape),
+                ("heat-hetero", hetero, shape), ("heat-insul", insul, (n + 1,) * 3),
+                ("heat-cond", cond, (n - 1,) * 3)]  # fmt: skip
+    for name, med, shp in variants:
+        co = coefficients(ThermalMedium(**med), shp)
         stat = statics_of(co, True)
-        ops = build_ops(co, shape, (2e-4,) * 3, 0.05, "float32", stat)
-        c = constants(co, Q, shape, 0.05, "float32", ops, stat)
+        ops = build_ops(co, shp, (2e-4,) * 3, 0.05, "float32", stat)
+        q = Q if shp == shape else 1e6 * np.ones(shp)
+        c = constants(co, q, shp, 0.05, "float32", ops, stat, (2e-4,) * 3)
 
         @jax.jit
         def heat(s, on, c, ops, stat=stat):  # type: ignore[no-untyped-def]
             return lax.scan(lambda s, o: (heat_step(s, {"on": o}, c, ops, stat), None), s, on)[0]
 
-        runs[name] = (heat, (initial_state(37.0, shape, "float32"), np.ones(a.steps), c, ops))
+        runs[name] = (heat, (initial_state(37.0, shp, "float32"), np.ones(a.steps), c, ops))
     for f, args in runs.values():
         jax.block_until_ready(f(*args))
     wall: dict[str, list[float]] = {k: [] for k in runs}

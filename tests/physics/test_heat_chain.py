@@ -138,8 +138,9 @@ def test_heat_command_on_a_pencil_mesh_equals_one_device(cw_result: str, tmp_pat
 @pytest.mark.slow
 def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
     """d(focal temperature rise)/d(source amplitude, absorption) through a differentiable CW
-    acoustic run (make_simulator, p_max_all in the steady state), Q = alpha p^2 / (rho c) and
-    the heat model, against central differences (float64)."""
+    acoustic run (make_simulator, the steady-state amplitude p_cw_amp_all over the last
+    periods), Q = alpha p^2 / (rho c) and the heat model, against central differences
+    (float64)."""
     import jax
     import jax.numpy as jnp
 
@@ -151,12 +152,12 @@ def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
     grid.nt = round(1.6 * n * dx / C0 / grid.dt)
     src_mask = np.zeros((n, n), bool)
     src_mask[3, n // 2 - 5 : n // 2 + 6] = True
-    tail = grid.nt // 2  # the steady part: the maximum of its last periods
     signal = st.create_cw_signals(grid.t, F0, np.array([1e5]), np.array([0.0]))[0]
     sim = st.make_simulator(
         grid, st.KWaveMedium(sound_speed=C0, density=RHO, alpha_coeff=ALPHA, alpha_power=Y),
         st.KSource(p_mask=src_mask, p=signal),
-        st.KSensor(mask=np.ones((n, n), bool), record=("p_max_all",), record_start_index=tail),
+        st.KSensor(mask=np.ones((n, n), bool), record=("p_cw_all",), cw_frequency=F0,
+                   cw_periods=3),  # the steady part: the amplitude over the last 3 periods
         dtype="float64", pml_inside=False,
     )  # fmt: skip
     medium = {"density": RHO, "specific_heat": 3600.0, "thermal_conductivity": 0.5}
@@ -164,7 +165,7 @@ def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
 
     def rise(params: dict) -> jax.Array:
         p = sim({"p": params["amp"] * jnp.asarray(signal), "alpha_coeff": params["alpha"]})
-        Q = acoustic_heat_source(p["p_max_all"], params["alpha"], Y, F0, RHO, C0)
+        Q = acoustic_heat_source(p["p_cw_amp_all"], params["alpha"], Y, F0, RHO, C0)
         return bioheat(grid, medium, {"T0": 37.0, "Q": Q}, 20, 0.01).T[focus] - 37.0
 
     x0 = {"amp": jnp.asarray(1.0), "alpha": jnp.asarray(ALPHA)}
@@ -175,3 +176,19 @@ def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
         fd = (float(rise(up)) - float(rise(down))) / (2 * h)
         assert float(g[name]) == pytest.approx(fd, rel=1e-5), name
     assert float(g["amp"]) == pytest.approx(2 * float(rise(x0)), rel=1e-9)  # rise ~ amp^2
+
+
+def test_heat_command_in_an_insulated_box(cw_result: str, tmp_path) -> None:
+    """``--boundary insulating``: the heat content (trapezoid sum, the faces on the edge
+    points) at the end of the heating is what the source put in, to round-off."""
+    out = str(tmp_path / "box.h5")
+    args = ["heat", cw_result, "--duration", "0.5", "--on", "0.3", "--dt", "0.05",
+            "--boundary", "insulating", "-o", out]  # fmt: skip
+    assert main(args) == 0
+    with h5py.File(out) as f:
+        Q, T_heated = f["heat"]["Q"][()], f["heat"]["T_heated"][()]
+    w = np.ones(Q.shape)
+    w[[0, -1], :] *= 0.5
+    w[:, [0, -1]] *= 0.5
+    put_in = 6 * 0.05 * np.sum(w * Q) / (RHO * 3600.0)
+    assert np.sum(w * (T_heated - 37.0)) == pytest.approx(put_in, rel=1e-12)

@@ -24,7 +24,13 @@ from sonotile.parallel.decomposition import SINGLE, Decomposition
 from sonotile.parallel.engine import engine_for
 from sonotile.physics.heat.dose import LESION_CEM43
 from sonotile.physics.heat.medium import ThermalMedium, ThermalSource, check_source, coefficients
-from sonotile.physics.heat.model import HeatModel, HeatProblem, dt_limit, heat_problem
+from sonotile.physics.heat.model import (
+    HeatModel,
+    HeatProblem,
+    check_decomposition,
+    dt_limit,
+    heat_problem,
+)
 from sonotile.physics.heat.step import State
 from sonotile.solver import finite, runner
 from sonotile.solver import sensors as sens
@@ -99,6 +105,7 @@ def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa
     shape, spacing = grid_of(kgrid)
     problem = heat_problem(shape, spacing, medium, source, Nt, dt, on=on,
                            sensor=sensor_index(sensor, shape), dtype=dtype, fft=fft)  # fmt: skip
+    check_decomposition(problem.co, Decomposition.parse(decomposition))
     with x64_for(dtype):
         raw, state = traced_problem(problem, Decomposition.parse(decomposition), mesh_shape)
         if not isinstance(state.T, jax.core.Tracer):  # a plain call: checked at the end
@@ -239,6 +246,7 @@ class KWaveDiffusion:
         self.check_finite = check_finite
         self._medium = ThermalMedium.of(medium)
         self._co = coefficients(self._medium, self.shape)
+        check_decomposition(self._co, self.decomposition)
         src = ThermalSource.of(source)
         check_source(src, self._co, self.shape)
         self._Q = src.Q

@@ -21,7 +21,7 @@ from sonotile.api.heatrun import Checkpoint, run_sonication
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source, sonication
 from sonotile.physics.heat.dose import LESION_CEM43
-from sonotile.physics.heat.model import heat_problem
+from sonotile.physics.heat.model import check_decomposition, heat_problem
 from sonotile.physics.heat.sources import block_mean
 
 FORMAT = "sonotile-heat"
@@ -42,6 +42,9 @@ class Tissue:
         density: [kg/m^3] (None: the acoustic medium's density).
         perfusion_rate: blood perfusion rate [1/s] (0: none), with blood density [kg/m^3],
             blood specific heat [J/(kg K)] and arterial temperature [degC].
+        boundary_condition: the grid's faces, k-Wave's ``medium.boundary_condition``:
+            "periodic", "insulating" or "conducting" (0 degC one point outside the grid); the
+            last two for a homogeneous medium only.
     """
 
     specific_heat: float | np.ndarray = 3600.0
@@ -51,6 +54,7 @@ class Tissue:
     blood_density: float = 1060.0
     blood_specific_heat: float = 3617.0
     blood_temperature: float = 37.0
+    boundary_condition: str = "periodic"
 
 
 @dataclass
@@ -144,6 +148,7 @@ def _thermal_medium(tissue: Tissue, rho: Any) -> dict:
         "density": rho if tissue.density is None else tissue.density,
         "specific_heat": tissue.specific_heat,
         "thermal_conductivity": tissue.thermal_conductivity,
+        "boundary_condition": tissue.boundary_condition,
     }
     if np.any(np.asarray(tissue.perfusion_rate) > 0):
         m.update(blood_density=tissue.blood_density, blood_specific_heat=tissue.blood_specific_heat,
@@ -205,6 +210,7 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
     problem = heat_problem(tuple(q.shape), tuple(spacing), medium, {"T0": T0, "Q": q}, nt, dt,
                            on=switch, sensor=tuple(np.array([i]) for i in focus),
                            dtype=dtype, fft="auto")  # fmt: skip
+    check_decomposition(problem.co, decomposition)
     with x64_for(dtype):
         final, heated, raw = run_sonication(problem, n_on, decomposition, mesh_shape, progress,
                                             checkpoint)  # fmt: skip

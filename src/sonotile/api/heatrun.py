@@ -25,6 +25,7 @@ import numpy as np
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.model.problem import ProblemError
 from sonotile.parallel.engine import engine_for
+from sonotile.physics.heat.medium import BOUNDARY_CONDITIONS
 from sonotile.physics.heat.model import HeatProblem
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
@@ -84,13 +85,17 @@ def _digest(*values: Any) -> str:
 
 def fingerprint(problem: HeatProblem, n_on: int) -> dict[str, str]:
     """A digest of each input a saved state must match: grid (and precision), time axis
-    (step and count), medium, initial temperature, heat source, schedule, sensor."""
+    (step and count), medium (and its boundary), initial temperature, heat source, schedule,
+    sensor."""
     co = problem.co
     pts = () if problem.points is None else problem.points
+    bc = () if co.boundary == "periodic" else (BOUNDARY_CONDITIONS.index(co.boundary),)
     return {
         "grid": _digest(problem.shape, problem.spacing, problem.dtype == "float64"),
         "time axis": _digest(problem.dt, problem.nt),
-        "medium": _digest(co.p1, co.p2, co.perfusion, co.ambient, co.q_scale, co.d_ref, co.p_ref),
+        "medium": _digest(
+            co.p1, co.p2, co.perfusion, co.ambient, co.q_scale, co.d_ref, co.p_ref, *bc
+        ),
         "T0": _digest(problem.T0),
         "Q": _digest(problem.Q),
         "schedule": _digest(problem.on, n_on),

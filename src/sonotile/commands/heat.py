@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--specific-heat", type=float, default=3600.0, help="[J/(kg K)]")
     p.add_argument("--conductivity", type=float, default=0.5, help="[W/(m K)]")
     p.add_argument("--perfusion", type=float, default=0.0, help="blood perfusion rate [1/s]")
+    p.add_argument("--boundary", default="periodic", choices=("periodic", "insulating"),
+                   help="the grid's faces: periodic (default) or insulating (no heat flows "
+                        "out; a homogeneous medium only)")  # fmt: skip
     p.add_argument("--frequency", type=float, help="drive frequency [Hz] (default: stored)")
     p.add_argument("--coarsen", type=int, default=1, help="thermal grid = N acoustic points")
     p.add_argument("--quantity", default="auto", choices=("auto", "p_cw_amp_all", "p_max_all"))
@@ -55,7 +58,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The ``sonotile heat`` command."""
     a = parser().parse_args(argv)
-    tissue = Tissue(a.specific_heat, a.conductivity, perfusion_rate=a.perfusion)
+    tissue = Tissue(a.specific_heat, a.conductivity, perfusion_rate=a.perfusion,
+                    boundary_condition=a.boundary)  # fmt: skip
     out = a.output or os.path.splitext(a.result)[0] + "-heat.h5"
     cp = None
     if a.checkpoint is not None:

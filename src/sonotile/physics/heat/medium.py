@@ -27,6 +27,10 @@ Coef = float | np.ndarray
 #: The reference-value rules of k-Wave (``diffusion_coeff_ref``, ``perfusion_coeff_ref``).
 REFERENCES = ("max", "min", "mean")
 
+#: k-Wave's ``medium.boundary_condition`` values: periodic (FFT), insulating (zero normal
+#: derivative at the edge points, DCT-I), conducting (zero one point outside the grid, DST-I).
+BOUNDARY_CONDITIONS = ("periodic", "insulating", "conducting")
+
 
 @dataclass
 class ThermalMedium:
@@ -46,6 +50,9 @@ class ThermalMedium:
         diffusion_coeff_ref: reference D of the k-space correction [m^2/s], or "max" (default),
             "min", "mean" of the medium's D.
         perfusion_coeff_ref: reference P [1/s], or "max" (default), "min", "mean".
+        boundary_condition: "periodic" (default), "insulating" (no heat flows through the
+            grid's faces) or "conducting" (the temperature is 0 one point outside the grid);
+            the last two for homogeneous media only (k-Wave's rule).
     """
 
     density: ArrayLike | None = None
@@ -59,6 +66,7 @@ class ThermalMedium:
     blood_ambient_temperature: ArrayLike | None = None
     diffusion_coeff_ref: float | str = "max"
     perfusion_coeff_ref: float | str = "max"
+    boundary_condition: str = "periodic"
 
     @classmethod
     def of(cls, medium: Any) -> ThermalMedium:
@@ -84,6 +92,7 @@ class Coefficients:
         ambient: Ta [degC] (0.0 without perfusion).
         q_scale: 1 / (rho C) [m^3 K/J], or None when rho and C are not given.
         d_ref, p_ref: reference D [m^2/s] and P [1/s] of the k-space correction.
+        boundary: one of :data:`BOUNDARY_CONDITIONS`.
     """
 
     p1: Coef
@@ -93,6 +102,7 @@ class Coefficients:
     q_scale: Coef | None
     d_ref: float
     p_ref: float
+    boundary: str = "periodic"
 
     @property
     def diffusivity(self) -> Coef:
@@ -235,22 +245,49 @@ def coefficients(medium: ThermalMedium, shape: tuple[int, ...]) -> Coefficients:
     if np.any(np.asarray(perf) != 0):
         p_ref = _reference("perfusion_coeff_ref", medium.perfusion_coeff_ref, perf)
     q = None if rho_c is None else _div(1.0, rho_c)
-    return Coefficients(p1, p2, perf, ta, q, d_ref, p_ref)
+    co = Coefficients(p1, p2, perf, ta, q, d_ref, p_ref, medium.boundary_condition)
+    check_boundary(medium, co, shape)
+    return co
 
 
-def stability_limit(co: Coefficients, kmax: float) -> float:
+def check_boundary(medium: ThermalMedium, co: Coefficients, shape: tuple[int, ...]) -> None:
+    """Raise :class:`ProblemError` for an unknown ``medium.boundary_condition``, or an
+    insulating / conducting one with a heterogeneous medium (k-Wave's rule) or, insulating,
+    an axis of one point (a DCT-I needs two)."""
+    bc = medium.boundary_condition
+    if not isinstance(bc, str) or bc not in BOUNDARY_CONDITIONS:
+        raise ProblemError(f"medium.boundary_condition: {bc!r} is none of {BOUNDARY_CONDITIONS}")
+    if bc == "periodic":
+        return
+    if not co.homogeneous:
+        varying = ", ".join(f"medium.{f.name}" for f in fields(medium)
+                            if np.size(getattr(medium, f.name)) > 1)  # fmt: skip
+        raise ProblemError(
+            f"medium.boundary_condition = {bc!r} needs a homogeneous medium ({varying} vary): "
+            "as in k-Wave, insulating and conducting boundaries are supported for homogeneous "
+            "media only; use 'periodic'"
+        )
+    if bc == "insulating" and min(shape) < 2:
+        raise ProblemError(
+            f"medium.boundary_condition = 'insulating': the grid {shape} needs at least 2 "
+            "points along every axis"
+        )
+
+
+def stability_limit(co: Coefficients, kmax: float, kmin: float = 0.0) -> float:
     """The largest stable time step [s] (``inf``: any), k-Wave's ``dt_limit``.
 
     A Fourier mode of rate ``a = D k^2 + P`` is stepped by ``1 - a dt kappa`` with
     ``dt kappa = (1 - exp(-a_ref dt)) / a_ref`` made from the reference values: exact where
     ``a = a_ref``, stable for every ``dt`` while ``a <= 2 a_ref``, else only for
-    ``dt <= -log(1 - 2 a_ref / a) / a_ref``; checked at ``k = 0`` and ``k = kmax`` [rad/m] with
-    the largest local ``a``.
+    ``dt <= -log(1 - 2 a_ref / a) / a_ref``; checked at the smallest and largest wavenumbers
+    ``kmin``, ``kmax`` [rad/m] (``kmin > 0``: a conducting boundary's DST-I) with the largest
+    local ``a``.
     """
     limit = math.inf
     d = np.asarray(co.diffusivity)
     perf = np.asarray(co.perfusion)
-    for k in (0.0, kmax):
+    for k in (kmin, kmax):
         a_ref = co.d_ref * k * k + co.p_ref
         a = float(np.max(d * k * k + perf))
         if a <= 2 * a_ref or a == 0:

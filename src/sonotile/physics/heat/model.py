@@ -27,8 +27,7 @@ from sonotile.physics.heat.medium import (
     coefficients,
     stability_limit,
 )
-from sonotile.physics.heat.ops import HeatOps
-from sonotile.spectral.operators import half_kmag
+from sonotile.physics.heat.ops import HeatOps, boundary_k2
 
 #: What a heat sensor records: the temperature at the points every step, and the whole fields
 #: after the last step (temperature, its maximum over the run, the thermal dose).
@@ -82,8 +81,9 @@ class HeatProblem:
 
 
 def dt_limit(co: Coefficients, shape: tuple[int, ...], spacing: tuple[float, ...]) -> float:
-    """The stability limit [s] of the medium on this grid (``inf``: none)."""
-    return stability_limit(co, float(np.max(half_kmag(shape, spacing))))
+    """The stability limit [s] of the medium on this grid and boundary (``inf``: none)."""
+    k = np.sqrt(boundary_k2(shape, spacing, co.boundary))
+    return stability_limit(co, float(np.max(k)), float(np.min(k)))
 
 
 def check_dt(dt: float, limit: float) -> None:
@@ -121,6 +121,18 @@ def heat_problem(shape: tuple[int, ...], spacing: tuple[float, ...], medium: Any
                        switch, sensor, dtype, fft, cem43_0, T_max0)  # fmt: skip
 
 
+def check_decomposition(co: Coefficients, decomposition: Any) -> None:
+    """Raise :class:`ProblemError` for a decomposed run with an insulating or conducting
+    boundary (their DCT-I / DST-I have no distributed transform here: one device only)."""
+    bc = co.boundary
+    if bc != "periodic" and str(decomposition) not in ("single", "auto"):
+        raise ProblemError(
+            f"decomposition {str(decomposition)!r} with medium.boundary_condition = {bc!r}: "
+            "insulating and conducting boundaries run on one device only (decomposition "
+            "'single'); a pencil mesh needs the periodic boundary"
+        )
+
+
 @dataclass(frozen=True)
 class HeatModel:
     """Pennes bioheat with dose behind the model interface: ``statics`` are the step's switches.
@@ -152,8 +164,9 @@ class HeatModel:
 
     @property
     def splits(self) -> frozenset[str]:
-        """A distributed FFT (pencil); LFB's operators are the acoustic model's."""
-        return frozenset({"pencil"})
+        """A distributed FFT (pencil); LFB's operators are the acoustic model's. Insulating
+        and conducting boundaries (DCT-I / DST-I) run on one device."""
+        return frozenset({"pencil"}) if self.statics.boundary == "periodic" else frozenset()
 
     @property
     def auto_splits(self) -> frozenset[str]:
@@ -204,7 +217,7 @@ class HeatModel:
         filtered with them once)."""
         ops = ops if ops is not None else self.operators(problem)
         c = heat_step.constants(problem.co, problem.Q, problem.shape, problem.dt, problem.dtype,
-                                ops, self.statics)  # fmt: skip
+                                ops, self.statics, problem.spacing)  # fmt: skip
         c["T0"] = _field(problem.T0, problem)
         c["cem43_0"] = 0.0 if problem.cem43_0 is None else _field(problem.cem43_0, problem)
         c["T_max0"] = c["T0"] if problem.T_max0 is None else _field(problem.T_max0, problem)
@@ -217,12 +230,15 @@ class HeatModel:
         return self if all(o == self for o in others) else None
 
     def memory_estimate(self, problem: HeatProblem) -> int:
-        """State (3 fields), step temporaries (~4 fields), constant fields, operators."""
+        """State (3 fields), step temporaries (~4 fields; 2 more for a DCT-I / DST-I, whose
+        field is extended to twice its length along an axis), constant fields, operators."""
         point = 8 if problem.dtype == "float64" else 4
         n = int(np.prod(problem.shape))
         fields = sum(isinstance(v, np.ndarray) for v in (problem.co.p1, problem.co.p2,
                      problem.co.perfusion, problem.co.ambient))  # fmt: skip
-        return point * n * (3 + 4 + fields + 2 * int(self.statics.source) + 4)
+        st = self.statics
+        dtt = 0 if st.boundary == "periodic" else 2 + int(st.perfusion)  # + the steady field
+        return point * n * (3 + 4 + fields + 2 * int(st.source) + 4 + dtt)
 
 
 def _field(v: Any, problem: HeatProblem) -> Any:

@@ -17,6 +17,9 @@ FourierOps`), so a decomposed implementation with the same methods can replace t
 
 Real FFTs (last axis halved): XLA's, or on the CPU in float32 on 2-D / 3-D grids FFTW's custom
 calls (:mod:`sonotile.fft.fftw`; these have no derivative rules: gradients use ``fft="xla"``).
+k-Wave's insulating and conducting boundaries (homogeneous media: ``smooth`` and ``propagate``
+only) put a DCT-I or DST-I (:mod:`sonotile.fft.dtt`) in place of the FFT, with its
+wavenumbers; the operators are then arrays of the grid's shape.
 """
 
 from __future__ import annotations
@@ -30,12 +33,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.fft import backend as fft_backend
+from sonotile.fft import dtt
 from sonotile.fft.backend import AxisVec, real_scale
 from sonotile.model.grid import along
 from sonotile.spectral.device import to_device
 from sonotile.spectral.operators import half_kmag, half_wavenumbers
 
 Children = tuple[Any, Any, Any, Any, Any]
+
+#: k-Wave's ``medium.boundary_condition`` values and the transform each runs on.
+BOUNDARIES = {"periodic": "fft", "insulating": "dct1", "conducting": "dst1"}
 
 
 def diffusion_kappa(k2: np.ndarray, d_ref: float, p_ref: float, dt: float) -> np.ndarray:
@@ -45,6 +52,20 @@ def diffusion_kappa(k2: np.ndarray, d_ref: float, p_ref: float, dt: float) -> np
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(x > 0, -np.expm1(-x) / np.where(x > 0, x, 1.0), 1.0)
     return out
+
+
+def boundary_k2(shape: tuple[int, ...], spacing: tuple[float, ...], boundary: str) -> np.ndarray:
+    """``|k|^2`` [rad^2/m^2] of the spectrum a boundary's transform makes: the ``rfftn`` half
+    spectrum (periodic) or the DCT-I / DST-I coefficients (insulating / conducting, the
+    grid's shape; kWaveGrid's ``k_dtt``)."""
+    kind = BOUNDARIES[boundary]
+    if kind == "fft":
+        return half_kmag(shape, spacing, np.float64) ** 2
+    ndim = len(shape)
+    k2 = np.zeros((1,) * ndim)
+    for a, (n, d) in enumerate(zip(shape, spacing)):
+        k2 = k2 + along(dtt.wavenumbers(n, d, kind) ** 2, a, ndim)
+    return k2
 
 
 def odd_wavenumbers(shape: tuple[int, ...], spacing: tuple[float, ...]) -> list[np.ndarray]:
@@ -73,6 +94,7 @@ class HeatOps:
         lap: ``-|k|^2 kappa`` or None.
         decay: ``-dt kappa (D |k|^2 + P)`` or None (homogeneous media).
         fft: the FFT backend's name (static, :func:`sonotile.fft.backend.get`).
+        boundary: "periodic" (FFT), "insulating" (DCT-I) or "conducting" (DST-I) (static).
         transform: a decomposition's distributed FFT (``spec(f)``, ``back(F, like)``; its
             spectra in its own layout, the arrays above sharded to match) or None: one device
             (static, :meth:`on_mesh`).
@@ -85,27 +107,32 @@ class HeatOps:
     decay: jax.Array | None = None
     fft: str = "xla"
     transform: Any = None
+    boundary: str = "periodic"
 
     def tree_flatten(self) -> tuple[Children, Any]:
-        return (self.kappa, self.root, self.ik, self.lap, self.decay), (self.fft, self.transform)
+        aux = (self.fft, self.transform, self.boundary)
+        return (self.kappa, self.root, self.ik, self.lap, self.decay), aux
 
     @classmethod
     def tree_unflatten(cls, aux: Any, children: Children) -> HeatOps:
-        return cls(*children, fft=aux[0], transform=aux[1])
+        return cls(*children, fft=aux[0], transform=aux[1], boundary=aux[2])
 
     @classmethod
     def build(cls, shape: tuple[int, ...], spacing: tuple[float, ...], dt: float,
               d_ref: float, p_ref: float, dtype: str = "float32", *,
               gradient: bool = False, laplacian: bool = False,
               homogeneous: tuple[float, float] | None = None,
-              fft: str = "auto") -> HeatOps:  # fmt: skip
+              fft: str = "auto", boundary: str = "periodic") -> HeatOps:  # fmt: skip
         """Operators for a grid (``spacing`` [m], ``dt`` [s]) and reference ``d_ref`` [m^2/s],
         ``p_ref`` [1/s]: ``gradient`` builds grad / div_sum, ``laplacian`` the Laplacian,
         ``homogeneous = (D, P)`` the propagator. ``fft``: "auto" (FFTW on the CPU for float32
-        2-D / 3-D grids when available), "xla" or "fftw"."""
+        2-D / 3-D grids when available), "xla" or "fftw". ``boundary``: "periodic", or
+        "insulating" / "conducting" (DCT-I / DST-I; smooth and propagate only)."""
         ndim = len(shape)
         cdtype = jnp.complex64 if dtype == "float32" else jnp.complex128
-        k2 = half_kmag(shape, spacing, np.float64) ** 2
+        if boundary != "periodic" and (gradient or laplacian):
+            raise ValueError(f"{boundary} boundaries: homogeneous media only (smooth, propagate)")
+        k2 = boundary_k2(shape, spacing, boundary)
         kap = diffusion_kappa(k2, d_ref, p_ref, dt)
         root = ik = lap = decay = None
         if gradient:
@@ -122,8 +149,8 @@ class HeatOps:
             else:
                 dec = -dt * kap * (d * k2 + p)
             decay = to_device(dec, dtype)
-        backend = "xla" if ndim == 1 else fft_backend.resolve(fft, dtype)
-        return cls(to_device(kap, dtype), root, ik, lap, decay, fft=backend)
+        backend = "xla" if ndim == 1 or boundary != "periodic" else fft_backend.resolve(fft, dtype)
+        return cls(to_device(kap, dtype), root, ik, lap, decay, fft=backend, boundary=boundary)
 
     def on_mesh(self, transform: Any) -> HeatOps:
         """These operators (this shard's blocks of the arrays) on a decomposition's
@@ -144,11 +171,19 @@ class HeatOps:
         return self.transform.back(F, like)
 
     def _apply(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
-        """``F^-1(op F f)`` for a real operator ``op`` on the half spectrum."""
+        """``F^-1(op F f)`` for a real operator ``op`` on the half spectrum (or, with an
+        insulating or conducting boundary, on the DCT-I / DST-I coefficients)."""
         assert op is not None, "operator not built (see HeatOps.build)"
+        kind = BOUNDARIES[self.boundary]
+        if kind != "fft":
+            return dtt.inverse(op * dtt.forward(f, kind), kind)
         if self.transform is None:
             return self._on(f).operator(f, op)
         return self._back(real_scale(self._spec(f), op), f)
+
+    def apply(self, f: jax.Array, op: jax.Array) -> jax.Array:
+        """``F^-1(op F f)`` for a real operator ``op`` on this spectrum (one device)."""
+        return self._apply(f, op)
 
     def smooth(self, f: jax.Array) -> jax.Array:
         return self._apply(f, self.kappa)

@@ -26,7 +26,7 @@ import numpy as np
 
 from sonotile.physics.heat.dose import cem43_increment
 from sonotile.physics.heat.medium import Coefficients
-from sonotile.physics.heat.ops import HeatOps
+from sonotile.physics.heat.ops import HeatOps, boundary_k2
 from sonotile.spectral.device import to_device
 
 
@@ -49,12 +49,14 @@ class Statics:
         conduction: "field" (heterogeneous p2: grad and div) or "scalar" (the Laplacian).
         perfusion: a perfusion term.
         source: a heat source term.
+        boundary: "periodic", "insulating" or "conducting" (the transform of the operators).
     """
 
     homogeneous: bool
     conduction: str
     perfusion: bool
     source: bool
+    boundary: str = "periodic"
 
 
 def statics_of(co: Coefficients, has_source: bool) -> Statics:
@@ -63,6 +65,7 @@ def statics_of(co: Coefficients, has_source: bool) -> Statics:
         conduction="field" if isinstance(co.p2, np.ndarray) else "scalar",
         perfusion=co.has_perfusion,
         source=has_source,
+        boundary=co.boundary,
     )
 
 
@@ -75,7 +78,7 @@ def build_ops(co: Coefficients, shape: tuple[int, ...], spacing: tuple[float, ..
         gradient=not hom and statics.conduction == "field",
         laplacian=not hom and statics.conduction == "scalar",
         homogeneous=(float(co.diffusivity), float(co.perfusion)) if hom else None,
-        fft=fft,
+        fft=fft, boundary=statics.boundary,
     )  # fmt: skip
 
 
@@ -87,14 +90,20 @@ def _const(v: Any, dtype: str) -> Any:
 
 
 def constants(co: Coefficients, Q: Any, shape: tuple[int, ...], dt: float, dtype: str,
-              ops: HeatOps, statics: Statics) -> dict:  # fmt: skip
+              ops: HeatOps, statics: Statics,
+              spacing: tuple[float, ...] | None = None) -> dict:  # fmt: skip
     """Device constants of a run with time step ``dt`` [s]: ``p1``, ``p2``, ``perf`` [1/s],
-    ``ambient`` (Ta) and ``ambient_s`` (``smooth(Ta)``) [degC], and ``q`` (``dt q smooth(Q)``
-    per step at full power [K]) when there is a source. ``Q`` [W/m^3]: a number, a numpy or
-    a JAX array (traced values are fine: gradients with respect to the source)."""
+    ``ambient`` (Ta; with a conducting boundary the steady temperature, :func:`_steady`) and
+    ``ambient_s`` (``smooth(Ta)``) [degC], and ``q`` (``dt q smooth(Q)`` per step at full
+    power [K]) when there is a source. ``Q`` [W/m^3]: a number, a numpy or a JAX array
+    (traced values are fine: gradients with respect to the source). ``spacing`` [m]: needed
+    with a conducting boundary and perfusion."""
     c: dict = {"dt": float(dt)}
     c["p1"], c["p2"] = _const(co.p1, dtype), _const(co.p2, dtype)
     c["perf"], c["ambient"] = _const(co.perfusion, dtype), _const(co.ambient, dtype)
+    if statics.perfusion and statics.boundary == "conducting":
+        assert spacing is not None, "a conducting boundary's constants need the grid spacing"
+        c["ambient"] = _steady(co, shape, spacing, dtype, ops)
     if statics.perfusion and not statics.homogeneous:
         if isinstance(co.ambient, np.ndarray):
             c["ambient_s"] = ops.smooth(c["ambient"])
@@ -105,6 +114,18 @@ def constants(co: Coefficients, Q: Any, shape: tuple[int, ...], dt: float, dtype
         q = jnp.broadcast_to(jnp.asarray(Q, dtype), shape)
         c["q"] = (dt * _const(co.q_scale, dtype)) * ops.smooth(q)
     return c
+
+
+def _steady(co: Coefficients, shape: tuple[int, ...], spacing: tuple[float, ...], dtype: str,
+            ops: HeatOps) -> jax.Array:  # fmt: skip
+    """The steady temperature [degC] of a homogeneous perfused medium with a conducting
+    boundary (0 one point outside the grid): ``F^-1(P / (D k^2 + P) F Ta)`` (DST-I). The step
+    relaxes ``T`` towards it, ``T += F^-1(decay F(T - T_s))``: k-Wave's
+    ``dt kappa (-D k^2 F T - P F(T - Ta))``, whose ``F Ta`` is not one mode on a DST."""
+    k2 = boundary_k2(shape, spacing, co.boundary)
+    ratio = float(co.perfusion) / (float(co.diffusivity) * k2 + float(co.perfusion))
+    ta = jnp.full(shape, float(co.ambient), dtype)
+    return ops.apply(ta, to_device(ratio, dtype))
 
 
 def _kappa0(co: Coefficients, dt: float) -> float:
