@@ -242,6 +242,7 @@ def load() -> ctypes.CDLL | None:
             for name, sym in (
                 ("sonotile_fftw_r2c", "SonotileFftwR2C"),
                 ("sonotile_fftw_c2r", "SonotileFftwC2R"),
+                ("sonotile_fftw_r2r_op", "SonotileFftwR2ROp"),
                 ("sonotile_fftw_conv", "SonotileFftwConv"),
                 ("sonotile_fftw_conv_sum", "SonotileFftwConvSum"),
                 ("sonotile_fftw_axis_diff", "SonotileFftwAxisDiff"),
@@ -853,6 +854,23 @@ def c2r(
     )
 
 
+def r2r_operator(f: jax.Array, op: jax.Array, kind: str, scale: float) -> jax.Array:
+    """``scale * T(op * T(f))`` in one call, ``T`` the unnormalised DCT-I (``kind`` "dct1") or
+    DST-I ("dst1") along every axis of a float32 array of rank 1-3 (FFTW's ``REDFT00`` /
+    ``RODFT00``), ``op`` real and shaped like ``f``: the operator of
+    :mod:`sonotile.fft.dtt`'s ``inverse(op * forward(f))`` with ``scale`` the inverse's
+    ``1 / prod(periods)``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    code = {"dct1": 0, "dst1": 1}[kind]
+    out = jax.ShapeDtypeStruct(f.shape, jnp.float32)
+    call = jax.ffi.ffi_call("sonotile_fftw_r2r_op", out, vmap_method="sequential")
+    return call(f, jnp.broadcast_to(op, f.shape).astype(jnp.float32), kind=code,
+                scale=np.float32(scale))  # fmt: skip
+
+
 def _trailing(axes: Sequence[int], ndim: int) -> int:
     """How many trailing axes ``axes`` names (they must be the last 1-3 of a rank <= 4 array)."""
     got = sorted(a % ndim for a in axes)
@@ -1066,6 +1084,14 @@ class FftwBackend:
             return conv([f], op, [(0, axis if vec is not None else None, vec)], [epilogue])[0]
         assert epilogue is None, "fftw: updates on 2-D / 3-D grids only"
         return c2r(r2c(f), f.shape, op, vec, axis=axis or 0)
+
+    def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
+        from sonotile.fft import dtt
+
+        scale = 1.0
+        for n in f.shape:
+            scale /= dtt.period(n, kind)
+        return r2r_operator(f, op, kind, scale)
 
     def operator_sum(
         self, xs: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array]

@@ -59,6 +59,11 @@ class Backend(Protocol):
         """``sum_a irfftn(rfftn(xs[a]) * op * vecs[a][k_a])``: one inverse transform."""
         ...
 
+    def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
+        """``T^-1(op T f)``, ``T`` the DCT-I (``kind`` "dct1") or DST-I ("dst1") along every
+        axis (:mod:`sonotile.fft.dtt`), ``op`` real and shaped like ``f``."""
+        ...
+
     def two_operators(
         self, f: jax.Array, op: jax.Array | None, outs: Sequence[AxisVec], op2: jax.Array
     ) -> list[jax.Array]:  # fmt: skip

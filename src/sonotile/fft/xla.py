@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from sonotile.fft import dtt
 from sonotile.fft.interface import AxisVec, Epilogue
 
 
@@ -65,6 +66,9 @@ class XlaBackend:
         assert epilogue is None, "xla: no fused updates"
         F = self._scaled(self.rfftn(f), op)
         return self.irfftn(F if vec is None else F * vec, f.shape).astype(f.dtype)
+
+    def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
+        return dtt.inverse(op * dtt.forward(f, kind), kind)
 
     def operator_sum(
         self, xs: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array]

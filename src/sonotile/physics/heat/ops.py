@@ -19,7 +19,9 @@ Real FFTs (last axis halved): XLA's, or on the CPU in float32 on 2-D / 3-D grids
 calls (:mod:`sonotile.fft.fftw`; these have no derivative rules: gradients use ``fft="xla"``).
 k-Wave's insulating and conducting boundaries (homogeneous media: ``smooth`` and ``propagate``
 only) put a DCT-I or DST-I (:mod:`sonotile.fft.dtt`) in place of the FFT, with its
-wavenumbers; the operators are then arrays of the grid's shape.
+wavenumbers; the operators are then arrays of the grid's shape (the backend's
+``trig_operator``: on FFTW one call of two in-place real-to-real transforms, float32; on XLA
+real FFTs of the implied periods, differentiable).
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ class HeatOps:
             else:
                 dec = -dt * kap * (d * k2 + p)
             decay = to_device(dec, dtype)
-        backend = "xla" if ndim == 1 or boundary != "periodic" else fft_backend.resolve(fft, dtype)
+        backend = "xla" if ndim == 1 else fft_backend.resolve(fft, dtype)
         return cls(to_device(kap, dtype), root, ik, lap, decay, fft=backend, boundary=boundary)
 
     def on_mesh(self, transform: Any) -> HeatOps:
@@ -176,7 +178,7 @@ class HeatOps:
         assert op is not None, "operator not built (see HeatOps.build)"
         kind = BOUNDARIES[self.boundary]
         if kind != "fft":
-            return dtt.inverse(op * dtt.forward(f, kind), kind)
+            return fft_backend.for_array(self.fft, f).trig_operator(f, op, kind)
         if self.transform is None:
             return self._on(f).operator(f, op)
         return self._back(real_scale(self._spec(f), op), f)
