@@ -266,6 +266,12 @@ def run_elastic(
     ``(N, recorded steps)``) and what ran it. ``check_finite``, ``checkpoint``: see
     :func:`pstd_elastic_2d`."""
     dec = Decomposition.parse(decomposition)
+    if dec == "lfb" and "u_split_field" in run.record:
+        raise ProblemError(
+            "sensor.record: u_split_field is not available with decomposition='lfb' (the split "
+            "into compressional and shear parts is a projection over the whole grid, which "
+            "LFB's local blocks do not make); use decomposition='pencil'"
+        )
     mesh = None if mesh_shape is None else tuple(mesh_shape)
     with x64(run.dtype):
         if checkpoint is not None:

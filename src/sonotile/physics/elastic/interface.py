@@ -49,19 +49,24 @@ def elastic_records(ndim: int) -> Records:
             "s_final": ("final", s)}  # fmt: skip
 
 
+#: The key of the split's operators in the prepared constants (:meth:`ElasticModel.prepare`).
+SPLIT_OPS = "split_ops"
+
+
 @dataclass(frozen=True)
 class Observed:
     """What sensors read of a state with the constants at hand: ``State.fields`` and, where
-    the constants hold ``khat``, the velocity's compressional and shear parts on the grid
-    points (``ux_split_p``, ``ux_split_s``...; k-Wave's ``u_split_field``)."""
+    the constants hold ``split_k`` (and the transforms, :meth:`ElasticModel.prepare`), the
+    velocity's compressional and shear parts on the grid points (``ux_split_p``,
+    ``ux_split_s``...; k-Wave's ``u_split_field``)."""
 
     state: State
     c: dict
 
     def fields(self) -> dict[str, jax.Array]:
         out = self.state.fields()
-        if "khat" in self.c:
-            up, us = split_field(self.state.u, self.c)
+        if "split_k" in self.c:
+            up, us = split_field(self.state.u, self.c, self.c[SPLIT_OPS])
             for a, (p, s) in enumerate(zip(up, us)):
                 out[f"u{AXES[a]}_split_p"], out[f"u{AXES[a]}_split_s"] = p, s
         return out
@@ -129,7 +134,16 @@ class ElasticModel:
         raise NotImplementedError("elastic runs start at rest (ivp and warm are False)")
 
     def prepare(self, c: dict, ops: Any, state: Any) -> dict:
-        return c
+        """With ``u_split_field`` recorded, the operators that make the split (their
+        ``spectrum``, ``field`` and ``axis_vector``: one device or a pencil mesh) go with the
+        constants to the sensors (:class:`Observed`)."""
+        if "split_k" not in c:
+            return c
+        if not hasattr(ops, "spectrum"):
+            raise ProblemError(f"sensor.record: u_split_field needs whole-grid transforms, "
+                               f"which {type(ops).__name__} do not make: record it on one "
+                               "device or with decomposition='pencil'")  # fmt: skip
+        return c | {SPLIT_OPS: ops}
 
     def step(self, state: State, x: dict, c: dict, ops: Any) -> State:
         return step(state, x, c, ops, self.statics)
@@ -145,12 +159,7 @@ class ElasticModel:
                              run.dtype)  # fmt: skip
         c.update(run.fixed)
         c.pop("sensor_index", None)  # the loop's sensors sample the points
-        if "u_split_field" not in run.record:  # u_non_staggered: the operators' unstagger
-            c.pop("khat", None), c.pop("unshift", None)
         if set(derive_axes) != set(range(self.ndim)):
-            if "khat" in c:
-                raise ProblemError("sensor.record: u_split_field is not available on a "
-                                   "decomposed run (record it on one device)")  # fmt: skip
             c.update(derived_constants(c, self.ndim))
         elif fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype)):
             c = stored_constants(c, self.ndim)  # read inside the FFTW calls
