@@ -121,12 +121,7 @@ def simulate(
             return simulate_elastic(kgrid, medium, source, sensor, options, decomposition, mesh,
                                     overlap, accuracy, progress, quiet, devs,
                                     checkpoint)  # fmt: skip
-    if checkpoint is not None:
-        raise ProblemError(
-            "checkpoint: simulate saves and resumes elastic runs (medium with "
-            "sound_speed_compression); an acoustic run saves its state through sonotile-kwave's "
-            "checkpoint options (docs/kwave.md)"
-        )
+    _no_checkpoint(checkpoint)
     medium, source = cast(KWaveMedium, medium), cast(KSource, source)  # acoustic from here
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
@@ -148,6 +143,16 @@ def simulate(
     opts = dataclasses.asdict(options)
     inputs = (kgrid, medium, source, sensor)
     return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
+
+
+def _no_checkpoint(checkpoint: Checkpoint | None) -> None:
+    """An acoustic run's ``checkpoint``, refused by name (``simulate`` saves elastic runs)."""
+    if checkpoint is not None:
+        raise ProblemError(
+            "checkpoint: simulate saves and resumes elastic runs (medium with "
+            "sound_speed_compression); an acoustic run saves its state through sonotile-kwave's "
+            "checkpoint options (docs/kwave.md)"
+        )
 
 
 def size_warnings(problem: Problem, kgrid: KWaveGrid, options: Options) -> list[str]:
