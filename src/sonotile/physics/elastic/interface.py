@@ -224,7 +224,7 @@ TEMP_HALVES = {
 
 
 #: The step's further temporaries in half fields on an accelerator (XLA:GPU, per ``ndim``):
-#: fitted to its accounting on an H200 at 64^3, 128^3, 256^2 and 512^2 (docs/elastic.md).
+#: fitted to its accounting on an H200 at 64^3 to 256^3, 256^2 and 512^2 (docs/elastic.md).
 ACCELERATOR_HALVES = {2: 10, 3: 14}
 
 
