@@ -51,12 +51,6 @@ for name, mesh in (("slabs", (4,)), ("pencils", (2, 2))):
     assert set(res) == set(ref), (set(res) ^ set(ref))
     out[name] = {k: float(np.abs(res[k] - v).max() / np.abs(v).max()) for k, v in ref.items()}
 out["peak"] = float(np.abs(ref["p"]).max())
-try:
-    st.pstd_elastic_3d(grid, medium, source, st.KSensor(mask=sens, record=("u_split_field",)),
-                       pml_size=3, decomposition="pencil")
-    out["split"] = "ran"
-except ValueError as e:
-    out["split"] = str(e)
 
 # the operator alone: PencilOps.diffs against FourierOps.diffs on a random field
 from jax.sharding import NamedSharding
@@ -172,7 +166,3 @@ def test_gradient_through_the_mesh(results: dict, name: str) -> None:
 def test_simulate_and_simulator_on_the_mesh(results: dict) -> None:
     assert results["simulate"] <= 1e-10, results["simulate"]
     assert max(results["simgrad"].values()) <= 1e-10, results["simgrad"]
-
-
-def test_split_field_refused_on_a_mesh(results: dict) -> None:
-    assert "u_split_field" in results["split"] and "decomposed" in results["split"]

@@ -266,6 +266,12 @@ def run_elastic(
     ``(N, recorded steps)``) and what ran it. ``check_finite``, ``checkpoint``: see
     :func:`pstd_elastic_2d`."""
     dec = Decomposition.parse(decomposition)
+    if dec == "lfb" and "u_split_field" in run.record:
+        raise ProblemError(
+            "sensor.record: u_split_field is not available with decomposition='lfb' (the split "
+            "into compressional and shear parts is a projection over the whole grid, which "
+            "LFB's local blocks do not make); use decomposition='pencil'"
+        )
     mesh = None if mesh_shape is None else tuple(mesh_shape)
     with x64(run.dtype):
         if checkpoint is not None:
@@ -345,10 +351,14 @@ def simulate_elastic(
     progress: bool | None = None,
     quiet: bool = False,
     devices: Sequence[jax.Device] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> Results:
     """:func:`sonotile.simulate` with an elastic medium (arguments as there; ``pml_inside``,
-    ``smooth_c0``/``smooth_rho0`` and ``axisymmetric`` refused by name)."""
+    ``smooth_c0``/``smooth_rho0`` and ``axisymmetric`` refused by name; ``checkpoint``: as
+    :func:`pstd_elastic_2d`'s)."""
     check_options(medium, options)
+    if checkpoint is not None:
+        checkpoint.check()
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=options.smooth_p0)  # fmt: skip
     notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
@@ -357,7 +367,8 @@ def simulate_elastic(
         print(f"sonotile: elastic, grid {run.shape}, {run.nt} steps, about {mb:.0f} MB",
               file=sys.stderr)  # fmt: skip
     data, how = run_elastic(run, decomposition, mesh, progress, options.check_finite,
-                            overlap=overlap, accuracy=accuracy, devices=devices)  # fmt: skip
+                            checkpoint, overlap=overlap, accuracy=accuracy,
+                            devices=devices)  # fmt: skip
     if not quiet and Decomposition.parse(decomposition) != "single":
         print(f"sonotile: running {how}", file=sys.stderr)
     t = np.arange(run.recording.start, run.nt) * run.dt

@@ -45,13 +45,15 @@ from sonotile.api.types import (
     is_elastic,
 )
 from sonotile.model.grid import AXES
-from sonotile.model.problem import Problem
+from sonotile.model.problem import Problem, ProblemError
 from sonotile.parallel.decomposition import Decomposition
 from sonotile.physics.acoustic import checks
 
 if TYPE_CHECKING:
     import jax
     from typing_extensions import Unpack
+
+    from sonotile.api.heatrun import Checkpoint
 
 
 def simulate(
@@ -69,6 +71,7 @@ def simulate(
     quiet: bool = False,
     device: jax.Device | None = None,
     devices: Sequence[jax.Device] | None = None,
+    checkpoint: Checkpoint | None = None,
     **option_args: Unpack[OptionArgs],
 ) -> Results:
     """Run a simulation (k-Wave's ``kspaceFirstOrder1D/2D/3D``) on the default device.
@@ -88,6 +91,11 @@ def simulate(
         quiet: do not print warnings or the memory estimate.
         device: the one device to run on (a ``jax.Device``; default: JAX's default device).
         devices: the devices of a decomposition (default: all).
+        checkpoint: an elastic run's state file and when to stop
+            (:class:`~sonotile.api.heatrun.Checkpoint`: ``path``, ``interval`` [s], ``steps``):
+            the run saves its state there and raises :class:`~sonotile.api.heatrun.RunStopped`
+            when it stops; the same call goes on from the file (``docs/elastic.md``). Acoustic
+            runs save theirs through ``sonotile-kwave`` (``docs/kwave.md``).
 
     An elastic medium (:class:`~sonotile.api.types.KWaveElasticMedium`, or a medium with
     ``sound_speed_compression`` / ``sound_speed_shear``) runs the elastic model, as k-Wave's
@@ -111,7 +119,9 @@ def simulate(
         ctx = jax.default_device(device) if device is not None else contextlib.nullcontext()
         with ctx:
             return simulate_elastic(kgrid, medium, source, sensor, options, decomposition, mesh,
-                                    overlap, accuracy, progress, quiet, devs)  # fmt: skip
+                                    overlap, accuracy, progress, quiet, devs,
+                                    checkpoint)  # fmt: skip
+    _no_checkpoint(checkpoint)
     medium, source = cast(KWaveMedium, medium), cast(KSource, source)  # acoustic from here
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
@@ -133,6 +143,16 @@ def simulate(
     opts = dataclasses.asdict(options)
     inputs = (kgrid, medium, source, sensor)
     return Results(data, problem.grid, t, mapping["points"], notes, inputs, opts)
+
+
+def _no_checkpoint(checkpoint: Checkpoint | None) -> None:
+    """An acoustic run's ``checkpoint``, refused by name (``simulate`` saves elastic runs)."""
+    if checkpoint is not None:
+        raise ProblemError(
+            "checkpoint: simulate saves and resumes elastic runs (medium with "
+            "sound_speed_compression); an acoustic run saves its state through sonotile-kwave's "
+            "checkpoint options (docs/kwave.md)"
+        )
 
 
 def size_warnings(problem: Problem, kgrid: KWaveGrid, options: Options) -> list[str]:

@@ -223,6 +223,19 @@ class PencilOps(FourierOps):
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         return pencil_back(F, like, self.meta)
 
+    def axis_vector(self, v: jax.Array, axis: int) -> jax.Array:
+        """This shard's piece of a whole half-spectrum vector along ``axis`` (see
+        :meth:`FourierOps.axis_vector`) in the transposed layout: grid axis ``j + 1`` split
+        over mesh axis ``j`` (zeros on its padding to ``kpad``), the others whole."""
+        mt = self.meta
+        v = jnp.reshape(v, (-1,))
+        j = axis - 1
+        if 0 <= j < len(mt.names) and mt.sizes[j] > 1:
+            n = mt.kpad[axis] // mt.sizes[j]
+            v = resize(v, mt.kpad[axis], 0)
+            v = jax.lax.dynamic_slice_in_dim(v, collectives.axis_index(mt.names[j]) * n, n)
+        return super().axis_vector(v, axis)
+
     def keep(self, f: jax.Array) -> jax.Array:
         """A fusion boundary (differentiable, :func:`sonotile.spectral.linear.keep`) where the local
         transforms are FFTW's, like :meth:`FourierOps.keep` on one device. Without it XLA fused

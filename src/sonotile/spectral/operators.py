@@ -211,6 +211,25 @@ class FourierOps:
     def _back(self, F: jax.Array, like: jax.Array) -> jax.Array:
         return fft_backend.portable().irfftn(F, like.shape).astype(like.dtype)
 
+    def spectrum(self, f: jax.Array) -> jax.Array:
+        """The ``rfftn`` half spectrum of ``f`` (XLA's FFT), for a k-space operator a model
+        applies itself: on a mesh this shard's block of it in the operators' layout (multiply
+        it by :meth:`axis_vector`'s vectors; :meth:`field` goes back)."""
+        return self._spec(f)
+
+    def field(self, F: jax.Array, like: jax.Array) -> jax.Array:
+        """The real field of a :meth:`spectrum` ``F`` (``like``: the field's shape and
+        dtype; on a mesh this shard's block)."""
+        return self._back(F, like)
+
+    def axis_vector(self, v: jax.Array, axis: int) -> jax.Array:
+        """A vector of the half spectrum along ``axis`` (1-D, the whole axis: ``n`` values, or
+        ``n // 2 + 1`` on the last axis) shaped to multiply :meth:`spectrum`'s result (on a
+        mesh this shard's piece of it)."""
+        shape = [1] * len(self.shift_pos)
+        shape[axis] = -1
+        return jnp.reshape(v, shape)
+
     def _scaled(self, f: jax.Array, op: jax.Array | None) -> jax.Array:
         """``op`` times the spectrum of ``f`` (the generic way: a spectrum in memory)."""
         assert op is not None  # built for this operator (kappa always, the others on demand)

@@ -49,19 +49,24 @@ def elastic_records(ndim: int) -> Records:
             "s_final": ("final", s)}  # fmt: skip
 
 
+#: The key of the split's operators in the prepared constants (:meth:`ElasticModel.prepare`).
+SPLIT_OPS = "split_ops"
+
+
 @dataclass(frozen=True)
 class Observed:
     """What sensors read of a state with the constants at hand: ``State.fields`` and, where
-    the constants hold ``khat``, the velocity's compressional and shear parts on the grid
-    points (``ux_split_p``, ``ux_split_s``...; k-Wave's ``u_split_field``)."""
+    the constants hold ``split_k`` (and the transforms, :meth:`ElasticModel.prepare`), the
+    velocity's compressional and shear parts on the grid points (``ux_split_p``,
+    ``ux_split_s``...; k-Wave's ``u_split_field``)."""
 
     state: State
     c: dict
 
     def fields(self) -> dict[str, jax.Array]:
         out = self.state.fields()
-        if "khat" in self.c:
-            up, us = split_field(self.state.u, self.c)
+        if "split_k" in self.c:
+            up, us = split_field(self.state.u, self.c, self.c[SPLIT_OPS])
             for a, (p, s) in enumerate(zip(up, us)):
                 out[f"u{AXES[a]}_split_p"], out[f"u{AXES[a]}_split_s"] = p, s
         return out
@@ -129,7 +134,16 @@ class ElasticModel:
         raise NotImplementedError("elastic runs start at rest (ivp and warm are False)")
 
     def prepare(self, c: dict, ops: Any, state: Any) -> dict:
-        return c
+        """With ``u_split_field`` recorded, the operators that make the split (their
+        ``spectrum``, ``field`` and ``axis_vector``: one device or a pencil mesh) go with the
+        constants to the sensors (:class:`Observed`)."""
+        if "split_k" not in c:
+            return c
+        if not hasattr(ops, "spectrum"):
+            raise ProblemError(f"sensor.record: u_split_field needs whole-grid transforms, "
+                               f"which {type(ops).__name__} do not make: record it on one "
+                               "device or with decomposition='pencil'")  # fmt: skip
+        return c | {SPLIT_OPS: ops}
 
     def step(self, state: State, x: dict, c: dict, ops: Any) -> State:
         return step(state, x, c, ops, self.statics)
@@ -145,12 +159,7 @@ class ElasticModel:
                              run.dtype)  # fmt: skip
         c.update(run.fixed)
         c.pop("sensor_index", None)  # the loop's sensors sample the points
-        if "u_split_field" not in run.record:  # u_non_staggered: the operators' unstagger
-            c.pop("khat", None), c.pop("unshift", None)
         if set(derive_axes) != set(range(self.ndim)):
-            if "khat" in c:
-                raise ProblemError("sensor.record: u_split_field is not available on a "
-                                   "decomposed run (record it on one device)")  # fmt: skip
             c.update(derived_constants(c, self.ndim))
         elif fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype)):
             c = stored_constants(c, self.ndim)  # read inside the FFTW calls
@@ -178,11 +187,67 @@ class ElasticModel:
         return self if all(o == self for o in others) else None
 
     def memory_estimate(self, run: ElasticRun) -> int:
-        """State (every split field), stored and derived material fields, step temporaries
-        (about 6 fields) and whole-field sensor aggregates."""
-        nd = self.ndim
-        point = 8 if run.dtype == "float64" else 4
-        splits = nd * nd + sum(len(split_axes(k, nd)) for k in components(nd))
-        material = 3 + 2 * int(self.statics.kelvin_voigt) + 2 * nd + 1
-        whole = sum(r.endswith("_all") or r.endswith("_final") for r in run.record) * nd
-        return point * int(np.prod(run.shape)) * (splits + material + 6 + whole)
+        """Device memory of a single-device run [bytes], following the compiled chunk
+        program's accounting (``benchmarks/elastic_memory.py``, docs/elastic.md): the state
+        (every split field), the grid-sized material fields stored (:func:`material_fields`),
+        ``p0``, the step's temporaries (:data:`TEMP_HALVES`, plus the staggered fields the
+        step derives where its updates run in JAX, plus :data:`ACCELERATOR_HALVES` off the
+        CPU), the whole-grid aggregates and the split field's spectra. A rough figure for
+        decompositions. Exact in Python integers."""
+        nd, st = self.ndim, self.statics
+        fused = fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype))
+        stored, derived = material_fields(run.medium_values(), nd, st.kelvin_voigt, fused)
+        state = nd * nd + sum(len(split_axes(k, nd)) for k in components(nd))
+        table = self.records()
+        whole = sum(len(table[r][1]) for r in run.record
+                    if r in table and table[r][0] in ("max_all", "min_all"))  # fmt: skip
+        whole += 2 * ("p_cw_all" in run.record)  # the DFT's two sums
+        split = 3 * ("u_split_field" in run.record)  # the velocity's spectra
+        fields = state + stored + derived + int(st.p0) + whole + split
+        halves = 2 * fields + TEMP_HALVES[(fused, nd, st.kelvin_voigt)]
+        if jax.default_backend() != "cpu":  # XLA:GPU keeps a few more fields in flight
+            halves += ACCELERATOR_HALVES[nd]
+        return int(np.dtype(run.dtype).itemsize) * int(np.prod(run.shape)) * halves // 2
+
+
+#: The step's grid-sized temporaries in half fields, ``(fused, ndim, kelvin_voigt)``: with
+#: the updates inside FFTW's single-axis calls (3-D float32, one CPU device) the sums being
+#: transformed and ``dt`` times the acceleration; elsewhere (XLA's FFT, float64, 2-D) the
+#: derivatives and spectra in flight, besides the derived staggered fields
+#: (:func:`material_fields`). Fitted to XLA's accounting of the compiled chunk programs at
+#: 48^3, 64^3, 192^2 and 256^2 (``benchmarks/elastic_memory.py``).
+TEMP_HALVES = {
+    (True, 3, True): 14, (True, 3, False): 12,
+    (False, 3, True): 46, (False, 3, False): 32,
+    (False, 2, True): 18, (False, 2, False): 11,
+}  # fmt: skip
+
+
+#: The step's further temporaries in half fields on an accelerator (XLA:GPU, per ``ndim``):
+#: fitted to its accounting on an H200 at 64^3 to 256^3, 256^2 and 512^2 (docs/elastic.md).
+ACCELERATOR_HALVES = {2: 10, 3: 14}
+
+
+def material_fields(values: Mapping[str, Any], nd: int, kv: bool, fused: bool) -> tuple[int, int]:
+    """``(stored, derived)``: how many of the constants the step reads are grid-sized, from
+    which medium values (by k-Wave name) are arrays. ``fused``: the FFTW calls read stored
+    ``dt_lam``, ``dt_l2m``, ``dt_mu_sg`` (and ``kv_*``) besides ``rho``
+    (:func:`~sonotile.physics.elastic.model.stored_constants`), nothing is derived; else
+    ``rho``, ``dt_lam``, ``dt_mu`` (``kv_lam``, ``kv_mu``) are stored and the step derives
+    ``dt_rho_sg`` per axis, ``dt_l2m``, ``dt_mu_sg`` per shear component (and ``kv_l2m``,
+    ``kv_mu_sg``)."""
+
+    def grid(name: str) -> bool:
+        v = values.get(name)
+        return v is not None and np.ndim(v) > 0
+
+    shear = nd * (nd - 1) // 2
+    rho = grid("density")
+    mu = rho or grid("sound_speed_shear")
+    lam = mu or grid("sound_speed_compression")
+    eta = kv and (mu or grid("alpha_coeff_shear"))
+    chi = kv and (lam or eta or grid("alpha_coeff_compression"))
+    if fused:
+        return int(rho) + 2 * int(lam) + shear * int(mu) + 2 * int(chi) + shear * int(eta), 0
+    stored = int(rho) + int(lam) + int(mu) + int(chi) + int(eta)
+    return stored, nd * int(rho) + int(lam) + shear * int(mu) + int(chi) + shear * int(eta)

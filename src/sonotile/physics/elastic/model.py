@@ -33,15 +33,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.fft import backend as fft_backend
 from sonotile.model.grid import AXES, along
 from sonotile.model.staggering import staggered_mean
 from sonotile.physics.elastic.medium import db2neper
 from sonotile.spectral.operators import axis_update, fuses_axis_updates
-
-#: The transforms of the sensors' derived fields (split field, non-staggered velocity): any
-#: array, any device
-_XLA = fft_backend.portable()
 
 #: A stress component ``(i, j)``, i <= j.
 Component = tuple[int, int]
@@ -530,29 +525,35 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     return State(u, update_stress(state, u, dt_acc, x, c, ops, st))
 
 
-def split_field(u: Sequence[jax.Array], c: dict) -> tuple[list[jax.Array], list[jax.Array]]:
+def split_field(
+    u: Sequence[jax.Array], c: dict, ops: Any
+) -> tuple[list[jax.Array], list[jax.Array]]:  # fmt: skip
     """k-Wave's ``u_split_field``: the velocity moved to the grid points (``-d_i/2`` along its
     own axis) and split into its compressional (curl-free, ``k k.U / |k|^2``) and shear
-    (divergence-free) parts [m/s]. ``c["khat"]``, ``c["unshift"]``: :func:`split_constants`."""
-    U = [_XLA.rfftn(ui) * c["unshift"][i] for i, ui in enumerate(u)]
-    D = total([kh * Ui for kh, Ui in zip(c["khat"], U)])
-    shape = u[0].shape
-    up = [_XLA.irfftn(kh * D, shape).astype(u[0].dtype) for kh in c["khat"]]
-    us = [_XLA.irfftn(Ui, shape).astype(u[0].dtype) - p for Ui, p in zip(U, up)]
+    (divergence-free) parts [m/s]. ``c["split_k"]``, ``c["split_shift"]``:
+    :func:`split_constants`; ``ops``: the transforms (:meth:`FourierOps.spectrum
+    <sonotile.spectral.operators.FourierOps.spectrum>`, ``field``, ``axis_vector``: one
+    device or this shard of a pencil mesh)."""
+    nd = len(u)
+    k = [ops.axis_vector(c["split_k"][a], a) for a in range(nd)]
+    U = [ops.spectrum(ui) * ops.axis_vector(c["split_shift"][a], a) for a, ui in enumerate(u)]
+    k2 = total([ka * ka for ka in k])
+    inv_k2 = jnp.where(k2 > 0, 1 / jnp.where(k2 > 0, k2, 1), 0)  # 0 at k = 0
+    D = total([ka * Ua for ka, Ua in zip(k, U)]) * inv_k2
+    up = [ops.field(ka * D, ua) for ka, ua in zip(k, u)]
+    us = [ops.field(Ua, ua) - p for Ua, ua, p in zip(U, u, up)]
     return up, us
 
 
 def split_constants(shape: tuple[int, ...], spacing: Sequence[float], dtype: Any) -> dict:
-    """``khat`` (per axis ``k_i / |k|``, 0 at k = 0) and ``unshift`` (per axis
-    ``exp(-i k_i d_i / 2)``) on the ``rfftn`` half spectrum, for :func:`split_field`."""
-    nd = len(shape)
+    """Per axis the wavenumbers ``split_k`` [rad/m] and the half-cell shift ``split_shift``
+    (``exp(-i k d / 2)``) of the ``rfftn`` half spectrum along that axis (1-D vectors: whole on
+    every shard of a mesh), for :func:`split_field`."""
     ks = [2 * np.pi * np.fft.fftfreq(n, d) for n, d in zip(shape[:-1], spacing[:-1])]
     ks.append(2 * np.pi * np.fft.rfftfreq(shape[-1], spacing[-1]))
-    kv = [along(k, a, nd) for a, k in enumerate(ks)]
-    kmag = np.sqrt(sum(k**2 for k in kv))
-    safe = np.where(kmag > 0, kmag, 1.0)
     cdtype = jnp.complex64 if jnp.dtype(dtype) == jnp.float32 else jnp.complex128
+    shifts = [np.exp(-0.5j * k * d) for k, d in zip(ks, spacing)]
     return {
-        "khat": tuple(jnp.asarray(np.where(kmag > 0, k / safe, 0.0), dtype) for k in kv),
-        "unshift": tuple(jnp.asarray(np.exp(-0.5j * k * d), cdtype) for k, d in zip(kv, spacing)),
+        "split_k": tuple(jnp.asarray(k, dtype) for k in ks),
+        "split_shift": tuple(jnp.asarray(s, cdtype) for s in shifts),
     }

@@ -175,7 +175,7 @@ def build(
         fixed["p0_split"] = jnp.asarray(-np.asarray(p0) / (2 * nd), dtype)
     if sensor_points is not None and len(sensor_points):
         fixed["sensor_index"] = _index(np.asarray(sensor_points))
-    if "u_split_field" in record or "u_non_staggered" in record:
+    if "u_split_field" in record:
         fixed.update(split_constants(shape, spacing, dtype))
     statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None)
     rec = sources.Recording(tuple(record), int(record_start_index) - 1, nd, cw_frequency,
