@@ -96,10 +96,13 @@ def test_options_it_cannot_honour_are_named(kw, match):
 
 
 def test_decomposition_it_has_not_is_named():
-    # the differentiable simulator runs on one device or on pencils (no LFB gradients)
-    with pytest.raises(ProblemError, match="the elastic simulator runs 'single' or 'pencil'"):
+    # the differentiable simulator runs single, pencil or lfb; "auto" is not chosen for it
+    with pytest.raises(ValueError, match="make_simulator takes single, pencil or lfb"):
         st.make_simulator(GRID, _solid(), st.ElasticSource(p0=_p0()), st.KSensor(mask=MASK),
-                          pml_size=4, decomposition="lfb")  # fmt: skip
+                          pml_size=4, decomposition="auto")  # fmt: skip
+    with pytest.raises(ProblemError, match="remat_step: not available for the elastic"):
+        st.make_simulator(GRID, _solid(), st.ElasticSource(p0=_p0()), st.KSensor(mask=MASK),
+                          pml_size=4, decomposition="lfb", remat_step=True)  # fmt: skip
 
 
 def test_inputs_are_checked_in_the_users_names():

@@ -144,17 +144,19 @@ def execute(
     mesh_shape: Sequence[int] | None = None,
     xs: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    overlap: int = 16,
+    bell_width: float = 0.5,
 ) -> dict[str, jax.Array]:
     """An elastic run (:func:`sonotile.physics.elastic.build`) as one traced function of the
     medium (the common scan body, :func:`sonotile.solver.runner.traced_run`): ``values``:
     medium values by k-Wave name replacing the medium's (may be traced: ``jax.grad`` of a
     function of the records with respect to them); from ``state`` (default: rest; one device
     only); each ``chunk`` of steps rematerialised in the backward pass. ``decomposition=
-    "pencil"``: on a pencil mesh of ``mesh_shape`` devices (default all on one axis; even
-    blocks). ``xs``: per-step source inputs replacing the run's (traced: gradients with
-    respect to source signals; :func:`traced_inputs`); ``extra``: constants replacing the
-    run's (``p0_split``). Returns the records in k-Wave's layout (series ``(N, recorded
-    steps)``)."""
+    "pencil"`` or ``"lfb"``: on a mesh of ``mesh_shape`` devices (default all on one axis; even
+    blocks; LFB's ``overlap`` [points] and ``bell_width``). ``xs``: per-step source inputs
+    replacing the run's (traced: gradients with respect to source signals;
+    :func:`traced_inputs`); ``extra``: constants replacing the run's (``p0_split``). Returns
+    the records in k-Wave's layout (series ``(N, recorded steps)``)."""
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
     steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
@@ -178,7 +180,8 @@ def execute(
                                      chunk=chunk)  # fmt: skip
 
         mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
-        go, fixed = mesh_runner(run, layout, local, str(decomposition), mesh)  # type: ignore[arg-type]
+        go, fixed = mesh_runner(run, layout, local, str(decomposition),  # type: ignore[arg-type]
+                                mesh, overlap, bell_width)  # fmt: skip
         raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
         end = State(*parts)
     out = {k: v[layout.start :].T for k, v in raw.items()}

@@ -6,7 +6,8 @@ body) with ``params`` a dict of any of ``sound_speed_compression``, ``sound_spee
 (when the medium absorbs), and the sources given: ``p0`` [Pa] (grid-shaped; k-Wave's smoothing
 applied in the traced function), ``ux``... [m/s], ``sxx``... [Pa] (signals in the layouts
 :class:`sonotile.ElasticSource` takes). It returns the records of ``pstd_elastic_2d/3d`` as JAX
-arrays: ``jax.grad`` with respect to any parameter, on one device or a ``pencil`` mesh.
+arrays: ``jax.grad`` with respect to any parameter, on one device, a ``pencil`` mesh or LFB
+blocks (``lfb``: the derivatives along a split axis within LFB's overlap error).
 
 Fixed when the simulator is made: the grid, time step and step count, the PML (its reference
 speed is the largest compressional speed given), which sources and absorption exist, source and
@@ -17,6 +18,7 @@ their points inside the traced function, as k-Wave scales them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -86,18 +88,33 @@ def smooth_traced(p0: jax.Array) -> jax.Array:
     return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where the simulator runs: ``decomposition`` (single, pencil, lfb), ``mesh`` (devices
+    per split axis, None: all on x), LFB's ``overlap`` [points] and ``bell_width``."""
+
+    decomposition: str = "single"
+    mesh: tuple[int, ...] | None = None
+    overlap: int = 16
+    bell_width: float = 0.5
+
+
 def _simulate(
-    run: ElasticRun, smooth_p0: bool, chunk: int, decomposition: str,
-    mesh: tuple[int, ...] | None, params: dict[str, jax.Array],
-) -> dict[str, jax.Array]:  # fmt: skip
+    run: ElasticRun, smooth_p0: bool, chunk: int, where: Where, params: dict[str, jax.Array]
+) -> dict[str, jax.Array]:
     values = {k: params[k] for k in MEDIUM_KEYS if k in params}
     extra = {}
     if "p0" in params:
         p0 = smooth_traced(params["p0"]) if smooth_p0 else params["p0"]
+        if smooth_p0 and where.decomposition != "single":
+            from sonotile.parallel.differentiable import replicated
+
+            p0 = replicated(p0, where.mesh or (len(jax.devices()),))
         extra["p0_split"] = -p0 / (2 * run.statics.ndim)
     xs = traced_inputs(run, params, params["sound_speed_compression"])
-    return execute(run, values, chunk, decomposition=decomposition, mesh_shape=mesh, xs=xs,
-                   extra=extra)  # fmt: skip
+    return execute(run, values, chunk, decomposition=where.decomposition, mesh_shape=where.mesh,
+                   xs=xs, extra=extra, overlap=where.overlap,
+                   bell_width=where.bell_width)  # fmt: skip
 
 
 class ElasticSimulator:
@@ -111,12 +128,13 @@ class ElasticSimulator:
     """
 
     def __init__(self, run: ElasticRun, params: dict[str, jax.Array], smooth_p0: bool,
-                 chunk: int, decomposition: str, mesh: tuple[int, ...] | None) -> None:  # fmt: skip
+                 chunk: int, where: Where) -> None:  # fmt: skip
         self.run, self.params = run, params
         self.t = np.arange(run.recording.start, run.nt) * run.dt
         self.sensor_points = run.points
-        self.describe = "single device" if decomposition == "single" else f"{decomposition} mesh"
-        self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, decomposition, mesh))
+        dec = where.decomposition
+        self.describe = "single device" if dec == "single" else f"{dec} mesh"
+        self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, where))
 
     def __call__(self, params: Mapping[str, Any] | None = None) -> dict[str, jax.Array]:
         with x64(self.run.dtype):
@@ -145,15 +163,18 @@ def make_elastic_simulator(
     mesh: Sequence[int] | None = None,
     chunk: int | str | None = "auto",
     refused: Mapping[str, bool] | None = None,
+    overlap: int = 16,
+    bell_width: float = 0.5,
 ) -> ElasticSimulator:
     """:func:`sonotile.make_simulator` with an elastic medium (module docstring);
-    ``refused``: the acoustic simulator's options given (each an error naming it)."""
+    ``refused``: the acoustic simulator's options given (each an error naming it);
+    ``overlap``, ``bell_width``: LFB's (``decomposition="lfb"``)."""
     for name, given in (refused or {}).items():
         if given:
             raise ProblemError(f"{name}: not available for the elastic simulator")
-    if decomposition not in ("single", "pencil"):
+    if decomposition not in ("single", "pencil", "lfb"):
         raise ProblemError(f"decomposition = {decomposition!r}: the elastic simulator runs "
-                           "'single' or 'pencil'")  # fmt: skip
+                           "'single', 'pencil' or 'lfb'")  # fmt: skip
     check_options(medium, options)
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=False)  # fmt: skip
@@ -162,4 +183,5 @@ def make_elastic_simulator(
     with x64(run.dtype):
         params = _defaults(run, medium, source)
     m = None if mesh is None else tuple(int(n) for n in mesh)
-    return ElasticSimulator(run, params, options.smooth_p0, step_chunk, decomposition, m)
+    where = Where(decomposition, m, int(overlap), float(bell_width))
+    return ElasticSimulator(run, params, options.smooth_p0, step_chunk, where)

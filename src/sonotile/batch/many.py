@@ -1,7 +1,8 @@
 """``simulate_many``: one grid and sensor, many media or sources, in one process.
 
-Elastic media (``docs/elastic.md``) run one after another (``"loop"``; ``"vmap"`` is refused by
-name): each run is :func:`sonotile.simulate`'s elastic run on the shared time axis.
+Elastic media (``docs/elastic.md``) run the same two ways: each run is
+:func:`sonotile.simulate`'s elastic run on the shared time axis (``"loop"``), or all of them
+vectorised (``"vmap"``: one medium's fields per run, on one grid).
 
 Two ways to run the set, same results:
 
@@ -100,6 +101,37 @@ def _elastic_time_axis(kgrid: KWaveGrid, media: list[Any]) -> KWaveGrid:
     return replace(kgrid, dt=kgrid.dt or dt, nt=kgrid.nt or nt)
 
 
+def _elastic_vmapped(
+    grid: KWaveGrid, media: list[Any], sources: list[Any], sensor: KSensor, options: Options
+) -> list[Results]:
+    """Elastic runs as one vmapped program (:func:`run_vmapped`), each checked and built as
+    :func:`sonotile.api.elastic.simulate_elastic` builds it; its :class:`Results`."""
+    from dataclasses import asdict
+
+    from sonotile.api.elastic import check_options, prepare, x64
+
+    runs = []
+    for i, (m, s) in enumerate(zip(media, sources)):
+        try:
+            check_options(m, options)
+            runs.append(prepare(replace(grid), m, s, sensor, options.pml_size,
+                                options.pml_alpha, dtype=options.dtype,
+                                smooth_p0=options.smooth_p0))  # fmt: skip
+        except ProblemError as e:
+            raise ProblemError(f"simulate_many: media[{i}] / sources[{i}]: {e}") from None
+    with x64(options.dtype):
+        outs = run_vmapped(runs, options.check_finite)  # type: ignore[arg-type]
+    results = []
+    for run, (raw, final), m, s in zip(runs, outs, media, sources):
+        data: dict[str, Any] = {k: np.asarray(v).T for k, v in raw.items()}  # (N, steps)
+        data |= {k: np.asarray(v) for k, v in final.items()}
+        t = np.arange(run.recording.start, run.nt) * run.dt
+        notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
+        results.append(Results(data, run.grid, t, run.points, notes, (grid, m, s, sensor),
+                               asdict(options)))  # fmt: skip
+    return results
+
+
 def _simulate_elastic_many(
     kgrid: KWaveGrid,
     media: list[Any],
@@ -109,18 +141,18 @@ def _simulate_elastic_many(
     options: Options,
 ) -> list[Results]:
     """Elastic media one after another (:func:`sonotile.api.elastic.simulate_elastic` on the
-    shared time axis); ``vectorize="vmap"`` and a mix with acoustic media refused by name."""
+    shared time axis) or vectorised (:func:`_elastic_vmapped`); a mix with acoustic media
+    refused by name."""
     from sonotile.api.elastic import simulate_elastic
 
-    if vectorize == "vmap":
-        raise ProblemError("simulate_many(vectorize='vmap'): the elastic model runs one medium "
-                           "after another; use vectorize='loop' (or 'auto')")  # fmt: skip
     fluid = [i for i, m in enumerate(media) if not is_elastic(m)]
     if fluid:
         raise ProblemError(f"simulate_many: media[{fluid[0]}] is acoustic (no "
                            "sound_speed_compression) and others elastic; give one model per "
                            "batch")  # fmt: skip
     grid = _elastic_time_axis(kgrid, media)
+    if _resolve(vectorize) == "vmap":
+        return _elastic_vmapped(grid, media, sources, sensor, options)
     results = []
     for i, (m, s) in enumerate(zip(media, sources)):
         try:
@@ -153,9 +185,8 @@ def simulate_many(
         kgrid, sensor: shared by every run. Without ``dt``/``Nt`` the time axis is k-Wave's
             default for the fastest and slowest of all media, the same for every run.
         media, sources: one each, or sequences of equal length (a single one is shared).
-            Elastic media (all of them: one model per batch) run one after another, each as
-            :func:`sonotile.simulate` would run it on the shared time axis (``"vmap"``
-            refused).
+            Elastic media (all of them: one model per batch) run each as
+            :func:`sonotile.simulate` would run it on the shared time axis.
         vectorize: ``"loop"``, ``"vmap"`` (runs must have equally shaped inputs: same kinds of
             medium fields and source masks of the same sizes) or ``"auto"`` (vmap on
             accelerators, loop on CPUs).
@@ -281,7 +312,8 @@ def run_vmapped(problems: list[Problem], check_finite: bool = True) -> list[tupl
     first = cps[0]
     phys = first.phys.joined([cp.phys for cp in cps])
     if phys is None or any(cp.layout != first.layout for cp in cps):
-        raise ProblemError("simulate_many(vectorize='vmap'): runs differ in physics or sensor")
+        raise ProblemError("simulate_many(vectorize='vmap'): runs differ in physics (e.g. "
+                           "absorption in some) or sensor; use vectorize='loop'")  # fmt: skip
     layout, index = first.layout, first.index
     consts, c_axes = _batch([cp.consts for cp in cps])
     ops, o_axes = _batch([cp.ops for cp in cps])  # kappa differs when c_ref does

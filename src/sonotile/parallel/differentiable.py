@@ -8,7 +8,8 @@ like the state, 1-D PML profiles along their axis, the rest replicated) and runs
 time loop (:func:`sonotile.solver.runner.scan_body` under
 :func:`sonotile.solver.adjoint.checkpointed_scan`) inside :func:`shard_map`. Overlap exchange
 (``ppermute``), transposes (``all_to_all``) and sensor gathers (``psum``) are differentiated by
-JAX; the FFTW operators of LFB blocks by :class:`sonotile.spectral.linear.AdjointOps`.
+JAX; the acoustic FFTW operators of LFB blocks by :class:`sonotile.spectral.linear.AdjointOps`,
+a model's own box operators (the elastic single-axis derivatives) by the FFT backends' rules.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def _ops_parts(
     if decomposition == Decomposition.PENCIL:
         return pencil_operators(problem, Blocks(problem.grid.shape, mesh_shape), unstagger,
                                 fftw_transforms=False)  # fmt: skip
-    if not isinstance(problem, Problem):  # LFB's operators are Fourier operators
+    own = getattr(model_for(problem), "box_operators", None)  # a model's own box operators
+    if not isinstance(problem, Problem) and own is None:  # LFB's operators are Fourier operators
         raise ValueError(f"lfb: the {type(model_for(problem)).__name__} is differentiated on "
                          "one device or on a pencil mesh")  # fmt: skip
     inner, bells, unshift, lmeta = lfb_constants(
@@ -84,7 +86,21 @@ def _ops_parts(
     )
     lfb_arrays = (inner, bells, unshift)
     specs = jax.tree_util.tree_map(lambda _: P(), lfb_arrays)
-    return lfb_arrays, specs, lambda a: LfbOps(AdjointOps(a[0]), a[1], a[2], meta=lmeta)
+    # the acoustic operators through AdjointOps; a model's own (the elastic single-axis
+    # derivatives, FourierOps.diffs) are differentiable as they are (the backends' rules)
+    wrap = AdjointOps if own is None else (lambda o: o)
+    return lfb_arrays, specs, lambda a: LfbOps(wrap(a[0]), a[1], a[2], meta=lmeta)
+
+
+def replicated(
+    x: jax.Array, mesh_shape: tuple[int, ...], devices: Sequence[jax.Device] | None = None
+) -> jax.Array:
+    """``x`` (traced, whole-grid) held whole on every device of the mesh :func:`mesh_runner`
+    makes: what computes it runs unsplit. For values made by whole-grid FFTs before the run
+    (k-Wave's smoothing of p0): XLA's partitioner, left to split such a 3-D FFT the way the
+    run's blocks are split, gave XLA:CPU an FFT on a layout it refuses (``fft_thunk``)."""
+    sharding = jax.sharding.NamedSharding(make_mesh(mesh_shape, devices), P())
+    return jax.lax.with_sharding_constraint(x, sharding)
 
 
 def _localised(

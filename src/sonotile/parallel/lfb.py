@@ -463,10 +463,12 @@ class LfbOps:
 
     @property
     def _fourier(self) -> FourierOps:
-        """The padded box's plain Fourier operators (the single-axis derivatives run forward
-        only: the differentiable LFB operators are the acoustic model's)."""
+        """The padded box's plain Fourier operators, whose single-axis derivatives JAX
+        differentiates as they are (the backends' derivative rules: the elastic model's
+        gradients on LFB blocks); :class:`AdjointOps` wraps the acoustic model's operators."""
         if not isinstance(self.inner, FourierOps):
-            raise TypeError("lfb: single-axis derivatives are not differentiable on LFB blocks")
+            raise TypeError("lfb: single-axis derivatives take plain FourierOps of the box, "
+                            "not AdjointOps")  # fmt: skip
         return self.inner
 
     def keep(self, f: jax.Array) -> jax.Array:
