@@ -11,7 +11,9 @@ pressure at two depths in the water is split into its incident and reflected wav
 discrete wavenumber), giving ``R``. Analytic: ``R = (Z_p cos^2 2t_s + Z_s sin^2 2t_s - Z_1) /
 (... + Z_1)``, ``Z = rho c / cos t`` (Brekhovskikh). ``--shear 0`` makes the solid a fluid (the
 method's own check). ``--scale 2`` halves the grid spacing (same physical problem; 0.5 doubles
-it); ``--pml 100`` thickens the PML (default 50 points at scale 1). ``--upper CP,CS,RHO``
+it); ``--pml 100`` thickens the PML (points at scale 1, scaled with the grid like the box: the
+same physical layer at every ``--scale``; default 50); ``--cfl`` the time step (``c_p dt / dx``
+of the solid, default 0.15). ``--upper CP,CS,RHO``
 puts a solid on the source side instead of water (welded solid-solid interface; analytic
 coefficient from the continuity of u_x, u_y, sigma_xx and sigma_xy).
 
@@ -185,17 +187,19 @@ def _solid_fit(ux: np.ndarray, uy: np.ndarray, rows: np.ndarray, x_i: float, dx:
 def measured(
     theta: float, m: int, cs: float, sc: float, upper: tuple[float, float, float],
     periods: float = 40.0, transmitted: bool = False, pml: int | None = None,
+    cfl: float = 0.15,
 ) -> Measured:  # fmt: skip
     """Frequency [Hz], the measured reflection coefficient and, with ``transmitted``, the
     transmitted amplitudes (see the module docstring); ``periods``: source periods after the
-    first arrival's travel time; ``pml``: the PML's thickness [points] (default 50 at scale 1;
-    the box grows with it)."""
+    first arrival's travel time; ``pml``: the PML's thickness [points at scale 1] (default 50;
+    scaled with ``sc``; the box grows with it); ``cfl``: ``c_p dt / dx`` of the solid."""
     import jax
 
     import sonotile as st
 
     n, dx = _box(sc), 1e-4 / sc
     if pml is not None:  # the box grows by the extra PML on both sides
+        pml = int(round(pml * sc))
         grow = pml - n["pml"]
         n = {k: v + {"nx": 2 * grow, "ny": 0}.get(k, grow) for k, v in n.items()} | {"pml": pml}
     nx, ny, xi = n["nx"], n["ny"], n["xi"]
@@ -205,7 +209,7 @@ def measured(
     period = 2 * np.pi / w
     cp, csf, rho = np.full((nx, ny), c1), np.full((nx, ny), cs1), np.full((nx, ny), r1)
     cp[xi:], csf[xi:], rho[xi:] = CP, cs, RHO2
-    dt = 0.15 * dx / CP
+    dt = cfl * dx / CP
     nt = int((periods * period + 2 * (xi - n["xs"]) * dx / (c1 * np.cos(theta))) / dt)
     t = np.arange(nt) * dt
     sig = np.sin(w * t) * (0.5 - 0.5 * np.cos(np.pi * np.clip(t / (15 * period), 0, 1)))
@@ -280,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--upper", default=None, help="CP,CS,RHO of a solid on the source side")
     ap.add_argument("--periods", type=float, default=40.0, help="run length [periods]")
     ap.add_argument("--transmitted", action="store_true", help="also fit T_P and T_S")
-    ap.add_argument("--pml", type=int, default=None, help="PML thickness [points]")
+    ap.add_argument("--pml", type=int, default=None, help="PML thickness [points at scale 1]")
+    ap.add_argument("--cfl", type=float, default=0.15, help="solid's c_p dt / dx")
     a = ap.parse_args(argv)
     upper = (C1, 0.0, R1) if a.upper is None else tuple(float(v) for v in a.upper.split(","))
     for case in a.cases:
@@ -288,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         theta = np.radians(float(deg))
         t0 = time.perf_counter()
         tr = a.transmitted and a.upper is None
-        got = measured(theta, int(m), a.shear, a.scale, upper, a.periods, tr, a.pml)  # type: ignore[arg-type]
+        got = measured(theta, int(m), a.shear, a.scale, upper, a.periods, tr, a.pml, a.cfl)  # type: ignore[arg-type]
         coef = coefficients(theta, a.shear) if a.upper is None else None
         ref = coef[0] if coef is not None else solid_solid(theta, 2 * np.pi * got.f, upper,  # type: ignore[arg-type]
                                                            a.shear)  # fmt: skip
