@@ -101,6 +101,8 @@ class Static:
     tape: Tape | None = None
     #: mesh axis names the state is split over (keys of the tape's shards)
     axes: tuple[str, ...] = ()
+    #: devices per split axis of the mesh (empty on one device)
+    mesh: tuple[int, ...] = ()
 
 
 def _smooth_p0(p0: jax.Array, shape: tuple[int, ...]) -> jax.Array:
@@ -202,7 +204,13 @@ def constants(
         p0 = jnp.asarray(params["p0"], pb.dtype)
         if p0.shape != st.shape:
             raise ProblemError(f"params['p0']: shape {p0.shape}, expected the grid {st.shape}")
-        c["p0"] = _padded(_smooth_p0(p0, st.shape) if st.smooth_p0 else p0, st, "constant")
+        if st.smooth_p0:
+            p0 = _smooth_p0(p0, st.shape)
+            if st.mesh:  # its whole-grid FFTs run unsplit (XLA:CPU refused them split on 2x2)
+                from sonotile.parallel.differentiable import replicated
+
+                p0 = replicated(p0, st.mesh)
+        c["p0"] = _padded(p0, st, "constant")
     return c, c0
 
 
@@ -486,7 +494,7 @@ def make_simulator(
         from sonotile.parallel.mesh import AXIS_NAMES
 
         mesh = tuple(mesh) if mesh is not None else (len(jax.devices()),)
-        st = replace(st, axes=AXIS_NAMES[: len(mesh)])
+        st = replace(st, axes=AXIS_NAMES[: len(mesh)], mesh=mesh)
         run, fixed = mesh_runner(
             problem, st.layout, partial(local_run, st), decomposition, mesh, overlap, bell_width
         )
