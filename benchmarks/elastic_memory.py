@@ -5,7 +5,9 @@ before a run and used by the fit check).
 Each case is a chunk program of the common time loop (``runner.run_chunk``, what a run
 compiles) on a heterogeneous medium with a fluid region (or a homogeneous one), a p0 start
 and a few sensor points; memory is XLA's own accounting of the compiled program
-(``memory_analysis``: arguments + outputs - aliased + temporaries), nothing is run. Paths: 3-D
+(``memory_analysis``: arguments + outputs - aliased + temporaries), nothing is run, with
+sonotile's XLA flags set as the API's first run sets them (XLA:CPU's concurrency-optimised
+scheduler off: it keeps more temporaries alive). Paths: 3-D
 float32 with FFTW's fused single-axis calls (one CPU device), 3-D through XLA's FFT (float32
 forced to XLA, as on a GPU; float64), 2-D (FFTW's whole-grid calls in float32, XLA in
 float64).
@@ -102,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes2", default="192,256")
     ap.add_argument("--cases", default=",".join(CASES))
     a = ap.parse_args(argv)
+    from sonotile.base import runtime
+
+    runtime.set_xla_flags()  # as the API's first run: before JAX starts its CPU client
     import jax
 
     from sonotile.physics.elastic.interface import ElasticModel

@@ -190,10 +190,10 @@ class ElasticModel:
         """Device memory of a single-device run [bytes], following the compiled chunk
         program's accounting (``benchmarks/elastic_memory.py``, docs/elastic.md): the state
         (every split field), the grid-sized material fields stored (:func:`material_fields`),
-        ``p0``, the step's temporaries (:data:`TEMP_HALVES`, plus the staggered fields the
-        step derives where its updates run in JAX, plus :data:`ACCELERATOR_HALVES` off the
-        CPU), the whole-grid aggregates and the split field's spectra. A rough figure for
-        decompositions. Exact in Python integers."""
+        ``p0``, the step's temporaries (:data:`CPU_TEMP_HALVES` on the CPU, with sonotile's
+        XLA flags; off the CPU the staggered fields the step derives plus
+        :data:`ACCELERATOR_TEMP_HALVES`), the whole-grid aggregates and the split field's
+        spectra. A rough figure for decompositions. Exact in Python integers."""
         nd, st = self.ndim, self.statics
         fused = fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype))
         stored, derived = material_fields(run.medium_values(), nd, st.kelvin_voigt, fused)
@@ -203,29 +203,33 @@ class ElasticModel:
                     if r in table and table[r][0] in ("max_all", "min_all"))  # fmt: skip
         whole += 2 * ("p_cw_all" in run.record)  # the DFT's two sums
         split = 3 * ("u_split_field" in run.record)  # the velocity's spectra
-        fields = state + stored + derived + int(st.p0) + whole + split
-        halves = 2 * fields + TEMP_HALVES[(fused, nd, st.kelvin_voigt)]
-        if jax.default_backend() != "cpu":  # XLA:GPU keeps a few more fields in flight
-            halves += ACCELERATOR_HALVES[nd]
+        fields = state + stored + int(st.p0) + whole + split
+        if jax.default_backend() == "cpu":
+            halves = 2 * fields + CPU_TEMP_HALVES[(fused, nd, st.kelvin_voigt)]
+        else:  # XLA:GPU stores the derived staggered fields and keeps more in flight
+            halves = 2 * (fields + derived) + ACCELERATOR_TEMP_HALVES[(nd, st.kelvin_voigt)]
         return int(np.dtype(run.dtype).itemsize) * int(np.prod(run.shape)) * halves // 2
 
 
-#: The step's grid-sized temporaries in half fields, ``(fused, ndim, kelvin_voigt)``: with
-#: the updates inside FFTW's single-axis calls (3-D float32, one CPU device) the sums being
-#: transformed and ``dt`` times the acceleration; elsewhere (XLA's FFT, float64, 2-D) the
-#: derivatives and spectra in flight, besides the derived staggered fields
-#: (:func:`material_fields`). Fitted to XLA's accounting of the compiled chunk programs at
-#: 48^3, 64^3, 192^2 and 256^2 (``benchmarks/elastic_memory.py``).
-TEMP_HALVES = {
-    (True, 3, True): 14, (True, 3, False): 12,
-    (False, 3, True): 46, (False, 3, False): 32,
-    (False, 2, True): 18, (False, 2, False): 11,
+#: The step's grid-sized temporaries on the CPU in half fields, ``(fused, ndim,
+#: kelvin_voigt)``: with the updates inside FFTW's single-axis calls (3-D float32, one CPU
+#: device) the sums being transformed and ``dt`` times the acceleration; elsewhere (XLA's FFT,
+#: float64, 2-D) the derivatives and spectra in flight, XLA recomputing the derived staggered
+#: fields inside the fusions that read them. Fitted to XLA:CPU's accounting of the compiled
+#: chunk programs at 48^3, 64^3, 192^2 and 256^2 with sonotile's XLA flags (its
+#: concurrency-optimised scheduler off, as the API's first run and the entry points set it;
+#: with it on, XLA keeps up to 30 % more; ``benchmarks/elastic_memory.py``).
+CPU_TEMP_HALVES = {
+    (True, 3, True): 14, (True, 3, False): 8,
+    (False, 3, True): 40, (False, 3, False): 23,
+    (False, 2, True): 21, (False, 2, False): 11,
 }  # fmt: skip
 
 
-#: The step's further temporaries in half fields on an accelerator (XLA:GPU, per ``ndim``):
-#: fitted to its accounting on an H200 at 64^3 to 256^3, 256^2 and 512^2 (docs/elastic.md).
-ACCELERATOR_HALVES = {2: 10, 3: 14}
+#: The step's temporaries on an accelerator (XLA:GPU) in half fields, ``(ndim, kelvin_voigt)``,
+#: besides the derived staggered fields it stores: fitted to its accounting on an H200 at
+#: 64^3 to 256^3, 256^2 and 512^2 (``docs/gpu-results/h200-elastic-memory.txt``).
+ACCELERATOR_TEMP_HALVES = {(3, True): 60, (3, False): 46, (2, True): 28, (2, False): 21}
 
 
 def material_fields(values: Mapping[str, Any], nd: int, kv: bool, fused: bool) -> tuple[int, int]:
