@@ -147,6 +147,8 @@ def test_kwave_input_holds_the_plans_run(planned, tmp_path):
         ({"--duty": ["1.5"]}, "duty"),
         ({"--mapping": ["hounsfield"]}, "unknown mapping"),
         ({"--transducer": ["bowl:20:20"]}, "touches the head"),
+        ({"--refocus": ["1.5"]}, "--refocus 1.5: give a whole number"),
+        ({"--refocus": ["11"]}, "refocus must be a whole number from 0 to 10"),
     ],
 )
 def test_plan_command_refuses_bad_input(ct_path, tmp_path, capsys, change, message):

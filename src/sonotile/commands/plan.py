@@ -30,7 +30,7 @@ NUMBERS: dict[str, tuple[float | None, str]] = {
     "--conductivity": (None, "thermal conductivity [W/(m K)] everywhere (default: per tissue)"),
     "--margin": (5.0, "grid beside the aperture [mm]"),
     "--beyond": (20.0, "grid past the target [mm]"),
-    "--refocus": (2, "re-aims of the corrected drive toward the target (default 2; 0: none)"),
+    "--refocus": (2, "re-aims of the corrected drive (default 2; 0: aimed at the target itself)"),
 }
 #: the switches: flag -> help
 SWITCHES = {
