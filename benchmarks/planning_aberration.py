@@ -7,14 +7,16 @@ target 30 mm above the head's centre entered 13 degrees off the vertical; ``--tr
 focused on the target); CW at ``--f0`` with ``--ppw`` points per wavelength; 10 s of heating
 scaled to 1 MPa at the focus. Runs (``sonotile.planning.plan``): the water path, the
 geometric (uncorrected) drive through the skull, a point source at the target recorded at the
-elements, the phase-conjugated drive (with ``--refocus`` once more, the point source moved by
-the corrected focus's offset from the target); then heat and dose. Prints the foci (peak, distance
-from the target, -6 dB volume), the correction's gain, the transmission loss against water,
-the -6 dB volume over water's, the temperatures and the time of each stage.
+elements, the phase-conjugated drive aimed past the target by the water beam's focal offset
+and re-aimed by its own focus's offset up to ``--refocus`` times (default 2; 0: aimed at the
+target itself); then heat and dose. Prints the foci (peak, distance from the target of the
+fitted peak and of the peak grid point, -6 dB volume), the correction's gain, the
+transmission loss against water, the -6 dB volume over water's, each re-aiming pass, the
+temperatures and the time of each stage.
 
-Run (on 2 shared cores: about 2 minutes at 250 kHz, 4 points per wavelength; 11 minutes at
-500 kHz, 3 points per wavelength; 37 minutes at 0.5 mm and 500 kHz, ``--f0 500e3 --ppw 6``, a
-180 x 180 x 200 grid with the PML, the machine loaded by other work)::
+Run (on 2 shared cores, loaded by other work: minutes at 250 kHz, 4 points per wavelength,
+and at 500 kHz, 3 points per wavelength; most of an hour at 0.5 mm and 500 kHz,
+``--f0 500e3 --ppw 6``, a 168 x 168 x 196 grid with the PML)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/planning_aberration.py --f0 500e3 --ppw 3
 """
@@ -39,7 +41,7 @@ def main() -> None:
     ap.add_argument("--transducer", default="array:128:64:64:4")
     ap.add_argument("--out", default="planning-aberration")
     ap.add_argument("--force", action="store_true")
-    ap.add_argument("--refocus", action="store_true", help="correct again, re-aimed (2 runs)")
+    ap.add_argument("--refocus", type=int, default=2, help="re-aims of the corrected drive")
     args = ap.parse_args()
     prepare_output(args.out, args.force)
     n = [int(np.ceil(2 * s / args.ct_mm)) for s in (80.0, 96.0, 84.0)]
@@ -60,7 +62,8 @@ def main() -> None:
         f = b[name]
         if f:
             print(f"{name:12s} peak {f['peak_pa'] / 1e3:8.1f} kPa, {f['error_mm']:5.2f} mm from "
-                  f"the target, -6 dB volume {f['volume_mm3']:7.1f} mm^3")  # fmt: skip
+                  f"the target (peak grid point {f['peak_voxel_error_mm']:5.2f} mm), -6 dB "
+                  f"volume {f['volume_mm3']:7.1f} mm^3")  # fmt: skip
     print(json.dumps({k: b[k] for k in b if k not in ("water", "uncorrected", "corrected")}))
     c, w = b["corrected"], b["water"]
     if c:

@@ -147,6 +147,8 @@ def test_kwave_input_holds_the_plans_run(planned, tmp_path):
         ({"--duty": ["1.5"]}, "duty"),
         ({"--mapping": ["hounsfield"]}, "unknown mapping"),
         ({"--transducer": ["bowl:20:20"]}, "touches the head"),
+        ({"--refocus": ["1.5"]}, "--refocus 1.5: give a whole number"),
+        ({"--refocus": ["11"]}, "refocus must be a whole number from 0 to 10"),
     ],
 )
 def test_plan_command_refuses_bad_input(ct_path, tmp_path, capsys, change, message):
@@ -161,13 +163,28 @@ def test_plan_command_refuses_bad_input(ct_path, tmp_path, capsys, change, messa
 
 @pytest.mark.slow
 def test_array_plan_uses_the_corrected_drive(ct_path):
-    settings = PlanSettings(**SMALL, duration=1.0)
+    settings = PlanSettings(**SMALL, duration=1.0, refocus=0)
     p = plan(ct_path, TARGET, ENTRY, "array:48:50:50:4", settings)
     b, drive = p.summary["beams_at_source_pressure"], p.summary["drive"]
     assert b["corrected"] is not None and b["focal_gain"] > 1.0
     assert len(drive["phase_rad"]) == 48 and np.ptp(drive["phase_rad"]) > 0.5  # not geometric
     np.testing.assert_array_equal(p.p_amp, p.beams.fields["corrected"])  # scale 1: no target
     assert p.summary["focus"]["error_mm"] == b["corrected"]["error_mm"]
+    assert len(b["refocus"]) == 1 and np.allclose(b["aim_mm"], TARGET)  # aimed at the target
+
+
+@pytest.mark.slow
+def test_array_plan_aims_the_corrected_drive_at_the_target(ct_path):
+    p = plan(ct_path, TARGET, ENTRY, "array:48:50:50:4", PlanSettings(**SMALL, duration=1.0))
+    b, drive = p.summary["beams_at_source_pressure"], p.summary["drive"]
+    # aimed (on by default): past the target, the pass nearest the target is the plan's, and
+    # it drives, heats with and reports that pass
+    assert 1 <= len(b["refocus"]) <= 3 and list(b["aim_mm"]) in [r["aim_mm"] for r in b["refocus"]]
+    assert np.linalg.norm(np.subtract(b["refocus"][0]["aim_mm"], TARGET)) > 0.5
+    assert b["corrected"]["error_mm"] == min(r["error_mm"] for r in b["refocus"]) < 1.0
+    assert b["gain_at_target"] > 1.0 and p.summary["focus"]["error_mm"] < 1.0
+    np.testing.assert_allclose(drive["phase_rad"], p.beams.phase)
+    np.testing.assert_array_equal(p.p_amp, p.beams.fields["corrected"])
 
 
 @pytest.mark.slow
@@ -205,7 +222,18 @@ def test_report_lists_focal_sizes_and_the_elastic_correction(planned):
     rows = dict(report_lines(s))
     w = s["beams_at_source_pressure"]["water"]["width_mm"]
     assert f"widths {w[0]:.1f} mm x {w[1]:.1f} mm" in rows["-6 dB focus, water"]
-    assert "elastic skull" not in rows
+    assert "elastic skull" not in rows and "aim" not in rows  # a bowl: nothing aimed
+    assert rows["position error"].endswith(
+        f"(peak grid point {s['focus']['peak_voxel_error_mm']:.2f} mm)"
+    )
+    t = s["target_mm"]
+    s["beams_at_source_pressure"] |= {
+        "aim_mm": [t[0], t[1] + 0.6, t[2] + 0.8],
+        "refocus": [{"error_mm": 0.4}, {"error_mm": 0.03}],
+    }
+    assert dict(report_lines(s))["aim"] == (
+        "1.00 mm from the target; focus per pass 0.40, 0.03 mm from it"
+    )
     focus = {**s["focus"], "length_mm": 12.34, "width_mm": [5.0, None]}
     s["elastic_at_source_pressure"] = {
         **focus, "over_fluid": 0.9, "fluid_corrected": focus, "elastic_corrected": focus,

@@ -30,13 +30,13 @@ NUMBERS: dict[str, tuple[float | None, str]] = {
     "--conductivity": (None, "thermal conductivity [W/(m K)] everywhere (default: per tissue)"),
     "--margin": (5.0, "grid beside the aperture [mm]"),
     "--beyond": (20.0, "grid past the target [mm]"),
+    "--refocus": (2, "re-aims of the corrected drive (default 2; 0: aimed at the target itself)"),
 }
 #: the switches: flag -> help
 SWITCHES = {
     "--force": "write into an existing output folder",
     "--no_correction": "drive an array geometrically (no aberration correction)",
     "--amplitudes": "weight the corrected drive by the recorded amplitudes",
-    "--refocus": "correct once more, aimed by the corrected focus's offset (2 more runs)",
     "--elastic": "also run the beam through an elastic skull and heat with that beam",
     "--kwave_input": "also write the beam's run as a k-Wave input file (kwave_input.h5)",
 }
@@ -137,6 +137,13 @@ def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
     return run, cp
 
 
+def _whole(v: float, flag: str) -> int:
+    """``v`` as an int, or a :class:`ProblemError` naming ``flag``."""
+    if not (float(v).is_integer() and v >= 0):
+        raise ProblemError(f"{flag} {v:g}: give a whole number >= 0")
+    return int(v)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``sonotile plan`` command."""
     from sonotile.api.heatrun import RunStopped
@@ -154,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = PlanSettings(
             frequency=a.frequency, points_per_wavelength=a.ppw, mapping=a.mapping,
             source_pressure=a.pressure, focal_pressure=a.focal_pressure,
-            correct=not a.no_correction, amplitudes=a.amplitudes, refocus=a.refocus,
+            correct=not a.no_correction, amplitudes=a.amplitudes,
+            refocus=_whole(a.refocus, "--refocus"),
             elastic=a.elastic, duration=a.duration, cooling=a.cooling, duty=a.duty,
             period=a.period, heat_dt=a.dt, perfusion=a.perfusion,
             specific_heat=a.specific_heat, conductivity=a.conductivity, margin_mm=a.margin,

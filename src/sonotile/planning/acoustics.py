@@ -97,9 +97,11 @@ def make_kgrid(
     frequency: float,
     run: RunSettings,
     cfl: float | None = None,
+    reach_mm: float | None = None,
 ) -> KWaveGrid:
     """The k-Wave grid of ``grid``'s interior with its time axis [s] for a CW run (the fluid
-    runs' Courant number, :meth:`RunSettings.courant`, unless ``cfl`` is given)."""
+    runs' Courant number, :meth:`RunSettings.courant`, unless ``cfl`` is given; the path
+    reaches ``reach_mm`` past the target, ``run.reach_mm`` unless given)."""
     dx = grid.spacing_mm * 1e-3
     kgrid = KWaveGrid(grid.shape, dx)
     c = np.asarray(medium.sound_speed)
@@ -109,7 +111,8 @@ def make_kgrid(
     if cfl is None:  # an absorbing medium may need a shorter step (fluid runs)
         kgrid.dt = min(kgrid.dt, STABLE_FRACTION * stable_step(kgrid, medium, grid))
     target = np.asarray(grid.target_index, dtype=np.float64)
-    path = dx * float(np.linalg.norm(target - grid.source_index)) + run.reach_mm * 1e-3
+    reach = run.reach_mm if reach_mm is None else reach_mm
+    path = dx * float(np.linalg.norm(target - grid.source_index)) + reach * 1e-3
     t_end = run.crossings * path / c_min + run.settle_periods / frequency
     kgrid.nt = int(np.ceil(t_end / kgrid.dt))
     return kgrid
@@ -188,9 +191,10 @@ def element_response(
 ) -> np.ndarray:
     """Complex steady-state pressure ``A exp(i phase)`` at each element (averaged over its
     surface) from a CW point source at ``source_index`` (default: the grid's target point):
-    ``(n_elements,)``."""
+    ``(n_elements,)``. Only the elements are read, so the run lasts for the path from the
+    target to the transducer (no ``reach_mm`` past the target) plus the settling."""
     run = run or RunSettings()
-    kgrid = make_kgrid(grid, medium, frequency, run)
+    kgrid = make_kgrid(grid, medium, frequency, run, reach_mm=0.0)
     mask = np.zeros(grid.shape, bool)
     mask[grid.target_index if source_index is None else source_index] = True
     sig = create_cw_signals(kgrid.t, frequency, np.array([1e3]), np.array([0.0]))
@@ -228,6 +232,8 @@ class Focus:
             width_mm: the -6 dB widths across it (the grid's first two axes) [mm]; each from
             the profile through the peak (:func:`focal_size`); None where the profile does
             not fall to half its peak inside the grid.
+        peak_voxel_mm: the grid point of the peak [mm, RAS] (``position_mm`` refines it);
+            peak_voxel_error_mm: its distance from the target [mm].
     """
 
     peak_pa: float
@@ -237,6 +243,8 @@ class Focus:
     volume_mm3: float
     length_mm: float | None = None
     width_mm: tuple[float | None, float | None] = (None, None)
+    peak_voxel_mm: tuple[float, float, float] | None = None
+    peak_voxel_error_mm: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (for JSON)."""
@@ -332,10 +340,11 @@ def find_focus(
     peak = float(p_amp[i])
     labels, _ = ndimage.label(near & (p_amp >= peak / 2))
     volume = float(np.count_nonzero(labels == labels[i])) * grid.spacing_mm**3
-    pos = grid.world(_refine(p_amp, i))
+    pos, vox = grid.world(_refine(p_amp, i)), grid.world(i)
     length, width = focal_size(p_amp, i, grid.spacing_mm)
+    t = np.asarray(target, dtype=np.float64)
     return Focus(
-        peak, (float(pos[0]), float(pos[1]), float(pos[2])),
-        float(np.linalg.norm(pos - np.asarray(target, dtype=np.float64))),
+        peak, (float(pos[0]), float(pos[1]), float(pos[2])), float(np.linalg.norm(pos - t)),
         float(p_amp[grid.target_index]), volume, length, width,
+        (float(vox[0]), float(vox[1]), float(vox[2])), float(np.linalg.norm(vox - t)),
     )  # fmt: skip

@@ -57,8 +57,10 @@ class PlanSettings:
         source_pressure: drive amplitude of each element [Pa] (an additive pressure source).
         focal_pressure: if given, the drive is scaled (linear acoustics) to this focal peak [Pa].
         correct: phase-conjugate an array's drive through the skull; amplitudes: and weight
-            its elements by their recorded amplitudes; refocus: and correct once more with
-            the point source moved by the corrected focus's offset from the target.
+            its elements by their recorded amplitudes; refocus: aim the corrected drive past
+            the target by the water beam's focal offset, then re-aim it by its own focus's
+            offset from the target up to this many times, until within 0.25 mm
+            (:func:`~sonotile.planning.aberration.refocus`); 0: aimed at the target itself.
         duration: sonication time [s]; cooling: time simulated after it [s].
         duty: fraction of the time on; with ``period`` [s] the source is pulsed, without it the
             heat source is time-averaged (pulses much shorter than thermal times).
@@ -82,7 +84,7 @@ class PlanSettings:
     focal_pressure: float | None = None
     correct: bool = True
     amplitudes: bool = False
-    refocus: bool = False
+    refocus: int = 2
     duration: float = 10.0
     cooling: float = 0.0
     duty: float = 1.0
@@ -114,6 +116,8 @@ class PlanSettings:
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise ProblemError(f"{name} must be positive, got {v}")
+        if not (isinstance(self.refocus, int | np.integer) and 0 <= self.refocus <= 10):
+            raise ProblemError(f"refocus must be a whole number from 0 to 10, got {self.refocus}")
         if self.mapping not in MAPPINGS:
             raise ProblemError(f"unknown mapping {self.mapping!r}; known: {sorted(MAPPINGS)}")
 
@@ -329,7 +333,7 @@ def plan(
     say(f"grid {grid.shape} (+PML {grid.total_shape}) at {grid.spacing_mm:.3g} mm")
     beams = compare_beams(kwave_medium(on_grid), grid, tr, pose, s.frequency,
                           source_pressure=s.source_pressure, correct=s.correct,
-                          amplitudes=s.amplitudes, refocus=s.refocus,
+                          amplitudes=s.amplitudes, refocus_iterations=s.refocus,
                           search_mm=s.search_mm, run=run,
                           progress=say)  # fmt: skip
     p_amp = beams.fields["corrected" if beams.corrected else "uncorrected"]

@@ -188,23 +188,23 @@ def elastic_beams(
 ) -> ElasticBeams:
     """The fluid plan's drive (``beams``) through the elastic skull of ``maps`` and, where
     ``beams`` holds a correction, the drive corrected through the elastic skull: a point
-    source where the fluid correction put its own (``beams.aim_mm``) recorded at the
-    elements by the elastic model, conjugated (:func:`conjugate_drive`, at the fluid drive's
-    largest amplitude) and run forward."""
+    source at the target recorded at the elements by the elastic model, conjugated
+    (:func:`conjugate_drive`, at the fluid drive's largest amplitude), aimed where the fluid
+    correction was aimed (``beams.steering``) and run forward."""
     say = progress or (lambda _msg: None)
     target = grid.world(grid.target_index)
     say("elastic skull: the fluid-corrected drive" if beams.corrected else
         "elastic skull: the plan's drive")  # fmt: skip
     p = elastic_field(maps, grid, karray, beams.amplitude, beams.phase, frequency, run)
     fluid = find_focus(p, grid, target, search_mm)
-    if beams.corrected is None or beams.aim_mm is None:
+    if beams.corrected is None:
         return ElasticBeams(fluid, None, p, beams.amplitude, beams.phase)
-    aim = np.rint(grid.index(beams.aim_mm)).astype(int)
-    say(f"elastic skull: point source at {np.round(beams.aim_mm, 1).tolist()} mm, recorded "
-        "at the elements (aberration correction)")  # fmt: skip
-    response = elastic_response(maps, grid, karray, frequency, run,
-                                (int(aim[0]), int(aim[1]), int(aim[2])))  # fmt: skip
+    say("elastic skull: point source at the target, recorded at the elements (aberration "
+        "correction)")  # fmt: skip
+    response = elastic_response(maps, grid, karray, frequency, run, grid.target_index)
     amp, phase = conjugate_drive(response, float(np.max(beams.amplitude)), amplitudes)
+    if beams.steering is not None:
+        phase = np.angle(np.exp(1j * (phase + beams.steering)))
     say("elastic skull: the elastic-corrected drive")
     p = elastic_field(maps, grid, karray, amp, phase, frequency, run)
     return ElasticBeams(fluid, find_focus(p, grid, target, search_mm), p, amp, phase)

@@ -6,7 +6,7 @@ its beam axis, from a target and an entry point or from a position and a directi
 behind the transducer to beyond the target, the other two across it, the spacing set by the
 points per wavelength at the slowest sound speed, the target on a grid point, and sizes chosen
 so that each axis with its PML outside (k-Wave's ``PMLInside = false``) has only the factors
-2, 3 and 5. Its affine maps grid indices to RAS millimetres, so CT values are resampled onto it
+2, 3, 5 and 7. Its affine maps grid indices to RAS millimetres, so CT values are resampled onto it
 (:func:`resample`) and results mapped back onto the CT's grid (:func:`to_image`), both by
 trilinear interpolation.
 """
@@ -21,6 +21,7 @@ import numpy as np
 from scipy import ndimage
 
 from sonotile.api.types import KWaveMedium
+from sonotile.fft.sizes import is_fast
 from sonotile.model.problem import ProblemError
 from sonotile.planning.images import CTImage
 from sonotile.planning.tissue import SOFT_PROPERTIES, WATER, TissueMaps
@@ -103,18 +104,15 @@ class Pose:
 
 
 def is_fft_friendly(n: int) -> bool:
-    """Whether ``n`` has no prime factor above 5."""
-    if n < 1:
-        return False
-    for p in (2, 3, 5):
-        while n % p == 0:
-            n //= p
-    return n == 1
+    """Whether ``n >= 1`` has no prime factor above 7 (the FFT kernel's fast radices,
+    :data:`sonotile.fft.sizes.RADICES`)."""
+    return n >= 1 and is_fast(n)
 
 
 def fft_size(n_min: int, pml_range: tuple[int, int] = (8, 24)) -> tuple[int, int]:
     """Interior points >= ``n_min`` and a PML thickness in ``pml_range`` whose total
-    ``n + 2 pml`` has only the factors 2, 3, 5: the smallest total, then the thickest PML."""
+    ``n + 2 pml`` has only the factors 2, 3, 5, 7: the smallest total, then the thickest
+    PML."""
     lo, hi = pml_range
     if not 1 <= lo <= hi:
         raise ProblemError(f"pml_range must be (lo, hi) with 1 <= lo <= hi, got {pml_range}")

@@ -81,7 +81,8 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("target / entry [mm]", f"{_v(s['target_mm'])} / {_v(s['entry_mm'])}"),
         ("drive per element", f"{s['drive']['source_pressure_pa'] / 1e3:.4g} kPa"),
         ("focal pressure", f"{f['peak_pa'] / 1e6:.4g} MPa at {_v(f['position_mm'])} mm"),
-        ("position error", f"{f['error_mm']:.2f} mm from the target"),
+        ("position error", f"{f['error_mm']:.2f} mm from the target (peak grid point "
+         f"{f['peak_voxel_error_mm']:.2f} mm)"),
         ("-6 dB focal volume", f"{f['volume_mm3']:.4g} mm^3 "
          f"({b['volume_ratio_to_water']:.2f}x water)"),
         ("transmission loss", f"{b['transmission_loss_db']:.2f} dB against water"),
@@ -99,6 +100,11 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("elastic correction", f"gain {el['gain_over_fluid_corrected']:.3f} (peak), "
                      f"{el['gain_at_target']:.3f} (at target) over the fluid-corrected drive, "
                      f"focus {el['shift_from_fluid_corrected_mm']:.1f} mm from its"))  # fmt: skip
+    if b.get("refocus"):
+        aim = np.subtract(b["aim_mm"], s["target_mm"])
+        passes = ", ".join(f"{p['error_mm']:.2f}" for p in b["refocus"])
+        rows.append(("aim", f"{np.linalg.norm(aim):.2f} mm from the target; focus per pass "
+                     f"{passes} mm from it"))  # fmt: skip
     if "focal_gain" in b:
         rows.append(("correction gain", f"{b['focal_gain']:.3f} (peak), "
                      f"{b['gain_at_target']:.3f} (at target)"))  # fmt: skip
