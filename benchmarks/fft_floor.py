@@ -78,15 +78,14 @@ def fftw_pair(n: int, threads: int, path: str = "libfftw3f.so.3"):
     return run
 
 
-def xla_pair(n: int, pairs: int):
+def scanned(pair, n: int, pairs: int):
+    """A callable running ``pairs`` applications of ``pair`` (one jitted ``lax.scan``, compiled
+    here) to an n^3 float32 field."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    def body(x, _):
-        return jnp.fft.irfftn(jnp.fft.rfftn(x), s=x.shape) * (1.0 / x.size), None
-
-    f = jax.jit(lambda x: lax.scan(body, x, None, length=pairs)[0])
+    f = jax.jit(lambda x: lax.scan(lambda y, _: (pair(y), None), x, None, length=pairs)[0])
     x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n, n)), jnp.float32)
     jax.block_until_ready(f(x))
 
@@ -96,12 +95,16 @@ def xla_pair(n: int, pairs: int):
     return run
 
 
+def xla_pair(n: int, pairs: int):
+    import jax.numpy as jnp
+
+    return scanned(lambda x: jnp.fft.irfftn(jnp.fft.rfftn(x), s=x.shape) * (1.0 / x.size), n, pairs)
+
+
 def sonotile_pair(n: int, pairs: int):
     """One R2C + C2R pair per step of a scanned loop through the solver's FFTW backend, or None
     where its extension is not available."""
-    import jax
     import jax.numpy as jnp
-    from jax import lax
 
     from sonotile.fft import backend
 
@@ -109,18 +112,7 @@ def sonotile_pair(n: int, pairs: int):
         return None
     be = backend.get("fftw")
     one = jnp.ones((n, n, n // 2 + 1), jnp.float32)
-
-    def body(x, _):
-        return be.operator(x, one), None
-
-    f = jax.jit(lambda x: lax.scan(body, x, None, length=pairs)[0])
-    x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n, n)), jnp.float32)
-    jax.block_until_ready(f(x))
-
-    def run(_pairs: int) -> None:
-        jax.block_until_ready(f(x))
-
-    return run
+    return scanned(lambda x: be.operator(x, one), n, pairs)
 
 
 def scipy_pair(n: int, threads: int):
