@@ -265,6 +265,17 @@ def test_pass_along_x_of_every_length_equals_numpy():
         assert _rel(want, got) < 2e-6, n
 
 
+def _conv_along_columns(rng: np.random.Generator, shape: tuple[int, int, int]):
+    """A random field, numpy's ``irfftn(rfftn(x) * op * v[k_1])`` of it and ``fftw.conv``'s
+    (``op`` even along x, ``v`` a complex vector along the columns' axis 1)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    op = even_along_x(rng.random((*shape[:2], shape[2] // 2 + 1)).astype(np.float32))
+    v = (rng.standard_normal(shape[1]) + 1j * rng.standard_normal(shape[1])).astype(np.complex64)
+    (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
+    spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
+    return x, np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got
+
+
 @needs_fftw
 def test_plane_columns_of_every_length_equal_numpy():
     """A plane's columns (transformed by halves: rows of n2 reals, then n1-point columns over
@@ -275,13 +286,8 @@ def test_plane_columns_of_every_length_equal_numpy():
     rng = np.random.default_rng(13)
     for n1 in _lengths_checked():
         for n2 in (14, 16):
-            shape = (3, n1, n2)
-            x = rng.standard_normal(shape).astype(np.float32)
-            op = even_along_x(rng.random((3, n1, n2 // 2 + 1)).astype(np.float32))
-            v = (rng.standard_normal(n1) + 1j * rng.standard_normal(n1)).astype(np.complex64)
-            (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
-            spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
-            assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6, (n1, n2)
+            _, want, got = _conv_along_columns(rng, (3, n1, n2))
+            assert _rel(want, got) < 2e-6, (n1, n2)
 
 
 @needs_fftw
@@ -294,13 +300,8 @@ def test_planes_with_a_factor_above_7_equal_numpy(n1, n2):
     copy (n2 / 2 + 1 = 12, 18, 20, 52 bins; 3 rows: FFTW's columns). ``conv`` with a vector
     along the columns' axis and ``rfft_axes`` equal numpy's transforms."""
     rng = np.random.default_rng(n1 * 1000 + n2)
-    shape = (4, n1, n2)
-    x = rng.standard_normal(shape).astype(np.float32)
-    op = even_along_x(rng.random((4, n1, n2 // 2 + 1)).astype(np.float32))
-    v = (rng.standard_normal(n1) + 1j * rng.standard_normal(n1)).astype(np.complex64)
-    (got,) = fftw.conv([jax.numpy.asarray(x)], op, [(0, 1, v)])
-    spec = np.fft.rfftn(x.astype(np.float64)) * op * v.reshape(1, -1, 1)
-    assert _rel(np.fft.irfftn(spec, s=shape, axes=(0, 1, 2)), got) < 2e-6
+    x, want, got = _conv_along_columns(rng, (4, n1, n2))
+    assert _rel(want, got) < 2e-6
     half = fftw.rfft_axes(jax.numpy.asarray(x), (1, 2))
     assert _rel(np.fft.rfftn(x.astype(np.float64), axes=(1, 2)), half) < 2e-6
 

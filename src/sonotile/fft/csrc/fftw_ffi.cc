@@ -1855,6 +1855,23 @@ bool axis_rows(const int64_t* d, const float* in, const float* vec, float* out, 
   });
 }
 
+// The single-axis kernels' sources: the first `count` arguments, float32 rank-3 fields of one
+// shape with an even last axis >= 4; their data go to `in`, their shape to `d`. Returns what
+// was wrong, or null.
+const char* axis_sources(const ffi::RemainingArgs& args, int count, int64_t* d, const float** in) {
+  for (int j = 0; j < count; ++j) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(j);
+    if (x.has_error() || x->dimensions().size() != 3) return "float32 rank-3 sources";
+    for (int a = 0; a < 3; ++a) {
+      if (j == 0) d[a] = x->dimensions()[a];
+      else if (d[a] != x->dimensions()[a]) return "source shapes differ";
+    }
+    in[j] = x->typed_data();
+  }
+  if (d[2] % 2 != 0 || d[2] < 4) return "an even last axis >= 4";
+  return nullptr;
+}
+
 ffi::Error AxisDiffImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> src,
                         ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
                         ffi::RemainingRets rets) {
@@ -1870,16 +1887,8 @@ ffi::Error AxisDiffImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> src,
   if (int(args.size()) != k + m) return bad("axis_diff: argument count");
   int64_t d[3] = {0, 0, 0};
   std::vector<const float*> in(k);
-  for (int j = 0; j < k; ++j) {
-    auto x = args.get<ffi::Buffer<ffi::F32>>(j);
-    if (x.has_error() || x->dimensions().size() != 3) return bad("axis_diff: float32 rank-3 inputs");
-    for (int a = 0; a < 3; ++a) {
-      if (j == 0) d[a] = x->dimensions()[a];
-      else if (d[a] != x->dimensions()[a]) return bad("axis_diff: input shapes differ");
-    }
-    in[j] = x->typed_data();
-  }
-  if (d[2] % 2 != 0 || d[2] < 4) return bad("axis_diff: an even last axis >= 4");
+  if (const char* why = axis_sources(args, k, d, in.data()))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string("axis_diff: ") + why);
   const size_t nr = size_t(d[0]) * d[1] * d[2];
   for (int o = 0; o < m; ++o) {
     auto v = args.get<ffi::Buffer<ffi::C64>>(k + o);
@@ -2106,17 +2115,9 @@ ffi::Error AxisUpdateImpl(ffi::ThreadPool pool, int64_t axis, int64_t nsrc,
     return bad("axis_update: has_old/has_m/ncoef/has_post per target");
   int64_t d[3] = {0, 0, 0};
   const float* in[2] = {nullptr, nullptr};
-  int a = 0;
-  for (int s = 0; s < nsrc; ++s, ++a) {
-    auto x = args.get<ffi::Buffer<ffi::F32>>(a);
-    if (x.has_error() || x->dimensions().size() != 3) return bad("axis_update: float32 rank-3 sources");
-    for (int k = 0; k < 3; ++k) {
-      if (s == 0) d[k] = x->dimensions()[k];
-      else if (d[k] != x->dimensions()[k]) return bad("axis_update: source shapes differ");
-    }
-    in[s] = x->typed_data();
-  }
-  if (d[2] % 2 != 0 || d[2] < 4) return bad("axis_update: an even last axis >= 4");
+  if (const char* why = axis_sources(args, int(nsrc), d, in))
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string("axis_update: ") + why);
+  int a = int(nsrc);
   const size_t nr = size_t(d[0]) * d[1] * d[2];
   auto v = args.get<ffi::Buffer<ffi::C64>>(a++);
   const int64_t len = axis == 2 ? d[2] / 2 + 1 : d[axis];
