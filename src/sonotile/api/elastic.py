@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
+from sonotile.api.elastic_reversal import boundary_data_inputs
 from sonotile.api.elastic_sensor import sensor_points
 from sonotile.api.elasticrun import run_checkpointed
 from sonotile.api.heatrun import Checkpoint
@@ -281,6 +282,8 @@ def _pstd_elastic(
     shape = tuple(kgrid.shape)
     if len(shape) != nd:
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
+    if getattr(sensor, "time_reversal_boundary_data", None) is not None:
+        source, sensor = boundary_data_inputs(kgrid, source, sensor)
     run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
                   dtype, smooth_p0)  # fmt: skip
     return run_elastic(run, decomposition, mesh_shape, progress, check_finite, checkpoint,
@@ -393,6 +396,11 @@ def pstd_elastic_2d(
         checkpoint: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`:
             ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elasticrun`): raises
             :class:`~sonotile.api.heatrun.RunStopped` when it stops; the same call goes on.
+
+    A sensor with ``time_reversal_boundary_data`` ``(N, Nt)`` [Pa] (k-Wave's) makes a time
+    reversal: the data, reversed, enforced on the sensor's points as the normal stresses
+    ``-p`` (Dirichlet; the source must be empty), returning ``{"p_final": the reconstruction}``
+    (:mod:`sonotile.api.elastic_reversal`).
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,

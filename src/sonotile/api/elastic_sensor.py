@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sonotile.api import inputs as user_input
-from sonotile.api.problem import cartesian_coords, mask_points
+from sonotile.api.problem import cart2grid, cartesian_coords, mask_points
 from sonotile.api.types import KWaveGrid
 from sonotile.model.bli import INTERPOLATIONS
 from sonotile.model.problem import ProblemError
@@ -37,19 +37,6 @@ class SensorPoints:
     off_grid: OffGrid | None
     record: tuple[str, ...]
     start: int
-
-
-def nearest_grid_points(points: np.ndarray, kgrid: KWaveGrid, name: str) -> np.ndarray:
-    """Cartesian points ``(ndim, N)`` [m] (origin at the grid centre) as their nearest grid
-    indices ``(N, ndim)``, halves rounded away from the centre (k-Wave's ``cart2grid``);
-    points outside the grid refused naming ``name``."""
-    spacing = np.asarray(np.broadcast_to(kgrid.spacing, (len(kgrid.shape),)), np.float64)
-    q = np.asarray(points, np.float64) / spacing[:, None]
-    rounded = np.sign(q) * np.floor(np.abs(q) + 0.5)
-    idx = (rounded + np.array([n // 2 for n in kgrid.shape])[:, None]).T
-    if not np.all(np.isfinite(idx)) or np.any(idx < 0) or np.any(idx >= np.array(kgrid.shape)):
-        raise ProblemError(f"{name}: a Cartesian point lies outside the grid {kgrid.shape}")
-    return idx.astype(np.int64)
 
 
 def _extent(kgrid: KWaveGrid) -> str:
@@ -81,7 +68,7 @@ def cartesian_points(sensor: Any, kgrid: KWaveGrid) -> tuple[np.ndarray | None, 
             f"outside the grid ({_extent(kgrid)} m; origin at the grid centre)"
         )
     if method == "nearest":
-        return nearest_grid_points(pts, kgrid, "sensor.mask"), None
+        return cart2grid(pts, kgrid, "sensor.mask"), None
     return None, OffGrid(coords, method, tol)
 
 
