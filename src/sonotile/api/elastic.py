@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
+from sonotile.api.elastic_intensity import with_intensity
 from sonotile.api.elastic_reversal import boundary_data_inputs
 from sonotile.api.elastic_sensor import sensor_points
 from sonotile.api.elasticrun import run_checkpointed
@@ -156,6 +157,7 @@ def execute(
         raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
         end = State(*parts)
     out = {k: v[layout.start :].T for k, v in raw.items()}
+    out = with_intensity(out, run.record, len(run.shape), jnp)
     return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
 
 
@@ -257,6 +259,7 @@ def run_elastic(
             raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
             how = f"{engine.describe} ({reason})"
     out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
+    out = with_intensity(out, run.record, len(run.shape), np)
     return out | {k: np.asarray(v) for k, v in final.items()}, how
 
 
@@ -404,7 +407,8 @@ def pstd_elastic_2d(
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
-        ``ux_split_p``/``_s``...), statistics ``(N,)`` (``p_max``, ``ux_rms``...), whole fields
+        ``ux_split_p``/``_s``..., ``Ix``...), statistics ``(N,)`` (``p_max``, ``ux_rms``,
+        ``Ix_avg``...), whole fields
         of the grid's shape (``p_final``, ``ux_final``, ``p_max_all``...).
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
