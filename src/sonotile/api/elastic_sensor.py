@@ -6,10 +6,10 @@ given order.
 
 Cartesian points are read by ``sensor.cart_interp``: ``"linear"`` (multilinear, k-Wave's
 ``'CartInterp'`` default; objects without ``cart_interp`` get it) or ``"bli"`` (band-limited,
-``bli_tolerance``), each field on its own staggered grid (:func:`sonotile.solver.sensors.
-field_offset`), so every record is the field at the point; or ``"nearest"``: each point moved to
-its nearest grid point (k-Wave's ``cart2grid``, halves away from the centre) and recorded there
-as a binary mask records it.
+``bli_tolerance``), each field on its own staggered grid
+(:func:`sonotile.solver.sensors.field_offset`), so every record is the field at the point; or
+``"nearest"``: each point moved to its nearest grid point (k-Wave's ``cart2grid``, halves away
+from the centre) and recorded there as a binary mask records it.
 """
 
 from __future__ import annotations
