@@ -76,3 +76,25 @@ def test_make_simulator_intensity():
     assert set(out) == set(ref) == {"Ix", "Iy", "Ix_avg", "Iy_avg"}
     for k, v in ref.items():
         np.testing.assert_allclose(np.asarray(out[k]), v, rtol=0, atol=1e-12 * np.abs(v).max())
+
+
+def test_simulate_many_vmap_intensity_at_cartesian_points():
+    """``simulate_many(..., vectorize="vmap")`` with elastic media: ``I_avg`` and ``p`` at
+    Cartesian points equal each ``st.simulate`` run's, and the results carry the points."""
+    shape, nt = (40, 8), 100
+    grid = st.KWaveGrid(shape, DX, dt=DT, nt=nt)
+    u_mask = np.zeros(shape, bool)
+    u_mask[12, :] = True
+    source = st.ElasticSource(ux=U0 * np.sin(2 * np.pi * F * np.arange(nt) * DT), u_mask=u_mask)
+    coords = np.array([[20.4, 3.3], [26.7, 4.5]])
+    sensor = st.KSensor(mask=((coords - np.array(shape) // 2) * DX).T, record=("p", "I_avg"),
+                        cart_interp="linear")  # fmt: skip
+    media = [st.KWaveElasticMedium(CP, cs, RHO) for cs in (800.0, 1000.0)]
+    kw = dict(pml_size=(8, 0), dtype="float64")
+    many = st.simulate_many(grid, media, source, sensor, vectorize="vmap", **kw)
+    for res, medium in zip(many, media):
+        one = st.simulate(grid, medium, source, sensor, quiet=True, **kw)
+        assert set(res.keys()) == set(one.keys()) == {"p", "Ix_avg", "Iy_avg"}
+        for k in one.keys():
+            np.testing.assert_allclose(res[k], one[k], rtol=0, atol=1e-12 * np.abs(one[k]).max())
+        np.testing.assert_allclose(res.sensor_points, coords, rtol=0, atol=1e-12)
