@@ -6,6 +6,8 @@ to the acoustic model's reconstruction but for the acoustic k-space correction) 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +18,7 @@ from sonotile.model.filters import smooth
 from sonotile.model.problem import ProblemError
 
 N, DX, C, RHO, PML = 64, 1e-4, 1500.0, 1000.0, 10
+KWAVE = Path(__file__).parent.parent / "data" / "kwave-elastic-tr"
 X = np.meshgrid(*[np.arange(N) - N // 2] * 2, indexing="ij")
 INSIDE = np.hypot(X[0], X[1]) < 18
 RING = np.abs(np.hypot(X[0], X[1]) - 20) < 0.5  # 112 points, all outside the PML
@@ -129,3 +132,52 @@ def test_3d_reversal_enforces_all_three_normal_stresses():
     # 200 points on the sphere give back 0.81 of the peak; without szz the pressure enforced
     # would be 2/3 of the data's
     assert 0.75 < rec.max() / ref.max() < 0.9
+
+
+def _kwave_case() -> dict:
+    """The case run by k-Wave (tests/data/kwave-elastic-tr): water beside a solid (c_s 800 m/s
+    where y >= 16), 88 points on a ring, arbitrary smooth data (Gaussian-windowed tones)."""
+    n, nt = 48, 120
+    x = np.meshgrid(*[np.arange(n) - n // 2] * 2, indexing="ij")
+    ring = np.abs(np.hypot(x[0], x[1]) - 14) < 0.5
+    rng = np.random.default_rng(0)
+    t = np.arange(nt)
+    data = 1e3 * np.array([np.sin(0.2 * t * (1 + 0.3 * rng.random()) + 6 * rng.random())
+                           * np.exp(-(((t - 60 - 20 * rng.random()) / 25) ** 2))
+                           for _ in range(int(ring.sum()))])  # fmt: skip
+    cs = np.full((n, n), 800.0)
+    cs[:, :16] = 0.0
+    return dict(
+        shape=np.array([n, n]),
+        dx=DX,
+        Nt=nt,
+        dt=0.2 * DX / 2000,
+        mask=ring,
+        data=data,
+        cp=np.full((n, n), 2000.0),
+        cs=cs,
+        rho=np.full((n, n), 1500.0),
+        pml=8,
+    )
+
+
+def test_against_kwave():
+    """k-Wave's own pstdElastic2D time reversal of the same data (GNU Octave, float64), a
+    fluid-solid medium: equal to round-off."""
+    d = _kwave_case()
+    grid = st.KWaveGrid(tuple(d["shape"]), DX, dt=d["dt"], nt=d["Nt"])
+    medium = st.KWaveElasticMedium(d["cp"], d["cs"], d["rho"])
+    sensor = SimpleNamespace(mask=d["mask"], time_reversal_boundary_data=d["data"])
+    out = st.pstd_elastic_2d(grid, medium, None, sensor, pml_size=d["pml"], dtype="float64")
+    ref = np.load(KWAVE / "reference.npz")["p_final"]
+    assert np.abs(out["p_final"] - ref).max() <= 1e-13 * np.abs(ref).max()
+
+
+if __name__ == "__main__":  # writing k-Wave's inputs / reading its output (see the .m file)
+    from scipy.io import loadmat, savemat
+
+    where = Path(sys.argv[2])
+    if sys.argv[1] == "--inputs":
+        savemat(where / "in.mat", {k: np.asarray(v, float) for k, v in _kwave_case().items()})
+    else:
+        np.savez_compressed(KWAVE / "reference.npz", p_final=loadmat(where / "out.mat")["p_final"])
