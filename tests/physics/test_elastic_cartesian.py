@@ -5,6 +5,9 @@ user's order; points outside the grid are refused in the user's names."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +20,7 @@ from sonotile.api.elasticrun import fingerprint
 from sonotile.model.problem import ProblemError
 
 N, DX, NT, PML = 40, 1e-4, 40, 8
+KWAVE = Path(__file__).parent.parent / "data" / "kwave-elastic-tr"
 CP, CS, RHO = 2000.0, 1000.0, 1500.0
 #: every field a point sensor reads, and where it lives on the grid [points]
 OFFSETS = {"p": (0, 0), "sxx": (0, 0), "syy": (0, 0), "ux": (0.5, 0), "uy": (0, 0.5),
@@ -217,3 +221,49 @@ def test_make_simulator_records_and_gradient():
         h = 1e-2
         fd = (loss(c0 + h * d) - loss(c0 - h * d)) / (2 * h)
         assert abs(float(jnp.sum(g * d)) - float(fd)) <= 1e-6 * abs(float(fd))
+
+
+def _kwave_case() -> dict:
+    """The case run by k-Wave (tests/data/kwave-elastic-tr): water beside a solid, a disc of
+    p0, 12 Cartesian points at distinct nearest grid points."""
+    n, nt = 48, 90
+    x = np.meshgrid(*[np.arange(n) - n // 2] * 2, indexing="ij")
+    cs = np.full((n, n), 800.0)
+    cs[:, :16] = 0.0
+    rng = np.random.default_rng(5)
+    coords = np.unique(rng.integers(10, 38, size=(12, 2)), axis=0) + rng.uniform(-0.45, 0.45, (
+        1, 2))  # fmt: skip
+    return dict(shape=np.array([n, n]), dx=DX, Nt=nt, dt=0.2 * DX / 2000, pml=8,
+                p0=1e3 * ((x[0] - 3) ** 2 + (x[1] + 2) ** 2 <= 9), cp=np.full((n, n), 2000.0),
+                cs=cs, rho=np.full((n, n), 1500.0), points=_metres(coords, (n, n)))  # fmt: skip
+
+
+def test_against_kwave():
+    """k-Wave's own pstdElastic2D (GNU Octave, float64) with Cartesian points, CartInterp
+    'nearest', recording p, p_max, u, u_rms, I and I_avg: every record equal to round-off, in
+    the points' order."""
+    d = _kwave_case()
+    grid = st.KWaveGrid(tuple(d["shape"]), DX, dt=d["dt"], nt=d["Nt"])
+    sensor = st.KSensor(mask=d["points"], record=("p", "p_max", "u", "u_rms", "I", "I_avg"),
+                        cart_interp="nearest")  # fmt: skip
+    out = st.pstd_elastic_2d(grid, st.KWaveElasticMedium(d["cp"], d["cs"], d["rho"]),
+                             st.ElasticSource(p0=d["p0"]), sensor, pml_size=d["pml"],
+                             dtype="float64")  # fmt: skip
+    ref = dict(np.load(KWAVE / "sensors.npz"))
+    assert set(ref) == set(out)
+    for k, v in ref.items():
+        assert np.abs(out[k] - v).max() <= 1e-13 * np.abs(v).max(), k
+
+
+if __name__ == "__main__":  # writing k-Wave's inputs / reading its output (see the .m file)
+    from scipy.io import loadmat, savemat
+
+    where = Path(sys.argv[2])
+    if sys.argv[1] == "--inputs":
+        savemat(where / "in_sensors.mat", {k: np.asarray(v, float) for k, v in
+                                           _kwave_case().items()})  # fmt: skip
+    else:
+        out = loadmat(where / "out_nearest.mat")
+        keep = {k: np.squeeze(v) if k.endswith(("_avg", "_max", "_rms")) else v
+                for k, v in out.items() if not k.startswith("__")}  # fmt: skip
+        np.savez_compressed(KWAVE / "sensors.npz", **keep)
