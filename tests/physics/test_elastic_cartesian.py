@@ -20,7 +20,7 @@ from sonotile.api.elasticrun import fingerprint
 from sonotile.model.problem import ProblemError
 
 N, DX, NT, PML = 40, 1e-4, 40, 8
-KWAVE = Path(__file__).parent.parent / "data" / "kwave-elastic-tr"
+KWAVE = Path(__file__).parent.parent / "data" / "kwave-elastic-sensors"
 CP, CS, RHO = 2000.0, 1000.0, 1500.0
 #: every field a point sensor reads, and where it lives on the grid [points]
 OFFSETS = {"p": (0, 0), "sxx": (0, 0), "syy": (0, 0), "ux": (0.5, 0), "uy": (0, 0.5),
@@ -224,7 +224,7 @@ def test_make_simulator_records_and_gradient():
 
 
 def _kwave_case() -> dict:
-    """The case run by k-Wave (tests/data/kwave-elastic-tr): water beside a solid, a disc of
+    """The case run by k-Wave (tests/data/kwave-elastic-sensors): water beside a solid, a disc of
     p0, 12 Cartesian points at distinct nearest grid points."""
     n, nt = 48, 90
     x = np.meshgrid(*[np.arange(n) - n // 2] * 2, indexing="ij")

@@ -18,7 +18,7 @@ from sonotile.model.filters import smooth
 from sonotile.model.problem import ProblemError
 
 N, DX, C, RHO, PML = 64, 1e-4, 1500.0, 1000.0, 10
-KWAVE = Path(__file__).parent.parent / "data" / "kwave-elastic-tr"
+KWAVE = Path(__file__).parent.parent / "data" / "kwave-elastic-sensors"
 X = np.meshgrid(*[np.arange(N) - N // 2] * 2, indexing="ij")
 INSIDE = np.hypot(X[0], X[1]) < 18
 RING = np.abs(np.hypot(X[0], X[1]) - 20) < 0.5  # 112 points, all outside the PML
@@ -135,7 +135,7 @@ def test_3d_reversal_enforces_all_three_normal_stresses():
 
 
 def _kwave_case() -> dict:
-    """The case run by k-Wave (tests/data/kwave-elastic-tr): water beside a solid (c_s 800 m/s
+    """The case run by k-Wave (tests/data/kwave-elastic-sensors): water beside a solid (c_s 800 m/s
     where y >= 16), 88 points on a ring, arbitrary smooth data (Gaussian-windowed tones)."""
     n, nt = 48, 120
     x = np.meshgrid(*[np.arange(n) - n // 2] * 2, indexing="ij")
