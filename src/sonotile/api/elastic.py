@@ -5,8 +5,8 @@ The medium is any object with k-Wave's elastic fields (``sound_speed_compression
 ``sound_speed_shear``, ``density``, optionally ``alpha_coeff_compression`` /
 ``alpha_coeff_shear``); the source any object with k-Wave's elastic source fields
 (:class:`ElasticSource`, or :class:`sonotile.KSource` for ``p0`` and velocity sources); the grid
-a :class:`sonotile.KWaveGrid`; the sensor a :class:`sonotile.KSensor` (binary mask or grid
-points).
+a :class:`sonotile.KWaveGrid`; the sensor a :class:`sonotile.KSensor` (binary mask, grid
+points or Cartesian points: :mod:`sonotile.api.elastic_sensor`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
+from sonotile.api.elastic_intensity import with_intensity
+from sonotile.api.elastic_reversal import boundary_data_inputs
+from sonotile.api.elastic_sensor import sensor_points
 from sonotile.api.elasticrun import run_checkpointed
 from sonotile.api.heatrun import Checkpoint
 from sonotile.api.problem import mask_points
@@ -98,37 +101,6 @@ def _medium(medium: Any, shape: tuple[int, ...]) -> ElasticMedium:
     )
 
 
-def _sensor(
-    sensor: KSensor | None, shape: tuple[int, ...]
-) -> tuple[np.ndarray | None, tuple[str, ...], int]:
-    """Sensor points ``(N, ndim)`` (binary mask in k-Wave's order, or grid indices)."""
-    if sensor is None:
-        return None, ("p",), 1
-    if getattr(sensor, "corners", None) is not None:
-        raise ProblemError("sensor.corners: cuboid sensors are not supported by the elastic "
-                           "model yet; give sensor.mask or sensor.points")  # fmt: skip
-    points = getattr(sensor, "points", None)
-    mask = getattr(sensor, "mask", None)
-    if mask is not None and np.shape(mask) != shape:
-        raise ProblemError(
-            f"sensor.mask: shape {np.shape(mask)}; the elastic model takes a binary mask of "
-            f"the grid shape {shape} or sensor.points (Cartesian points are not supported)"
-        )
-    if mask is not None:
-        points = mask_points(mask, shape, "sensor.mask")
-    if points is not None:
-        points = np.asarray(points, dtype=int)
-        if (
-            points.ndim != 2
-            or points.shape[1] != len(shape)
-            or np.any(points < 0)
-            or np.any(points >= np.asarray(shape))
-        ):
-            raise ProblemError(f"sensor.points: expected (N, {len(shape)}) indices in the grid")
-    record = tuple(getattr(sensor, "record", ("p",)))
-    return points, record, int(getattr(sensor, "record_start_index", 1))
-
-
 def _cw(sensor: KSensor | None) -> dict[str, Any]:
     """The sensor's ``p_cw`` window (``cw_frequency`` [Hz], ``cw_periods``)."""
     return {"cw_frequency": getattr(sensor, "cw_frequency", None),
@@ -185,6 +157,7 @@ def execute(
         raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
         end = State(*parts)
     out = {k: v[layout.start :].T for k, v in raw.items()}
+    out = with_intensity(out, run.record, len(run.shape), jnp)
     return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
 
 
@@ -240,17 +213,18 @@ def prepare(
     if p0 is not None and s is not None:
         raise ProblemError("source.p0 and source.s_mask: give one of them (k-Wave's p0 is a "
                            "stress source over the whole grid)")  # fmt: skip
-    points, record, start = _sensor(sensor, shape)
+    at = sensor_points(sensor, kgrid)
     if isinstance(pml_size, str):
         raise ProblemError(f"pml_size = {pml_size!r}: the elastic model takes points per axis")
     size = (pml_size,) * nd if isinstance(pml_size, int) else pml_size
     alpha = tuple(np.broadcast_to(np.asarray(pml_alpha, dtype=float), (nd,)))
     with x64(dtype):
-        run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=points,
-                    record=record, record_start_index=start, pml_size=size, pml_alpha=alpha,
-                    mpml_ratio=multi_axial_pml_ratio, dtype=dtype, **_cw(sensor))  # fmt: skip
-    needs = [r for r in record if not (r.endswith("_all") or r.endswith("_final"))]
-    if points is None and needs:
+        run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=at.index,
+                    record=at.record, record_start_index=at.start, pml_size=size,
+                    pml_alpha=alpha, mpml_ratio=multi_axial_pml_ratio, dtype=dtype,
+                    off_grid=at.off_grid, **_cw(sensor))  # fmt: skip
+    needs = [r for r in at.record if not (r.endswith("_all") or r.endswith("_final"))]
+    if run.sensor_points is None and needs:
         raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
     return run
 
@@ -285,6 +259,7 @@ def run_elastic(
             raw, final = runner.run_engine(engine, progress=progress, check_finite=check_finite)
             how = f"{engine.describe} ({reason})"
     out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
+    out = with_intensity(out, run.record, len(run.shape), np)
     return out | {k: np.asarray(v) for k, v in final.items()}, how
 
 
@@ -310,6 +285,8 @@ def _pstd_elastic(
     shape = tuple(kgrid.shape)
     if len(shape) != nd:
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
+    if getattr(sensor, "time_reversal_boundary_data", None) is not None:
+        source, sensor = boundary_data_inputs(kgrid, source, sensor)
     run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
                   dtype, smooth_p0)  # fmt: skip
     return run_elastic(run, decomposition, mesh_shape, progress, check_finite, checkpoint,
@@ -376,7 +353,7 @@ def simulate_elastic(
         print(f"sonotile: running {how}", file=sys.stderr)
     t = np.arange(run.recording.start, run.nt) * run.dt
     inputs = (kgrid, medium, source, sensor)
-    return Results(dict(data), run.grid, t, run.points, notes, inputs,
+    return Results(dict(data), run.grid, t, run.sensor_points, notes, inputs,
                    dataclasses.asdict(options))  # fmt: skip
 
 
@@ -404,7 +381,8 @@ def pstd_elastic_2d(
             largest compressional speed).
         medium: k-Wave's elastic medium fields (module docstring).
         source: :class:`ElasticSource` fields.
-        sensor: :class:`sonotile.KSensor` (``mask`` binary or ``points``; ``record`` from
+        sensor: :class:`sonotile.KSensor` (``mask`` binary or Cartesian ``(2, N)`` [m] read by
+            ``cart_interp``, or ``points``; ``record`` from
             :data:`sonotile.physics.elastic.sources.RECORDS`).
         pml_size: PML thickness [points] (default 20), pml_alpha: absorption [Np per point]
             (default 2), multi_axial_pml_ratio: k-Wave's ``MultiAxialPMLRatio`` (0.1).
@@ -422,9 +400,15 @@ def pstd_elastic_2d(
             ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elasticrun`): raises
             :class:`~sonotile.api.heatrun.RunStopped` when it stops; the same call goes on.
 
+    A sensor with ``time_reversal_boundary_data`` ``(N, Nt)`` [Pa] (k-Wave's) makes a time
+    reversal: the data, reversed, enforced on the sensor's points as the normal stresses
+    ``-p`` (Dirichlet; the source must be empty), returning ``{"p_final": the reconstruction}``
+    (:mod:`sonotile.api.elastic_reversal`).
+
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
-        ``ux_split_p``/``_s``...), statistics ``(N,)`` (``p_max``, ``ux_rms``...), whole fields
+        ``ux_split_p``/``_s``..., ``Ix``...), statistics ``(N,)`` (``p_max``, ``ux_rms``,
+        ``Ix_avg``...), whole fields
         of the grid's shape (``p_final``, ``ux_final``, ``p_max_all``...).
     """
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,

@@ -123,7 +123,8 @@ class ElasticSimulator:
     Attributes:
         params: the default parameters (the values given to ``make_simulator``), a dict.
         run: the built elastic run (grid, time step, PML, sources, sensor).
-        t: time of each recorded step [s]. sensor_points: ``(N, ndim)`` grid indices or None.
+        t: time of each recorded step [s]. sensor_points: ``(N, ndim)`` grid indices (continuous
+        coordinates for Cartesian points) or None.
         describe: where it runs.
     """
 
@@ -131,7 +132,7 @@ class ElasticSimulator:
                  chunk: int, where: Where) -> None:  # fmt: skip
         self.run, self.params = run, params
         self.t = np.arange(run.recording.start, run.nt) * run.dt
-        self.sensor_points = run.points
+        self.sensor_points = run.sensor_points
         dec = where.decomposition
         self.describe = "single device" if dec == "single" else f"{dec} mesh"
         self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, where))

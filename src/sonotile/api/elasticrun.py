@@ -42,6 +42,15 @@ def _digest(*values: Any) -> str:
     return h.hexdigest()[:16]
 
 
+def _off_grid(run: ElasticRun) -> str:
+    """A digest of the off-grid sensor points and how they are read ("" for grid points)."""
+    at = run.off_grid
+    if at is None:
+        return ""
+    how = repr((at.interpolation, at.bli_tolerance)).encode()
+    return _digest(at.positions) + hashlib.sha256(how).hexdigest()[:8]
+
+
 def fingerprint(run: ElasticRun) -> dict[str, str]:
     """A digest of each input a saved state must match: grid (and precision), time axis, medium,
     sources (scaled signals, masks, ``p0``, PML), sensor (points and records)."""
@@ -51,7 +60,8 @@ def fingerprint(run: ElasticRun) -> dict[str, str]:
         "medium": _digest(run.medium_values()),
         "sources": _digest(run.xs, run.fixed),
         "sensor": _digest(() if run.points is None else run.points, run.recording.start)
-        + hashlib.sha256(repr(tuple(run.record)).encode()).hexdigest()[:8],
+        + hashlib.sha256(repr(tuple(run.record)).encode()).hexdigest()[:8]
+        + _off_grid(run),
     }
 
 

@@ -26,6 +26,7 @@ from sonotile.model.problem import (
     Medium,
     Pml,
     Problem,
+    ProblemError,
     Scalar,
     Sensor,
     SourceMode,
@@ -266,6 +267,19 @@ def cartesian_coords(mask: ArrayLike, kgrid: KWaveGrid) -> np.ndarray:
     ``kgrid.x``)."""
     centre = np.array([n // 2 for n in kgrid.shape], dtype=np.float64)
     return np.asarray(mask, dtype=np.float64).T / np.asarray(kgrid.spacing) + centre
+
+
+def cart2grid(points: np.ndarray, kgrid: KWaveGrid, name: str) -> np.ndarray:
+    """Cartesian points ``(ndim, N)`` [m] (origin at the grid centre) as their nearest grid
+    indices ``(N, ndim)``, halves rounded away from the centre (k-Wave's ``cart2grid``);
+    points outside the grid refused naming ``name``."""
+    spacing = np.asarray(np.broadcast_to(kgrid.spacing, (len(kgrid.shape),)), np.float64)
+    q = np.asarray(points, np.float64) / spacing[:, None]
+    rounded = np.sign(q) * np.floor(np.abs(q) + 0.5)
+    idx = (rounded + np.array([n // 2 for n in kgrid.shape])[:, None]).T
+    if not np.all(np.isfinite(idx)) or np.any(idx < 0) or np.any(idx >= np.array(kgrid.shape)):
+        raise ProblemError(f"{name}: a Cartesian point lies outside the grid {kgrid.shape}")
+    return idx.astype(np.int64)
 
 
 def build_sensor(

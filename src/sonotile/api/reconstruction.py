@@ -19,16 +19,20 @@ final pressure field is the reconstruction of ``p0``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.api import inputs as user_input
-from sonotile.api.problem import mask_points
-from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium
-from sonotile.model.problem import ProblemError
+from sonotile.api.elastic_reversal import stress_source
+from sonotile.api.reversal import reversed_source, sensor_grid_points
+from sonotile.api.types import (
+    KSensor,
+    KWaveElasticMedium,
+    KWaveGrid,
+    KWaveMedium,
+    is_elastic,
+)
 
 #: interpolation along the temporal frequency (k-Wave's ``'*nearest'`` / ``'*linear'``)
 INTERPOLATIONS = ("nearest", "linear")
@@ -199,7 +203,7 @@ def _frequency_map(
 
 def time_reversal(
     kgrid: KWaveGrid,
-    medium: KWaveMedium,
+    medium: KWaveMedium | KWaveElasticMedium,
     sensor: KSensor,
     sensor_data: Any,
     *,
@@ -209,20 +213,23 @@ def time_reversal(
 ) -> np.ndarray:
     """Initial pressure by time reversal (k-Wave's ``sensor.time_reversal_boundary_data``).
 
-    The recorded pressure is enforced on the sensor points in reversed time order as a
-    Dirichlet pressure source (the sensor mask is the source mask) for ``kgrid.nt`` steps of
+    The recorded pressure is enforced on the sensor points in reversed time order as a Dirichlet
+    pressure source (the sensor mask is the source mask) for ``kgrid.nt`` steps of
     :func:`~sonotile.api.simulate`; the final pressure field is the reconstruction. For a
     lossless linear medium this is k-Wave's time-reversal loop step for step (the first step
-    enforces the last sample, the last step the first). The PML is as the options say (give
-    those of the forward run); k-Wave changes nothing about it for time reversal, and with
-    ``pml_inside=False`` the result is the user's grid. As k-Wave's solver does, no factor and
-    no positivity by default (k-Wave's examples double the result of a line sensor, which sees
-    half the waves; k-wave-python's :class:`TimeReversal` doubles and clips by default).
+    enforces the last sample, the last step the first). With an elastic medium (``st.simulate``
+    runs the elastic model) the data are enforced as the normal stresses ``-p``, as k-Wave's
+    pstdElastic2D/3D do (:mod:`sonotile.api.elastic_reversal`; its PML is inside the grid). The
+    PML is as the options say (give those of the forward run); k-Wave changes nothing about it
+    for time reversal, and with ``pml_inside=False`` the result is the user's grid. As k-Wave's
+    solver does, no factor and no positivity by default (k-Wave's examples double the result of
+    a line sensor, which sees half the waves; k-wave-python's :class:`TimeReversal` doubles and
+    clips by default).
 
     Args:
         kgrid: the forward run's grid, with its ``dt`` and ``nt`` (set by ``make_time``, or by
             the forward ``simulate``).
-        medium: the medium the waves travel back through [SI].
+        medium: the medium the waves travel back through [SI] (acoustic or elastic).
         sensor: the forward run's sensor: a boolean ``mask``, Cartesian points (``mask`` of
             shape ``(ndim, N)`` [m], moved to the nearest grid point as k-Wave's ``cart2grid``
             does; two on one grid point are an error) or ``points``.
@@ -239,90 +246,14 @@ def time_reversal(
     """
     from sonotile.api.simulation import simulate
 
-    source, tr_sensor = _reversed_source(kgrid, sensor, sensor_data)
-    res = simulate(kgrid, medium, source, tr_sensor, **simulate_args)
+    source, tr_sensor = reversed_source(kgrid, sensor, sensor_data)
+    if is_elastic(medium):
+        res = simulate(kgrid, medium, stress_source(source, len(kgrid.shape)), tr_sensor,
+                       **simulate_args)  # fmt: skip
+    else:
+        res = simulate(kgrid, medium, source, tr_sensor, **simulate_args)
     p0 = compensation_factor * np.asarray(res["p_final"])
     return np.maximum(p0, 0) if positivity else p0
-
-
-def _reversed_source(
-    kgrid: KWaveGrid, sensor: KSensor, sensor_data: Any
-) -> tuple[KSource, KSensor]:
-    """The Dirichlet source of the reversed data on the sensor's grid points (k-Wave order), and
-    a sensor recording only the final pressure."""
-    if kgrid.dt is None or kgrid.nt is None:
-        raise ValueError(
-            "kgrid.dt and kgrid.nt must be set for time reversal (the forward run's time "
-            "axis: KWaveGrid.make_time, or the grid a forward simulate filled in)"
-        )
-    shape = tuple(kgrid.shape)
-    idx = _sensor_grid_points(sensor, kgrid)
-    data = _recorded(sensor_data, idx.shape[0], int(kgrid.nt))
-    lin = np.ravel_multi_index(tuple(idx.T), shape, order="F")
-    rows = np.argsort(lin, kind="stable")  # k-Wave's column-major mask order
-    same = np.flatnonzero(np.diff(lin[rows]) == 0)
-    if same.size:
-        i, j = sorted(rows[same[0] : same[0] + 2].tolist())
-        raise ValueError(
-            f"sensor: points {i} and {j} (0-based) fall on the same grid point "
-            f"{tuple(idx[i].tolist())}; time reversal enforces one signal per grid point (as "
-            "k-Wave's does): use fewer points or a binary mask"
-        )
-    mask = np.zeros(shape, bool)
-    mask[tuple(idx.T)] = True
-    source = KSource(p=np.ascontiguousarray(data[rows, ::-1]), p_mask=mask, p_mode="dirichlet")
-    return source, KSensor(mask=mask, record=("p_final",))
-
-
-def _sensor_grid_points(sensor: KSensor, kgrid: KWaveGrid) -> np.ndarray:
-    """The sensor's points ``(N, ndim)`` as grid indices, in the order of its data."""
-    shape = tuple(kgrid.shape)
-    if sensor.corners is not None:
-        raise ProblemError(
-            "sensor.corners: time reversal takes a sensor mask, Cartesian points or "
-            "sensor.points, not cuboid corners"
-        )
-    if sensor.points is not None:
-        return user_input.grid_points(sensor.points, shape)
-    if sensor.mask is None:
-        raise ProblemError("sensor.mask: time reversal needs the sensor's points")
-    if user_input.is_cartesian(sensor.mask, shape):
-        return _cart2grid(np.asarray(sensor.mask, np.float64), kgrid)
-    return mask_points(np.asarray(sensor.mask, bool), shape, "sensor.mask")
-
-
-def _cart2grid(points: np.ndarray, kgrid: KWaveGrid) -> np.ndarray:
-    """Cartesian points ``(ndim, N)`` [m] (origin at the grid centre) -> nearest grid indices
-    ``(N, ndim)``, rounding halves away from zero (k-Wave's ``cart2grid``)."""
-    spacing = np.asarray(cast("tuple[float, ...]", kgrid.spacing))[:, None]
-    q = points / spacing
-    rounded = np.sign(q) * np.floor(np.abs(q) + 0.5)
-    idx = (rounded + np.array([n // 2 for n in kgrid.shape])[:, None]).T
-    if not np.all(np.isfinite(idx)) or np.any(idx < 0) or np.any(idx >= np.array(kgrid.shape)):
-        raise ProblemError(f"sensor.mask: a Cartesian point lies outside the grid {kgrid.shape}")
-    return idx.astype(np.int64)
-
-
-def _recorded(sensor_data: Any, n_points: int, nt: int) -> np.ndarray:
-    """The recorded pressure ``(n_points, nt)`` from an array or a result with ``"p"``."""
-    if isinstance(sensor_data, Mapping) or hasattr(sensor_data, "keys"):
-        if "p" not in sensor_data:
-            raise ValueError("sensor_data: the forward run's result holds no 'p' (record 'p')")
-        sensor_data = sensor_data["p"]
-    data = np.asarray(sensor_data, dtype=np.float64)
-    if data.shape != (n_points, nt):
-        hint = ""
-        if data.ndim == 2 and data.shape[0] == n_points and data.shape[1] < nt:
-            hint = "; record from the first step (sensor.record_start_index = 1)"
-        elif data.shape == (nt, n_points):
-            hint = "; its transpose matches: pass sensor_data.T (one row per sensor point)"
-        raise ValueError(
-            f"sensor_data: shape {data.shape}, expected (n_sensors, Nt) = ({n_points}, {nt}) "
-            f"for the sensor's points and kgrid.nt{hint}"
-        )
-    if not np.all(np.isfinite(data)):
-        raise ValueError("sensor_data: contains NaN or Inf")
-    return data
 
 
 class TimeReversal:
@@ -338,14 +269,14 @@ class TimeReversal:
     def __init__(
         self,
         kgrid: KWaveGrid,
-        medium: KWaveMedium,
+        medium: KWaveMedium | KWaveElasticMedium,
         sensor: KSensor,
         compensation_factor: float = 2.0,
         positivity: bool = True,
     ) -> None:
         if not (np.isfinite(compensation_factor) and compensation_factor > 0):
             raise ValueError(f"compensation_factor = {compensation_factor!r}: must be > 0")
-        _sensor_grid_points(sensor, kgrid)  # a clear error now rather than at the call
+        sensor_grid_points(sensor, kgrid)  # a clear error now rather than at the call
         self.kgrid, self.medium, self.sensor = kgrid, medium, sensor
         self.compensation_factor = float(compensation_factor)
         self.positivity = positivity

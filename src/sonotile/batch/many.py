@@ -109,6 +109,7 @@ def _elastic_vmapped(
     from dataclasses import asdict
 
     from sonotile.api.elastic import check_options, prepare, x64
+    from sonotile.api.elastic_intensity import with_intensity
 
     runs = []
     for i, (m, s) in enumerate(zip(media, sources)):
@@ -124,10 +125,11 @@ def _elastic_vmapped(
     results = []
     for run, (raw, final), m, s in zip(runs, outs, media, sources):
         data: dict[str, Any] = {k: np.asarray(v).T for k, v in raw.items()}  # (N, steps)
+        data = with_intensity(data, run.record, len(run.shape), np)
         data |= {k: np.asarray(v) for k, v in final.items()}
         t = np.arange(run.recording.start, run.nt) * run.dt
         notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
-        results.append(Results(data, run.grid, t, run.points, notes, (grid, m, s, sensor),
+        results.append(Results(data, run.grid, t, run.sensor_points, notes, (grid, m, s, sensor),
                                asdict(options)))  # fmt: skip
     return results
 

@@ -314,10 +314,15 @@ def cw_layout(sensor: Sensor, nt: int, dt: float) -> CwWindow:
 
 def field_offset(name: str, ndim: int) -> tuple:
     """Where a field's samples sit relative to the grid points [grid spacings]: staggered
-    velocity ``ux`` at ``x + dx/2`` (its ``_non_staggered`` version on the grid)."""
+    velocity ``ux`` at ``x + dx/2``, an elastic shear stress ``sxy`` at ``x + dx/2, y + dy/2``;
+    the rest on the grid points (``p``, normal stresses ``sxx``, ``ux_non_staggered``, the
+    elastic split field ``ux_split_p`` / ``ux_split_s``)."""
     off = [0.0] * ndim
-    if name.startswith("u") and not name.endswith("_non_staggered"):
+    if len(name) == 2 and name[0] == "u":
         off[AXES.index(name[1])] = 0.5
+    elif len(name) == 3 and name[0] == "s" and name[1] != name[2]:
+        for c in name[1:]:
+            off[AXES.index(c)] = 0.5
     return tuple(off)
 
 

@@ -36,13 +36,26 @@ MEDIUM_KEYS = (
 )
 
 
+@dataclass(frozen=True)
+class OffGrid:
+    """Sensor points off the grid: ``positions`` ``(N, ndim)`` continuous 0-based grid
+    coordinates, read by ``interpolation`` (``"linear"`` or ``"bli"``, with
+    ``bli_tolerance``) with each field on its own staggered grid
+    (:func:`sonotile.solver.sensors.field_offset`)."""
+
+    positions: np.ndarray
+    interpolation: str = "linear"
+    bli_tolerance: float = 0.05
+
+
 @dataclass(eq=False)
 class ElasticRun:
     """A validated elastic run: the problem the common time loop runs
     (:mod:`sonotile.solver.runner`, the engines of :mod:`sonotile.parallel`: ``grid``,
     ``sensor``, ``dtype``; :class:`~sonotile.physics.elastic.interface.ElasticModel`).
     ``fixed``: constants that do not depend on the medium's speeds and density (PML, source
-    and sensor indices, p0); ``points``: sensor points ``(N, ndim)`` or None."""
+    and sensor indices, p0); ``points``: sensor points ``(N, ndim)`` or None; ``off_grid``:
+    sensor points off the grid instead (:class:`OffGrid`) or None."""
 
     medium: ElasticMedium
     spacing: tuple[float, ...]
@@ -55,6 +68,13 @@ class ElasticRun:
     xs: dict
     fixed: dict = field(default_factory=dict)
     points: np.ndarray | None = None
+    off_grid: OffGrid | None = None
+
+    @property
+    def sensor_points(self) -> np.ndarray | None:
+        """The user's sensor points ``(N, ndim)``: grid indices, or continuous grid coordinates
+        of points off the grid."""
+        return self.points if self.off_grid is None else self.off_grid.positions
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -71,9 +91,12 @@ class ElasticRun:
     @property
     def sensor(self) -> Sensor:
         """The sensor as the loop samples it (points, records, first recorded step)."""
-        r = self.recording
+        r, at = self.recording, self.off_grid
+        off: dict[str, Any] = {} if at is None else {
+            "positions": at.positions, "interpolation": at.interpolation,
+            "bli_tolerance": at.bli_tolerance}  # fmt: skip
         return Sensor(index=self.points, record=self.record, start=r.start,
-                      cw_frequency=r.cw_frequency, cw_periods=r.cw_periods)  # fmt: skip
+                      cw_frequency=r.cw_frequency, cw_periods=r.cw_periods, **off)  # fmt: skip
 
     def medium_values(self) -> dict[str, Any]:
         """The medium's values by k-Wave name (None where absent)."""
@@ -148,9 +171,11 @@ def build(
     dtype: str = "float32",
     cw_frequency: float | None = None,
     cw_periods: float = 3.0,
+    off_grid: OffGrid | None = None,
 ) -> ElasticRun:
     """Assemble a run (PML inside the grid; defaults as k-Wave: 20 points in 2-D, 10 in 3-D,
     alpha 2). ``sensor_points``: ``(N, ndim)`` 0-based grid indices in recording order;
+    ``off_grid``: sensor points off the grid instead (:class:`OffGrid`);
     ``cw_frequency`` [Hz], ``cw_periods``: the window of ``p_cw`` / ``p_cw_all``."""
     shape, nd = medium.shape, len(medium.shape)
     spacing = tuple(float(d) for d in spacing)
@@ -182,4 +207,5 @@ def build(
                             float(cw_periods))  # fmt: skip
     ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype)
     points = None if sensor_points is None or not len(sensor_points) else np.asarray(sensor_points)
-    return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed, points)
+    return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed, points,
+                      off_grid)  # fmt: skip

@@ -22,11 +22,12 @@ import numpy as np
 
 #: What an elastic sensor can record (k-Wave's elastic names, plus ``s`` / ``s_final``: the
 #: stress components at the points / on the whole grid, and ``p_cw`` / ``p_cw_all``: the
-#: steady-state amplitude and phase of ``p`` at ``cw_frequency``).
+#: steady-state amplitude and phase of ``p`` at ``cw_frequency``; ``I`` / ``I_avg`` are made
+#: from the series of ``p`` and ``u_non_staggered`` after the run).
 RECORDS = (
     "p", "p_max", "p_min", "p_rms", "p_final", "p_max_all", "p_min_all", "p_cw", "p_cw_all",
     "u", "u_max", "u_min", "u_rms", "u_final", "u_max_all", "u_min_all", "u_non_staggered",
-    "u_split_field",
+    "u_split_field", "I", "I_avg",
     "s", "s_final",
 )  # fmt: skip
 
