@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike
 
 from sonotile.api.elastic_intensity import with_intensity
 from sonotile.api.elastic_reversal import boundary_data_inputs
-from sonotile.api.elastic_sensor import sensor_points
+from sonotile.api.elastic_sensor import by_cuboid, sensor_points
 from sonotile.api.elasticrun import run_checkpointed
 from sonotile.api.heatrun import Checkpoint
 from sonotile.api.problem import mask_points
@@ -46,10 +46,18 @@ from sonotile.solver import sensors as sens
 MODES = {"additive": "additive", "additive-no-correction": "additive", "dirichlet": "dirichlet"}
 
 
-def _signal(v: ArrayLike, n: int, name: str) -> np.ndarray:
-    """A signal as ``(N|1, Nt)``."""
+def _signal(v: ArrayLike, n: int, name: str, labels: int = 0) -> np.ndarray:
+    """A signal as ``(N|1, Nt)``; with a labelled mask of ``labels`` labels ``(L, Nt)``."""
     s = np.asarray(v, dtype=np.float64)
     s = s[None, :] if s.ndim == 1 else s
+    if labels:
+        if s.ndim != 2 or s.shape[0] != labels or not np.all(np.isfinite(s)):
+            kind = "u" if name.startswith("u") else "s"
+            raise ProblemError(
+                f"source.{name}: shape {np.shape(v)}, expected finite ({labels}, Nt): one row "
+                f"per label of source.{kind}_mask (labels 1..{labels})"
+            )
+        return s
     if s.ndim != 2 or s.shape[0] not in (1, n) or not np.all(np.isfinite(s)):
         raise ProblemError(
             f"source.{name}: shape {np.shape(v)}, expected finite (Nt,) or ({n}, Nt) for the "
@@ -58,10 +66,30 @@ def _signal(v: ArrayLike, n: int, name: str) -> np.ndarray:
     return s
 
 
+def mask_labels(mask: ArrayLike, name: str) -> np.ndarray | None:
+    """The labels ``(N,)`` of a labelled source mask at its set points, in k-Wave's
+    (column-major) order, checked to be the integers ``1..L`` each used (k-Wave's labelled
+    masks); None for a binary mask (values 0 and 1 only)."""
+    m = np.asarray(mask)
+    at = m.ravel(order="F")[np.flatnonzero(m.ravel(order="F"))]
+    values = np.unique(at)
+    if values.size == 0 or (values.size == 1 and values[0] == 1):
+        return None
+    if m.dtype.kind not in "biuf" or not np.all(np.isfinite(values)) or np.any(
+            values != np.arange(1, values.size + 1)):  # fmt: skip
+        shown = ", ".join(f"{v:g}" for v in values[:6]) + (", ..." if values.size > 6 else "")
+        raise ProblemError(
+            f"{name}: a labelled mask takes the integer labels 1..L, each used at least once "
+            f"(0 elsewhere); found {shown}"
+        )
+    return at.astype(np.int64)
+
+
 def _mask_source(
     source: Any, kind: str, names: Sequence[str], nd: int, shape: tuple[int, ...]
 ) -> SourceSignals | None:
-    """``source.<kind>_mask`` and its signals (``names``), validated; None when absent."""
+    """``source.<kind>_mask`` and its signals (``names``), validated; None when absent. A
+    labelled mask (k-Wave's) takes one signal row per label, expanded here to its points."""
     all_names = [f"u{a}" for a in AXES] if kind == "u" else component_names(3)
     given = {n: getattr(source, n, None) for n in all_names}
     extra = [n for n, v in given.items() if v is not None and n not in names]
@@ -73,15 +101,20 @@ def _mask_source(
             raise ProblemError(f"source.{kind}_mask: missing (source.{kind}... are given)")
         return None
     idx = mask_points(mask, shape, f"source.{kind}_mask")
-    if np.unique(np.asarray(mask)[np.asarray(mask) != 0]).size > 1:
-        raise ProblemError(f"source.{kind}_mask: labelled masks are not supported; use 0/1")
+    labels = mask_labels(mask, f"source.{kind}_mask")
+    count = 0 if labels is None else int(labels.max())
     mode = getattr(source, f"{kind}_mode", "additive")
     if mode not in MODES:
         raise ProblemError(f"source.{kind}_mode = {mode!r}: expected one of {list(MODES)}")
-    sig = tuple(None if given[n] is None else _signal(given[n], len(idx), n) for n in names)
+    sig = tuple(None if given[n] is None else _signal(given[n], len(idx), n, count)
+                for n in names)  # fmt: skip
     if all(s is None for s in sig):
         raise ProblemError(f"source.{kind}_mask given without any of {', '.join(names)}")
-    return SourceSignals(idx, sig, MODES[mode])
+    if labels is None:
+        return SourceSignals(idx, sig, MODES[mode])
+    rows = labels - 1
+    return SourceSignals(idx, tuple(None if s is None else s[rows] for s in sig), MODES[mode],
+                         rows)  # fmt: skip
 
 
 def _medium(medium: Any, shape: tuple[int, ...]) -> ElasticMedium:
@@ -128,7 +161,8 @@ def execute(
     blocks; LFB's ``overlap`` [points] and ``bell_width``). ``xs``: per-step source inputs
     replacing the run's (traced: gradients with respect to source signals;
     :func:`traced_inputs`); ``extra``: constants replacing the run's (``p0_split``). Returns
-    the records in k-Wave's layout (series ``(N, recorded steps)``)."""
+    the records in k-Wave's layout (series ``(N, recorded steps)``; per cuboid lists for a
+    cuboid sensor)."""
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
     steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
@@ -156,9 +190,10 @@ def execute(
                                 mesh, overlap, bell_width)  # fmt: skip
         raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
         end = State(*parts)
-    out = {k: v[layout.start :].T for k, v in raw.items()}
+    out: dict[str, Any] = {k: v[layout.start :].T for k, v in raw.items()}
     out = with_intensity(out, run.record, len(run.shape), jnp)
-    return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
+    out |= sens.finish(agg, end, layout, run.nt, traced=True)
+    return by_cuboid(out, run.cuboids, jnp)
 
 
 def x64(dtype: str) -> contextlib.AbstractContextManager[Any]:
@@ -222,7 +257,7 @@ def prepare(
         run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=at.index,
                     record=at.record, record_start_index=at.start, pml_size=size,
                     pml_alpha=alpha, mpml_ratio=multi_axial_pml_ratio, dtype=dtype,
-                    off_grid=at.off_grid, **_cw(sensor))  # fmt: skip
+                    off_grid=at.off_grid, cuboids=at.cuboids, **_cw(sensor))  # fmt: skip
     needs = [r for r in at.record if not (r.endswith("_all") or r.endswith("_final"))]
     if run.sensor_points is None and needs:
         raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
@@ -260,7 +295,8 @@ def run_elastic(
             how = f"{engine.describe} ({reason})"
     out = {k: np.asarray(v).T for k, v in raw.items()}  # (N, recorded steps), k-Wave's layout
     out = with_intensity(out, run.record, len(run.shape), np)
-    return out | {k: np.asarray(v) for k, v in final.items()}, how
+    out |= {k: np.asarray(v) for k, v in final.items()}
+    return by_cuboid(out, run.cuboids), how
 
 
 def _pstd_elastic(
@@ -353,7 +389,8 @@ def simulate_elastic(
         print(f"sonotile: running {how}", file=sys.stderr)
     t = np.arange(run.recording.start, run.nt) * run.dt
     inputs = (kgrid, medium, source, sensor)
-    return Results(dict(data), run.grid, t, run.sensor_points, notes, inputs,
+    points = None if run.cuboids else run.sensor_points  # per cuboid, as the acoustic model
+    return Results(dict(data), run.grid, t, points, notes, inputs,
                    dataclasses.asdict(options))  # fmt: skip
 
 

@@ -58,7 +58,8 @@ def _scale(run: ElasticRun, kind: str, slot: int, cp: jax.Array) -> jax.Array:
 
 def traced_inputs(run: ElasticRun, params: Mapping[str, Any], cp: jax.Array) -> dict[str, Any]:
     """The run's per-step source inputs from (traced) signals ``params`` in the user's
-    layouts, scaled by the (traced) compressional speed ``cp`` [m/s] at the source points."""
+    layouts (a labelled mask's rows given to its points), scaled by the (traced) compressional
+    speed ``cp`` [m/s] at the source points."""
     xs = dict(run.xs)
     dtype = jnp.dtype(run.dtype)
     for kind, names in signal_names(run).items():
@@ -71,6 +72,8 @@ def traced_inputs(run: ElasticRun, params: Mapping[str, Any], cp: jax.Array) -> 
                 continue
             sig = jnp.asarray(params[name], dtype)
             sig = sig[None, :] if sig.ndim == 1 else sig
+            if kind in run.source_rows:  # labelled mask: one row per label, to the points
+                sig = sig[jnp.asarray(run.source_rows[kind])]
             rows = (sig * _scale(run, kind, slot, cp).astype(dtype)).T  # (Nt_src, N|1)
             if rows.shape[0] < run.nt:
                 rows = jnp.concatenate([rows, jnp.zeros((run.nt - rows.shape[0],
@@ -124,7 +127,7 @@ class ElasticSimulator:
         params: the default parameters (the values given to ``make_simulator``), a dict.
         run: the built elastic run (grid, time step, PML, sources, sensor).
         t: time of each recorded step [s]. sensor_points: ``(N, ndim)`` grid indices (continuous
-        coordinates for Cartesian points) or None.
+        coordinates for Cartesian points) or None (none, or cuboids).
         describe: where it runs.
     """
 
@@ -132,7 +135,7 @@ class ElasticSimulator:
                  chunk: int, where: Where) -> None:  # fmt: skip
         self.run, self.params = run, params
         self.t = np.arange(run.recording.start, run.nt) * run.dt
-        self.sensor_points = run.sensor_points
+        self.sensor_points = None if run.cuboids else run.sensor_points
         dec = where.decomposition
         self.describe = "single device" if dec == "single" else f"{dec} mesh"
         self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, where))

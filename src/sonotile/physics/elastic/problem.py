@@ -55,7 +55,11 @@ class ElasticRun:
     ``sensor``, ``dtype``; :class:`~sonotile.physics.elastic.interface.ElasticModel`).
     ``fixed``: constants that do not depend on the medium's speeds and density (PML, source
     and sensor indices, p0); ``points``: sensor points ``(N, ndim)`` or None; ``off_grid``:
-    sensor points off the grid instead (:class:`OffGrid`) or None."""
+    sensor points off the grid instead (:class:`OffGrid`) or None; ``cuboids``: the shape of
+    each cuboid whose points (each in C order) make up ``points`` (cuboid sensors), else
+    ``()``; ``source_rows``: per source kind (``"u"``, ``"s"``) with a labelled mask, the row
+    of the user's signals each source point takes (:class:`~sonotile.physics.elastic.sources.
+    SourceSignals`)."""
 
     medium: ElasticMedium
     spacing: tuple[float, ...]
@@ -69,6 +73,8 @@ class ElasticRun:
     fixed: dict = field(default_factory=dict)
     points: np.ndarray | None = None
     off_grid: OffGrid | None = None
+    cuboids: tuple[tuple[int, ...], ...] = ()
+    source_rows: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def sensor_points(self) -> np.ndarray | None:
@@ -172,11 +178,13 @@ def build(
     cw_frequency: float | None = None,
     cw_periods: float = 3.0,
     off_grid: OffGrid | None = None,
+    cuboids: Sequence[Sequence[int]] = (),
 ) -> ElasticRun:
     """Assemble a run (PML inside the grid; defaults as k-Wave: 20 points in 2-D, 10 in 3-D,
     alpha 2). ``sensor_points``: ``(N, ndim)`` 0-based grid indices in recording order;
-    ``off_grid``: sensor points off the grid instead (:class:`OffGrid`);
-    ``cw_frequency`` [Hz], ``cw_periods``: the window of ``p_cw`` / ``p_cw_all``."""
+    ``off_grid``: sensor points off the grid instead (:class:`OffGrid`); ``cuboids``: the
+    shapes of the cuboids ``sensor_points`` make up (cuboid sensors; records come back per
+    cuboid); ``cw_frequency`` [Hz], ``cw_periods``: the window of ``p_cw`` / ``p_cw_all``."""
     shape, nd = medium.shape, len(medium.shape)
     spacing = tuple(float(d) for d in spacing)
     pml_size = tuple(pml_size) if pml_size is not None else ((10,) if nd == 3 else (20,)) * nd
@@ -207,5 +215,8 @@ def build(
                             float(cw_periods))  # fmt: skip
     ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype)
     points = None if sensor_points is None or not len(sensor_points) else np.asarray(sensor_points)
+    rows = {k: src.rows for k, src in (("u", u), ("s", s)) if src is not None and
+            src.rows is not None}  # fmt: skip
     return ElasticRun(medium, spacing, dt, nt, dtype, ops, statics, rec, xs, fixed, points,
-                      off_grid)  # fmt: skip
+                      off_grid, tuple(tuple(int(n) for n in c) for c in cuboids),
+                      rows)  # fmt: skip

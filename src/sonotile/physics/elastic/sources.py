@@ -50,11 +50,14 @@ class Recording:
 @dataclass
 class SourceSignals:
     """One mask source: grid indices ``(N, ndim)`` and per field a signal ``(N|1, Nt_src)`` in
-    the user's units (m/s or Pa) or None; ``mode``: ``additive`` or ``dirichlet``."""
+    the user's units (m/s or Pa) or None; ``mode``: ``additive`` or ``dirichlet``; ``rows``:
+    for a labelled mask, the row of the user's signals ``(L, Nt_src)`` each point takes
+    ``(N,)`` (its label - 1; the signals here are already expanded to the points), else None."""
 
     index: np.ndarray
     signals: tuple[np.ndarray | None, ...]
     mode: str
+    rows: np.ndarray | None = None
 
 
 def scale_signals(
