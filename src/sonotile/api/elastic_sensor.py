@@ -15,6 +15,7 @@ from the centre) and recorded there as a binary mask records it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -31,12 +32,14 @@ from sonotile.physics.elastic.problem import OffGrid
 class SensorPoints:
     """A validated elastic sensor: ``index`` ``(N, ndim)`` grid indices or ``off_grid``
     (Cartesian points read by interpolation) or neither (whole-grid records only); ``record``;
-    ``start``: k-Wave's 1-based ``record_start_index``."""
+    ``start``: k-Wave's 1-based ``record_start_index``; ``cuboids``: the shape of each cuboid
+    whose points ``index`` lists one cuboid after another (``sensor.corners``), else ``()``."""
 
     index: np.ndarray | None
     off_grid: OffGrid | None
     record: tuple[str, ...]
     start: int
+    cuboids: tuple[tuple[int, ...], ...] = ()
 
 
 def _extent(kgrid: KWaveGrid) -> str:
@@ -80,26 +83,61 @@ def _grid_indices(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     return p
 
 
+def cuboid_points(corners: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple]:
+    """``sensor.corners`` (``(lo, hi)`` inclusive 0-based corner pairs, checked) as the points
+    ``(N, ndim)`` of one cuboid after another, each in C order (the last axis fastest), and
+    the cuboids' shapes."""
+    user_input.check_corners(corners, shape)
+    blocks, shapes = [], []
+    for lo, hi in corners:
+        axes = [np.arange(int(a), int(b) + 1) for a, b in zip(lo, hi)]
+        blocks.append(np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], 1))
+        shapes.append(tuple(len(a) for a in axes))
+    return np.concatenate(blocks).astype(np.int64), tuple(shapes)
+
+
+def by_cuboid(out: dict[str, Any], cuboids: tuple[tuple[int, ...], ...],
+              xp: ModuleType = np) -> dict[str, Any]:  # fmt: skip
+    """The records at the points of a cuboid sensor per cuboid, as the acoustic model gives
+    them: series ``(N, T)`` as lists of ``(Cx, Cy[, Cz], T)``, statistics ``(N,)`` as lists of
+    ``(Cx, Cy[, Cz])``; whole-grid records (``*_all``, ``*_final``) as they are. ``xp``: numpy or
+    jax.numpy."""
+    if not cuboids:
+        return out
+    ends = np.cumsum([int(np.prod(c)) for c in cuboids])
+    starts = np.concatenate([[0], ends[:-1]])
+    res: dict[str, Any] = {}
+    for name, v in out.items():
+        if name.endswith(("_all", "_final")):
+            res[name] = v
+            continue
+        res[name] = [xp.reshape(v[a:b], c + tuple(v.shape[1:]))
+                     for a, b, c in zip(starts, ends, cuboids)]  # fmt: skip
+    return res
+
+
 def sensor_points(sensor: Any, kgrid: KWaveGrid) -> SensorPoints:
     """Where ``sensor`` records and what (``None``: ``p`` nowhere, as k-Wave without a sensor),
     checked in the user's names."""
     if sensor is None:
         return SensorPoints(None, None, ("p",), 1)
-    if getattr(sensor, "corners", None) is not None:
-        raise ProblemError("sensor.corners: cuboid sensors are not supported by the elastic "
-                           "model yet; give sensor.mask or sensor.points")  # fmt: skip
     shape = tuple(kgrid.shape)
+    record = tuple(getattr(sensor, "record", ("p",)))
+    start = int(getattr(sensor, "record_start_index", 1))
+    if getattr(sensor, "corners", None) is not None:
+        points, cuboids = cuboid_points(sensor.corners, shape)
+        return SensorPoints(points, None, record, start, cuboids)
     mask, points, off = getattr(sensor, "mask", None), getattr(sensor, "points", None), None
     if mask is not None and user_input.is_cartesian(mask, shape):
         points, off = cartesian_points(sensor, kgrid)
     elif mask is not None and np.shape(mask) != shape:
         raise ProblemError(
             f"sensor.mask: shape {np.shape(mask)}; the elastic model takes a binary mask of the "
-            f"grid shape {shape}, Cartesian points ({len(shape)}, N) [m] (floats) or "
-            "sensor.points"
+            f"grid shape {shape}, Cartesian points ({len(shape)}, N) [m] (floats), "
+            "sensor.points or sensor.corners (cuboids: (lo, hi) pairs of 0-based indices, in "
+            "place of k-Wave's 1-based corner list)"
         )
     elif mask is not None:
         points = mask_points(mask, shape, "sensor.mask")
     index = None if points is None else _grid_indices(points, shape)
-    record = tuple(getattr(sensor, "record", ("p",)))
-    return SensorPoints(index, off, record, int(getattr(sensor, "record_start_index", 1)))
+    return SensorPoints(index, off, record, start)

@@ -110,6 +110,7 @@ def _elastic_vmapped(
 
     from sonotile.api.elastic import check_options, prepare, x64
     from sonotile.api.elastic_intensity import with_intensity
+    from sonotile.api.elastic_sensor import by_cuboid
 
     runs = []
     for i, (m, s) in enumerate(zip(media, sources)):
@@ -126,10 +127,11 @@ def _elastic_vmapped(
     for run, (raw, final), m, s in zip(runs, outs, media, sources):
         data: dict[str, Any] = {k: np.asarray(v).T for k, v in raw.items()}  # (N, steps)
         data = with_intensity(data, run.record, len(run.shape), np)
-        data |= {k: np.asarray(v) for k, v in final.items()}
+        data = by_cuboid(data | {k: np.asarray(v) for k, v in final.items()}, run.cuboids)
         t = np.arange(run.recording.start, run.nt) * run.dt
         notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
-        results.append(Results(data, run.grid, t, run.sensor_points, notes, (grid, m, s, sensor),
+        points = None if run.cuboids else run.sensor_points
+        results.append(Results(data, run.grid, t, points, notes, (grid, m, s, sensor),
                                asdict(options)))  # fmt: skip
     return results
 
