@@ -69,13 +69,50 @@ def test_source_errors():
         _run(source=st.ElasticSource(p0=np.ones((8, 8))))
 
 
+@pytest.mark.parametrize(
+    ("labels", "match"),
+    [
+        ((1, 3), "source.u_mask: a labelled mask takes the integer labels 1..L.*found 1, 3"),
+        ((2, 3), "source.u_mask: a labelled mask .*found 2, 3"),
+        ((1, 1.5), "source.u_mask: a labelled mask .*found 1, 1.5"),
+        ((-1, 1), "source.u_mask: a labelled mask .*found -1, 1"),
+    ],
+)
+def test_bad_labels_are_refused(labels, match):
+    mask = np.zeros((16, 16))
+    mask[4, 4:6], mask[9, 9] = labels[0], labels[1]
+    with pytest.raises(ProblemError, match=match):
+        _run(source=st.ElasticSource(ux=np.ones((2, 3)), u_mask=mask))
+
+
+def test_signal_rows_must_match_the_labels():
+    mask = np.zeros((16, 16), int)
+    mask[4, 4:6], mask[9, 9], mask[2, 2] = 1, 2, 3
+    with pytest.raises(
+        ProblemError,
+        match=r"source.ux: shape \(2, 3\), expected finite \(3, "
+        r"Nt\): one row per label of source.u_mask",
+    ):
+        _run(source=st.ElasticSource(ux=np.ones((2, 3)), u_mask=mask))
+    with pytest.raises(ProblemError, match=r"source.uy: shape \(3,\), expected .*\(3, Nt\)"):
+        _run(source=st.ElasticSource(ux=np.ones((3, 3)), uy=np.ones(3), u_mask=mask))
+    with pytest.raises(ProblemError, match=r"source.sxy: shape \(4, 3\), .* source.s_mask"):
+        _run(source=st.ElasticSource(sxy=np.ones((4, 3)), s_mask=mask))
+    with pytest.raises(ProblemError, match="source.sxx: shape .*finite"):
+        _run(source=st.ElasticSource(sxx=np.full((3, 3), np.nan), s_mask=mask))
+
+
 def test_grid_sensor_and_record_errors():
     with pytest.raises(ProblemError, match="3-D grid .* given to pstd_elastic_2d"):
         _run(grid=st.KWaveGrid((8, 8, 8), 1e-4, dt=1e-8, nt=2))
     with pytest.raises(ProblemError, match=r"sensor.mask: shape \(3, 5\); .* Cartesian points"):
         _run(sensor=st.KSensor(mask=np.zeros((3, 5))))
-    with pytest.raises(ProblemError, match="sensor.corners: cuboid sensors"):
-        _run(sensor=st.KSensor(corners=[((0, 0), (3, 3))]))
+    with pytest.raises(ProblemError, match=r"sensor.corners: expected \(lo, hi\) pairs of 2"):
+        _run(sensor=st.KSensor(corners=[((0, 0), (3, 16))]))
+    with pytest.raises(ProblemError, match=r"sensor.corners: the second corner \(hi\)"):
+        _run(sensor=st.KSensor(corners=[((0, 0), (3, 3)), ((5, 5), (4, 6))]))
+    with pytest.raises(ProblemError, match=r"sensor.mask: shape \(4, 2\); .* sensor.corners"):
+        _run(sensor=st.KSensor(mask=np.array([[1, 2], [1, 2], [3, 4], [3, 4]])))
     with pytest.raises(ProblemError, match=r"pml_size \(8, 8\): the x layers need 2 x 8 < 16"):
         st.pstd_elastic_2d(
             G2,
