@@ -567,8 +567,11 @@ def finish(
         whole.update(p_cw_amp_all=amp, p_cw_phase_all=ph)
     whole.update({f"{f}_final": fields[f] for f in layout.final})
     for name, arr in whole.items():
+        if traced or not gather:  # a tracer has no addressability to ask about
+            out[name] = arr
+            continue
         local = getattr(arr, "is_fully_addressable", True)  # host arrays: always
-        out[name] = np.asarray(jax.device_get(arr)) if gather and local and not traced else arr
+        out[name] = np.asarray(jax.device_get(arr)) if local else arr
     return out
 
 
