@@ -217,6 +217,19 @@ def test_stop_and_go_on_with_labels_and_cuboids(tmp_path):
         assert all(np.array_equal(a, b) for a, b in pairs), k
 
 
+def test_saved_result_reruns_with_its_labels_and_corners(tmp_path):
+    """``Results.save`` keeps the labelled mask and the corners: ``st.load_input`` re-runs it
+    to the same per-cuboid records."""
+    src = st.ElasticSource(u_mask=_labels(), uy=_signals(3))
+    sensor = st.KSensor(corners=CORNERS[:2], record=("p", "p_max"))
+    res = _run(src, sensor, fn=st.simulate)
+    res.save(str(tmp_path / "r.h5"))
+    (grid, medium, source, sens), _ = st.load_input(str(tmp_path / "r.h5"))
+    again = st.simulate(grid, medium, source, sens, pml_size=PML, dtype="float64")
+    for k in ("p", "p_max"):
+        assert all(np.array_equal(a, b) for a, b in zip(again[k], res[k])), k
+
+
 def _kwave_case() -> dict:
     """The case run by k-Wave (tests/data/kwave-elastic-sensors/run_kwave_elastic_labels.m):
     40 x 40, water-like solid beside a stiffer solid; a labelled velocity mask (3 labels) and a
