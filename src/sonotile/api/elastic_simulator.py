@@ -130,11 +130,12 @@ class ElasticSimulator:
         run: the built elastic run (grid, time step, PML, sources, sensor).
         t: time of each recorded step [s]. sensor_points: ``(N, ndim)`` grid indices or None.
         describe: where it runs. tape: where the backward pass keeps its states (None: device).
+        chunk: steps per checkpointed chunk (with a tape: between stored states).
     """
 
     def __init__(self, run: ElasticRun, params: dict[str, jax.Array], smooth_p0: bool,
                  chunk: int, where: Where, tape: Tape | None = None) -> None:  # fmt: skip
-        self.run, self.params, self.tape = run, params, tape
+        self.run, self.params, self.tape, self.chunk = run, params, tape, chunk
         self.t = np.arange(run.recording.start, run.nt) * run.dt
         self.sensor_points = run.points
         dec = where.decomposition
