@@ -8,6 +8,10 @@ respect to sound speed and density (fields). Reports, for the forward pass and t
 * the compiled programs' memory (``memory_analysis()``: arguments + outputs + temporaries);
 * the wall time of a compiled call (median of ``--repeat`` alternating calls, after a warm-up).
 
+``--model elastic`` (``--ndim 2`` or 3): the elastic model instead, a heterogeneous solid
+(compressional and shear speed, density) with the same ball of initial pressure and line of
+sensors; gradient with respect to both speeds and the density.
+
 "backward" = gradient time - forward time. Timings on a shared machine are noisy: compare the
 ratios of one run. ``--tape host|disk`` keeps the backward pass's states off the device
 (``make_simulator(tape=...)``); ``--processes`` runs the forward pass and the gradient each in a
@@ -16,6 +20,7 @@ tape included (a disk tape is not: its files are in the page cache, not the proc
 
     .venv/bin/python benchmarks/gradient_cost.py --n 128 --nt 200
     .venv/bin/python benchmarks/gradient_cost.py --n 128 --nt 100 --tape disk --processes
+    .venv/bin/python benchmarks/gradient_cost.py --model elastic --ndim 2 --n 512 --nt 200
 """
 
 from __future__ import annotations
@@ -49,6 +54,27 @@ def make_case(n: int, nt: int):
     return grid, medium, source, sensor
 
 
+def make_elastic_case(n: int, nt: int, ndim: int):
+    """A ``ndim``-D solid of ``n`` points per axis: compressional speed 2500-2700 m/s, shear
+    1100-1250 m/s, density 1800-1900 kg/m^3 (smooth bumps), a ball of initial pressure, 64
+    sensor points on a line; ``(grid, medium, source, sensor, parameter names)``."""
+    import sonotile as st
+
+    shape = (n,) * ndim
+    dx = 1e-4
+    grid = st.KWaveGrid(shape, dx, dt=0.2 * dx / 2700, nt=nt)
+    x = np.meshgrid(*(np.arange(k) - k // 2 for k in shape), indexing="ij")
+    r2 = (x[0] - n // 8) ** 2 + sum(c**2 for c in x[1:])
+    bump = np.exp(-r2 / (n / 6) ** 2)
+    medium = st.KWaveElasticMedium(2500 + 200 * bump, 1100 + 150 * bump, 1800 + 100 * bump)
+    ball = (x[0] + n // 4) ** 2 + sum(c**2 for c in x[1:]) <= 9
+    source = st.ElasticSource(p0=1e5 * ball.astype(float))
+    line = np.linspace(10, n - 11, 64).astype(int)
+    pts = np.stack([np.full(64, n - 14), line] + [np.full(64, n // 2)] * (ndim - 2), axis=1)
+    names = ("sound_speed_compression", "sound_speed_shear", "density")
+    return grid, medium, source, st.KSensor(points=pts, record=("p",)), names
+
+
 def memory_mb(compiled) -> float:
     m = compiled.memory_analysis()
     total = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
@@ -57,6 +83,8 @@ def memory_mb(compiled) -> float:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=("acoustic", "elastic"), default="acoustic")
+    ap.add_argument("--ndim", type=int, choices=(2, 3), default=3, help="elastic: 2-D or 3-D")
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--nt", type=int, default=100)
     ap.add_argument("--chunk", default="auto", help="steps per checkpointed chunk, or none")
@@ -78,16 +106,25 @@ def main(argv=None) -> dict:
 
     chunk = None if a.chunk == "none" else (a.chunk if a.chunk == "auto" else int(a.chunk))
     tape = None if a.tape == "none" else a.tape
-    sim = st.make_simulator(*make_case(a.n, a.nt), chunk=chunk, remat_step=a.remat_step, tape=tape)
-    params = {k: sim.params[k] for k in ("sound_speed", "density")}
+    if a.model == "elastic":
+        *case, names = make_elastic_case(a.n, a.nt, a.ndim)
+        sim = st.make_simulator(*case, chunk=chunk, tape=tape)
+    else:
+        names = ("sound_speed", "density")
+        sim = st.make_simulator(*make_case(a.n, a.nt), chunk=chunk, remat_step=a.remat_step,
+                                tape=tape)  # fmt: skip
+    params = {k: sim.params[k] for k in names}
 
     def loss(p):
         return jnp.sum(sim(p)["p"] ** 2)
 
     fwd = jax.jit(loss)
     grad = jax.jit(jax.value_and_grad(loss))
-    out = {"n": a.n, "nt": a.nt, "chunk": sim.static.chunk, "remat_step": a.remat_step,
+    chunk = sim.chunk if a.model == "elastic" else sim.static.chunk
+    out = {"model": a.model, "n": a.n, "nt": a.nt, "chunk": chunk, "remat_step": a.remat_step,
            "tape": a.tape}  # fmt: skip
+    if a.model == "elastic":
+        out["ndim"] = a.ndim
     if a.only:
         f = fwd if a.only == "forward" else grad
         t0 = time.perf_counter()

@@ -49,8 +49,8 @@ def test_simulator_gives_pstd_elastic_records():
     assert np.abs(ref["sxy"]).max() > 0
     with pytest.raises(ProblemError, match=r"params: \['sound_speed'\] not parameters"):
         sim({"sound_speed": 1500.0})
-    with pytest.raises(ProblemError, match="tape: not available for the elastic simulator"):
-        st.make_simulator(grid, medium, source, sensor, pml_size=4, tape="host")
+    with pytest.raises(ProblemError, match="remat_step: not available for the elastic simulator"):
+        st.make_simulator(grid, medium, source, sensor, pml_size=4, remat_step=True)
 
 
 def test_gradients_match_finite_differences():

@@ -411,14 +411,14 @@ def _begin(
 def _elastic(
     kgrid: KWaveGrid, medium: Any, source: Any, sensor: KSensor, opts: Options,
     decomposition: Decomposition, mesh: tuple[int, ...] | None, chunk: int | str | None,
-    refused: Mapping[str, bool], lfb: tuple[int, float],
+    refused: Mapping[str, bool], lfb: tuple[int, float], tape: Tape | str | None,
 ) -> Simulator:  # fmt: skip
     """The elastic simulator (:mod:`sonotile.api.elastic_simulator`), typed as the acoustic;
     ``lfb``: LFB's overlap and bell width."""
     from sonotile.api.elastic_simulator import make_elastic_simulator
 
     sim = make_elastic_simulator(kgrid, medium, source, sensor, opts, str(decomposition), mesh,
-                                 chunk, refused, *lfb)  # fmt: skip
+                                 chunk, refused, *lfb, tape=tape)  # fmt: skip
     return sim  # type: ignore[return-value]
 
 
@@ -456,7 +456,8 @@ def make_simulator(
 
     An elastic medium (``sound_speed_compression`` / ``sound_speed_shear``) gives an elastic
     simulator (:mod:`sonotile.api.elastic_simulator`: ``params`` by k-Wave's elastic names,
-    the records of ``pstd_elastic_2d/3d``; single, pencil or lfb).
+    the records of ``pstd_elastic_2d/3d``; single, pencil or lfb; ``tape`` as here, the
+    elastic state's split fields on it).
 
     Returns:
         A :class:`Simulator`: ``sim(params)`` with ``params`` a dict of any of ``sound_speed``,
@@ -465,9 +466,9 @@ def make_simulator(
     """
     opts, decomposition = _begin(options, option_args, decomposition)
     if is_elastic(medium):  # the model is chosen by the medium, as in k-Wave
-        refused = {"remat_step": remat_step, "tape": tape is not None}
+        refused = {"remat_step": remat_step}
         return _elastic(kgrid, medium, source, sensor, opts, decomposition, mesh, chunk, refused,
-                        (overlap, bell_width))  # fmt: skip
+                        (overlap, bell_width), tape)  # fmt: skip
     if opts.smooth_c0 or opts.smooth_rho0 or opts.axisymmetric:
         raise ValueError("make_simulator: smooth_c0, smooth_rho0, axisymmetric: not differentiable")
     smooth_p0 = opts.smooth_p0  # applied to the (traced) p0 of each call, not to the input's

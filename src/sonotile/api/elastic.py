@@ -42,6 +42,7 @@ from sonotile.physics.elastic.problem import ElasticRun
 from sonotile.physics.elastic.sources import SourceSignals
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
+from sonotile.solver.tape import Tape
 
 MODES = {"additive": "additive", "additive-no-correction": "additive", "dirichlet": "dirichlet"}
 
@@ -151,6 +152,7 @@ def execute(
     extra: Mapping[str, Any] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
+    tape: Tape | None = None,
 ) -> dict[str, jax.Array]:
     """An elastic run (:func:`sonotile.physics.elastic.build`) as one traced function of the
     medium (the common scan body, :func:`sonotile.solver.runner.traced_run`): ``values``:
@@ -160,9 +162,10 @@ def execute(
     "pencil"`` or ``"lfb"``: on a mesh of ``mesh_shape`` devices (default all on one axis; even
     blocks; LFB's ``overlap`` [points] and ``bell_width``). ``xs``: per-step source inputs
     replacing the run's (traced: gradients with respect to source signals;
-    :func:`traced_inputs`); ``extra``: constants replacing the run's (``p0_split``). Returns
-    the records in k-Wave's layout (series ``(N, recorded steps)``; per cuboid lists for a
-    cuboid sensor)."""
+    :func:`traced_inputs`); ``extra``: constants replacing the run's (``p0_split``); ``tape``:
+    the backward pass's states there, one every ``chunk`` steps, instead of on the device
+    (:class:`sonotile.Tape`; on a mesh each shard its own block). Returns the records in
+    k-Wave's layout (series ``(N, recorded steps)``; per cuboid lists for a cuboid sensor)."""
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
     steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
@@ -175,17 +178,21 @@ def execute(
         if getattr(ops, "fft", None) == "fftw":  # traced: the updates outside FFTW's calls
             ops = dataclasses.replace(ops, fft="fftw-separate-updates")
         raw, agg, end = runner.traced_run(model, layout, c, ops, index, steps, run.shape, run.dtype,
-                                          state, chunk)  # fmt: skip
+                                          state, chunk, tape)  # fmt: skip
     else:
         if state is not None:
             raise ProblemError("execute: a start state runs on one device only")
         from sonotile.parallel.differentiable import mesh_runner
+        from sonotile.parallel.mesh import AXIS_NAMES
+
+        mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
+
+        axes = AXIS_NAMES[: len(mesh)]  # the tape's shard keys
 
         def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
             return runner.traced_run(model, layout, c, ops, index, xs, shape, run.dtype,
-                                     chunk=chunk)  # fmt: skip
+                                     chunk=chunk, tape=tape, axes=axes)  # fmt: skip
 
-        mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
         go, fixed = mesh_runner(run, layout, local, str(decomposition),  # type: ignore[arg-type]
                                 mesh, overlap, bell_width)  # fmt: skip
         raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)

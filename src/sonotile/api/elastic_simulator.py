@@ -7,7 +7,10 @@ body) with ``params`` a dict of any of ``sound_speed_compression``, ``sound_spee
 applied in the traced function), ``ux``... [m/s], ``sxx``... [Pa] (signals in the layouts
 :class:`sonotile.ElasticSource` takes). It returns the records of ``pstd_elastic_2d/3d`` as JAX
 arrays: ``jax.grad`` with respect to any parameter, on one device, a ``pencil`` mesh or LFB
-blocks (``lfb``: the derivatives along a split axis within LFB's overlap error).
+blocks (``lfb``: the derivatives along a split axis within LFB's overlap error). With
+``tape="host"`` / ``"disk"`` the backward pass takes the states it needs (every split velocity
+and stress field) from host memory or files instead of the device
+(:func:`sonotile.solver.adjoint.taped_scan`).
 
 Fixed when the simulator is made: the grid, time step and step count, the PML (its reference
 speed is the largest compressional speed given), which sources and absorption exist, source and
@@ -34,6 +37,7 @@ from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
 from sonotile.physics.elastic.model import component_names
 from sonotile.physics.elastic.problem import MEDIUM_KEYS, ElasticRun
+from sonotile.solver.tape import Tape, as_tape
 
 
 def signal_names(run: ElasticRun) -> dict[str, tuple[str | None, ...]]:
@@ -103,8 +107,9 @@ class Where:
 
 
 def _simulate(
-    run: ElasticRun, smooth_p0: bool, chunk: int, where: Where, params: dict[str, jax.Array]
-) -> dict[str, jax.Array]:
+    run: ElasticRun, smooth_p0: bool, chunk: int, where: Where, tape: Tape | None,
+    params: dict[str, jax.Array],
+) -> dict[str, jax.Array]:  # fmt: skip
     values = {k: params[k] for k in MEDIUM_KEYS if k in params}
     extra = {}
     if "p0" in params:
@@ -117,7 +122,7 @@ def _simulate(
     xs = traced_inputs(run, params, params["sound_speed_compression"])
     return execute(run, values, chunk, decomposition=where.decomposition, mesh_shape=where.mesh,
                    xs=xs, extra=extra, overlap=where.overlap,
-                   bell_width=where.bell_width)  # fmt: skip
+                   bell_width=where.bell_width, tape=tape)  # fmt: skip
 
 
 class ElasticSimulator:
@@ -128,17 +133,18 @@ class ElasticSimulator:
         run: the built elastic run (grid, time step, PML, sources, sensor).
         t: time of each recorded step [s]. sensor_points: ``(N, ndim)`` grid indices (continuous
         coordinates for Cartesian points) or None (none, or cuboids).
-        describe: where it runs.
+        describe: where it runs. tape: where the backward pass keeps its states (None: device).
+        chunk: steps per checkpointed chunk (with a tape: between stored states).
     """
 
     def __init__(self, run: ElasticRun, params: dict[str, jax.Array], smooth_p0: bool,
-                 chunk: int, where: Where) -> None:  # fmt: skip
-        self.run, self.params = run, params
+                 chunk: int, where: Where, tape: Tape | None = None) -> None:  # fmt: skip
+        self.run, self.params, self.tape, self.chunk = run, params, tape, chunk
         self.t = np.arange(run.recording.start, run.nt) * run.dt
         self.sensor_points = None if run.cuboids else run.sensor_points
         dec = where.decomposition
         self.describe = "single device" if dec == "single" else f"{dec} mesh"
-        self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, where))
+        self._fn = jax.jit(partial(_simulate, run, smooth_p0, chunk, where, tape))
 
     def __call__(self, params: Mapping[str, Any] | None = None) -> dict[str, jax.Array]:
         with x64(self.run.dtype):
@@ -169,10 +175,13 @@ def make_elastic_simulator(
     refused: Mapping[str, bool] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
+    tape: Tape | str | None = None,
 ) -> ElasticSimulator:
     """:func:`sonotile.make_simulator` with an elastic medium (module docstring);
     ``refused``: the acoustic simulator's options given (each an error naming it);
-    ``overlap``, ``bell_width``: LFB's (``decomposition="lfb"``)."""
+    ``overlap``, ``bell_width``: LFB's (``decomposition="lfb"``); ``tape``: as the acoustic
+    simulator's (``"host"``, ``"disk"`` or a :class:`sonotile.Tape`: the state, every split
+    field, stored every ``chunk`` steps, ``"auto"`` or None: every step)."""
     for name, given in (refused or {}).items():
         if given:
             raise ProblemError(f"{name}: not available for the elastic simulator")
@@ -180,12 +189,16 @@ def make_elastic_simulator(
         raise ProblemError(f"decomposition = {decomposition!r}: the elastic simulator runs "
                            "'single', 'pencil' or 'lfb'")  # fmt: skip
     check_options(medium, options)
+    tape = as_tape(tape)  # a bad one refused before the run is built
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=False)  # fmt: skip
-    step_chunk = run.nt if chunk is None else int(chunk) if chunk != "auto" else 0
-    step_chunk = step_chunk or int(np.ceil(np.sqrt(run.nt)))
+    if tape is not None:  # as the acoustic simulator: every step stored unless told otherwise
+        step_chunk = 1 if chunk is None or chunk == "auto" else int(chunk)
+    else:
+        step_chunk = run.nt if chunk is None else int(chunk) if chunk != "auto" else 0
+        step_chunk = step_chunk or int(np.ceil(np.sqrt(run.nt)))
     with x64(run.dtype):
         params = _defaults(run, medium, source)
     m = None if mesh is None else tuple(int(n) for n in mesh)
     where = Where(decomposition, m, int(overlap), float(bell_width))
-    return ElasticSimulator(run, params, options.smooth_p0, step_chunk, where)
+    return ElasticSimulator(run, params, options.smooth_p0, step_chunk, where, tape)

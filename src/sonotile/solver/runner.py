@@ -27,6 +27,7 @@ from sonotile.model.problem import Problem
 from sonotile.physics import Model, model_for
 from sonotile.solver import finite, programs
 from sonotile.solver import sensors as sens
+from sonotile.solver.tape import Tape
 from sonotile.spectral.device import in_host_memory, to_device
 from sonotile.spectral.operators import SpectralOps
 
@@ -355,14 +356,26 @@ def start_warm(c: dict, ops: SpectralOps, phys: Model) -> Any:
     return phys.initial_state(c, ops)
 
 
+def _taped_body(
+    c: dict, fixed: tuple, carry: Carry, x: dict, phys: Model, layout: sens.SensorLayout
+) -> tuple[Carry, dict[str, jax.Array]]:
+    """:func:`scan_body` as :func:`sonotile.solver.adjoint.taped_scan` calls it: the constants
+    (differentiated) and ``fixed = (ops, index)`` passed in, not closed over."""
+    return scan_body(carry, x, c, fixed[0], fixed[1], phys, layout)
+
+
 def traced_run(
     phys: Model, layout: sens.SensorLayout, c: dict, ops: SpectralOps, index: PointIndex,
     xs: dict, shape: tuple[int, ...], dtype: Any, state: Any = None, chunk: int | None = None,
+    tape: Tape | None = None, axes: tuple[str, ...] = (),
 ) -> tuple[dict[str, jax.Array], dict[str, jax.Array], Any]:  # fmt: skip
     """The whole time loop as one traceable function (``jax.jit``, ``jax.grad``, ``jax.vmap``
     through the constants ``c``): the steps of ``xs`` (:meth:`Model.inputs`) from ``state``
     (default: the model's start), the same scan body as the engines, each ``chunk`` of steps
-    rematerialised in a derivative (:func:`sonotile.solver.adjoint.checkpointed_scan`).
+    rematerialised in a derivative (:func:`sonotile.solver.adjoint.checkpointed_scan`). With a
+    ``tape`` the state every ``chunk`` steps goes onto it instead of device memory
+    (:func:`sonotile.solver.adjoint.taped_scan`; reverse mode only; ``axes``: inside
+    ``shard_map``, the mesh axes the state is split over).
 
     Returns ``(raw, aggregates, state)``: raw samples ``(steps, Ns)`` per name (with the
     sample of step 0 of an initial-value problem first), the running statistics and the final
@@ -376,8 +389,14 @@ def traced_run(
     elif state is None:
         state = phys.initial_state(c, ops) if phys.warm else phys.zero_state(shape, dtype)
     c = phys.prepare(c, ops, state)
-    body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-    (state, agg), raw = adjoint.checkpointed_scan(body, (state, agg), xs, chunk)
+    if tape is None:
+        body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+        (state, agg), raw = adjoint.checkpointed_scan(body, (state, agg), xs, chunk)
+    else:
+        taped = partial(_taped_body, phys=phys, layout=layout)
+        (state, agg), raw = adjoint.taped_scan(
+            taped, c, (ops, index), (state, agg), xs, tape, chunk or 1, axes
+        )
     raw = {k: jnp.concatenate([raw0[k], v]) if k in raw0 else v for k, v in raw.items()}
     return raw, agg, state
 
