@@ -98,14 +98,15 @@ class ElasticModel:
     @property
     def splits(self) -> frozenset[str]:
         """A distributed FFT (pencil) or local Fourier bases (lfb: :meth:`box_operators` on
-        each padded block)."""
-        return frozenset({"pencil", "lfb"})
+        each padded block); none with the slip-aware interface (its gathers reach along whole
+        grid lines)."""
+        return frozenset() if self.statics.slip else frozenset({"pencil", "lfb"})
 
     @property
     def auto_splits(self) -> frozenset[str]:
         """Pencils only: LFB's error at a given overlap is about three times the acoustic
         model's, for which ``auto`` chooses the overlap (docs/decomposition.md)."""
-        return frozenset({"pencil"})
+        return frozenset() if self.statics.slip else frozenset({"pencil"})
 
     @property
     def describe(self) -> str:
@@ -161,9 +162,15 @@ class ElasticModel:
         c.pop("sensor_index", None)  # the loop's sensors sample the points
         if set(derive_axes) != set(range(self.ndim)):
             c.update(derived_constants(c, self.ndim))
-        elif fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype)):
+        elif self.fused(run):
             c = stored_constants(c, self.ndim)  # read inside the FFTW calls
         return c
+
+    def fused(self, run: ElasticRun) -> bool:
+        """The step's updates run inside FFTW's single-axis calls (3-D float32, one device;
+        not with the slip-aware interface, whose continued fields go through ``ops.diffs``)."""
+        like = jax.ShapeDtypeStruct(run.shape, run.dtype)
+        return fuses_axis_updates(run.ops, like) and not self.statics.slip
 
     def operators(self, run: ElasticRun, unstagger: bool = False) -> FourierOps:
         if not unstagger:
@@ -195,7 +202,7 @@ class ElasticModel:
         :data:`ACCELERATOR_TEMP_HALVES`), the whole-grid aggregates and the split field's
         spectra. A rough figure for decompositions. Exact in Python integers."""
         nd, st = self.ndim, self.statics
-        fused = fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype))
+        fused = self.fused(run)
         stored, derived = material_fields(run.medium_values(), nd, st.kelvin_voigt, fused)
         state = nd * nd + sum(len(split_axes(k, nd)) for k in components(nd))
         table = self.records()

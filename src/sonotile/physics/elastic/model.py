@@ -36,6 +36,7 @@ import numpy as np
 from sonotile.model.grid import AXES, along
 from sonotile.model.staggering import staggered_mean
 from sonotile.physics.elastic.medium import db2neper
+from sonotile.physics.elastic.slip import continued, pairs
 from sonotile.spectral.operators import axis_update, fuses_axis_updates
 
 #: A stress component ``(i, j)``, i <= j.
@@ -95,6 +96,8 @@ class Statics:
         u_modes: per axis ``"additive"``, ``"dirichlet"`` or None (no velocity source).
         s_modes: per stress component (order of :func:`components`) a mode or None.
         p0: initial pressure given (k-Wave's two-step stress start).
+        slip: the slip-aware fluid-solid interface (:mod:`sonotile.physics.elastic.slip`;
+            its constants in ``c``); False: k-Wave's scheme.
     """
 
     ndim: int
@@ -102,6 +105,7 @@ class Statics:
     u_modes: tuple[str | None, ...] = ()
     s_modes: tuple[str | None, ...] = ()
     p0: bool = False
+    slip: bool = False
 
 
 def components(ndim: int) -> tuple[Component, ...]:
@@ -346,7 +350,9 @@ def update_velocity(
     sums[:nd] = ops.keep_together(sums[:nd])
     for k, comp in enumerate(components(nd)):
         which, targets = stress_targets(comp)
-        for (i, a), d in zip(targets, ops.diffs(sums[k], which)):
+        slip = st.slip and comp[0] != comp[1]
+        ds = slip_stress_diffs(sums[k], k, c, ops, nd) if slip else ops.diffs(sums[k], which)
+        for (i, a), d in zip(targets, ds):
             m = pml_factor(c, (i,), a, nd)
             u[i][a] = m * (m * state.u_split[i][a] + c["dt_rho_sg"][i] * d)
             if st.kelvin_voigt:
@@ -384,6 +390,38 @@ def stress_rate(k: int, a: int, d: jax.Array, dv: jax.Array | None, c: dict, nd:
     return rate
 
 
+def slip_stress_diffs(f: jax.Array, k: int, c: dict, ops: AxisDiffOps, nd: int) -> list[jax.Array]:
+    """The derivatives of shear component ``k`` (``f``: its sum) in :func:`stress_targets`'
+    order with the slip-aware interface: ``d sigma_ij / dx_i`` into ``u_j``, ``d sigma_ij /
+    dx_j`` into ``u_i``, each of ``sigma_ij`` continued oddly into the fluid along the
+    derivative's axis, 0 on fluid velocity points (:mod:`sonotile.physics.elastic.slip`)."""
+    i, j = components(nd)[k]
+    out = []
+    for a, b in ((i, j), (j, i)):  # along a, into u_b
+        g = continued(f, c["slip_solid_s"][k - nd], c["slip_s"][pairs(nd).index((b, a))])
+        d = ops.diffs(g, [(a, -1)])[0]
+        out.append(jnp.where(c["slip_solid_u"][b], d, jnp.zeros((), d.dtype)))
+    return out
+
+
+def slip_velocity_diffs(
+    f: jax.Array, j: int, c: dict, ops: AxisDiffOps, nd: int
+) -> list[jax.Array]:
+    """The derivatives of velocity component ``j`` (or of ``dt`` times its acceleration,
+    ``f``) along each axis as :func:`update_stress` takes them, with the slip-aware interface:
+    along ``a != j`` (the shear strains) of ``f`` continued from the solid into the fluid along
+    ``a`` (:mod:`sonotile.physics.elastic.slip`)."""
+    out = []
+    for a in range(nd):
+        g = (
+            f
+            if a == j
+            else continued(f, c["slip_solid_u"][j], c["slip_u"][pairs(nd).index((j, a))])
+        )
+        out.append(ops.diffs(g, [(a, -1 if a == j else +1)])[0])
+    return out
+
+
 def update_stress(
     state: State, u: tuple, dt_acc: list[jax.Array] | None, x: dict, c: dict,
     ops: AxisDiffOps, st: Statics,
@@ -396,7 +434,11 @@ def update_stress(
     for j in range(nd):
         which = [(a, -1 if a == j else +1) for a in range(nd)]
         dv: list[Any] = [None] * nd
-        if dt_acc is not None:  # both fields' derivatives in one call
+        if st.slip:
+            du = slip_velocity_diffs(total(u[j]), j, c, ops, nd)
+            if dt_acc is not None:
+                dv = slip_velocity_diffs(dt_acc[j], j, c, ops, nd)
+        elif dt_acc is not None:  # both fields' derivatives in one call
             du, dv = ops.diffs_many([total(u[j]), dt_acc[j]], which)
         else:
             du = ops.diffs(total(u[j]), which)
@@ -515,9 +557,10 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     if "dt_l2m" not in c:
         c.update(stress_constants(c, st.ndim))
     state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
-    if "dt_rho_sg" not in c and not (fuses_axis_updates(ops, first) and jnp.ndim(c["rho"])):
+    fused = fuses_axis_updates(ops, first) and not st.slip
+    if "dt_rho_sg" not in c and not (fused and jnp.ndim(c["rho"])):
         c.update(velocity_constants(c, st.ndim))
-    if fuses_axis_updates(ops, first):
+    if fused:
         u, dt_acc = velocity_in_call(state, x, c, ops, st)
         s = stress_in_call(state, u, dt_acc, x, c, ops, st)
         return State(u, stress_sources(s, x, c, st, p0=False))
