@@ -189,14 +189,16 @@ def execute(
     return out | sens.finish(agg, end, layout, run.nt, traced=True)  # type: ignore[return-value]
 
 
-def check_single(slip: bool, decomposition: Decomposition | str) -> None:
-    """``interface="slip"`` runs on one device: refused by name on a mesh."""
+def check_single(slip: bool, decomposition: Decomposition | str, name: str = "interface") -> None:
+    """``interface="slip"`` (``name``: the user's name of the option) runs on one device:
+    refused by name on a mesh."""
     dec = Decomposition.parse(decomposition)
     if slip and dec not in ("single", "auto"):
-        raise ProblemError(f"interface='slip' with decomposition={str(dec)!r}: the slip-aware "
-                           "interface runs on one device only (its continuations reach along "
-                           "whole grid lines); use decomposition='single' or "
-                           "interface='kwave'")  # fmt: skip
+        raise ProblemError(
+            f"{name}='slip' with decomposition={str(dec)!r}: the slip-aware "
+            "interface runs on one device only (its continuations reach along "
+            f"whole grid lines); use decomposition='single' or {name}='kwave'"
+        )
 
 
 def x64(dtype: str) -> contextlib.AbstractContextManager[Any]:
@@ -378,10 +380,13 @@ def simulate_elastic(
     ``smooth_c0``/``smooth_rho0`` and ``axisymmetric`` refused by name; ``checkpoint``: as
     :func:`pstd_elastic_2d`'s)."""
     check_options(medium, options)
+    check_interface(options.elastic_interface, "elastic_interface")
+    check_single(options.elastic_interface == "slip", decomposition, "elastic_interface")
     if checkpoint is not None:
         checkpoint.check()
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
-                  dtype=options.dtype, smooth_p0=options.smooth_p0)  # fmt: skip
+                  dtype=options.dtype, smooth_p0=options.smooth_p0,
+                  interface=options.elastic_interface)  # fmt: skip
     notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):
         mb = ElasticModel.of(run).memory_estimate(run) / 2**20

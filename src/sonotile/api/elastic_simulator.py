@@ -26,14 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.api.elastic import check_options, execute, prepare, x64
+from sonotile.api.elastic import check_options, check_single, execute, prepare, x64
 from sonotile.api.inputs import with_defaults
 from sonotile.api.types import KSensor, KWaveGrid, Options
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
 from sonotile.physics.elastic.model import component_names
-from sonotile.physics.elastic.problem import MEDIUM_KEYS, ElasticRun
+from sonotile.physics.elastic.problem import MEDIUM_KEYS, ElasticRun, check_interface
 
 
 def signal_names(run: ElasticRun) -> dict[str, tuple[str | None, ...]]:
@@ -176,8 +176,11 @@ def make_elastic_simulator(
         raise ProblemError(f"decomposition = {decomposition!r}: the elastic simulator runs "
                            "'single', 'pencil' or 'lfb'")  # fmt: skip
     check_options(medium, options)
+    check_interface(options.elastic_interface, "elastic_interface")
+    check_single(options.elastic_interface == "slip", decomposition, "elastic_interface")
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
-                  dtype=options.dtype, smooth_p0=False)  # fmt: skip
+                  dtype=options.dtype, smooth_p0=False,
+                  interface=options.elastic_interface)  # fmt: skip
     step_chunk = run.nt if chunk is None else int(chunk) if chunk != "auto" else 0
     step_chunk = step_chunk or int(np.ceil(np.sqrt(run.nt)))
     with x64(run.dtype):

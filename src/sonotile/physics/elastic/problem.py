@@ -135,10 +135,10 @@ def check_cw(record: Sequence[str], f: float | None, periods: float, dt: float, 
 INTERFACES = ("kwave", "slip")
 
 
-def check_interface(interface: Any) -> None:
-    """``interface`` in the user's names: one of :data:`INTERFACES`."""
+def check_interface(interface: Any, name: str = "interface") -> None:
+    """``interface`` (the user's ``name`` for it) one of :data:`INTERFACES`."""
     if interface not in INTERFACES:
-        raise ProblemError(f"interface = {interface!r}: expected 'kwave' (k-Wave's scheme) or "
+        raise ProblemError(f"{name} = {interface!r}: expected 'kwave' (k-Wave's scheme) or "
                            "'slip' (the slip-aware fluid-solid interface)")  # fmt: skip
 
 
