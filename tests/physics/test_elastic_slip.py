@@ -234,3 +234,28 @@ def test_bad_interface_refused_by_name() -> None:
                            st.ElasticSource(p0=np.ones((48, 32))),
                            st.KSensor(mask=np.ones((48, 32), bool)), decomposition="pencil",
                            interface="slip")  # fmt: skip
+
+
+def test_options_route_simulate_and_make_simulator() -> None:
+    """``elastic_interface="slip"`` through ``st.simulate`` and ``st.make_simulator`` gives
+    ``pstd_elastic_2d(..., interface="slip")``'s records; with an acoustic medium it is refused
+    by name."""
+    cp, cs, rho = _layered(48, 32)
+    want = _run2d(cp, cs, rho, "slip", "float64")
+    nx, ny = cp.shape
+    x, y = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
+    sens = np.zeros((nx, ny), bool)
+    sens[6, :] = sens[40, :] = True
+    args = (st.KWaveGrid((nx, ny), 1e-4, dt=6e-9, nt=240), st.KWaveElasticMedium(cp, cs, rho),
+            st.ElasticSource(p0=np.exp(-((x - 15.0) ** 2 + (y - 14.0) ** 2) / 3.0)),
+            st.KSensor(mask=sens, record=("p", "u", "s")))  # fmt: skip
+    opts = {"pml_size": 4, "dtype": "float64", "smooth_p0": False, "elastic_interface": "slip"}
+    res = st.simulate(*args, quiet=True, **opts)  # type: ignore[arg-type]
+    assert np.array_equal(res["p"], want["p"])
+    sim = st.make_simulator(*args, **opts)  # type: ignore[arg-type]
+    got = sim()
+    assert np.abs(np.asarray(got["uy"]) - want["uy"]).max() <= 1e-12 * np.abs(want["uy"]).max()
+    water = st.KWaveMedium(sound_speed=1500.0, density=1000.0)
+    with pytest.raises(ProblemError, match="elastic_interface = 'slip'"):
+        st.simulate(st.KWaveGrid((32, 32), 1e-4), water, st.KSource(p0=np.ones((32, 32))),
+                    st.KSensor(mask=np.ones((32, 32), bool)), elastic_interface="slip")  # fmt: skip
