@@ -33,6 +33,7 @@ from sonotile.physics.elastic.model import (
     stored_constants,
     zero_state,
 )
+from sonotile.physics.elastic.slip import stored_bytes
 from sonotile.spectral.operators import FourierOps, fuses_axis_updates
 
 if TYPE_CHECKING:
@@ -215,7 +216,11 @@ class ElasticModel:
             halves = 2 * fields + CPU_TEMP_HALVES[(fused, nd, st.kelvin_voigt)]
         else:  # XLA:GPU stores the derived staggered fields and keeps more in flight
             halves = 2 * (fields + derived) + ACCELERATOR_TEMP_HALVES[(nd, st.kelvin_voigt)]
-        return int(np.dtype(run.dtype).itemsize) * int(np.prod(run.shape)) * halves // 2
+        size = int(np.dtype(run.dtype).itemsize)
+        extra = 0
+        if st.slip:  # its constants, and a continued field in flight per derivative
+            extra = stored_bytes(run.fixed, size) + 2 * size * int(np.prod(run.shape))
+        return size * int(np.prod(run.shape)) * halves // 2 + extra
 
 
 #: The step's grid-sized temporaries on the CPU in half fields, ``(fused, ndim,

@@ -33,7 +33,8 @@ import numpy as np
 #: The continuations reach 0 at this many points from the solid (the taper ``cos^2(pi j / 18)``).
 TAPER = 9
 
-#: A gather: flat destination indices ``(M,)``, flat source indices ``(M, 3)``, weights ``(M, 3)``.
+#: A gather: flat destination indices ``(M,)``, flat source indices and weights ``(M, K)``
+#: (K = 3 for an extrapolation, 1 for an odd continuation).
 Gather = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -113,18 +114,17 @@ def line_gather(inside: np.ndarray, axis: int, odd: bool) -> Gather:
     at = list(coords)
     at[axis] = first % n
     r = np.where(s > 0, runs[0][tuple(at)], runs[1][tuple(at)])
-    if odd:  # sigma(Z - j) = -sigma(Z + j), Z = first - s
-        w = np.zeros((dst.size, 3))
-        w[:, 0] = np.where(d - 2 < r, -taper, 0.0)
-        offsets = np.stack([d - 2, d - 2, d - 2], 1)
+    if odd:  # sigma(Z - j) = -sigma(Z + j), Z = first - s: one source
+        w = np.where(d - 2 < r, -taper, 0.0)[:, None]
+        offsets = (d - 2)[:, None]
     else:
         w = _lagrange(-d.astype(float), np.minimum(r, 3)) * taper[:, None]
         offsets = np.arange(3)[None, :] + np.zeros((dst.size, 1), int)
     src = []
-    for q in range(3):
+    for q in range(offsets.shape[1]):
         at[axis] = (first + s * offsets[:, q]) % n
         src.append(np.ravel_multi_index(tuple(at), inside.shape))
-    return dst, np.stack(src, 1), w
+    return dst, np.stack(src, 1).reshape(dst.size, -1), w
 
 
 def has_interface(cs: Any) -> bool:
@@ -155,6 +155,15 @@ def slip_constants(cs: np.ndarray, dtype: Any) -> dict:
         "slip_solid_u": tuple(jnp.asarray(m) for m in su),
         "slip_solid_s": tuple(jnp.asarray(ss[ij]) for ij in shear),
     }
+
+
+def stored_bytes(c: dict, itemsize: int) -> int:
+    """Device memory of the slip constants in ``c`` [bytes] (masks one byte a point; indices
+    int32, weights ``itemsize`` bytes)."""
+    masks = sum(int(np.prod(m.shape)) for m in (*c["slip_solid_u"], *c["slip_solid_s"]))
+    gathers = sum(g[0].size * 4 + g[1].size * 4 + g[2].size * itemsize
+                  for g in (*c["slip_u"], *c["slip_s"]))  # fmt: skip
+    return int(masks + gathers)
 
 
 def continued(f: jax.Array, inside: jax.Array, g: tuple[jax.Array, ...]) -> jax.Array:
