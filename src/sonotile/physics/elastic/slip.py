@@ -124,7 +124,7 @@ def line_gather(inside: np.ndarray, axis: int, odd: bool) -> Gather:
     for q in range(offsets.shape[1]):
         at[axis] = (first + s * offsets[:, q]) % n
         src.append(np.ravel_multi_index(tuple(at), inside.shape))
-    return dst, np.stack(src, 1).reshape(dst.size, -1), w
+    return dst, np.stack(src, 1).reshape(dst.size, offsets.shape[1]), w
 
 
 def has_interface(cs: Any) -> bool:
