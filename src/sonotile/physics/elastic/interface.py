@@ -218,8 +218,9 @@ class ElasticModel:
             halves = 2 * (fields + derived) + ACCELERATOR_TEMP_HALVES[(nd, st.kelvin_voigt)]
         size = int(np.dtype(run.dtype).itemsize)
         extra = 0
-        if st.slip:  # its constants, and a continued field in flight per derivative
-            extra = stored_bytes(run.fixed, size) + 2 * size * int(np.prod(run.shape))
+        if st.slip:  # its constants, and the continued fields in flight
+            fields_ = SLIP_TEMP_FIELDS[(nd, st.kelvin_voigt)]
+            extra = stored_bytes(run.fixed, size) + fields_ * size * int(np.prod(run.shape))
         return size * int(np.prod(run.shape)) * halves // 2 + extra
 
 
@@ -236,6 +237,12 @@ CPU_TEMP_HALVES = {
     (False, 3, True): 40, (False, 3, False): 23,
     (False, 2, True): 21, (False, 2, False): 11,
 }  # fmt: skip
+
+
+#: The slip-aware step's grid-sized temporaries beyond the step's on the same path (fields,
+#: ``(ndim, kelvin_voigt)``): the continued fields in flight; fitted to XLA:CPU's accounting
+#: at 48^3, 64^3, 192^2, 256^2 (``benchmarks/elastic_memory.py``, the ``slip`` cases).
+SLIP_TEMP_FIELDS = {(3, True): 8, (3, False): 4, (2, True): 1, (2, False): 1}
 
 
 #: The step's temporaries on an accelerator (XLA:GPU) in half fields, ``(ndim, kelvin_voigt)``,
