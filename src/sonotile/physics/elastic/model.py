@@ -20,7 +20,9 @@ On one device with FFTW (3-D, float32) each split is updated inside the single-a
 that makes its derivative (:func:`velocity_in_call`, :func:`stress_in_call`): one transform
 along the axis and back per derivative, no derivative written to memory, the PML factors made
 from their 1-D profiles there; elsewhere the derivatives come from ``ops.diffs`` and the
-updates are done in JAX (:func:`update_velocity`, :func:`update_stress`).
+updates are done in JAX (:func:`update_velocity`, :func:`update_stress`), as with the
+slip-aware fluid-solid interface (``Statics.slip``: the shear terms taken from fields continued
+across each fluid-solid face, :mod:`sonotile.physics.elastic.slip`).
 """
 
 from __future__ import annotations
