@@ -26,8 +26,9 @@ points; ``--slip continue``: the solid's shear strain ``d u_y / dx`` taken from 
 ``u_y`` continued into the water (quadratic extrapolation of its first three points, tapered to
 0 over 8 points) instead of the water's ``u_y``; ``--slip drop``: the water's ``u_y`` without
 ``d sigma_xy / dx`` (a fluid carries no shear stress). ``--slip model``: the model's
-``interface="slip"`` (:mod:`sonotile.physics.elastic.slip`: both of these, and the solid's
-``d sigma_xy / dx`` from ``sigma_xy`` continued oddly into the water).
+``interface="slip"`` (:mod:`sonotile.physics.elastic.slip`: the continuation ``C`` of
+``continue`` built by the model, and the velocity update its transpose ``C^T d sigma_xy /
+dx``, which drops the water's term and folds it back onto the solid).
 """
 
 from __future__ import annotations
@@ -63,24 +64,20 @@ def _continuation(n: int, ni: int) -> np.ndarray:
     return c
 
 
-def _model_slip(solid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The model's slip treatment (:mod:`sonotile.physics.elastic.slip`) on the x line of the
-    solid mask ``solid`` (grid points): the continuation of ``u_y`` and the odd one of
-    ``sigma_xy`` as matrices, and the solid ``u_y`` points (the fluid's get no
-    ``d sigma_xy / dx``)."""
+def _model_slip(solid: np.ndarray) -> np.ndarray:
+    """The model's continuation of ``u_y`` along x (:mod:`sonotile.physics.elastic.slip`) on
+    the x line of the solid mask ``solid`` (grid points), as a matrix ``C``: the solid's shear
+    strain is ``D+ C u_y``, the velocity update ``C^T D- sigma_xy``."""
     from sonotile.physics.elastic import slip
 
     grid = np.repeat(solid[:, None], 2, 1)  # a 2-D grid uniform along y
-    su, ss = slip.solid_velocity(grid, 1), slip.solid_shear(grid, 0, 1)
-    mats = []
-    for inside, odd in ((su, False), (ss, True)):
-        dst, src, w = slip.line_gather(inside, 0, odd)
-        c = np.diag(inside[:, 0].astype(float))
-        for k, i in enumerate(dst):
-            if i % 2 == 0:  # column 0
-                np.add.at(c[i // 2], src[k] // 2, w[k])
-        mats.append(c)
-    return mats[0], mats[1], su[:, 0]
+    su = slip.solid_velocity(grid, 1)
+    dst, src, w = slip.line_gather(su, 0)
+    c = np.diag(su[:, 0].astype(float))
+    for k, i in enumerate(dst):
+        if i % 2 == 0:  # column 0
+            np.add.at(c[i // 2], src[k] // 2, w[k])
+    return c
 
 
 def _media(n: int, ni: int, cs: float, mu_avg: str, rho_avg: str) -> dict[str, np.ndarray]:
@@ -125,8 +122,8 @@ def reflection(theta: float, cs: float = 1800.0, sc: float = 1.0, freq: float = 
     dp_uy = dp @ _continuation(n, ni) if "continue" in slip else dp
     dm_sxy = dm * (x >= ni)[:, None] if "drop" in slip else dm
     if "model" in slip:  # the model's interface="slip" (sonotile.physics.elastic.slip)
-        cu, cs_, keep = _model_slip(m["mu"] > 0)
-        dp_uy, dm_sxy = dp @ cu, (dm * keep[:, None]) @ cs_
+        cu = _model_slip(m["mu"] > 0)
+        dp_uy, dm_sxy = dp @ cu, cu.T @ dm
     eye, zero, iky, iw = np.eye(n), np.zeros((n, n)), 1j * ky, -1j * w
     diag = np.diag
     # unknowns u_x, u_y, sigma_xx, sigma_yy, sigma_xy; rows: the five equations of motion

@@ -38,7 +38,7 @@ import numpy as np
 from sonotile.model.grid import AXES, along
 from sonotile.model.staggering import staggered_mean
 from sonotile.physics.elastic.medium import db2neper
-from sonotile.physics.elastic.slip import continued, pairs
+from sonotile.physics.elastic.slip import continued, folded, pairs
 from sonotile.spectral.operators import axis_update, fuses_axis_updates
 
 #: A stress component ``(i, j)``, i <= j.
@@ -395,15 +395,12 @@ def stress_rate(k: int, a: int, d: jax.Array, dv: jax.Array | None, c: dict, nd:
 def slip_stress_diffs(f: jax.Array, k: int, c: dict, ops: AxisDiffOps, nd: int) -> list[jax.Array]:
     """The derivatives of shear component ``k`` (``f``: its sum) in :func:`stress_targets`'
     order with the slip-aware interface: ``d sigma_ij / dx_i`` into ``u_j``, ``d sigma_ij /
-    dx_j`` into ``u_i``, each of ``sigma_ij`` continued oddly into the fluid along the
-    derivative's axis, 0 on fluid velocity points (:mod:`sonotile.physics.elastic.slip`)."""
+    dx_j`` into ``u_i``, each folded by the transpose of the continuation of that velocity
+    component along that axis (:func:`sonotile.physics.elastic.slip.folded`)."""
     i, j = components(nd)[k]
-    out = []
-    for a, b in ((i, j), (j, i)):  # along a, into u_b
-        g = continued(f, c["slip_solid_s"][k - nd], c["slip_s"][pairs(nd).index((b, a))])
-        d = ops.diffs(g, [(a, -1)])[0]
-        out.append(jnp.where(c["slip_solid_u"][b], d, jnp.zeros((), d.dtype)))
-    return out
+    ds = ops.diffs(f, [(i, -1), (j, -1)])
+    return [folded(d, c["slip_solid_u"][b], c["slip_u"][pairs(nd).index((b, a))])
+            for d, (a, b) in zip(ds, ((i, j), (j, i)))]  # fmt: skip
 
 
 def slip_velocity_diffs(

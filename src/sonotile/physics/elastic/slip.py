@@ -2,24 +2,27 @@
 scheme is the default).
 
 A fluid slips along a solid: the tangential velocity jumps across the interface and the shear
-stress vanishes on it. k-Wave's scheme takes spectral derivatives straight across both, and
+stress vanishes on it. k-Wave's scheme takes spectral derivatives straight across the jump, and
 they ring into both media (an error of first order in the grid spacing, docs/elastic.md). With
 this option, for every shear component ``sigma_ab`` (a != b):
 
 - the solid's shear strain ``d u_b / dx_a`` is taken from ``u_b`` continued from the solid into
-  the fluid along ``a``: quadratic extrapolation of the first three solid points of each grid
-  line (linear or constant where the solid is thinner), tapered to 0 over 8 points;
-- the solid's ``d sigma_ab / dx_a`` (driving ``u_b``) is taken from ``sigma_ab`` continued into
-  the fluid as an odd function about the row of shear-stress points on the interface (where it
-  is 0), tapered alike: the shear stress vanishes smoothly instead of with a kink;
-- a fluid ``u_b`` point gets no ``d sigma_ab / dx_a`` (a fluid carries no shear stress).
+  the fluid along ``a`` (``C u_b``): quadratic extrapolation of the first three solid points of
+  each grid line (linear or constant where the solid is thinner), tapered to 0 over 8 points;
+- the velocity update takes the transpose: ``d sigma_ab / dx_a`` into ``u_b`` becomes
+  ``C^T d sigma_ab / dx_a``: a fluid ``u_b`` point gets none of it (a fluid carries no shear
+  stress) and what the derivative gives at the fluid points next to the solid is folded back
+  onto the solid points the continuation reads, with its weights. The pair stays the negative
+  transpose of each other, as k-Wave's staggered derivatives are, so the scheme conserves the
+  same energy and is as stable.
 
-Each continuation is a gather along grid lines, precomputed from the shear-modulus field (any
+Each continuation is a gather along grid lines, precomputed from the shear-speed field (any
 geometry, stair-stepped): a ``u_b`` point is solid where the shear speed is > 0 at both grid
-points it lies between along ``b``; a ``sigma_ab`` point where its harmonic shear modulus is >
-0 (as the scheme averages it). In a fluid gap between two solids each fluid point is continued
-from the nearer solid, the taper reaching 0 at the gap's middle. The step is linear in the
-fields, so it is differentiable; the fluid/solid pattern is fixed when the run is built.
+points it lies between along ``b`` (then the shear-stress points between two solid ``u_b``
+points along ``a`` are those whose harmonic shear modulus is > 0). In a fluid gap between two
+solids each fluid point is continued from the nearer solid, the taper reaching 0 at the gap's
+middle. The step is linear in the fields, so it is differentiable; the fluid/solid pattern is
+fixed when the run is built.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ import numpy as np
 #: The continuations reach 0 at this many points from the solid (the taper ``cos^2(pi j / 18)``).
 TAPER = 9
 
-#: A gather: flat destination indices ``(M,)``, flat source indices and weights ``(M, K)``
-#: (K = 3 for an extrapolation, 1 for an odd continuation).
+#: A gather: flat destination indices ``(M,)``, flat source indices ``(M, 3)``, weights
+#: ``(M, 3)``.
 Gather = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -52,15 +55,6 @@ def _next(f: np.ndarray, axis: int) -> np.ndarray:
 def solid_velocity(solid: np.ndarray, b: int) -> np.ndarray:
     """Solid ``u_b`` points: both grid points they lie between along ``b`` solid."""
     return solid & _next(solid, b)
-
-
-def solid_shear(solid: np.ndarray, a: int, b: int) -> np.ndarray:
-    """Solid ``sigma_ab`` points: all four grid points around solid (the model's harmonic
-    shear modulus > 0; on the last planes the point's own)."""
-    four = solid & _next(solid, a) & _next(solid, b) & _next(_next(solid, a), b)
-    idx = np.indices(solid.shape)
-    last = (idx[a] == solid.shape[a] - 1) | (idx[b] == solid.shape[b] - 1)
-    return np.where(last, solid, four)
 
 
 def _distance(inside: np.ndarray, axis: int, s: int, far: int) -> np.ndarray:
@@ -93,38 +87,31 @@ def _lagrange(t: np.ndarray, order: np.ndarray) -> np.ndarray:
     return w
 
 
-def line_gather(inside: np.ndarray, axis: int, odd: bool) -> Gather:
+def line_gather(inside: np.ndarray, axis: int) -> Gather:
     """The continuation of a field from its ``inside`` points to the others along ``axis``:
-    polynomial extrapolation (``odd`` False) or the odd reflection about the first outside
-    point (``odd``), tapered over :data:`TAPER` points (to the middle of a narrower gap)."""
+    polynomial extrapolation of the nearer inside run (up to quadratic), tapered over
+    :data:`TAPER` points (to the middle of a narrower gap); lines periodic."""
     n, far = inside.shape[axis], 2 * TAPER
     dp, dm = _distance(inside, axis, 1, far), _distance(inside, axis, -1, far)
     s = np.where(dp <= dm, 1, -1)
     d = np.minimum(dp, dm)
-    j = d - 1 if odd else d  # from the reflection row / the first solid point
-    half = (dp + dm) / 2 - (1 if odd else 0)
-    lt = np.minimum(TAPER, half)
-    keep = ~inside & (j >= 1) & (j < lt)
+    lt = np.minimum(TAPER, (dp + dm) / 2)
+    keep = ~inside & (d >= 1) & (d < lt)
     dst = np.flatnonzero(keep)
-    s, d, j, lt = s.flat[dst], d.flat[dst].astype(int), j.flat[dst], lt.flat[dst]
-    taper = np.cos(np.pi * j / (2 * lt)) ** 2
+    s, d, lt = s.flat[dst], d.flat[dst].astype(int), lt.flat[dst]
+    taper = np.cos(np.pi * d / (2 * lt)) ** 2
     coords = np.unravel_index(dst, inside.shape)
     first = coords[axis] + s * d  # the first inside point
-    runs = [_run(inside, axis, sg, TAPER) for sg in (1, -1)]
+    runs = [_run(inside, axis, sg, 3) for sg in (1, -1)]
     at = list(coords)
     at[axis] = first % n
     r = np.where(s > 0, runs[0][tuple(at)], runs[1][tuple(at)])
-    if odd:  # sigma(Z - j) = -sigma(Z + j), Z = first - s: one source
-        w = np.where(d - 2 < r, -taper, 0.0)[:, None]
-        offsets = (d - 2)[:, None]
-    else:
-        w = _lagrange(-d.astype(float), np.minimum(r, 3)) * taper[:, None]
-        offsets = np.arange(3)[None, :] + np.zeros((dst.size, 1), int)
+    w = _lagrange(-d.astype(float), r) * taper[:, None]
     src = []
-    for q in range(offsets.shape[1]):
-        at[axis] = (first + s * offsets[:, q]) % n
+    for q in range(3):
+        at[axis] = (first + s * q) % n
         src.append(np.ravel_multi_index(tuple(at), inside.shape))
-    return dst, np.stack(src, 1).reshape(dst.size, offsets.shape[1]), w
+    return dst, np.stack(src, 1).reshape(dst.size, 3), w
 
 
 def has_interface(cs: Any) -> bool:
@@ -135,34 +122,26 @@ def has_interface(cs: Any) -> bool:
 
 def slip_constants(cs: np.ndarray, dtype: Any) -> dict:
     """What the slip-aware step reads, from the shear speed field ``cs`` [m/s]: per ``(b, a)``
-    of :func:`pairs` the gathers ``slip_u`` (``u_b`` along ``a``) and ``slip_s`` (``sigma_ab``
-    along ``a``, odd), ``slip_solid_u`` per axis (solid ``u_b`` points, bool) and
-    ``slip_solid_s`` per shear component (solid ``sigma_ab`` points, bool)."""
+    of :func:`pairs` the gather ``slip_u`` (``u_b`` continued along ``a``) and per axis
+    ``slip_solid_u`` (solid ``u_b`` points, bool)."""
     solid = np.asarray(cs) > 0
-    nd = solid.ndim
-    su = [solid_velocity(solid, b) for b in range(nd)]
-    shear = [(i, j) for i in range(nd) for j in range(i + 1, nd)]
-    ss = {ij: solid_shear(solid, *ij) for ij in shear}
+    su = [solid_velocity(solid, b) for b in range(solid.ndim)]
 
     def dev(g: Gather) -> tuple[jax.Array, ...]:
         return (jnp.asarray(g[0], jnp.int32), jnp.asarray(g[1], jnp.int32),
                 jnp.asarray(g[2], dtype))  # fmt: skip
 
-    ps = pairs(nd)
     return {
-        "slip_u": tuple(dev(line_gather(su[b], a, False)) for b, a in ps),
-        "slip_s": tuple(dev(line_gather(ss[(min(a, b), max(a, b))], a, True)) for b, a in ps),
+        "slip_u": tuple(dev(line_gather(su[b], a)) for b, a in pairs(solid.ndim)),
         "slip_solid_u": tuple(jnp.asarray(m) for m in su),
-        "slip_solid_s": tuple(jnp.asarray(ss[ij]) for ij in shear),
     }
 
 
 def stored_bytes(c: dict, itemsize: int) -> int:
     """Device memory of the slip constants in ``c`` [bytes] (masks one byte a point; indices
     int32, weights ``itemsize`` bytes)."""
-    masks = sum(int(np.prod(m.shape)) for m in (*c["slip_solid_u"], *c["slip_solid_s"]))
-    gathers = sum(g[0].size * 4 + g[1].size * 4 + g[2].size * itemsize
-                  for g in (*c["slip_u"], *c["slip_s"]))  # fmt: skip
+    masks = sum(int(np.prod(m.shape)) for m in c["slip_solid_u"])
+    gathers = sum(g[0].size * 4 + g[1].size * 4 + g[2].size * itemsize for g in c["slip_u"])
     return int(masks + gathers)
 
 
@@ -176,3 +155,15 @@ def continued(f: jax.Array, inside: jax.Array, g: tuple[jax.Array, ...]) -> jax.
     flat = f.reshape(-1)
     vals = jnp.sum(w.astype(f.dtype) * flat[src], axis=1)
     return out.reshape(-1).at[dst].add(vals).reshape(f.shape)
+
+
+def folded(d: jax.Array, inside: jax.Array, g: tuple[jax.Array, ...]) -> jax.Array:
+    """The transpose of :func:`continued` applied to ``d``: ``d`` on the ``inside`` points, 0
+    elsewhere, plus each continued point's ``d`` added onto the points it was continued from
+    with their weights (linear in ``d``)."""
+    dst, src, w = g
+    out = jnp.where(inside, d, jnp.zeros((), d.dtype))
+    if dst.shape[0] == 0:
+        return out
+    vals = w.astype(d.dtype) * d.reshape(-1)[dst][:, None]
+    return out.reshape(-1).at[src.reshape(-1)].add(vals.reshape(-1)).reshape(d.shape)
