@@ -107,8 +107,9 @@ def test_frequency_domain_reflection_between_the_critical_angles() -> None:
 
 def test_time_domain_reflection_with_slip_coarse() -> None:
     """The time-domain model with ``interface="slip"`` at 45 deg on a grid of 0.2 mm (7.5
-    points per water wavelength): |R| within 2 % (k-Wave's scheme: +5.1 %, docs/elastic.md)
-    and within 0.5 % of the frequency-domain solution of the same scheme."""
+    points per water wavelength), PML 10 mm: |R| within 2 % (measured +0.2 %; k-Wave's scheme:
+    +5.1 %, docs/elastic.md) and within 0.5 % of the frequency-domain solution of the same
+    scheme."""
     ob, fd = _bench("elastic_oblique"), _bench("elastic_interface_modes")
     theta = np.radians(45.0)
     got = ob.measured(theta, 3, 1800.0, 0.5, (ob.C1, 0.0, ob.R1), 40.0, pml=100, interface="slip")
@@ -122,14 +123,15 @@ def test_time_domain_reflection_with_slip_coarse() -> None:
 @pytest.mark.parametrize(("deg", "m"), [(45.0, 3), (50.0, 3)])
 def test_reflection_and_transmission_with_slip(deg: float, m: int) -> None:
     """0.1 mm (15 points per water wavelength), PML 100 points: with the slip-aware interface
-    |R| and |T_S| within 2 % of the analytic coefficients (k-Wave's scheme: R +2.8 %, +4.6 %)."""
+    |R| and |T_S| within 1 % of the analytic coefficients (measured R +0.1, +0.3 %, T_S -0.0,
+    -0.0 %; k-Wave's scheme: R +2.8, +4.6 %, T_S -0.7, -1.1 %)."""
     ob = _bench("elastic_oblique")
     theta = np.radians(deg)
     got = ob.measured(theta, m, 1800.0, 1, (ob.C1, 0.0, ob.R1), 40.0, True, pml=100,
                       interface="slip")  # fmt: skip
     r, _, ts = ob.coefficients(theta, 1800.0)
-    assert abs(abs(got.r) / abs(r) - 1) < 0.02
-    assert abs(abs(got.ts) / abs(ts) - 1) < 0.02
+    assert abs(abs(got.r) / abs(r) - 1) < 0.01
+    assert abs(abs(got.ts) / abs(ts) - 1) < 0.01
 
 
 def test_closed_box_with_thin_layers_stays_bounded() -> None:
