@@ -4,7 +4,8 @@ and for trial interface treatments.
 
     PYTHONPATH=src .venv/bin/python benchmarks/elastic_interface_modes.py \
         [--angles 35,40,45,50] [--scales 0.5,1,2,4] [--freq 1e6] [--shear 1800] \
-        [--mu harmonic|arithmetic] [--density arithmetic|harmonic] [--slip continue,drop]
+        [--mu harmonic|arithmetic] [--density arithmetic|harmonic] \
+        [--slip continue,drop | --slip model]
 
 One ``exp(i (k_y y - w t))`` mode of sonotile's (and k-Wave's) semi-discrete elastic scheme in
 2-D: ``u_x`` and ``sigma_xy`` at ``x + dx/2``, ``u_y``, ``sigma_xx``, ``sigma_yy`` on the grid
@@ -24,7 +25,10 @@ shear-stress points (``mu_s / 2`` on the interface's); ``--density harmonic`` on
 points; ``--slip continue``: the solid's shear strain ``d u_y / dx`` taken from the solid's
 ``u_y`` continued into the water (quadratic extrapolation of its first three points, tapered to
 0 over 8 points) instead of the water's ``u_y``; ``--slip drop``: the water's ``u_y`` without
-``d sigma_xy / dx`` (a fluid carries no shear stress).
+``d sigma_xy / dx`` (a fluid carries no shear stress). ``--slip model``: the model's
+``interface="slip"`` (:mod:`sonotile.physics.elastic.slip`: the continuation ``C`` of
+``continue`` built by the model, and the velocity update its transpose ``C^T d sigma_xy /
+dx``, which drops the water's term and folds it back onto the solid).
 """
 
 from __future__ import annotations
@@ -57,6 +61,22 @@ def _continuation(n: int, ni: int) -> np.ndarray:
         t = float(j)  # the water point ni - j; the solid points at 0, 1, 2
         lagrange = [(t + 1) * (t + 2) / 2, -t * (t + 2), t * (t + 1) / 2]
         c[ni - j, ni : ni + 3] = np.cos(np.pi * j / 18) ** 2 * np.array(lagrange)
+    return c
+
+
+def _model_slip(solid: np.ndarray) -> np.ndarray:
+    """The model's continuation of ``u_y`` along x (:mod:`sonotile.physics.elastic.slip`) on
+    the x line of the solid mask ``solid`` (grid points), as a matrix ``C``: the solid's shear
+    strain is ``D+ C u_y``, the velocity update ``C^T D- sigma_xy``."""
+    from sonotile.physics.elastic import slip
+
+    grid = np.repeat(solid[:, None], 2, 1)  # a 2-D grid uniform along y
+    su = slip.solid_velocity(grid, 1)
+    dst, src, w = slip.line_gather(su, 0)
+    c = np.diag(su[:, 0].astype(float))
+    for k, i in enumerate(dst):
+        if i % 2 == 0:  # column 0
+            np.add.at(c[i // 2], src[k] // 2, w[k])
     return c
 
 
@@ -101,6 +121,9 @@ def reflection(theta: float, cs: float = 1800.0, sc: float = 1.0, freq: float = 
     dm = staggered_diff(n, dx, -1) / stretch(x)[:, None]
     dp_uy = dp @ _continuation(n, ni) if "continue" in slip else dp
     dm_sxy = dm * (x >= ni)[:, None] if "drop" in slip else dm
+    if "model" in slip:  # the model's interface="slip" (sonotile.physics.elastic.slip)
+        cu = _model_slip(m["mu"] > 0)
+        dp_uy, dm_sxy = dp @ cu, cu.T @ dm
     eye, zero, iky, iw = np.eye(n), np.zeros((n, n)), 1j * ky, -1j * w
     diag = np.diag
     # unknowns u_x, u_y, sigma_xx, sigma_yy, sigma_xy; rows: the five equations of motion
@@ -142,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shear", type=float, default=1800.0, help="solid's shear speed [m/s]")
     ap.add_argument("--mu", default="harmonic", choices=("harmonic", "arithmetic"))
     ap.add_argument("--density", default="arithmetic", choices=("arithmetic", "harmonic"))
-    ap.add_argument("--slip", default="", help="trials: continue, drop (comma-separated)")
+    ap.add_argument("--slip", default="", help="trials: continue, drop (comma-separated); model")
     a = ap.parse_args(argv)
     slip = tuple(s for s in a.slip.split(",") if s)
     for sc in (float(s) for s in a.scales.split(",")):

@@ -10,7 +10,7 @@ sonotile's XLA flags set as the API's first run sets them (XLA:CPU's concurrency
 scheduler off: it keeps more temporaries alive). Paths: 3-D
 float32 with FFTW's fused single-axis calls (one CPU device), 3-D through XLA's FFT (float32
 forced to XLA, as on a GPU; float64), 2-D (FFTW's whole-grid calls in float32, XLA in
-float64).
+float64); with ``interface="slip"`` (the ``slip`` cases).
 
     PYTHONPATH=src .venv/bin/python benchmarks/elastic_memory.py [--sizes3 48,64] [--sizes2 192,256]
 """
@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-#: name -> (ndim, dtype, Kelvin-Voigt absorption, FFT ("auto" or "xla"), heterogeneous, record)
-CASES = {
+#: name -> (ndim, dtype, Kelvin-Voigt absorption, FFT ("auto" or "xla"), heterogeneous, record
+#: [, interface])
+CASES: dict[str, tuple] = {
     "3d f32 fftw kv": (3, "float32", True, "auto", True, ("p",)),
     "3d f32 fftw lossless": (3, "float32", False, "auto", True, ("p",)),
     "3d f32 fftw kv homogeneous": (3, "float32", True, "auto", False, ("p",)),
@@ -45,13 +46,18 @@ CASES = {
     "3d f32 fftw kv p_cw_all": (3, "float32", True, "auto", True, ("p", "p_cw_all")),
     "3d f32 fftw kv u_non_staggered": (3, "float32", True, "auto", True, ("u_non_staggered",)),
     "2d f32 kv s_final": (2, "float32", True, "auto", True, ("p", "s_final", "u_final")),
+    "3d f32 kv slip": (3, "float32", True, "auto", True, ("p",), "slip"),
+    "3d f32 lossless slip": (3, "float32", False, "auto", True, ("p",), "slip"),
+    "2d f32 kv slip": (2, "float32", True, "auto", True, ("p",), "slip"),
+    "2d f64 kv slip": (2, "float64", True, "auto", True, ("p",), "slip"),
 }
 
 
 def elastic_run(n: int, ndim: int, dtype: str, absorbing: bool, fft: str, hetero: bool,
-                record: tuple[str, ...]) -> Any:  # fmt: skip
+                record: tuple[str, ...], interface: str = "kwave") -> Any:  # fmt: skip
     """An :class:`~sonotile.physics.elastic.ElasticRun` on ``n^ndim`` points: a bone-like ball
-    in water over a smooth variation (or bone everywhere), p0 at the centre, 8 steps."""
+    in water over a smooth variation (or bone everywhere), p0 at the centre, 8 steps;
+    ``interface``: the fluid-solid treatment (``build``'s)."""
     from sonotile.physics.elastic import ElasticMedium, build
 
     x = np.arange(n) / n
@@ -72,7 +78,7 @@ def elastic_run(n: int, ndim: int, dtype: str, absorbing: bool, fft: str, hetero
     points = np.array([[n // 4] * ndim, [3 * n // 4] * ndim])
     run = build(ElasticMedium(cp, cs, rho, shape, **kw), (dx,) * ndim, 0.3 * dx / 2800, 8,
                 p0=p0, sensor_points=points, record=record, dtype=dtype,
-                cw_frequency=1e6, cw_periods=0.01)  # fmt: skip
+                cw_frequency=1e6, cw_periods=0.01, interface=interface)  # fmt: skip
     if fft == "xla":
         run = dataclasses.replace(run, ops=dataclasses.replace(run.ops, fft="xla"))
     return run
@@ -113,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{'case':30s} {'grid':>10s} {'compiled B/pt':>14s} {'estimate B/pt':>14s} {'ratio':>6s}")
     for name in a.cases.split(","):
-        nd, dtype, kv, fft, hetero, record = CASES[name]
+        nd, dtype, kv, fft, hetero, record, *itf = CASES[name]
         for n in (int(s) for s in (a.sizes3 if nd == 3 else a.sizes2).split(",")):
             with jax.enable_x64(dtype == "float64"):
-                run = elastic_run(n, nd, dtype, kv, fft, hetero, record)
+                run = elastic_run(n, nd, dtype, kv, fft, hetero, record, *itf)
                 got = compiled_bytes(run) / n**nd
                 est = ElasticModel.of(run).memory_estimate(run) / n**nd
             print(f"{name:30s} {n:>7d}^{nd} {got:14.1f} {est:14.1f} {est / got:6.2f}",

@@ -2,7 +2,7 @@
 elastic model vs the analytic fluid-solid coefficients.
 
     PYTHONPATH=src .venv/bin/python benchmarks/elastic_oblique.py 20:1 45:3 70:3 \
-        [--shear 1800] [--scale 1] [--periods 40] [--transmitted]
+        [--shear 1800] [--scale 1] [--periods 40] [--transmitted] [--interface slip]
 
 Each ``ANGLE:M`` runs a 2-D box periodic along y (one Fourier mode ``cos(k_y y)``, ``k_y = 2 pi
 M / L_y``) with PML along x: a line stress source in the water at the frequency that makes the
@@ -13,7 +13,8 @@ discrete wavenumber), giving ``R``. Analytic: ``R = (Z_p cos^2 2t_s + Z_s sin^2 
 method's own check). ``--scale 2`` halves the grid spacing (same physical problem; 0.5 doubles
 it); ``--pml 100`` thickens the PML (points at scale 1, scaled with the grid like the box: the
 same physical layer at every ``--scale``; default 50); ``--cfl`` the time step (``c_p dt / dx``
-of the solid, default 0.15). ``--upper CP,CS,RHO``
+of the solid, default 0.15); ``--interface slip`` the slip-aware fluid-solid interface
+(default ``kwave``: k-Wave's scheme). ``--upper CP,CS,RHO``
 puts a solid on the source side instead of water (welded solid-solid interface; analytic
 coefficient from the continuity of u_x, u_y, sigma_xx and sigma_xy).
 
@@ -187,12 +188,13 @@ def _solid_fit(ux: np.ndarray, uy: np.ndarray, rows: np.ndarray, x_i: float, dx:
 def measured(
     theta: float, m: int, cs: float, sc: float, upper: tuple[float, float, float],
     periods: float = 40.0, transmitted: bool = False, pml: int | None = None,
-    cfl: float = 0.15,
+    cfl: float = 0.15, interface: str = "kwave",
 ) -> Measured:  # fmt: skip
     """Frequency [Hz], the measured reflection coefficient and, with ``transmitted``, the
     transmitted amplitudes (see the module docstring); ``periods``: source periods after the
     first arrival's travel time; ``pml``: the PML's thickness [points at scale 1] (default 50;
-    scaled with ``sc``; the box grows with it); ``cfl``: ``c_p dt / dx`` of the solid."""
+    scaled with ``sc``; the box grows with it); ``cfl``: ``c_p dt / dx`` of the solid;
+    ``interface``: ``pstd_elastic_2d``'s."""
     import jax
 
     import sonotile as st
@@ -229,7 +231,7 @@ def measured(
             st.ElasticSource(sxx=src, syy=src, s_mask=mask),
             st.KSensor(mask=sens, record=("p", "u") if transmitted else ("p",),
                        record_start_index=nt - last + 1),
-            pml_size=(n["pml"], 0), dtype="float64",
+            pml_size=(n["pml"], 0), dtype="float64", interface=interface,
         )  # fmt: skip
     tw = t[-last:]
     amp = _project(out["p"], ny, ky, dx, w, tw)[:2]  # rows xa, xb
@@ -286,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transmitted", action="store_true", help="also fit T_P and T_S")
     ap.add_argument("--pml", type=int, default=None, help="PML thickness [points at scale 1]")
     ap.add_argument("--cfl", type=float, default=0.15, help="solid's c_p dt / dx")
+    ap.add_argument("--interface", default="kwave", choices=("kwave", "slip"))
     a = ap.parse_args(argv)
     upper = (C1, 0.0, R1) if a.upper is None else tuple(float(v) for v in a.upper.split(","))
     for case in a.cases:
@@ -293,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         theta = np.radians(float(deg))
         t0 = time.perf_counter()
         tr = a.transmitted and a.upper is None
-        got = measured(theta, int(m), a.shear, a.scale, upper, a.periods, tr, a.pml, a.cfl)  # type: ignore[arg-type]
+        got = measured(theta, int(m), a.shear, a.scale, upper, a.periods, tr, a.pml, a.cfl,  # type: ignore[arg-type]
+                       a.interface)  # fmt: skip
         coef = coefficients(theta, a.shear) if a.upper is None else None
         ref = coef[0] if coef is not None else solid_solid(theta, 2 * np.pi * got.f, upper,  # type: ignore[arg-type]
                                                            a.shear)  # fmt: skip

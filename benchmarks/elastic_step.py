@@ -10,7 +10,11 @@ Variants, each a jitted ``lax.scan`` over ``--steps`` steps (no sensors), state 
 * ``acoustic-xla``  the same with XLA's FFT;
 * ``elastic``       the elastic step (:mod:`sonotile.physics.elastic`), heterogeneous c_p, c_s
   (a shear-free region and a solid ball), density and Kelvin-Voigt absorption;
-* ``elastic-lossless`` the same without absorption.
+* ``elastic-lossless`` the same without absorption;
+* ``elastic-separate`` ``elastic`` with the updates outside FFTW's calls (``ops.diffs``, as a
+  traced run takes them);
+* ``elastic-slip``  ``elastic`` with the slip-aware fluid-solid interface (``interface="slip"``:
+  the ``ops.diffs`` path, the continued fields).
 
 Prints the median wall time per step over round-robin rounds, the compiled program's memory
 (arguments + temporaries) per grid point and the process's peak resident memory above what it
@@ -21,6 +25,7 @@ held once JAX and the FFT were loaded (run one variant per process to compare mo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import statistics
@@ -36,7 +41,7 @@ def acoustic_body(s: Any, x: dict, c: dict, o: Any, phys: Any) -> Any:
     return ac.step(s, x, c, o, phys)
 
 
-def elastic_case(n: int, dtype: str, absorbing: bool) -> tuple:
+def elastic_case(n: int, dtype: str, absorbing: bool, interface: str = "kwave") -> tuple:
     """Constants, operators and statics of a heterogeneous 3-D elastic case on ``n^3``."""
     import numpy as np
 
@@ -58,7 +63,7 @@ def elastic_case(n: int, dtype: str, absorbing: bool) -> tuple:
     dt = 0.3 * dx / cp.max()
     p0 = np.zeros((n, n, n))
     p0[n // 2 - 2 : n // 2 + 2, n // 2 - 2 : n // 2 + 2, n // 2 - 2 : n // 2 + 2] = 1e5
-    run = build(medium, (dx,) * 3, dt, 8, p0=p0, dtype=dtype)
+    run = build(medium, (dx,) * 3, dt, 8, p0=p0, dtype=dtype, interface=interface)
     c = ElasticModel.of(run).constants(run, (0, 1, 2))  # what a run's time loop takes
     return c, run.ops, run.statics, run.xs
 
@@ -105,7 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             body = partial(acoustic_body, phys=cp.phys)
             cases[name] = (body, state, xs, cp.consts, cp.ops)
         else:
-            c, ops, st, xs = elastic_case(n, dtype, name == "elastic")
+            absorbing = name != "elastic-lossless"
+            c, ops, st, xs = elastic_case(
+                n, dtype, absorbing, "slip" if "slip" in name else "kwave"
+            )
+            if name == "elastic-separate":
+                ops = dataclasses.replace(ops, fft="fftw-separate-updates")
             xs = jax.tree_util.tree_map(lambda v: v[: a.steps], xs)
             state = em.zero_state((n, n, n), jnp.float32)
             body = partial(em.step, st=st)

@@ -1,11 +1,12 @@
 """``ElasticModel.memory_estimate`` (printed before a run, used by the fit check) follows XLA's
 accounting of the compiled chunk program within 10 % on each of the step's code paths: 3-D
 float32 with the updates inside FFTW's single-axis calls, 3-D through XLA's FFT (as on a GPU),
-2-D float64, heterogeneous and homogeneous media, with and without absorption, and with
-``u_split_field`` and whole-grid records (``benchmarks/elastic_memory.py`` makes the cases and
-the table in docs/elastic.md). Measured in a fresh process with sonotile's XLA flags set as the
-API's first run sets them: XLA reads them once, and a process that started JAX without them
-(XLA:CPU's concurrency-optimised scheduler on) keeps more temporaries alive."""
+2-D float64, heterogeneous and homogeneous media, with and without absorption, with
+``u_split_field`` and whole-grid records, and with the slip-aware interface
+(``benchmarks/elastic_memory.py`` makes the cases and the table in docs/elastic.md).
+Measured in a fresh process with sonotile's XLA flags set as the API's first run sets them:
+XLA reads them once, and a process that started JAX without them (XLA:CPU's
+concurrency-optimised scheduler on) keeps more temporaries alive."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from devices import run_on_cpu_devices
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "elastic_memory.py"
 CASES = ["3d f32 fftw kv", "3d f32 fftw lossless homogeneous", "3d f32 xla kv", "2d f64 kv",
-         "2d f32 kv u_split_field", "3d f32 fftw kv p_max_all"]  # fmt: skip
+         "2d f32 kv u_split_field", "3d f32 fftw kv p_max_all", "3d f32 kv slip",
+         "2d f32 kv slip"]  # fmt: skip
 
 SCRIPT = r"""
 import importlib.util, json, sys
@@ -30,10 +32,10 @@ bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 out = {}
 for case in sys.argv[2].split(","):
-    nd, dtype, kv, fft, hetero, record = bench.CASES[case]
+    nd, dtype, kv, fft, hetero, record, *itf = bench.CASES[case]
     n = 32 if nd == 3 else 64
     with jax.enable_x64(dtype == "float64"):
-        run = bench.elastic_run(n, nd, dtype, kv, fft, hetero, record)
+        run = bench.elastic_run(n, nd, dtype, kv, fft, hetero, record, *itf)
         out[case] = {"compiled": bench.compiled_bytes(run), "points": n**nd, "nd": nd,
                      "itemsize": 4 if dtype == "float32" else 8,
                      "estimate": ElasticModel.of(run).memory_estimate(run)}

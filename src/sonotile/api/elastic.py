@@ -38,7 +38,7 @@ from sonotile.parallel.engine import engine_for
 from sonotile.physics.elastic import ElasticMedium, build
 from sonotile.physics.elastic.interface import ElasticModel
 from sonotile.physics.elastic.model import State, component_names
-from sonotile.physics.elastic.problem import ElasticRun
+from sonotile.physics.elastic.problem import ElasticRun, check_interface
 from sonotile.physics.elastic.sources import SourceSignals
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
@@ -166,6 +166,7 @@ def execute(
     the backward pass's states there, one every ``chunk`` steps, instead of on the device
     (:class:`sonotile.Tape`; on a mesh each shard its own block). Returns the records in
     k-Wave's layout (series ``(N, recorded steps)``; per cuboid lists for a cuboid sensor)."""
+    check_single(run.statics.slip, decomposition)
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
     steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
@@ -203,6 +204,18 @@ def execute(
     return by_cuboid(out, run.cuboids, jnp)
 
 
+def check_single(slip: bool, decomposition: Decomposition | str, name: str = "interface") -> None:
+    """``interface="slip"`` (``name``: the user's name of the option) runs on one device:
+    refused by name on a mesh."""
+    dec = Decomposition.parse(decomposition)
+    if slip and dec not in ("single", "auto"):
+        raise ProblemError(
+            f"{name}='slip' with decomposition={str(dec)!r}: the slip-aware "
+            "interface runs on one device only (its continuations reach along "
+            f"whole grid lines); use decomposition='single' or {name}='kwave'"
+        )
+
+
 def x64(dtype: str) -> contextlib.AbstractContextManager[Any]:
     """JAX's 64-bit mode for a float64 run."""
     return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
@@ -231,6 +244,7 @@ def prepare(
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
     smooth_p0: bool = True,
+    interface: str = "kwave",
 ) -> ElasticRun:
     """k-Wave-style elastic input validated in the user's names and built into a run
     (:func:`sonotile.physics.elastic.build`; arguments as :func:`pstd_elastic_2d`)."""
@@ -238,6 +252,7 @@ def prepare(
     nd = len(shape)
     if dtype not in ("float32", "float64"):
         raise ProblemError(f"dtype = {dtype!r}: expected 'float32' or 'float64'")
+    check_interface(interface)
     m = _medium(medium, shape)
     spacing = tuple(float(d) for d in np.broadcast_to(kgrid.spacing, (nd,)))
     dt, nt = kgrid.dt, kgrid.nt
@@ -264,7 +279,8 @@ def prepare(
         run = build(m, spacing, float(dt), int(nt), p0=p0, u=u, s=s, sensor_points=at.index,
                     record=at.record, record_start_index=at.start, pml_size=size,
                     pml_alpha=alpha, mpml_ratio=multi_axial_pml_ratio, dtype=dtype,
-                    off_grid=at.off_grid, cuboids=at.cuboids, **_cw(sensor))  # fmt: skip
+                    off_grid=at.off_grid, cuboids=at.cuboids, interface=interface,
+                    **_cw(sensor))  # fmt: skip
     needs = [r for r in at.record if not (r.endswith("_all") or r.endswith("_final"))]
     if run.sensor_points is None and needs:
         raise ProblemError(f"sensor: recording {needs} needs sensor points (mask or points)")
@@ -285,6 +301,7 @@ def run_elastic(
     ``(N, recorded steps)``) and what ran it. ``check_finite``, ``checkpoint``: see
     :func:`pstd_elastic_2d`."""
     dec = Decomposition.parse(decomposition)
+    check_single(run.statics.slip, dec)
     if dec == "lfb" and "u_split_field" in run.record:
         raise ProblemError(
             "sensor.record: u_split_field is not available with decomposition='lfb' (the split "
@@ -323,15 +340,18 @@ def _pstd_elastic(
     check_finite: bool = True,
     overlap: int | None = None,
     checkpoint: Checkpoint | None = None,
+    interface: str = "kwave",
 ) -> dict[str, np.ndarray]:
     """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
     shape = tuple(kgrid.shape)
     if len(shape) != nd:
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
+    check_interface(interface)
+    check_single(interface == "slip", decomposition)
     if getattr(sensor, "time_reversal_boundary_data", None) is not None:
         source, sensor = boundary_data_inputs(kgrid, source, sensor)
     run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
-                  dtype, smooth_p0)  # fmt: skip
+                  dtype, smooth_p0, interface)  # fmt: skip
     return run_elastic(run, decomposition, mesh_shape, progress, check_finite, checkpoint,
                        overlap=overlap)[0]  # fmt: skip
 
@@ -380,10 +400,13 @@ def simulate_elastic(
     ``smooth_c0``/``smooth_rho0`` and ``axisymmetric`` refused by name; ``checkpoint``: as
     :func:`pstd_elastic_2d`'s)."""
     check_options(medium, options)
+    check_interface(options.elastic_interface, "elastic_interface")
+    check_single(options.elastic_interface == "slip", decomposition, "elastic_interface")
     if checkpoint is not None:
         checkpoint.check()
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
-                  dtype=options.dtype, smooth_p0=options.smooth_p0)  # fmt: skip
+                  dtype=options.dtype, smooth_p0=options.smooth_p0,
+                  interface=options.elastic_interface)  # fmt: skip
     notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):
         mb = ElasticModel.of(run).memory_estimate(run) / 2**20
@@ -417,6 +440,7 @@ def pstd_elastic_2d(
     check_finite: bool = True,
     overlap: int | None = None,
     checkpoint: Checkpoint | None = None,
+    interface: str = "kwave",
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -443,6 +467,11 @@ def pstd_elastic_2d(
         checkpoint: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`:
             ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elasticrun`): raises
             :class:`~sonotile.api.heatrun.RunStopped` when it stops; the same call goes on.
+        interface: the fluid-solid interfaces: ``"kwave"`` (default: k-Wave's scheme, its
+            numbers to round-off) or ``"slip"`` (the water slips along the solid: the shear
+            terms continued across each fluid-solid face, :mod:`sonotile.physics.elastic.slip`;
+            reflection between the critical angles within 1 % at 15 points per wavelength
+            where k-Wave's is up to 5 % high, docs/elastic.md); one device only.
 
     A sensor with ``time_reversal_boundary_data`` ``(N, Nt)`` [Pa] (k-Wave's) makes a time
     reversal: the data, reversed, enforced on the sensor's points as the normal stresses
@@ -458,7 +487,7 @@ def pstd_elastic_2d(
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
                          mesh_shape, progress, check_finite, overlap,
-                         checkpoint)  # fmt: skip
+                         checkpoint, interface)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -477,6 +506,7 @@ def pstd_elastic_3d(
     check_finite: bool = True,
     overlap: int | None = None,
     checkpoint: Checkpoint | None = None,
+    interface: str = "kwave",
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
     (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
@@ -484,7 +514,7 @@ def pstd_elastic_3d(
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
                          multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
                          mesh_shape, progress, check_finite, overlap,
-                         checkpoint)  # fmt: skip
+                         checkpoint, interface)  # fmt: skip
 
 
 __all__ = [

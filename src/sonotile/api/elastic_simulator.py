@@ -29,14 +29,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.api.elastic import check_options, execute, prepare, x64
+from sonotile.api.elastic import check_options, check_single, execute, prepare, x64
 from sonotile.api.inputs import with_defaults
 from sonotile.api.types import KSensor, KWaveGrid, Options
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
 from sonotile.physics.elastic.model import component_names
-from sonotile.physics.elastic.problem import MEDIUM_KEYS, ElasticRun
+from sonotile.physics.elastic.problem import MEDIUM_KEYS, ElasticRun, check_interface
 from sonotile.solver.tape import Tape, as_tape
 
 
@@ -190,8 +190,11 @@ def make_elastic_simulator(
                            "'single', 'pencil' or 'lfb'")  # fmt: skip
     check_options(medium, options)
     tape = as_tape(tape)  # a bad one refused before the run is built
+    check_interface(options.elastic_interface, "elastic_interface")
+    check_single(options.elastic_interface == "slip", decomposition, "elastic_interface")
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
-                  dtype=options.dtype, smooth_p0=False)  # fmt: skip
+                  dtype=options.dtype, smooth_p0=False,
+                  interface=options.elastic_interface)  # fmt: skip
     if tape is not None:  # as the acoustic simulator: every step stored unless told otherwise
         step_chunk = 1 if chunk is None or chunk == "auto" else int(chunk)
     else:

@@ -53,8 +53,10 @@ def _off_grid(run: ElasticRun) -> str:
 
 def fingerprint(run: ElasticRun) -> dict[str, str]:
     """A digest of each input a saved state must match: grid (and precision), time axis, medium,
-    sources (scaled signals, masks, ``p0``, PML), sensor (points and records)."""
-    return {
+    sources (scaled signals, masks, ``p0``, PML), sensor (points and records); with the
+    slip-aware interface, ``interface``."""
+    slip = {"interface": "slip"} if run.statics.slip else {}
+    return slip | {
         "grid": _digest(run.shape, run.spacing, run.dtype == "float64"),
         "time axis": _digest(run.dt, run.nt),
         "medium": _digest(run.medium_values()),

@@ -78,6 +78,10 @@ def run_time(kgrid: KWaveGrid, medium: KWaveMedium) -> tuple[float, int]:
 def check_options(options: Options, shape: tuple[int, ...], sensor: KSensor) -> None:
     """The PML, dtype and axisymmetric options against the grid ``shape``."""
     nd = len(shape)
+    if options.elastic_interface != "kwave":
+        raise ProblemError(f"elastic_interface = {options.elastic_interface!r}: an option of "
+                           "the elastic model (a medium with sound_speed_compression and "
+                           "sound_speed_shear); the acoustic model has no solid")  # fmt: skip
     size = options.pml_size
     if isinstance(size, str):
         if size != "auto":

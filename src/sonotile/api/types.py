@@ -255,6 +255,9 @@ class Options:
         check_finite: stop a run at the first chunk of steps whose state holds NaN or Inf with
             :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on and
             return what comes (to study an instability).
+        elastic_interface: an elastic medium's fluid-solid interfaces: ``"kwave"`` (k-Wave's
+            scheme, default) or ``"slip"`` (the slip-aware treatment, docs/elastic.md; one
+            device); refused with an acoustic medium.
     """
 
     pml_size: int | Sequence[int] | str | None = None
@@ -267,6 +270,7 @@ class Options:
     axisymmetric: bool = False
     radial_symmetry: str = "WSWA"
     check_finite: bool = True
+    elastic_interface: str = "kwave"
 
     @classmethod
     def of(cls, options: Options | None, given: Mapping[str, Any], caller: str) -> Options:

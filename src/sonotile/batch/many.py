@@ -112,6 +112,11 @@ def _elastic_vmapped(
     from sonotile.api.elastic_intensity import with_intensity
     from sonotile.api.elastic_sensor import by_cuboid
 
+    if options.elastic_interface != "kwave":
+        raise ProblemError(f"simulate_many(vectorize='vmap'): elastic_interface = "
+                           f"{options.elastic_interface!r} runs one medium at a time (each "
+                           "medium's interfaces have their own continuations); use "
+                           "vectorize='loop'")  # fmt: skip
     runs = []
     for i, (m, s) in enumerate(zip(media, sources)):
         try:
@@ -155,7 +160,8 @@ def _simulate_elastic_many(
                            "sound_speed_compression) and others elastic; give one model per "
                            "batch")  # fmt: skip
     grid = _elastic_time_axis(kgrid, media)
-    if _resolve(vectorize) == "vmap":
+    slip = options.elastic_interface != "kwave"
+    if (vectorize == "vmap" or not slip) and _resolve(vectorize) == "vmap":  # auto: loop
         return _elastic_vmapped(grid, media, sources, sensor, options)
     results = []
     for i, (m, s) in enumerate(zip(media, sources)):

@@ -33,6 +33,7 @@ from sonotile.physics.elastic.model import (
     stored_constants,
     zero_state,
 )
+from sonotile.physics.elastic.slip import stored_bytes
 from sonotile.spectral.operators import FourierOps, fuses_axis_updates
 
 if TYPE_CHECKING:
@@ -98,14 +99,15 @@ class ElasticModel:
     @property
     def splits(self) -> frozenset[str]:
         """A distributed FFT (pencil) or local Fourier bases (lfb: :meth:`box_operators` on
-        each padded block)."""
-        return frozenset({"pencil", "lfb"})
+        each padded block); none with the slip-aware interface (its gathers reach along whole
+        grid lines)."""
+        return frozenset() if self.statics.slip else frozenset({"pencil", "lfb"})
 
     @property
     def auto_splits(self) -> frozenset[str]:
         """Pencils only: LFB's error at a given overlap is about three times the acoustic
         model's, for which ``auto`` chooses the overlap (docs/decomposition.md)."""
-        return frozenset({"pencil"})
+        return frozenset() if self.statics.slip else frozenset({"pencil"})
 
     @property
     def describe(self) -> str:
@@ -161,9 +163,15 @@ class ElasticModel:
         c.pop("sensor_index", None)  # the loop's sensors sample the points
         if set(derive_axes) != set(range(self.ndim)):
             c.update(derived_constants(c, self.ndim))
-        elif fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype)):
+        elif self.fused(run):
             c = stored_constants(c, self.ndim)  # read inside the FFTW calls
         return c
+
+    def fused(self, run: ElasticRun) -> bool:
+        """The step's updates run inside FFTW's single-axis calls (3-D float32, one device;
+        not with the slip-aware interface, whose continued fields go through ``ops.diffs``)."""
+        like = jax.ShapeDtypeStruct(run.shape, run.dtype)
+        return fuses_axis_updates(run.ops, like) and not self.statics.slip
 
     def operators(self, run: ElasticRun, unstagger: bool = False) -> FourierOps:
         if not unstagger:
@@ -195,7 +203,7 @@ class ElasticModel:
         :data:`ACCELERATOR_TEMP_HALVES`), the whole-grid aggregates and the split field's
         spectra. A rough figure for decompositions. Exact in Python integers."""
         nd, st = self.ndim, self.statics
-        fused = fuses_axis_updates(run.ops, jax.ShapeDtypeStruct(run.shape, run.dtype))
+        fused = self.fused(run)
         stored, derived = material_fields(run.medium_values(), nd, st.kelvin_voigt, fused)
         state = nd * nd + sum(len(split_axes(k, nd)) for k in components(nd))
         table = self.records()
@@ -208,7 +216,12 @@ class ElasticModel:
             halves = 2 * fields + CPU_TEMP_HALVES[(fused, nd, st.kelvin_voigt)]
         else:  # XLA:GPU stores the derived staggered fields and keeps more in flight
             halves = 2 * (fields + derived) + ACCELERATOR_TEMP_HALVES[(nd, st.kelvin_voigt)]
-        return int(np.dtype(run.dtype).itemsize) * int(np.prod(run.shape)) * halves // 2
+        size = int(np.dtype(run.dtype).itemsize)
+        extra = 0
+        if st.slip:  # its constants, and the continued fields in flight
+            fields_ = SLIP_TEMP_FIELDS[(nd, st.kelvin_voigt)]
+            extra = stored_bytes(run.fixed, size) + fields_ * size * int(np.prod(run.shape))
+        return size * int(np.prod(run.shape)) * halves // 2 + extra
 
 
 #: The step's grid-sized temporaries on the CPU in half fields, ``(fused, ndim,
@@ -224,6 +237,12 @@ CPU_TEMP_HALVES = {
     (False, 3, True): 40, (False, 3, False): 23,
     (False, 2, True): 21, (False, 2, False): 11,
 }  # fmt: skip
+
+
+#: The slip-aware step's grid-sized temporaries beyond the step's on the same path (fields,
+#: ``(ndim, kelvin_voigt)``): the continued fields in flight; fitted to XLA:CPU's accounting
+#: at 48^3, 64^3, 192^2, 256^2 (``benchmarks/elastic_memory.py``, the ``slip`` cases).
+SLIP_TEMP_FIELDS = {(3, True): 8, (3, False): 4, (2, True): 1, (2, False): 1}
 
 
 #: The step's temporaries on an accelerator (XLA:GPU) in half fields, ``(ndim, kelvin_voigt)``,

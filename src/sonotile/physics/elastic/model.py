@@ -20,7 +20,9 @@ On one device with FFTW (3-D, float32) each split is updated inside the single-a
 that makes its derivative (:func:`velocity_in_call`, :func:`stress_in_call`): one transform
 along the axis and back per derivative, no derivative written to memory, the PML factors made
 from their 1-D profiles there; elsewhere the derivatives come from ``ops.diffs`` and the
-updates are done in JAX (:func:`update_velocity`, :func:`update_stress`).
+updates are done in JAX (:func:`update_velocity`, :func:`update_stress`), as with the
+slip-aware fluid-solid interface (``Statics.slip``: the shear terms taken from fields continued
+across each fluid-solid face, :mod:`sonotile.physics.elastic.slip`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 from sonotile.model.grid import AXES, along
 from sonotile.model.staggering import staggered_mean
 from sonotile.physics.elastic.medium import db2neper
+from sonotile.physics.elastic.slip import continued, folded, pairs
 from sonotile.spectral.operators import axis_update, fuses_axis_updates
 
 #: A stress component ``(i, j)``, i <= j.
@@ -95,6 +98,8 @@ class Statics:
         u_modes: per axis ``"additive"``, ``"dirichlet"`` or None (no velocity source).
         s_modes: per stress component (order of :func:`components`) a mode or None.
         p0: initial pressure given (k-Wave's two-step stress start).
+        slip: the slip-aware fluid-solid interface (:mod:`sonotile.physics.elastic.slip`;
+            its constants in ``c``); False: k-Wave's scheme.
     """
 
     ndim: int
@@ -102,6 +107,7 @@ class Statics:
     u_modes: tuple[str | None, ...] = ()
     s_modes: tuple[str | None, ...] = ()
     p0: bool = False
+    slip: bool = False
 
 
 def components(ndim: int) -> tuple[Component, ...]:
@@ -346,7 +352,9 @@ def update_velocity(
     sums[:nd] = ops.keep_together(sums[:nd])
     for k, comp in enumerate(components(nd)):
         which, targets = stress_targets(comp)
-        for (i, a), d in zip(targets, ops.diffs(sums[k], which)):
+        slip = st.slip and comp[0] != comp[1]
+        ds = slip_stress_diffs(sums[k], k, c, ops, nd) if slip else ops.diffs(sums[k], which)
+        for (i, a), d in zip(targets, ds):
             m = pml_factor(c, (i,), a, nd)
             u[i][a] = m * (m * state.u_split[i][a] + c["dt_rho_sg"][i] * d)
             if st.kelvin_voigt:
@@ -384,6 +392,35 @@ def stress_rate(k: int, a: int, d: jax.Array, dv: jax.Array | None, c: dict, nd:
     return rate
 
 
+def slip_stress_diffs(f: jax.Array, k: int, c: dict, ops: AxisDiffOps, nd: int) -> list[jax.Array]:
+    """The derivatives of shear component ``k`` (``f``: its sum) in :func:`stress_targets`'
+    order with the slip-aware interface: ``d sigma_ij / dx_i`` into ``u_j``, ``d sigma_ij /
+    dx_j`` into ``u_i``, each folded by the transpose of the continuation of that velocity
+    component along that axis (:func:`sonotile.physics.elastic.slip.folded`)."""
+    i, j = components(nd)[k]
+    ds = ops.diffs(f, [(i, -1), (j, -1)])
+    return [folded(d, c["slip_solid_u"][b], c["slip_u"][pairs(nd).index((b, a))])
+            for d, (a, b) in zip(ds, ((i, j), (j, i)))]  # fmt: skip
+
+
+def slip_velocity_diffs(
+    f: jax.Array, j: int, c: dict, ops: AxisDiffOps, nd: int
+) -> list[jax.Array]:
+    """The derivatives of velocity component ``j`` (or of ``dt`` times its acceleration,
+    ``f``) along each axis as :func:`update_stress` takes them, with the slip-aware interface:
+    along ``a != j`` (the shear strains) of ``f`` continued from the solid into the fluid along
+    ``a`` (:mod:`sonotile.physics.elastic.slip`)."""
+    out = []
+    for a in range(nd):
+        g = (
+            f
+            if a == j
+            else continued(f, c["slip_solid_u"][j], c["slip_u"][pairs(nd).index((j, a))])
+        )
+        out.append(ops.diffs(g, [(a, -1 if a == j else +1)])[0])
+    return out
+
+
 def update_stress(
     state: State, u: tuple, dt_acc: list[jax.Array] | None, x: dict, c: dict,
     ops: AxisDiffOps, st: Statics,
@@ -396,7 +433,11 @@ def update_stress(
     for j in range(nd):
         which = [(a, -1 if a == j else +1) for a in range(nd)]
         dv: list[Any] = [None] * nd
-        if dt_acc is not None:  # both fields' derivatives in one call
+        if st.slip:
+            du = slip_velocity_diffs(total(u[j]), j, c, ops, nd)
+            if dt_acc is not None:
+                dv = slip_velocity_diffs(dt_acc[j], j, c, ops, nd)
+        elif dt_acc is not None:  # both fields' derivatives in one call
             du, dv = ops.diffs_many([total(u[j]), dt_acc[j]], which)
         else:
             du = ops.diffs(total(u[j]), which)
@@ -515,9 +556,10 @@ def step(state: State, x: dict, c: dict, ops: AxisDiffOps, st: Statics) -> State
     if "dt_l2m" not in c:
         c.update(stress_constants(c, st.ndim))
     state = State(((first, *state.u_split[0][1:]), *state.u_split[1:]), state.s_split)
-    if "dt_rho_sg" not in c and not (fuses_axis_updates(ops, first) and jnp.ndim(c["rho"])):
+    fused = fuses_axis_updates(ops, first) and not st.slip
+    if "dt_rho_sg" not in c and not (fused and jnp.ndim(c["rho"])):
         c.update(velocity_constants(c, st.ndim))
-    if fuses_axis_updates(ops, first):
+    if fused:
         u, dt_acc = velocity_in_call(state, x, c, ops, st)
         s = stress_in_call(state, u, dt_acc, x, c, ops, st)
         return State(u, stress_sources(s, x, c, st, p0=False))

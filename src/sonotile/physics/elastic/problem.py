@@ -25,6 +25,7 @@ from sonotile.physics.elastic.model import (
     pml_constants,
     split_constants,
 )
+from sonotile.physics.elastic.slip import has_interface, slip_constants
 from sonotile.spectral.operators import FourierOps
 
 MEDIUM_KEYS = (
@@ -159,6 +160,17 @@ def check_cw(record: Sequence[str], f: float | None, periods: float, dt: float, 
                            f"{n_rec} recorded steps")  # fmt: skip
 
 
+#: The fluid-solid interface treatments (``interface`` of :func:`build`).
+INTERFACES = ("kwave", "slip")
+
+
+def check_interface(interface: Any, name: str = "interface") -> None:
+    """``interface`` (the user's ``name`` for it) one of :data:`INTERFACES`."""
+    if interface not in INTERFACES:
+        raise ProblemError(f"{name} = {interface!r}: expected 'kwave' (k-Wave's scheme) or "
+                           "'slip' (the slip-aware fluid-solid interface)")  # fmt: skip
+
+
 def build(
     medium: ElasticMedium,
     spacing: Sequence[float],
@@ -179,12 +191,17 @@ def build(
     cw_periods: float = 3.0,
     off_grid: OffGrid | None = None,
     cuboids: Sequence[Sequence[int]] = (),
+    interface: str = "kwave",
 ) -> ElasticRun:
     """Assemble a run (PML inside the grid; defaults as k-Wave: 20 points in 2-D, 10 in 3-D,
     alpha 2). ``sensor_points``: ``(N, ndim)`` 0-based grid indices in recording order;
     ``off_grid``: sensor points off the grid instead (:class:`OffGrid`); ``cuboids``: the
     shapes of the cuboids ``sensor_points`` make up (cuboid sensors; records come back per
-    cuboid); ``cw_frequency`` [Hz], ``cw_periods``: the window of ``p_cw`` / ``p_cw_all``."""
+    cuboid); ``cw_frequency`` [Hz], ``cw_periods``: the window of ``p_cw`` / ``p_cw_all``;
+    ``interface``: ``"kwave"`` (k-Wave's scheme) or ``"slip"`` (the slip-aware fluid-solid
+    interface, :mod:`sonotile.physics.elastic.slip`; the same as ``"kwave"`` where the medium
+    has no fluid-solid interface)."""
+    check_interface(interface)
     shape, nd = medium.shape, len(medium.shape)
     spacing = tuple(float(d) for d in spacing)
     pml_size = tuple(pml_size) if pml_size is not None else ((10,) if nd == 3 else (20,)) * nd
@@ -210,7 +227,10 @@ def build(
         fixed["sensor_index"] = _index(np.asarray(sensor_points))
     if "u_split_field" in record:
         fixed.update(split_constants(shape, spacing, dtype))
-    statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None)
+    slip = interface == "slip" and has_interface(medium.sound_speed_shear)
+    if slip:
+        fixed.update(slip_constants(np.asarray(medium.sound_speed_shear), dtype))
+    statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None, slip)
     rec = sources.Recording(tuple(record), int(record_start_index) - 1, nd, cw_frequency,
                             float(cw_periods))  # fmt: skip
     ops = FourierOps.build(shape, spacing, medium.c_max, dt, dtype)
