@@ -171,6 +171,23 @@ def check_interface(interface: Any, name: str = "interface") -> None:
                            "'slip' (the slip-aware fluid-solid interface)")  # fmt: skip
 
 
+def _check_pml_and_records(
+    shape: tuple[int, ...], pml_size: Sequence[int], record: Sequence[str], start: int, nt: int
+) -> None:
+    """The PML's thickness per axis, the records' names and the first recorded step
+    (``start``, 1-based), refused in the user's names."""
+    for a, (size, n) in enumerate(zip(pml_size, shape)):
+        if not 0 <= size or 2 * size >= n:
+            raise ProblemError(f"pml_size {tuple(pml_size)}: the {'xyz'[a]} layers need "
+                               f"2 x {size} < {n} points")  # fmt: skip
+    bad = [r for r in record if r not in sources.RECORDS]
+    if bad:
+        raise ProblemError(f"sensor.record: {bad} not recorded by the elastic model "
+                           f"(choose from {', '.join(sources.RECORDS)})")  # fmt: skip
+    if not 1 <= start <= nt:
+        raise ProblemError(f"sensor.record_start_index = {start}: must be in 1..{nt}")
+
+
 def build(
     medium: ElasticMedium,
     spacing: Sequence[float],
@@ -206,17 +223,7 @@ def build(
     spacing = tuple(float(d) for d in spacing)
     pml_size = tuple(pml_size) if pml_size is not None else ((10,) if nd == 3 else (20,)) * nd
     pml_alpha = tuple(pml_alpha) if pml_alpha is not None else (2.0,) * nd
-    for a, (size, n) in enumerate(zip(pml_size, shape)):
-        if not 0 <= size or 2 * size >= n:
-            raise ProblemError(f"pml_size {tuple(pml_size)}: the {'xyz'[a]} layers need "
-                               f"2 x {size} < {n} points")  # fmt: skip
-    bad = [r for r in record if r not in sources.RECORDS]
-    if bad:
-        raise ProblemError(f"sensor.record: {bad} not recorded by the elastic model "
-                           f"(choose from {', '.join(sources.RECORDS)})")  # fmt: skip
-    if not 1 <= record_start_index <= nt:
-        raise ProblemError(f"sensor.record_start_index = {record_start_index}: must be in "
-                           f"1..{nt}")  # fmt: skip
+    _check_pml_and_records(shape, pml_size, record, record_start_index, nt)
     check_cw(record, cw_frequency, cw_periods, dt, nt - record_start_index + 1)
     xs, fixed, u_modes, s_modes = source_inputs(u, s, medium, spacing, dt, nt, dtype)
     fixed.update(pml_constants(shape, spacing, dt, medium.c_max, pml_size, pml_alpha,
