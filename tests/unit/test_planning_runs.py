@@ -185,7 +185,10 @@ def test_run_settings_are_checked():
     for bad, message in ((RunSettings(cfl=0.6), "above cfl_max"),
                          (RunSettings(settle_periods=0), "settle_periods"),
                          (RunSettings(decomposition="slabs"), "decomposition"),
-                         (RunSettings(decomposition="pencil", mesh=(0,)), "mesh")):  # fmt: skip
+                         (RunSettings(decomposition="pencil", mesh=(0,)), "mesh"),
+                         (RunSettings(elastic_interface="smooth"), "elastic_interface"),
+                         (RunSettings(decomposition="lfb", elastic_interface="slip"),
+                          "one device")):  # fmt: skip
         with pytest.raises(ProblemError, match=message):
             check_run(bad)
 

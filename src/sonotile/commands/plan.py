@@ -91,6 +91,13 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--mesh", help="devices per split axis, e.g. 4 or 2x2 (default: all on x)")
     p.add_argument(
+        "--elastic_interface",
+        default="kwave",
+        choices=("kwave", "slip"),
+        help="with --elastic: k-Wave's scheme at fluid-solid faces (default) or 'slip' "
+        "(the water slips along the bone; one device)",
+    )
+    p.add_argument(
         "--checkpoint",
         metavar="FILE",
         help="the heating saves its state here when stopped (SIGINT/SIGTERM or the "
@@ -126,7 +133,8 @@ def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
     from sonotile.planning.acoustics import RunSettings
     from sonotile.planning.chain import check_run
 
-    run = RunSettings(decomposition=a.decomposition, mesh=_mesh(a.mesh))
+    run = RunSettings(decomposition=a.decomposition, mesh=_mesh(a.mesh),
+                      elastic_interface=a.elastic_interface)  # fmt: skip
     check_run(run)
     if a.checkpoint is None:
         if a.checkpoint_interval is not None or a.checkpoint_steps is not None:

@@ -48,6 +48,9 @@ class RunSettings:
         decomposition, mesh: how each run is spread over devices (``sonotile.api.simulate``'s
             ``decomposition``: single, pencil, lfb or auto; ``mesh``: devices per split axis).
         elastic_cfl: Courant number of the elastic runs (no k-space correction).
+        elastic_interface: the elastic runs' fluid-solid interfaces: ``"kwave"`` (k-Wave's
+            scheme) or ``"slip"`` (the water slips along the bone; one device:
+            :mod:`sonotile.physics.elastic.slip`, docs/elastic.md).
     """
 
     cfl: float = 0.3
@@ -60,6 +63,7 @@ class RunSettings:
     decomposition: str = "single"
     mesh: tuple[int, ...] | None = None
     elastic_cfl: float = 0.3
+    elastic_interface: str = "kwave"
 
     def courant(self, dx: float, frequency: float, c_min: float, c_max: float) -> float:
         """The Courant number (at ``c_max``) of a fluid run on spacing ``dx`` [m] at

@@ -208,6 +208,12 @@ def check_run(run: RunSettings) -> None:
         raise ProblemError(f"mesh must be one or two whole numbers >= 1, got {run.mesh}")
     if run.mesh is not None and run.decomposition == "single":
         raise ProblemError("a mesh needs a decomposition (pencil, lfb or auto)")
+    if run.elastic_interface not in ("kwave", "slip"):
+        raise ProblemError(f"elastic_interface must be 'kwave' or 'slip', "
+                           f"got {run.elastic_interface!r}")  # fmt: skip
+    if run.elastic_interface == "slip" and run.decomposition in ("pencil", "lfb"):
+        raise ProblemError(f"elastic_interface 'slip' runs on one device: not with "
+                           f"decomposition {run.decomposition!r}")  # fmt: skip
 
 
 def _check_settings(s: PlanSettings, run: RunSettings, checkpoint: Checkpoint | None) -> None:
