@@ -38,6 +38,16 @@ CLEAR = 6  # [points] the plate keeps from the bowl
 SEARCH = 16  # [points] around the water-only focus searched for the maximum
 
 
+def use_fine_grid() -> None:
+    """Switch to the same geometry on a grid of 0.375 mm (135 x 112 x 112, PML 14, 1280
+    steps; the plate 8 points thick, its mid-plane 8.8 mm in front of the focus)."""
+    global DX, NX, NY, PML, NT, FOCUS, RADIUS, HALF_APERTURE, PLATE_CENTRE, PLATE_HALF
+    global CLEAR, SEARCH
+    DX, NX, NY, PML, NT = 3.75e-4, 135, 112, 14, 1280
+    FOCUS, RADIUS, HALF_APERTURE = (96, 56, 56), 80, 40
+    PLATE_CENTRE, PLATE_HALF, CLEAR, SEARCH = 72.5, 4, 8, 21
+
+
 def _coords() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Index grids x, y, z of the ``(NX, NY, NY)`` grid."""
     return np.meshgrid(np.arange(NX), np.arange(NY), np.arange(NY), indexing="ij")
@@ -88,10 +98,11 @@ def run(angle_deg: float | None, shear: float, nt: int = NT) -> np.ndarray:
 
 
 def focal(
-    pmax: np.ndarray, angle_deg: float | None, centre: tuple[float, ...] = FOCUS
+    pmax: np.ndarray, angle_deg: float | None, centre: tuple[float, ...] | None = None
 ) -> tuple[float, np.ndarray]:
     """Largest pressure in the water beyond the plate within ``SEARCH`` points of ``centre``
     and outside the PML, and where [points]."""
+    centre = FOCUS if centre is None else centre
     x, y, z = _coords()
     near = np.sqrt((x - centre[0]) ** 2 + (y - centre[1]) ** 2 + (z - centre[2]) ** 2) <= SEARCH
     for a, n in ((x, NX), (y, NY), (z, NY)):
@@ -147,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--figure", default=None, help="write the figure here (PNG)")
     ap.add_argument("--map-angle", type=float, default=40.0, help="angle of the maps shown")
     ap.add_argument("--nt", type=int, default=NT, help="time steps (fewer: a timing run)")
+    ap.add_argument("--fine", action="store_true", help="0.375 mm instead of 0.5 mm")
     a = ap.parse_args(argv)
+    if a.fine:
+        use_fine_grid()
+        a.nt = NT if a.nt == 960 else a.nt
     angles = [float(v) for v in a.angles.split(",")]
     t0 = time.perf_counter()
     p_ref, at_ref = focal(run(None, 0.0, a.nt), None)
