@@ -77,8 +77,11 @@ def bowl() -> np.ndarray:
     return st.make_bowl((NX, NY, NY), apex, RADIUS, 2 * HALF_APERTURE + 1, focus)
 
 
-def run(angle_deg: float | None, shear: float, nt: int = NT) -> np.ndarray:
-    """``p_max`` over the grid [Pa] (``angle_deg`` None: water only)."""
+def run(
+    angle_deg: float | None, shear: float, nt: int = NT, interface: str = "kwave"
+) -> np.ndarray:
+    """``p_max`` over the grid [Pa] (``angle_deg`` None: water only); ``interface``: the
+    elastic model's fluid-solid interfaces (``"kwave"`` or ``"slip"``)."""
     shape = (NX, NY, NY)
     cp, cs, rho = np.full(shape, C0), np.zeros(shape), np.full(shape, RHO0)
     if angle_deg is not None:
@@ -93,7 +96,7 @@ def run(angle_deg: float | None, shear: float, nt: int = NT) -> np.ndarray:
         st.KWaveGrid(shape, DX, dt=dt, nt=nt), st.KWaveElasticMedium(cp, cs, rho),
         st.ElasticSource(sxx=src, syy=src, szz=src, s_mask=bowl()),
         st.KSensor(points=np.array([FOCUS]), record=("p_max_all",)),
-        pml_size=PML,
+        pml_size=PML, interface=interface,
     )  # fmt: skip
     return np.asarray(out["p_max_all"])
 
@@ -160,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--map-angle", type=float, default=40.0, help="angle of the maps shown")
     ap.add_argument("--nt", type=int, default=NT, help="time steps (fewer: a timing run)")
     ap.add_argument("--fine", action="store_true", help="0.375 mm instead of 0.5 mm")
+    ap.add_argument("--interface", default="kwave", choices=("kwave", "slip"),
+                    help="the elastic runs' fluid-solid interfaces")  # fmt: skip
     a = ap.parse_args(argv)
     if a.fine:
         use_fine_grid()
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         r: dict = {}
         rows.append(r)
         for key, cs in (("fluid", 0.0), ("elastic", a.shear)):
-            pm = run(ang, cs, a.nt)
+            pm = run(ang, cs, a.nt, a.interface)
             p, at = focal(pm, ang, tuple(at_ref))
             r[key], r[key + "_shift"] = p / p_ref, float(np.linalg.norm(at - at_ref) * DX * 1e3)
             if ang == a.map_angle:
