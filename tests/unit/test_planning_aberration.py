@@ -136,9 +136,9 @@ def test_bowl_reports_shift_and_loss(setup):
     assert s["uncorrected_shift_from_water_mm"] >= 0.0 and np.isfinite(b.fields["water"]).all()
 
 
-@pytest.mark.slow
-def test_elastic_beam_matches_the_fluid_one_without_shear(setup):
-    _, _, grid, target, _ = setup
+def _skull_water_bowl(grid):
+    """The phantom's tissue maps on ``grid``, the same maps filled with water, and a bowl
+    (R = D = 50 mm) at the grid's source point with its drive (60 kPa, phase 0)."""
     ct = head_phantom((80, 96, 84), 2.0, seed=0)
     skull = resample_maps(tissue_properties(ct.hu, "aubry2003", frequency=F0), ct, grid)
     z = np.zeros(grid.shape, np.float32)
@@ -146,7 +146,13 @@ def test_elastic_beam_matches_the_fluid_one_without_shear(setup):
                     alpha_np_per_m=z, shear_speed=z, shear_alpha_np_per_m=z)  # fmt: skip
     bowl = parse_transducer("bowl:50:50")
     pose = Pose(grid.world(grid.source_index), np.asarray(grid.affine[:3, :3] / grid.spacing_mm))
-    karray, a, ph = bowl.karray(pose, grid), np.array([60e3]), np.array([0.0])
+    return skull, water, bowl.karray(pose, grid), np.array([60e3]), np.array([0.0])
+
+
+@pytest.mark.slow
+def test_elastic_beam_matches_the_fluid_one_without_shear(setup):
+    _, _, grid, target, _ = setup
+    skull, water, karray, a, ph = _skull_water_bowl(grid)
     foci = {}
     for name, maps in (("water", water), ("skull", skull)):
         fluid = find_focus(cw_field(kwave_medium(maps), grid, karray, a, ph, F0)[0], grid, target)
@@ -165,14 +171,7 @@ def test_slip_interface_reaches_the_plans_elastic_runs(setup):
     slip-aware interface: the skull's field changes (the water slips along the bone), a
     medium without shear is k-Wave's scheme bit for bit."""
     _, _, grid, _, _ = setup
-    ct = head_phantom((80, 96, 84), 2.0, seed=0)
-    skull = resample_maps(tissue_properties(ct.hu, "aubry2003", frequency=F0), ct, grid)
-    z = np.zeros(grid.shape, np.float32)
-    water = replace(skull, sound_speed=z + 1500, density=z + 1000, alpha_coeff=z,
-                    alpha_np_per_m=z, shear_speed=z, shear_alpha_np_per_m=z)  # fmt: skip
-    bowl = parse_transducer("bowl:50:50")
-    pose = Pose(grid.world(grid.source_index), np.asarray(grid.affine[:3, :3] / grid.spacing_mm))
-    karray, a, ph = bowl.karray(pose, grid), np.array([60e3]), np.array([0.0])
+    skull, water, karray, a, ph = _skull_water_bowl(grid)
     slip = RunSettings(elastic_interface="slip")
     for maps, same in ((water, True), (skull, False)):
         kw = elastic_field(maps, grid, karray, a, ph, F0)
