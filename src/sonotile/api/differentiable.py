@@ -35,7 +35,7 @@ import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api.inputs import with_defaults
-from sonotile.api.problem import build_problem
+from sonotile.api.problem import build_problem, fourier_shift
 from sonotile.api.types import (
     KSensor,
     KSource,
@@ -262,13 +262,6 @@ def local_run(
     return {k: v[layout.start :] for k, v in raw.items()}, agg, state
 
 
-def _fourier_shift(x: jax.Array, shift: float) -> jax.Array:
-    n = x.shape[-1]
-    k = 2 * np.pi * np.fft.rfftfreq(n)
-    ph = jnp.asarray(np.exp(1j * k * shift))
-    return jnp.fft.irfft(jnp.fft.rfft(x, axis=-1) * ph, n=n, axis=-1).astype(x.dtype)
-
-
 def shaped_results(
     st: Static,
     raw: dict[str, jax.Array],
@@ -312,7 +305,8 @@ def shaped_results(
         out[f"{f}_final"] = fields[f][st.crop]
     if {"I", "I_avg"} & rec:
         for a in range(nd):
-            inten = raw["p"].T * _fourier_shift(raw[f"u{AXES[a]}_non_staggered"].T, 0.5)
+            u = raw[f"u{AXES[a]}_non_staggered"].T
+            inten = raw["p"].T * fourier_shift(u, 0.5, jnp).astype(u.dtype)
             if "I" in rec:
                 out[f"I{AXES[a]}"] = series(inten.T)
             if "I_avg" in rec:

@@ -14,17 +14,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-import numpy as np
-
+from sonotile.api.problem import fourier_shift
 from sonotile.model.grid import AXES
-
-
-def fourier_shift(x: Any, shift: float, xp: ModuleType) -> Any:
-    """Series ``(N, T)`` shifted along time by ``shift`` samples (band-limited; k-Wave's
-    ``fourierShift``); ``xp``: numpy or jax.numpy."""
-    n = x.shape[-1]
-    phase = np.exp(1j * 2 * np.pi * np.fft.rfftfreq(n) * shift)
-    return xp.fft.irfft(xp.fft.rfft(x, axis=-1) * phase, n=n, axis=-1).astype(x.dtype)
 
 
 def with_intensity(out: dict[str, Any], record: Sequence[str], ndim: int,
@@ -37,7 +28,7 @@ def with_intensity(out: dict[str, Any], record: Sequence[str], ndim: int,
     res = dict(out)
     for a in range(ndim):
         name = f"u{AXES[a]}_non_staggered"
-        inten = out["p"] * fourier_shift(out[name], 0.5, xp)
+        inten = out["p"] * fourier_shift(out[name], 0.5, xp).astype(out[name].dtype)
         if "I" in rec:
             res[f"I{AXES[a]}"] = inten
         if "I_avg" in rec:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from types import ModuleType
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -311,8 +312,9 @@ def build_sensor(
     return Sensor(**common), None
 
 
-def fourier_shift(x: np.ndarray, shift: float) -> np.ndarray:
-    """Shift sampled signals along their last axis by ``shift`` samples (band-limited)."""
+def fourier_shift(x: Any, shift: float, xp: ModuleType = np) -> Any:
+    """Shift sampled signals along their last axis by ``shift`` samples (band-limited; k-Wave's
+    ``fourierShift``); ``xp``: numpy or jax.numpy."""
     n = x.shape[-1]
     k = 2 * np.pi * np.fft.rfftfreq(n)
-    return np.fft.irfft(np.fft.rfft(x, axis=-1) * np.exp(1j * k * shift), n=n, axis=-1)
+    return xp.fft.irfft(xp.fft.rfft(x, axis=-1) * np.exp(1j * k * shift), n=n, axis=-1)
