@@ -235,28 +235,8 @@ def local_run(
         state = phys.zero_state(shape, dtype)
     # no phys.prepare here (the source patterns): the signals are parameters (per point, scaled
     # by the traced sound speed), so whether the points share one is not known when this is traced
-    if st.tape is None:
-        body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-        carry = adjoint.checkpointed_scan(body, (state, agg), xs, st.chunk, st.remat_step)
-    else:
-
-        def body_c(
-            c: dict[str, Any], fixed: tuple[Ops, Index], carry: tuple, x: dict[str, Any]
-        ) -> tuple[tuple, dict[str, jax.Array]]:
-            return runner.scan_body(carry, x, c, *fixed, phys, layout)
-
-        carry = adjoint.taped_scan(
-            body_c,
-            c,
-            (ops, index),
-            (state, agg),
-            xs,
-            st.tape,
-            st.chunk or 1,
-            st.axes,
-            st.remat_step,
-        )
-    (state, agg), raw = carry
+    (state, agg), raw = runner.loop_scan(phys, layout, c, ops, index, (state, agg), xs, st.chunk,
+                                         st.tape, st.axes, st.remat_step)  # fmt: skip
     if raw0:
         raw = {k: jnp.concatenate([raw0[k], v]) for k, v in raw.items()}
     return {k: v[layout.start :] for k, v in raw.items()}, agg, state

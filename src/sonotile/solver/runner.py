@@ -364,6 +364,27 @@ def _taped_body(
     return scan_body(carry, x, c, fixed[0], fixed[1], phys, layout)
 
 
+def loop_scan(
+    phys: Model, layout: sens.SensorLayout, c: dict, ops: SpectralOps, index: Any,
+    carry: Carry, xs: dict, chunk: int | None, tape: Tape | None = None, axes: tuple[str, ...] = (),
+    remat_step: bool = False,
+) -> tuple[Carry, dict[str, jax.Array]]:  # fmt: skip
+    """The traceable loop of :func:`scan_body` over ``xs`` from ``carry``: each ``chunk`` of
+    steps rematerialised in a derivative (:func:`sonotile.solver.adjoint.checkpointed_scan`),
+    or with a ``tape`` the state every ``chunk`` steps kept there
+    (:func:`sonotile.solver.adjoint.taped_scan`; ``axes``: inside ``shard_map``, the mesh axes
+    the state is split over). ``remat_step``: each step rematerialised too. ``index``: the
+    sensor's points (a shard's on a mesh)."""
+    from sonotile.solver import adjoint  # not at import: a plain run needs no derivative rules
+
+    if tape is None:
+        body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
+        return adjoint.checkpointed_scan(body, carry, xs, chunk, remat_step)
+    taped = partial(_taped_body, phys=phys, layout=layout)
+    return adjoint.taped_scan(taped, c, (ops, index), carry, xs, tape, chunk or 1, axes,
+                              remat_step)  # fmt: skip
+
+
 def traced_run(
     phys: Model, layout: sens.SensorLayout, c: dict, ops: SpectralOps, index: PointIndex,
     xs: dict, shape: tuple[int, ...], dtype: Any, state: Any = None, chunk: int | None = None,
@@ -380,8 +401,6 @@ def traced_run(
     Returns ``(raw, aggregates, state)``: raw samples ``(steps, Ns)`` per name (with the
     sample of step 0 of an initial-value problem first), the running statistics and the final
     state (whole fields: ``state.fields()``)."""
-    from sonotile.solver import adjoint  # not at import: a plain run needs no derivative rules
-
     agg = sens.init_aggregates(layout, shape, dtype)
     raw0: dict[str, jax.Array] = {}
     if state is None and phys.ivp:
@@ -389,14 +408,7 @@ def traced_run(
     elif state is None:
         state = phys.initial_state(c, ops) if phys.warm else phys.zero_state(shape, dtype)
     c = phys.prepare(c, ops, state)
-    if tape is None:
-        body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
-        (state, agg), raw = adjoint.checkpointed_scan(body, (state, agg), xs, chunk)
-    else:
-        taped = partial(_taped_body, phys=phys, layout=layout)
-        (state, agg), raw = adjoint.taped_scan(
-            taped, c, (ops, index), (state, agg), xs, tape, chunk or 1, axes
-        )
+    (state, agg), raw = loop_scan(phys, layout, c, ops, index, (state, agg), xs, chunk, tape, axes)
     raw = {k: jnp.concatenate([raw0[k], v]) if k in raw0 else v for k, v in raw.items()}
     return raw, agg, state
 
