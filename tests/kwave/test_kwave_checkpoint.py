@@ -329,7 +329,7 @@ def test_checkpoint_kept_until_the_output_is_written(tmp_path, first_leg, capsys
     earlier output; the same command then finishes, equal to an uninterrupted run."""
     import shutil
 
-    from sonotile.kwave import files
+    from sonotile.base import files
 
     for n in ("ck.h5", "out.h5"):
         shutil.copy(first_leg / n, tmp_path / n)

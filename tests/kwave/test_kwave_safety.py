@@ -22,8 +22,8 @@ import pytest
 from kwave_inputs import DROP, write_input
 
 import sonotile
+from sonotile.base.files import PARTIAL
 from sonotile.kwave.cli import main as kwave_main
-from sonotile.kwave.files import PARTIAL
 from sonotile.kwave.reader import MAX_STEPS, KwaveFileError, read_input
 
 OLD = b"a result of an earlier run that must survive"
@@ -400,7 +400,7 @@ def test_provenance_in_every_output(tmp_path, capsys):
     decomposition, library versions, and one resume-history entry per leg."""
     import json
 
-    from sonotile.kwave.files import file_digest
+    from sonotile.base.files import file_digest
 
     inp = write_input(tmp_path / "in.h5", nt=12)
     out, ck = tmp_path / "out.h5", tmp_path / "ck.h5"
@@ -477,7 +477,7 @@ def test_without_block_reservation_the_room_is_checked(tmp_path, capsys, monkeyp
     import errno
     import shutil
 
-    from sonotile.kwave import files
+    from sonotile.base import files
 
     monkeypatch.setattr(files, "_fallocate", lambda fd, n: errno.EOPNOTSUPP)
     inp = write_input(tmp_path / "in.h5", nt=12)

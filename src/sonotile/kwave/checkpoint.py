@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.base import files
+from sonotile.base.files import write_errors
 from sonotile.base.version import __version__
-from sonotile.kwave import files
-from sonotile.kwave.files import write_errors
 from sonotile.kwave.layout import XyzView, to_xyz
 from sonotile.kwave.output import (
     check_finite,

@@ -26,10 +26,9 @@ import h5py
 import jax
 import numpy as np
 
-from sonotile.base import config
+from sonotile.base import config, files
+from sonotile.base.files import OutputWriteError, write_errors
 from sonotile.base.version import __version__
-from sonotile.kwave import files
-from sonotile.kwave.files import OutputWriteError, write_errors
 from sonotile.kwave.layout import to_zyx
 from sonotile.kwave.reader import KwaveInput
 from sonotile.model.grid import AXES

@@ -17,7 +17,7 @@ from typing import Any, Literal, cast, overload
 import h5py
 import numpy as np
 
-from sonotile.kwave.files import check_input_path, refuse_links
+from sonotile.base.files import check_input_path, refuse_links
 from sonotile.kwave.layout import XyzView, linear_to_grid, to_xyz
 from sonotile.model.grid import AXES, Grid
 from sonotile.model.lazy import LazyField, is_lazy

@@ -14,12 +14,11 @@ import h5py
 import jax
 import numpy as np
 
-from sonotile.base import runtime
+from sonotile.base import files, runtime
+from sonotile.base.files import check_input_path, file_digest, hdf5_cleanup_errors
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
-from sonotile.kwave import files
 from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
-from sonotile.kwave.files import check_input_path, file_digest, hdf5_cleanup_errors
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.provenance import provenance
 from sonotile.kwave.reader import read_input

@@ -1,7 +1,7 @@
-"""Safe file handling of a k-Wave run: which paths may be read and written, unique temporary
+"""Safe file handling for every command: which paths may be read and written, unique temporary
 files renamed into place only when complete, write errors as one clear error, digests.
 
-A run never writes through a path that is not a regular file (a device, a FIFO, a folder), never
+A command never writes through a path that is not a regular file (a device, a FIFO, a folder), never
 opens a temporary name another file already has (each is created exclusively, named with the
 process id and a random token), and removes only the temporary files it created itself.
 """
