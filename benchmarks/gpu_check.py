@@ -32,6 +32,10 @@ Parts, in the order they run:
   run time, peak device memory.
 * ``parallel``: the pencil and lfb code paths on a mesh of one device against the single-device
   run of the same problem.
+* ``cpu_scaling``: the host's CPU cores: sonotile-kwave and k-Wave's OMP solver (built from
+  ``.gpu-carry/`` by ``kwave_omp_build.sh``) at 1-16 threads on the same inputs, alternating:
+  loop time per step, whole run, peak RSS, parallel efficiency (:mod:`sonotile.bench.threads`);
+  after both k-Wave builds have ended.
 
 The order is by importance: correctness, speed against k-Wave CUDA, where the time goes, size,
 then gradients and the decompositions; a run cut short loses the last.

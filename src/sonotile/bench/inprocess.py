@@ -324,6 +324,7 @@ def parser() -> argparse.ArgumentParser:
         prog="sonotile bench",
         description=__doc__.split("\n")[0],
         epilog="sonotile bench --whole_run -h: complete processes vs k-Wave; "
+        "sonotile bench --profile -h: each pass at 1 and N threads; "
         "sonotile bench --decompositions -h: the decompositions",
     )
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")

@@ -28,7 +28,7 @@ import tempfile
 from typing import Any
 
 from sonotile.base.cliargs import Parser
-from sonotile.bench.whole import KNOWN_CASES, _thread_counts
+from sonotile.bench.whole import KNOWN_CASES, thread_counts
 
 #: executor events that hold other events, not passes of their own
 _CONTAINERS = re.compile(r"^(while|call|conditional)(\.\d+)?$|::|^end: ")
@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--steps", type=int, default=10, help="steps per run (default 10)")
     p.add_argument("--rounds", type=int, default=2, help="profiled runs (default 2)")
     p.add_argument(
-        "--threads", type=_thread_counts, default=[1, 2],
+        "--threads", type=thread_counts, default=[1, 2],
         help="comma-separated thread counts, one process each (default 1,2)",
     )  # fmt: skip
     p.add_argument("--json", default="bench_profile.json", help="output JSON file")

@@ -240,7 +240,7 @@ def main(argv: list[str]) -> int:
                    help=f"comma-separated cases from {', '.join(WHOLE_RUN_CASES)}, or "
                    f"{' / '.join(CASES)} (one point, --source_mode); default all named "
                    "ones")  # fmt: skip
-    p.add_argument("--threads", type=_thread_counts, default=None,
+    p.add_argument("--threads", type=thread_counts, default=None,
                    help="-t for both tools, or a comma-separated list run one after the other "
                    "(e.g. 1,2; default: each tool's own default, all CPUs)")  # fmt: skip
     p.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
@@ -302,7 +302,7 @@ def _headline(report: dict) -> None:
         )
 
 
-def _thread_counts(text: str) -> list[int]:
+def thread_counts(text: str) -> list[int]:
     """``--threads``: one positive count or a comma-separated list of them."""
     try:
         counts = [int(t) for t in text.split(",") if t.strip()]
