@@ -180,6 +180,7 @@ t = int(args[args.index("-t") + 1])
 loop = 0.4 / t if tool == "kwave" else 0.2 / t**0.5
 with h5py.File(args[args.index("-o") + 1], "w") as f:
     f.attrs["simulation_phase_execution_time"] = np.bytes_(f"{{loop:8.2f}}s")
+    f.attrs["pre-processing_phase_execution_time"] = np.bytes_("    0.30s")
 """
 
 
@@ -220,6 +221,7 @@ def test_cpu_scaling_part_with_stand_ins(tmp_path, monkeypatch):
     assert eff["sonotile"]["2"]["loop_efficiency"] == pytest.approx(0.20 / (2 * 0.14))  # 2 decimals
     assert eff["kwave_over_sonotile"]["1"]["loop_ms_per_step"] == pytest.approx(2.0)
     assert all(r["peak_rss_bytes"] > 0 and r["wall_s"] > 0 for r in part["rows"])
+    assert all(r["preprocessing_s"] == pytest.approx(0.3) for r in part["rows"])
 
 
 def test_cpu_scaling_stops_at_its_deadline(tmp_path):

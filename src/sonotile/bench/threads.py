@@ -5,7 +5,9 @@ count (``-t N``, ``OMP_NUM_THREADS=N``), the order of the two alternating from o
 next (:func:`sonotile.bench.whole.run_order`), thread counts ascending. Each run records its own
 time-loop timer per step (``simulation_phase_execution_time`` / steps: k-Wave's excludes its
 FFTW planning; sonotile's includes loading the compiled step from the cache, which untimed
-warm-up runs fill at one and at the most threads), the whole process's wall and CPU time, and
+warm-up runs fill at one and at the most threads: XLA's program differs only between one
+thread and more), the pre-processing phase (FFTW planning: k-Wave plans every run, sonotile at
+a thread count its wisdom has no plans for yet), the whole process's wall and CPU time, and
 its peak RSS. :func:`efficiency` gives each program's speed-up over its own one-thread run and
 its parallel efficiency ``t(1) / (N t(N))``, and the k-Wave / sonotile ratio per count.
 """
@@ -40,8 +42,21 @@ def one_run(tool: str, kwave: str | None, path: str, threads: int, env: dict, st
                       {**env, "OMP_NUM_THREADS": str(threads)})  # fmt: skip
     run["loop_s"] = simulation_phase_s(out)
     run["loop_ms_per_step"] = 1e3 * run["loop_s"] / steps
+    run["preprocessing_s"] = preprocessing_s(out)
     os.remove(out)
     return run
+
+
+def preprocessing_s(path: str) -> float | None:
+    """The output file's ``pre-processing_phase_execution_time`` [s] (FFTW planning: k-Wave's
+    every run, sonotile's where its wisdom has no plan for this thread count), if present."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        v = f.attrs.get("pre-processing_phase_execution_time")
+    if v is None:
+        return None
+    return float((v.decode() if isinstance(v, bytes) else str(v)).strip().rstrip("s"))
 
 
 def sweep(
