@@ -23,6 +23,11 @@ compiling, writing) is its own column. ``--first-step`` also times ``sonotile-kw
 the whole process up to and including one step, an upper bound of the time to first step.
 The load average is recorded before every round. ``--threads 1,2`` runs every case at each
 thread count in turn (one report line per case and count).
+
+The cases (``--case``, :data:`sonotile.bench.cases.WHOLE_RUN_CASES`) are the inputs users run:
+the initial value problem, one point in either additive mode, a linear array with a signal per
+element, each lossless and heterogeneous absorbing nonlinear. The report ends with the
+headline: the lowest cell (case and thread count) by the median whole-run ratio.
 """
 
 from __future__ import annotations
