@@ -23,7 +23,7 @@ carry="$here/.gpu-carry"
 git_dir=${1:-/work/.mirror/123p10+kspaceFirstOrder-CUDA-linux-AMD/repo}
 commit=${KWAVE_CUDA_COMMIT:-c01c9050d490feb55b61cfaf3274ff8ae8cda402}
 omp_git_dir=${2:-/work/.mirror/waltsims+kspaceFirstOrder-OMP-windows/repo}
-omp_commit=${KWAVE_OMP_COMMIT:-ba6f3a0}
+omp_commit=${KWAVE_OMP_COMMIT:-ba6f3a03b73cd303934691a9baf00c36f1723926}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -1010,6 +1010,9 @@ def w_cpu_scaling(spec: dict) -> dict:
         res = threads.sweep(spec["kwave"], spec["cases"], spec["n"], spec["steps"],
                             spec["threads"], work, env, deadline, on_row=partial)  # fmt: skip
     res.update({"machine": machine(), "fftw_for_sonotile": fftw_lib, "kwave_omp": spec["kwave"]})
+    if spec["kwave"]:  # its banner: version, compiler, instruction set
+        banner = _cmd([spec["kwave"], "--version"]) or ""
+        res["kwave_omp_version"] = [ln.strip("│ ") for ln in banner.splitlines() if ":" in ln]
     if not res["complete"]:
         res["status"] = "partial"
         res["efficiency"] = threads.efficiency(res["rows"])

@@ -175,6 +175,8 @@ STAND_IN_SOLVER = """#!{python}
 # 0.4 s / N for k-Wave (ideal scaling) and 0.2 s / sqrt(N) for sonotile at N threads.
 import sys
 import h5py, numpy as np
+if sys.argv[1:] == ["--version"]:
+    sys.exit(print("│ Build number:     stand-in │"))
 tool, args = sys.argv[1], sys.argv[2:]
 t = int(args[args.index("-t") + 1])
 loop = 0.4 / t if tool == "kwave" else 0.2 / t**0.5
@@ -222,6 +224,7 @@ def test_cpu_scaling_part_with_stand_ins(tmp_path, monkeypatch):
     assert eff["kwave_over_sonotile"]["1"]["loop_ms_per_step"] == pytest.approx(2.0)
     assert all(r["peak_rss_bytes"] > 0 and r["wall_s"] > 0 for r in part["rows"])
     assert all(r["preprocessing_s"] == pytest.approx(0.3) for r in part["rows"])
+    assert part["kwave_omp_version"] == ["Build number:     stand-in"]
 
 
 def test_cpu_scaling_stops_at_its_deadline(tmp_path):
