@@ -1057,8 +1057,9 @@ def summary_cpu_scaling(part: dict) -> None:
     for case, per in part.get("efficiency", {}).items():
         for tool in ("sonotile", "kwave"):
             cells = per.get(tool, {})
-            text = "  ".join(f"{t}:{c['loop_ms_per_step']:.0f}ms/{c.get('loop_efficiency', 0):.2f}"
-                             for t, c in cells.items())  # fmt: skip
+            text = "  ".join(f"{t}:{c['loop_ms_per_step']:.0f}ms/" + (
+                f"{c['loop_efficiency']:.2f}" if "loop_efficiency" in c else "-")
+                for t, c in cells.items())  # fmt: skip
             if text:
                 print(f"cpu {case[:28]:28s} {tool:8s} threads:ms/step/efficiency {text}")
 
