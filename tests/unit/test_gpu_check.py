@@ -76,6 +76,11 @@ def test_dry_run_every_part(tmp_path):
         assert big["largest_n_ran"] == 24 and [p["n"] for p in big["probes"]] == [16, 24]
         assert big["predicted_n"] is None and big["smallest_n_failed"] is None
     assert parts["kwave_reference"]["status"] == "skipped"  # no k-Wave binary given
+    cpu = parts["cpu_scaling"]  # no k-Wave OMP binary given: sonotile alone, each count
+    assert cpu["status"] == "ok" and cpu["tools"] == ["sonotile"]
+    assert [(r["case"], r["threads"]) for r in cpu["rows"]] == [
+        (c, t) for t in (1, 2) for c in ("ivp_lossless", "point_additive_absorbing_nonlinear")
+    ]
     for dec in ("pencil", "lfb"):
         assert parts["parallel"][dec]["agree"], parts["parallel"][dec]
     g = parts["gradients"]
