@@ -32,6 +32,10 @@ Parts, in the order they run:
   run time, peak device memory.
 * ``parallel``: the pencil and lfb code paths on a mesh of one device against the single-device
   run of the same problem.
+* ``cpu_scaling``: the host's CPU cores: sonotile-kwave and k-Wave's OMP solver (built from
+  ``.gpu-carry/`` by ``kwave_omp_build.sh``) at 1-16 threads on the same inputs, alternating:
+  loop time per step, whole run, peak RSS, parallel efficiency (:mod:`sonotile.bench.threads`);
+  after both k-Wave builds have ended.
 
 The order is by importance: correctness, speed against k-Wave CUDA, where the time goes, size,
 then gradients and the decompositions; a run cut short loses the last.
@@ -243,6 +247,16 @@ def main(argv: list[str] | None = None) -> int:
         help="wait this long for --kwave-binary to appear (built alongside)",
     )
     ap.add_argument("--kwave-build-log", type=Path, help="its build log, kept in the results")
+    ap.add_argument(
+        "--kwave-omp-binary", help="kspaceFirstOrder-OMP (cpu_scaling; else sonotile alone)"
+    )
+    ap.add_argument(
+        "--kwave-omp-wait-s",
+        type=float,
+        default=0.0,
+        help="wait this long for --kwave-omp-binary to appear (built alongside)",
+    )
+    ap.add_argument("--kwave-omp-build-log", type=Path, help="its build log, kept in the results")
     ap.add_argument("--budget-s", type=float, default=480.0, help="the whole run's time")
     ap.add_argument("--parts", default="", help="comma-separated subset of the parts")
     ap.add_argument(
@@ -967,6 +981,92 @@ def part_profile(ctx: dict) -> None:
     ctx["res"].put("profile", r)
 
 
+# --------------------------------------------------------------------------- CPU threads
+
+#: the host's 16 cores: sonotile-kwave and k-Wave's OMP solver (built from .gpu-carry/ by
+#: kwave_omp_build.sh) at each thread count on the same input files (sonotile.bench.threads)
+FULL["cpu_scaling"] = {"n": 256, "steps": 8, "threads": [1, 2, 4, 8, 16],
+                       "cases": ["ivp_lossless", "point_additive_absorbing_nonlinear"]}  # fmt: skip
+DRY["cpu_scaling"] = {"n": 16, "steps": 4, "threads": [1, 2],
+                      "cases": ["ivp_lossless", "point_additive_absorbing_nonlinear"]}  # fmt: skip
+FULL["caps"]["cpu_scaling"], DRY["caps"]["cpu_scaling"] = 120, 240
+#: FFTW's shared libraries carried for sonotile's extension, used where the host has none
+FFTW_CARRIED = ROOT / ".gpu-carry" / "fftw" / "lib"
+
+
+def w_cpu_scaling(spec: dict) -> dict:
+    """Both programs at each thread count (sonotile alone without a k-Wave OMP binary)."""
+    from sonotile.bench import threads
+    from sonotile.bench.inprocess import machine
+    from sonotile.fft import fftw
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}  # the host's CPU, not the GPU
+    fftw_lib = "host"
+    if fftw.find_library() is None and (FFTW_CARRIED / "libfftw3f.so.3").exists():
+        env["LD_LIBRARY_PATH"] = f"{FFTW_CARRIED}:{env.get('LD_LIBRARY_PATH', '')}".rstrip(":")
+        fftw_lib = str(FFTW_CARRIED)
+    deadline = time.perf_counter() + spec["cap_s"] - 10  # the rows so far come back whole
+    with tempfile.TemporaryDirectory(prefix="cpu_scaling_") as work:
+        res = threads.sweep(spec["kwave"], spec["cases"], spec["n"], spec["steps"],
+                            spec["threads"], work, env, deadline, on_row=partial)  # fmt: skip
+    res.update({"machine": machine(), "fftw_for_sonotile": fftw_lib, "kwave_omp": spec["kwave"]})
+    if spec["kwave"]:  # its banner: version, compiler, instruction set
+        banner = _cmd([spec["kwave"], "--version"]) or ""
+        res["kwave_omp_version"] = [ln.strip("│ ") for ln in banner.splitlines() if ":" in ln]
+    if not res["complete"]:
+        res["status"] = "partial"
+        res["efficiency"] = threads.efficiency(res["rows"])
+    return res
+
+
+def kwave_omp_binary(ctx: dict) -> str | None:
+    """k-Wave's OMP binary, waiting up to ``--kwave-omp-wait-s`` for a build alongside."""
+    a, meta = ctx["a"], ctx["res"].data["meta"]
+    path = a.kwave_omp_binary
+    if not path:
+        meta["kwave_omp"] = "not given"
+        return None
+    t_end = time.perf_counter() + a.kwave_omp_wait_s
+    while not os.access(path, os.X_OK) and time.perf_counter() < t_end:
+        if Path(path + ".failed").exists():  # the build's marker of failure (gpu_check.sh)
+            break
+        time.sleep(2)
+    ok = os.access(path, os.X_OK)
+    meta["kwave_omp"] = path if ok else f"missing: {path}"
+    log = a.kwave_omp_build_log
+    if log and log.exists():
+        meta["kwave_omp_build_log_tail"] = log.read_text()[-2000:]
+    return path if ok else None
+
+
+def part_cpu_scaling(ctx: dict) -> None:
+    """Starts once both k-Wave builds have ended (neither compiles on the cores it times)."""
+    kwave_binary(ctx)
+    spec = {**ctx["cfg"]["cpu_scaling"], "kwave": kwave_omp_binary(ctx)}
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["cpu_scaling"])
+    if cap is None:
+        ctx["res"].put("cpu_scaling", {"status": "skipped", "why": "time budget spent"})
+        return
+    spec["cap_s"] = cap
+    ctx["res"].put("cpu_scaling", {"status": "running"})
+    ctx["res"].put("cpu_scaling", run_worker("cpu_scaling", spec, cap, ctx["env"]))
+
+
+def summary_cpu_scaling(part: dict) -> None:
+    """Loop time per step and parallel efficiency per case, program and thread count."""
+    for case, per in part.get("efficiency", {}).items():
+        for tool in ("sonotile", "kwave"):
+            cells = per.get(tool, {})
+            text = "  ".join(f"{t}:{c['loop_ms_per_step']:.0f}ms/" + (
+                f"{c['loop_efficiency']:.2f}" if "loop_efficiency" in c else "-")
+                for t, c in cells.items())  # fmt: skip
+            if text:
+                print(f"cpu {case[:28]:28s} {tool:8s} threads:ms/step/efficiency {text}")
+
+
+WORKERS["cpu_scaling"] = w_cpu_scaling
+
+
 PARTS = (
     ("env", part_simple("env", lambda ctx: {"copy_mib": ctx["cfg"]["copy_mib"]})),
     ("reference", part_simple("reference", lambda ctx: {
@@ -980,6 +1080,7 @@ PARTS = (
     ("parallel", part_simple("parallel", lambda ctx: {
         "n": ctx["cfg"]["parallel_n"], "nt": ctx["cfg"]["parallel_nt"]})),
 )  # fmt: skip
+PARTS += (("cpu_scaling", part_cpu_scaling),)
 
 
 # --------------------------------------------------------------------------- summary
@@ -1012,6 +1113,7 @@ def print_summary(data: dict) -> None:
                 f"largest {k:30s} ran {v.get('largest_n_ran')}  failed "
                 f"{v.get('smallest_n_failed')}  predicted {v.get('predicted_n')}"
             )
+    summary_cpu_scaling(parts.get("cpu_scaling", {}))
     for name, p in parts.items():
         print(f"part {name:16s} {p.get('status', 'ok'):8s} {p.get('seconds') or 0:7.1f} s")
 

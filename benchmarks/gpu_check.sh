@@ -3,10 +3,11 @@
 #
 #   bash benchmarks/gpu_check.sh "$OUT" [gpu_check.py options]
 #
-# builds k-Wave's CUDA solver from .gpu-carry/ (benchmarks/gpu_carry.sh) in the background when
-# that folder travelled, and runs benchmarks/gpu_check.py from the working tree (PYTHONPATH=src,
+# builds k-Wave's CUDA solver and its OMP solver (for the cpu_scaling part) from .gpu-carry/
+# (benchmarks/gpu_carry.sh) in the background when that folder travelled, and runs benchmarks/gpu_check.py from the working tree (PYTHONPATH=src,
 # the image's python3 and JAX; nothing installed). Writes into OUT: gpu_check.json (the results,
-# rewritten after every part), gpu_check.log, kwave_cuda_build.log, nvidia-smi.txt.
+# rewritten after every part), gpu_check.log, kwave_cuda_build.log, kwave_omp_build.log,
+# nvidia-smi.txt.
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUT_DIR [gpu_check.py options]}
 shift
@@ -23,6 +24,14 @@ if [ -d "$here/.gpu-carry/kwave-cuda-src" ]; then
       || { mkdir -p "$build"; touch "$build/kspaceFirstOrder-CUDA.failed"; } ) &
   kw=(--kwave-binary "$build/kspaceFirstOrder-CUDA" --kwave-wait-s 150
       --kwave-build-log "$out/kwave_cuda_build.log")
+fi
+omp=/tmp/kwave-omp-build
+if [ -d "$here/.gpu-carry/kwave-omp-src" ]; then
+  rm -rf "$omp"
+  ( nice bash "$here/benchmarks/kwave_omp_build.sh" "" "" "" "$omp" > "$out/kwave_omp_build.log" 2>&1 \
+      || { mkdir -p "$omp"; touch "$omp/kspaceFirstOrder-OMP.failed"; } ) &
+  kw+=(--kwave-omp-binary "$omp/kspaceFirstOrder-OMP" --kwave-omp-wait-s 240
+       --kwave-omp-build-log "$out/kwave_omp_build.log")
 fi
 "$py" "$here/benchmarks/gpu_check.py" "$out/gpu_check.json" "${kw[@]}" "$@" 2>&1 \
   | tee "$out/gpu_check.log"

@@ -113,12 +113,12 @@ def test_whole_run_peak_rss_is_the_childs():
 def test_whole_run_thread_counts(capsys):
     """``--threads`` takes one count or a list (each case runs at each); anything else is
     refused before any run, naming the value."""
-    from sonotile.bench.whole import _thread_counts
+    from sonotile.bench.whole import thread_counts
 
-    assert _thread_counts("2") == [2] and _thread_counts("1,2") == [1, 2]
+    assert thread_counts("2") == [2] and thread_counts("1,2") == [1, 2]
     for bad in ("0", "1,x", "", "-1"):
         with pytest.raises(argparse.ArgumentTypeError, match="positive integers"):
-            _thread_counts(bad)
+            thread_counts(bad)
     with pytest.raises(SystemExit) as e:
         main(["bench", "--whole-run", "--kwave-binary", "/bin/true", "--threads", "1,two"])
     assert e.value.code == 2 and "1,two" in capsys.readouterr().err

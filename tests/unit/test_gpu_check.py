@@ -76,6 +76,11 @@ def test_dry_run_every_part(tmp_path):
         assert big["largest_n_ran"] == 24 and [p["n"] for p in big["probes"]] == [16, 24]
         assert big["predicted_n"] is None and big["smallest_n_failed"] is None
     assert parts["kwave_reference"]["status"] == "skipped"  # no k-Wave binary given
+    cpu = parts["cpu_scaling"]  # no k-Wave OMP binary given: sonotile alone, each count
+    assert cpu["status"] == "ok" and cpu["tools"] == ["sonotile"]
+    assert [(r["case"], r["threads"]) for r in cpu["rows"]] == [
+        (c, t) for t in (1, 2) for c in ("ivp_lossless", "point_additive_absorbing_nonlinear")
+    ]
     for dec in ("pencil", "lfb"):
         assert parts["parallel"][dec]["agree"], parts["parallel"][dec]
     g = parts["gradients"]
@@ -168,3 +173,68 @@ def test_bisection_steps():
     assert gc._next_n(2048, None, 32, 2048) is None
     assert gc._next_n(512, 640, 32, 2048) == 576
     assert gc._next_n(576, 608, 32, 2048) is None
+
+
+STAND_IN_SOLVER = """#!{python}
+# Stands in for both programs of the cpu_scaling part: an output file whose loop timer is
+# 0.4 s / N for k-Wave (ideal scaling) and 0.2 s / sqrt(N) for sonotile at N threads.
+import sys
+import h5py, numpy as np
+if sys.argv[1:] == ["--version"]:
+    sys.exit(print("│ Build number:     stand-in │"))
+tool, args = sys.argv[1], sys.argv[2:]
+t = int(args[args.index("-t") + 1])
+loop = 0.4 / t if tool == "kwave" else 0.2 / t**0.5
+with h5py.File(args[args.index("-o") + 1], "w") as f:
+    f.attrs["simulation_phase_execution_time"] = np.bytes_(f"{{loop:8.2f}}s")
+    f.attrs["pre-processing_phase_execution_time"] = np.bytes_("    0.30s")
+"""
+
+
+def test_cpu_scaling_part_with_stand_ins(tmp_path, monkeypatch):
+    """The cpu_scaling part's plumbing, both programs replaced by a stand-in: every case at
+    every thread count for both, alternating which goes first; loop time per step, speed-up
+    and parallel efficiency from each program's own timer; the k-Wave / sonotile ratio."""
+    from sonotile.bench import threads
+
+    fake = tmp_path / "solver"
+    fake.write_text(STAND_IN_SOLVER.format(python=sys.executable))
+    fake.chmod(0o755)
+    calls = []
+
+    def command(tool, kwave, path, out, n):
+        calls.append((tool, n))
+        return [str(fake), tool, "-i", path, "-o", out, "-t", str(n)]
+
+    monkeypatch.setattr(threads, "command", command)
+    gc = load_gpu_check()
+    for key, value in gc.worker_env(dry=True).items():  # main() --inline sets these
+        monkeypatch.setenv(key, value)
+    out = tmp_path / "results.json"
+    argv = [str(out), "--dry-run", "--inline", "--parts", "cpu_scaling",
+            "--kwave-omp-binary", str(fake)]  # fmt: skip
+    assert gc.main(argv) == 0
+    part = json.loads(out.read_text())["parts"]["cpu_scaling"]
+    assert part["status"] == "ok" and part["complete"] and part["kwave_omp"] == str(fake)
+    cases = ["ivp_lossless", "point_additive_absorbing_nonlinear"]
+    warm = [("sonotile", 1), ("sonotile", 2)] * 2  # untimed: fill the caches
+    timed = [(r["tool"], r["threads"]) for r in part["rows"]]
+    assert calls == warm + timed and len(timed) == 8
+    assert [r["case"] for r in part["rows"]] == [c for c in cases for _ in "ab"] * 2
+    assert [r["tool"] for r in part["rows"][::2]] == ["kwave", "sonotile"] * 2  # alternating
+    eff = part["efficiency"]["point_additive_absorbing_nonlinear"]
+    assert eff["kwave"]["2"]["loop_ms_per_step"] == pytest.approx(50.0)  # 0.2 s / 4 steps
+    assert eff["kwave"]["2"]["loop_efficiency"] == pytest.approx(1.0)
+    assert eff["sonotile"]["2"]["loop_efficiency"] == pytest.approx(0.20 / (2 * 0.14))  # 2 decimals
+    assert eff["kwave_over_sonotile"]["1"]["loop_ms_per_step"] == pytest.approx(2.0)
+    assert all(r["peak_rss_bytes"] > 0 and r["wall_s"] > 0 for r in part["rows"])
+    assert all(r["preprocessing_s"] == pytest.approx(0.3) for r in part["rows"])
+    assert part["kwave_omp_version"] == ["Build number:     stand-in"]
+
+
+def test_cpu_scaling_stops_at_its_deadline(tmp_path):
+    """Past its deadline the sweep starts no process and says it is incomplete."""
+    from sonotile.bench import threads
+
+    res = threads.sweep(None, ["ivp_lossless"], 12, 2, [1, 2], str(tmp_path), {}, deadline=0.0)
+    assert res["rows"] == [] and res["complete"] is False and res["tools"] == ["sonotile"]

@@ -2,7 +2,7 @@
 flag one of the other modes: ``--scaling`` (1 -> 2 processes: weak, strong, time by part,
 :mod:`.processes`), ``--decompositions`` (communication and time per decomposition,
 :mod:`.scaling`), ``--whole-run`` (complete sonotile-kwave and k-Wave processes, differenced,
-:mod:`.whole`)."""
+:mod:`.whole`), ``--profile`` (each pass of a step at 1 and N threads, :mod:`.profile`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ MODES = {
     "--scaling": "sonotile.bench.processes",
     "--decompositions": "sonotile.bench.scaling",
     "--whole_run": "sonotile.bench.whole",
+    "--profile": "sonotile.bench.profile",
 }
 
 

@@ -42,17 +42,15 @@ import numpy as np
 
 from sonotile.base import runtime
 from sonotile.base.cliargs import Parser
-from sonotile.model.grid import Grid
-from sonotile.model.problem import MaskSource, Medium, Pml, Problem, Sensor, Sources
+from sonotile.bench.cases import MEDIA, bench_case_problem
+from sonotile.model.problem import Problem
 
 if TYPE_CHECKING:  # JAX is imported after the thread count is set
     import jax
 
 
-CASES = {
-    "lossless": "homogeneous lossless (scalar c0, rho0)",
-    "absorbing_nonlinear": "heterogeneous c0/rho0/BonA, power-law absorption y=1.5, B/A",
-}
+#: the in-process bench's cases: the media, driven by one pressure point (``--source_mode``)
+CASES = MEDIA
 
 
 # --------------------------------------------------------------------------- input files
@@ -65,39 +63,16 @@ SOURCE_MODES = ("additive_no_correction", "additive")
 def bench_problem(
     case: str, n: int, steps: int, source_mode: str = "additive_no_correction"
 ) -> Problem:
-    """The benchmark problem on an ``n^3`` grid: ``lossless`` (homogeneous) or
-    ``absorbing_nonlinear`` (a ball and a layer of other tissue in water, power law y = 1.5,
-    B/A), one pressure source point (a 1 kPa, 1 MHz burst, scaled as k-Wave scales it; added
-    without k-space correction, or ``source_mode="additive"``: k-space filtered, k-Wave's
-    default) and 8 sensor points along x."""
+    """The benchmark problem on an ``n^3`` grid: a :data:`sonotile.bench.cases.WHOLE_RUN_CASES`
+    name, or ``lossless`` / ``absorbing_nonlinear`` (:data:`CASES`): one pressure source point
+    (a 1 kPa, 1 MHz burst, scaled as k-Wave scales it) added without k-space correction, or
+    ``source_mode="additive"``: k-space filtered, k-Wave's default; 8 sensor points along x
+    (:func:`sonotile.bench.cases.bench_case_problem`)."""
+    if case not in CASES:
+        return bench_case_problem(case, n, steps)
     if source_mode not in SOURCE_MODES:
         raise ValueError(f"source_mode = {source_mode!r}: expected one of {SOURCE_MODES}")
-    dx = 1e-4
-    c_max = 1650.0 if case != "lossless" else 1500.0
-    dt = 0.3 * dx / c_max
-    pml = min(10, max(2, n // 8))
-    grid = Grid((n, n, n), (dx,) * 3, dt, steps)
-    if case == "lossless":
-        medium = Medium(1500.0, 1000.0, grid)
-    else:
-        ax = np.arange(n) - n / 2  # broadcast, float32 fields: the largest-grid probes
-        x, y, z = ax[:, None, None], ax[None, :, None], ax[None, None, :]  # build 1000^3 fast
-        ball, layer = (x**2 + y**2 + z**2) < (n / 4) ** 2, z > n / 8
-        f = np.float32
-        medium = Medium(
-            np.where(ball, f(1650.0), np.where(layer, f(1540.0), f(1500.0))),
-            np.where(ball, f(1150.0), np.where(layer, f(1050.0), f(1000.0))),
-            grid, bona=np.where(ball, f(9.0), f(6.0)), alpha_coeff=0.75, alpha_power=1.5,
-            absorption="power_law",
-        )  # fmt: skip
-    t = np.arange(steps) * dt
-    f0, c = 1e6, n // 2
-    sig = 1e3 * np.sin(2 * np.pi * f0 * t) * np.exp(-(((t - 3 / f0) * f0 / 1.5) ** 2))  # [Pa]
-    sig *= 2 * dt / (3 * 1500.0 * dx)  # k-Wave's scaling of an additive source (c0 = 1500)
-    source = MaskSource(np.array([[pml + 2, c, c]]), sig, source_mode)  # type: ignore[arg-type]
-    xs = np.linspace(pml + 4, n - pml - 4, 8).astype(np.int64)
-    sensor = Sensor(index=np.stack([xs, np.full(8, c), np.full(8, c)], axis=1), record=("p",))
-    return Problem(grid, medium, Sources(p=source), sensor, Pml((pml,) * 3, (2.0,) * 3))
+    return bench_case_problem(f"point_{source_mode}_{case}", n, steps)
 
 
 def write_input(
@@ -107,7 +82,8 @@ def write_input(
     from sonotile.kwave.writer import write_input as write
 
     problem = bench_problem(case, n, steps, source_mode)
-    write(path, problem, description=f"sonotile bench {case} {n}^3, {source_mode} source")
+    what = f"{case}, {source_mode} source" if case in CASES else case
+    write(path, problem, description=f"sonotile bench {what} {n}^3")
 
 
 # --------------------------------------------------------------------------- measurement
@@ -348,6 +324,7 @@ def parser() -> argparse.ArgumentParser:
         prog="sonotile bench",
         description=__doc__.split("\n")[0],
         epilog="sonotile bench --whole_run -h: complete processes vs k-Wave; "
+        "sonotile bench --profile -h: each pass at 1 and N threads; "
         "sonotile bench --decompositions -h: the decompositions",
     )
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
@@ -546,15 +523,18 @@ def run_cases(
     run_one: Callable[[str, str], dict],
     show: Callable[[dict], None],
     args: argparse.Namespace,
+    finish: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
     """``run_one(case, workdir)`` for each case (input files in a temporary folder under
     ``args.workdir``), each result printed by ``show`` and appended to ``report["cases"]``;
-    the report is written to ``args.json``."""
+    ``finish(report)`` last (a summary), then the report is written to ``args.json``."""
     with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
         for case in cases:
             res = run_one(case, workdir)
             show(res)
             report["cases"].append(res)
+    if finish is not None:
+        finish(report)
     with open(args.json, "w") as fh:
         json.dump(report, fh, indent=1)
     print(f"wrote {args.json}")

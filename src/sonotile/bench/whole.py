@@ -23,6 +23,11 @@ compiling, writing) is its own column. ``--first-step`` also times ``sonotile-kw
 the whole process up to and including one step, an upper bound of the time to first step.
 The load average is recorded before every round. ``--threads 1,2`` runs every case at each
 thread count in turn (one report line per case and count).
+
+The cases (``--case``, :data:`sonotile.bench.cases.WHOLE_RUN_CASES`) are the inputs users run:
+the initial value problem, one point in either additive mode, a linear array with a signal per
+element, each lossless and heterogeneous absorbing nonlinear. The report ends with the
+headline: the lowest cell (case and thread count) by the median whole-run ratio.
 """
 
 from __future__ import annotations
@@ -35,7 +40,12 @@ import tempfile
 
 from sonotile.base import runtime
 from sonotile.base.cliargs import Parser
+from sonotile.bench.cases import WHOLE_RUN_CASES
 from sonotile.bench.inprocess import CASES, SOURCE_MODES, run_cases, spread, write_input
+
+#: every case name ``--cases`` takes: the named cases, and the two media driven by one point in
+#: the mode ``--source_mode`` gives
+KNOWN_CASES = {**WHOLE_RUN_CASES, **CASES}
 
 # Each run is started by a small launcher process that times it and waits for it: Linux counts
 # in a process's peak RSS the memory of the process it was forked from, so a tool started by
@@ -116,7 +126,8 @@ def compare_case(
                 if r >= 0:
                     runs[tool][k].append(run)
     res: dict = {"case": case, "grid": [n, n, n], "steps": [steps, 3 * steps], "runs": runs}
-    res["source_mode"] = args.source_mode
+    res["description"] = KNOWN_CASES[case]
+    res["source_mode"] = args.source_mode if case in CASES else None
     res["threads"] = threads
     res["load_average_1min"] = spread(loads)
     res.update(differenced(runs, steps, n))
@@ -191,10 +202,9 @@ def _print(res: dict) -> None:
     load = res["load_average_1min"]
     t = res.get("threads")
     t_text = "default threads" if t is None else f"-t {t}"
-    mode = res.get("source_mode", "additive_no_correction")
+    mode = f", {res['source_mode']} source" if res.get("source_mode") else ""
     print(
-        f"{res['case']:20s} {n}^3, {t_text}, {mode} source, load average "
-        f"{load['min']:.1f}-{load['max']:.1f}"
+        f"{res['case']:20s} {n}^3, {t_text}{mode}, load average {load['min']:.1f}-{load['max']:.1f}"
     )
     for k in (s1, s3):
         sw, kw = res[f"sonotile_whole_{k}_wall_s"], res[f"kwave_whole_{k}_wall_s"]
@@ -231,14 +241,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--kwave_binary", required=True, help="k-Wave binary to compare against")
     p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
     p.add_argument("--steps", type=int, default=100, help="N: runs of N and 3N steps (default 100)")
-    p.add_argument("--cases", default=",".join(CASES), help="comma-separated cases (default all)")
-    p.add_argument("--threads", type=_thread_counts, default=None,
+    p.add_argument("--cases", "--case", default=",".join(WHOLE_RUN_CASES),
+                   help=f"comma-separated cases from {', '.join(WHOLE_RUN_CASES)}, or "
+                   f"{' / '.join(CASES)} (one point, --source_mode); default all named "
+                   "ones")  # fmt: skip
+    p.add_argument("--threads", type=thread_counts, default=None,
                    help="-t for both tools, or a comma-separated list run one after the other "
                    "(e.g. 1,2; default: each tool's own default, all CPUs)")  # fmt: skip
     p.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
     p.add_argument("--source_mode", choices=SOURCE_MODES, default=SOURCE_MODES[0],
-                   help="the pressure source point's k-Wave mode (default additive_no_correction;"
-                   " additive: filtered in k-space, k-Wave's default)")  # fmt: skip
+                   help="the k-Wave mode of the point of the cases lossless and "
+                   "absorbing_nonlinear (default additive_no_correction; additive: filtered in "
+                   "k-space, k-Wave's default)")  # fmt: skip
     p.add_argument(
         "--first-step", action="store_true", help="also time sonotile-kwave --benchmark 1"
     )
@@ -246,11 +260,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    bad = [c for c in cases if c not in CASES]
+    bad = [c for c in cases if c not in KNOWN_CASES]
     if bad or args.size < 8 or args.steps < 1 or args.repeats < 1:
         print(
-            f"sonotile bench --whole_run: need known cases ({list(CASES)}), --size >= 8, "
-            "--steps >= 1, --repeats >= 1",
+            f"sonotile bench --whole_run: need known --cases (got {bad or cases}; known: "
+            f"{', '.join(KNOWN_CASES)}), --size >= 8, --steps >= 1, --repeats >= 1",
             file=sys.stderr,
         )
         return 2
@@ -262,11 +276,38 @@ def main(argv: list[str]) -> int:
     jobs = {f"{c} -t {t}": (c, t) for t in (args.threads or [None]) for c in cases}
     return run_cases(
         report, list(jobs), lambda j, wd: compare_case(jobs[j][0], args, wd, jobs[j][1]),
-        _print, args,
+        _print, args, finish=_headline,
     )  # fmt: skip
 
 
-def _thread_counts(text: str) -> list[int]:
+def headline(cells: list[dict]) -> dict | None:
+    """The lowest cell: the case and thread count whose whole run of ``3 N`` steps has the
+    lowest median k-Wave / sonotile wall-time ratio (the figure a summary may quote)."""
+    rows = []
+    for c in cells:
+        r = c.get(f"whole_{c['steps'][1]}_wall_ratio_kwave_over_sonotile")
+        if r and r["values"]:
+            rows.append((r["median"], c, r))
+    if not rows:
+        return None
+    med, c, r = min(rows, key=lambda row: row[0])
+    return {"case": c["case"], "threads": c["threads"], "grid": c["grid"], "steps": c["steps"][1],
+            "whole_wall_ratio_kwave_over_sonotile": r}  # fmt: skip
+
+
+def _headline(report: dict) -> None:
+    """Adds the lowest cell to the report and prints it last."""
+    h = report["headline"] = headline(report["cases"])
+    if h is not None:
+        t = "default threads" if h["threads"] is None else f"-t {h['threads']}"
+        ratio = _ratio_text(h["whole_wall_ratio_kwave_over_sonotile"])
+        print(
+            f"headline (lowest cell): k-Wave/sonotile {ratio} for the whole run of "
+            f"{h['steps']} steps, {h['case']} {h['grid'][0]}^3, {t}"
+        )
+
+
+def thread_counts(text: str) -> list[int]:
     """``--threads``: one positive count or a comma-separated list of them."""
     try:
         counts = [int(t) for t in text.split(",") if t.strip()]
