@@ -127,8 +127,8 @@ def check_stored(path: str, kgrid: Any, medium: Any, p: np.ndarray, name: str) -
     where = f"result file '{path}'"
     spacing = np.asarray(kgrid.spacing, dtype=np.float64)
     if not (np.all(np.isfinite(spacing)) and np.all(spacing > 0)):
-        raise ProblemError(f"{where}: 'input/grid' spacing {tuple(float(d) for d in spacing)} m: expected finite "
-                           "values > 0")  # fmt: skip
+        given = ", ".join(f"{d:g}" for d in spacing)
+        raise ProblemError(f"{where}: 'input/grid' spacing ({given}) m: expected finite values > 0")
     for n, unit, zero_ok in STORED:
         v = getattr(medium, n, None)
         if v is None:

@@ -160,6 +160,17 @@ def check_output_path(
         raise OSError(f"{what} '{path}': is {kind}; sonotile writes regular files only")
 
 
+def check_replaces_hdf5(path: str, what: str = "output file") -> None:
+    """Refuse an output path naming an existing file that is not an HDF5 file (a mistyped
+    name for someone's document): it is not overwritten. Call after
+    :func:`check_output_path` (a regular file is read, never a FIFO)."""
+    if os.path.isfile(path) and not os.path.islink(path) and not h5py.is_hdf5(path):
+        raise OSError(
+            f"{what} '{path}': exists and is not an HDF5 file; not overwritten: give another "
+            "name, or remove it first"
+        )
+
+
 def check_output_folder(path: str, what: str = "output folder") -> None:
     """Refuse an output folder that is a symbolic link or something other than a folder, or,
     when it does not exist yet, whose parent is not a writable folder."""
