@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(e, 2)
     try:
         run.save(out, inputs=[("the result file", a.result)])
-    except (files.OutputWriteError, NonFiniteError) as e:
+    except (files.OutputWriteError, NonFiniteError, ValueError) as e:  # a full disk, NaN
         return _fail(e, 1)
     except OSError as e:  # the output path changed kind during the run
         return _fail(e, 2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import zipfile
 
 import jax
 import numpy as np
@@ -89,5 +90,5 @@ def is_state_file(path: str) -> bool:
             return False
         with np.load(path) as f:
             return "key" in f.files and json.loads(str(f["key"])).get("format") == FORMAT
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):  # damaged or other
         return False
