@@ -29,6 +29,8 @@ VOLUMES = {
     "lesion": ("lesion (CEM43 >= 240 min) [0/1]", 0.0, 0),
 }
 FILES = [f"{n}.nii.gz" for n in VOLUMES] + ["plan.json", "report.png", "report.html"]
+#: Room kept for plan.json and the report (the PNG, and in the HTML page again) [bytes].
+REPORT_BYTES = 8 * 2**20
 
 
 def prepare_output(out_dir: str, force: bool = False, inputs: tuple[str, ...] = (),
@@ -80,6 +82,8 @@ def write_plan(p: Plan, out_dir: str, force: bool = False) -> list[str]:
                                             "transducer", "settings", "tissue")}  # fmt: skip
     inputs = [("the CT", p.ct.source)]
     paths, vols = [], volumes_on_ct(p)
+    need = sum(v.nbytes + 2**16 for v in vols.values()) + REPORT_BYTES
+    files.check_room(os.path.join(out_dir, "plan.json"), need, "plan files")  # before any
     for name, v in vols.items():
         path = os.path.join(out_dir, f"{name}.nii.gz")
         label = f"plan file '{path}'"
