@@ -19,8 +19,8 @@ from sonotile.base.files import PARTIAL
 
 
 def result_file(path: Path | str, n: int = 16, p: np.ndarray | None = None, **medium) -> str:
-    """A sonotile result of an ``n`` x ``n`` grid (0.25 mm) holding ``p_cw_amp_all`` (a
-    Gaussian focus of 0.5 MPa unless ``p``) and its input; ``medium`` overrides the stored
+    """A sonotile result of an ``n`` x ``n`` grid (0.25 mm) holding ``p_cw_amp_all`` and
+    ``p_max_all`` (a Gaussian focus of 0.5 MPa unless ``p``) and its input; ``medium`` overrides the stored
     acoustic medium (k-Wave's heating example)."""
     import sonotile as st
     from sonotile.api.results import Results, save_results
@@ -34,7 +34,8 @@ def result_file(path: Path | str, n: int = 16, p: np.ndarray | None = None, **me
         p = 0.5e6 * np.exp(-(x[:, None] ** 2 + x[None, :] ** 2) / 8)
     sensor = st.KSensor(record=("p_cw_all",), cw_frequency=1e6, mask=np.ones((n, n), bool))
     inputs = (kgrid, st.KWaveMedium(**med), st.KSource(), sensor)
-    save_results(str(path), Results({"p_cw_amp_all": p}, None, np.zeros(1), None), inputs, {})
+    data = {"p_cw_amp_all": p, "p_max_all": p}
+    save_results(str(path), Results(data, None, np.zeros(1), None), inputs, {})
     return str(path)
 
 
