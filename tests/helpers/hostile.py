@@ -20,8 +20,8 @@ from sonotile.base.files import PARTIAL
 
 def result_file(path: Path | str, n: int = 16, p: np.ndarray | None = None, **medium) -> str:
     """A sonotile result of an ``n`` x ``n`` grid (0.25 mm) holding ``p_cw_amp_all`` and
-    ``p_max_all`` (a Gaussian focus of 0.5 MPa unless ``p``) and its input; ``medium`` overrides the stored
-    acoustic medium (k-Wave's heating example)."""
+    ``p_max_all`` (a Gaussian focus of 0.5 MPa unless ``p``) and its input; ``medium``
+    overrides the stored acoustic medium (k-Wave's heating example)."""
     import sonotile as st
     from sonotile.api.results import Results, save_results
 
