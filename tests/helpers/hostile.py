@@ -39,6 +39,16 @@ def result_file(path: Path | str, n: int = 16, p: np.ndarray | None = None, **me
     return str(path)
 
 
+def device_node(folder: Path) -> Path:
+    """A character device (a null device) of the test's own: made in ``folder`` where the
+    test runs as root, else the system's ``/dev/null`` (which a user cannot replace)."""
+    if os.geteuid() != 0:
+        return Path("/dev/null")
+    path = folder / "null-device"
+    os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    return path
+
+
 def snapshot(folder: Path | str) -> dict[str, bytes | str]:
     """Every entry of ``folder``: a regular file's bytes, a link's target, another kind's
     name (FIFOs and devices are never opened)."""

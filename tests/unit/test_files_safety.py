@@ -13,7 +13,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from hostile import no_hang, no_partial, one_error, result_file, snapshot
+from hostile import device_node, no_hang, no_partial, one_error, result_file, snapshot
 from kwave_inputs import write_input
 
 from sonotile.api.heat import HeatRun
@@ -47,7 +47,7 @@ def _status(main, capsys, args) -> tuple[int, str]:
     ("make", "message"),
     [
         (lambda p, r: os.symlink(r, p), "same file as the input file"),
-        (lambda p, r: os.symlink("/etc/hostname", p), "symbolic link"),
+        (lambda p, r: os.symlink(p.parent / "elsewhere", p), "symbolic link"),
         (lambda p, r: os.mkfifo(p), "FIFO"),
         (lambda p, r: os.mkdir(p), "is a directory"),
     ],
@@ -134,8 +134,8 @@ def test_batch_outputs_logs_and_folder_of_another_kind(batch_inputs, capsys):
     os.symlink(d / "out", d / "linked")
     _batch_refused(capsys, d, [{"input": "b.h5"}], "linked", "symbolic link",
                    args=["--out", d / "linked"])  # fmt: skip
-    _batch_refused(capsys, d, [{"input": "b.h5", "output": "/dev/null"}], "/dev/null",
-                   "character device")  # fmt: skip
+    dev = str(device_node(d))
+    _batch_refused(capsys, d, [{"input": "b.h5", "output": dev}], dev, "character device")
 
 
 # ---- sonotile demo
@@ -145,8 +145,8 @@ def test_batch_outputs_logs_and_folder_of_another_kind(batch_inputs, capsys):
     ("make", "message"),
     [
         (lambda d: d.write_bytes(OLD), "is a file, expected a folder"),
-        (lambda d: os.symlink("/tmp", d), "symbolic link"),
-        (lambda d: (d.mkdir(), os.symlink("/etc/hostname", d / "results.h5")), "results.h5"),
+        (lambda d: os.symlink(d.parent, d), "symbolic link"),
+        (lambda d: (d.mkdir(), os.symlink(d.parent / "x", d / "results.h5")), "results.h5"),
         (lambda d: (d.mkdir(), os.mkfifo(d / "demo.png")), "FIFO"),
     ],
     ids=["file", "link", "linked-result", "fifo-figure"],

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import stat
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 from hostile import (
+    device_node,
     no_hang,
     no_partial,
     one_error,
@@ -66,7 +69,7 @@ def test_output_that_names_the_result_is_refused(result, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda p: os.symlink("/etc/hostname", p), "symbolic link"),
+        (lambda p: os.symlink(p.parent / "elsewhere", p), "symbolic link"),
         (lambda p: p.mkdir(), "is a directory"),
         (lambda p: os.mkfifo(p), "FIFO"),
         (lambda p: p.write_bytes(OLD), "not an HDF5 file"),
@@ -79,9 +82,9 @@ def test_output_of_another_kind_is_refused(result, tmp_path, capsys, make, messa
 
 
 def test_device_node_output_is_refused(result, tmp_path, capsys):
-    _refused(capsys, tmp_path, [result, *RUN, "-o", "/dev/null"], "/dev/null",
-             "character device")  # fmt: skip
-    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    dev = device_node(tmp_path)
+    _refused(capsys, tmp_path, [result, *RUN, "-o", dev], str(dev), "character device")
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
 
 
 def test_missing_and_read_only_output_folders(result, tmp_path, capsys):
@@ -244,3 +247,14 @@ def test_nan_result_is_never_written(result, tmp_path, capsys, monkeypatch):
     _refused(capsys, tmp_path, [result, *RUN, "-o", tmp_path / "o.h5"], "'T' holds", "NaN",
              status=1)  # fmt: skip
     assert not (tmp_path / "o.h5").exists()
+
+
+def test_no_room_for_the_output_keeps_the_checkpoint(result, tmp_path, capsys, monkeypatch):
+    """The room for the output is checked before the run: a resumed run on a full disk
+    ends with exit 1 and its saved state, which a completed run removes, kept."""
+    args = [result, *RUN, "-o", tmp_path / "o.h5", "--checkpoint", tmp_path / "ck.npz"]
+    assert _heat(capsys, *args, "--checkpoint_steps", "2")[0] == 0
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda d: usage._replace(free=10))
+    _refused(capsys, tmp_path, args, "o.h5", "No space left on device", status=1)
+    assert (tmp_path / "ck.npz").exists()

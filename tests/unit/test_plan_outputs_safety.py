@@ -66,7 +66,7 @@ def test_forced_plan_json_linking_to_the_ct(ct, tmp_path, capsys):
     [
         ("report.png", os.mkfifo, "FIFO"),
         ("lesion.nii.gz", os.mkdir, "is a directory"),
-        ("cem43.nii.gz", lambda p: os.symlink("/dev/null", p), "symbolic link"),
+        ("cem43.nii.gz", lambda p: os.symlink(p.parent / "x", p), "symbolic link"),
     ],
 )
 def test_forced_folder_with_a_file_of_another_kind(ct, tmp_path, capsys, name, make, message):

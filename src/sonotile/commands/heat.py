@@ -12,7 +12,9 @@ import os
 import sys
 from collections.abc import Callable
 
-from sonotile.api.heat import Tissue, heat_from_result
+import numpy as np
+
+from sonotile.api.heat import Tissue, check_settings, heat_from_result
 from sonotile.api.heatrun import Checkpoint, RunStopped
 from sonotile.base import files
 from sonotile.base.cliargs import Parser
@@ -98,6 +100,21 @@ def _paths(a: argparse.Namespace) -> str:
     return out
 
 
+def _check_room(a: argparse.Namespace, out: str) -> None:
+    """Refuse a run whose output (six fields of the thermal grid, the focal series) would not
+    fit on the output's disk, before the run: a checkpointed run's state is removed when the
+    run completes, so the write must not fail after it. A result without a readable grid is
+    left to the run's own checks."""
+    try:
+        with files.open_hdf5(a.result, "result file") as f:
+            shape = [int(n) for n in f["input/grid"].attrs["shape"]]
+    except (OSError, KeyError, TypeError, ValueError):
+        return
+    points = int(np.prod([max(1, n // a.coarsen) for n in shape]))
+    steps = round(a.duration / a.dt)
+    files.check_room(out, points * (6 * 8 + 1) + steps * 16, f"output file '{out}'")
+
+
 def _fail(message: object, status: int) -> int:
     print(f"sonotile heat: error: {message}", file=sys.stderr)
     return status
@@ -117,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mesh = _mesh(a.mesh)
         out = _paths(a)
+        check_settings(a.duration, a.on, a.dt, a.period, a.duty, a.T0, tissue)
+        _check_room(a, out)
         if cp is not None:
             cp.check((a.result, out))
         run = heat_from_result(
