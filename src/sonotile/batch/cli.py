@@ -270,8 +270,12 @@ def check_paths(runs: list[Run], out: Path) -> None:
     the run and the path otherwise."""
     files.check_output_folder(str(out), "batch folder")
     named: list[tuple[str, str | None]] = [(f"input of run '{r.name}'", r.input) for r in runs]
-    files.check_distinct(named + [(f"output of run '{r.name}'", r.output) for r in runs])
-    for r in runs:
+    for i, r in enumerate(runs):  # one input may serve several runs; an output only one
+        others = [(f"output of run '{o.name}'", o.output) for o in runs[:i]]
+        for name, p in [*named, *others]:
+            if files.same_file(p, r.output):
+                raise ValueError(f"output of run '{r.name}' '{r.output}' is the same file as "
+                                 f"{name} '{p}': give another path")  # fmt: skip
         if os.path.isdir(os.path.dirname(os.path.abspath(r.output))):
             files.check_output_path(r.output, f"output of run '{r.name}'", named)
     own = [out / "logs" / f"{r.name}.log" for r in runs] + [out / "batch-summary.json"]

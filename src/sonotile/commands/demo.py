@@ -85,6 +85,16 @@ def setup(n: int = 128) -> Inputs:
     return grid, medium, source, sensor
 
 
+def _check_out(out: str, h5: str, png: str) -> None:
+    """Before any work: ``out`` a folder (not a link; made if new), the result file ``h5``
+    and the figure ``png`` in it regular files or new (:mod:`sonotile.base.files`)."""
+    files.check_output_folder(out, "--out folder")
+    if os.path.isdir(out):
+        files.check_output_path(h5, "result file")
+        files.check_output_path(png, "figure")
+    os.makedirs(out, exist_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(
         prog="sonotile demo",
@@ -98,15 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.size < 32:
         ap.error(f"--size {a.size}: must be >= 32")
     h5, png = os.path.join(a.out, "results.h5"), os.path.join(a.out, "demo.png")
-    try:  # before any work: a folder (not a link), its two files regular ones or new
-        files.check_output_folder(a.out, "--out folder")
-        if os.path.isdir(a.out):
-            files.check_output_path(h5, "result file")
-            files.check_output_path(png, "figure")
+    try:
+        _check_out(a.out, h5, png)
     except OSError as e:
         print(f"sonotile demo: error: {e}", file=sys.stderr)
         return 2
-    os.makedirs(a.out, exist_ok=True)
     if a.float64:
         import jax
 
@@ -122,14 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     t0 = time.perf_counter()
     try:
-        res = simulate(
-            grid,
-            medium,
-            source,
-            sensor,
-            dtype="float64" if a.float64 else "float32",
-            progress=True,  # a bar on a terminal, a line per 10 % in a log
-        )
+        # progress: a bar on a terminal, a line per 10 % in a log
+        res = simulate(grid, medium, source, sensor, dtype="float64" if a.float64 else "float32",
+                       progress=True)  # fmt: skip
     except NonFiniteError as e:  # the run blew up: nothing is written
         print(f"sonotile demo: error: {e}", file=sys.stderr)
         return 1
