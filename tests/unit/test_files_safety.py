@@ -24,6 +24,7 @@ from sonotile.commands.demo import main as demo_main
 from sonotile.commands.plot import main as plot_main
 
 OLD = b"the user's earlier file\n"
+OLD_PNG = b"\x89PNG\r\n\x1a\n an earlier figure"
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +51,9 @@ def _status(main, capsys, args) -> tuple[int, str]:
         (lambda p, r: os.symlink(p.parent / "elsewhere", p), "symbolic link"),
         (lambda p, r: os.mkfifo(p), "FIFO"),
         (lambda p, r: os.mkdir(p), "is a directory"),
+        (lambda p, r: p.write_bytes(OLD), "exists and is not in PNG format"),
     ],
-    ids=["link-to-input", "symlink", "fifo", "folder"],
+    ids=["link-to-input", "symlink", "fifo", "folder", "not-png"],
 )
 def test_plot_refuses_outputs_of_another_kind(result, tmp_path, capsys, make, message):
     make(tmp_path / "fig.png", result)
@@ -82,7 +84,7 @@ def test_plot_refuses_its_input_as_output_and_bad_inputs(result, tmp_path, capsy
 
 
 def test_plot_full_disk_keeps_the_earlier_figure(result, tmp_path, capsys, monkeypatch):
-    (tmp_path / "fig.png").write_bytes(OLD)
+    (tmp_path / "fig.png").write_bytes(OLD_PNG)
     (tmp_path / "fig.png.sonotile-partial").write_bytes(OLD)  # someone else's
     monkeypatch.setattr(files, "_fallocate", lambda fd, n: errno.ENOSPC)
     before = snapshot(tmp_path)

@@ -72,7 +72,7 @@ def test_output_that_names_the_result_is_refused(result, tmp_path, capsys):
         (lambda p: os.symlink(p.parent / "elsewhere", p), "symbolic link"),
         (lambda p: p.mkdir(), "is a directory"),
         (lambda p: os.mkfifo(p), "FIFO"),
-        (lambda p: p.write_bytes(OLD), "not an HDF5 file"),
+        (lambda p: p.write_bytes(OLD), "exists and is not in HDF5 format"),
     ],
     ids=["symlink", "folder", "fifo", "not-hdf5"],
 )

@@ -160,13 +160,24 @@ def check_output_path(
         raise OSError(f"{what} '{path}': is {kind}; sonotile writes regular files only")
 
 
-def check_replaces_hdf5(path: str, what: str = "output file") -> None:
-    """Refuse an output path naming an existing file that is not an HDF5 file (a mistyped
-    name for someone's document): it is not overwritten. Call after
+#: The first bytes of the formats an output may replace (HDF5: see :func:`check_replaces`).
+SIGNATURES = {"PNG": b"\x89PNG\r\n\x1a\n"}
+
+
+def check_replaces(path: str, what: str = "output file", kind: str = "HDF5") -> None:
+    """Refuse an output path naming an existing file that is not a ``kind`` file ("HDF5",
+    "PNG"): a mistyped name for someone's document is not overwritten. Call after
     :func:`check_output_path` (a regular file is read, never a FIFO)."""
-    if os.path.isfile(path) and not os.path.islink(path) and not h5py.is_hdf5(path):
+    if not os.path.isfile(path) or os.path.islink(path):
+        return
+    if kind == "HDF5":
+        ok = h5py.is_hdf5(path)
+    else:
+        with open(path, "rb") as f:
+            ok = f.read(len(SIGNATURES[kind])) == SIGNATURES[kind]
+    if not ok:
         raise OSError(
-            f"{what} '{path}': exists and is not an HDF5 file; not overwritten: give another "
+            f"{what} '{path}': exists and is not in {kind} format; not overwritten: give another "
             "name, or remove it first"
         )
 
@@ -383,7 +394,7 @@ def check_finite(name: str, value: np.ndarray, what: str) -> None:
         raise ValueError(f"{what}: '{name}' holds {bad} NaN or Inf value(s); nothing written")
 
 
-def _hdf5_reason(e: BaseException) -> str:
+def hdf5_reason(e: BaseException) -> str:
     """What is wrong with an HDF5 file, in words, from h5py's error text."""
     text = str(e)
     for key, words in (
@@ -408,7 +419,7 @@ def open_hdf5(path: str, what: str = "input file") -> Iterator[h5py.File]:
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise OSError(f"{what} '{path}': {_hdf5_reason(e)}") from None
+        raise OSError(f"{what} '{path}': {hdf5_reason(e)}") from None
     try:
         with f:
             yield f
@@ -417,7 +428,7 @@ def open_hdf5(path: str, what: str = "input file") -> Iterator[h5py.File]:
     except (OSError, RuntimeError) as e:
         if f"'{path}'" in str(e):
             raise
-        raise OSError(f"{what} '{path}': {_hdf5_reason(e)}") from None
+        raise OSError(f"{what} '{path}': {hdf5_reason(e)}") from None
 
 
 @contextlib.contextmanager

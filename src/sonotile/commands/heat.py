@@ -92,7 +92,7 @@ def _paths(a: argparse.Namespace) -> str:
     out = a.output or os.path.splitext(a.result)[0] + "-heat.h5"
     files.check_input_path(a.result, "result file")
     files.check_output_path(out, "output file", [("the result file", a.result)])
-    files.check_replaces_hdf5(out, "output file")
+    files.check_replaces(out, "output file", "HDF5")
     if a.checkpoint is not None:
         files.check_output_path(
             a.checkpoint, "checkpoint file", [("the result file", a.result), ("-o", out)]

@@ -259,6 +259,7 @@ def _save(figs: list[Figure], out: str, source: str) -> str:
     paths = _outputs(out, len(figs))
     for p in paths:
         files.check_output_path(p, "figure", [("the input file", source)])
+        files.check_replaces(p, "figure", "PNG")
     for fig, p in zip(figs, paths):
         image = io.BytesIO()
         fig.savefig(image, format="png", dpi=110)
@@ -303,6 +304,7 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
 
     files.check_input_path(path)
     files.check_output_path(out, "figure", [("the input file", path)])
+    files.check_replaces(out, "figure", "PNG")
     with files.open_hdf5(path) as f:
         heat = f.attrs.get("format") == HEAT
     if heat:
