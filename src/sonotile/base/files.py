@@ -1,9 +1,12 @@
-"""Safe file handling for every command: which paths may be read and written, unique temporary
-files renamed into place only when complete, write errors as one clear error, digests.
+"""Safe file handling for every command and API helper: which paths may be read and written,
+unique temporary files renamed into place only when complete, the room reserved first, write
+errors as one clear error, damaged inputs named in words, digests.
 
-A command never writes through a path that is not a regular file (a device, a FIFO, a folder), never
-opens a temporary name another file already has (each is created exclusively, named with the
-process id and a random token), and removes only the temporary files it created itself.
+A command never writes through a path that is not a regular file (a device, a FIFO, a folder,
+a symbolic link) nor over one of its inputs, never opens a temporary name another file
+already has (each is created exclusively, named with the process id and a random token),
+removes only the temporary files it created itself, and checks an input's kind before opening
+it (a FIFO would block). The guarantees for users: ``docs/safety.md``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from types import TracebackType
 import h5py
 import numpy as np
 
-#: Suffix of every temporary file of sonotile-kwave (the tests look for it).
+#: Suffix of every temporary file of sonotile's (the tests look for it).
 PARTIAL = "sonotile-partial"
 #: Bytes of a dataset hashed at a time (slabs along its first axis).
 SLAB_BYTES = 64 * 2**20
@@ -413,8 +416,8 @@ def hdf5_reason(e: BaseException) -> str:
 @contextlib.contextmanager
 def open_hdf5(path: str, what: str = "input file") -> Iterator[h5py.File]:
     """``path`` opened read-only after :func:`check_input_path` (a FIFO is never opened); an
-    error while opening or reading it ends as one ``OSError`` naming the file and saying what
-    is wrong (a missing dataset: a ``KeyError`` naming it)."""
+    error while opening or reading it (a missing dataset or attribute included) ends as one
+    ``OSError`` naming the file and saying what is wrong."""
     check_input_path(path, what)
     try:
         f = h5py.File(path, "r")
