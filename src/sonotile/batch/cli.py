@@ -237,7 +237,7 @@ def execute(runs: list[Run], out: Path, args: argparse.Namespace) -> int:
         )  # fmt: skip
         pool.run_all(todo, on_start, on_done)
     (out / STATE).mkdir(parents=True, exist_ok=True)
-    (out / STATE / f"rank-{rank}.done").write_text("")
+    files.write_bytes(str(out / STATE / f"rank-{rank}.done"), b"", "batch state file")
     if rank != 0:
         return 0
     wait_for_ranks(out, size)
