@@ -204,6 +204,19 @@ def test_api_load_names_the_file_and_never_blocks(result, tmp_path):
                 assert path in str(e.value)
 
 
+def test_api_load_refuses_data_in_other_files(result, tmp_path):
+    """A result whose dataset is an external link (here to a FIFO, which would block) is
+    refused naming the dataset, before anything is read through the link."""
+    os.mkfifo(tmp_path / "pipe.h5")
+    path = tmp_path / "linked.h5"
+    path.write_bytes(Path(result).read_bytes())
+    with h5py.File(path, "r+") as f:
+        del f["results/p_max_all"]
+        f["results/p_max_all"] = h5py.ExternalLink(str(tmp_path / "pipe.h5"), "/p")
+    with no_hang(), pytest.raises(OSError, match="'results/p_max_all': an external link"):
+        load_results(str(path))
+
+
 def test_temporary_name_of_a_long_file_name_fits(tmp_path):
     """A name that fits the filesystem keeps fitting once the temporary suffix is added;
     one that does not is refused before anything is written."""

@@ -415,9 +415,10 @@ def hdf5_reason(e: BaseException) -> str:
 
 @contextlib.contextmanager
 def open_hdf5(path: str, what: str = "input file") -> Iterator[h5py.File]:
-    """``path`` opened read-only after :func:`check_input_path` (a FIFO is never opened); an
-    error while opening or reading it (a missing dataset or attribute included) ends as one
-    ``OSError`` naming the file and saying what is wrong."""
+    """``path`` opened read-only after :func:`check_input_path` (a FIFO is never opened),
+    refusing data held in other files (:func:`refuse_links`); an error while opening or
+    reading it (a missing dataset or attribute included) ends as one ``OSError`` naming the
+    file and saying what is wrong."""
     check_input_path(path, what)
     try:
         f = h5py.File(path, "r")
@@ -425,6 +426,7 @@ def open_hdf5(path: str, what: str = "input file") -> Iterator[h5py.File]:
         raise OSError(f"{what} '{path}': {hdf5_reason(e)}") from None
     try:
         with f:
+            refuse_links(f)  # data in other files: a FIFO there would block
             yield f
     except KeyError as e:
         raise OSError(f"{what} '{path}': {e.args[0] if e.args else e}") from None
