@@ -213,8 +213,9 @@ def test_api_load_refuses_data_in_other_files(result, tmp_path):
     with h5py.File(path, "r+") as f:
         del f["results/p_max_all"]
         f["results/p_max_all"] = h5py.ExternalLink(str(tmp_path / "pipe.h5"), "/p")
-    with no_hang(), pytest.raises(OSError, match="'results/p_max_all': an external link"):
+    with no_hang(), pytest.raises(OSError, match="'results/p_max_all': an external link") as e:
         load_results(str(path))
+    assert str(e.value).startswith(f"result file '{path}': dataset 'results/p_max_all'")
 
 
 def test_temporary_name_of_a_long_file_name_fits(tmp_path):

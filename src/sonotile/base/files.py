@@ -425,8 +425,12 @@ def open_hdf5(path: str, what: str = "input file") -> Iterator[h5py.File]:
     except OSError as e:
         raise OSError(f"{what} '{path}': {hdf5_reason(e)}") from None
     try:
+        refuse_links(f)  # data in other files: a FIFO there would block
+    except OSError as e:
+        f.close()
+        raise OSError(f"{what} '{path}': {str(e).removeprefix(f'{path}: ')}") from None
+    try:
         with f:
-            refuse_links(f)  # data in other files: a FIFO there would block
             yield f
     except KeyError as e:
         raise OSError(f"{what} '{path}': {e.args[0] if e.args else e}") from None
