@@ -41,19 +41,30 @@ def pyplot():
 
 def save(fig, out: str | None, name: str) -> str | None:
     """Write ``fig`` to ``out/name.png`` and close it (80 dpi; 256 colours where that is needed
-    to stay under ~90 KB, for the docs); ``out=None``: no file."""
+    to stay under ~90 KB, for the docs); ``out=None``: no file. The figure is drawn in memory
+    and written through a temporary file renamed into place (never through a link, a FIFO or
+    a device: :func:`sonotile.base.files.write_bytes`)."""
+    import io
+
+    from sonotile.base import files
+
     plt = pyplot()
     path = None
     if out is not None:
+        files.check_output_folder(out, "--out folder")
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, f"{name}.png")
-        fig.savefig(path, dpi=80, bbox_inches="tight")
-        if os.path.getsize(path) > 90_000:  # keep the docs' figures small: 256 colours
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=80, bbox_inches="tight")
+        if image.tell() > 90_000:  # keep the docs' figures small: 256 colours
             from PIL import Image  # matplotlib's own dependency
 
-            with Image.open(path) as im:
+            image.seek(0)
+            with Image.open(image) as im:
                 small = im.convert("RGB").quantize(256)
-            small.save(path, optimize=True)
+            image = io.BytesIO()
+            small.save(image, format="png", optimize=True)
+        files.write_bytes(path, image.getvalue(), "figure")
     plt.close(fig)
     return path
 

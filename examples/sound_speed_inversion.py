@@ -14,6 +14,7 @@ about 3-5 minutes for 200 iterations on 2 CPU cores. Writes a PNG (phantom, esti
 from __future__ import annotations
 
 import argparse
+import io
 import time
 
 import jax
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import sonotile as st
+from sonotile.base import files
 
 N, DX, NT = 64, 2e-4, 200
 C_WATER = 1500.0
@@ -110,7 +112,9 @@ def plot(c_true, est, losses, out: str):
     ax[2].semilogy(np.arange(1, len(losses) + 1), losses)
     ax[2].set(title="relative data misfit", xlabel="Adam iteration")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
+    files.write_bytes(out, image.getvalue(), "figure")  # a temporary file renamed into place
     print(f"wrote {out}")
 
 

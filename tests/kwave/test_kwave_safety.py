@@ -164,7 +164,7 @@ def test_special_output_refused(kind, flag, tmp_path, capsys):
     if flag == "-o":
         args = ["-i", inp, "-o", target]
     status, so, err = _run(capsys, args)
-    _one_error(status, so, err, "sonotile-kwave writes regular files only")
+    _one_error(status, so, err, "sonotile writes regular files only")
     after = os.stat(target)
     assert (after.st_mode, after.st_ino, after.st_rdev) == (
         before.st_mode, before.st_ino, before.st_rdev,

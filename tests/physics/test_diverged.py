@@ -166,6 +166,7 @@ def test_demo_and_heat_commands_exit_non_zero_with_the_message(monkeypatch, tmp_
         kd.take_time_step(20, 0.5)
 
     monkeypatch.setattr(heat, "heat_from_result", overflowing)
+    (tmp_path / "any.h5").write_bytes(b"")  # the command checks the path before the run
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         status = main(["heat", str(tmp_path / "any.h5"), "--duration", "10"])

@@ -11,6 +11,7 @@ and writes temperature, dose and lesion with units to an HDF5 file.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ import numpy as np
 
 from sonotile.api.diffusion import x64_for
 from sonotile.api.heatrun import Checkpoint, run_sonication
+from sonotile.base import files
+from sonotile.base.ranges import in_range
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source, sonication
 from sonotile.physics.heat.dose import LESION_CEM43
@@ -71,26 +74,24 @@ class HeatRun:
     dt: float
     attrs: dict[str, Any] = field(default_factory=dict)
 
-    def save(self, path: str) -> None:
-        """Write the run to HDF5 (datasets with ``units``; atomically)."""
-        import h5py
-
-        tmp = path + ".sonotile-partial"
-        try:
-            with h5py.File(tmp, "w") as f:
-                f.attrs["format"], f.attrs["version"] = FORMAT, 1
-                g = f.create_group("heat")
-                for name, v in self.data.items():
-                    d = g.create_dataset(name, data=v)
-                    d.attrs["units"] = UNITS.get(name, "")
-                g.attrs["spacing"], g.attrs["spacing_units"] = np.asarray(self.spacing), "m"
-                g.attrs["dt"], g.attrs["dt_units"] = self.dt, "s"
-                for k, v in self.attrs.items():
-                    g.attrs[k] = v
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    def save(self, path: str, inputs: Sequence[tuple[str, str | None]] = ()) -> None:
+        """Write the run to HDF5 (datasets with ``units``): refused if a field holds NaN or
+        Inf, or ``path`` is one of ``inputs`` (``(name, path)`` pairs); written under a
+        temporary name and renamed into place (:func:`sonotile.base.files.hdf5_output`), so
+        a failure leaves an earlier file as it was."""
+        for name, v in self.data.items():
+            files.check_finite(name, v, f"the heat result for '{path}'")
+        need = sum(np.asarray(v).nbytes + 4096 for v in self.data.values())
+        with files.hdf5_output(path, "output file", need, inputs) as f:
+            f.attrs["format"], f.attrs["version"] = FORMAT, 1
+            g = f.create_group("heat")
+            for name, v in self.data.items():
+                d = g.create_dataset(name, data=v)
+                d.attrs["units"] = UNITS.get(name, "")
+            g.attrs["spacing"], g.attrs["spacing_units"] = np.asarray(self.spacing), "m"
+            g.attrs["dt"], g.attrs["dt_units"] = self.dt, "s"
+            for k, v in self.attrs.items():
+                g.attrs[k] = v
 
 
 def pressure_amplitude(results: dict, quantity: str = "auto") -> tuple[np.ndarray, str]:
@@ -114,6 +115,38 @@ def _medium_value(medium: Any, name: str, shape: tuple[int, ...]) -> np.ndarray 
     return float(a) if a.size == 1 else a.reshape(shape)
 
 
+#: The stored acoustic properties the heat source uses: name, unit, whether 0 is allowed.
+STORED = (("sound_speed", "m/s", False), ("density", "kg/m^3", False),
+          ("alpha_coeff", "dB/(MHz^y cm)", True), ("alpha_power", "", True))  # fmt: skip
+
+
+def check_stored(path: str, kgrid: Any, medium: Any, p: np.ndarray, name: str) -> None:
+    """Refuse a result whose grid spacing, acoustic medium or pressure amplitude ``p``
+    (dataset ``name``) cannot make a heat source: NaN or Inf, a spacing <= 0, a negative
+    (or zero) sound speed, density, absorption; a ``ProblemError`` naming the dataset."""
+    where = f"result file '{path}'"
+    spacing = np.asarray(kgrid.spacing, dtype=np.float64)
+    if not (np.all(np.isfinite(spacing)) and np.all(spacing > 0)):
+        given = ", ".join(f"{d:g}" for d in spacing)
+        raise ProblemError(f"{where}: 'input/grid' spacing ({given}) m: expected finite values > 0")
+    for n, unit, zero_ok in STORED:
+        v = getattr(medium, n, None)
+        if v is None:
+            continue
+        a = np.asarray(v, dtype=np.float64)
+        if not np.all(np.isfinite(a)):
+            raise ProblemError(f"{where}: 'input/medium/{n}' holds NaN or Inf")
+        low = float(a.min()) if a.size else 0.0
+        if low < 0 or (low == 0 and not zero_ok):
+            raise ProblemError(
+                f"{where}: 'input/medium/{n}' has a minimum of {low:g} {unit}; expected "
+                f"{'>= 0' if zero_ok else '> 0'} everywhere"
+            )
+    if not np.all(np.isfinite(p)):
+        bad = int(p.size - np.count_nonzero(np.isfinite(p)))
+        raise ProblemError(f"{where}: 'results/{name}' holds {bad} NaN or Inf value(s)")
+
+
 def source_from_result(path: str, frequency: float | None = None, quantity: str = "auto",
                        coarsen: int = 1) -> tuple[np.ndarray, tuple[float, ...], dict]:  # fmt: skip
     """``(Q [W/m^3], thermal spacing [m], info)`` of a result file: ``Q = alpha p^2/(rho c)``
@@ -126,6 +159,8 @@ def source_from_result(path: str, frequency: float | None = None, quantity: str 
     shape = tuple(kgrid.shape)
     if p.shape != shape:
         raise ProblemError(f"{name}: shape {p.shape} is not the grid's {shape}")
+    check_stored(path, kgrid, medium, p, name)
+    in_range("coarsen", coarsen, 1, min(shape), whole=True)
     f = frequency if frequency is not None else getattr(sensor, "cw_frequency", None)
     if f is None or not f > 0:
         raise ProblemError(f"frequency: not stored with the result ({name}); give it [Hz]")
@@ -157,6 +192,50 @@ def _thermal_medium(tissue: Tissue, rho: Any) -> dict:
     return m
 
 
+#: The most time steps a heat run takes (its focal temperature series is kept in memory).
+MAX_STEPS = 10**8
+
+
+def _above(name: str, v: float | np.ndarray, zero_ok: bool, unit: str) -> None:
+    """Refuse a number or field that is not finite and > 0 (>= 0 where ``zero_ok``)."""
+    a = np.asarray(v, dtype=np.float64)
+    if a.ndim == 0:
+        in_range(name, float(a), 0, None, low_open=not zero_ok, unit=unit)
+    elif not (np.all(np.isfinite(a)) and (np.all(a >= 0) if zero_ok else np.all(a > 0))):
+        raise ValueError(f"{name}: a field with values outside {'[0' if zero_ok else '(0'}, "
+                         f"inf) {unit} or NaN/Inf (min {np.nanmin(a):g})")  # fmt: skip
+
+
+def check_settings(duration: float, on: float | None, dt: float, period: float | None,
+                   duty: float, T0: float, tissue: Tissue | None) -> int:  # noqa: N803  # fmt: skip
+    """The number of time steps of a sonication, once every setting is within its range (a
+    ``ValueError`` naming the first that is not): see :func:`sonicate`."""
+    in_range("duration", duration, 0, None, low_open=True, unit="s")
+    in_range("dt", dt, 0, None, low_open=True, unit="s")
+    if on is not None:
+        in_range("on", on, 0, None, unit="s")
+    if period is not None:
+        in_range("period", period, 0, None, low_open=True, unit="s")
+    in_range("duty", duty, 0, 1, low_open=True)
+    in_range("T0", T0, -273.15, None, low_open=True, unit="degC")
+    t = tissue or Tissue()
+    for name, v, zero_ok, unit in (
+        ("specific_heat", t.specific_heat, False, "J/(kg K)"),
+        ("thermal_conductivity", t.thermal_conductivity, False, "W/(m K)"),
+        ("density", 1.0 if t.density is None else t.density, False, "kg/m^3"),
+        ("perfusion_rate", t.perfusion_rate, True, "1/s"),
+        ("blood_density", t.blood_density, False, "kg/m^3"),
+        ("blood_specific_heat", t.blood_specific_heat, False, "J/(kg K)"),
+    ):  # fmt: skip
+        _above(name, v, zero_ok, unit)
+    in_range("blood_temperature", t.blood_temperature, -273.15, None, low_open=True, unit="degC")
+    nt = round(duration / dt)
+    if nt > MAX_STEPS:
+        raise ValueError(f"duration / dt = {nt:g} time steps: at most {MAX_STEPS:g}; give a "
+                         "larger dt or a shorter duration")  # fmt: skip
+    return max(1, nt)
+
+
 def heat_from_result(path: str, duration: float, on: float | None = None, dt: float = 0.1, *,
                      tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
                      period: float | None = None, duty: float = 1.0, coarsen: int = 1,
@@ -171,8 +250,7 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
     ``decomposition`` (``"single"`` or ``"pencil"`` over ``mesh_shape`` devices, default all),
     ``progress``: see :class:`~sonotile.api.diffusion.KWaveDiffusion`; ``checkpoint``: see
     :func:`sonicate`."""
-    if not (duration > 0 and dt > 0):
-        raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
+    check_settings(duration, on, dt, period, duty, T0, tissue)
     if checkpoint is not None:
         checkpoint.check((path,))
     q, spacing, info = source_from_result(path, frequency, quantity, coarsen)
@@ -198,11 +276,9 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
     ``decomposition``, ``mesh_shape``, ``progress``: see :func:`heat_from_result`;
     ``checkpoint``: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`;
     raises :class:`~sonotile.api.heatrun.RunStopped` when it stops the run)."""
-    if not (duration > 0 and dt > 0):
-        raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
+    nt = check_settings(duration, on, dt, period, duty, T0, tissue)
     if checkpoint is not None:
         checkpoint.check()
-    nt = max(1, round(duration / dt))
     n_on = nt if on is None else min(nt, max(0, round(on / dt)))
     switch = sonication(nt, dt, on, period, duty)
     focus = np.unravel_index(int(np.argmax(q)), q.shape)

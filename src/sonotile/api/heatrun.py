@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from sonotile.base import files
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.model.problem import ProblemError
 from sonotile.parallel.engine import engine_for
@@ -54,10 +55,13 @@ class Checkpoint:
             raise ProblemError(f"checkpoint interval must be > 0 s, got {self.interval}")
         if self.steps is not None and not (int(self.steps) == self.steps and self.steps >= 1):
             raise ProblemError(f"checkpoint steps must be a whole number >= 1, got {self.steps}")
-        here = os.path.abspath(self.path)
         for o in others:
-            if os.path.abspath(o) == here:
+            if files.same_file(o, self.path):
                 raise ProblemError(f"checkpoint {self.path!r} is also an input or the output")
+        try:  # a link, a FIFO, a device, a folder: refused before it is opened
+            files.check_output_path(self.path, "checkpoint file")
+        except OSError as e:
+            raise ProblemError(str(e)) from None
         if os.path.exists(self.path) and not is_state_file(self.path):
             raise ProblemError(
                 f"checkpoint {self.path!r} exists and is not a sonotile run state: it is not "

@@ -16,7 +16,6 @@ Layout (HDF5)::
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import KeysView
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -33,6 +32,7 @@ from sonotile.api.types import (
     KWaveGrid,
     KWaveMedium,
 )
+from sonotile.base import files
 from sonotile.model.grid import Grid
 
 FORMAT = "sonotile-results"
@@ -137,26 +137,38 @@ def _put_dataclass(group: h5py.Group, obj: KWaveMedium | KSource | KSensor) -> N
 def save_results(
     path: str, res: Results, inputs: Inputs | None = None, options: dict[str, Any] | None = None
 ) -> None:
-    """Write ``res`` (a :class:`sonotile.Results`) and the input it came from to ``path``
-    (atomically: a failed write leaves no file)."""
-    tmp = path + ".sonotile-partial"
-    try:
-        with h5py.File(tmp, "w") as f:
-            from sonotile.base.version import __version__
+    """Write ``res`` (a :class:`sonotile.Results`) and the input it came from to ``path``:
+    refused when a quantity holds NaN or Inf; under a temporary name renamed into place, the
+    room reserved first (:func:`sonotile.base.files.hdf5_output`): a failed write leaves an
+    earlier file as it was and no partial file."""
+    arrays = [np.asarray(v) for v in _arrays(res.data)]
+    for name, v in res.data.items():
+        for a in v if isinstance(v, list) else [v]:
+            files.check_finite(name, a, f"results for '{path}'")
+    extra = [] if inputs is None else [a for x in inputs for a in _arrays(vars(x))]
+    need = sum(a.nbytes + 4096 for a in arrays + extra) + np.asarray(res.t).nbytes
+    with files.hdf5_output(path, "result file", need) as f:
+        from sonotile.base.version import __version__
 
-            f.attrs["format"], f.attrs["version"] = FORMAT, 1
-            f.attrs["created_by"] = f"sonotile {__version__}"
-            r = f.create_group("results")
-            for name, v in res.data.items():
-                _put(r, name, v)
-            _put(r, "t", res.t)
-            _put(r, "sensor_points", res.sensor_points)
-            if inputs is not None:
-                _write_input(f.create_group("input"), inputs, options or {})
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        f.attrs["format"], f.attrs["version"] = FORMAT, 1
+        f.attrs["created_by"] = f"sonotile {__version__}"
+        r = f.create_group("results")
+        for name, v in res.data.items():
+            _put(r, name, v)
+        _put(r, "t", res.t)
+        _put(r, "sensor_points", res.sensor_points)
+        if inputs is not None:
+            _write_input(f.create_group("input"), inputs, options or {})
+
+
+def _arrays(values: dict[str, Any]) -> list[np.ndarray]:
+    """The numpy arrays among ``values`` (lists of them included)."""
+    out: list[np.ndarray] = []
+    for v in values.values():
+        for a in v if isinstance(v, list | tuple) else [v]:
+            if isinstance(a, np.ndarray):
+                out.append(a)
+    return out
 
 
 def _write_input(g: h5py.Group, inputs: Inputs, options: dict[str, Any]) -> None:
@@ -198,9 +210,9 @@ def load_input(path: str) -> tuple[Inputs, dict[str, Any]]:
     """``((kgrid, medium, source, sensor), options)`` of a result file, ready for
     ``simulate(*inputs, **options)``."""
 
-    with h5py.File(path, "r") as f:
+    with files.open_hdf5(path, "result file") as f:
         if f.attrs.get("format") != FORMAT or "input" not in f:
-            raise ValueError(f"{path}: not a sonotile result file with its input")
+            raise ValueError(f"result file '{path}': not a sonotile result file with its input")
         g = f["input"]
         ga = g["grid"].attrs
         kgrid = KWaveGrid(
@@ -222,7 +234,7 @@ def load_input(path: str) -> tuple[Inputs, dict[str, Any]]:
 
 def load_results(path: str) -> dict[str, Any]:
     """The recorded quantities of a result file as ``{name: array}`` (``t`` included)."""
-    with h5py.File(path, "r") as f:
+    with files.open_hdf5(path, "result file") as f:
         if f.attrs.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a sonotile result file")
+            raise ValueError(f"result file '{path}': not a sonotile result file")
         return _read_group(f["results"])

@@ -1,9 +1,12 @@
-"""Safe file handling for every command: which paths may be read and written, unique temporary
-files renamed into place only when complete, write errors as one clear error, digests.
+"""Safe file handling for every command and API helper: which paths may be read and written,
+unique temporary files renamed into place only when complete, the room reserved first, write
+errors as one clear error, damaged inputs named in words, digests.
 
-A command never writes through a path that is not a regular file (a device, a FIFO, a folder), never
-opens a temporary name another file already has (each is created exclusively, named with the
-process id and a random token), and removes only the temporary files it created itself.
+A command never writes through a path that is not a regular file (a device, a FIFO, a folder,
+a symbolic link) nor over one of its inputs, never opens a temporary name another file
+already has (each is created exclusively, named with the process id and a random token),
+removes only the temporary files it created itself, and checks an input's kind before opening
+it (a FIFO would block). The guarantees for users: ``docs/safety.md``.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ import shutil
 import stat
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 
 import h5py
 import numpy as np
 
-#: Suffix of every temporary file of sonotile-kwave (the tests look for it).
+#: Suffix of every temporary file of sonotile's (the tests look for it).
 PARTIAL = "sonotile-partial"
 #: Bytes of a dataset hashed at a time (slabs along its first axis).
 SLAB_BYTES = 64 * 2**20
@@ -97,9 +100,40 @@ def check_input_path(path: str, what: str = "input file") -> None:
         raise OSError(f"{what} '{path}': is not readable")
 
 
-def check_output_path(path: str, what: str = "output file") -> None:
-    """Refuse an output path that names a folder, a device, a FIFO or a socket, or whose
-    folder does not exist or cannot be written: before any work starts."""
+def _name_max(folder: str) -> int:
+    """The longest file name the filesystem of ``folder`` accepts [bytes] (255 where unknown)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name the same file (the same path, a symlink or a hard link to it)."""
+    if os.path.abspath(a) == os.path.abspath(b) or os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_distinct(named: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse two of the ``(name, path)`` pairs (inputs first, then outputs) naming one file."""
+    given = [(n, p) for n, p in named if p]
+    for i, (fa, a) in enumerate(given):
+        for fb, b in given[i + 1 :]:
+            if same_file(a, b):
+                raise ValueError(f"{fb} '{b}' is the same file as {fa} '{a}': give another path")
+
+
+def check_output_path(
+    path: str, what: str = "output file", inputs: Sequence[tuple[str, str | None]] = ()
+) -> None:
+    """Refuse an output path that names a folder, a device, a FIFO, a socket or a symbolic
+    link, that is one of ``inputs`` (``(name, path)`` pairs, compared by inode), whose name
+    is too long for its filesystem, or whose folder does not exist or cannot be written:
+    before any work starts."""
     if path.endswith(os.sep) or path.endswith("/"):
         raise OSError(f"{what} '{path}': ends with '/', give a file name")
     d = os.path.dirname(os.path.abspath(path)) or "."
@@ -107,16 +141,70 @@ def check_output_path(path: str, what: str = "output file") -> None:
         raise OSError(f"{what} '{path}': directory '{d}' does not exist")
     if not os.access(d, os.W_OK):
         raise OSError(f"{what} '{path}': directory '{d}' is not writable")
+    size, limit = len(os.fsencode(os.path.basename(path))), _name_max(d)
+    if size > limit:
+        raise OSError(f"{what} '{path}': the name is {size} bytes, this filesystem allows {limit}")
+    for name, p in inputs:
+        if p and same_file(p, path):
+            raise OSError(f"{what} '{path}' is the same file as {name} '{p}': give another path")
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return
     except OSError as e:
         raise OSError(f"{what} '{path}': cannot be checked ({e.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISLNK(st.st_mode):
         raise OSError(
-            f"{what} '{path}': is {_kind(st.st_mode)}; sonotile-kwave writes regular files only"
+            f"{what} '{path}': is a symbolic link (to '{os.readlink(path)}'); sonotile does not "
+            "write through links: give the target's own path, or another name"
         )
+    if not stat.S_ISREG(st.st_mode):
+        kind = _kind(st.st_mode)
+        raise OSError(f"{what} '{path}': is {kind}; sonotile writes regular files only")
+
+
+#: The first bytes of the formats an output may replace (HDF5: see :func:`check_replaces`).
+SIGNATURES = {"PNG": b"\x89PNG\r\n\x1a\n"}
+
+
+def check_replaces(path: str, what: str = "output file", kind: str = "HDF5") -> None:
+    """Refuse an output path naming an existing file that is not a ``kind`` file ("HDF5",
+    "PNG"): a mistyped name for someone's document is not overwritten. Call after
+    :func:`check_output_path` (a regular file is read, never a FIFO)."""
+    if not os.path.isfile(path) or os.path.islink(path):
+        return
+    if kind == "HDF5":
+        ok = h5py.is_hdf5(path)
+    else:
+        with open(path, "rb") as f:
+            ok = f.read(len(SIGNATURES[kind])) == SIGNATURES[kind]
+    if not ok:
+        raise OSError(
+            f"{what} '{path}': exists and is not in {kind} format; not overwritten: give another "
+            "name, or remove it first"
+        )
+
+
+def check_output_folder(path: str, what: str = "output folder") -> None:
+    """Refuse an output folder that is a symbolic link or something other than a folder, or,
+    when it does not exist yet, whose parent is not a writable folder."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path)) or "."
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+            raise OSError(f"{what} '{path}': '{parent}' is not a writable folder") from None
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(
+            f"{what} '{path}': is a symbolic link (to '{os.readlink(path)}'); give the "
+            "folder's own path"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        kind = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+        raise OSError(f"{what} '{path}': is {kind}, expected a folder")
+    if not os.access(path, os.W_OK):
+        raise OSError(f"{what} '{path}': is not writable")
 
 
 def token() -> str:
@@ -133,10 +221,23 @@ def token() -> str:
     return f"{int(mine[0])}-{int(mine[1]):08x}{int(mine[2]):08x}"
 
 
-def temp_name(path: str, tok: str) -> str:
-    """The temporary name of ``path`` for the run with token ``tok``, in the same folder."""
+def temp_name(path: str, tok: str, suffix: str = "") -> str:
+    """The temporary name of ``path`` for the run with token ``tok`` in the same folder,
+    ending in ``suffix`` (a writer that goes by the extension); a name that would be too long
+    for the filesystem keeps the start of the target's name and a digest of the whole."""
     d, b = os.path.split(os.path.abspath(path))
-    return os.path.join(d, f".{b}.{tok}.{PARTIAL}")
+    name = f".{b}.{tok}.{PARTIAL}{suffix}"
+    over = len(os.fsencode(name)) - _name_max(d)
+    if over > 0:
+        digest = hashlib.sha256(os.fsencode(b)).hexdigest()[:12]
+        keep = os.fsencode(b)[: max(0, len(os.fsencode(b)) - over - 14)]
+        name = f".{keep.decode(errors='ignore')}~{digest}.{tok}.{PARTIAL}{suffix}"
+    return os.path.join(d, name)
+
+
+def local_token() -> str:
+    """``<pid>-<random>``: a token no other writer (process or thread) has."""
+    return f"{os.getpid()}-{os.urandom(8).hex()}"
 
 
 def create_exclusive(tmp: str) -> None:
@@ -229,6 +330,114 @@ def remove_own(tmp: str | None) -> None:
     if tmp is not None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+
+
+@contextlib.contextmanager
+def partial_file(
+    path: str, what: str = "file", *, nbytes: int | None = None, suffix: str = "",
+    inputs: Sequence[tuple[str, str | None]] = (),
+) -> Iterator[str]:  # fmt: skip
+    """The temporary name to write ``path`` under (created empty, exclusively, in its folder):
+    fsynced and renamed into place when the block ends, removed when it fails; nothing
+    half-written is left and an earlier file survives. ``nbytes``: the room reserved first
+    (:func:`reserve`; a full disk fails before anything is written); ``suffix``: the
+    temporary name's ending; ``inputs``: see :func:`check_output_path`. An error inside
+    the block is the caller's to word (:func:`write_errors`)."""
+    check_output_path(path, what, inputs)
+    tmp = temp_name(path, local_token(), suffix)
+    create_exclusive(tmp)
+    try:
+        if nbytes is not None:
+            reserve(tmp, nbytes + MARGIN, f"{what} '{path}'")
+        yield tmp
+        commit(tmp, path, f"{what} '{path}'")
+    finally:
+        remove_own(tmp)  # gone once committed: renamed into place
+
+
+@contextlib.contextmanager
+def hdf5_output(path: str, what: str, nbytes: int,
+                inputs: Sequence[tuple[str, str | None]] = ()) -> Iterator[h5py.File]:  # fmt: skip
+    """A new HDF5 file for ``path`` to fill in the block: created under a temporary name
+    (:func:`partial_file`), ``nbytes`` (an upper bound of the data) reserved on the disk
+    before anything is written, renamed into place when the block ends. A failed write
+    (a full disk, an I/O error) ends as one :class:`OutputWriteError` naming ``path``."""
+    label = f"{what} '{path}'"
+    with partial_file(path, what, inputs=inputs) as tmp, write_errors(label, path):
+        with h5py.File(tmp, "w"):
+            pass
+        reserve(tmp, nbytes + MARGIN, label)
+        with h5py.File(tmp, "r+") as f:
+            yield f
+
+
+def write_bytes(path: str, data: bytes, what: str = "file",
+                inputs: Sequence[tuple[str, str | None]] = ()) -> None:  # fmt: skip
+    """Write ``data`` to ``path`` through :func:`partial_file` (room reserved first)."""
+    with partial_file(path, what, nbytes=len(data), inputs=inputs) as tmp:
+        with write_errors(f"{what} '{path}'", path), open(tmp, "r+b") as f:
+            f.write(data)
+            f.truncate()
+
+
+def save_npz(path: str, arrays: dict[str, np.ndarray], what: str = "file") -> None:
+    """Write ``arrays`` to ``path`` as numpy's ``.npz`` through :func:`partial_file`."""
+    need = sum(np.asarray(a).nbytes + 512 for a in arrays.values())
+    with partial_file(path, what, nbytes=need) as tmp:
+        with write_errors(f"{what} '{path}'", path), open(tmp, "r+b") as f:
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stubs: allow_pickle
+            f.truncate()
+
+
+def check_finite(name: str, value: np.ndarray, what: str) -> None:
+    """Refuse NaN or Inf in a numeric array about to be written (``name`` in ``what``)."""
+    a = np.asarray(value)
+    if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+        bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+        raise ValueError(f"{what}: '{name}' holds {bad} NaN or Inf value(s); nothing written")
+
+
+def hdf5_reason(e: BaseException) -> str:
+    """What is wrong with an HDF5 file, in words, from h5py's error text."""
+    text = str(e)
+    for key, words in (
+        ("file signature not found", "not an HDF5 file"),
+        ("truncated file", "truncated (the file ends before its data)"),
+        ("bad object header", "damaged (an unreadable object header)"),
+        ("addr overflow", "damaged or truncated (data beyond its end)"),
+        ("unable to lock file", "locked by another process"),
+        ("Permission denied", "not readable (permission denied)"),
+    ):  # fmt: skip
+        if key.lower() in text.lower():
+            return words
+    return "unreadable (" + _why(e) + ")"
+
+
+@contextlib.contextmanager
+def open_hdf5(path: str, what: str = "input file") -> Iterator[h5py.File]:
+    """``path`` opened read-only after :func:`check_input_path` (a FIFO is never opened),
+    refusing data held in other files (:func:`refuse_links`); an error while opening or
+    reading it (a missing dataset or attribute included) ends as one ``OSError`` naming the
+    file and saying what is wrong."""
+    check_input_path(path, what)
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise OSError(f"{what} '{path}': {hdf5_reason(e)}") from None
+    try:
+        refuse_links(f)  # data in other files: a FIFO there would block
+    except OSError as e:
+        f.close()
+        raise OSError(f"{what} '{path}': {str(e).removeprefix(f'{path}: ')}") from None
+    try:
+        with f:
+            yield f
+    except KeyError as e:
+        raise OSError(f"{what} '{path}': {e.args[0] if e.args else e}") from None
+    except (OSError, RuntimeError) as e:
+        if f"'{path}'" in str(e):
+            raise
+        raise OSError(f"{what} '{path}': {hdf5_reason(e)}") from None
 
 
 @contextlib.contextmanager

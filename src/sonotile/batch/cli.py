@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sonotile.base import config
+from sonotile.base import config, files
 from sonotile.base.cliargs import Parser
 from sonotile.base.runtime import host_memory_available
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
@@ -159,7 +159,8 @@ def record(out: Path, run: Run, result: dict[str, Any]) -> None:
     """Keep a run's result (for the summary and for resuming)."""
     p = state_path(out, run)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({**result, "input": run.input, "output": run.output}))
+    text = json.dumps({**result, "input": run.input, "output": run.output})
+    files.write_bytes(str(p), text.encode(), "batch state file")
 
 
 def summary_rows(out: Path, runs: list[Run], skipped: set[str]) -> list[dict[str, Any]]:
@@ -236,14 +237,15 @@ def execute(runs: list[Run], out: Path, args: argparse.Namespace) -> int:
         )  # fmt: skip
         pool.run_all(todo, on_start, on_done)
     (out / STATE).mkdir(parents=True, exist_ok=True)
-    (out / STATE / f"rank-{rank}.done").write_text("")
+    files.write_bytes(str(out / STATE / f"rank-{rank}.done"), b"", "batch state file")
     if rank != 0:
         return 0
     wait_for_ranks(out, size)
     all_skipped = {r.name for r in runs if not args.rerun and r.name in skipped}
     rows = summary_rows(out, runs, all_skipped if size == 1 else skipped)
     wall = time.perf_counter() - t0
-    (out / "batch-summary.json").write_text(json.dumps({"wall_s": wall, "runs": rows}, indent=1))
+    text = json.dumps({"wall_s": wall, "runs": rows}, indent=1)
+    files.write_bytes(str(out / "batch-summary.json"), text.encode(), "batch summary")
     print_summary(rows, wall)
     for r in range(1, size):
         (out / STATE / f"rank-{r}.done").unlink(missing_ok=True)
@@ -259,6 +261,28 @@ def output_folder(spec: str, out: str | None, runs: list[Run]) -> Path:
         return Path(parents.pop())
     base = Path(spec) if Path(spec).is_dir() else Path(spec).parent
     return base / "out"
+
+
+def check_paths(runs: list[Run], out: Path) -> None:
+    """Before any run: the batch folder a folder (not a link); no output that is an input or
+    another run's output; every output, log, state and summary path a regular file or new
+    (:func:`sonotile.base.files.check_output_path`); an ``OSError`` or ``ValueError`` naming
+    the run and the path otherwise."""
+    files.check_output_folder(str(out), "batch folder")
+    named: list[tuple[str, str | None]] = [(f"input of run '{r.name}'", r.input) for r in runs]
+    for i, r in enumerate(runs):  # one input may serve several runs; an output only one
+        others = [(f"output of run '{o.name}'", o.output) for o in runs[:i]]
+        for name, p in [*named, *others]:
+            if files.same_file(p, r.output):
+                raise ValueError(f"output of run '{r.name}' '{r.output}' is the same file as "
+                                 f"{name} '{p}': give another path")  # fmt: skip
+        if os.path.isdir(os.path.dirname(os.path.abspath(r.output))):
+            files.check_output_path(r.output, f"output of run '{r.name}'", named)
+    own = [out / "logs" / f"{r.name}.log" for r in runs] + [out / "batch-summary.json"]
+    own += [state_path(out, r) for r in runs]
+    for p in own:
+        if p.parent.is_dir():
+            files.check_output_path(str(p), "batch file", named)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sonotile batch: error: {e}", file=sys.stderr)
         return 1
     out = output_folder(args.spec, args.out, runs)
+    try:
+        check_paths(runs, out)
+    except (OSError, ValueError) as e:
+        print(f"sonotile batch: error: {e}", file=sys.stderr)
+        return 2
     for r in runs:
         Path(r.output).parent.mkdir(parents=True, exist_ok=True)
     try:

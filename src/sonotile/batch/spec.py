@@ -150,6 +150,7 @@ def from_file(path: Path, out: Path | None, flags: tuple[str, ...]) -> list[Run]
 
 def check(runs: list[Run]) -> None:
     """Refuse a specification that cannot run as a whole (before anything starts)."""
+    from sonotile.base.files import check_input_path
     from sonotile.kwave.cli import UsageError, parse
 
     names: dict[str, Run] = {}
@@ -159,8 +160,12 @@ def check(runs: list[Run]) -> None:
         if r.name in names:
             raise SpecError(f"run '{r.name}': name used twice (give 'name' in the spec)")
         names[r.name] = r
-        if not os.path.isfile(r.input):
+        if not os.path.lexists(r.input):
             raise SpecError(f"run '{r.name}': input file '{r.input}' does not exist")
+        try:  # a FIFO, a device, a folder: refused by kind, never opened
+            check_input_path(r.input, f"run '{r.name}': input file")
+        except OSError as e:
+            raise SpecError(str(e)) from None
         real_out = os.path.realpath(r.output)
         if real_out in inputs:
             raise SpecError(f"run '{r.name}': output '{r.output}' is an input file of the batch")

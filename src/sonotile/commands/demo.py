@@ -12,6 +12,7 @@ Run: ``sonotile demo [--out DIR] [--size N] [--float64]``. Time: under a minute 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import time
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from sonotile.base import files
 from sonotile.base.cliargs import Parser
 
 if TYPE_CHECKING:  # imported when run: the options act before JAX is imported
@@ -83,6 +85,16 @@ def setup(n: int = 128) -> Inputs:
     return grid, medium, source, sensor
 
 
+def _check_out(out: str, h5: str, png: str) -> None:
+    """Before any work: ``out`` a folder (not a link; made if new), the result file ``h5``
+    and the figure ``png`` in it regular files or new (:mod:`sonotile.base.files`)."""
+    files.check_output_folder(out, "--out folder")
+    if os.path.isdir(out):
+        files.check_output_path(h5, "result file")
+        files.check_output_path(png, "figure")
+    os.makedirs(out, exist_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(
         prog="sonotile demo",
@@ -95,9 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.size < 32:
         ap.error(f"--size {a.size}: must be >= 32")
-    os.makedirs(a.out, exist_ok=True)
-    if not os.access(a.out, os.W_OK):
-        ap.error(f"--out {a.out}: not writable")
+    h5, png = os.path.join(a.out, "results.h5"), os.path.join(a.out, "demo.png")
+    try:
+        _check_out(a.out, h5, png)
+    except OSError as e:
+        print(f"sonotile demo: error: {e}", file=sys.stderr)
+        return 2
     if a.float64:
         import jax
 
@@ -113,26 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     t0 = time.perf_counter()
     try:
-        res = simulate(
-            grid,
-            medium,
-            source,
-            sensor,
-            dtype="float64" if a.float64 else "float32",
-            progress=True,  # a bar on a terminal, a line per 10 % in a log
-        )
+        # progress: a bar on a terminal, a line per 10 % in a log
+        res = simulate(grid, medium, source, sensor, dtype="float64" if a.float64 else "float32",
+                       progress=True)  # fmt: skip
     except NonFiniteError as e:  # the run blew up: nothing is written
         print(f"sonotile demo: error: {e}", file=sys.stderr)
         return 1
     el = time.perf_counter() - t0
     cells = np.prod(grid.shape) * grid.nt
     print(f"done in {el:.1f} s ({cells / el / 1e6:.1f} Mcells/s incl. compile)")
-    h5, png = os.path.join(a.out, "results.h5"), os.path.join(a.out, "demo.png")
-    res.save(h5)
     src = np.argwhere(source.p_mask)
     p_max_all = cast(np.ndarray, res["p_max_all"])  # a whole field: an array
     focus = np.unravel_index(np.argmax(p_max_all), p_max_all.shape)
-    _plot(png, grid, medium, res, src, focus)
+    try:
+        res.save(h5)
+        _plot(png, grid, medium, res, src, focus)
+    except (OSError, ValueError) as e:  # a full disk, a result with NaN: said in one line
+        print(f"sonotile demo: error: {e}", file=sys.stderr)
+        return 1
     pmax = float(p_max_all.max())
     print(f"peak pressure {pmax / 1e6:.2f} MPa")
     print(f"results: {os.path.abspath(h5)}")
@@ -180,8 +193,10 @@ def _plot(
     traces(ax[1], res.t, p_axis, [f"x = {p[0] * dx * 1e3:.1f} mm" for p in pts])
     ax[1].set_title("pressure on the beam axis")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
     plt.close(fig)
+    files.write_bytes(path, image.getvalue(), "figure")
 
 
 if __name__ == "__main__":

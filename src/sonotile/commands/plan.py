@@ -155,6 +155,7 @@ def _whole(v: float, flag: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """The ``sonotile plan`` command."""
     from sonotile.api.heatrun import RunStopped
+    from sonotile.base.files import OutputWriteError
     from sonotile.planning.chain import PlanSettings, plan
     from sonotile.planning.outputs import prepare_output, write_plan
 
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         settings.check()
         run, checkpoint = _run_options(a)
-        prepare_output(out, a.force, (a.ct,))
+        prepare_output(out, a.force, (a.ct,), ("kwave_input.h5",) if a.kwave_input else ())
         if not os.path.exists(a.ct):
             raise ProblemError(f"CT {a.ct!r}: no such file or folder")
         say(f"reading {a.ct}")
@@ -202,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunStopped as e:
         say(f"heating stopped: {e}")
         return 0
-    except (ProblemError, OSError) as e:
+    except (ProblemError, OSError) as e:  # a failed write: 1; bad input: 2
         print(f"sonotile plan: error: {e}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(e, OutputWriteError) else 2
     f = result.summary["focus"]
     say(f"focus {f['peak_pa'] / 1e6:.3g} MPa, {f['error_mm']:.2f} mm from the target; "
         f"peak {result.summary['heat']['T_max_degC']:.2f} degC")  # fmt: skip

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
+from sonotile.base import files
 from sonotile.base.cliargs import Parser
 
 if TYPE_CHECKING:  # matplotlib and h5py are imported where used
@@ -167,11 +168,9 @@ def read_any(path: str) -> FileData:
     """``{"kind", "field", "name", "spacing", "p", "t", "labels", "source"}`` from a sonotile
     result or a k-Wave output file (fields in ``(x, y[, z])`` order; ``labels`` the sensor
     positions in mm where known; ``source`` the source points' grid indices ``(N, d)``)."""
-    import h5py
-
     from sonotile.api.results import FORMAT
 
-    with h5py.File(path, "r") as f:
+    with files.open_hdf5(path) as f:
         if f.attrs.get("format") == FORMAT:
             return _read_sonotile(f)
         return _read_kwave(f)
@@ -243,15 +242,29 @@ def _read_kwave(f: h5py.File) -> FileData:
             "series": {}}  # fmt: skip
 
 
-def _save(figs: list[Figure], out: str) -> str:
-    """Each figure to ``out``, ``out_2``, ... (PNG), closed; the paths written."""
+def _outputs(out: str, n: int) -> list[str]:
+    """The ``n`` PNG paths of ``out``: ``out``, ``out_2``, ..."""
+    base, ext = os.path.splitext(out)
+    return [out] + [f"{base}_{i + 1}{ext}" for i in range(1, n)]
+
+
+def _save(figs: list[Figure], out: str, source: str) -> str:
+    """Each figure to ``out``, ``out_2``, ... (PNG, none the file ``source``), closed; the
+    paths written. Each is drawn in memory first and written through a temporary file renamed
+    into place (:func:`sonotile.base.files.write_bytes`)."""
+    import io
+
     import matplotlib.pyplot as plt
 
-    base, ext = os.path.splitext(out)
-    paths = [out] + [f"{base}_{i + 1}{ext}" for i in range(1, len(figs))]
+    paths = _outputs(out, len(figs))
+    for p in paths:
+        files.check_output_path(p, "figure", [("the input file", source)])
+        files.check_replaces(p, "figure", "PNG")
     for fig, p in zip(figs, paths):
-        fig.savefig(p, dpi=110)
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=110)
         plt.close(fig)
+        files.write_bytes(p, image.getvalue(), "figure", [("the input file", source)])
     return ", ".join(paths)
 
 
@@ -259,10 +272,9 @@ def heat_figures(path: str) -> list[Figure]:
     """A ``sonotile heat`` result: the maximum temperature [degC] and the thermal dose
     (log10 of CEM43 [min]; 2.38 is the lesion threshold of 240 min) on the planes through the
     focus, and the temperature at the focus against time."""
-    import h5py
     import matplotlib.pyplot as plt
 
-    with h5py.File(path, "r") as f:
+    with files.open_hdf5(path) as f:
         g = f["heat"]
         spacing = tuple(float(v) for v in g.attrs["spacing"])
         t_max, cem43 = g["T_max"][()], g["cem43"][()]
@@ -281,8 +293,8 @@ def heat_figures(path: str) -> list[Figure]:
 
 
 def plot_file(path: str, out: str, db: bool = False) -> str:
-    """Write the figure of a result / output file to ``out`` (PNG); returns ``out``."""
-    import h5py
+    """Write the figure of a result / output file to ``out`` (PNG); returns ``out``. The paths
+    are checked before the file is read (:func:`sonotile.base.files.check_output_path`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,10 +302,13 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
 
     from sonotile.api.heat import FORMAT as HEAT
 
-    with h5py.File(path, "r") as f:
+    files.check_input_path(path)
+    files.check_output_path(out, "figure", [("the input file", path)])
+    files.check_replaces(out, "figure", "PNG")
+    with files.open_hdf5(path) as f:
         heat = f.attrs.get("format") == HEAT
     if heat:
-        return _save(heat_figures(path), out)
+        return _save(heat_figures(path), out, path)
     d = read_any(path)
     if d["field"] is None and d["p"] is None and not d["series"]:
         raise ValueError(f"{path}: no whole field (p_max_all, p_final), no pressure, velocity "
@@ -312,7 +327,7 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
         figs.append(fig)
     if d["series"] and d["t"] is not None:
         figs += series_figures(d["t"], d["series"], d["labels"])
-    return _save(figs, out)
+    return _save(figs, out, path)
 
 
 def series_figures(
@@ -352,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     out = a.out or os.path.splitext(a.file)[0] + ".png"
     try:
         written = plot_file(a.file, out, a.db)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError) as e:  # bad input, or the figure was not written
         print(f"sonotile plot: error: {e}", file=sys.stderr)
         return 1
     print(f"figure: {written}")

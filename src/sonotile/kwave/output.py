@@ -19,7 +19,7 @@ import resource
 import shutil
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import h5py
@@ -59,27 +59,12 @@ def first_bad_row(values: np.ndarray) -> int:
 
 def temp_path(path: str) -> str:
     """A fresh unique temporary name for ``path`` in its folder (this process, a random token)."""
-    return files.temp_name(path, f"{os.getpid()}-{os.urandom(8).hex()}")
+    return files.temp_name(path, files.local_token())
 
 
-@contextlib.contextmanager
-def partial_file(path: str) -> Iterator[str]:
-    """The temporary name to write ``path`` under (created empty, exclusively): fsynced and
-    renamed into place when the block ends, removed when it fails (nothing half-written is
-    left, an earlier file survives)."""
-    files.check_output_path(path, "file")
-    tmp = temp_path(path)
-    files.create_exclusive(tmp)
-    try:
-        yield tmp
-    except BaseException:
-        files.remove_own(tmp)
-        raise
-    try:
-        files.commit(tmp, path, "file")
-    except BaseException:
-        files.remove_own(tmp)
-        raise
+def partial_file(path: str) -> contextlib.AbstractContextManager[str]:
+    """The temporary name to write ``path`` under (:func:`sonotile.base.files.partial_file`)."""
+    return files.partial_file(path, "file")
 
 
 def set_str(obj: h5py.File | h5py.Group | h5py.Dataset, name: str, value: str) -> None:

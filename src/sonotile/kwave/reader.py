@@ -17,7 +17,7 @@ from typing import Any, Literal, cast, overload
 import h5py
 import numpy as np
 
-from sonotile.base.files import check_input_path, refuse_links
+from sonotile.base.files import check_input_path, hdf5_reason, refuse_links
 from sonotile.kwave.layout import XyzView, linear_to_grid, to_xyz
 from sonotile.model.grid import AXES, Grid
 from sonotile.model.lazy import LazyField, is_lazy
@@ -239,7 +239,7 @@ def read_input(
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise KwaveFileError(f"{path}: cannot open as HDF5 ({e})") from None
+        raise KwaveFileError(f"{path}: cannot open as HDF5 ({hdf5_reason(e)})") from None
     with contextlib.nullcontext(f) if lazy else f:
         refuse_links(f)
         header = {k: _attr(f, k) for k in HEADER}

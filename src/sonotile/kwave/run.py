@@ -73,25 +73,11 @@ def _select_device(index: int | None) -> jax.Device | None:
     return devs[index]
 
 
-def same_file(a: str, b: str) -> bool:
-    """Whether two paths name the same file (the same path, a symlink or a hard link to it)."""
-    if os.path.abspath(a) == os.path.abspath(b) or os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet)
-        return False
-
-
 def check_distinct(args: argparse.Namespace) -> None:
     """Refuse an output or checkpoint path that is the input file (or each other)."""
-    named = [("-i", args.input), ("-o", args.output)]
-    if args.checkpoint_file:
-        named.append(("--checkpoint_file", args.checkpoint_file))
-    for i, (fa, a) in enumerate(named):
-        for fb, b in named[i + 1 :]:
-            if same_file(a, b):
-                raise ValueError(f"{fb} '{b}' is the same file as {fa} '{a}': give another path")
+    files.check_distinct(
+        [("-i", args.input), ("-o", args.output), ("--checkpoint_file", args.checkpoint_file)]
+    )
 
 
 def run_kwave(args: argparse.Namespace) -> int:

@@ -11,11 +11,15 @@ import numpy as np
 
 from sonotile.api.problem import build_problem
 from sonotile.api.types import KSensor, KSource, KWaveGrid, Options
+from sonotile.base import files
 from sonotile.kwave.writer import write_input
 from sonotile.model.signals import create_cw_signals
 from sonotile.planning.acoustics import RunSettings, make_kgrid
 from sonotile.planning.chain import Plan
 from sonotile.planning.geometry import kwave_medium
+
+#: The most grid-sized maps a k-Wave input file holds (medium, staggered densities, masks).
+FIELDS_AT_MOST = 12
 
 
 def write_kwave_input(
@@ -41,5 +45,7 @@ def write_kwave_input(
     at_target[p.grid.target_index] = True
     options = Options(pml_size=p.grid.pml_size, pml_inside=False, smooth_p0=False)
     problem, _ = build_problem(kgrid, medium, source, KSensor(mask=at_target), options)
+    fields = FIELDS_AT_MOST * 4 * int(np.prod(p.grid.total_shape))  # float32 maps
+    files.check_room(path, fields + signals.nbytes, f"k-Wave input file '{path}'")
     write_input(path, problem, f"sonotile plan: {p.transducer.spec} at {f:g} Hz")
     return int(kgrid.nt - record_periods * per_period + 1)

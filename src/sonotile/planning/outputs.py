@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from sonotile.base import files
 from sonotile.model.problem import ProblemError
 from sonotile.planning.chain import Plan
 from sonotile.planning.geometry import to_image
@@ -28,22 +29,27 @@ VOLUMES = {
     "lesion": ("lesion (CEM43 >= 240 min) [0/1]", 0.0, 0),
 }
 FILES = [f"{n}.nii.gz" for n in VOLUMES] + ["plan.json", "report.png", "report.html"]
+#: Room kept for plan.json and the report (the PNG, and in the HTML page again) [bytes].
+REPORT_BYTES = 8 * 2**20
 
 
-def prepare_output(out_dir: str, force: bool = False, inputs: tuple[str, ...] = ()) -> None:
+def prepare_output(out_dir: str, force: bool = False, inputs: tuple[str, ...] = (),
+                   extra: tuple[str, ...] = ()) -> None:  # fmt: skip
     """Check ``out_dir`` before any work: refuse it if it exists (unless ``force``), if it is
-    a file, or if one of the plan's files there would replace an input."""
-    if os.path.isfile(out_dir):
-        raise ProblemError(f"output folder {out_dir!r} is a file")
+    not a folder or is a symbolic link, or if one of the plan's files there (and ``extra``
+    names) would replace an input or is not a regular file (a link, a device, a FIFO)."""
+    try:
+        files.check_output_folder(out_dir, "output folder")
+    except OSError as e:
+        raise ProblemError(str(e)) from None
     if os.path.exists(out_dir) and not force:
         raise ProblemError(f"output folder {out_dir!r} exists (give --force to write into it)")
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
-        raise ProblemError(f"output folder {out_dir!r}: {parent!r} is not a writable folder")
-    ours = {os.path.abspath(os.path.join(out_dir, f)) for f in FILES}
-    clash = [p for p in inputs if p and os.path.abspath(p) in ours]
-    if clash:
-        raise ProblemError(f"output folder {out_dir!r} would overwrite the input {clash[0]!r}")
+    named = [("the input", p) for p in inputs if p]
+    for name in (*FILES, *extra) if os.path.isdir(out_dir) else ():
+        try:
+            files.check_output_path(os.path.join(out_dir, name), "plan file", named)
+        except OSError as e:
+            raise ProblemError(str(e)) from None
 
 
 def volumes_on_ct(p: Plan) -> dict[str, np.ndarray]:
@@ -67,19 +73,28 @@ def _json_default(v: Any) -> Any:
 
 
 def write_plan(p: Plan, out_dir: str, force: bool = False) -> list[str]:
-    """Write the plan's volumes, ``plan.json`` and the report into ``out_dir``; the paths."""
+    """Write the plan's volumes, ``plan.json`` and the report into ``out_dir``; the paths.
+    Each file is written under a temporary name and renamed into place
+    (:func:`sonotile.base.files.partial_file`): a failure leaves what was there as it was."""
     prepare_output(out_dir, force, (p.ct.source,))
     os.makedirs(out_dir, exist_ok=True)
     provenance = {k: p.summary[k] for k in ("sonotile", "ct", "target_mm", "entry_mm",
                                             "transducer", "settings", "tissue")}  # fmt: skip
+    inputs = [("the CT", p.ct.source)]
     paths, vols = [], volumes_on_ct(p)
+    need = sum(v.nbytes + 2**16 for v in vols.values()) + REPORT_BYTES
+    files.check_room(os.path.join(out_dir, "plan.json"), need, "plan files")  # before any
     for name, v in vols.items():
         path = os.path.join(out_dir, f"{name}.nii.gz")
-        write_nifti(path, v, p.ct, provenance=provenance, description=VOLUMES[name][0])
+        label = f"plan file '{path}'"
+        files.check_room(path, v.nbytes + 2**16, label)  # compressed: at most this
+        with files.partial_file(path, "plan file", suffix=".nii.gz", inputs=inputs) as tmp:
+            with files.write_errors(label, path):
+                write_nifti(tmp, v, p.ct, provenance=provenance, description=VOLUMES[name][0])
         paths.append(path)
     path = os.path.join(out_dir, "plan.json")
-    with open(path, "w") as f:
-        json.dump(p.summary, f, indent=1, default=_json_default)
+    text = json.dumps(p.summary, indent=1, default=_json_default)
+    files.write_bytes(path, text.encode(), "plan file", inputs)
     paths.append(path)
     paths += write_report(p, out_dir, vols)
     return paths

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import ndimage
 
+from sonotile.base import files
 from sonotile.planning.chain import Plan
 from sonotile.planning.images import CTImage
 
@@ -168,16 +170,17 @@ def write_report(p: Plan, out_dir: str, vols: dict[str, np.ndarray]) -> list[str
         "(beam / focal peak; -6 dB in cyan, lesion in magenta)"
     )
     png = os.path.join(out_dir, "report.png")
-    fig.savefig(png, dpi=90)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=90)
     plt.close(fig)
-    with open(png, "rb") as f:
-        b64 = base64.b64encode(f.read()).decode()
+    inputs = [("the CT", p.ct.source)]
+    files.write_bytes(png, image.getvalue(), "plan file", inputs)
+    b64 = base64.b64encode(image.getvalue()).decode()
     rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>"
                    for a, b in report_lines(p.summary))  # fmt: skip
     page = (f"<!doctype html><meta charset='utf-8'><title>sonication plan</title>"
             f"<h1>Sonication plan</h1><img src='data:image/png;base64,{b64}' width='100%'>"
             f"<table>{rows}</table><p>Every number and setting: plan.json</p>")  # fmt: skip
     page_path = os.path.join(out_dir, "report.html")
-    with open(page_path, "w") as f:
-        f.write(page)
+    files.write_bytes(page_path, page.encode(), "plan file", inputs)
     return [png, page_path]

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import zipfile
 
 import jax
 import numpy as np
 
+from sonotile.base import files
 from sonotile.solver import runner
 
 FORMAT = "sonotile-run-state"
@@ -37,8 +40,9 @@ def _key(engine: runner.Engine) -> str:
 def save_state(path: str, engine: runner.Engine, rs: runner.RunState,
                extra: dict[str, np.ndarray] | None = None) -> None:  # fmt: skip
     """Write ``rs`` (a run of ``engine`` stopped between chunks) to ``path`` (``.npz``,
-    replaced atomically), with the caller's ``extra`` arrays (:func:`load_extra`: e.g. the
-    samples recorded so far). One process: the arrays are gathered here."""
+    replaced atomically: :func:`sonotile.base.files.save_npz`), with the caller's ``extra``
+    arrays (:func:`load_extra`: e.g. the samples recorded so far). One process: the arrays
+    are gathered here."""
     leaves = jax.tree_util.tree_leaves(rs.carry)
     if not all(getattr(x, "is_fully_addressable", True) for x in leaves):
         raise NotImplementedError("save_state: a run over several processes (one process only)")
@@ -54,13 +58,7 @@ def save_state(path: str, engine: runner.Engine, rs: runner.RunState,
         arrays[f"leaf{i}"] = a
     for name, v in (extra or {}).items():
         arrays[f"extra.{name}"] = np.asarray(v)
-    tmp = path + ".sonotile-partial.npz"
-    try:
-        np.savez(tmp, **arrays)  # type: ignore[arg-type]  # numpy's stubs: allow_pickle
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    files.save_npz(path, arrays, "checkpoint file")
 
 
 def load_state(path: str, engine: runner.Engine) -> runner.RunState:
@@ -88,7 +86,9 @@ def load_extra(path: str) -> dict[str, np.ndarray]:
 def is_state_file(path: str) -> bool:
     """Whether ``path`` is a run state written by :func:`save_state` (of any problem)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block np.load
+            return False
         with np.load(path) as f:
             return "key" in f.files and json.loads(str(f["key"])).get("format") == FORMAT
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):  # damaged or other
         return False
