@@ -17,6 +17,7 @@ from sonotile.planning.acoustics import (
     focal_size,
 )
 from sonotile.planning.chain import Plan, PlanSettings, plan
+from sonotile.planning.dicom import read_dicom_series
 from sonotile.planning.elastic import ElasticBeams, elastic_beams, elastic_response
 from sonotile.planning.geometry import (
     Pose,
@@ -30,7 +31,6 @@ from sonotile.planning.geometry import (
 from sonotile.planning.images import (
     CTImage,
     read_ct,
-    read_dicom_series,
     read_nifti,
     read_provenance,
     write_nifti,
