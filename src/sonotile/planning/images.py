@@ -83,6 +83,18 @@ class CTImage:
         """Voxel size along each voxel axis [mm]."""
         return np.linalg.norm(self.affine[:3, :3], axis=0)
 
+    def bounds_mm(self) -> tuple[np.ndarray, np.ndarray]:
+        """The lowest and highest RAS coordinates [mm] of the image's 8 corners (its outer
+        voxel faces): the box that holds an oblique image."""
+        ends = [(-0.5, n - 0.5) for n in self.shape]
+        corners = self.world(np.array(np.meshgrid(*ends, indexing="ij")).reshape(3, -1).T)
+        return corners.min(axis=0), corners.max(axis=0)
+
+    def contains(self, xyz: Sequence[float] | np.ndarray) -> bool:
+        """Whether a point [mm, RAS] lies inside the image (within its outer voxel faces)."""
+        ijk = self.voxel(xyz)
+        return bool(np.all(ijk >= -0.5) and np.all(ijk <= np.asarray(self.shape) - 0.5))
+
     def world(self, ijk: Sequence[float] | np.ndarray) -> np.ndarray:
         """Voxel indices ``(..., 3)`` -> RAS millimetres ``(..., 3)``."""
         v = np.asarray(ijk, dtype=np.float64)
