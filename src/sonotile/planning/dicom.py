@@ -57,6 +57,12 @@ def _reason(e: BaseException) -> str:
     return (" ".join(str(e).split()) or type(e).__name__)[:200]
 
 
+def _sop_class(ds: Any) -> str:
+    """The name of a dataset's storage class (e.g. "CT Image Storage"), or ""."""
+    uid = getattr(getattr(ds, "file_meta", None), "MediaStorageSOPClassUID", None)
+    return str(getattr(uid, "name", "") or "")
+
+
 def _read_images(files: list[str]) -> list[tuple[str, Any]]:
     """``(path, dataset)`` of each file holding pixel data; other files are skipped, and a
     damaged DICOM file is a :class:`ProblemError`."""
@@ -71,6 +77,9 @@ def _read_images(files: list[str]) -> list[tuple[str, Any]]:
             continue
         if "PixelData" in ds:
             out.append((f, ds))
+        elif "Rows" in ds or "Image Storage" in _sop_class(ds):
+            raise ProblemError(f"{f}: a {_sop_class(ds) or 'DICOM image'} file without pixel "
+                               "data (a truncated file?)")  # fmt: skip
     return out
 
 

@@ -144,7 +144,7 @@ def _check_nifti_header(img: Any, path: str) -> tuple[int, ...]:
     if dtype.kind not in "iuf" or dtype.fields is not None:
         raise ProblemError(f"{path}: data type {dtype} (NIfTI datatype {int(hdr['datatype'])}); "
                            "a CT holds real numbers (integers or floats)")  # fmt: skip
-    slope, inter = float(hdr["scl_slope"]), float(hdr["scl_inter"])
+    slope, inter = _scaling(img, path)
     if np.isinf(slope) or (np.isfinite(slope) and slope != 0 and not np.isfinite(inter)):
         raise ProblemError(f"{path}: scaling scl_slope {slope:g}, scl_inter {inter:g} is not "
                            "finite")  # fmt: skip
@@ -154,10 +154,21 @@ def _check_nifti_header(img: Any, path: str) -> tuple[int, ...]:
     return shape[:3]
 
 
+def _scaling(img: Any, path: str) -> tuple[float, float]:
+    """The file's own ``scl_slope`` and ``scl_inter`` (nibabel's loaded header drops them)."""
+    nib = optional("nibabel")
+    try:
+        with nib.openers.ImageOpener(path) as f:
+            raw = type(img.header).from_fileobj(f, check=False)
+    except Exception as e:  # noqa: BLE001 - any failure to parse is an unreadable file
+        raise ProblemError(f"{path}: the header cannot be read ({_reason(e)})") from None
+    return float(raw["scl_slope"]), float(raw["scl_inter"])
+
+
 def _check_nifti_data(img: Any, path: str, nbytes: int) -> None:
     """A :class:`ProblemError` if the file holds fewer than ``nbytes`` of data after its
     header, or if a gzip-compressed file fails its length or CRC check."""
-    offset = int(img.header.get_data_offset())
+    offset = int(getattr(img.dataobj, "offset", 0) or img.header.get_data_offset())
     if not path.endswith(".gz"):
         size = os.path.getsize(path)
         if size < offset + nbytes:
