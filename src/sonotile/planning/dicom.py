@@ -107,7 +107,8 @@ def _numbers(ds: Any, name: str, n: int, f: str) -> np.ndarray:
     except (TypeError, ValueError):
         v = np.array([np.nan])
     if v.shape != (n,) or not np.isfinite(v).all():
-        raise ProblemError(f"{f}: {name} is {ds[name].value!r}; expected {n} finite numbers")
+        what = "a finite number" if n == 1 else f"{n} finite numbers"
+        raise ProblemError(f"{f}: {name} is {ds[name].value!r}; expected {what}")
     return v
 
 

@@ -65,7 +65,8 @@ def check_hu(ct: CTImage, *, clip: bool = False, hu_range: tuple[float, float] =
         return ct, []
     n = int(out.sum())
     found = f"{float(hu.min()):.6g} .. {float(hu.max()):.6g} HU"
-    text = f"{n} voxels outside {lo:g} .. {hi:g} HU (the image holds {found}; {_where(out, ct)})"
+    text = (f"{n} voxel{'s' if n > 1 else ''} outside {lo:g} .. {hi:g} HU (the image holds "
+            f"{found}; {_where(out, ct)})")  # fmt: skip
     if not clip:
         raise ProblemError(f"{name}: {text}: not Hounsfield units of a head? "
                            "(--clip_hu clips them into the range)")  # fmt: skip
