@@ -390,6 +390,7 @@ def setup(
     water; a :class:`ProblemError` for the first problem, ``progress`` for each warning."""
     say, lap = progress or (lambda _msg: None), lap or (lambda _name: None)
     s = settings
+    s.check()
     image = ct if isinstance(ct, CTImage) else read_ct(ct)
     image, warnings = check_hu(image, clip=s.clip_hu)
     warnings += image_warnings(image)
