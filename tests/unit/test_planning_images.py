@@ -219,6 +219,12 @@ def test_nifti_headers_that_are_not_a_ct(tmp_path):
 
     _refused(_nifti(tmp_path / "rgb.nii", edit=datatype(128, 24)), "data type")  # RGB24
     _refused(_nifti(tmp_path / "bool.nii", edit=datatype(1, 1)))  # DT_BINARY
+    mask = np.ones((4, 5, 6), np.uint8)  # what a boolean volume becomes in NIfTI
+    _refused(_nifti(tmp_path / "mask.nii", mask), "uint8 data without scaling", "0 .. 255")
+    scaled = nib.Nifti1Image(mask, np.eye(4))
+    scaled.header.set_slope_inter(20.0, -1000.0)  # 8 bits scaled to HU: read
+    nib.save(scaled, tmp_path / "u8.nii")
+    np.testing.assert_allclose(read_ct(tmp_path / "u8.nii").hu, -980.0)
 
 
 @needs_readers

@@ -151,6 +151,12 @@ def _check_nifti_header(img: Any, path: str) -> tuple[int, ...]:
     if (slope == 0 or np.isnan(slope)) and np.isfinite(inter) and inter != 0:
         raise ProblemError(f"{path}: scl_slope is {slope:g}, so NIfTI ignores scl_inter "
                            f"{inter:g}: the stored values may not be Hounsfield units")  # fmt: skip
+    scaled = np.isfinite(slope) and slope != 0 and (slope != 1 or inter != 0)
+    if dtype.itemsize == 1 and not scaled:
+        info = np.iinfo(dtype)
+        raise ProblemError(f"{path}: {dtype} data without scaling hold {info.min} .. {info.max}, "
+                           "not Hounsfield units (air -1000 HU, bone above 1000 HU): a mask or "
+                           "a label map?")  # fmt: skip
     return shape[:3]
 
 
