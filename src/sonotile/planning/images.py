@@ -125,9 +125,9 @@ def _reason(e: BaseException) -> str:
     return text[:200]
 
 
-def _check_nifti_header(img: Any, path: str) -> tuple[int, ...]:
+def _check_nifti_header(img: Any, path: str, hounsfield: bool) -> tuple[int, ...]:
     """The 3-D shape of a NIfTI image from its header alone, or a :class:`ProblemError` for
-    sizes, data types or scaling that are not a CT's."""
+    sizes, data types or scaling that are not an image's (with ``hounsfield``: a CT's)."""
     hdr = img.header
     dim = [int(v) for v in hdr["dim"]]
     nd = dim[0]
@@ -152,7 +152,7 @@ def _check_nifti_header(img: Any, path: str) -> tuple[int, ...]:
         raise ProblemError(f"{path}: scl_slope is {slope:g}, so NIfTI ignores scl_inter "
                            f"{inter:g}: the stored values may not be Hounsfield units")  # fmt: skip
     scaled = np.isfinite(slope) and slope != 0 and (slope != 1 or inter != 0)
-    if dtype.itemsize == 1 and not scaled:
+    if hounsfield and dtype.itemsize == 1 and not scaled:
         info = np.iinfo(dtype)
         raise ProblemError(f"{path}: {dtype} data without scaling hold {info.min} .. {info.max}, "
                            "not Hounsfield units (air -1000 HU, bone above 1000 HU): a mask or "
@@ -193,15 +193,17 @@ def _check_nifti_data(img: Any, path: str, nbytes: int) -> None:
                            f"needs {offset + nbytes}")  # fmt: skip
 
 
-def read_nifti(path: str | os.PathLike) -> CTImage:
-    """A CT volume from a NIfTI file (``.nii`` or ``.nii.gz``); a 4-D file must have one volume.
+def read_nifti(path: str | os.PathLike, *, hounsfield: bool = False) -> CTImage:
+    """A volume from a NIfTI file (``.nii`` or ``.nii.gz``); a 4-D file must have one volume.
 
     The header is checked before any data is read (sizes, data type, scaling, and the memory
     a plan on it takes), the file's length and a compressed file's CRC before the data is
-    used; each problem is a :class:`ProblemError` naming the file."""
+    used; each problem is a :class:`ProblemError` naming the file. With ``hounsfield`` (a CT,
+    as :func:`read_ct` reads it) 8-bit data without scaling, a mask or a label map, is refused.
+    """
     p = os.fspath(path)
     img = _nifti_header(p)
-    shape = _check_nifti_header(img, p)
+    shape = _check_nifti_header(img, p, hounsfield)
     n = int(np.prod(shape, dtype=np.float64))
     check_memory(n * PLAN_BYTES_PER_VOXEL, f"{p}: planning on a {shape} image")
     _check_nifti_data(img, p, n * np.dtype(img.header.get_data_dtype()).itemsize)
@@ -228,7 +230,7 @@ def read_ct(path: str | os.PathLike) -> CTImage:
 
         return read_dicom_series(p)
     if p.endswith((".nii", ".nii.gz")):
-        return read_nifti(p)
+        return read_nifti(p, hounsfield=True)
     raise ProblemError(f"{p!r}: expected a .nii/.nii.gz file or a folder of DICOM files")
 
 
