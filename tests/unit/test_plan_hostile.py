@@ -279,6 +279,8 @@ def test_numeric_options_out_of_range_are_named(ct_path, tmp_path, capsys, flag,
         (["--checkpoint_steps", "0"], ["--checkpoint_steps"]),
         (["--mesh", "2xa"], ["--mesh"]),
         (["--target", "0", "nan", "45"], ["target must be 3 finite coordinates"]),
+        (["--transducer", "bowl:inf:50"], ["radius inf mm", "finite numbers"]),
+        (["--transducer", "array:1e9:64:64:4"], ["elements overlap"]),
     ],
 )
 def test_other_options_out_of_range_are_named(ct_path, tmp_path, capsys, extra, words):

@@ -116,6 +116,8 @@ def test_dicom_oblique_series_matches_nibabel_single_slice_affine(tmp_path):
 def test_bad_inputs_have_clear_errors(tmp_path):
     with pytest.raises(ProblemError, match="3-D"):
         CTImage(np.zeros((3, 3)), np.eye(4))
+    with pytest.raises(ProblemError, match="not empty"):
+        CTImage(np.zeros((3, 0, 3)), np.eye(4))
     with pytest.raises(ProblemError, match="invertible"):
         CTImage(np.zeros((2, 2, 2)), np.zeros((4, 4)))
     ct = CTImage(np.zeros((2, 3, 4)), np.eye(4))
@@ -314,6 +316,7 @@ def _dicom_refused(tmp_path, *words):
         ({2}, lambda ds: setattr(ds, "PixelSpacing", ["nan", "0.5"]), ["PixelSpacing", "finite"]),
         ({2}, lambda ds: setattr(ds, "PixelSpacing", ["-0.5", "0.5"]), ["must be positive"]),
         ({2}, lambda ds: setattr(ds, "PixelData", ds.PixelData[:20]), ["truncated pixel data"]),
+        ({1}, lambda ds: setattr(ds, "Rows", 0), ["an empty slice"]),
     ],
 )
 def test_dicom_series_checked_slice_by_slice(tmp_path, slices, change, words):

@@ -124,6 +124,8 @@ def _header(f: str, ds: Any) -> dict[str, Any]:
             or abs(row @ col) > 1e-3):  # fmt: skip
         raise ProblemError(f"{f}: ImageOrientationPatient {iop.tolist()} is not two "
                            "perpendicular unit vectors")  # fmt: skip
+    if int(ds.Rows) < 1 or int(ds.Columns) < 1:
+        raise ProblemError(f"{f}: Rows x Columns {ds.Rows} x {ds.Columns}: an empty slice")
     spacing = _numbers(ds, "PixelSpacing", 2, f)
     if (spacing <= 0).any():
         raise ProblemError(f"{f}: PixelSpacing {spacing.tolist()} mm must be positive")

@@ -64,8 +64,8 @@ class CTImage:
     def __post_init__(self) -> None:
         hu = np.asarray(self.hu, dtype=np.float32)
         a = np.asarray(self.affine, dtype=np.float64)
-        if hu.ndim != 3:
-            raise ProblemError(f"CTImage.hu must be 3-D, got shape {hu.shape}")
+        if hu.ndim != 3 or min(hu.shape) < 1:
+            raise ProblemError(f"CTImage.hu must be 3-D and not empty, got shape {hu.shape}")
         if a.shape != (4, 4) or not np.isfinite(a).all():
             raise ProblemError(f"CTImage.affine must be a finite 4x4 matrix, got {a.shape}")
         if abs(np.linalg.det(a[:3, :3])) < 1e-12 or not np.allclose(a[3], [0, 0, 0, 1]):
