@@ -74,11 +74,12 @@ BAD_VALUES = [
     ("two_nan.nii.gz", lambda h: h.__setitem__(([3, 30], [4, 40], [5, 6]), np.nan),
      ["2 of 80640 voxels are not finite", "first at voxel [3, 4, 5]"]),
     ("huge.nii.gz", lambda h: h.__setitem__((3, 4, 5), 1e30),
-     ["1 voxel outside -1100 .. 4000 HU", "at voxel [3, 4, 5]", "--clip_hu"]),
+     ["1 voxel outside -1100 .. 4000 HU", "at voxel [3, 4, 5]", "not Hounsfield units",
+      "--clip_hu"]),
     ("inf.nii.gz", lambda h: h.__setitem__((3, 4, 5), np.inf),
      ["1 of 80640 voxels are not finite", "at voxel [3, 4, 5] ([-66.0, -78.0, -62.0] mm)"]),
     ("neg.nii.gz", lambda h: h.__setitem__((3, 4, slice(5, 8)), -3000.0),
-     ["3 voxels outside -1100 .. 4000 HU"]),
+     ["3 voxels outside -1100 .. 4000 HU", "padding outside the scanner's field of view"]),
 ]  # fmt: skip
 
 

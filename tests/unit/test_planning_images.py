@@ -356,3 +356,19 @@ def test_dicom_compressed_pixel_data_that_cannot_be_decoded_is_named(tmp_path):
     paths = _series(tmp_path, _on({0, 1, 2, 3, 4}, jpeg))
     text = _dicom_refused(tmp_path, "cannot be decoded", "JPEG 2000")
     assert any(str(p) in text for p in paths)
+
+
+@needs_readers
+def test_dicom_padding_outside_the_field_of_view_is_air(tmp_path):
+    """Stored -2000 with intercept -1024 is -3024 HU, a scanner's padding: with
+    PixelPaddingValue it reads as air; without it, as the values it says."""
+
+    def pad(k, ds):
+        ds["PixelData"].value = np.where(np.arange(30) < 4, -2000, 1064).astype(np.int16).tobytes()
+        ds.add_new("PixelPaddingValue", "SS", -2000)
+
+    (tmp_path / "a").mkdir()
+    _series(tmp_path / "a", pad)
+    ct = read_ct(tmp_path / "a")
+    assert np.count_nonzero(ct.hu == -1000.0) == 4 * 5 and ct.hu.max() == 40.0
+    assert ct.meta["padding_voxels_as_air"] == 4 * 5

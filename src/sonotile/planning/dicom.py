@@ -7,7 +7,9 @@ values with a nonzero slope, and slice positions evenly spaced without gaps or d
 each problem is a :class:`ProblemError` naming the file and what it holds. Slices are ordered
 along the slice normal, voxel ``(i, j, k)`` = (column, row, slice) as NIfTI converters lay it
 out, the slice step taken from the positions (so gantry tilt is kept), and the stored values
-turned into Hounsfield units with each slice's ``RescaleSlope`` and ``RescaleIntercept``.
+turned into Hounsfield units with each slice's ``RescaleSlope`` and ``RescaleIntercept``;
+pixels equal to a slice's ``PixelPaddingValue`` (outside the reconstructed field of view) are
+air, -1000 HU.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from sonotile.model.problem import ProblemError
 from sonotile.planning.images import LPS_TO_RAS, CTImage, optional
 from sonotile.planning.memory import PLAN_BYTES_PER_VOXEL, check_memory
 
+#: Hounsfield units of air, given to the voxels a slice marks with its ``PixelPaddingValue``
+#: (outside the reconstructed field of view).
+AIR_HU = -1000.0
 #: What every slice must hold, and what it is.
 REQUIRED = {
     "ImagePositionPatient": "the slice's position",
@@ -213,6 +218,15 @@ def _pixels(s: dict[str, Any]) -> np.ndarray:
     return px
 
 
+def _padding(ds: Any) -> int | None:
+    """A slice's ``PixelPaddingValue`` as a stored value, or None."""
+    pad = getattr(ds, "PixelPaddingValue", None)
+    if isinstance(pad, bytes):  # value representation US or SS left unresolved
+        signed = int(getattr(ds, "PixelRepresentation", 0)) == 1
+        return int.from_bytes(pad, "little", signed=signed) if pad else None
+    return None if pad is None else int(pad)
+
+
 def read_dicom_series(
     where: str | os.PathLike | Sequence[str | os.PathLike], series_uid: str | None = None
 ) -> CTImage:
@@ -232,13 +246,21 @@ def read_dicom_series(
     check_memory(rows * cols * len(slices) * PLAN_BYTES_PER_VOXEL,
                  f"{src}: planning on a {cols} x {rows} x {len(slices)} image")  # fmt: skip
     hu = np.empty((cols, rows, len(slices)), dtype=np.float32)
+    padded = 0
     for k, s in enumerate(slices):
         slope, intercept = s["rescale"]
-        hu[:, :, k] = (_pixels(s).astype(np.float64) * slope + intercept).T
+        px = _pixels(s)
+        v = px.astype(np.float64) * slope + intercept
+        pad = _padding(s["ds"])
+        if pad is not None:  # outside the reconstructed field of view: air
+            mask = px == pad
+            v[mask], padded = AIR_HU, padded + int(mask.sum())
+        hu[:, :, k] = v.T
     first = slices[0]
     row, col = first["iop"][:3], first["iop"][3:]  # along a row (column index grows), a column
     dr, dc = first["spacing"]  # between rows, between columns
     lps = np.eye(4)
     lps[:3, 0], lps[:3, 1], lps[:3, 2], lps[:3, 3] = row * dc, col * dr, step, first["pos"]
     uid = str(getattr(first["ds"], "SeriesInstanceUID", ""))
-    return CTImage(hu, LPS_TO_RAS @ lps, source=src, meta={"SeriesInstanceUID": uid})
+    meta = {"SeriesInstanceUID": uid, "padding_voxels_as_air": padded}
+    return CTImage(hu, LPS_TO_RAS @ lps, source=src, meta=meta)

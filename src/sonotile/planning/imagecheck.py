@@ -68,8 +68,10 @@ def check_hu(ct: CTImage, *, clip: bool = False, hu_range: tuple[float, float] =
     text = (f"{n} voxel{'s' if n > 1 else ''} outside {lo:g} .. {hi:g} HU (the image holds "
             f"{found}; {_where(out, ct)})")  # fmt: skip
     if not clip:
-        raise ProblemError(f"{name}: {text}: not Hounsfield units of a head? "
-                           "(--clip_hu clips them into the range)")  # fmt: skip
+        below = float(hu.min()) < lo and float(hu.max()) <= hi
+        why = ("padding outside the scanner's field of view (often -2048 or -3024 HU)?"
+               if below else "not Hounsfield units of a head?")  # fmt: skip
+        raise ProblemError(f"{name}: {text}: {why} (--clip_hu clips them into the range)")
     clipped = np.clip(hu, lo, hi)
     return replace(ct, hu=clipped), [f"{name}: clipped {text}"]
 
