@@ -281,6 +281,11 @@ def test_numeric_options_out_of_range_are_named(ct_path, tmp_path, capsys, flag,
         (["--mesh", "2xa"], ["--mesh"]),
         (["--target", "0", "nan", "45"], ["target must be 3 finite coordinates"]),
         (["--transducer", "bowl:inf:50"], ["radius inf mm", "finite numbers"]),
+        (["--dt", "5", "--duration", "1"], ["--dt 5 s is longer than --duration 1 s"]),
+        (
+            ["--period", "0.1", "--duty", "0.5", "--dt", "0.1"],
+            ["--period 0.1 s at --duty 0.5 is on 0.05 s", "at least --dt 0.1 s"],
+        ),
         (["--transducer", "array:1e9:64:64:4"], ["elements overlap"]),
     ],
 )

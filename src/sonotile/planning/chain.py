@@ -129,6 +129,7 @@ class PlanSettings:
             if not (ok and (lo <= v if closed else lo < v) and v <= hi):
                 raise ProblemError(f"{names.get(name, name)} must be "
                                    f"{_range_text(lo, hi, closed, unit)}, got {v}")  # fmt: skip
+        self._check_times(names)
         if not (isinstance(self.refocus, int | np.integer) and 0 <= self.refocus <= 10):
             raise ProblemError(f"refocus must be a whole number from 0 to 10, got {self.refocus}")
         if self.mapping not in MAPPINGS:
@@ -137,6 +138,22 @@ class PlanSettings:
         if unknown:
             raise ProblemError(f"{names.get('allow_target_in', 'allow_target_in')} {unknown}: "
                                f"choose from {sorted(TARGET_OVERRIDES)}")  # fmt: skip
+
+    def _check_times(self, names: Mapping[str, str]) -> None:
+        """The thermal step within the sonication, and a pulse's on and off times no shorter
+        than the step (else the heating would not see the pulses)."""
+        dt, n = self.heat_dt, (lambda k: names.get(k, k))
+        if dt > self.duration:
+            raise ProblemError(f"{n('heat_dt')} {dt:g} s is longer than {n('duration')} "
+                               f"{self.duration:g} s")  # fmt: skip
+        if self.period is not None and self.duty < 1:
+            on, off = self.period * self.duty, self.period * (1 - self.duty)
+            if min(on, off) < dt:
+                raise ProblemError(
+                    f"{n('period')} {self.period:g} s at {n('duty')} {self.duty:g} is on "
+                    f"{on:g} s and off {off:g} s: each must be at least {n('heat_dt')} "
+                    f"{dt:g} s"
+                )
 
 
 #: Each numeric setting of :class:`PlanSettings`: (low, high, low included, unit); the high
