@@ -9,8 +9,10 @@
   not be Hounsfield units), no bone (no skull to plan through).
 - :func:`check_target`: the target in soft tissue or brain, not in the air or water around the
   head and not in bone, unless the user allows it.
-- :func:`check_memory`: a size that would not fit in the memory there is, refused before it
-  is allocated.
+
+The readers check the files themselves (:mod:`~sonotile.planning.images`,
+:mod:`~sonotile.planning.dicom`) and the memory a size takes
+(:mod:`~sonotile.planning.memory`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ import numpy as np
 
 from sonotile.model.problem import ProblemError
 from sonotile.planning.images import CTImage
-from sonotile.planning.tissue import BRAIN, CLASS_NAMES, SOFT_TISSUE, TRABECULAR, WATER
+from sonotile.planning.tissue import (
+    BRAIN,
+    CLASS_NAMES,
+    CORTICAL,
+    SOFT_TISSUE,
+    TRABECULAR,
+    WATER,
+)
 
 #: The Hounsfield units a CT of a head can hold [HU]: below air's -1000 by noise, above the
 #: densest cortical bone (and the 3071 HU at which 12-bit scanners saturate) by a margin.
@@ -30,7 +39,7 @@ HU_RANGE = (-1100.0, 4000.0)
 #: Where the target may lie when nothing else is allowed: the classes of :func:`classify`.
 TARGET_CLASSES = (SOFT_TISSUE, BRAIN)
 #: What ``allow`` in :func:`check_target` can add, by name: the classes it stands for.
-TARGET_OVERRIDES = {"water": (WATER,), "bone": (TRABECULAR, TRABECULAR + 1)}
+TARGET_OVERRIDES = {"water": (WATER,), "bone": (TRABECULAR, CORTICAL)}
 
 
 def _where(mask: np.ndarray, ct: CTImage) -> str:
