@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -71,6 +73,12 @@ def test_plan_writes_aligned_volumes_report_and_numbers(planned, ct_path):
     np.testing.assert_allclose(f["peak_pa"], 1.5e6)  # scaled to the requested focal pressure
     assert f["error_mm"] < 15.0 and h["T_max_degC"] > 37.0 and h["rise_at_target_K"] > 0.1
     assert summary["settings"]["mapping"] == "aubry2003"
+    # HU_max from the skull's 99.9th percentile (the phantom's cortical bone tops at 2000 HU),
+    # stated in plan.json and the report; the phantom raises no warning
+    bone = summary["tissue"]["bone"]
+    assert 1900.0 < bone["hu_max"] <= 2000.0 and bone["hu_max_from"].startswith("99.9th")
+    assert f"HU_max {bone['hu_max']:.0f} HU" in open(os.path.join(out, "report.html")).read()
+    assert summary["warnings"] == [] and set(summary["timings_s"]) >= {"image", "properties"}
     # heated with each tissue class's thermal properties (IT'IS), stated in plan.json
     assert summary["thermal"]["classes"]["cortical bone"]["specific_heat"] == 1313.0
     assert "IT'IS" in summary["thermal"]["reference"]
@@ -112,8 +120,13 @@ def test_plan_command(ct_path, tmp_path, capsys):
             "--transducer", "bowl:50:50", "--frequency", "200e3", "--ppw", "2.5",
             "--margin", "2", "--beyond", "6", "--duration", "1", "--kwave_input",
             "-o", out]  # fmt: skip
+    start = time.perf_counter()
     assert cli(["plan", *args]) == 0
+    wall = time.perf_counter() - start
     text = capsys.readouterr().out
+    # every line's elapsed time within the run's, in order (also after the k-Wave export)
+    clock = [float(m) for m in re.findall(r"^sonotile plan \[\s*(-?[0-9.]+) s\]", text, re.M)]
+    assert len(clock) > 5 and clock == sorted(clock) and clock[-1] <= wall + 0.1
     assert "CW field: uncorrected" in text and "wrote 8 files" in text
     assert "--p_max_all -s" in text
     assert sorted(os.listdir(out)) == sorted([*FILES, "kwave_input.h5"])

@@ -72,8 +72,9 @@ def test_aubry2003_values_from_porosity():
     hu = shell(1000.0)
     hu[6, 12, 12] = 2000.0  # HU_max
     hu[6, 11, 12] = 500.0  # porosity 0.75
-    m = tissue_properties(hu, "aubry2003", frequency=5e5)
+    m = tissue_properties(hu, "aubry2003", frequency=5e5, bone=BoneParameters(hu_max=2000.0))
     assert m.provenance["bone"]["hu_max"] == 2000.0 and m.provenance["mapping"] == "aubry2003"
+    assert m.provenance["bone"]["hu_max_from"] == "given"
     # porosity 0: bone's 2200 kg/m^3, 3100 m/s and the least attenuation, 0.2 dB/(MHz cm)
     i = (6, 12, 12)
     assert (m.density[i], m.sound_speed[i], m.alpha_coeff[i]) == pytest.approx((2200, 3100, 0.2))
@@ -92,6 +93,24 @@ def test_aubry2003_values_from_porosity():
     assert (m.sound_speed[4, 12, 12], m.density[4, 12, 12]) == (1610.0, 1090.0)
     assert (m.sound_speed[12, 12, 12], m.density[12, 12, 12]) == (1560.0, 1040.0)
     assert m.shear_speed[12, 12, 12] == 0.0 and m.shear_speed[j] > 1000.0
+
+
+def test_default_hu_max_is_a_high_percentile_of_the_skull_not_its_maximum():
+    hu = shell(1000.0)
+    hu[5:7, 5:-5, 5:-5] = np.linspace(1200.0, 1800.0, 2 * 14 * 14).reshape(2, 14, 14)
+    bone = hu[classify(hu) >= TRABECULAR]
+    m = tissue_properties(hu, "aubry2003", frequency=5e5)
+    assert m.provenance["bone"]["hu_max"] == pytest.approx(np.percentile(bone, 99.9))
+    assert 1790.0 < m.provenance["bone"]["hu_max"] < 1800.0
+    assert m.provenance["bone"]["hu_max_from"].startswith("99.9th percentile of")
+    hu[6, 12, 12] = 3071.0  # one saturated voxel: HU_max and every other voxel barely move
+    o = tissue_properties(hu, "aubry2003", frequency=5e5)
+    assert abs(o.provenance["bone"]["hu_max"] / m.provenance["bone"]["hu_max"] - 1) < 0.01
+    rest = (classify(hu) >= TRABECULAR) & (hu < 3000)
+    np.testing.assert_allclose(o.sound_speed[rest], m.sound_speed[rest], rtol=0.01)
+    # without bone: the cortical threshold
+    no_bone = tissue_properties(np.full((6, 6, 6), 30.0), "aubry2003", frequency=5e5)
+    assert no_bone.provenance["bone"]["hu_max"] == Classes().cortical_hu
 
 
 def test_marsac2017_and_kwave_bone():
@@ -127,5 +146,7 @@ def test_bad_mapping_inputs():
         tissue_properties(shell(), "kwave", frequency=-1.0)
     with pytest.raises(ProblemError, match="hu_max"):
         porosity(np.ones(3), 0.0)
+    with pytest.raises(ProblemError, match="hu_max must be a positive number"):
+        tissue_properties(shell(), "aubry2003", frequency=5e5, bone=BoneParameters(np.nan))
     with pytest.raises(ProblemError, match="air_hu"):
         classify(shell(), Classes(skull_hu=-500.0))

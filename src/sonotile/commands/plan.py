@@ -31,7 +31,15 @@ NUMBERS: dict[str, tuple[float | None, str]] = {
     "--margin": (5.0, "grid beside the aperture [mm]"),
     "--beyond": (20.0, "grid past the target [mm]"),
     "--refocus": (2, "re-aims of the corrected drive (default 2; 0: aimed at the target itself)"),
+    "--hu_max": (
+        None,
+        "HU of zero porosity in the bone mappings (default: the 99.9th "
+        "percentile of the skull's HU)",
+    ),
 }
+#: PlanSettings' names of the numeric options, where they differ from the flag's
+SETTING_NAMES = {"--ppw": "points_per_wavelength", "--pressure": "source_pressure",
+                 "--dt": "heat_dt", "--margin": "margin_mm", "--beyond": "beyond_mm"}  # fmt: skip
 #: the switches: flag -> help
 SWITCHES = {
     "--force": "write into an existing output folder",
@@ -39,6 +47,7 @@ SWITCHES = {
     "--amplitudes": "weight the corrected drive by the recorded amplitudes",
     "--elastic": "also run the beam through an elastic skull and heat with that beam",
     "--kwave_input": "also write the beam's run as a k-Wave input file (kwave_input.h5)",
+    "--clip_hu": "clip values outside -1100 .. 4000 HU into that range (default: refuse them)",
 }
 
 
@@ -77,6 +86,14 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=float, default=default, help=text)
     for flag, text in SWITCHES.items():
         p.add_argument(flag, action="store_true", help=text)
+    p.add_argument(
+        "--allow_target_in",
+        nargs="+",
+        default=[],
+        choices=("water", "bone"),
+        help="plan on a target in air/water around the head or in bone (default: the target "
+        "must lie in soft tissue or brain)",
+    )
     _run_arguments(p)
     return p  # fmt: skip
 
@@ -136,6 +153,12 @@ def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
     run = RunSettings(decomposition=a.decomposition, mesh=_mesh(a.mesh),
                       elastic_interface=a.elastic_interface)  # fmt: skip
     check_run(run)
+    if a.checkpoint_interval is not None and not 0 < a.checkpoint_interval < float("inf"):
+        raise ProblemError(f"--checkpoint_interval must be a positive number of seconds, "
+                           f"got {a.checkpoint_interval}")  # fmt: skip
+    if a.checkpoint_steps is not None and a.checkpoint_steps < 1:
+        raise ProblemError(f"--checkpoint_steps must be a whole number >= 1, "
+                           f"got {a.checkpoint_steps}")  # fmt: skip
     if a.checkpoint is None:
         if a.checkpoint_interval is not None or a.checkpoint_steps is not None:
             raise ProblemError("--checkpoint_interval/--checkpoint_steps need --checkpoint")
@@ -143,6 +166,12 @@ def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
     cp = Checkpoint(a.checkpoint, a.checkpoint_interval, a.checkpoint_steps)
     cp.check((a.ct,))
     return run, cp
+
+
+def _flags() -> dict[str, str]:
+    """PlanSettings' names -> the flags that set them (for messages in the user's words)."""
+    flags = {SETTING_NAMES.get(f, f[2:]): f for f in NUMBERS}
+    return {**flags, "allow_target_in": "--allow_target_in"}
 
 
 def _whole(v: float, flag: str) -> int:
@@ -164,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
 
     def say(msg: str) -> None:
+        if msg.startswith("warning: "):
+            print(f"sonotile plan: {msg}", file=sys.stderr, flush=True)
+            return
         print(f"sonotile plan [{time.perf_counter() - start:6.1f} s] {msg}", flush=True)
 
     try:
@@ -175,9 +207,10 @@ def main(argv: list[str] | None = None) -> int:
             elastic=a.elastic, duration=a.duration, cooling=a.cooling, duty=a.duty,
             period=a.period, heat_dt=a.dt, perfusion=a.perfusion,
             specific_heat=a.specific_heat, conductivity=a.conductivity, margin_mm=a.margin,
-            beyond_mm=a.beyond,
+            beyond_mm=a.beyond, hu_max=a.hu_max, clip_hu=a.clip_hu,
+            allow_target_in=tuple(a.allow_target_in),
         )  # fmt: skip
-        settings.check()
+        settings.check(_flags())
         run, checkpoint = _run_options(a)
         prepare_output(out, a.force, (a.ct,), ("kwave_input.h5",) if a.kwave_input else ())
         if not os.path.exists(a.ct):
@@ -198,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             from sonotile.planning.export import write_kwave_input
 
             paths.append(os.path.join(out, "kwave_input.h5"))
-            start = write_kwave_input(result, paths[-1])
-            say(f"k-Wave input {paths[-1]}: run it with --p_max_all -s {start}")
+            first_step = write_kwave_input(result, paths[-1])
+            say(f"k-Wave input {paths[-1]}: run it with --p_max_all -s {first_step}")
     except RunStopped as e:
         say(f"heating stopped: {e}")
         return 0

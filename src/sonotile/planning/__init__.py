@@ -16,7 +16,8 @@ from sonotile.planning.acoustics import (
     find_focus,
     focal_size,
 )
-from sonotile.planning.chain import Plan, PlanSettings, plan
+from sonotile.planning.chain import Plan, PlanSettings, Setup, plan, setup
+from sonotile.planning.dicom import read_dicom_series
 from sonotile.planning.elastic import ElasticBeams, elastic_beams, elastic_response
 from sonotile.planning.geometry import (
     Pose,
@@ -30,7 +31,6 @@ from sonotile.planning.geometry import (
 from sonotile.planning.images import (
     CTImage,
     read_ct,
-    read_dicom_series,
     read_nifti,
     read_provenance,
     write_nifti,
@@ -45,6 +45,7 @@ from sonotile.planning.tissue import (
     TissueMaps,
     classify,
     hounsfield2density,
+    robust_hu_max,
     skull_mask,
     tissue_properties,
 )
@@ -53,7 +54,7 @@ from sonotile.planning.transducers import Transducer, parse_transducer
 __all__ = [
     "BeamComparison", "Focus", "RunSettings", "Transducer", "compare_beams", "conjugate_drive",
     "cw_field", "element_response", "find_focus", "parse_transducer", "Plan", "PlanSettings",
-    "plan", "volumes_on_ct", "write_plan",
+    "plan", "volumes_on_ct", "write_plan", "Setup", "setup", "robust_hu_max",
     "MAPPINGS", "BoneParameters", "CTImage", "Classes", "HeadShape", "Pose", "SimulationGrid",
     "TissueMaps", "beam_grid", "classify", "head_phantom", "hounsfield2density", "kwave_medium",
     "read_ct",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,13 +32,22 @@ from sonotile.planning.geometry import (
     kwave_medium,
     resample_maps,
 )
+from sonotile.planning.imagecheck import (
+    HU_RANGE,
+    TARGET_OVERRIDES,
+    check_hu,
+    check_target,
+    image_warnings,
+)
 from sonotile.planning.images import CTImage, read_ct
+from sonotile.planning.memory import GRID_BYTES_PER_POINT, check_memory
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
     BRAIN,
     MAPPINGS,
     TRABECULAR,
     WATER,
+    BoneParameters,
     TissueMaps,
     tissue_properties,
 )
@@ -75,6 +84,12 @@ class PlanSettings:
         search_mm: the focus is the peak within this distance of the target [mm].
         margin_mm, beyond_mm: the grid's margin beside the aperture and length past the
             target [mm].
+        hu_max: HU of zero porosity in the bone mappings [HU]; None: a high percentile of
+            the skull's HU (:func:`~sonotile.planning.tissue.robust_hu_max`).
+        clip_hu: clip HU outside :data:`~sonotile.planning.imagecheck.HU_RANGE` into it
+            instead of refusing the image.
+        allow_target_in: classes besides soft tissue and brain the target may lie in
+            (``"water"``: air or water around the head, ``"bone"``).
     """
 
     frequency: float = 500e3
@@ -98,28 +113,78 @@ class PlanSettings:
     search_mm: float = 15.0
     margin_mm: float = 5.0
     beyond_mm: float = 20.0
+    hu_max: float | None = None
+    clip_hu: bool = False
+    allow_target_in: tuple[str, ...] = ()
 
-    def check(self) -> None:
-        """A :class:`ProblemError` naming the first setting out of range."""
-        positive = ("frequency", "points_per_wavelength", "source_pressure", "duration",
-                    "heat_dt", "specific_heat", "conductivity", "search_mm")  # fmt: skip
-        for name in positive:
+    def check(self, names: Mapping[str, str] | None = None) -> None:
+        """A :class:`ProblemError` naming the first setting out of range (by its name in
+        ``names`` where given there, e.g. a command's flag)."""
+        names = names or {}
+        for name, (lo, hi, closed, unit) in RANGES.items():
             v = getattr(self, name)
-            if v is not None and not (np.isfinite(v) and v > 0):
-                raise ProblemError(f"{name} must be positive, got {v}")
-        for name in ("cooling", "perfusion", "margin_mm", "beyond_mm"):
-            if getattr(self, name) is not None and not getattr(self, name) >= 0:
-                raise ProblemError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 < self.duty <= 1:
-            raise ProblemError(f"duty must be in (0, 1], got {self.duty}")
-        for name in ("focal_pressure", "period"):
-            v = getattr(self, name)
-            if v is not None and not v > 0:
-                raise ProblemError(f"{name} must be positive, got {v}")
+            if v is None:
+                continue
+            ok = isinstance(v, int | float | np.number) and np.isfinite(v)
+            if not (ok and (lo <= v if closed else lo < v) and v <= hi):
+                raise ProblemError(f"{names.get(name, name)} must be "
+                                   f"{_range_text(lo, hi, closed, unit)}, got {v}")  # fmt: skip
+        self._check_times(names)
         if not (isinstance(self.refocus, int | np.integer) and 0 <= self.refocus <= 10):
             raise ProblemError(f"refocus must be a whole number from 0 to 10, got {self.refocus}")
         if self.mapping not in MAPPINGS:
             raise ProblemError(f"unknown mapping {self.mapping!r}; known: {sorted(MAPPINGS)}")
+        unknown = sorted(set(self.allow_target_in) - set(TARGET_OVERRIDES))
+        if unknown:
+            raise ProblemError(f"{names.get('allow_target_in', 'allow_target_in')} {unknown}: "
+                               f"choose from {sorted(TARGET_OVERRIDES)}")  # fmt: skip
+
+    def _check_times(self, names: Mapping[str, str]) -> None:
+        """The thermal step within the sonication, and a pulse's on and off times no shorter
+        than the step (else the heating would not see the pulses)."""
+        dt, n = self.heat_dt, (lambda k: names.get(k, k))
+        if dt > self.duration:
+            raise ProblemError(f"{n('heat_dt')} {dt:g} s is longer than {n('duration')} "
+                               f"{self.duration:g} s")  # fmt: skip
+        if self.period is not None and self.duty < 1:
+            on, off = self.period * self.duty, self.period * (1 - self.duty)
+            if min(on, off) < dt:
+                raise ProblemError(
+                    f"{n('period')} {self.period:g} s at {n('duty')} {self.duty:g} is on "
+                    f"{on:g} s and off {off:g} s: each must be at least {n('heat_dt')} "
+                    f"{dt:g} s"
+                )
+
+
+#: Each numeric setting of :class:`PlanSettings`: (low, high, low included, unit); the high
+#: end is included. Wide enough for any plan, narrow enough to catch a wrong unit or a typo.
+RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "frequency": (20e3, 20e6, True, "Hz"),
+    "points_per_wavelength": (2.0, 100.0, True, "points"),
+    "source_pressure": (0.0, 100e6, False, "Pa"),
+    "focal_pressure": (0.0, 100e6, False, "Pa"),
+    "duration": (0.0, 3600.0, False, "s"),
+    "cooling": (0.0, 3600.0, True, "s"),
+    "duty": (0.0, 1.0, False, ""),
+    "period": (0.0, 3600.0, False, "s"),
+    "heat_dt": (0.0, 60.0, False, "s"),
+    "T0": (20.0, 45.0, True, "degC"),
+    "perfusion": (0.0, 1.0, True, "1/s"),
+    "specific_heat": (0.0, 1e4, False, "J/(kg K)"),
+    "conductivity": (0.0, 10.0, False, "W/(m K)"),
+    "search_mm": (0.0, 100.0, False, "mm"),
+    "margin_mm": (0.0, 100.0, True, "mm"),
+    "beyond_mm": (0.0, 200.0, True, "mm"),
+    "hu_max": (250.0, HU_RANGE[1], False, "HU"),
+}
+
+
+def _range_text(lo: float, hi: float, closed: bool, unit: str) -> str:
+    """``"positive and at most 10 s"``, ``"from 0 to 10 s"`` or ``"above 1 and at most 10"``."""
+    end = f"{hi:g} {unit}".rstrip()
+    if closed:
+        return f"from {lo:g} to {end}"
+    return f"positive and at most {end}" if lo == 0 else f"above {lo:g} and at most {end}"
 
 
 @dataclass
@@ -135,6 +200,7 @@ class Plan:
         summary: every number and the provenance (JSON-able). timings: seconds per stage.
         elastic: the plan's beams through the elastic skull (at
             ``settings.source_pressure``), when ``settings.elastic``.
+        warnings: what the checks of the image found worth saying (one sentence each).
     """
 
     ct: CTImage
@@ -153,6 +219,7 @@ class Plan:
     summary: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     elastic: ElasticBeams | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def drive(self) -> tuple[np.ndarray, np.ndarray]:
@@ -160,6 +227,11 @@ class Plan:
         [Pa], phase [rad]): the elastic-corrected one where there is one."""
         d = self.elastic or self.beams
         return d.amplitude, d.phase
+
+
+#: The least distance from the entry point to the target [mm]: closer, the coordinates were
+#: most likely given in another unit.
+MIN_ENTRY_MM = 1.0
 
 
 def check_inputs(
@@ -171,15 +243,19 @@ def check_inputs(
     for name, v in (("target", t), ("entry", e)):
         if v.shape != (3,) or not np.isfinite(v).all():
             raise ProblemError(f"{name} must be 3 finite coordinates [mm], got {v.tolist()}")
-    if np.linalg.norm(t - e) < 1e-6:
+    gap = float(np.linalg.norm(t - e))
+    if gap < 1e-6:
         raise ProblemError(f"entry {e.tolist()} is the target: the beam needs a direction")
-    ijk = ct.voxel(t)
-    if np.any(ijk < -0.5) or np.any(ijk > np.asarray(ct.shape) - 0.5):
-        lo = ct.world(np.zeros(3))
-        hi = ct.world(np.asarray(ct.shape) - 1.0)
+    if gap < MIN_ENTRY_MM:
+        raise ProblemError(f"entry {e.tolist()} is {gap:.3g} mm from target {t.tolist()}: "
+                           "coordinates are millimetres (RAS); were they given in metres "
+                           "or centimetres?")  # fmt: skip
+    if not ct.contains(t):
+        lo, hi = ct.bounds_mm()
+        box = ", ".join(f"{a} {u:.1f} .. {v:.1f}" for a, u, v in zip("xyz", lo, hi))
         raise ProblemError(
-            f"target {t.tolist()} mm lies outside the image (voxel {ijk.round(1).tolist()} of "
-            f"{list(ct.shape)}; corners {lo.round(1).tolist()} and {hi.round(1).tolist()} mm)"
+            f"target {t.tolist()} mm lies outside the image (voxel "
+            f"{ct.voxel(t).round(1).tolist()} of {list(ct.shape)}; the image spans {box} mm)"
         )
     tr = transducer if isinstance(transducer, Transducer) else parse_transducer(transducer)
     return t, e, tr
@@ -270,7 +346,7 @@ def _summary(p: Plan) -> dict[str, Any]:
                  "cem43_max_min": float(heat["cem43"].max()),
                  "lesion_volume_mm3": float(np.count_nonzero(heat["lesion_map"]))
                  * p.grid.spacing_mm**3},
-        "timings_s": p.timings,
+        "timings_s": p.timings, "warnings": p.warnings,
     }  # fmt: skip
 
 
@@ -293,6 +369,68 @@ def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: Simulation
                     period=s.period, duty=s.duty if pulsed else 1.0,
                     decomposition="single" if run.decomposition == "single" else "pencil",
                     mesh_shape=run.mesh, checkpoint=checkpoint)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a plan simulates on, every input checked (:func:`setup`).
+
+    Attributes:
+        image: the CT (clipped where ``clip_hu`` asked). target, entry: [mm, RAS].
+        transducer, pose, grid: the transducer, where it is, the simulation grid.
+        maps: tissue properties on the grid. warnings: what the checks found worth saying.
+    """
+
+    image: CTImage
+    target: np.ndarray
+    entry: np.ndarray
+    transducer: Transducer
+    pose: Pose
+    grid: SimulationGrid
+    maps: TissueMaps
+    warnings: list[str]
+
+
+def setup(
+    ct: CTImage | str | os.PathLike,
+    target: Sequence[float],
+    entry: Sequence[float],
+    transducer: Transducer | str,
+    settings: PlanSettings,
+    *,
+    progress: Progress | None = None,
+    lap: Callable[[str], None] | None = None,
+) -> Setup:
+    """Read and check everything a plan needs before any simulation: the image (finite HU in
+    the physical range, :mod:`~sonotile.planning.imagecheck`), target and entry, the tissue
+    properties, the target's tissue, the grid's memory and the transducer in the coupling
+    water; a :class:`ProblemError` for the first problem, ``progress`` for each warning."""
+    say, lap = progress or (lambda _msg: None), lap or (lambda _name: None)
+    s = settings
+    s.check()
+    image = ct if isinstance(ct, CTImage) else read_ct(ct)
+    image, warnings = check_hu(image, clip=s.clip_hu)
+    warnings += image_warnings(image)
+    for w in warnings:
+        say(f"warning: {w}")
+    t, e, tr = check_inputs(image, target, entry, transducer)
+    lap("image")
+    say(f"tissue properties ({s.mapping}) at {s.frequency / 1e3:g} kHz")
+    bone = BoneParameters(hu_max=s.hu_max)
+    maps = tissue_properties(image.hu, s.mapping, frequency=s.frequency, bone=bone)
+    check_target(maps.labels, image, t, s.allow_target_in)
+    pose = Pose.from_target_entry(t.tolist(), e.tolist(), focal_length_mm=tr.radius_mm)
+    grid = beam_grid(pose, t.tolist(), s.frequency, points_per_wavelength=s.points_per_wavelength,
+                     aperture_mm=tr.aperture_mm, margin_mm=s.margin_mm,
+                     beyond_mm=s.beyond_mm)  # fmt: skip
+    check_memory(float(np.prod(grid.total_shape, dtype=np.float64)) * GRID_BYTES_PER_POINT,
+                 f"the simulation grid {grid.total_shape} ({grid.spacing_mm:.3g} mm)",
+                 ": lower the frequency or the points per wavelength, or narrow the margin "
+                 "or the length past the target")  # fmt: skip
+    on_grid = resample_maps(maps, image, grid)
+    _check_coupling(on_grid, grid, tr, pose)
+    lap("properties")
+    return Setup(image, t, e, tr, pose, grid, on_grid, warnings)
 
 
 def plan(
@@ -318,8 +456,6 @@ def plan(
     say = progress or (lambda _msg: None)
     s, run = settings or PlanSettings(), run or RunSettings()
     _check_settings(s, run, checkpoint)
-    image = ct if isinstance(ct, CTImage) else read_ct(ct)
-    t, e, tr = check_inputs(image, target, entry, transducer)
     clock, timings = time.perf_counter(), {}
 
     def lap(name: str) -> None:
@@ -327,15 +463,9 @@ def plan(
         now = time.perf_counter()
         timings[name], clock = round(now - clock, 3), now
 
-    say(f"tissue properties ({s.mapping}) at {s.frequency / 1e3:g} kHz")
-    maps = tissue_properties(image.hu, s.mapping, frequency=s.frequency)
-    pose = Pose.from_target_entry(t.tolist(), e.tolist(), focal_length_mm=tr.radius_mm)
-    grid = beam_grid(pose, t.tolist(), s.frequency, points_per_wavelength=s.points_per_wavelength,
-                     aperture_mm=tr.aperture_mm, margin_mm=s.margin_mm,
-                     beyond_mm=s.beyond_mm)  # fmt: skip
-    on_grid = resample_maps(maps, image, grid)
-    _check_coupling(on_grid, grid, tr, pose)
-    lap("properties")
+    ready = setup(ct, target, entry, transducer, s, progress=say, lap=lap)
+    image, t, e, tr = ready.image, ready.target, ready.entry, ready.transducer
+    pose, grid, on_grid = ready.pose, ready.grid, ready.maps
     say(f"grid {grid.shape} (+PML {grid.total_shape}) at {grid.spacing_mm:.3g} mm")
     beams = compare_beams(kwave_medium(on_grid), grid, tr, pose, s.frequency,
                           source_pressure=s.source_pressure, correct=s.correct,
@@ -359,6 +489,6 @@ def plan(
     heat = _heat(p_amp, on_grid, thermal, grid, s, run, checkpoint)
     lap("heat")
     p = Plan(image, t, e, tr, s, pose, grid, on_grid, thermal, beams, scale, p_amp, heat, {},
-             timings, elastic)  # fmt: skip
+             timings, elastic, ready.warnings)  # fmt: skip
     p.summary = _summary(p)
     return p

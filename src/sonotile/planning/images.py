@@ -15,9 +15,11 @@ A DICOM series is read with pydicom: slices ordered along the slice normal, voxe
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import os
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from sonotile.model.problem import ProblemError
+from sonotile.planning.memory import PLAN_BYTES_PER_VOXEL, check_memory
 
 #: DICOM's patient frame (LPS) to NIfTI's (RAS): negate x and y.
 LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
@@ -61,8 +64,8 @@ class CTImage:
     def __post_init__(self) -> None:
         hu = np.asarray(self.hu, dtype=np.float32)
         a = np.asarray(self.affine, dtype=np.float64)
-        if hu.ndim != 3:
-            raise ProblemError(f"CTImage.hu must be 3-D, got shape {hu.shape}")
+        if hu.ndim != 3 or min(hu.shape) < 1:
+            raise ProblemError(f"CTImage.hu must be 3-D and not empty, got shape {hu.shape}")
         if a.shape != (4, 4) or not np.isfinite(a).all():
             raise ProblemError(f"CTImage.affine must be a finite 4x4 matrix, got {a.shape}")
         if abs(np.linalg.det(a[:3, :3])) < 1e-12 or not np.allclose(a[3], [0, 0, 0, 1]):
@@ -80,6 +83,18 @@ class CTImage:
         """Voxel size along each voxel axis [mm]."""
         return np.linalg.norm(self.affine[:3, :3], axis=0)
 
+    def bounds_mm(self) -> tuple[np.ndarray, np.ndarray]:
+        """The lowest and highest RAS coordinates [mm] of the image's 8 corners (its outer
+        voxel faces): the box that holds an oblique image."""
+        ends = [(-0.5, n - 0.5) for n in self.shape]
+        corners = self.world(np.array(np.meshgrid(*ends, indexing="ij")).reshape(3, -1).T)
+        return corners.min(axis=0), corners.max(axis=0)
+
+    def contains(self, xyz: Sequence[float] | np.ndarray) -> bool:
+        """Whether a point [mm, RAS] lies inside the image (within its outer voxel faces)."""
+        ijk = self.voxel(xyz)
+        return bool(np.all(ijk >= -0.5) and np.all(ijk <= np.asarray(self.shape) - 0.5))
+
     def world(self, ijk: Sequence[float] | np.ndarray) -> np.ndarray:
         """Voxel indices ``(..., 3)`` -> RAS millimetres ``(..., 3)``."""
         v = np.asarray(ijk, dtype=np.float64)
@@ -91,105 +106,131 @@ class CTImage:
         return np.asarray(xyz, dtype=np.float64) @ inv[:3, :3].T + inv[:3, 3]
 
 
-def read_nifti(path: str | os.PathLike) -> CTImage:
-    """A CT volume from a NIfTI file (``.nii`` or ``.nii.gz``); a 4-D file must have one volume."""
+def _nifti_header(path: str) -> Any:
+    """The NIfTI image at ``path`` with its data not yet read, or a :class:`ProblemError`
+    saying why it is not one."""
     nib = optional("nibabel")
-    img = nib.load(os.fspath(path))
-    data = np.asarray(img.get_fdata(dtype=np.float32))
-    if data.ndim == 4 and data.shape[3] == 1:
-        data = data[..., 0]
-    if data.ndim != 3:
-        raise ProblemError(f"{path}: expected a 3-D volume, got shape {data.shape}")
-    return CTImage(data, np.asarray(img.affine), source=os.fspath(path))
+    try:
+        img = nib.load(path)
+    except Exception as e:  # noqa: BLE001 - any failure to parse is an unreadable file
+        raise ProblemError(f"{path}: not a readable NIfTI file ({_reason(e)})") from None
+    if not isinstance(img, nib.Nifti1Image | nib.Nifti2Image):
+        raise ProblemError(f"{path}: a {type(img).__name__}, not a NIfTI image")
+    return img
 
 
-def _dicom_files(where: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """The files of a DICOM series: a folder's files, or the given paths."""
-    if isinstance(where, str | os.PathLike):
-        p = os.fspath(where)
-        if not os.path.isdir(p):
-            raise ProblemError(f"DICOM series {p!r}: not a folder")
-        files = sorted(os.path.join(p, f) for f in os.listdir(p) if not f.startswith("."))
-        return [f for f in files if os.path.isfile(f)]
-    return [os.fspath(f) for f in where]
+def _reason(e: BaseException) -> str:
+    """An exception's message on one line."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text[:200]
 
 
-def _read_slices(files: list[str], series_uid: str | None) -> list[Any]:
-    """The image slices of one series (pydicom datasets)."""
-    pydicom = optional("pydicom")
-    slices = []
-    for f in files:
-        try:
-            ds = pydicom.dcmread(f, stop_before_pixels=False)
-        except Exception:  # noqa: BLE001 - not a DICOM file: skipped
-            continue
-        if "PixelData" in ds and "ImagePositionPatient" in ds:
-            slices.append(ds)
-    uids = sorted({str(getattr(s, "SeriesInstanceUID", "")) for s in slices})
-    if series_uid is not None:
-        slices = [s for s in slices if str(getattr(s, "SeriesInstanceUID", "")) == series_uid]
-    elif len(uids) > 1:
-        raise ProblemError(f"several DICOM series found ({', '.join(uids)}): pass series_uid")
-    if len(slices) < 2:
-        raise ProblemError(f"a DICOM series needs at least 2 image slices, found {len(slices)}")
-    return slices
+def _check_nifti_header(img: Any, path: str, hounsfield: bool) -> tuple[int, ...]:
+    """The 3-D shape of a NIfTI image from its header alone, or a :class:`ProblemError` for
+    sizes, data types or scaling that are not an image's (with ``hounsfield``: a CT's)."""
+    hdr = img.header
+    dim = [int(v) for v in hdr["dim"]]
+    nd = dim[0]
+    if not 1 <= nd <= 7 or any(n < 1 for n in dim[1 : nd + 1]):
+        raise ProblemError(f"{path}: the header's dimensions {dim[1 : max(nd, 0) + 1]} "
+                           f"(dim[0] = {nd}) are not sizes of an image")  # fmt: skip
+    shape = tuple(dim[1 : nd + 1])
+    if len(shape) > 3 and any(n != 1 for n in shape[3:]):
+        raise ProblemError(f"{path}: a {len(shape)}-D image of shape {shape}; a CT is one 3-D "
+                           "volume")  # fmt: skip
+    if len(shape) < 3:
+        raise ProblemError(f"{path}: a {len(shape)}-D image of shape {shape}; a CT is 3-D")
+    dtype = np.dtype(hdr.get_data_dtype())
+    if dtype.kind not in "iuf" or dtype.fields is not None:
+        raise ProblemError(f"{path}: data type {dtype} (NIfTI datatype {int(hdr['datatype'])}); "
+                           "a CT holds real numbers (integers or floats)")  # fmt: skip
+    slope, inter = _scaling(img, path)
+    if np.isinf(slope) or (np.isfinite(slope) and slope != 0 and not np.isfinite(inter)):
+        raise ProblemError(f"{path}: scaling scl_slope {slope:g}, scl_inter {inter:g} is not "
+                           "finite")  # fmt: skip
+    if (slope == 0 or np.isnan(slope)) and np.isfinite(inter) and inter != 0:
+        raise ProblemError(f"{path}: scl_slope is {slope:g}, so NIfTI ignores scl_inter "
+                           f"{inter:g}: the stored values may not be Hounsfield units")  # fmt: skip
+    scaled = np.isfinite(slope) and slope != 0 and (slope != 1 or inter != 0)
+    if hounsfield and dtype.itemsize == 1 and not scaled:
+        info = np.iinfo(dtype)
+        raise ProblemError(f"{path}: {dtype} data without scaling hold {info.min} .. {info.max}, "
+                           "not Hounsfield units (air -1000 HU, bone above 1000 HU): a mask or "
+                           "a label map?")  # fmt: skip
+    return shape[:3]
 
 
-def _dicom_affine(slices: list[Any]) -> tuple[np.ndarray, list[Any]]:
-    """The LPS affine of sorted slices and the slices in order along the normal."""
-    iop = np.asarray(slices[0].ImageOrientationPatient, dtype=np.float64)
-    row, col = iop[:3], iop[3:]  # along a row (column index grows), along a column
-    normal = np.cross(row, col)
-    pos = [np.asarray(s.ImagePositionPatient, dtype=np.float64) for s in slices]
-    order = np.argsort([p @ normal for p in pos])
-    slices = [slices[i] for i in order]
-    pos = [pos[i] for i in order]
-    steps = np.diff(np.asarray(pos), axis=0)
-    step = (pos[-1] - pos[0]) / (len(pos) - 1)
-    if np.abs(steps - step).max() > 1e-3 * max(float(np.linalg.norm(step)), 1.0) + 1e-3:
-        raise ProblemError("DICOM series: slices are not evenly spaced (missing slices?)")
-    if np.linalg.norm(step) < 1e-6:
-        raise ProblemError("DICOM series: slices share one position")
-    spacing = slices[0].PixelSpacing
-    dr, dc = float(spacing[0]), float(spacing[1])  # between rows, between columns
-    a = np.eye(4)
-    a[:3, 0], a[:3, 1], a[:3, 2], a[:3, 3] = row * dc, col * dr, step, pos[0]
-    return a, slices
+def _scaling(img: Any, path: str) -> tuple[float, float]:
+    """The file's own ``scl_slope`` and ``scl_inter`` (nibabel's loaded header drops them)."""
+    nib = optional("nibabel")
+    try:
+        with nib.openers.ImageOpener(path) as f:
+            raw = type(img.header).from_fileobj(f, check=False)
+    except Exception as e:  # noqa: BLE001 - any failure to parse is an unreadable file
+        raise ProblemError(f"{path}: the header cannot be read ({_reason(e)})") from None
+    return float(raw["scl_slope"]), float(raw["scl_inter"])
 
 
-def read_dicom_series(
-    where: str | os.PathLike | Sequence[str | os.PathLike], series_uid: str | None = None
-) -> CTImage:
-    """A CT volume in Hounsfield units from a DICOM series (a folder or a list of files).
+def _check_nifti_data(img: Any, path: str, nbytes: int) -> None:
+    """A :class:`ProblemError` if the file holds fewer than ``nbytes`` of data after its
+    header, or if a gzip-compressed file fails its length or CRC check."""
+    offset = int(getattr(img.dataobj, "offset", 0) or img.header.get_data_offset())
+    if not path.endswith(".gz"):
+        size = os.path.getsize(path)
+        if size < offset + nbytes:
+            raise ProblemError(f"{path}: truncated: {size} bytes, the header's image needs "
+                               f"{offset + nbytes}")  # fmt: skip
+        return
+    total = 0
+    try:
+        with gzip.open(path, "rb") as f:  # read to the end: gzip checks its CRC and length
+            while chunk := f.read(1 << 24):
+                total += len(chunk)
+    except (OSError, EOFError, zlib.error) as e:
+        raise ProblemError(f"{path}: damaged gzip data ({_reason(e)})") from None
+    if total < offset + nbytes:
+        raise ProblemError(f"{path}: truncated: {total} bytes uncompressed, the header's image "
+                           f"needs {offset + nbytes}")  # fmt: skip
 
-    Args:
-        where: the folder holding the series' files, or the files.
-        series_uid: which series, where the folder holds several.
+
+def read_nifti(path: str | os.PathLike, *, hounsfield: bool = False) -> CTImage:
+    """A volume from a NIfTI file (``.nii`` or ``.nii.gz``); a 4-D file must have one volume.
+
+    The header is checked before any data is read (sizes, data type, scaling, and the memory
+    a plan on it takes), the file's length and a compressed file's CRC before the data is
+    used; each problem is a :class:`ProblemError` naming the file. With ``hounsfield`` (a CT,
+    as :func:`read_ct` reads it) 8-bit data without scaling, a mask or a label map, is refused.
     """
-    files = _dicom_files(where)
-    slices = _read_slices(files, series_uid)
-    lps, slices = _dicom_affine(slices)
-    shape = (int(slices[0].Rows), int(slices[0].Columns))
-    hu = np.empty((shape[1], shape[0], len(slices)), dtype=np.float32)
-    for k, s in enumerate(slices):
-        px = np.asarray(s.pixel_array)
-        if px.shape != shape:
-            raise ProblemError(f"DICOM series: slice {k} is {px.shape}, the first {shape}")
-        slope = float(getattr(s, "RescaleSlope", 1.0))
-        intercept = float(getattr(s, "RescaleIntercept", 0.0))
-        hu[:, :, k] = (px.astype(np.float64) * slope + intercept).T
-    uid = str(getattr(slices[0], "SeriesInstanceUID", ""))
-    src = os.fspath(where) if isinstance(where, str | os.PathLike) else f"{len(files)} files"
-    return CTImage(hu, LPS_TO_RAS @ lps, source=src, meta={"SeriesInstanceUID": uid})
+    p = os.fspath(path)
+    img = _nifti_header(p)
+    shape = _check_nifti_header(img, p, hounsfield)
+    n = int(np.prod(shape, dtype=np.float64))
+    check_memory(n * PLAN_BYTES_PER_VOXEL, f"{p}: planning on a {shape} image")
+    _check_nifti_data(img, p, n * np.dtype(img.header.get_data_dtype()).itemsize)
+    try:
+        data = np.asarray(img.get_fdata(dtype=np.float32)).reshape(shape)
+    except Exception as e:  # noqa: BLE001 - any failure to decode is an unreadable file
+        raise ProblemError(f"{p}: the image data cannot be read ({_reason(e)})") from None
+    a = np.asarray(img.affine, dtype=np.float64)
+    if a.shape != (4, 4) or not np.isfinite(a).all():
+        raise ProblemError(f"{p}: the header's affine (voxel -> mm) is not finite: {a.tolist()}")
+    sizes = np.linalg.norm(a[:3, :3], axis=0)
+    if abs(np.linalg.det(a[:3, :3])) < 1e-9 * max(float(sizes.max()), 1e-30) ** 3:
+        raise ProblemError(f"{p}: the header's affine has voxel sizes {sizes.round(6).tolist()} "
+                           "mm and is not invertible (a voxel size of zero?)")  # fmt: skip
+    codes = {k: int(img.header[k]) for k in ("sform_code", "qform_code")}
+    return CTImage(data, a, source=p, meta=codes)
 
 
 def read_ct(path: str | os.PathLike) -> CTImage:
     """A CT volume from a NIfTI file or a folder holding a DICOM series."""
     p = os.fspath(path)
     if os.path.isdir(p):
+        from sonotile.planning.dicom import read_dicom_series
+
         return read_dicom_series(p)
     if p.endswith((".nii", ".nii.gz")):
-        return read_nifti(p)
+        return read_nifti(p, hounsfield=True)
     raise ProblemError(f"{p!r}: expected a .nii/.nii.gz file or a folder of DICOM files")
 
 

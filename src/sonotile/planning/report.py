@@ -79,7 +79,7 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("transducer", s["transducer"]["spec"]),
         ("frequency", f"{st['frequency'] / 1e3:g} kHz, grid {s['grid']['spacing_mm']:.3g} mm"),
-        ("tissue mapping", str(s["tissue"].get("mapping", st["mapping"]))),
+        ("tissue mapping", _mapping(s["tissue"], st["mapping"])),
         ("target / entry [mm]", f"{_v(s['target_mm'])} / {_v(s['entry_mm'])}"),
         ("drive per element", f"{s['drive']['source_pressure_pa'] / 1e3:.4g} kPa"),
         ("focal pressure", f"{f['peak_pa'] / 1e6:.4g} MPa at {_v(f['position_mm'])} mm"),
@@ -122,6 +122,15 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
          f"{h['lesion_volume_mm3']:.3g} mm^3"),
     ]  # fmt: skip
     return rows
+
+
+def _mapping(tissue: dict[str, Any], default: str) -> str:
+    """The HU mapping's name and the HU_max it used, in a few words."""
+    bone = tissue.get("bone", {})
+    text = str(tissue.get("mapping", default))
+    if bone.get("hu_max") is not None:
+        text += f", HU_max {bone['hu_max']:.0f} HU ({bone.get('hu_max_from', 'given')})"
+    return text
 
 
 def _thermal(th: dict[str, Any]) -> str:

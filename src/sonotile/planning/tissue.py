@@ -23,7 +23,9 @@ porosity between cortical and trabecular values that are linear in frequency thr
 270 and 836 kHz measurements of Pichardo et al. (PMB 62:6938, 2017), shear attenuation
 328.6 Np/(m MHz) (the same data); zero outside bone. Attenuation is linear in frequency
 (``alpha_coeff`` in dB/(MHz cm), power 1) and also given at the planning frequency in Np/m.
-The mapping's name and every parameter are returned as ``provenance``.
+The mapping's name and every parameter are returned as ``provenance``. ``HU_max`` is given, or
+a high percentile of the skull's HU (:func:`robust_hu_max`), not its maximum: one outlier
+would otherwise rescale the whole skull.
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ class BoneParameters:
     """Parameters of the porosity mappings (:data:`MAPPINGS`).
 
     Attributes:
-        hu_max: HU of zero porosity (None: the highest HU in the skull).
+        hu_max: HU of zero porosity (None: :func:`robust_hu_max` of the skull, a high
+            percentile that one outlier, a metal clip or a saturated voxel, does not move).
         rho_water, rho_bone: [kg/m^3] at porosity 1 and 0 (Aubry 2003).
         c_water, c_bone: [m/s] at porosity 1 and 0 (Aubry 2003).
         alpha_min, alpha_max: [dB/(MHz cm)] at porosity 0 and 1; exponent ``alpha_exp``.
@@ -150,6 +153,19 @@ class BoneParameters:
     rho_max: float = 2700.0
     c_min: float = 1500.0
     c_max: float = 3000.0
+
+
+#: The percentile of the skull's HU taken as HU_max by default.
+HU_MAX_PERCENTILE = 99.9
+
+
+def robust_hu_max(bone_hu: np.ndarray, default: float) -> float:
+    """HU_max of the porosity mappings from the HU of the skull's voxels [HU]: their
+    :data:`HU_MAX_PERCENTILE` th percentile, not their maximum, so that a few outliers (metal,
+    a saturated 3071 HU voxel, noise) do not rescale the whole skull; ``default`` without
+    bone."""
+    h = np.asarray(bone_hu, dtype=np.float64).reshape(-1)
+    return float(np.percentile(h, HU_MAX_PERCENTILE)) if h.size else float(default)
 
 
 def porosity(hu: np.ndarray, hu_max: float) -> np.ndarray:
@@ -278,7 +294,13 @@ def tissue_properties(
     h = np.asarray(hu, dtype=np.float64)
     labels = classify(h, cl)
     in_bone = labels >= TRABECULAR
-    hu_max = p.hu_max if p.hu_max is not None else float(h[in_bone].max(initial=cl.cortical_hu))
+    if p.hu_max is None:
+        hu_max = robust_hu_max(h[in_bone], cl.cortical_hu)
+        hu_max_from = f"{HU_MAX_PERCENTILE:g}th percentile of {int(in_bone.sum())} bone voxels"
+    else:
+        hu_max, hu_max_from = float(p.hu_max), "given"
+    if not (np.isfinite(hu_max) and hu_max > 0):
+        raise ProblemError(f"hu_max must be a positive number of HU, got {hu_max}")
     c, rho, a = _soft(labels, h, mapping)
     c[in_bone], rho[in_bone], a[in_bone] = MAPPINGS[mapping](h[in_bone], p, hu_max)
     phi = np.zeros(h.shape)
@@ -288,7 +310,8 @@ def tissue_properties(
     f_mhz = frequency / 1e6
     provenance = {
         "mapping": mapping, "reference": REFERENCES[mapping], "frequency_hz": frequency,
-        "bone": {**asdict(p), "hu_max": hu_max}, "classes": asdict(cl),
+        "bone": {**asdict(p), "hu_max": hu_max, "hu_max_from": hu_max_from},
+        "classes": asdict(cl),
         "soft": {CLASS_NAMES[k]: v for k, v in SOFT_PROPERTIES.items()},
         "shear": "Pichardo et al., PMB 62:6938, 2017",
         "units": {"sound_speed": "m/s", "density": "kg/m^3", "alpha_coeff": "dB/(MHz cm)"},

@@ -48,10 +48,11 @@ class Transducer:
     def __post_init__(self) -> None:
         if self.kind not in ("bowl", "array"):
             raise ProblemError(f"transducer kind {self.kind!r}: expected {SPECS}")
-        if not (self.radius_mm > 0 and 0 < self.aperture_mm <= 2 * self.radius_mm):
+        finite = np.isfinite(self.radius_mm) and np.isfinite(self.aperture_mm)
+        if not (finite and self.radius_mm > 0 and 0 < self.aperture_mm <= 2 * self.radius_mm):
             raise ProblemError(
                 f"transducer: radius {self.radius_mm} mm, aperture {self.aperture_mm} mm "
-                "(need 0 < aperture <= 2 radius)"
+                "(need finite numbers with 0 < aperture <= 2 radius)"
             )
         if self.kind == "array":
             self._check_array()
