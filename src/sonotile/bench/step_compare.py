@@ -1,0 +1,108 @@
+"""The unstacked step (XLA's FFT) against the stacked step (:mod:`sonotile.physics.acoustic.
+stacked_step`, on cuFFT through XLA's FFI or its CPU stand-in) on the same input in one process:
+loop time per step, the bytes each moves per grid point, and how far their fields drift apart.
+
+:func:`counted_bytes` is the stacked step's byte count per grid point and step, pass by pass
+(reads + writes; float32; a transform counted as one read of its input and one write of its
+output, the least cuFFT can do: a 3-D transform of 256^3 takes more than one pass inside).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from sonotile.bench.inprocess import bench_problem
+from sonotile.physics.acoustic import stacked_run as sr
+from sonotile.physics.acoustic import stacked_step as ss
+
+#: bytes per grid point of one float32 field and of its complex64 half spectrum
+R, H = 4, 4
+
+
+def counted_bytes(absorbing: bool) -> dict[str, int]:
+    """The stacked step's passes for the benchmark cases (``absorbing``: heterogeneous rho0,
+    c0, B/A, power law with dispersion, ``dt/rho0_sg`` derived from rho0; else homogeneous
+    lossless, every coefficient a number): bytes read + written per grid point."""
+    passes = {
+        "forward p": R + H,
+        "grad multiply (P, kappa/N -> 3 spectra)": H + H // 2 + 3 * H,
+        "inverse x3": 3 * H + 3 * R,
+        "velocity update (dp, u, rho0 -> u)": 3 * R + 3 * R + (R if absorbing else 0) + 3 * R,
+        "forward u x3": 3 * R + 3 * H,
+        "div multiply (U, kappa/N -> 3 spectra)": 3 * H + H // 2 + 3 * H,
+        "inverse x3 (div)": 3 * H + 3 * R,
+        "density update (du, rho, rho0 -> rho)": 3 * R + 3 * R + (R if absorbing else 0) + 3 * R,
+    }
+    if absorbing:
+        passes.update({
+            "rho0 div u, sum rho -> (2, grid)": 3 * R + R + 3 * R + 2 * R,
+            "forward x2": 2 * R + 2 * H,
+            "power-law multiply (nabla1/N, nabla2/N)": 2 * H + 2 * (H // 2) + 2 * H,
+            "inverse x2": 2 * H + 2 * R,
+            "pressure (rho, B/A, c0^2, tau, 2 operator outputs -> p)": 3 * R + 3 * R + 2 * R + R,
+        })  # fmt: skip
+    else:
+        passes["pressure (rho -> p)"] = 3 * R + R
+    passes["total"] = sum(passes.values())
+    return passes
+
+
+def _best_s(run: Any, repeat: int = 2) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        jax.block_until_ready(run())
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def compare(case: str, n: int, steps: int, fft: str) -> dict:
+    """Both steps on :func:`sonotile.bench.inprocess.bench_problem` ``(case, n, steps)`` (one
+    pressure source point, additive): ms per step of each loop (best of two, compiled first),
+    and the largest difference of their pressure and velocity after ``steps`` steps relative to
+    the field's largest magnitude. ``fft``: the stacked step's FFT (``cufft``, ``xla``)."""
+    t0 = time.perf_counter()
+    s = sr.setup(bench_problem(case, n, steps), steps)
+    c, ops, start = s.stacked(fft)
+    r: dict[str, Any] = {"case": case, "n": n, "steps": steps, "fft": fft,
+                         "setup_s": time.perf_counter() - t0}  # fmt: skip
+
+    def ref() -> Any:
+        return sr.run_unstacked(jax.tree.map(lambda a: a + 0, s.start), s.xs, s.c, s.ops, s.phys)
+
+    def new() -> Any:
+        return sr.run_stacked(jax.tree.map(lambda a: a + 0, start), s.xs, c, ops, s.phys)
+
+    t1 = time.perf_counter()
+    a = ref()
+    b = ss.unstack_state(new())
+    r["first_runs_s"] = time.perf_counter() - t1
+    diff = {}
+    for name, x, y in (("p", a.p, b.p), *((f"u{i}", a.u[i], b.u[i]) for i in range(3))):
+        x, y = np.asarray(x), np.asarray(y)
+        peak = float(np.abs(x).max())
+        diff[name] = float(np.abs(x - y).max()) / peak if peak else None
+        if not (np.isfinite(x).all() and np.isfinite(y).all()):
+            diff[name] = float("nan")
+    r["max_rel_diff"] = diff
+    del a, b
+    r["xla_ms_per_step"] = 1e3 * _best_s(ref) / steps
+    r["stacked_ms_per_step"] = 1e3 * _best_s(new) / steps
+    r["speedup"] = r["xla_ms_per_step"] / r["stacked_ms_per_step"]
+    r["stacked_counted_bytes_per_point"] = counted_bytes(case != "lossless")["total"]
+    r["xla_bytes_per_point"] = xla_bytes_per_point(s)
+    return r
+
+
+def xla_bytes_per_point(s: sr.Setup) -> float | None:
+    """XLA's own count (cost analysis) of the bytes one unstacked step accesses, per point."""
+    one = jax.tree.map(lambda a: a[:1], s.xs)
+    comp = sr.run_unstacked.lower(s.start, one, s.c, s.ops, phys=s.phys).compile()
+    cost = comp.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    b = (cost or {}).get("bytes accessed")
+    return float(b) / s.start.p.size if b else None
