@@ -9,6 +9,7 @@ output, the least cuFFT can do: a 3-D transform of 256^3 takes more than one pas
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -104,7 +105,20 @@ def compare(case: str, n: int, steps: int, fft: str) -> dict:
     r["speedup"] = r["xla_ms_per_step"] / r["stacked_ms_per_step"]
     r["stacked_counted_bytes_per_point"] = counted_bytes(case != "lossless")["total"]
     r["xla_bytes_per_point"] = xla_bytes_per_point(s)
+    one = jax.tree.map(lambda a: a[:1], s.xs)
+    r["hlo_ops"] = {
+        "xla": hlo_ops(sr.run_unstacked.lower(s.start, one, s.c, s.ops, phys=s.phys)),
+        "stacked": hlo_ops(sr.run_stacked.lower(start, one, c, ops, phys=s.phys)),
+    }
     return r
+
+
+def hlo_ops(lowered: Any) -> dict[str, int]:
+    """How many of each kind of instruction that moves data the optimised program of one step
+    holds (fusions: kernels XLA made; fft: XLA's transforms; custom-call: cuFFT's here)."""
+    ops = re.findall(r"=\s*\S+\s+(\w[\w-]*)\(", lowered.compile().as_text())
+    kinds = ("fusion", "fft", "custom-call", "copy", "concatenate", "transpose")
+    return {k: ops.count(k) for k in kinds}
 
 
 def xla_bytes_per_point(s: sr.Setup) -> float | None:
