@@ -32,6 +32,9 @@ Parts, in the order they run:
   run time, peak device memory.
 * ``parallel``: the pencil and lfb code paths on a mesh of one device against the single-device
   run of the same problem.
+* ``step_compare``: the unstacked step (XLA's FFT) and the stacked step on cuFFT through XLA's
+  FFI (:mod:`sonotile.bench.step_compare`; the library built alongside by ``gpu_check.sh``) on
+  the same input at 256^3 and 512^3: ms/step, bytes per point, drift between them, k-Wave CUDA.
 
 The order is by importance: correctness, speed against k-Wave CUDA, where the time goes, size,
 then gradients and the decompositions; a run cut short loses the last.
