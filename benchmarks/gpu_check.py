@@ -1007,6 +1007,11 @@ def w_step_compare(spec: dict) -> dict:
                          "cufft_lib": cufft.library_path(), "rows": [],
                          "counted_bytes": {"absorbing": sc.counted_bytes(True),
                                            "lossless": sc.counted_bytes(False)}}  # fmt: skip
+    try:
+        r["transform_check"] = sc.transform_check(r["fft"])
+    except Exception as e:  # noqa: BLE001 - recorded; the rows say whether the steps run
+        r["transform_check"] = {"error": f"{type(e).__name__}: {e}"[:600]}
+    partial(r)
     for case, n, steps in spec["rows"]:
         try:
             r["rows"].append(sc.compare(case, n, steps, r["fft"]))
@@ -1063,6 +1068,9 @@ def part_step_compare(ctx: dict) -> None:
 
 def summary_step_compare(part: dict) -> None:
     """ms/step of both steps, their ratio, k-Wave's, and the drift between them."""
+    if part.get("transform_check"):
+        print(f"step_compare fft {part.get('fft')}: transforms vs jnp.fft {part['transform_check']}"
+              f"  {part.get('cufft_unavailable') or ''}")  # fmt: skip
     for row in part.get("rows", []):
         if "error" in row:
             print(f"step {row['case'][:20]:20s} {row['n']:4d}^3 {row['error'][:80]}")

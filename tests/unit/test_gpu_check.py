@@ -182,3 +182,4 @@ def test_dry_run_step_compare(tmp_path):
         assert row["xla_ms_per_step"] > 0 and row["stacked_ms_per_step"] > 0
         assert "kwave_over_stacked" not in row
     assert part["counted_bytes"]["absorbing"]["total"] == 328
+    assert part["transform_check"] == {"forward": 0.0, "inverse": pytest.approx(0, abs=1e-5)}

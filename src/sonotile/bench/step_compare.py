@@ -52,6 +52,25 @@ def counted_bytes(absorbing: bool) -> dict[str, int]:
     return passes
 
 
+def transform_check(fft: str, shape: tuple[int, ...] = (3, 12, 10, 9)) -> dict[str, float]:
+    """The batched FFT ``fft`` against ``jnp.fft`` on random float32 data of ``shape`` (a
+    batch of 3-D grids, odd last axis): the largest difference of the forward transform and of
+    the unnormalised inverse, relative to the largest magnitude of the reference result."""
+    from sonotile.fft import batched
+
+    be = batched.get(fft)
+    x = jax.numpy.asarray(np.random.default_rng(0).standard_normal(shape), np.float32)
+    ref = jax.numpy.fft.rfftn(x, axes=(1, 2, 3))
+    got = be.forward(x, 3)
+    back = be.inverse(ref, shape[1:])
+
+    def rel(a: Any, b: Any) -> float:
+        a, b = np.asarray(a), np.asarray(b)
+        return float(np.abs(a - b).max() / np.abs(b).max())
+
+    return {"forward": rel(got, ref), "inverse": rel(back, np.asarray(x) * np.prod(shape[1:]))}
+
+
 def _best_s(fresh: Any, run: Any, repeat: int = 2) -> float:
     """Seconds of the fastest of ``repeat`` calls ``run(fresh())`` (the start state copied
     before the clock starts: the loops donate it)."""
@@ -104,28 +123,27 @@ def compare(case: str, n: int, steps: int, fft: str) -> dict:
     r["stacked_ms_per_step"] = 1e3 * _best_s(fresh_new, new) / steps
     r["speedup"] = r["xla_ms_per_step"] / r["stacked_ms_per_step"]
     r["stacked_counted_bytes_per_point"] = counted_bytes(case != "lossless")["total"]
-    r["xla_bytes_per_point"] = xla_bytes_per_point(s)
-    one = jax.tree.map(lambda a: a[:1], s.xs)
+    one = jax.tree.map(lambda a: a[:1], s.xs)  # one step: XLA's counts are per program run
+    xla = sr.run_unstacked.lower(s.start, one, s.c, s.ops, phys=s.phys).compile()
+    r["xla_bytes_per_point"] = bytes_per_point(xla, s.start.p.size)
     r["hlo_ops"] = {
-        "xla": hlo_ops(sr.run_unstacked.lower(s.start, one, s.c, s.ops, phys=s.phys)),
-        "stacked": hlo_ops(sr.run_stacked.lower(start, one, c, ops, phys=s.phys)),
+        "xla": hlo_ops(xla),
+        "stacked": hlo_ops(sr.run_stacked.lower(start, one, c, ops, phys=s.phys).compile()),
     }
     return r
 
 
-def hlo_ops(lowered: Any) -> dict[str, int]:
-    """How many of each kind of instruction that moves data the optimised program of one step
-    holds (fusions: kernels XLA made; fft: XLA's transforms; custom-call: cuFFT's here)."""
-    ops = re.findall(r"=\s*\S+\s+(\w[\w-]*)\(", lowered.compile().as_text())
+def hlo_ops(compiled: Any) -> dict[str, int]:
+    """How many of each kind of instruction that moves data a compiled program holds, fused
+    ones included (fusion: kernels XLA made; fft: XLA's transforms; custom-call: cuFFT's here)."""
+    ops = re.findall(r"=\s*\S+\s+(\w[\w-]*)\(", compiled.as_text())
     kinds = ("fusion", "fft", "custom-call", "copy", "concatenate", "transpose")
     return {k: ops.count(k) for k in kinds}
 
 
-def xla_bytes_per_point(s: sr.Setup) -> float | None:
-    """XLA's own count (cost analysis) of the bytes one unstacked step accesses, per point."""
-    one = jax.tree.map(lambda a: a[:1], s.xs)
-    comp = sr.run_unstacked.lower(s.start, one, s.c, s.ops, phys=s.phys).compile()
-    cost = comp.cost_analysis()
+def bytes_per_point(compiled: Any, points: int) -> float | None:
+    """XLA's own count (cost analysis) of the bytes a compiled program accesses, per point."""
+    cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     b = (cost or {}).get("bytes accessed")
-    return float(b) / s.start.p.size if b else None
+    return float(b) / points if b else None
