@@ -990,9 +990,9 @@ PARTS = (
 #: the unstacked step (XLA's FFT) against the stacked one on cuFFT (sonotile.bench.step_compare)
 FULL["step_compare"] = {"rows": [["lossless", 256, 40], ["absorbing_nonlinear", 256, 40],
                                  ["lossless", 512, 12], ["absorbing_nonlinear", 512, 12]],
-                        "lib_wait_s": 60}  # fmt: skip
+                        "profile": ["absorbing_nonlinear", 256], "lib_wait_s": 60}  # fmt: skip
 DRY["step_compare"] = {"rows": [["lossless", 12, 4], ["absorbing_nonlinear", 16, 4]],
-                       "lib_wait_s": 0}  # fmt: skip
+                       "profile": ["absorbing_nonlinear", 16], "lib_wait_s": 0}  # fmt: skip
 FULL["caps"]["step_compare"], DRY["caps"]["step_compare"] = 90, 90
 
 
@@ -1014,12 +1014,18 @@ def w_step_compare(spec: dict) -> dict:
     partial(r)
     for case, n, steps in spec["rows"]:
         try:
-            r["rows"].append(sc.compare(case, n, steps, r["fft"]))
+            prof = _kernel_times_of(steps) if [case, n] == spec.get("profile") else None
+            r["rows"].append(sc.compare(case, n, steps, r["fft"], prof))
         except Exception as e:  # noqa: BLE001 - out of memory at one size keeps the others
             r["rows"].append({"case": case, "n": n, "error": f"{type(e).__name__}: {e}"[:600]})
         partial(r)
     r["cufft_plans"] = cufft.plans()
     return r
+
+
+def _kernel_times_of(steps: int) -> Any:
+    """:func:`kernel_times` of a loop of ``steps`` steps (a function of the loop)."""
+    return lambda run: kernel_times(run, steps)
 
 
 def _wait_for_lib(wait_s: float) -> None:
@@ -1044,7 +1050,8 @@ def part_step_compare(ctx: dict) -> None:
     ctx["res"].put("step_compare", {"status": "running"})
     _wait_for_lib(cfg["lib_wait_s"])
     cap = ctx["clock"].cap(ctx["cfg"]["caps"]["step_compare"]) or cap
-    r = run_worker("step_compare", {"rows": cfg["rows"]}, cap, ctx["env"])
+    spec = {"rows": cfg["rows"], "profile": cfg["profile"]}
+    r = run_worker("step_compare", spec, cap, ctx["env"])
     prior = ctx.get("prior", {})
     rows = parts.get("throughput", {}).get("rows") or prior.get("throughput", {}).get("rows", [])
     bw = (parts.get("env") or prior.get("env") or {}).get("copy_bandwidth_Bps")

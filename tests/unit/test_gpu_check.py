@@ -181,5 +181,7 @@ def test_dry_run_step_compare(tmp_path):
         assert all(d <= 5e-6 for d in row["max_rel_diff"].values()), row
         assert row["xla_ms_per_step"] > 0 and row["stacked_ms_per_step"] > 0
         assert "kwave_over_stacked" not in row
+    prof = part["rows"][1]["profile"]  # the absorbing row: host events of both loops on a CPU
+    assert prof["xla"]["source"] == prof["stacked"]["source"] == "host"
     assert part["counted_bytes"]["absorbing"]["total"] == 328
     assert part["transform_check"] == {"forward": 0.0, "inverse": pytest.approx(0, abs=1e-5)}

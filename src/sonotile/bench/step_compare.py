@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -83,11 +84,19 @@ def _best_s(fresh: Any, run: Any, repeat: int = 2) -> float:
     return best
 
 
-def compare(case: str, n: int, steps: int, fft: str) -> dict:
+def compare(
+    case: str,
+    n: int,
+    steps: int,
+    fft: str,
+    profile: Callable[[Callable[[], Any]], dict] | None = None,
+) -> dict:
     """Both steps on :func:`sonotile.bench.inprocess.bench_problem` ``(case, n, steps)`` (one
     pressure source point, additive): ms per step of each loop (best of two, compiled first),
     and the largest difference of their pressure and velocity after ``steps`` steps relative to
-    the field's largest magnitude. ``fft``: the stacked step's FFT (``cufft``, ``xla``)."""
+    the field's largest magnitude. ``fft``: the stacked step's FFT (``cufft``, ``xla``).
+    ``profile``: called with each loop (a function of no arguments running all steps); what it
+    returns (e.g. kernel times) goes to ``"profile"``."""
     t0 = time.perf_counter()
     s = sr.setup(bench_problem(case, n, steps), steps)
     c, ops, start = s.stacked(fft)
@@ -122,6 +131,9 @@ def compare(case: str, n: int, steps: int, fft: str) -> dict:
     r["xla_ms_per_step"] = 1e3 * _best_s(fresh_ref, ref) / steps
     r["stacked_ms_per_step"] = 1e3 * _best_s(fresh_new, new) / steps
     r["speedup"] = r["xla_ms_per_step"] / r["stacked_ms_per_step"]
+    if profile is not None:
+        r["profile"] = {"xla": profile(lambda: ref(fresh_ref())),
+                        "stacked": profile(lambda: new(fresh_new()))}  # fmt: skip
     r["stacked_counted_bytes_per_point"] = counted_bytes(case != "lossless")["total"]
     one = jax.tree.map(lambda a: a[:1], s.xs)  # one step: XLA's counts are per program run
     xla = sr.run_unstacked.lower(s.start, one, s.c, s.ops, phys=s.phys).compile()
