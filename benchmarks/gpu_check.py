@@ -25,6 +25,9 @@ Parts, in the order they run:
 * ``profile``: one absorbing step: XLA's optimised HLO (size, fusions, FFTs, copies, HLO dump
   size), XLA's bytes-accessed count per grid point per step against the measured copy bandwidth
   and the card's nominal one, and the kernels' times from ``jax.profiler``.
+* ``step_compare``: the unstacked step (XLA's FFT) and the stacked step on cuFFT through XLA's
+  FFI (:mod:`sonotile.bench.step_compare`; the library built alongside by ``gpu_check.sh``) on
+  the same input at 256^3 and 512^3: ms/step, bytes per point, drift between them, k-Wave CUDA.
 * ``largest``: the largest cubic grid that runs, per case, for sonotile (in-memory problems) and
   k-Wave CUDA: a prediction from the measured peak memory per point, then 10 % steps up to the
   first size that fails and bisection between, until the part's time cap.
@@ -32,9 +35,6 @@ Parts, in the order they run:
   run time, peak device memory.
 * ``parallel``: the pencil and lfb code paths on a mesh of one device against the single-device
   run of the same problem.
-* ``step_compare``: the unstacked step (XLA's FFT) and the stacked step on cuFFT through XLA's
-  FFI (:mod:`sonotile.bench.step_compare`; the library built alongside by ``gpu_check.sh``) on
-  the same input at 256^3 and 512^3: ms/step, bytes per point, drift between them, k-Wave CUDA.
 
 The order is by importance: correctness, speed against k-Wave CUDA, where the time goes, size,
 then gradients and the decompositions; a run cut short loses the last.
@@ -946,45 +946,6 @@ WORKERS = {
 }  # fmt: skip
 
 
-def _profile_spec(ctx: dict) -> dict:
-    dump = ctx["work"] / "hlo_dump"  # XLA_FLAGS act in a new process only: none inline
-    dump.mkdir(exist_ok=True)
-    return {"n": ctx["cfg"]["profile_n"], "steps": ctx["cfg"]["profile_steps"],
-            "dump": None if INLINE[0] else str(dump)}  # fmt: skip
-
-
-def part_profile(ctx: dict) -> None:
-    spec = _profile_spec(ctx)
-    env = {**ctx["env"], "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
-                                       f" --xla_dump_to={spec['dump']}").strip()}  # fmt: skip
-    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["profile"])
-    if cap is None:
-        ctx["res"].put("profile", {"status": "skipped", "why": "time budget spent"})
-        return
-    r = run_worker("profile", spec, cap, env)
-    bw = ctx["res"].data["parts"].get("env", {})
-    if r.get("achieved_Bps"):
-        for k in ("copy_bandwidth_Bps", "nominal_bandwidth_Bps"):
-            if bw.get(k):
-                r[f"fraction_of_{k[:-4]}"] = r["achieved_Bps"] / bw[k]
-    ctx["res"].put("profile", r)
-
-
-PARTS = (
-    ("env", part_simple("env", lambda ctx: {"copy_mib": ctx["cfg"]["copy_mib"]})),
-    ("reference", part_simple("reference", lambda ctx: {
-        "cases": [str(p) for p in reference_cases(ctx["cfg"])]})),
-    ("throughput", part_throughput),
-    ("kwave_reference", part_kwave_reference),
-    ("profile", part_profile),
-    ("largest", part_largest),
-    ("gradients", part_simple("gradients", lambda ctx: {
-        "n": ctx["cfg"]["grad_n"], "nt": ctx["cfg"]["grad_nt"]})),
-    ("parallel", part_simple("parallel", lambda ctx: {
-        "n": ctx["cfg"]["parallel_n"], "nt": ctx["cfg"]["parallel_nt"]})),
-)  # fmt: skip
-
-
 # --------------------------------------------------------------------------- stacked step
 
 #: the unstacked step (XLA's FFT) against the stacked one on cuFFT (sonotile.bench.step_compare)
@@ -1089,8 +1050,43 @@ def summary_step_compare(part: dict) -> None:
               f"{row['max_rel_diff']['p']:.1e}")  # fmt: skip
 
 
-WORKERS["step_compare"] = w_step_compare
-PARTS += (("step_compare", part_step_compare),)
+def _profile_spec(ctx: dict) -> dict:
+    dump = ctx["work"] / "hlo_dump"  # XLA_FLAGS act in a new process only: none inline
+    dump.mkdir(exist_ok=True)
+    return {"n": ctx["cfg"]["profile_n"], "steps": ctx["cfg"]["profile_steps"],
+            "dump": None if INLINE[0] else str(dump)}  # fmt: skip
+
+
+def part_profile(ctx: dict) -> None:
+    spec = _profile_spec(ctx)
+    env = {**ctx["env"], "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
+                                       f" --xla_dump_to={spec['dump']}").strip()}  # fmt: skip
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["profile"])
+    if cap is None:
+        ctx["res"].put("profile", {"status": "skipped", "why": "time budget spent"})
+        return
+    r = run_worker("profile", spec, cap, env)
+    bw = ctx["res"].data["parts"].get("env", {})
+    if r.get("achieved_Bps"):
+        for k in ("copy_bandwidth_Bps", "nominal_bandwidth_Bps"):
+            if bw.get(k):
+                r[f"fraction_of_{k[:-4]}"] = r["achieved_Bps"] / bw[k]
+    ctx["res"].put("profile", r)
+
+
+PARTS = (
+    ("env", part_simple("env", lambda ctx: {"copy_mib": ctx["cfg"]["copy_mib"]})),
+    ("reference", part_simple("reference", lambda ctx: {
+        "cases": [str(p) for p in reference_cases(ctx["cfg"])]})),
+    ("throughput", part_throughput),
+    ("kwave_reference", part_kwave_reference),
+    ("profile", part_profile),
+    ("largest", part_largest),
+    ("gradients", part_simple("gradients", lambda ctx: {
+        "n": ctx["cfg"]["grad_n"], "nt": ctx["cfg"]["grad_nt"]})),
+    ("parallel", part_simple("parallel", lambda ctx: {
+        "n": ctx["cfg"]["parallel_n"], "nt": ctx["cfg"]["parallel_nt"]})),
+)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- summary
@@ -1114,6 +1110,7 @@ def print_summary(data: dict) -> None:
             f"{(s.get('peak_device_bytes_per_point') or 0):6.1f} B/pt  "
             f"k-Wave CUDA {k.get('ms_per_step') or 0:8.2f} ms/step  {s.get('status')}"
         )
+    summary_step_compare(parts.get("step_compare", {}))
     kref = parts.get("kwave_reference", {}).get("cases", [])
     n_in = sum(bool(c.get("within_sonotile_rule")) for c in kref)
     print(f"k-Wave CUDA vs OMP: {n_in}/{len(kref)} within the same rule")
@@ -1123,10 +1120,13 @@ def print_summary(data: dict) -> None:
                 f"largest {k:30s} ran {v.get('largest_n_ran')}  failed "
                 f"{v.get('smallest_n_failed')}  predicted {v.get('predicted_n')}"
             )
-    summary_step_compare(parts.get("step_compare", {}))
     for name, p in parts.items():
         print(f"part {name:16s} {p.get('status', 'ok'):8s} {p.get('seconds') or 0:7.1f} s")
 
+
+# the stacked step's part (its functions: the section "stacked step" above)
+WORKERS["step_compare"] = w_step_compare
+PARTS += (("step_compare", part_step_compare),)
 
 if __name__ == "__main__":
     sys.exit(main())

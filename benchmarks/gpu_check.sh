@@ -6,8 +6,7 @@
 # builds k-Wave's CUDA solver from .gpu-carry/ (benchmarks/gpu_carry.sh) in the background when
 # that folder travelled, and runs benchmarks/gpu_check.py from the working tree (PYTHONPATH=src,
 # the image's python3 and JAX; nothing installed). Writes into OUT: gpu_check.json (the results,
-# rewritten after every part), gpu_check.log, kwave_cuda_build.log, cufft_build.log,
-# nvidia-smi.txt.
+# rewritten after every part), gpu_check.log, kwave_cuda_build.log, nvidia-smi.txt.
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUT_DIR [gpu_check.py options]}
 shift
@@ -16,6 +15,13 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$here/src${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+# sonotile's cuFFT custom calls for the step_compare part (benchmarks/gpu/build_cufft.sh;
+# its log: OUT/cufft_build.log)
+lib=/tmp/sonotile-cufft/libsonotile_cufft.so
+rm -rf "$(dirname "$lib")"
+( PYTHON="$py" bash "$here/benchmarks/gpu/build_cufft.sh" "$lib" > "$out/cufft_build.log" 2>&1 \
+    || { mkdir -p "$(dirname "$lib")"; touch "$lib.failed"; } ) &
+export SONOTILE_CUFFT_LIB="$lib"
 kw=()
 build=/tmp/kwave-cuda-build
 if [ -d "$here/.gpu-carry/kwave-cuda-src" ]; then
@@ -25,12 +31,6 @@ if [ -d "$here/.gpu-carry/kwave-cuda-src" ]; then
   kw=(--kwave-binary "$build/kspaceFirstOrder-CUDA" --kwave-wait-s 150
       --kwave-build-log "$out/kwave_cuda_build.log")
 fi
-# sonotile's cuFFT custom calls for the step_compare part (benchmarks/gpu/build_cufft.sh)
-lib=/tmp/sonotile-cufft/libsonotile_cufft.so
-rm -rf "$(dirname "$lib")"
-( PYTHON="$py" bash "$here/benchmarks/gpu/build_cufft.sh" "$lib" > "$out/cufft_build.log" 2>&1 \
-    || { mkdir -p "$(dirname "$lib")"; touch "$lib.failed"; } ) &
-export SONOTILE_CUFFT_LIB="$lib"
 "$py" "$here/benchmarks/gpu_check.py" "$out/gpu_check.json" "${kw[@]}" "$@" 2>&1 \
   | tee "$out/gpu_check.log"
 status=${PIPESTATUS[0]}

@@ -168,20 +168,3 @@ def test_bisection_steps():
     assert gc._next_n(2048, None, 32, 2048) is None
     assert gc._next_n(512, 640, 32, 2048) == 576
     assert gc._next_n(576, 608, 32, 2048) is None
-
-
-def test_dry_run_step_compare(tmp_path):
-    """The stacked step against the unstacked one on the CPU stand-in (no GPU: cuFFT refused,
-    with its reason): equal to round-off, the byte count written, k-Wave's figures absent."""
-    part = dry_run(tmp_path, "step_compare")["parts"]["step_compare"]
-    assert part["status"] == "ok" and part["fft"] == "xla" and part["cufft_unavailable"]
-    assert [(r["case"], r["n"]) for r in part["rows"]] == [("lossless", 12),
-                                                          ("absorbing_nonlinear", 16)]  # fmt: skip
-    for row in part["rows"]:
-        assert all(d <= 5e-6 for d in row["max_rel_diff"].values()), row
-        assert row["xla_ms_per_step"] > 0 and row["stacked_ms_per_step"] > 0
-        assert "kwave_over_stacked" not in row
-    prof = part["rows"][1]["profile"]  # the absorbing row: host events of both loops on a CPU
-    assert prof["xla"]["source"] == prof["stacked"]["source"] == "host"
-    assert part["counted_bytes"]["absorbing"]["total"] == 328
-    assert part["transform_check"] == {"forward": 0.0, "inverse": pytest.approx(0, abs=1e-5)}
