@@ -38,3 +38,29 @@ def test_dry_run_step_compare(tmp_path):
     assert prof["xla"]["source"] == prof["stacked"]["source"] == "host"
     assert part["counted_bytes"]["absorbing"]["total"] == 328
     assert part["transform_check"] == {"forward": 0.0, "inverse": pytest.approx(0, abs=1e-5)}
+
+
+def test_rows_get_kwave_and_bandwidth_from_the_prior_run(monkeypatch, tmp_path):
+    """k-Wave CUDA's loop time at the row's case and size comes from ``--prior``'s throughput
+    rows when this run has none; each step's bytes become a fraction of the copy bandwidth."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    gc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc)
+    row = {"case": "absorbing_nonlinear", "n": 256, "xla_ms_per_step": 3.6,
+           "stacked_ms_per_step": 2.0, "xla_bytes_per_point": 353.0,
+           "stacked_counted_bytes_per_point": 328}  # fmt: skip
+    monkeypatch.setattr(gc, "run_worker", lambda *a, **k: {"status": "ok", "rows": [dict(row)]})
+    prior = {"throughput": {"rows": [{"case": "absorbing_nonlinear", "n": 256,
+                                      "kwave_cuda": {"ms_per_step": 3.2}}]},
+             "env": {"copy_bandwidth_Bps": 3.0e12}}  # fmt: skip
+    res = gc.Results(tmp_path / "r.json", {})
+    ctx = {"res": res, "cfg": gc.DRY, "clock": gc.Clock(100), "env": {}, "prior": prior}
+    gc.part_step_compare(ctx)
+    (got,) = res.data["parts"]["step_compare"]["rows"]
+    assert got["kwave_over_xla"] == pytest.approx(3.2 / 3.6)
+    assert got["kwave_over_stacked"] == pytest.approx(1.6)
+    assert got["stacked_fraction_of_copy_bandwidth"] == pytest.approx(
+        328 * 256**3 / 2.0e-3 / 3.0e12
+    )
