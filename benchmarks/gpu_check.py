@@ -1013,6 +1013,8 @@ def part_step_compare(ctx: dict) -> None:
     cap = ctx["clock"].cap(ctx["cfg"]["caps"]["step_compare"]) or cap
     spec = {"rows": cfg["rows"], "profile": cfg["profile"]}
     r = run_worker("step_compare", spec, cap, ctx["env"])
+    if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
+        r["rows"] = r["partial"].get("rows", [])
     prior = ctx.get("prior", {})
     rows = parts.get("throughput", {}).get("rows") or prior.get("throughput", {}).get("rows", [])
     bw = (parts.get("env") or prior.get("env") or {}).get("copy_bandwidth_Bps")

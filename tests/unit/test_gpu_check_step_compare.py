@@ -42,7 +42,8 @@ def test_dry_run_step_compare(tmp_path):
 
 def test_rows_get_kwave_and_bandwidth_from_the_prior_run(monkeypatch, tmp_path):
     """k-Wave CUDA's loop time at the row's case and size comes from ``--prior``'s throughput
-    rows when this run has none; each step's bytes become a fraction of the copy bandwidth."""
+    rows when this run has none; each step's bytes become a fraction of the copy bandwidth;
+    a worker cut off by its cap keeps the rows it had."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
@@ -51,7 +52,8 @@ def test_rows_get_kwave_and_bandwidth_from_the_prior_run(monkeypatch, tmp_path):
     row = {"case": "absorbing_nonlinear", "n": 256, "xla_ms_per_step": 3.6,
            "stacked_ms_per_step": 2.0, "xla_bytes_per_point": 353.0,
            "stacked_counted_bytes_per_point": 328}  # fmt: skip
-    monkeypatch.setattr(gc, "run_worker", lambda *a, **k: {"status": "ok", "rows": [dict(row)]})
+    cut = {"status": "timeout", "partial": {"rows": [dict(row)]}}  # the rows it had
+    monkeypatch.setattr(gc, "run_worker", lambda *a, **k: cut)
     prior = {"throughput": {"rows": [{"case": "absorbing_nonlinear", "n": 256,
                                       "kwave_cuda": {"ms_per_step": 3.2}}]},
              "env": {"copy_bandwidth_Bps": 3.0e12}}  # fmt: skip
