@@ -25,6 +25,9 @@ Parts, in the order they run:
 * ``profile``: one absorbing step: XLA's optimised HLO (size, fusions, FFTs, copies, HLO dump
   size), XLA's bytes-accessed count per grid point per step against the measured copy bandwidth
   and the card's nominal one, and the kernels' times from ``jax.profiler``.
+* ``step_compare``: the unstacked step (XLA's FFT) and the stacked step on cuFFT through XLA's
+  FFI (:mod:`sonotile.bench.step_compare`; the library built alongside by ``gpu_check.sh``) on
+  the same input at 256^3 and 512^3: ms/step, bytes per point, drift between them, k-Wave CUDA.
 * ``largest``: the largest cubic grid that runs, per case, for sonotile (in-memory problems) and
   k-Wave CUDA: a prediction from the measured peak memory per point, then 10 % steps up to the
   first size that fails and bisection between, until the part's time cap.
@@ -957,6 +960,112 @@ WORKERS = {
 }  # fmt: skip
 
 
+# --------------------------------------------------------------------------- stacked step
+
+#: the unstacked step (XLA's FFT) against the stacked one on cuFFT (sonotile.bench.step_compare)
+FULL["step_compare"] = {"rows": [["lossless", 256, 40], ["absorbing_nonlinear", 256, 40],
+                                 ["lossless", 512, 12], ["absorbing_nonlinear", 512, 12]],
+                        "profile": ["absorbing_nonlinear", 256], "lib_wait_s": 60}  # fmt: skip
+DRY["step_compare"] = {"rows": [["lossless", 12, 4], ["absorbing_nonlinear", 16, 4]],
+                       "profile": ["absorbing_nonlinear", 16], "lib_wait_s": 0}  # fmt: skip
+FULL["caps"]["step_compare"], DRY["caps"]["step_compare"] = 90, 90
+
+
+def w_step_compare(spec: dict) -> dict:
+    """Both steps on each row ``(case, n, steps)``; the stacked one on cuFFT where it loads
+    (a GPU and ``SONOTILE_CUFFT_LIB``), else on the CPU stand-in (``jnp.fft``)."""
+    from sonotile.bench import step_compare as sc
+    from sonotile.fft import cufft
+
+    why = cufft.unavailable()
+    r: dict[str, Any] = {"fft": "xla" if why else "cufft", "cufft_unavailable": why,
+                         "cufft_lib": cufft.library_path(), "rows": [],
+                         "counted_bytes": {"absorbing": sc.counted_bytes(True),
+                                           "lossless": sc.counted_bytes(False)}}  # fmt: skip
+    try:
+        r["transform_check"] = sc.transform_check(r["fft"])
+    except Exception as e:  # noqa: BLE001 - recorded; the rows say whether the steps run
+        r["transform_check"] = {"error": f"{type(e).__name__}: {e}"[:600]}
+    partial(r)
+    for case, n, steps in spec["rows"]:
+        try:
+            prof = _kernel_times_of(steps) if [case, n] == spec.get("profile") else None
+            r["rows"].append(sc.compare(case, n, steps, r["fft"], prof))
+        except Exception as e:  # noqa: BLE001 - out of memory at one size keeps the others
+            r["rows"].append({"case": case, "n": n, "error": f"{type(e).__name__}: {e}"[:600]})
+        partial(r)
+    r["cufft_plans"] = cufft.plans()
+    return r
+
+
+def _kernel_times_of(steps: int) -> Any:
+    """:func:`kernel_times` of a loop of ``steps`` steps (a function of the loop)."""
+    return lambda run: kernel_times(run, steps)
+
+
+def _wait_for_lib(wait_s: float) -> None:
+    """Up to ``wait_s`` for the cuFFT library that gpu_check.sh builds alongside."""
+    path = os.environ.get("SONOTILE_CUFFT_LIB")
+    t_end = time.perf_counter() + wait_s
+    while path and not os.path.exists(path) and time.perf_counter() < t_end:
+        if os.path.exists(path + ".failed"):
+            break
+        time.sleep(1)
+
+
+def part_step_compare(ctx: dict) -> None:
+    """The worker's rows, each with k-Wave CUDA's loop time at that case and size (from this
+    run's ``throughput`` part, else ``--prior``'s) and each step's fraction of the measured
+    copy bandwidth."""
+    cfg, parts = ctx["cfg"]["step_compare"], ctx["res"].data["parts"]
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["step_compare"])
+    if cap is None:
+        ctx["res"].put("step_compare", {"status": "skipped", "why": "time budget spent"})
+        return
+    ctx["res"].put("step_compare", {"status": "running"})
+    _wait_for_lib(cfg["lib_wait_s"])
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["step_compare"]) or cap
+    spec = {"rows": cfg["rows"], "profile": cfg["profile"]}
+    r = run_worker("step_compare", spec, cap, ctx["env"])
+    if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
+        r["rows"] = r["partial"].get("rows", [])
+    prior = ctx.get("prior", {})
+    rows = parts.get("throughput", {}).get("rows") or prior.get("throughput", {}).get("rows", [])
+    bw = (parts.get("env") or prior.get("env") or {}).get("copy_bandwidth_Bps")
+    for row in r.get("rows", []):
+        kw = [t.get("kwave_cuda", {}).get("ms_per_step") for t in rows
+              if t.get("case") == row.get("case") and t.get("n") == row.get("n")]  # fmt: skip
+        if kw and kw[0]:
+            row["kwave_cuda_ms_per_step"] = kw[0]
+            for who in ("xla", "stacked"):
+                if row.get(f"{who}_ms_per_step"):
+                    row[f"kwave_over_{who}"] = kw[0] / row[f"{who}_ms_per_step"]
+        for who, key in (
+            ("xla", "xla_bytes_per_point"),
+            ("stacked", "stacked_counted_bytes_per_point"),
+        ):
+            ms, b = row.get(f"{who}_ms_per_step"), row.get(key)
+            if bw and ms and b:
+                row[f"{who}_fraction_of_copy_bandwidth"] = b * row["n"] ** 3 / (ms * 1e-3) / bw
+    ctx["res"].put("step_compare", r)
+
+
+def summary_step_compare(part: dict) -> None:
+    """ms/step of both steps, their ratio, k-Wave's, and the drift between them."""
+    if part.get("transform_check"):
+        print(f"step_compare fft {part.get('fft')}: transforms vs jnp.fft {part['transform_check']}"
+              f"  {part.get('cufft_unavailable') or ''}")  # fmt: skip
+    for row in part.get("rows", []):
+        if "error" in row:
+            print(f"step {row['case'][:20]:20s} {row['n']:4d}^3 {row['error'][:80]}")
+            continue
+        print(f"step {row['case'][:20]:20s} {row['n']:4d}^3 xla {row['xla_ms_per_step']:7.2f} "
+              f"stacked/{row['fft']} {row['stacked_ms_per_step']:7.2f} ms/step "
+              f"({row['speedup']:.2f}x)  vs k-Wave CUDA {row.get('kwave_over_xla') or 0:.2f}x / "
+              f"{row.get('kwave_over_stacked') or 0:.2f}x  drift p "
+              f"{row['max_rel_diff']['p']:.1e}")  # fmt: skip
+
+
 def _profile_spec(ctx: dict) -> dict:
     dump = ctx["work"] / "hlo_dump"  # XLA_FLAGS act in a new process only: none inline
     dump.mkdir(exist_ok=True)
@@ -1104,6 +1213,7 @@ def print_summary(data: dict) -> None:
             f"{(s.get('peak_device_bytes_per_point') or 0):6.1f} B/pt  "
             f"k-Wave CUDA {k.get('ms_per_step') or 0:8.2f} ms/step  {s.get('status')}"
         )
+    summary_step_compare(parts.get("step_compare", {}))
     kref = parts.get("kwave_reference", {}).get("cases", [])
     n_in = sum(bool(c.get("within_sonotile_rule")) for c in kref)
     print(f"k-Wave CUDA vs OMP: {n_in}/{len(kref)} within the same rule")
@@ -1117,6 +1227,10 @@ def print_summary(data: dict) -> None:
     for name, p in parts.items():
         print(f"part {name:16s} {p.get('status', 'ok'):8s} {p.get('seconds') or 0:7.1f} s")
 
+
+# the stacked step's part (its functions: the section "stacked step" above)
+WORKERS["step_compare"] = w_step_compare
+PARTS += (("step_compare", part_step_compare),)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,64 @@
+"""Batched, unnormalised real transforms: the FFT a step on stacked fields asks for.
+
+``forward(x, rank)`` is the ``rfftn`` half spectrum over the last ``rank`` axes of ``x`` (the
+leading axes a batch: several fields stored as one buffer, transformed in one call);
+``inverse(X, shape)`` is the inverse over the last ``len(shape)`` axes WITHOUT the ``1/N``
+(``N = prod(shape)``): whoever multiplies the spectrum folds ``1/N`` into that multiply, so no
+scaling pass runs after the transform. Two implementations: :data:`XLA` (``jnp.fft``: the CPU
+stand-in, and what tests check the step's algebra with) and :data:`sonotile.fft.cufft.BATCHED`
+(cuFFT through XLA's FFI, on a GPU); :func:`get` gives one by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import jax
+import jax.numpy as jnp
+
+
+class BatchedFFT(Protocol):
+    """See the module docstring. ``name``: its key for :func:`get`."""
+
+    name: str
+
+    def forward(self, x: jax.Array, rank: int) -> jax.Array: ...
+
+    def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array: ...
+
+
+@dataclass(frozen=True)
+class XlaUnnormalised:
+    """``jnp.fft`` with the unnormalised inverse (``norm="forward"``: the forward unscaled,
+    the inverse without its ``1/N``)."""
+
+    name: str = "xla"
+
+    def forward(self, x: jax.Array, rank: int) -> jax.Array:
+        return jnp.fft.rfftn(x, axes=tuple(range(x.ndim - rank, x.ndim)))
+
+    def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
+        axes = tuple(range(X.ndim - len(shape), X.ndim))
+        real = jnp.float32 if X.dtype == jnp.complex64 else jnp.float64
+        return jnp.fft.irfftn(X, s=tuple(shape), axes=axes, norm="forward").astype(real)
+
+
+#: ``jnp.fft`` as a :class:`BatchedFFT`
+XLA = XlaUnnormalised()
+
+
+def get(name: str) -> BatchedFFT:
+    """The batched FFT of ``name``: ``xla`` or ``cufft`` (which must be loadable:
+    :func:`sonotile.fft.cufft.unavailable` says why not)."""
+    if name == "xla":
+        return XLA
+    if name == "cufft":
+        from sonotile.fft import cufft
+
+        why = cufft.unavailable()
+        if why is not None:
+            raise RuntimeError(f"FFT 'cufft' cannot be used here: {why}")
+        return cufft.BATCHED
+    raise ValueError(f"unknown batched FFT {name!r} (xla, cufft)")

@@ -1,0 +1,163 @@
+"""cuFFT through XLA's FFI: batched real transforms on a GPU, the inverse unnormalised.
+
+The custom calls (``csrc/cufft_ffi.cu``: ``sonotile_cufft_forward`` / ``sonotile_cufft_inverse``,
+platform CUDA) are built by ``benchmarks/gpu/build_cufft.sh`` with the machine's nvcc and JAX's
+FFI headers; this module loads the library named by the environment variable
+``SONOTILE_CUFFT_LIB`` and registers them once per process. Nothing is compiled on import.
+
+Two faces:
+
+* :data:`BATCHED` (:class:`sonotile.fft.batched.BatchedFFT`): ``forward`` / ``inverse`` over
+  the last 1-3 axes of a buffer, the leading axes a batch of fields transformed in one call;
+  the inverse leaves out ``1/N``.
+* :data:`BACKEND` (:class:`sonotile.fft.interface.Backend`): the operators' backend; XLA's
+  backend with its whole-grid transforms replaced by cuFFT's (the ``1/N`` folded into the
+  spectrum's multiply, a gradient's components inverted in one batched call); 1-D transforms
+  stay XLA's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sonotile.fft.interface import Epilogue
+from sonotile.fft.xla import XlaBackend, real_scale
+
+#: the environment variable naming the built library
+ENV = "SONOTILE_CUFFT_LIB"
+_TARGETS = ("sonotile_cufft_forward", "sonotile_cufft_inverse")
+_lock = threading.Lock()
+_loaded: dict[str, object] = {}
+
+
+def library_path() -> str | None:
+    """The library ``SONOTILE_CUFFT_LIB`` names, or None when it is unset."""
+    return os.environ.get(ENV) or None
+
+
+def load() -> str | None:
+    """Load the library and register its custom calls once; None when that worked, else why
+    not (no path set, no such file, the library does not load)."""
+    with _lock:
+        if "why" in _loaded:
+            return _loaded["why"]  # type: ignore[return-value]
+        path, why = library_path(), None
+        if path is None:
+            why = f"{ENV} is not set (build with benchmarks/gpu/build_cufft.sh)"
+        elif not os.path.exists(path):
+            why = f"{ENV}={path}: no such file"
+        else:
+            try:
+                lib = ctypes.CDLL(path)
+                for name in _TARGETS:
+                    jax.ffi.register_ffi_target(
+                        name, jax.ffi.pycapsule(getattr(lib, name)), platform="CUDA"
+                    )
+                _loaded["lib"] = lib
+            except (OSError, AttributeError) as e:
+                why = f"{ENV}={path}: {e}"
+        _loaded["why"] = why
+        return why
+
+
+def unavailable() -> str | None:
+    """None where the cuFFT calls can run (a GPU is JAX's default backend and the library
+    loaded), else why not."""
+    if jax.default_backend() != "gpu":
+        return f"JAX's default backend is {jax.default_backend()!r}, not a GPU"
+    return load()
+
+
+def plans() -> int:
+    """How many cuFFT plans this process has cached (0 before the library is loaded)."""
+    lib = _loaded.get("lib")
+    return int(lib.sonotile_cufft_plans()) if lib is not None else 0  # type: ignore[attr-defined]
+
+
+def _complex(dtype: jax.typing.DTypeLike) -> jnp.dtype:
+    return jnp.dtype(jnp.complex64 if jnp.dtype(dtype) == jnp.float32 else jnp.complex128)
+
+
+def _real(dtype: jax.typing.DTypeLike) -> jnp.dtype:
+    return jnp.dtype(jnp.float32 if jnp.dtype(dtype) == jnp.complex64 else jnp.float64)
+
+
+def _check_rank(rank: int, ndim: int) -> None:
+    if not 1 <= rank <= min(3, ndim):
+        raise ValueError(f"cuFFT transform rank {rank}: expected 1-3 and at most {ndim}")
+
+
+@dataclass(frozen=True)
+class CufftBatched:
+    """cuFFT's batched transforms (see the module docstring)."""
+
+    name: str = "cufft"
+
+    def forward(self, x: jax.Array, rank: int) -> jax.Array:
+        _check_rank(rank, x.ndim)
+        half = (*x.shape[:-1], x.shape[-1] // 2 + 1)
+        out = jax.ShapeDtypeStruct(half, _complex(x.dtype))
+        call = jax.ffi.ffi_call("sonotile_cufft_forward", out, vmap_method="sequential")
+        return call(x, rank=np.int32(rank))
+
+    def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
+        rank = len(shape)
+        _check_rank(rank, X.ndim)
+        if tuple(X.shape[X.ndim - rank : -1]) != tuple(shape[:-1]) or (
+            X.shape[-1] != shape[-1] // 2 + 1
+        ):
+            raise ValueError(f"spectrum {X.shape} is not the half spectrum of a {shape} grid")
+        real = jax.ShapeDtypeStruct((*X.shape[: X.ndim - rank], *shape), _real(X.dtype))
+        spent = jax.ShapeDtypeStruct(X.shape, X.dtype)  # X's buffer, overwritten by cuFFT
+        call = jax.ffi.ffi_call("sonotile_cufft_inverse", (real, spent),
+                                vmap_method="sequential", input_output_aliases={0: 1})  # fmt: skip
+        return call(X, rank=np.int32(rank))[0]
+
+
+#: cuFFT as a :class:`sonotile.fft.batched.BatchedFFT`
+BATCHED = CufftBatched()
+
+
+@dataclass(frozen=True)
+class CufftBackend(XlaBackend):
+    """The operators' backend on cuFFT (see the module docstring); float32 / float64 fields of
+    rank 1-3 (others: XLA's, through :func:`sonotile.fft.backend.for_array`)."""
+
+    name: str = "cufft"
+
+    def native(self, like: jax.Array) -> bool:
+        return like.dtype in (jnp.float32, jnp.float64) and 1 <= like.ndim <= 3
+
+    def _scaled(self, F: jax.Array, op: jax.Array | None) -> jax.Array:
+        return F if op is None else real_scale(F, op)
+
+    def derivatives(
+        self, f: jax.Array, op: jax.Array | None, vecs: Sequence[jax.Array],
+        epilogues: Sequence[Epilogue | None] | None = None,
+    ) -> tuple[jax.Array, ...]:  # fmt: skip
+        assert not epilogues or all(e is None for e in epilogues), "cufft: no fused updates"
+        P = self._scaled(BATCHED.forward(f, f.ndim), op) * (1.0 / f.size)
+        out = BATCHED.inverse(jnp.stack([P * v for v in vecs]), f.shape)
+        return tuple(out[a] for a in range(len(vecs)))
+
+    def rfftn(self, x: jax.Array) -> jax.Array:
+        return BATCHED.forward(x, x.ndim)
+
+    def irfftn(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
+        # 1/N on the spectrum: XLA fuses it into the multiply that made X
+        return BATCHED.inverse(X * (1.0 / int(np.prod(shape))), shape)
+
+    def describe(self) -> dict[str, str]:
+        return {"cufft": f"{library_path()} (cuFFT through XLA's FFI), {plans()} plans"}
+
+
+#: The backend object (for :func:`sonotile.fft.backend.get`)
+BACKEND = CufftBackend()

@@ -1,0 +1,45 @@
+"""The cuFFT operators' backend (sonotile.fft.cufft.CufftBackend) with its cuFFT calls replaced by
+the CPU stand-in of the same convention (unnormalised inverse): the same operators as XLA's
+backend, so only the transforms differ on a GPU."""
+
+import jax
+import numpy as np
+import pytest
+
+from sonotile.fft import batched, cufft, xla
+
+
+def test_backend_algebra_matches_xla(monkeypatch):
+    monkeypatch.setattr(cufft, "BATCHED", batched.XLA)
+    rng = np.random.default_rng(1)
+    f = rng.standard_normal((8, 6, 10)).astype(np.float32)
+    op = rng.standard_normal((8, 6, 6)).astype(np.float32)
+    vecs = [rng.standard_normal(s).astype(np.complex64) for s in ((8, 1, 1), (1, 6, 1), (1, 1, 6))]
+    be, ref = cufft.BACKEND, xla.BACKEND
+    for a, b in zip(be.derivatives(f, op, vecs), ref.derivatives(f, op, vecs)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(be.operator(f, op)), np.asarray(ref.operator(f, op)),
+                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    assert be.native(f) and not be.native(f[None, None])
+
+
+def test_inverse_hands_its_spectrum_over():
+    """cuFFT's C2R overwrites its input: the call declares the spectrum aliased to an output."""
+    X = jax.ShapeDtypeStruct((3, 8, 6, 5), np.complex64)
+    text = jax.jit(lambda X: cufft.BATCHED.inverse(X, (8, 6, 8))).lower(X).as_text()
+    assert "@sonotile_cufft_inverse" in text and "output_operand_alias" in text
+    assert "tensor<3x8x6x8xf32>" in text and "rank = 3" in text
+
+
+def test_inverse_refuses_a_spectrum_of_another_grid():
+    with pytest.raises(ValueError, match="half spectrum"):
+        cufft.BATCHED.inverse(np.zeros((8, 6, 4), np.complex64), (8, 6, 8))
+
+
+def test_load_says_why_not(monkeypatch, tmp_path):
+    monkeypatch.setattr(cufft, "_loaded", {})
+    monkeypatch.delenv(cufft.ENV, raising=False)
+    assert "SONOTILE_CUFFT_LIB is not set" in cufft.load()
+    monkeypatch.setattr(cufft, "_loaded", {})
+    monkeypatch.setenv(cufft.ENV, str(tmp_path / "missing.so"))
+    assert "no such file" in cufft.load()
