@@ -55,8 +55,9 @@ def plot(grid, res, z, sim, ref, out) -> None:
     dx = grid.spacing[0]
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.6))
     amp = np.asarray(res["p_cw_amp_all"])[:, :, ny // 2]
-    ax[0].imshow(amp.T / 1e3, cmap="magma", aspect="equal",
-                 extent=[mm(nx, dx)[0], mm(nx, dx)[-1], mm(ny, dx)[-1], mm(ny, dx)[0]])  # fmt: skip
+    ext = [mm(nx, dx)[0], mm(nx, dx)[-1], mm(ny, dx)[-1], mm(ny, dx)[0]]
+    h = ax[0].imshow(amp.T / 1e3, cmap="magma", aspect="equal", extent=ext)
+    fig.colorbar(h, ax=ax[0], label="amplitude [kPa]")
     ax[0].set(title="p_cw_amp_all, z = 0 [kPa]", xlabel="x [mm]", ylabel="y [mm]")
     ax[1].plot(z * 1e3, sim / 1e3, label="sonotile (KWaveArray bowl)")
     ax[1].plot(z * 1e3, ref / 1e3, "k:", label="O'Neil")

@@ -72,7 +72,7 @@ def plot(z: np.ndarray, dx: float, amp: np.ndarray, ref: np.ndarray, zf: float, 
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
     im = ax[0].imshow(full.T / 1e6, cmap="magma", aspect="equal", origin="lower",
                       extent=[z[0] * 1e3, z[-1] * 1e3, -ry, ry])  # fmt: skip
-    fig.colorbar(im, ax=ax[0], label="MPa")
+    fig.colorbar(im, ax=ax[0], label="amplitude [MPa]")
     ax[0].set(title="p_cw_amp_all, mirrored about the axis", xlabel="axial distance from the "
               "apex [mm]", ylabel="radial [mm]")  # fmt: skip
     ax[1].plot(z * 1e3, amp[:, 0] / 1e6, label=f"sonotile (axisymmetric), focus {zf * 1e3:.2f} mm")

@@ -60,8 +60,9 @@ def plot(grid, res, theta, rms, out) -> None:
     ax_mm = mm(grid.shape[0], grid.spacing[0])
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
     pm = np.asarray(res["p_max_all"])
-    ax[0].imshow(20 * np.log10(pm / pm.max() + 1e-6), vmin=-30, cmap="viridis",
-                 extent=[ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]])  # fmt: skip
+    h = ax[0].imshow(20 * np.log10(pm / pm.max() + 1e-6), vmin=-30, cmap="viridis",
+                     extent=[ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]])  # fmt: skip
+    fig.colorbar(h, ax=ax[0], label="p_max_all [dB re max]")
     ax[0].set(title=f"p_max_all [dB], steered {STEER:.0f} deg", xlabel="y [mm]", ylabel="x [mm]")
     ax[1].plot(theta, rms / rms.max())
     ax[1].axvline(STEER, color="k", ls=":")

@@ -134,7 +134,7 @@ def plot(n, dx, xi, step, p, up, us, us_max, pts, t_snap, out) -> None:
         im = a.imshow(f, extent=ext, cmap=cmap, vmin=-lim if cmap == "RdBu_r" else 0, vmax=lim)
         a.axhline(ax_mm[0] + (xi - 0.5) * dx * 1e3, color="c", lw=0.8)
         a.set(title=title, xlabel="y [mm]")
-        fig.colorbar(im, ax=a, shrink=0.8)
+        fig.colorbar(im, ax=a, shrink=0.8, label=title[title.rindex("[") :])
     ax[0].set_ylabel("x [mm] (water above the line, solid below)")
     ax[3].plot(pts[:, 1] * 1e3 + ax_mm[0], pts[:, 0] * 1e3 + ax_mm[0], "w.", ms=2)
     save(fig, out, "ewp_layered_medium")

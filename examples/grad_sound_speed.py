@@ -73,7 +73,7 @@ def plot(grid, g, src, rec, out) -> None:
                    extent=[ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]])  # fmt: skip
     for (x, y), m in ((src, "o"), (rec, "v")):
         ax.plot((y - n // 2) * dx * 1e3, (x - n // 2) * dx * 1e3, "k" + m)
-    fig.colorbar(im, ax=ax)
+    fig.colorbar(im, ax=ax, label="dJ/dc, J = sum of p^2 [Pa^2 s/m]")
     ax.set(title="dJ/dc (source o, sensor v)", xlabel="y [mm]", ylabel="x [mm]")
     save(fig, out, "grad_sound_speed")
 

@@ -59,10 +59,10 @@ def plot(grid, heated, kdiff, steps, dt, out) -> None:
     ext = [ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]]
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.4))
     im = ax[0].imshow(heated, extent=ext, cmap="inferno")
-    fig.colorbar(im, ax=ax[0])
+    fig.colorbar(im, ax=ax[0], label="T [degC]")
     ax[0].set(title="T after 10 s heating [degC]", xlabel="y [mm]", ylabel="x [mm]")
     im = ax[1].imshow(kdiff.T, extent=ext, cmap="inferno")
-    fig.colorbar(im, ax=ax[1])
+    fig.colorbar(im, ax=ax[1], label="T [degC]")
     ax[1].set(title="T after 10 s cooling [degC]", xlabel="y [mm]")
     t = np.arange(1, 2 * steps + 1) * dt
     ax[2].plot(t, np.ravel(kdiff.sensor_data))

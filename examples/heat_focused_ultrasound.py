@@ -77,7 +77,7 @@ def plot(grid, amp, t_max, cem43, t, trace, out) -> None:
               (np.log10(cem43 + 1e-3), "log10 CEM43 [min]", "viridis"))  # fmt: skip
     for a, (field, title, cmap) in zip(ax, panels):
         im = a.imshow(field, extent=ext, cmap=cmap)
-        fig.colorbar(im, ax=a)
+        fig.colorbar(im, ax=a, label=title)
         a.set(title=title, xlabel="y [mm]")
     ax[2].contour(cem43 >= 240, levels=[0.5], colors="w", extent=[*ext[:2], ext[3], ext[2]])
     ax[3].plot(t, trace)

@@ -51,11 +51,13 @@ def plot(grid, res, traces, r, ray, out) -> None:
     ax_mm = mm(n, dx)
     ext = [ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]]
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.6))
-    ax[0].imshow(np.asarray(res["p_max_all"])[:, :, n // 2], extent=ext, cmap="magma",
-                 vmax=2.0)  # fmt: skip
+    h = ax[0].imshow(np.asarray(res["p_max_all"])[:, :, n // 2], extent=ext, cmap="magma",
+                     vmax=2.0)  # fmt: skip
+    fig.colorbar(h, ax=ax[0], label="p_max_all [Pa]")
     ax[0].set(title="p_max_all, z = 0 [Pa]", xlabel="y [mm]", ylabel="x [mm]")
     k = int(np.argmax(ray[-1])) - 5
-    ax[1].imshow(traces[:, :, k], cmap="RdBu_r", vmin=-0.5, vmax=0.5)
+    h = ax[1].imshow(traces[:, :, k], cmap="RdBu_r", vmin=-0.5, vmax=0.5)
+    fig.colorbar(h, ax=ax[1], label="p [Pa]")
     ax[1].set(title=f"sensor plane x = 0 at t = {res.t[k] * 1e6:.2f} us", xlabel="z", ylabel="y")
     ax[2].plot(r * 1e3, r * ray.max(axis=1) * 1e3, "o-", ms=3)
     ax[2].set(title="r p_max along +y", xlabel="r [mm]", ylabel="r p_max [Pa mm]", ylim=(0, None))

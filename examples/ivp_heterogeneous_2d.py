@@ -52,14 +52,16 @@ def plot(grid, c, runs, out) -> None:
     n, dx = grid.shape[0], grid.spacing[0]
     ax_mm = mm(n, dx)
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.6))
-    ax[0].imshow(c, extent=[ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]], cmap="gray")
+    h = ax[0].imshow(c, extent=[ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]], cmap="gray")
+    fig.colorbar(h, ax=ax[0], label="sound speed [m/s]")
     ax[0].set(title="sound speed [m/s] (slab), disc source", xlabel="y [mm]", ylabel="x [mm]")
+    lim = max(np.abs(r["p"]).max() for r in runs.values())  # one scale for both runs
     for a, name in zip(ax[1:], ("water", "slab")):
         r = runs[name]
-        lim = np.abs(r["p"]).max()
-        a.imshow(r["p"], aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim,
-                 extent=[0, r.t[-1] * 1e6, r["p"].shape[0], 0])  # fmt: skip
+        h = a.imshow(r["p"], aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim,
+                     extent=[0, r.t[-1] * 1e6, r["p"].shape[0], 0])  # fmt: skip
         a.set(title=f"line sensor, {name}", xlabel="t [us]", ylabel="sensor point")
+    fig.colorbar(h, ax=ax[1:], label="pressure [Pa]")
     save(fig, out, "ivp_heterogeneous_2d")
 
 

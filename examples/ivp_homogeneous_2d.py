@@ -57,13 +57,16 @@ def plot(grid, p0, res, points, out) -> None:
     ax_mm = mm(n, dx)
     ext = [ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]]
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.6))
-    ax[0].imshow(p0, extent=ext, cmap="viridis")
+    h = ax[0].imshow(p0, extent=ext, cmap="viridis")
+    fig.colorbar(h, ax=ax[0], label="p0 [Pa]")
     ax[0].plot(points[1] * 1e3, points[0] * 1e3, "w.", ms=3)
     ax[0].set(title="p0 [Pa] and sensors", xlabel="y [mm]", ylabel="x [mm]")
-    ax[1].imshow(res["p_max_all"], extent=ext, cmap="magma")
+    h = ax[1].imshow(res["p_max_all"], extent=ext, cmap="magma")
+    fig.colorbar(h, ax=ax[1], label="p_max_all [Pa]")
     ax[1].set(title="p_max_all [Pa]", xlabel="y [mm]")
-    ax[2].imshow(res["p"], aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
-                 extent=[0, res.t[-1] * 1e6, res["p"].shape[0], 0])  # fmt: skip
+    h = ax[2].imshow(res["p"], aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
+                     extent=[0, res.t[-1] * 1e6, res["p"].shape[0], 0])  # fmt: skip
+    fig.colorbar(h, ax=ax[2], label="p [Pa]")
     ax[2].set(title="sensor traces [Pa]", xlabel="t [us]", ylabel="sensor")
     save(fig, out, "ivp_homogeneous_2d")
 

@@ -80,7 +80,7 @@ def plot(p0: np.ndarray, fft: np.ndarray, tr: np.ndarray, out: str | None) -> No
         im = a.imshow(f, extent=ext, cmap="viridis", vmin=0, vmax=p0.max())
         a.axhline(ext[3], color="w", lw=3)  # the sensor line
         a.set(title=title, ylabel="x [mm]")
-        fig.colorbar(im, ax=a)
+        fig.colorbar(im, ax=a, label="pressure [Pa]")
     ax[-1].set(xlabel="y [mm]")
     save(fig, out, "pr_2d_reconstruction")
 

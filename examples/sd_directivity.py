@@ -56,8 +56,9 @@ def plot(grid, res, theta, amp, theory, out) -> None:
     fig = plt.figure(figsize=(10, 3.8))
     a = fig.add_subplot(1, 2, 1)
     pm = np.asarray(res["p_max_all"])
-    a.imshow(20 * np.log10(pm / pm.max() + 1e-6), vmin=-30, cmap="viridis",
-             extent=[ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]])  # fmt: skip
+    h = a.imshow(20 * np.log10(pm / pm.max() + 1e-6), vmin=-30, cmap="viridis",
+                 extent=[ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]])  # fmt: skip
+    fig.colorbar(h, ax=a, label="p_max_all [dB re max]")
     a.set(title="p_max_all [dB], 2 mm line element", xlabel="y [mm]", ylabel="x [mm]")
     a = fig.add_subplot(1, 2, 2)
     a.plot(np.degrees(theta), 20 * np.log10(amp + 1e-6), label="simulated (p_cw on the ring)")

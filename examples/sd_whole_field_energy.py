@@ -55,8 +55,9 @@ def plot(grid, movie, res, lo, hi, out) -> None:
         a.set(title=f"cuboid p, t = {res.t[k] * 1e6:.2f} us", xlabel="y [mm]")
     ax[0].set_ylabel("x [mm]")
     full = [ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]]
-    ax[3].imshow(res["p_final"], extent=full, cmap="RdBu_r", vmin=-100, vmax=100)
+    h = ax[3].imshow(res["p_final"], extent=full, cmap="RdBu_r", vmin=-100, vmax=100)
     ax[3].set(title="p_final (whole grid)", xlabel="y [mm]")
+    fig.colorbar(h, ax=ax, label="p [Pa]")  # one scale for the four panels
     save(fig, out, "sd_whole_field_energy")
 
 

@@ -7,14 +7,17 @@ steps. The "measured" data are simulated with the true phantom (an inverse crime
 no noise); the estimate starts from water (1500 m/s) and follows the gradient of the squared
 data misfit with respect to the sound-speed field inside the ring.
 
-Run: ``.venv/bin/python examples/sound_speed_inversion.py [--iters 200] [--out docs/...]``;
-about 3-5 minutes for 200 iterations on 2 CPU cores. Writes a PNG (phantom, estimate, misfit).
+Run: ``.venv/bin/python examples/sound_speed_inversion.py [--iters 200] [--out PNG]``; about
+3-5 minutes for 200 iterations on 2 CPU cores. Writes a PNG (phantom, estimate, misfit) to
+``gallery-out/differentiable_inversion.png`` (``--out docs/differentiable_inversion.png``
+remakes the figure of docs/differentiable.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import time
 
 import jax
@@ -68,7 +71,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--lr", type=float, default=2.0, help="Adam step [m/s]")
-    ap.add_argument("--out", default="docs/differentiable_inversion.png")
+    ap.add_argument(
+        "--out",
+        default="gallery-out/differentiable_inversion.png",
+        help="the figure (PNG; its folder is made; default %(default)s)",
+    )
     a = ap.parse_args(argv)
     sim, c_true, p0s, inside = setup()
 
@@ -108,10 +115,11 @@ def plot(c_true, est, losses, out: str):
     for k, (img, title) in enumerate(((c_true, "phantom"), (est, "estimate"))):
         h = ax[k].imshow(img.T, origin="lower", extent=ext, vmin=1420, vmax=1600, cmap="RdBu_r")
         ax[k].set(title=f"{title} [m/s]", xlabel="x [mm]", ylabel="y [mm]")
-        fig.colorbar(h, ax=ax[k])
+        fig.colorbar(h, ax=ax[k], label="sound speed [m/s]")
     ax[2].semilogy(np.arange(1, len(losses) + 1), losses)
     ax[2].set(title="relative data misfit", xlabel="Adam iteration")
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     image = io.BytesIO()
     fig.savefig(image, format="png", dpi=110)
     files.write_bytes(out, image.getvalue(), "figure")  # a temporary file renamed into place

@@ -54,9 +54,12 @@ def plot(grid, amp, phase, r, amp_x, out) -> None:
     ext = [ax_mm[0], ax_mm[-1], ax_mm[-1], ax_mm[0]]
     fig, ax = plt.subplots(1, 3, figsize=(12, 3.6))
     ref = amp[n // 2, n // 2 + 8]  # 8 points from the source
-    ax[0].imshow(20 * np.log10(amp / ref + 1e-6), extent=ext, cmap="viridis", vmin=-12, vmax=3)
+    h = ax[0].imshow(20 * np.log10(amp / ref + 1e-6), extent=ext, cmap="viridis", vmin=-12,
+                     vmax=3)  # fmt: skip
+    fig.colorbar(h, ax=ax[0], label="amplitude [dB re the reference]")
     ax[0].set(title="p_cw_amp_all [dB]", xlabel="y [mm]", ylabel="x [mm]")
-    ax[1].imshow(phase, extent=ext, cmap="twilight")
+    h = ax[1].imshow(phase, extent=ext, cmap="twilight")
+    fig.colorbar(h, ax=ax[1], label="phase [rad]")
     ax[1].set(title="p_cw_phase_all [rad]", xlabel="y [mm]")
     line_amp = amp[n // 2, n // 2 + np.rint(r / grid.spacing[0]).astype(int)]
     scale = np.sqrt(r / r[0]) / line_amp[0]

@@ -52,8 +52,9 @@ def plot(grid, res, theta, mono, dip, out) -> None:
     fig = plt.figure(figsize=(12, 3.8))
     for i, k in enumerate(("monopole", "dipole")):
         a = fig.add_subplot(1, 3, i + 1)
-        a.imshow(res[k]["p_max_all"], extent=ext, cmap="magma",
-                 vmax=np.percentile(res[k]["p_max_all"], 99))  # fmt: skip
+        h = a.imshow(res[k]["p_max_all"], extent=ext, cmap="magma",
+                     vmax=np.percentile(res[k]["p_max_all"], 99))  # fmt: skip
+        fig.colorbar(h, ax=a, label="p_max_all [Pa]")
         a.set(title=f"{k}: p_max_all", xlabel="y [mm]", ylabel="x [mm]")
     a = fig.add_subplot(1, 3, 3, projection="polar")
     a.plot(theta, mono / mono.max(), label="monopole")

@@ -17,5 +17,6 @@ if ! .venv/bin/python -c "import mkdocs, material, mkdocstrings_handlers.python"
   fi
   "${PIP[@]}" -e ".[docs]"
 fi
-NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build -q "$@"
+# --strict without -q: -q hides warnings from strict mode's count, so a warning would pass.
+NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict "$@"
 echo "docs: built; open $(pwd)/site/index.html"

@@ -139,9 +139,34 @@ def test_every_example_is_checked():
     assert gallery == set(CHECKS), f"examples without a check: {gallery - set(CHECKS)}"
 
 
+def unlabelled_images(fig) -> list[str]:
+    """Titles of the panels of ``fig`` that show a field (an image) without a colour bar whose
+    label gives its unit; panels on one scale may share a bar (same colour map and limits)."""
+
+    def scale(im) -> tuple:
+        return im.cmap.name, im.norm.vmin, im.norm.vmax
+
+    images = [(ax, im) for ax in fig.axes for im in ax.images]
+    labelled = {
+        scale(im)
+        for _, im in images
+        if im.colorbar is not None
+        and "[" in im.colorbar.ax.get_ylabel() + im.colorbar.ax.get_xlabel()
+    }
+    return [ax.get_title() or "untitled panel" for ax, im in images if scale(im) not in labelled]
+
+
 @pytest.mark.parametrize("name", sorted(CHECKS))
-def test_example(name, tmp_path):
+def test_example(name, tmp_path, monkeypatch):
     module = load(name)
+    fields_without_scale: list[str] = []
+
+    def save(fig, out, figure_name):  # the gallery's own, after a look at the figure
+        fields_without_scale.extend(unlabelled_images(fig))
+        return saved(fig, out, figure_name)
+
+    saved = module.save
+    monkeypatch.setattr(module, "save", save)
     doc = " ".join(module.__doc__.split())
     assert (
         "Run: ``python examples/" in doc
@@ -154,6 +179,7 @@ def test_example(name, tmp_path):
         result = module.run(quick=True, out=str(tmp_path))
     assert 1 <= len(result) <= 3 and all(np.isfinite(v) for v in result.values())
     assert (tmp_path / f"{name}.png").stat().st_size > 0
+    assert not fields_without_scale, f"{name}: fields without a colour bar in units"
     assert CHECKS[name](result), f"{name}: {result}"
 
 

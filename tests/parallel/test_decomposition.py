@@ -2,7 +2,7 @@
 
 JAX fixes the number of CPU devices when it is first imported, so the decomposed runs happen in
 one subprocess with ``XLA_FLAGS=--xla_force_host_platform_device_count=8``; it prints the
-errors as JSON and the tests below check them. Case: ``benchmarks/lfb_error.py:make_case``
+errors as JSON and the tests below check them. Case: ``benchmarks/parallel/lfb_error.py:make_case``
 (3-D heterogeneous, power-law absorbing, nonlinear, additive p and Dirichlet ux sources, point
 sensors recording p, u, u_non_staggered, p_max, p_rms, p_max_all, p_final).
 """
@@ -57,7 +57,7 @@ print("RESULT" + json.dumps(out, default=str))
 
 @pytest.fixture(scope="module")
 def results():
-    paths = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "helpers")]
+    paths = [str(ROOT / "benchmarks" / "parallel"), str(ROOT / "tests" / "helpers")]
     return run_on_cpu_devices(SCRIPT, 8, *paths)
 
 

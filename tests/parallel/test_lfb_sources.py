@@ -50,7 +50,7 @@ ROUND_OFF = 5e-5  # float32; the windowed errors here are 1e-3 .. 6e-2
 def _run(kinds: list[str], runs: list) -> dict:
     import json
 
-    args = (str(REPO / "benchmarks"), ",".join(kinds), json.dumps(runs))
+    args = (str(REPO / "benchmarks" / "parallel"), ",".join(kinds), json.dumps(runs))
     return run_on_cpu_devices(SCRIPT, 8, *args)
 
 

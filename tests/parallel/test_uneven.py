@@ -67,7 +67,7 @@ print("RESULT" + json.dumps(out, default=str))
 
 @pytest.fixture(scope="module")
 def results():
-    paths = [str(REPO / "benchmarks"), str(REPO / "tests" / "helpers")]
+    paths = [str(REPO / "benchmarks" / "parallel"), str(REPO / "tests" / "helpers")]
     return run_on_cpu_devices(SCRIPT, 8, *paths, timeout=900)
 
 

@@ -3,7 +3,7 @@ accounting of the compiled chunk program within 10 % on each of the step's code 
 float32 with the updates inside FFTW's single-axis calls, 3-D through XLA's FFT (as on a GPU),
 2-D float64, heterogeneous and homogeneous media, with and without absorption, with
 ``u_split_field`` and whole-grid records, and with the slip-aware interface
-(``benchmarks/elastic_memory.py`` makes the cases and the table in docs/elastic.md).
+(``benchmarks/elastic/elastic_memory.py`` makes the cases and the table in docs/elastic.md).
 Measured in a fresh process with sonotile's XLA flags set as the API's first run sets them:
 XLA reads them once, and a process that started JAX without them (XLA:CPU's
 concurrency-optimised scheduler on) keeps more temporaries alive."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from devices import run_on_cpu_devices
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "elastic_memory.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "elastic" / "elastic_memory.py"
 CASES = ["3d f32 fftw kv", "3d f32 fftw lossless homogeneous", "3d f32 xla kv", "2d f64 kv",
          "2d f32 kv u_split_field", "3d f32 fftw kv p_max_all", "3d f32 kv slip",
          "2d f32 kv slip"]  # fmt: skip

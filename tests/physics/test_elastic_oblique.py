@@ -1,6 +1,6 @@
 """Oblique incidence on a water-solid interface (solid c_p 3000, c_s 1800 m/s, rho 1900:
 critical angles 30 and 56 deg) against the analytic fluid-solid coefficients, with
-``benchmarks/elastic_oblique.py``'s single-mode CW method: the reflected pressure and the
+``benchmarks/elastic/elastic_oblique.py``'s single-mode CW method: the reflected pressure and the
 transmitted compressional and shear waves; and the coefficients themselves against the boundary
 conditions and the energy balance."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "elastic_oblique.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "elastic" / "elastic_oblique.py"
 
 
 def _oblique():  # type: ignore[no-untyped-def]
@@ -144,10 +144,10 @@ def _modes():  # type: ignore[no-untyped-def]
 
 
 def test_frequency_domain_scheme_has_the_model_derivatives_and_reproduces_its_reflection() -> None:
-    """``benchmarks/elastic_interface_modes.py``'s matrices are the model's staggered Fourier
-    derivatives (to round-off), its fluid-fluid interface gives Rayleigh's coefficient within
-    0.3 %, and its water-solid reflection is the time-domain model's at 45 deg (+2.8 %, 0.99 MHz,
-    docs/elastic.md) within 0.2 %, first order in the spacing."""
+    """``benchmarks/elastic/elastic_interface_modes.py``'s matrices are the model's staggered
+    Fourier derivatives (to round-off), its fluid-fluid interface gives Rayleigh's coefficient
+    within 0.3 %, and its water-solid reflection is the time-domain model's at 45 deg (+2.8 %,
+    0.99 MHz, docs/elastic.md) within 0.2 %, first order in the spacing."""
     import jax
 
     from sonotile.spectral.operators import FourierOps

@@ -19,7 +19,7 @@ from sonotile.model.problem import ProblemError
 from sonotile.physics.elastic import ElasticMedium, build
 from sonotile.physics.elastic.slip import TAPER, continued, folded, line_gather
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "elastic"
 
 
 def _bench(name: str):  # type: ignore[no-untyped-def]
@@ -89,7 +89,7 @@ def test_continuations_in_a_thin_gap_and_from_a_thin_plate() -> None:
 
 
 def test_frequency_domain_reflection_between_the_critical_angles() -> None:
-    """The scheme with the slip-aware interface (``benchmarks/elastic_interface_modes.py
+    """The scheme with the slip-aware interface (``benchmarks/elastic/elastic_interface_modes.py
     --slip model``: the model's gathers as matrices), 0.1 mm (15 points per water wavelength):
     |R| within 1 % of the analytic coefficient at 40-54 deg and 20 deg (measured -0.05, +0.07,
     +0.36, +0.54 %, 20 deg +0.13 %), where k-Wave's scheme is 0.9-5.0 % high; second order:

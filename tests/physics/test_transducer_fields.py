@@ -6,7 +6,7 @@ on-axis error <= 1 % of the focal amplitude (here from one wavelength in front o
 closer, the field is inside the band-limited source's own footprint). That run (96 x 90 x 90
 + PML, 266 steps) takes about a minute here, so CI runs the same set-up with R = D = 15 mm
 (ka = 31 instead of 63); the full-size figure is in docs/transducers.md
-(``benchmarks/focused_bowl.py``).
+(``benchmarks/accuracy/focused_bowl.py``).
 """
 
 from __future__ import annotations

@@ -60,9 +60,9 @@ def test_whole_run_comparison(tmp_path):
     fake = tmp_path / "kspaceFirstOrder-OMP"
     fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sonotile.kwave.cli "$@"\n')
     fake.chmod(0o755)
-    out = tmp_path / "whole.json"
+    out = tmp_path / "results" / "whole.json"  # --out's folder is made
     args = ["bench", "--whole-run", "--kwave-binary", str(fake), "--size", "16", "--steps", "2",
-            "--repeats", "1", "--cases", "lossless", "--json", str(out),
+            "--repeats", "1", "--cases", "lossless", "--out", str(out),
             "--workdir", str(tmp_path), "--first-step", "--threads", "1",
             "--source_mode", "additive"]  # fmt: skip
     assert main(args) == 0

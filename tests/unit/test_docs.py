@@ -80,11 +80,13 @@ def test_site_builds_strictly(tmp_path):
     """No warning (a docstring griffe cannot parse, a broken link) in strict mode; every public
     name has its heading in the API pages; the gallery's figures are in the site."""
     site = tmp_path / "site"
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", CONFIG, "-d", site]
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", CONFIG, "-d", site]
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     r = subprocess.run([str(c) for c in cmd], cwd=REPO, capture_output=True, text=True,
                        timeout=300, env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
+    warned = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("WARNING")]
+    assert not warned, warned  # -q would hide these from strict mode's count
     api = "".join(p.read_text() for p in (site / "api").glob("*.html"))
     entries = api_entries()
     missing = [n for n in PUBLIC if f'id="{entries[n]}.{n}"' not in api]
@@ -92,3 +94,4 @@ def test_site_builds_strictly(tmp_path):
     figures = re.findall(r"!\[[^\]]*\]\((gallery/[^)]+)\)", (DOCS / "gallery.md").read_text())
     assert figures and all((site / f).is_file() for f in figures)
     assert (site / "index.html").is_file() and (site / "search" / "search_index.json").is_file()
+    assert (site / "search" / "search_index.js").is_file()  # search from the disk (offline)

@@ -151,6 +151,13 @@ def test_simulate_warns_about_a_slow_size():
         st.simulate(grid, medium, source, sensor, progress=False)
 
 
+def test_quiet_simulate_keeps_the_size_warning_in_the_result_only(recwarn):
+    grid, medium, source, sensor = _inputs((64, 58))
+    res = st.simulate(grid, medium, source, sensor, progress=False, quiet=True)
+    assert not [w for w in recwarn if "grid size" in str(w.message)]
+    assert any("kgrid.shape[1] = 58 (2 x 29)" in w for w in res.warnings)
+
+
 def test_sonotile_kwave_warns_about_a_slow_size(tmp_path, capsys):
     inp = write_input(tmp_path / "in.h5", shape=(32, 46), nt=10)
     assert kwave_main(["-i", inp, "-o", str(tmp_path / "out.h5")]) == 0

@@ -88,7 +88,8 @@ def simulate(
         overlap: LFB overlap [points] (default: auto's pick, else 16).
         accuracy: relative accuracy target for ``decomposition="auto"``.
         progress: print progress (default: when stderr is a terminal).
-        quiet: do not print warnings or the memory estimate.
+        quiet: do not print warnings or the memory estimate (the warnings are still in the
+            result's ``warnings``).
         device: the one device to run on (a ``jax.Device``; default: JAX's default device).
         devices: the devices of a decomposition (default: all).
         checkpoint: an elastic run's state file and when to stop
@@ -128,7 +129,7 @@ def simulate(
     notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
     notes += user_input.absorption_warnings(medium, options.axisymmetric)
     notes += size_warnings(problem, kgrid, options)
-    for w in notes:
+    for w in [] if quiet else notes:  # quiet: kept in the result's ``warnings`` only
         warnings.warn(w, stacklevel=2)
     if not quiet and (progress or (progress is None and sys.stderr.isatty())):
         mb = checks.memory_estimate(problem) / 2**20

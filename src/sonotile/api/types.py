@@ -68,9 +68,13 @@ class KWaveMedium:
         alpha_mode: ``None`` (absorption and dispersion), ``"no_dispersion"`` or ``"stokes"``.
         BonA: nonlinearity parameter B/A (``None``: linear).
         sound_speed_ref: reference sound speed of the k-space correction [m/s] (default max).
-        sound_speed_compression, sound_speed_shear, alpha_coeff_compression,
-            alpha_coeff_shear: k-Wave's elastic fields (:class:`KWaveElasticMedium`); given,
-            ``simulate`` runs the elastic model and ``sound_speed`` is not used.
+        sound_speed_compression: compressional speed of k-Wave's elastic model [m/s]
+            (:class:`KWaveElasticMedium`); given, ``simulate`` runs the elastic model and
+            ``sound_speed`` is not used.
+        sound_speed_shear: shear speed of the elastic model [m/s] (0: fluid).
+        alpha_coeff_compression: compressional absorption of the elastic model
+            [dB/(MHz^2 cm)].
+        alpha_coeff_shear: shear absorption of the elastic model [dB/(MHz^2 cm)].
     """
 
     sound_speed: ArrayLike
@@ -92,10 +96,12 @@ class KWaveElasticMedium:
     it runs the elastic model, ``docs/elastic.md``).
 
     Attributes:
-        sound_speed_compression: [m/s]. sound_speed_shear: [m/s] (0: fluid).
+        sound_speed_compression: [m/s].
+        sound_speed_shear: [m/s] (0: fluid).
         density: [kg/m^3].
-        alpha_coeff_compression, alpha_coeff_shear: Kelvin-Voigt absorption
-            [dB/(MHz^2 cm)], both or neither.
+        alpha_coeff_compression: Kelvin-Voigt absorption of compressional waves
+            [dB/(MHz^2 cm)]; give both absorptions or neither.
+        alpha_coeff_shear: Kelvin-Voigt absorption of shear waves [dB/(MHz^2 cm)].
     """
 
     sound_speed_compression: ArrayLike

@@ -204,8 +204,8 @@ def model_rows(
 
 
 #: Links of the time model: bandwidth per device [B/s] (each direction) and time per message
-#: [s]. ``loopback-gloo`` is measured here (benchmarks/collectives.py, 1 MB messages between
-#: 2 processes); the others are stated, not measured: NVLink 4 (H100 SXM, 450
+#: [s]. ``loopback-gloo`` is measured here (benchmarks/parallel/collectives.py, 1 MB messages
+#: between 2 processes); the others are stated, not measured: NVLink 4 (H100 SXM, 450
 #: GB/s per GPU, NCCL ~10 us per message), InfiniBand NDR (400 Gb/s = 50 GB/s per node shared
 #: by its 8 GPUs, ~20 us), used for the bytes that leave a node of 8 devices.
 LINKS = {

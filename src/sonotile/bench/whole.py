@@ -46,6 +46,8 @@ from sonotile.bench.inprocess import CASES, SOURCE_MODES, run_cases, spread, wri
 #: every case name ``--cases`` takes: the named cases, and the two media driven by one point in
 #: the mode ``--source_mode`` gives
 KNOWN_CASES = {**WHOLE_RUN_CASES, **CASES}
+#: Where the report goes without ``--out``: a folder of its own under the current folder.
+DEFAULT_OUT = ("sonotile-bench", "bench_whole.json")
 
 # Each run is started by a small launcher process that times it and waits for it: Linux counts
 # in a process's peak RSS the memory of the process it was forked from, so a tool started by
@@ -256,7 +258,9 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--first-step", action="store_true", help="also time sonotile-kwave --benchmark 1"
     )
-    p.add_argument("--json", default="bench_whole.json", help="output JSON file")
+    p.add_argument("--out", "--json", dest="json", default=os.path.join(*DEFAULT_OUT),
+                   help="output JSON file, its folder made if need be (default "
+                   f"{'/'.join(DEFAULT_OUT)} under the current folder)")  # fmt: skip
     p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -272,6 +276,7 @@ def main(argv: list[str]) -> int:
         print(f"sonotile bench --whole_run: {args.kwave_binary} is not an executable file",
               file=sys.stderr)  # fmt: skip
         return 2
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     report = {"argv": argv, "threads": args.threads, "cases": []}
     jobs = {f"{c} -t {t}": (c, t) for t in (args.threads or [None]) for c in cases}
     return run_cases(

@@ -7,7 +7,7 @@ collectives inside ``shard_map``: gloo between CPU processes, NCCL between GPUs)
 :mod:`sonotile.parallel.mpi` (MPI calls inside a one-device program per process) or
 :class:`LocalCopies` (no communication, for timing the step without it).
 
-Measured on CPU across processes (gloo, ``benchmarks/collectives.py``): an
+Measured on CPU across processes (gloo, ``benchmarks/parallel/collectives.py``): an
 ``all-reduce`` of 1 KB costs ~9 ms where a ``ppermute`` of the same buffer costs ~0.1-0.2 ms,
 so the per-step sensor sum (``psum``) cost more than all the step's overlap exchanges together.
 :func:`sum_over` does the same sum with ``ppermute``: a butterfly (``log2 P`` exchanges) when

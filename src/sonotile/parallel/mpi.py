@@ -3,7 +3,7 @@
 Each process runs the decomposition's step as a program of its one device, and the step's
 collectives (:mod:`.collectives`) become MPI point-to-point and all-to-all calls compiled into
 it by mpi4jax. On one machine Open MPI moves them through shared memory; across nodes through
-the interconnect. Measured here (``benchmarks/collectives.py``) a halo
+the interconnect. Measured here (``benchmarks/parallel/collectives.py``) a halo
 ``sendrecv`` costs 6-8x less than the same ``ppermute`` through gloo, whose every message
 crosses the TCP loopback and XLA's rendezvous.
 

@@ -120,9 +120,9 @@ class Lines:
 
 #: Largest share of the grid that the lines through the sampled points of one component may
 #: cover for the line path; above it the whole component is shifted (``ops.unstagger``).
-#: Measured at 128^3 on the CPU (``benchmarks/unstagger_lines.py``, XLA's FFT, two runs): the
-#: line path costs 0.01-0.15 of the whole-grid shift up to 1/8 of the grid, 0.1-0.5 at 1/4,
-#: 0.3-0.7 at 1/2, 1.0-1.4 at all lines. A decomposed run sums the lines over the mesh
+#: Measured at 128^3 on the CPU (``benchmarks/performance/unstagger_lines.py``, XLA's FFT, two
+#: runs): the line path costs 0.01-0.15 of the whole-grid shift up to 1/8 of the grid, 0.1-0.5 at
+#: 1/4, 0.3-0.7 at 1/2, 1.0-1.4 at all lines. A decomposed run sums the lines over the mesh
 #: (``L N log2 P`` values per shard), which moves less than the whole-field transposes (about
 #: ``2 N_grid / P``) only below ``2 (P-1) / (P^2 log2 P)`` of the grid, 0.15 at P = 8: 1/8
 #: suits both.

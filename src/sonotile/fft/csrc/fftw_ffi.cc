@@ -112,7 +112,7 @@ bool g_fail_alloc = false;  // sonotile_fftw_fail_allocations (tests)
 // columns) run on vfft (vector_fft.h): built in and n a product of vfft::kRadices, 2 to 19
 // (1.5-1.9x faster than FFTW's plans of the same layout, which copy the columns to buffers of
 // their own; 2-3x for lengths with a factor 7, 6-36x with 17 or 19:
-// benchmarks/vector_fft_radix.py).
+// benchmarks/performance/vector_fft_radix.py).
 bool vector_columns(int64_t n) {
 #ifdef SONOTILE_VFFT
   if (n < 2) return false;
@@ -128,7 +128,7 @@ bool vector_columns(int64_t n) {
 // Whether n is a length of vector_columns with a prime factor above 7: FFTW has no codelet
 // for 17 or 19 and its plans for such lengths run a scalar loop over the factor (51-point rows
 // of a 102 x 102 plane: 297 us against 5.8 us on the kernel with the transposes, 102-point
-// columns over 64 bins: 129 against 6.7 us; benchmarks/vector_fft_radix.py). For these the
+// columns over 64 bins: 129 against 6.7 us; benchmarks/performance/vector_fft_radix.py). For these the
 // kernel also takes a plane's rows (through a transposed copy) and the bins after its last
 // whole vector (through a padded copy), which lengths of 2, 3, 5 and 7 leave to FFTW.
 bool kernel_only(int64_t n) {

@@ -196,7 +196,7 @@ class ElasticModel:
 
     def memory_estimate(self, run: ElasticRun) -> int:
         """Device memory of a single-device run [bytes], following the compiled chunk
-        program's accounting (``benchmarks/elastic_memory.py``, docs/elastic.md): the state
+        program's accounting (``benchmarks/elastic/elastic_memory.py``, docs/elastic.md): the state
         (every split field), the grid-sized material fields stored (:func:`material_fields`),
         ``p0``, the step's temporaries (:data:`CPU_TEMP_HALVES` on the CPU, with sonotile's
         XLA flags; off the CPU the staggered fields the step derives plus
@@ -231,7 +231,7 @@ class ElasticModel:
 #: fields inside the fusions that read them. Fitted to XLA:CPU's accounting of the compiled
 #: chunk programs at 48^3, 64^3, 192^2 and 256^2 with sonotile's XLA flags (its
 #: concurrency-optimised scheduler off, as the API's first run and the entry points set it;
-#: with it on, XLA keeps up to 30 % more; ``benchmarks/elastic_memory.py``).
+#: with it on, XLA keeps up to 30 % more; ``benchmarks/elastic/elastic_memory.py``).
 CPU_TEMP_HALVES = {
     (True, 3, True): 14, (True, 3, False): 8,
     (False, 3, True): 40, (False, 3, False): 23,
@@ -241,7 +241,7 @@ CPU_TEMP_HALVES = {
 
 #: The slip-aware step's grid-sized temporaries beyond the step's on the same path (fields,
 #: ``(ndim, kelvin_voigt)``): the continued fields in flight; fitted to XLA:CPU's accounting
-#: at 48^3, 64^3, 192^2, 256^2 (``benchmarks/elastic_memory.py``, the ``slip`` cases).
+#: at 48^3, 64^3, 192^2, 256^2 (``benchmarks/elastic/elastic_memory.py``, the ``slip`` cases).
 SLIP_TEMP_FIELDS = {(3, True): 8, (3, False): 4, (2, True): 1, (2, False): 1}
 
 
