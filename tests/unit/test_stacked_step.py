@@ -7,10 +7,10 @@ import jax
 import numpy as np
 import pytest
 
+from sonotile.bench import stacked_run as sr
 from sonotile.bench.inprocess import bench_problem
 from sonotile.fft import batched
 from sonotile.model.problem import MaskSource, Sources
-from sonotile.physics.acoustic import stacked_run as sr
 from sonotile.physics.acoustic import stacked_step as ss
 
 N, STEPS = 16, 10

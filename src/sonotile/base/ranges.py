@@ -15,7 +15,7 @@ def interval(low: float | None, high: float | None, low_open: bool, high_open: b
     return f"{lo}, {hi}"
 
 
-def in_range(name: str, value: float, low: float | None = None, high: float | None = None, *,
+def in_range(name: str, value: float | str, low: float | None = None, high: float | None = None, *,
              low_open: bool = False, high_open: bool = False, whole: bool = False,
              unit: str = "") -> float:  # fmt: skip
     """``value`` if it is a finite number (a whole one if ``whole``) between ``low`` and

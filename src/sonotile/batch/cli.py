@@ -280,9 +280,9 @@ def check_paths(runs: list[Run], out: Path) -> None:
             files.check_output_path(r.output, f"output of run '{r.name}'", named)
     own = [out / "logs" / f"{r.name}.log" for r in runs] + [out / "batch-summary.json"]
     own += [state_path(out, r) for r in runs]
-    for p in own:
-        if p.parent.is_dir():
-            files.check_output_path(str(p), "batch file", named)
+    for own_path in own:
+        if own_path.parent.is_dir():
+            files.check_output_path(str(own_path), "batch file", named)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,8 +17,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from sonotile.bench import stacked_run as sr
 from sonotile.bench.inprocess import bench_problem
-from sonotile.physics.acoustic import stacked_run as sr
 from sonotile.physics.acoustic import stacked_step as ss
 
 #: bytes per grid point of one float32 field and of its complex64 half spectrum

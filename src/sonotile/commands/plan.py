@@ -216,16 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.exists(a.ct):
             raise ProblemError(f"CT {a.ct!r}: no such file or folder")
         say(f"reading {a.ct}")
-        result = plan(
-            a.ct,
-            a.target,
-            a.entry,
-            a.transducer,
-            settings,
-            run=run,
-            progress=say,
-            checkpoint=checkpoint,
-        )
+        result = plan(a.ct, a.target, a.entry, a.transducer, settings, run=run, progress=say,
+                      checkpoint=checkpoint)  # fmt: skip
         paths = write_plan(result, out, force=a.force)
         if a.kwave_input:
             from sonotile.planning.export import write_kwave_input

@@ -22,7 +22,8 @@ import jax.numpy as jnp
 class BatchedFFT(Protocol):
     """See the module docstring. ``name``: its key for :func:`get`."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def forward(self, x: jax.Array, rank: int) -> jax.Array: ...
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from sonotile.model.problem import ProblemError
-from sonotile.planning.images import LPS_TO_RAS, CTImage, optional
+from sonotile.planning.ctimage import LPS_TO_RAS, CTImage, optional
 from sonotile.planning.memory import PLAN_BYTES_PER_VOXEL, check_memory
 
 #: Hounsfield units of air, given to the voxels a slice marks with its ``PixelPaddingValue``

@@ -100,7 +100,8 @@ class StackedOps:
 
     @classmethod
     def tree_unflatten(cls, fft: str, children: tuple) -> StackedOps:
-        return cls(*children, fft=fft)
+        grad_k, div_k, kappa_n, nabla_n, source_kappa_n = children
+        return cls(grad_k, div_k, kappa_n, nabla_n, source_kappa_n, fft)
 
     @classmethod
     def of(cls, ops: FourierOps, shape: tuple[int, ...], fft: str = "xla") -> StackedOps:
@@ -112,8 +113,10 @@ class StackedOps:
             nabla = jnp.stack([ops.nabla1 * inv_n, ops.nabla2 * inv_n])
         skappa = None if ops.source_kappa is None else ops.source_kappa * inv_n
         one = jnp.ones((), ops.shift_pos[0].dtype)
+        if ops.kappa is None:
+            raise ValueError("the stacked step needs the k-space correction kappa")
         return cls(per_component(ops.shift_pos, one), per_component(ops.shift_neg, one),
-                   ops.kappa * inv_n, nabla, skappa, fft)  # fmt: skip
+                   ops.kappa * inv_n, nabla, skappa, fft=fft)  # fmt: skip
 
     @property
     def transforms(self) -> batched.BatchedFFT:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 
 from sonotile.api.problem import Problem
 from sonotile.physics.acoustic import stacked_step as ss
 from sonotile.physics.acoustic.step import State
+
+if TYPE_CHECKING:
+    from sonotile.physics.acoustic.stacked_step import Physics
 
 
 @dataclass
@@ -39,7 +42,7 @@ def setup(problem: Problem, steps: int) -> Setup:
     from sonotile.solver import runner as rn
 
     cp = rn.compile_problem(problem)
-    ss.check(cp.phys)
+    ss.check(cast("Physics", cp.phys))
     g = problem.grid
     start = (cp.phys.initial_state(cp.consts, cp.ops) if cp.phys.ivp else
              cp.phys.zero_state(g.shape, jax.numpy.dtype(problem.dtype)))  # fmt: skip
