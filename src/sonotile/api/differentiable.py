@@ -24,7 +24,7 @@ Memory: the time loop runs in checkpointed chunks
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,13 +49,13 @@ from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.parallel.decomposition import AUTO, PENCIL, SINGLE, Decomposition
+from sonotile.parallel.traced import Run, axes_of, mesh_of, traced_runner
 from sonotile.physics.acoustic import AcousticModel, State
 from sonotile.physics.acoustic.constants import source_constants, traced_medium_constants
 from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
 from sonotile.solver import adjoint, finite, runner
 from sonotile.solver import sensors as sens
 from sonotile.solver.tape import Tape, as_tape
-from sonotile.spectral.linear import AdjointOps
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from sonotile.parallel.lfb import LfbOps
     from sonotile.parallel.mesh import ShardIndex
     from sonotile.parallel.pencil import PencilOps
+    from sonotile.spectral.linear import AdjointOps
 
     #: The spectral operators of one device (:class:`AdjointOps`) or of one shard of a mesh.
     Ops = AdjointOps | LfbOps | PencilOps
@@ -76,12 +77,6 @@ SOURCE_KEYS = ("p0", "p", "ux", "uy", "uz")
 
 #: An output of the simulator: an array, or per cuboid a list of arrays (cuboid sensors).
 Quantity = jax.Array | list[jax.Array]
-#: ``run(consts, xs, fixed) -> (raw, aggregates, state)``: the whole time loop, on one device
-#: or a mesh (:func:`sonotile.parallel.differentiable.mesh_runner`).
-Run = Callable[
-    [dict[str, Any], dict[str, Any], tuple],
-    tuple[dict[str, jax.Array], dict[str, jax.Array], tuple],
-]
 
 
 @dataclass(frozen=True)
@@ -352,23 +347,6 @@ def default_params(
     return {k: jnp.asarray(np.asarray(v, np.float64), dtype) for k, v in out.items()}
 
 
-def _single(st: Static) -> tuple[Run, tuple, str]:
-    pb, layout = st.problem, st.layout
-    ops = AdjointOps(st.phys.operators(pb, unstagger=layout.needs_unstagger))
-    pts = layout.points
-    index = (
-        () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pb.grid.ndim))
-    )
-
-    def run(
-        c: dict[str, Any], xs: dict[str, Any], fixed: tuple
-    ) -> tuple[dict[str, jax.Array], dict[str, jax.Array], State]:
-        return local_run(st, c, fixed[1], fixed[0], xs, pb.grid.shape)
-
-    dev = jax.devices()[0]
-    return run, (ops, index), f"single device ({dev.platform}:{dev.id})"
-
-
 def _begin(
     options: Options | None, given: Mapping[str, Any], decomposition: Decomposition | str
 ) -> tuple[Options, Decomposition]:
@@ -461,22 +439,21 @@ def make_simulator(
         AcousticModel.of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
-    if decomposition == SINGLE:
-        run, fixed, describe = _single(st)
-        derive = tuple(range(problem.grid.ndim))
-    else:
-        from sonotile.parallel.differentiable import mesh_runner
-        from sonotile.parallel.mesh import AXIS_NAMES
-
-        mesh = tuple(mesh) if mesh is not None else (len(jax.devices()),)
-        st = replace(st, axes=AXIS_NAMES[: len(mesh)], mesh=mesh)
-        run, fixed = mesh_runner(
-            problem, st.layout, partial(local_run, st), decomposition, mesh, overlap, bell_width
-        )
-        derive = tuple(range(len(mesh), problem.grid.ndim)) if decomposition == PENCIL else ()
-        describe = f"{decomposition} on a {'x'.join(map(str, mesh))} mesh"
+    mesh_t = mesh_of(decomposition, mesh)
+    st = replace(st, axes=axes_of(mesh_t), mesh=mesh_t)
+    tr = traced_runner(st.phys, problem, st.layout, decomposition, mesh_t, overlap, bell_width,
+                       local=partial(local_run, st))  # fmt: skip
+    nd = problem.grid.ndim
+    derive = tuple(range(nd)) if decomposition == SINGLE else ()
+    if decomposition == PENCIL:  # the axes a pencil shard holds whole
+        derive = tuple(range(len(mesh_t), nd))
     sim = Simulator(
-        st, default_params(medium, source, problem, opts.dtype), run, fixed, derive, describe
+        st,
+        default_params(medium, source, problem, opts.dtype),
+        tr.run,
+        tr.fixed,
+        derive,
+        tr.describe,
     )
     sim.sensor_points = mapping["points"]
     return sim

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -22,6 +21,7 @@ from numpy.typing import ArrayLike
 from sonotile.model.problem import ProblemError
 from sonotile.parallel.decomposition import SINGLE, Decomposition
 from sonotile.parallel.engine import engine_for
+from sonotile.parallel.traced import traced_runner
 from sonotile.physics.heat.dose import LESION_CEM43
 from sonotile.physics.heat.medium import ThermalMedium, ThermalSource, check_source, coefficients
 from sonotile.physics.heat.model import (
@@ -174,34 +174,16 @@ def traced_problem(problem: HeatProblem, decomposition: Decomposition | str = SI
     samples (``{"T": (nt, n_sensors)}`` or ``{}``) and the final state. ``on``: ``(nt,)``
     power factors in place of ``problem.on`` (may be traced: a batch of schedules)."""
     model = HeatModel.of(problem)
-    ops = model.operators(problem)
-    c = model.constants(problem, ops=ops)
+    c = model.constants(problem)
     layout = sens.layout_of(problem.sensor, problem.shape, problem.nt, problem.dt,
                             model.records())  # fmt: skip
-    pts = layout.points
-    index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
-                                         for a in range(pts.shape[1]))  # fmt: skip
     xs = {k: jnp.asarray(v) for k, v in model.inputs(problem, 0, problem.nt).items()}
     if on is not None:
         xs["on"] = jnp.asarray(on, xs["on"].dtype)
-    if decomposition == SINGLE:
-        return _traced(c, ops, index, xs, model, layout, problem.shape, problem.dtype)
-    from sonotile.parallel.differentiable import mesh_runner
-
-    def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
-        return runner.traced_run(model, layout, c, ops, index, xs, shape, problem.dtype)
-
-    mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
-    run, fixed = mesh_runner(problem, layout, local, decomposition, mesh)  # type: ignore[arg-type]
-    raw, _, state = run(c, xs, fixed)
+    tr = traced_runner(model, problem, layout, decomposition, mesh_shape)
+    run = jax.jit(tr.run) if decomposition == SINGLE else tr.run
+    raw, _, state = run(c, xs, tr.fixed)
     return raw, State(*state)
-
-
-@partial(jax.jit, static_argnames=("model", "layout", "shape", "dtype"))
-def _traced(c: dict, ops: Any, index: Any, xs: dict, model: HeatModel, layout: Any,
-            shape: tuple[int, ...], dtype: str) -> tuple[dict, State]:  # fmt: skip
-    raw, _, state = runner.traced_run(model, layout, c, ops, index, xs, shape, dtype)
-    return raw, state
 
 
 def engine_run(problem: HeatProblem, decomposition: Decomposition | str = SINGLE,

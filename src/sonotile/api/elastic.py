@@ -33,8 +33,9 @@ from sonotile.api.types import ElasticSource, KSensor, KWaveElasticMedium, KWave
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, make_time
 from sonotile.model.problem import ProblemError
-from sonotile.parallel.decomposition import Decomposition
+from sonotile.parallel.decomposition import SINGLE, Decomposition
 from sonotile.parallel.engine import engine_for
+from sonotile.parallel.traced import traced_runner
 from sonotile.physics.elastic import ElasticMedium, build
 from sonotile.physics.elastic.interface import ElasticModel
 from sonotile.physics.elastic.model import State, component_names
@@ -170,34 +171,13 @@ def execute(
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
     steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
-    if Decomposition.parse(decomposition) == "single":
-        c = model.constants(run, tuple(range(len(run.shape))), values) | dict(extra or {})
-        pts = layout.points
-        index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
-                                             for a in range(pts.shape[1]))  # fmt: skip
-        ops = model.operators(run, layout.needs_unstagger)
-        if getattr(ops, "fft", None) == "fftw":  # traced: the updates outside FFTW's calls
-            ops = dataclasses.replace(ops, fft="fftw-separate-updates")
-        raw, agg, end = runner.traced_run(model, layout, c, ops, index, steps, run.shape, run.dtype,
-                                          state, chunk, tape)  # fmt: skip
-    else:
-        if state is not None:
-            raise ProblemError("execute: a start state runs on one device only")
-        from sonotile.parallel.differentiable import mesh_runner
-        from sonotile.parallel.mesh import AXIS_NAMES
-
-        mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
-
-        axes = AXIS_NAMES[: len(mesh)]  # the tape's shard keys
-
-        def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
-            return runner.traced_run(model, layout, c, ops, index, xs, shape, run.dtype,
-                                     chunk=chunk, tape=tape, axes=axes)  # fmt: skip
-
-        go, fixed = mesh_runner(run, layout, local, str(decomposition),  # type: ignore[arg-type]
-                                mesh, overlap, bell_width)  # fmt: skip
-        raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
-        end = State(*parts)
+    single = decomposition == SINGLE
+    tr = traced_runner(model, run, layout, decomposition, mesh_shape, overlap, bell_width, chunk,
+                       tape, state)  # fmt: skip
+    derive = tuple(range(len(run.shape))) if single else ()
+    raw, agg, parts = tr.run(model.constants(run, derive, values) | dict(extra or {}), steps,
+                             tr.fixed)  # fmt: skip
+    end = State(*parts)
     out: dict[str, Any] = {k: v[layout.start :].T for k, v in raw.items()}
     out = with_intensity(out, run.record, len(run.shape), jnp)
     out |= sens.finish(agg, end, layout, run.nt, traced=True)

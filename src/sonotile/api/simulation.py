@@ -184,36 +184,29 @@ def _run(
     check_finite: bool = True,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run on the device(s) asked for; float64 runs switch JAX's 64-bit mode on for the run."""
-    import contextlib
-
     import jax
 
+    from sonotile.parallel.engine import engine_for
     from sonotile.solver import runner
 
     x64: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if problem.dtype == "float64" and not jax.enable_x64.value:
         x64 = jax.enable_x64(True)
     with x64:
-        if decomposition == Decomposition.SINGLE:
-            if devices is not None and len(devices) > 1:
-                raise ValueError(
-                    f"devices: {len(devices)} devices for decomposition 'single'; choose "
-                    "pencil, lfb or auto, or pass device="
-                )
-            dev = device if device is not None else (devices[0] if devices else None)
-            ctx = jax.default_device(dev) if dev is not None else contextlib.nullcontext()
-            with ctx:
-                return runner.run_engine(
-                    runner.single_engine(problem), progress=progress, check_finite=check_finite
-                )
-        from sonotile.parallel.engine import engine_for
-
-        engine, reason = engine_for(
-            problem, decomposition, mesh, overlap, accuracy=accuracy, devices=devices
-        )
-        if not quiet:
-            print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
-        return runner.run_engine(engine, progress=progress, check_finite=check_finite)
+        if decomposition == Decomposition.SINGLE and devices is not None and len(devices) > 1:
+            raise ValueError(
+                f"devices: {len(devices)} devices for decomposition 'single'; choose "
+                "pencil, lfb or auto, or pass device="
+            )
+        one = device if device is not None else (devices[0] if devices else None)
+        on = jax.default_device(one) if one is not None else contextlib.nullcontext()
+        with on:  # one device: the one asked for (default: JAX's default device)
+            engine, reason = engine_for(
+                problem, decomposition, mesh, overlap, accuracy=accuracy, devices=devices
+            )
+            if not quiet and decomposition != Decomposition.SINGLE:
+                print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
+            return runner.run_engine(engine, progress=progress, check_finite=check_finite)
 
 
 def shape_results(
