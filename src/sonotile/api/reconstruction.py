@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.api.elastic_reversal import stress_source
+from sonotile.api.elastic.reversal import stress_source
 from sonotile.api.reversal import reversed_source, sensor_grid_points
 from sonotile.api.types import (
     KSensor,
@@ -219,7 +219,7 @@ def time_reversal(
     lossless linear medium this is k-Wave's time-reversal loop step for step (the first step
     enforces the last sample, the last step the first). With an elastic medium (``st.simulate``
     runs the elastic model) the data are enforced as the normal stresses ``-p``, as k-Wave's
-    pstdElastic2D/3D do (:mod:`sonotile.api.elastic_reversal`; its PML is inside the grid). The
+    pstdElastic2D/3D do (:mod:`sonotile.api.elastic.reversal`; its PML is inside the grid). The
     PML is as the options say (give those of the forward run); k-Wave changes nothing about it
     for time reversal, and with ``pml_inside=False`` the result is the user's grid. As k-Wave's
     solver does, no factor and no positivity by default (k-Wave's examples double the result of

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import jax
     from typing_extensions import Unpack
 
-    from sonotile.api.heatrun import Checkpoint
+    from sonotile.api.heating.checkpoint import Checkpoint
 
 
 def simulate(
@@ -92,8 +92,8 @@ def simulate(
         device: the one device to run on (a ``jax.Device``; default: JAX's default device).
         devices: the devices of a decomposition (default: all).
         checkpoint: an elastic run's state file and when to stop
-            (:class:`~sonotile.api.heatrun.Checkpoint`: ``path``, ``interval`` [s], ``steps``):
-            the run saves its state there and raises :class:`~sonotile.api.heatrun.RunStopped`
+            (:class:`~sonotile.api.heating.Checkpoint`: ``path``, ``interval`` [s], ``steps``):
+            the run saves its state there and raises :class:`~sonotile.api.heating.RunStopped`
             when it stops; the same call goes on from the file (``docs/elastic.md``). Acoustic
             runs save theirs through ``sonotile-kwave`` (``docs/kwave.md``).
 
@@ -113,7 +113,7 @@ def simulate(
     if is_elastic(medium):
         import jax
 
-        from sonotile.api.elastic import simulate_elastic
+        from sonotile.api.elastic.pstd import simulate_elastic
 
         devs = devices if devices is not None else ([device] if device is not None else None)
         ctx = jax.default_device(device) if device is not None else contextlib.nullcontext()

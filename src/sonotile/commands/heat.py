@@ -1,5 +1,5 @@
 """``sonotile heat RESULT.h5``: temperature, thermal dose and lesion of a sonication from a CW
-acoustic result (:func:`sonotile.api.heat.heat_from_result`).
+acoustic result (:func:`sonotile.api.heating.sonication.heat_from_result`).
 
 With ``--checkpoint FILE`` a stopped run (a signal, ``--checkpoint_interval``,
 ``--checkpoint_steps``) saves its state and ends with status 0, as k-Wave's binaries do; the
@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 
-from sonotile.api.heat import Tissue, heat_from_result
-from sonotile.api.heatrun import Checkpoint, RunStopped
+from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
+from sonotile.api.heating.sonication import Tissue, heat_from_result
 from sonotile.base.cliargs import Parser
 from sonotile.model.problem import ProblemError
 from sonotile.solver.finite import NonFiniteError

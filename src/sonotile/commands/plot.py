@@ -288,7 +288,7 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sonotile.api.heat import FORMAT as HEAT
+    from sonotile.api.heating.sonication import FORMAT as HEAT
 
     with h5py.File(path, "r") as f:
         heat = f.attrs.get("format") == HEAT

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from sonotile.api.heat import HeatRun, Tissue, sonicate
-from sonotile.api.heatrun import Checkpoint
+from sonotile.api.heating.checkpoint import Checkpoint
+from sonotile.api.heating.sonication import HeatRun, Tissue, sonicate
 from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source
@@ -313,7 +313,7 @@ def plan(
     receives one line per stage. ``run``: how the acoustic runs are stepped and spread over
     devices (:class:`RunSettings`; the heating takes the same devices). ``checkpoint``: the
     heating saves its state there when stopped (raising
-    :class:`~sonotile.api.heatrun.RunStopped`) and the same call resumes it. Write the
+    :class:`~sonotile.api.heating.RunStopped`) and the same call resumes it. Write the
     results with :func:`sonotile.planning.outputs.write_plan`."""
     say = progress or (lambda _msg: None)
     s, run = settings or PlanSettings(), run or RunSettings()

@@ -365,9 +365,9 @@ def _elastic(
     decomposition: Decomposition, mesh: tuple[int, ...] | None, chunk: int | str | None,
     refused: Mapping[str, bool], lfb: tuple[int, float], tape: Tape | str | None,
 ) -> Simulator:  # fmt: skip
-    """The elastic simulator (:mod:`sonotile.api.elastic_simulator`), typed as the acoustic;
+    """The elastic simulator (:mod:`sonotile.api.elastic.simulator`), typed as the acoustic;
     ``lfb``: LFB's overlap and bell width."""
-    from sonotile.api.elastic_simulator import make_elastic_simulator
+    from sonotile.api.elastic.simulator import make_elastic_simulator
 
     sim = make_elastic_simulator(kgrid, medium, source, sensor, opts, str(decomposition), mesh,
                                  chunk, refused, *lfb, tape=tape)  # fmt: skip
@@ -407,7 +407,7 @@ def make_simulator(
             reverse mode (``jax.grad``, ``jax.vjp``) is defined. ``None``: states on the device.
 
     An elastic medium (``sound_speed_compression`` / ``sound_speed_shear``) gives an elastic
-    simulator (:mod:`sonotile.api.elastic_simulator`: ``params`` by k-Wave's elastic names,
+    simulator (:mod:`sonotile.api.elastic.simulator`: ``params`` by k-Wave's elastic names,
     the records of ``pstd_elastic_2d/3d``; single, pencil or lfb; ``tape`` as here, the
     elastic state's split fields on it).
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from sonotile.api.diffusion import x64_for
-from sonotile.api.heatrun import Checkpoint, run_sonication
+from sonotile.api.heating.bioheat import x64_for
+from sonotile.api.heating.checkpoint import Checkpoint, run_sonication
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source, sonication
 from sonotile.physics.heat.dose import LESION_CEM43
@@ -169,7 +169,7 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
     the source on for the first ``on`` seconds (None: throughout), pulsed with ``period`` [s]
     at ``duty`` if given, then cooling. ``coarsen``: thermal grid spacing in acoustic points.
     ``decomposition`` (``"single"`` or ``"pencil"`` over ``mesh_shape`` devices, default all),
-    ``progress``: see :class:`~sonotile.api.diffusion.KWaveDiffusion`; ``checkpoint``: see
+    ``progress``: see :class:`~sonotile.api.heating.bioheat.KWaveDiffusion`; ``checkpoint``: see
     :func:`sonicate`."""
     if not (duration > 0 and dt > 0):
         raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
@@ -196,8 +196,8 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
     [W/m^3] (grid spacing ``spacing`` [m], tissue ``density`` [kg/m^3]) on for the first
     ``on`` seconds (None: throughout), pulsed with ``period`` [s] at ``duty`` if given;
     ``decomposition``, ``mesh_shape``, ``progress``: see :func:`heat_from_result`;
-    ``checkpoint``: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`;
-    raises :class:`~sonotile.api.heatrun.RunStopped` when it stops the run)."""
+    ``checkpoint``: save and stop, and resume (:class:`~sonotile.api.heating.Checkpoint`;
+    raises :class:`~sonotile.api.heating.RunStopped` when it stops the run)."""
     if not (duration > 0 and dt > 0):
         raise ProblemError(f"duration = {duration} s, dt = {dt} s: both must be > 0")
     if checkpoint is not None:

@@ -6,7 +6,7 @@ The medium is any object with k-Wave's elastic fields (``sound_speed_compression
 ``alpha_coeff_shear``); the source any object with k-Wave's elastic source fields
 (:class:`ElasticSource`, or :class:`sonotile.KSource` for ``p0`` and velocity sources); the grid
 a :class:`sonotile.KWaveGrid`; the sensor a :class:`sonotile.KSensor` (binary mask, grid
-points or Cartesian points: :mod:`sonotile.api.elastic_sensor`).
+points or Cartesian points: :mod:`sonotile.api.elastic.sensor`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.api.elastic_intensity import with_intensity
-from sonotile.api.elastic_reversal import boundary_data_inputs
-from sonotile.api.elastic_sensor import by_cuboid, sensor_points
-from sonotile.api.elasticrun import run_checkpointed
-from sonotile.api.heatrun import Checkpoint
+from sonotile.api.elastic.checkpoint import run_checkpointed
+from sonotile.api.elastic.intensity import with_intensity
+from sonotile.api.elastic.reversal import boundary_data_inputs
+from sonotile.api.elastic.sensor import by_cuboid, sensor_points
+from sonotile.api.heating.checkpoint import Checkpoint
 from sonotile.api.problem import mask_points
 from sonotile.api.results import Results
 from sonotile.api.types import ElasticSource, KSensor, KWaveElasticMedium, KWaveGrid, Options
@@ -444,9 +444,9 @@ def pstd_elastic_2d(
         check_finite: stop at the first chunk of steps whose state holds NaN or Inf with
             :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on.
         overlap: LFB's overlap [points] (``decomposition="lfb"``).
-        checkpoint: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`:
-            ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elasticrun`): raises
-            :class:`~sonotile.api.heatrun.RunStopped` when it stops; the same call goes on.
+        checkpoint: save and stop, and resume (:class:`~sonotile.api.heating.Checkpoint`:
+            ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elastic.checkpoint`): raises
+            :class:`~sonotile.api.heating.RunStopped` when it stops; the same call goes on.
         interface: the fluid-solid interfaces: ``"kwave"`` (default: k-Wave's scheme, its
             numbers to round-off) or ``"slip"`` (the water slips along the solid: the shear
             terms continued across each fluid-solid face, :mod:`sonotile.physics.elastic.slip`;
@@ -456,7 +456,7 @@ def pstd_elastic_2d(
     A sensor with ``time_reversal_boundary_data`` ``(N, Nt)`` [Pa] (k-Wave's) makes a time
     reversal: the data, reversed, enforced on the sensor's points as the normal stresses
     ``-p`` (Dirichlet; the source must be empty), returning ``{"p_final": the reconstruction}``
-    (:mod:`sonotile.api.elastic_reversal`).
+    (:mod:`sonotile.api.elastic.reversal`).
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,

@@ -108,9 +108,9 @@ def _elastic_vmapped(
     :func:`sonotile.api.elastic.simulate_elastic` builds it; its :class:`Results`."""
     from dataclasses import asdict
 
-    from sonotile.api.elastic import check_options, prepare, x64
-    from sonotile.api.elastic_intensity import with_intensity
-    from sonotile.api.elastic_sensor import by_cuboid
+    from sonotile.api.elastic.intensity import with_intensity
+    from sonotile.api.elastic.pstd import check_options, prepare, x64
+    from sonotile.api.elastic.sensor import by_cuboid
 
     if options.elastic_interface != "kwave":
         raise ProblemError(f"simulate_many(vectorize='vmap'): elastic_interface = "
@@ -152,7 +152,7 @@ def _simulate_elastic_many(
     """Elastic media one after another (:func:`sonotile.api.elastic.simulate_elastic` on the
     shared time axis) or vectorised (:func:`_elastic_vmapped`); a mix with acoustic media
     refused by name."""
-    from sonotile.api.elastic import simulate_elastic
+    from sonotile.api.elastic.pstd import simulate_elastic
 
     fluid = [i for i, m in enumerate(media) if not is_elastic(m)]
     if fluid:

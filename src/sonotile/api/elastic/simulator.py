@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.api.elastic import check_options, check_single, execute, prepare, x64
+from sonotile.api.elastic.pstd import check_options, check_single, execute, prepare, x64
 from sonotile.api.inputs import with_defaults
 from sonotile.api.types import KSensor, KWaveGrid, Options
 from sonotile.model.filters import smoothing_window
