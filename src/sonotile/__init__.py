@@ -13,7 +13,8 @@ from sonotile.base.version import __version__
 # public name -> module that defines it
 _WHERE = {
     **dict.fromkeys(
-        ("KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Results", "simulate"), "sonotile.api"
+        ("KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Results", "RunOptions", "simulate"),
+        "sonotile.api",
     ),
     "KWaveArray": "sonotile.model.array",
     **dict.fromkeys(
@@ -61,7 +62,8 @@ _WHERE = {
 }
 
 __all__ = [
-    "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
+    "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "RunOptions", "simulate",
+    "simulate_many",
     "make_simulator", "Tape", "load_input", "load_results", "SimulationDiverged",
     "KWaveDiffusion", "bioheat", "bioheat_batch", "bioheat_exact", "heat_from_result", "plan",
     "kspace_line_recon", "kspace_plane_recon", "time_reversal", "TimeReversal",

@@ -35,6 +35,7 @@ import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api.inputs import with_defaults
+from sonotile.api.options import RunOptions
 from sonotile.api.problem import build_problem, fourier_shift
 from sonotile.api.types import (
     KSensor,
@@ -43,7 +44,7 @@ from sonotile.api.types import (
     KWaveMedium,
     OptionArgs,
     Options,
-    is_elastic,
+    model_of,
 )
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
@@ -347,30 +348,25 @@ def default_params(
     return {k: jnp.asarray(np.asarray(v, np.float64), dtype) for k, v in out.items()}
 
 
-def _begin(
-    options: Options | None, given: Mapping[str, Any], decomposition: Decomposition | str
-) -> tuple[Options, Decomposition]:
-    """The options and decomposition of :func:`make_simulator`, JAX's runtime prepared."""
-    decomposition = Decomposition.parse(decomposition)
-    if decomposition == AUTO:
+def _begin(options: Options | None, given: Mapping[str, Any], how: RunOptions) -> Options:
+    """The options of :func:`make_simulator`, its run options checked, JAX's runtime prepared."""
+    if how.decomposition == AUTO:
         raise ValueError("decomposition = 'auto': make_simulator takes single, pencil or lfb")
+    how.refuse(("checkpoint",), "simulate's option (a run saved and resumed); a differentiable "
+               "run is not saved")  # fmt: skip
     from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
-    return Options.of(options, given, "make_simulator"), decomposition
+    return Options.of(options, given, "make_simulator")
 
 
 def _elastic(
-    kgrid: KWaveGrid, medium: Any, source: Any, sensor: KSensor, opts: Options,
-    decomposition: Decomposition, mesh: tuple[int, ...] | None, chunk: int | str | None,
-    refused: Mapping[str, bool], lfb: tuple[int, float], tape: Tape | str | None,
-) -> Simulator:  # fmt: skip
-    """The elastic simulator (:mod:`sonotile.api.elastic.simulator`), typed as the acoustic;
-    ``lfb``: LFB's overlap and bell width."""
+    kgrid: KWaveGrid, medium: Any, source: Any, sensor: KSensor, opts: Options, how: RunOptions
+) -> Simulator:
+    """The elastic simulator (:mod:`sonotile.api.elastic.simulator`), typed as the acoustic."""
     from sonotile.api.elastic.simulator import make_elastic_simulator
 
-    sim = make_elastic_simulator(kgrid, medium, source, sensor, opts, str(decomposition), mesh,
-                                 chunk, refused, *lfb, tape=tape)  # fmt: skip
+    sim = make_elastic_simulator(kgrid, medium, source, sensor, opts, how)
     return sim  # type: ignore[return-value]
 
 
@@ -381,9 +377,10 @@ def make_simulator(
     sensor: KSensor,
     *,
     options: Options | None = None,
+    run: RunOptions | None = None,
     decomposition: Decomposition | str = SINGLE,
     mesh: tuple[int, ...] | None = None,
-    overlap: int = 16,
+    overlap: int | None = None,
     bell_width: float = 0.5,
     chunk: int | Literal["auto"] | None = "auto",
     remat_step: bool = False,
@@ -393,8 +390,10 @@ def make_simulator(
     """A differentiable simulation of k-Wave-style input (arguments as :func:`sonotile.simulate`).
 
     Args:
+        run: how the run runs (:class:`~sonotile.api.RunOptions`); its fields below may also
+            be given as keyword arguments, which override ``run``'s.
         decomposition: ``"single"``, ``"pencil"`` or ``"lfb"`` (``mesh``: devices per split
-            axis, default all devices on x; ``overlap``, ``bell_width``: LFB's).
+            axis, default all devices on x; ``overlap`` (default 16), ``bell_width``: LFB's).
         chunk: steps per checkpointed chunk of the time loop (``"auto"``: ``ceil(sqrt(nt))``;
             ``None``: no checkpointing, every step's intermediates kept for the backward pass).
         remat_step: also recompute each step in the backward pass (less memory, more time).
@@ -416,11 +415,20 @@ def make_simulator(
         ``density``, ``alpha_coeff``, ``BonA``, ``p0``, ``p``, ``ux``, ``uy``, ``uz`` present
         in the input; ``sim.params`` holds the given values.
     """
-    opts, decomposition = _begin(options, option_args, decomposition)
-    if is_elastic(medium):  # the model is chosen by the medium, as in k-Wave
-        refused = {"remat_step": remat_step}
-        return _elastic(kgrid, medium, source, sensor, opts, decomposition, mesh, chunk, refused,
-                        (overlap, bell_width), tape)  # fmt: skip
+    how = RunOptions.of(run, decomposition=decomposition, mesh=mesh, overlap=overlap,
+                        bell_width=bell_width, chunk=chunk, remat_step=remat_step,
+                        tape=tape)  # fmt: skip
+    opts = _begin(options, option_args, how)
+    make = {"acoustic": _acoustic, "elastic": _elastic}[model_of(medium)]  # chosen by the medium
+    return make(kgrid, medium, source, sensor, opts, how)
+
+
+def _acoustic(
+    kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor, opts: Options,
+    how: RunOptions,
+) -> Simulator:  # fmt: skip
+    """The acoustic simulator (:func:`make_simulator` of an acoustic medium)."""
+    decomposition, chunk, remat_step = how.decomposition, how.chunk, how.remat_step
     if opts.smooth_c0 or opts.smooth_rho0 or opts.axisymmetric:
         raise ValueError("make_simulator: smooth_c0, smooth_rho0, axisymmetric: not differentiable")
     smooth_p0 = opts.smooth_p0  # applied to the (traced) p0 of each call, not to the input's
@@ -431,7 +439,7 @@ def make_simulator(
     pad = tuple((a, n - a - s) for a, n, s in zip(start, full, shape))
     srcc = source_constants(problem)
     srcc.pop("p0", None)
-    nt, tape = problem.grid.nt, as_tape(tape)
+    nt, tape = problem.grid.nt, as_tape(how.tape)
     if chunk == "auto":
         chunk = 1 if tape is not None else adjoint.default_chunk(nt)
     st = Static(
@@ -439,9 +447,10 @@ def make_simulator(
         AcousticModel.of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
-    mesh_t = mesh_of(decomposition, mesh)
+    mesh_t = mesh_of(decomposition, how.mesh)
     st = replace(st, axes=axes_of(mesh_t), mesh=mesh_t)
-    tr = traced_runner(st.phys, problem, st.layout, decomposition, mesh_t, overlap, bell_width,
+    overlap = 16 if how.overlap is None else how.overlap
+    tr = traced_runner(st.phys, problem, st.layout, decomposition, mesh_t, overlap, how.bell_width,
                        local=partial(local_run, st))  # fmt: skip
     nd = problem.grid.ndim
     derive = tuple(range(nd)) if decomposition == SINGLE else ()

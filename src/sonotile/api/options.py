@@ -100,8 +100,10 @@ class RunOptions:
         with ``why`` (what the caller has no use for it)."""
         defaults = type(self)()
         for name in names:
-            if not _same(getattr(self, name), getattr(defaults, name)):
-                raise ProblemError(f"{name} = {getattr(self, name)!r}: {why}")
+            value = getattr(self, name)
+            if not _same(value, getattr(defaults, name)):
+                shown = repr(str(value) if isinstance(value, Decomposition) else value)
+                raise ProblemError(f"{name} = {shown}: {why}")
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -31,7 +31,7 @@ from sonotile.api.types import (
     KWaveElasticMedium,
     KWaveGrid,
     KWaveMedium,
-    is_elastic,
+    model_of,
 )
 
 #: interpolation along the temporal frequency (k-Wave's ``'*nearest'`` / ``'*linear'``)
@@ -247,11 +247,9 @@ def time_reversal(
     from sonotile.api.simulation import simulate
 
     source, tr_sensor = reversed_source(kgrid, sensor, sensor_data)
-    if is_elastic(medium):
-        res = simulate(kgrid, medium, stress_source(source, len(kgrid.shape)), tr_sensor,
-                       **simulate_args)  # fmt: skip
-    else:
-        res = simulate(kgrid, medium, source, tr_sensor, **simulate_args)
+    if model_of(medium) == "elastic":  # the data enforced as normal stresses
+        source = stress_source(source, len(kgrid.shape))
+    res = simulate(kgrid, medium, source, tr_sensor, **simulate_args)
     p0 = compensation_factor * np.asarray(res["p_final"])
     return np.maximum(p0, 0) if positivity else p0
 

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             a.result, a.duration, a.on, a.dt, tissue=tissue, T0=a.T0, period=a.period,
             duty=a.duty, coarsen=a.coarsen, frequency=a.frequency, quantity=a.quantity,
             dtype="float32" if a.float32 else "float64", decomposition=a.decomposition,
-            mesh_shape=None if a.mesh is None else tuple(int(v) for v in a.mesh.split("x")),
+            mesh=None if a.mesh is None else tuple(int(v) for v in a.mesh.split("x")),
             progress=None, checkpoint=cp,
         )  # fmt: skip
     except RunStopped as e:

@@ -292,7 +292,7 @@ def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: Simulation
                     s.duration + s.cooling, s.duration, s.heat_dt, tissue=tissue, T0=s.T0,
                     period=s.period, duty=s.duty if pulsed else 1.0,
                     decomposition="single" if run.decomposition == "single" else "pencil",
-                    mesh_shape=run.mesh, checkpoint=checkpoint)  # fmt: skip
+                    mesh=run.mesh, checkpoint=checkpoint)  # fmt: skip
 
 
 def plan(

@@ -24,6 +24,7 @@ import numpy as np
 
 from sonotile.api.heating.checkpoint import Checkpoint, RunStopped, saved_run
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
+from sonotile.parallel.decomposition import Decomposition
 from sonotile.parallel.engine import engine_for
 from sonotile.physics.elastic.problem import ElasticRun
 from sonotile.solver import runner
@@ -88,8 +89,8 @@ def _save(cp: Checkpoint, engine: runner.Engine, rs: runner.RunState, rec: runne
 def run_checkpointed(
     run: ElasticRun,
     checkpoint: Checkpoint,
-    decomposition: str,
-    mesh_shape: tuple[int, ...] | None,
+    decomposition: Decomposition,
+    mesh: tuple[int, ...] | None,
     progress: bool | None,
     check_finite: bool,
     **engine_args: Any,
@@ -98,7 +99,7 @@ def run_checkpointed(
     :func:`sonotile.solver.runner.run_engine` returns them and what ran it; raises
     :class:`RunStopped` when the checkpoint stops it (its state saved)."""
     checkpoint.check()
-    engine, reason = engine_for(run, decomposition, mesh_shape, **engine_args)  # type: ignore[arg-type]
+    engine, reason = engine_for(run, decomposition, mesh, **engine_args)  # type: ignore[arg-type]
     runner.check_memory(run, n_devices=engine.devices)  # type: ignore[arg-type]
     rec, prints, cp = runner.ListRecorder(), fingerprint(run), checkpoint
     if os.path.exists(cp.path):
