@@ -63,9 +63,10 @@ def test_former_mesh_shape_spelling_warns_naming_mesh():
     grid, _, source, sensor = _inputs()
     solid = st.KWaveElasticMedium(1500.0, 0.0, 1000.0)
     three_d = st.KWaveGrid((N, N, N), 1e-4, dt=2e-8, nt=4)
-    with pytest.warns(DeprecationWarning, match="mesh_shape= is now spelled mesh="):
+    with pytest.warns(DeprecationWarning, match="mesh_shape= is now spelled mesh=") as seen:
         with pytest.raises(ProblemError, match="3-D grid"):  # refused after the warning
             st.pstd_elastic_2d(three_d, solid, source, sensor, mesh_shape=(1,))
+    assert seen[0].filename == __file__  # the warning names the user's line
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)  # the new spelling does not warn
         with pytest.raises(ProblemError, match="3-D grid"):

@@ -114,13 +114,14 @@ def _same(a: Any, b: Any) -> bool:
 NAMES = tuple(f.name for f in fields(RunOptions))
 
 
-def renamed(given: Mapping[str, Any], old: str, new: str, where: str) -> Any:
+def renamed(given: Mapping[str, Any], old: str, new: str, where: str, depth: int = 1) -> Any:
     """The value of a keyword argument ``old`` now spelled ``new``, with a
-    :class:`DeprecationWarning` naming the new spelling (None when not given)."""
+    :class:`DeprecationWarning` naming the new spelling (None when not given); ``depth``: the
+    calls between the user's and this one (the warning names the user's line)."""
     if given.get(old) is None:
         return None
     warnings.warn(f"{where}: {old}= is now spelled {new}= (as in RunOptions)", DeprecationWarning,
-                  stacklevel=3)  # fmt: skip
+                  stacklevel=2 + depth)  # fmt: skip
     return given[old]
 
 

@@ -342,7 +342,8 @@ def _run_options(nd: int, decomposition: Decomposition | str, mesh: Sequence[int
                  overlap: int | None, checkpoint: Checkpoint | None) -> RunOptions:  # fmt: skip
     """The run options of ``pstd_elastic_{nd}d`` (its edge: parsed here, once)."""
     if mesh is None:
-        mesh = renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh", f"pstd_elastic_{nd}d")
+        mesh = renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh", f"pstd_elastic_{nd}d",
+                       depth=2)  # fmt: skip
     return RunOptions.of(None, decomposition=decomposition, mesh=mesh, progress=progress,
                          overlap=overlap, checkpoint=checkpoint)  # fmt: skip
 
