@@ -24,7 +24,7 @@ Memory: the time loop runs in checkpointed chunks
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -419,8 +419,8 @@ def make_simulator(
                         bell_width=bell_width, chunk=chunk, remat_step=remat_step,
                         tape=tape)  # fmt: skip
     opts = _begin(options, option_args, how)
-    make = {"acoustic": _acoustic, "elastic": _elastic}[model_of(medium)]  # chosen by the medium
-    return make(kgrid, medium, source, sensor, opts, how)
+    makes: dict[str, Callable[..., Simulator]] = {"acoustic": _acoustic, "elastic": _elastic}
+    return makes[model_of(medium)](kgrid, medium, source, sensor, opts, how)  # by the medium
 
 
 def _acoustic(

@@ -83,7 +83,8 @@ class RunOptions:
         if self.overlap is not None and not (int(self.overlap) == self.overlap >= 0):
             raise ProblemError(f"overlap = {self.overlap!r}: expected a whole number of points "
                                ">= 0")  # fmt: skip
-        if self.chunk not in ("auto", None) and not (int(self.chunk) == self.chunk >= 1):
+        c = self.chunk
+        if c != "auto" if isinstance(c, str) else c is not None and not int(c) == c >= 1:
             raise ProblemError(f"chunk = {self.chunk!r}: expected 'auto', None or a whole "
                                "number of steps >= 1")  # fmt: skip
 

@@ -27,7 +27,9 @@ from numpy.typing import ArrayLike
 from sonotile.api.elastic.reversal import stress_source
 from sonotile.api.reversal import reversed_source, sensor_grid_points
 from sonotile.api.types import (
+    ElasticSource,
     KSensor,
+    KSource,
     KWaveElasticMedium,
     KWaveGrid,
     KWaveMedium,
@@ -247,9 +249,10 @@ def time_reversal(
     from sonotile.api.simulation import simulate
 
     source, tr_sensor = reversed_source(kgrid, sensor, sensor_data)
+    enforced: KSource | ElasticSource = source
     if model_of(medium) == "elastic":  # the data enforced as normal stresses
-        source = stress_source(source, len(kgrid.shape))
-    res = simulate(kgrid, medium, source, tr_sensor, **simulate_args)
+        enforced = stress_source(source, len(kgrid.shape))
+    res = simulate(kgrid, medium, enforced, tr_sensor, **simulate_args)
     p0 = compensation_factor * np.asarray(res["p_final"])
     return np.maximum(p0, 0) if positivity else p0
 

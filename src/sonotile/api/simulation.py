@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -118,8 +118,8 @@ def simulate(
     how.refuse(("chunk", "remat_step", "tape"), "an option of make_simulator's backward pass "
                "(simulate keeps none)")  # fmt: skip
     options = Options.of(options, option_args, "simulate")
-    one = {"acoustic": _acoustic, "elastic": _elastic}[model_of(medium)]
-    return one(kgrid, medium, source, sensor, options, how, device, devices)
+    runs: dict[str, Callable[..., Results]] = {"acoustic": _acoustic, "elastic": _elastic}
+    return runs[model_of(medium)](kgrid, medium, source, sensor, options, how, device, devices)
 
 
 def _elastic(
