@@ -13,7 +13,8 @@ from sonotile.base.version import __version__
 # public name -> module that defines it
 _WHERE = {
     **dict.fromkeys(
-        ("KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Results", "simulate"), "sonotile.api"
+        ("KSensor", "KSource", "KWaveGrid", "KWaveMedium", "Results", "RunOptions", "simulate"),
+        "sonotile.api",
     ),
     "KWaveArray": "sonotile.model.array",
     **dict.fromkeys(
@@ -44,15 +45,15 @@ _WHERE = {
     **dict.fromkeys(
         ("create_cw_signals", "extract_amp_phase", "tone_burst"), "sonotile.model.signals"
     ),
-    "simulate_many": "sonotile.batch.many",
+    "simulate_many": "sonotile.api.batches",
     "load_input": "sonotile.api.results",
     "load_results": "sonotile.api.results",
-    "make_simulator": "sonotile.api.differentiable",
+    "make_simulator": "sonotile.api.gradients",
     "Tape": "sonotile.solver.tape",
     "SimulationDiverged": "sonotile.solver.finite",
-    **dict.fromkeys(("KWaveDiffusion", "bioheat", "bioheat_batch"), "sonotile.api.diffusion"),
+    **dict.fromkeys(("KWaveDiffusion", "bioheat", "bioheat_batch"), "sonotile.api.heating.bioheat"),
     "bioheat_exact": "sonotile.physics.heat",
-    "heat_from_result": "sonotile.api.heat",
+    "heat_from_result": "sonotile.api.heating.sonication",
     "plan": "sonotile.planning.chain",
     **dict.fromkeys(
         ("TimeReversal", "kspace_line_recon", "kspace_plane_recon", "time_reversal"),
@@ -61,7 +62,8 @@ _WHERE = {
 }
 
 __all__ = [
-    "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "simulate", "simulate_many",
+    "KWaveGrid", "KWaveMedium", "KSource", "KSensor", "Results", "RunOptions", "simulate",
+    "simulate_many",
     "make_simulator", "Tape", "load_input", "load_results", "SimulationDiverged",
     "KWaveDiffusion", "bioheat", "bioheat_batch", "bioheat_exact", "heat_from_result", "plan",
     "kspace_line_recon", "kspace_plane_recon", "time_reversal", "TimeReversal",

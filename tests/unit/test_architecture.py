@@ -191,3 +191,43 @@ def test_no_import_circles():
         if n not in seen:
             visit(n, [])
     assert not circles, "\n".join(circles)
+
+
+def str_decompositions(tree: ast.AST) -> list[tuple[str, int]]:
+    """``(function, line)`` of each function whose ``decomposition`` argument may be a ``str``
+    (its annotation names ``str``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                if arg.arg == "decomposition" and arg.annotation is not None:
+                    if "str" in ast.unparse(arg.annotation).replace("|", " ").split():
+                        found.append((node.name, node.lineno))
+    return found
+
+
+API = layer("sonotile.api")
+
+
+def test_below_the_api_the_decomposition_is_parsed():
+    """The decomposition is parsed once at the front edge (``Decomposition.parse``): no function
+    below the API layer takes it as a ``str``."""
+    bad = [
+        f"{name}:{line} {fn}(decomposition: str)"
+        for name, tree, _ in modules()
+        if layer(name) < API
+        for fn, line in str_decompositions(tree)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_str_decomposition_check_sees_a_violation():
+    """The rule above is not vacuous: ``str`` and ``Decomposition | str`` are found, a parsed
+    ``Decomposition`` is not."""
+    src = (
+        "def a(decomposition: str): ...\n"
+        "def b(x, decomposition: Decomposition | str = 'single'): ...\n"
+        "def c(decomposition: Decomposition): ...\n"
+    )
+    assert [f for f, _ in str_decompositions(ast.parse(src))] == ["a", "b"]

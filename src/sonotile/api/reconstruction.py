@@ -24,14 +24,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.api.elastic_reversal import stress_source
+from sonotile.api.elastic.reversal import stress_source
 from sonotile.api.reversal import reversed_source, sensor_grid_points
 from sonotile.api.types import (
+    ElasticSource,
     KSensor,
+    KSource,
     KWaveElasticMedium,
     KWaveGrid,
     KWaveMedium,
-    is_elastic,
+    model_of,
 )
 
 #: interpolation along the temporal frequency (k-Wave's ``'*nearest'`` / ``'*linear'``)
@@ -219,7 +221,7 @@ def time_reversal(
     lossless linear medium this is k-Wave's time-reversal loop step for step (the first step
     enforces the last sample, the last step the first). With an elastic medium (``st.simulate``
     runs the elastic model) the data are enforced as the normal stresses ``-p``, as k-Wave's
-    pstdElastic2D/3D do (:mod:`sonotile.api.elastic_reversal`; its PML is inside the grid). The
+    pstdElastic2D/3D do (:mod:`sonotile.api.elastic.reversal`; its PML is inside the grid). The
     PML is as the options say (give those of the forward run); k-Wave changes nothing about it
     for time reversal, and with ``pml_inside=False`` the result is the user's grid. As k-Wave's
     solver does, no factor and no positivity by default (k-Wave's examples double the result of
@@ -247,11 +249,10 @@ def time_reversal(
     from sonotile.api.simulation import simulate
 
     source, tr_sensor = reversed_source(kgrid, sensor, sensor_data)
-    if is_elastic(medium):
-        res = simulate(kgrid, medium, stress_source(source, len(kgrid.shape)), tr_sensor,
-                       **simulate_args)  # fmt: skip
-    else:
-        res = simulate(kgrid, medium, source, tr_sensor, **simulate_args)
+    enforced: KSource | ElasticSource = source
+    if model_of(medium) == "elastic":  # the data enforced as normal stresses
+        enforced = stress_source(source, len(kgrid.shape))
+    res = simulate(kgrid, medium, enforced, tr_sensor, **simulate_args)
     p0 = compensation_factor * np.asarray(res["p_final"])
     return np.maximum(p0, 0) if positivity else p0
 

@@ -2,7 +2,7 @@
 recorded pressure, reversed in time, as a Dirichlet pressure source on the sensor's grid points
 in the source mask's (column-major) order, and a sensor of the final pressure
 (:func:`sonotile.api.reconstruction.time_reversal`; the elastic form:
-:mod:`sonotile.api.elastic_reversal`)."""
+:mod:`sonotile.api.elastic.reversal`)."""
 
 from __future__ import annotations
 

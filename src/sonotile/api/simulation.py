@@ -25,12 +25,13 @@ import contextlib
 import dataclasses
 import sys
 import warnings
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sonotile.api import inputs as user_input
+from sonotile.api.options import RunOptions
 from sonotile.api.problem import build_problem, fourier_shift
 from sonotile.api.results import Quantity, Results
 from sonotile.api.types import (
@@ -42,7 +43,7 @@ from sonotile.api.types import (
     KWaveMedium,
     OptionArgs,
     Options,
-    is_elastic,
+    model_of,
 )
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     import jax
     from typing_extensions import Unpack
 
-    from sonotile.api.heatrun import Checkpoint
+    from sonotile.api.heating.checkpoint import Checkpoint
 
 
 def simulate(
@@ -63,6 +64,7 @@ def simulate(
     sensor: KSensor,
     *,
     options: Options | None = None,
+    run: RunOptions | None = None,
     decomposition: Decomposition | str = Decomposition.SINGLE,
     mesh: tuple[int, ...] | None = None,
     overlap: int | None = None,
@@ -81,6 +83,8 @@ def simulate(
         options: how the input becomes a problem (:class:`~sonotile.api.Options`: PML size,
             alpha and placement, dtype, smoothing); its fields may also be given as keyword
             arguments (``pml_size=10, dtype="float64"``), which override ``options``.
+        run: how the run runs (:class:`~sonotile.api.RunOptions`); its fields below may also
+            be given as keyword arguments, which override ``run``'s.
         decomposition: ``"single"`` (one device), ``"pencil"`` (distributed FFT, exact),
             ``"lfb"`` (local Fourier basis, nearest-neighbour exchange) or ``"auto"`` (chosen
             from grid, devices and ``accuracy``); see ``docs/decomposition.md``.
@@ -93,8 +97,8 @@ def simulate(
         device: the one device to run on (a ``jax.Device``; default: JAX's default device).
         devices: the devices of a decomposition (default: all).
         checkpoint: an elastic run's state file and when to stop
-            (:class:`~sonotile.api.heatrun.Checkpoint`: ``path``, ``interval`` [s], ``steps``):
-            the run saves its state there and raises :class:`~sonotile.api.heatrun.RunStopped`
+            (:class:`~sonotile.api.heating.Checkpoint`: ``path``, ``interval`` [s], ``steps``):
+            the run saves its state there and raises :class:`~sonotile.api.heating.RunStopped`
             when it stops; the same call goes on from the file (``docs/elastic.md``). Acoustic
             runs save theirs through ``sonotile-kwave`` (``docs/kwave.md``).
 
@@ -109,36 +113,52 @@ def simulate(
     from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
-    decomposition = Decomposition.parse(decomposition)
+    how = RunOptions.of(run, decomposition=decomposition, mesh=mesh, overlap=overlap,
+                        accuracy=accuracy, progress=progress, quiet=quiet,
+                        checkpoint=checkpoint)  # fmt: skip
+    how.refuse(("chunk", "remat_step", "tape"), "an option of make_simulator's backward pass "
+               "(simulate keeps none)")  # fmt: skip
     options = Options.of(options, option_args, "simulate")
-    if is_elastic(medium):
-        import jax
+    runs: dict[str, Callable[..., Results]] = {"acoustic": _acoustic, "elastic": _elastic}
+    return runs[model_of(medium)](kgrid, medium, source, sensor, options, how, device, devices)
 
-        from sonotile.api.elastic import simulate_elastic
 
-        devs = devices if devices is not None else ([device] if device is not None else None)
-        ctx = jax.default_device(device) if device is not None else contextlib.nullcontext()
-        with ctx:
-            return simulate_elastic(kgrid, medium, source, sensor, options, decomposition, mesh,
-                                    overlap, accuracy, progress, quiet, devs,
-                                    checkpoint)  # fmt: skip
-    _no_checkpoint(checkpoint)
-    medium, source = cast(KWaveMedium, medium), cast(KSource, source)  # acoustic from here
+def _elastic(
+    kgrid: KWaveGrid, medium: KWaveElasticMedium, source: ElasticSource, sensor: KSensor,
+    options: Options, how: RunOptions, device: jax.Device | None,
+    devices: Sequence[jax.Device] | None,
+) -> Results:  # fmt: skip
+    """:func:`simulate` of an elastic medium (:func:`sonotile.api.elastic.simulate_elastic`)."""
+    import jax
+
+    from sonotile.api.elastic.pstd import simulate_elastic
+
+    devs = devices if devices is not None else ([device] if device is not None else None)
+    ctx = jax.default_device(device) if device is not None else contextlib.nullcontext()
+    with ctx:
+        return simulate_elastic(kgrid, medium, source, sensor, options, how, devs)
+
+
+def _acoustic(
+    kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor, options: Options,
+    how: RunOptions, device: jax.Device | None, devices: Sequence[jax.Device] | None,
+) -> Results:  # fmt: skip
+    """:func:`simulate` of an acoustic medium."""
+    _no_checkpoint(how.checkpoint)
     problem, mapping = build_problem(kgrid, medium, source, sensor, options)
     notes = checks.stability_warnings(problem) + checks.resolution_warnings(problem)
     notes += checks.input_warnings(problem) + user_input.record_warnings(tuple(sensor.record))
     notes += user_input.absorption_warnings(medium, options.axisymmetric)
     notes += size_warnings(problem, kgrid, options)
-    for w in [] if quiet else notes:  # quiet: kept in the result's ``warnings`` only
-        warnings.warn(w, stacklevel=2)
-    if not quiet and (progress or (progress is None and sys.stderr.isatty())):
+    for w in [] if how.quiet else notes:  # quiet: kept in the result's ``warnings`` only
+        warnings.warn(w, stacklevel=3)  # the user's call of simulate
+    if not how.quiet and (how.progress or (how.progress is None and sys.stderr.isatty())):
         mb = checks.memory_estimate(problem) / 2**20
         print(
             f"sonotile: grid {problem.grid.shape}, {problem.grid.nt} steps, about {mb:.0f} MB",
             file=sys.stderr,
         )
-    raw, final = _run(problem, decomposition, mesh, overlap, accuracy, progress, quiet, device,
-                      devices, options.check_finite)  # fmt: skip
+    raw, final = _run(problem, how, device, devices, options.check_finite)
     data = shape_results(problem, raw, final, mapping["crop"])
     t = np.arange(problem.sensor.start, problem.grid.nt) * problem.grid.dt  # recorded steps
     opts = dataclasses.asdict(options)
@@ -174,47 +194,37 @@ def size_warnings(problem: Problem, kgrid: KWaveGrid, options: Options) -> list[
 
 def _run(
     problem: Problem,
-    decomposition: Decomposition,
-    mesh: tuple[int, ...] | None,
-    overlap: int | None,
-    accuracy: float,
-    progress: bool | None,
-    quiet: bool,
+    how: RunOptions,
     device: jax.Device | None,
     devices: Sequence[jax.Device] | None,
     check_finite: bool = True,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run on the device(s) asked for; float64 runs switch JAX's 64-bit mode on for the run."""
-    import contextlib
-
     import jax
 
+    from sonotile.parallel.engine import engine_for
     from sonotile.solver import runner
 
     x64: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if problem.dtype == "float64" and not jax.enable_x64.value:
         x64 = jax.enable_x64(True)
     with x64:
-        if decomposition == Decomposition.SINGLE:
-            if devices is not None and len(devices) > 1:
-                raise ValueError(
-                    f"devices: {len(devices)} devices for decomposition 'single'; choose "
-                    "pencil, lfb or auto, or pass device="
-                )
-            dev = device if device is not None else (devices[0] if devices else None)
-            ctx = jax.default_device(dev) if dev is not None else contextlib.nullcontext()
-            with ctx:
-                return runner.run_engine(
-                    runner.single_engine(problem), progress=progress, check_finite=check_finite
-                )
-        from sonotile.parallel.engine import engine_for
-
-        engine, reason = engine_for(
-            problem, decomposition, mesh, overlap, accuracy=accuracy, devices=devices
-        )
-        if not quiet:
-            print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
-        return runner.run_engine(engine, progress=progress, check_finite=check_finite)
+        decomposition = how.decomposition
+        if decomposition == Decomposition.SINGLE and devices is not None and len(devices) > 1:
+            raise ValueError(
+                f"devices: {len(devices)} devices for decomposition 'single'; choose "
+                "pencil, lfb or auto, or pass device="
+            )
+        one = device if device is not None else (devices[0] if devices else None)
+        on = jax.default_device(one) if one is not None else contextlib.nullcontext()
+        with on:  # one device: the one asked for (default: JAX's default device)
+            engine, reason = engine_for(
+                problem, decomposition, how.mesh, how.overlap, how.bell_width, how.accuracy,
+                devices,
+            )  # fmt: skip
+            if not how.quiet and decomposition != Decomposition.SINGLE:
+                print(f"sonotile: running {engine.describe} ({reason})", file=sys.stderr)
+            return runner.run_engine(engine, progress=how.progress, check_finite=check_finite)
 
 
 def shape_results(

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from sonotile.model.grid import make_time
+from sonotile.model.problem import ProblemError
 
 if TYPE_CHECKING:
     pass
@@ -111,10 +112,29 @@ class KWaveElasticMedium:
     alpha_coeff_shear: ArrayLike | None = None
 
 
+#: The models a medium selects (:func:`model_of`).
+ModelKind = Literal["acoustic", "elastic"]
+
+
 def is_elastic(medium: Any) -> bool:
     """Whether a medium carries k-Wave's elastic fields (the model is chosen by the medium)."""
     return any(getattr(medium, k, None) is not None
                for k in ("sound_speed_compression", "sound_speed_shear"))  # fmt: skip
+
+
+def model_of(medium: Any, media: Sequence[Any] = ()) -> ModelKind:
+    """The model ``medium`` runs, as k-Wave chooses it by the medium: ``"elastic"`` for k-Wave's
+    elastic fields (``sound_speed_compression`` / ``sound_speed_shear``), else ``"acoustic"``.
+    With ``media`` (a batch), every one must select the same model: a mix is refused naming
+    the first that differs. The one place the API decides which model runs."""
+    kind: ModelKind = "elastic" if is_elastic(medium) else "acoustic"
+    for i, m in enumerate(media):
+        other = "elastic" if is_elastic(m) else "acoustic"
+        if other != kind:
+            raise ProblemError(f"media[{i}] is {other} and media[0] {kind} "
+                               "(sound_speed_compression selects the elastic model); give one "
+                               "model per batch")  # fmt: skip
+    return kind
 
 
 @dataclass

@@ -1,5 +1,9 @@
 """Many simulations at once: ``sonotile batch`` (k-Wave input files on subsets of the devices)
-and :func:`simulate_many` (one grid, many media or sources, in one process).
+(``simulate_many`` is in :mod:`sonotile.api.batches`; ``sonotile.batch.many`` imports it).
 
 May import: sonotile.kwave, sonotile.parallel, sonotile.solver, sonotile.model, sonotile.base.
 """
+
+from sonotile.base.moved import keep_importable
+
+keep_importable({"sonotile.batch.many": "sonotile.api.batches"})

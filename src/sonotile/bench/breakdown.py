@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sonotile.parallel.decomposition import LFB, SINGLE
+from sonotile.parallel.decomposition import LFB, SINGLE, Decomposition
 
 if TYPE_CHECKING:  # JAX and the solver are imported where used
     import jax
@@ -221,7 +221,8 @@ def measure(
     def build(transport: str | None = None) -> Engine:
         if decomposition == SINGLE:
             return runner.single_engine(problem)
-        return parallel.decomposed_engine(problem, decomposition, (len(devs),), overlap, 0.5,
+        return parallel.decomposed_engine(problem, Decomposition.parse(decomposition),
+                                          (len(devs),), overlap, 0.5,
                                           transport=transport)  # fmt: skip
 
     engine = build()

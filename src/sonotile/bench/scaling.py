@@ -401,7 +401,8 @@ def measure(
     def build() -> Engine:
         if decomposition == Decomposition.SINGLE:
             return runner.single_engine(problem)
-        return parallel.decomposed_engine(problem, decomposition, mesh, overlap, 0.5)
+        return parallel.decomposed_engine(problem, Decomposition.parse(decomposition), mesh,
+                                          overlap, 0.5)  # fmt: skip
 
     engine = build()
     rs, _ = engine.start()

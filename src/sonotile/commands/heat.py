@@ -1,5 +1,5 @@
 """``sonotile heat RESULT.h5``: temperature, thermal dose and lesion of a sonication from a CW
-acoustic result (:func:`sonotile.api.heat.heat_from_result`).
+acoustic result (:func:`sonotile.api.heating.sonication.heat_from_result`).
 
 With ``--checkpoint FILE`` a stopped run (a signal, ``--checkpoint_interval``,
 ``--checkpoint_steps``) saves its state and ends with status 0, as k-Wave's binaries do; the
@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sonotile.api.heat import Tissue, check_settings, heat_from_result
-from sonotile.api.heatrun import Checkpoint, RunStopped
+from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
+from sonotile.api.heating.sonication import Tissue, check_settings, heat_from_result
 from sonotile.base import files
 from sonotile.base.cliargs import Parser
 from sonotile.base.ranges import option
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             a.result, a.duration, a.on, a.dt, tissue=tissue, T0=a.T0, period=a.period,
             duty=a.duty, coarsen=a.coarsen, frequency=a.frequency, quantity=a.quantity,
             dtype="float32" if a.float32 else "float64", decomposition=a.decomposition,
-            mesh_shape=mesh, progress=None, checkpoint=cp,
+            mesh=mesh, progress=None, checkpoint=cp,
         )  # fmt: skip
     except RunStopped as e:
         print(f"sonotile heat: stopped: {e}")

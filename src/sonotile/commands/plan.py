@@ -146,7 +146,7 @@ def _mesh(text: str | None) -> tuple[int, ...] | None:
 
 def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
     """The acoustic runs' settings and the heating's checkpoint from the options, checked."""
-    from sonotile.api.heatrun import Checkpoint
+    from sonotile.api.heating.checkpoint import Checkpoint
     from sonotile.planning.acoustics import RunSettings
     from sonotile.planning.chain import check_run
 
@@ -183,7 +183,7 @@ def _whole(v: float, flag: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``sonotile plan`` command."""
-    from sonotile.api.heatrun import RunStopped
+    from sonotile.api.heating.checkpoint import RunStopped
     from sonotile.base.files import OutputWriteError
     from sonotile.planning.chain import PlanSettings, plan
     from sonotile.planning.outputs import prepare_output, write_plan

@@ -300,7 +300,7 @@ def plot_file(path: str, out: str, db: bool = False) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sonotile.api.heat import FORMAT as HEAT
+    from sonotile.api.heating.sonication import FORMAT as HEAT
 
     files.check_input_path(path)
     files.check_output_path(out, "figure", [("the input file", path)])

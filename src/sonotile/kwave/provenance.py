@@ -68,9 +68,7 @@ def versions() -> str:
     return ", ".join(parts)
 
 
-def provenance(
-    argv: list[str], input_sha256: str, dtype: str, decomposition: str
-) -> dict[str, str]:
+def provenance(argv: list[str], input_sha256: str, dtype: str, engine: str) -> dict[str, str]:
     """The ``sonotile_*`` attributes of an output file (names without the prefix)."""
     return {
         "version": __version__,
@@ -79,6 +77,6 @@ def provenance(
         "input_sha256": input_sha256,
         "fft": fft_used(dtype),
         "precision": dtype,
-        "decomposition": decomposition,
+        "decomposition": engine,
         "versions": versions(),
     }

@@ -22,7 +22,7 @@ from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpo
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.provenance import provenance
 from sonotile.kwave.reader import read_input
-from sonotile.parallel.decomposition import AUTO, SINGLE
+from sonotile.parallel.decomposition import AUTO, SINGLE, Decomposition
 from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.physics.acoustic import checks, release_host_medium
 from sonotile.solver import runner as rn
@@ -56,7 +56,8 @@ def make_engine(problem: Problem, args: argparse.Namespace, device: jax.Device |
     from sonotile.parallel.engine import engine_for
 
     engine, reason = engine_for(
-        problem, args.decomposition, args.mesh, args.overlap, args.bell_width, args.accuracy,
+        problem, Decomposition.parse(args.decomposition), args.mesh, args.overlap, args.bell_width,
+        args.accuracy,
         transport=args.transport,
     )  # fmt: skip
     if (args.decomposition == AUTO or args.verbose) and jax.process_index() == 0:

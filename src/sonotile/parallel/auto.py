@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import TypedDict
 
-from sonotile.parallel.decomposition import LFB, PENCIL, SINGLE
+from sonotile.parallel.decomposition import LFB, PENCIL, SINGLE, Decomposition
 
 # ---------------------------------------------------------------------------------------------
 # choosing a decomposition
@@ -21,7 +21,7 @@ LFB_ERROR = {2: 5.1e-2, 4: 2.9e-3, 8: 2.1e-3, 16: 7.5e-4, 32: 5.6e-4}
 class Pick(TypedDict):
     """What :func:`auto` chose."""
 
-    decomposition: str
+    decomposition: Decomposition
     mesh_shape: tuple[int, ...]
     overlap: int
     reason: str

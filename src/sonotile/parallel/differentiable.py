@@ -53,7 +53,7 @@ def const_spec(leaf: jax.Array, shape: tuple[int, ...], m: int) -> P:
     return P()
 
 
-def _check(problem: Problem, decomposition: str, mesh_shape: tuple[int, ...]) -> None:
+def _check(problem: Problem, decomposition: Decomposition, mesh_shape: tuple[int, ...]) -> None:
     d, m = problem.grid.ndim, len(mesh_shape)
     if decomposition not in (Decomposition.PENCIL, Decomposition.LFB):
         raise ValueError(f"decomposition = {decomposition!r}: expected single, pencil or lfb")
@@ -70,7 +70,7 @@ def _check(problem: Problem, decomposition: str, mesh_shape: tuple[int, ...]) ->
 
 
 def _ops_parts(
-    problem: Problem, decomposition: str, mesh_shape: tuple[int, ...], overlap: int,
+    problem: Problem, decomposition: Decomposition, mesh_shape: tuple[int, ...], overlap: int,
     bell_width: float, unstagger: bool,
 ) -> tuple[Any, Any, Callable[[Any], FourierOps | LfbOps]]:  # fmt: skip
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
@@ -127,7 +127,7 @@ def mesh_runner(
     problem: Problem,
     layout: sens.SensorLayout,
     local_run: Callable[..., tuple[dict[str, jax.Array], dict[str, jax.Array], Any]],
-    decomposition: str,
+    decomposition: Decomposition,
     mesh_shape: tuple[int, ...],
     overlap: int = 16,
     bell_width: float = 0.5,

@@ -62,7 +62,7 @@ MakeOps = Callable[[Any], FourierOps | LfbOps]
 
 
 def normalise_mesh(
-    decomposition: str, mesh_shape: Sequence[int] | None, n_devices: int, ndim: int
+    decomposition: Decomposition, mesh_shape: Sequence[int] | None, n_devices: int, ndim: int
 ) -> tuple[int, ...]:
     """The mesh as the engine uses it: all devices on axis 0 by default, trailing 1s dropped
     (``2x4x1`` is a 2-D mesh), at most ``ndim - 1`` axes for pencil and ``ndim`` for lfb."""
@@ -84,9 +84,7 @@ def normalise_mesh(
     return mesh_shape
 
 
-def validate(
-    problem: Problem, decomposition: Decomposition | str, blocks: Blocks, overlap: int
-) -> None:
+def validate(problem: Problem, decomposition: Decomposition, blocks: Blocks, overlap: int) -> None:
     """Refuse what the decomposition cannot run, before anything is built."""
     if problem.grid.ndim < 2:
         raise ValueError("decomposed runs need a 2-D or 3-D grid")
@@ -136,7 +134,7 @@ def _split_consts(
 
 def run_decomposed(
     problem: Problem,
-    decomposition: Decomposition | str = PENCIL,
+    decomposition: Decomposition = PENCIL,
     mesh_shape: tuple[int, ...] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
@@ -222,7 +220,7 @@ def _localise_any(index: Any, blocks: Blocks) -> Any:
     return _localise(index, blocks)
 
 
-def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: int,
+def _operators(problem: Problem, decomposition: Decomposition, blocks: Blocks, overlap: int,
                bell_width: float, unstagger: bool) -> tuple[Any, Any, MakeOps]:  # fmt: skip
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     with on_host():
@@ -236,8 +234,8 @@ def _operators(problem: Problem, decomposition: str, blocks: Blocks, overlap: in
     return lfb_arrays, specs, lambda arrs: LfbOps(arrs[0], arrs[1], arrs[2], meta=lmeta)
 
 
-def _parts(problem: Problem, phys: Model, decomposition: str, blocks: Blocks, overlap: int,
-           bell_width: float, layout: sens.SensorLayout) -> _Parts:  # fmt: skip
+def _parts(problem: Problem, phys: Model, decomposition: Decomposition, blocks: Blocks,
+           overlap: int, bell_width: float, layout: sens.SensorLayout) -> _Parts:  # fmt: skip
     """Constants of the medium, PML (sharded) and sources (indices localised per shard); built
     in host memory and sliced per shard, never whole on one accelerator."""
     d, m = problem.grid.ndim, len(blocks.mesh_shape)
@@ -291,7 +289,7 @@ def _place_args(parts: _Parts, specs: tuple, mesh: Mesh, blocks: Blocks) -> tupl
 
 def decomposed_engine(
     problem: Problem,
-    decomposition: Decomposition | str = PENCIL,
+    decomposition: Decomposition = PENCIL,
     mesh_shape: tuple[int, ...] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
@@ -555,8 +553,8 @@ def _shard_programs(
 
 
 def _describe(
-    decomposition: str, mesh_shape: tuple[int, ...], devs: Sequence[jax.Device], overlap: int,
-    bell_width: float, blocks: Blocks,
+    decomposition: Decomposition, mesh_shape: tuple[int, ...], devs: Sequence[jax.Device],
+    overlap: int, bell_width: float, blocks: Blocks,
 ) -> str:  # fmt: skip
     shape_txt = "x".join(str(k) for k in mesh_shape)
     extra = f", overlap {overlap}, bell width {bell_width}" if decomposition == LFB else ""
@@ -577,7 +575,7 @@ DECOMPOSITIONS = NAMES
 
 def engine_for(
     problem: Problem,
-    decomposition: Decomposition | str = SINGLE,
+    decomposition: Decomposition = SINGLE,
     mesh_shape: tuple[int, ...] | None = None,
     overlap: int | None = None,
     bell_width: float = 0.5,
@@ -591,7 +589,6 @@ def engine_for(
     across processes) and the accuracy target; explicit ``mesh_shape``/``overlap`` override its
     picks. ``transport``: see :func:`decomposed_engine`.
     """
-    decomposition = Decomposition.parse(decomposition)
     devs = list(jax.devices() if devices is None else devices)
     reason = "asked for"
     model = model_for(problem)

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from sonotile.api.heat import HeatRun, Tissue, sonicate
-from sonotile.api.heatrun import Checkpoint
+from sonotile.api.heating.checkpoint import Checkpoint
+from sonotile.api.heating.sonication import HeatRun, Tissue, sonicate
 from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source
@@ -368,7 +368,7 @@ def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: Simulation
                     s.duration + s.cooling, s.duration, s.heat_dt, tissue=tissue, T0=s.T0,
                     period=s.period, duty=s.duty if pulsed else 1.0,
                     decomposition="single" if run.decomposition == "single" else "pencil",
-                    mesh_shape=run.mesh, checkpoint=checkpoint)  # fmt: skip
+                    mesh=run.mesh, checkpoint=checkpoint)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -451,7 +451,7 @@ def plan(
     receives one line per stage. ``run``: how the acoustic runs are stepped and spread over
     devices (:class:`RunSettings`; the heating takes the same devices). ``checkpoint``: the
     heating saves its state there when stopped (raising
-    :class:`~sonotile.api.heatrun.RunStopped`) and the same call resumes it. Write the
+    :class:`~sonotile.api.heating.RunStopped`) and the same call resumes it. Write the
     results with :func:`sonotile.planning.outputs.write_plan`."""
     say = progress or (lambda _msg: None)
     s, run = settings or PlanSettings(), run or RunSettings()

@@ -79,7 +79,7 @@ def _run(maps: TissueMaps, kgrid: KWaveGrid, pad: tuple[int, int, int], source: 
          sensor: KSensor, run: RunSettings) -> dict[str, Any]:  # fmt: skip
     """One elastic run of the plan on the padded grid, on ``run``'s devices."""
     return pstd_elastic_3d(kgrid, elastic_medium(maps, pad), source, sensor, pml_size=list(pad),
-                           decomposition=run.decomposition, mesh_shape=run.mesh,
+                           decomposition=run.decomposition, mesh=run.mesh,
                            interface=run.elastic_interface)  # fmt: skip
 
 

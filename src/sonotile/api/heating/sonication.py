@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from sonotile.api.diffusion import x64_for
-from sonotile.api.heatrun import Checkpoint, run_sonication
+from sonotile.api.heating.bioheat import x64_for
+from sonotile.api.heating.checkpoint import Checkpoint, run_sonication
+from sonotile.api.options import RunOptions, renamed
 from sonotile.base import files
 from sonotile.base.ranges import in_range
 from sonotile.model.problem import ProblemError
+from sonotile.parallel.decomposition import SINGLE, Decomposition
 from sonotile.physics.heat import acoustic_heat_source, sonication
 from sonotile.physics.heat.dose import LESION_CEM43
 from sonotile.physics.heat.model import check_decomposition, heat_problem
@@ -240,23 +242,26 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
                      tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
                      period: float | None = None, duty: float = 1.0, coarsen: int = 1,
                      frequency: float | None = None, quantity: str = "auto",
-                     dtype: str = "float64", decomposition: str = "single",
-                     mesh_shape: tuple[int, ...] | None = None,
+                     dtype: str = "float64", decomposition: Decomposition | str = SINGLE,
+                     mesh: tuple[int, ...] | None = None,
                      progress: bool | None = False,
-                     checkpoint: Checkpoint | None = None) -> HeatRun:  # fmt: skip
+                     checkpoint: Checkpoint | None = None,
+                     mesh_shape: tuple[int, ...] | None = None) -> HeatRun:  # fmt: skip
     """Heat the tissue of an acoustic result for ``duration`` [s] with steps of ``dt`` [s]:
     the source on for the first ``on`` seconds (None: throughout), pulsed with ``period`` [s]
     at ``duty`` if given, then cooling. ``coarsen``: thermal grid spacing in acoustic points.
-    ``decomposition`` (``"single"`` or ``"pencil"`` over ``mesh_shape`` devices, default all),
-    ``progress``: see :class:`~sonotile.api.diffusion.KWaveDiffusion`; ``checkpoint``: see
-    :func:`sonicate`."""
+    ``decomposition`` (``"single"`` or ``"pencil"`` over ``mesh`` devices per split axis,
+    default all on x; ``mesh_shape``: the former spelling of ``mesh``), ``progress``: see
+    :class:`~sonotile.api.heating.KWaveDiffusion`; ``checkpoint``: see :func:`sonicate`."""
+    if mesh is None:
+        mesh = renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh", "heat_from_result")
     check_settings(duration, on, dt, period, duty, T0, tissue)
     if checkpoint is not None:
         checkpoint.check((path,))
     q, spacing, info = source_from_result(path, frequency, quantity, coarsen)
     run = sonicate(q, spacing, info["density"], duration, on, dt, tissue=tissue, T0=T0,
                    period=period, duty=duty, dtype=dtype, decomposition=decomposition,
-                   mesh_shape=mesh_shape, progress=progress,
+                   mesh=mesh, progress=progress,
                    checkpoint=checkpoint)  # fmt: skip
     run.attrs = {"source": os.path.basename(path), "quantity": info["quantity"],
                  "frequency": info["frequency"], **run.attrs}  # fmt: skip
@@ -267,16 +272,21 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
              duration: float, on: float | None = None, dt: float = 0.1, *,
              tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
              period: float | None = None, duty: float = 1.0,
-             dtype: str = "float64", decomposition: str = "single",
-             mesh_shape: tuple[int, ...] | None = None, progress: bool | None = False,
-             checkpoint: Checkpoint | None = None) -> HeatRun:  # fmt: skip
+             dtype: str = "float64", decomposition: Decomposition | str = SINGLE,
+             mesh: tuple[int, ...] | None = None, progress: bool | None = False,
+             checkpoint: Checkpoint | None = None,
+             mesh_shape: tuple[int, ...] | None = None) -> HeatRun:  # fmt: skip
     """Heat a grid for ``duration`` [s] in steps of ``dt`` [s] with the heat source ``q``
     [W/m^3] (grid spacing ``spacing`` [m], tissue ``density`` [kg/m^3]) on for the first
     ``on`` seconds (None: throughout), pulsed with ``period`` [s] at ``duty`` if given;
-    ``decomposition``, ``mesh_shape``, ``progress``: see :func:`heat_from_result`;
-    ``checkpoint``: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`;
-    raises :class:`~sonotile.api.heatrun.RunStopped` when it stops the run)."""
+    ``decomposition``, ``mesh`` (``mesh_shape``), ``progress``: see :func:`heat_from_result`;
+    ``checkpoint``: save and stop, and resume (:class:`~sonotile.api.heating.Checkpoint`;
+    raises :class:`~sonotile.api.heating.RunStopped` when it stops the run)."""
     nt = check_settings(duration, on, dt, period, duty, T0, tissue)
+    if mesh is None:
+        mesh = renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh", "sonicate")
+    how = RunOptions.of(None, decomposition=decomposition, mesh=mesh, progress=progress,
+                        checkpoint=checkpoint)  # fmt: skip
     if checkpoint is not None:
         checkpoint.check()
     n_on = nt if on is None else min(nt, max(0, round(on / dt)))
@@ -286,10 +296,10 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
     problem = heat_problem(tuple(q.shape), tuple(spacing), medium, {"T0": T0, "Q": q}, nt, dt,
                            on=switch, sensor=tuple(np.array([i]) for i in focus),
                            dtype=dtype, fft="auto")  # fmt: skip
-    check_decomposition(problem.co, decomposition)
+    check_decomposition(problem.co, how.decomposition)
     with x64_for(dtype):
-        final, heated, raw = run_sonication(problem, n_on, decomposition, mesh_shape, progress,
-                                            checkpoint)  # fmt: skip
+        final, heated, raw = run_sonication(problem, n_on, how.decomposition, how.mesh,
+                                            how.progress, how.checkpoint)  # fmt: skip
     cem43 = np.asarray(final["cem43_final"])
     lesion = cem43 >= LESION_CEM43
     data = {"T": np.asarray(final["T_final"]), "T_heated": heated,

@@ -6,7 +6,7 @@ The medium is any object with k-Wave's elastic fields (``sound_speed_compression
 ``alpha_coeff_shear``); the source any object with k-Wave's elastic source fields
 (:class:`ElasticSource`, or :class:`sonotile.KSource` for ``p0`` and velocity sources); the grid
 a :class:`sonotile.KWaveGrid`; the sensor a :class:`sonotile.KSensor` (binary mask, grid
-points or Cartesian points: :mod:`sonotile.api.elastic_sensor`).
+points or Cartesian points: :mod:`sonotile.api.elastic.sensor`).
 """
 
 from __future__ import annotations
@@ -22,19 +22,21 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.api.elastic_intensity import with_intensity
-from sonotile.api.elastic_reversal import boundary_data_inputs
-from sonotile.api.elastic_sensor import by_cuboid, sensor_points
-from sonotile.api.elasticrun import run_checkpointed
-from sonotile.api.heatrun import Checkpoint
+from sonotile.api.elastic.checkpoint import run_checkpointed
+from sonotile.api.elastic.intensity import with_intensity
+from sonotile.api.elastic.reversal import boundary_data_inputs
+from sonotile.api.elastic.sensor import by_cuboid, sensor_points
+from sonotile.api.heating.checkpoint import Checkpoint
+from sonotile.api.options import RunOptions, renamed
 from sonotile.api.problem import mask_points
 from sonotile.api.results import Results
 from sonotile.api.types import ElasticSource, KSensor, KWaveElasticMedium, KWaveGrid, Options
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, make_time
 from sonotile.model.problem import ProblemError
-from sonotile.parallel.decomposition import Decomposition
+from sonotile.parallel.decomposition import AUTO, LFB, SINGLE, Decomposition
 from sonotile.parallel.engine import engine_for
+from sonotile.parallel.traced import traced_runner
 from sonotile.physics.elastic import ElasticMedium, build
 from sonotile.physics.elastic.interface import ElasticModel
 from sonotile.physics.elastic.model import State, component_names
@@ -146,71 +148,54 @@ def execute(
     values: Mapping[str, Any] | None = None,
     chunk: int = 64,
     state: State | None = None,
-    decomposition: Decomposition | str = "single",
-    mesh_shape: Sequence[int] | None = None,
+    decomposition: Decomposition | str = SINGLE,
+    mesh: Sequence[int] | None = None,
     xs: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     overlap: int = 16,
     bell_width: float = 0.5,
     tape: Tape | None = None,
+    mesh_shape: Sequence[int] | None = None,
 ) -> dict[str, jax.Array]:
     """An elastic run (:func:`sonotile.physics.elastic.build`) as one traced function of the
     medium (the common scan body, :func:`sonotile.solver.runner.traced_run`): ``values``:
     medium values by k-Wave name replacing the medium's (may be traced: ``jax.grad`` of a
     function of the records with respect to them); from ``state`` (default: rest; one device
     only); each ``chunk`` of steps rematerialised in the backward pass. ``decomposition=
-    "pencil"`` or ``"lfb"``: on a mesh of ``mesh_shape`` devices (default all on one axis; even
-    blocks; LFB's ``overlap`` [points] and ``bell_width``). ``xs``: per-step source inputs
+    "pencil"`` or ``"lfb"``: on a mesh of ``mesh`` devices per split axis (default all on one
+    axis; even blocks; LFB's ``overlap`` [points] and ``bell_width``; ``mesh_shape``: the
+    former spelling of ``mesh``). ``xs``: per-step source inputs
     replacing the run's (traced: gradients with respect to source signals;
     :func:`traced_inputs`); ``extra``: constants replacing the run's (``p0_split``); ``tape``:
     the backward pass's states there, one every ``chunk`` steps, instead of on the device
     (:class:`sonotile.Tape`; on a mesh each shard its own block). Returns the records in
     k-Wave's layout (series ``(N, recorded steps)``; per cuboid lists for a cuboid sensor)."""
+    decomposition = Decomposition.parse(decomposition)
+    mesh = mesh if mesh is not None else renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh",
+                                                 "execute")  # fmt: skip
     check_single(run.statics.slip, decomposition)
     model = ElasticModel.of(run)
     layout = sens.layout_of(run.sensor, run.shape, run.nt, run.dt, model.records())
     steps: dict = jax.tree_util.tree_map(jnp.asarray, dict(run.xs if xs is None else xs))
-    if Decomposition.parse(decomposition) == "single":
-        c = model.constants(run, tuple(range(len(run.shape))), values) | dict(extra or {})
-        pts = layout.points
-        index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
-                                             for a in range(pts.shape[1]))  # fmt: skip
-        ops = model.operators(run, layout.needs_unstagger)
-        if getattr(ops, "fft", None) == "fftw":  # traced: the updates outside FFTW's calls
-            ops = dataclasses.replace(ops, fft="fftw-separate-updates")
-        raw, agg, end = runner.traced_run(model, layout, c, ops, index, steps, run.shape, run.dtype,
-                                          state, chunk, tape)  # fmt: skip
-    else:
-        if state is not None:
-            raise ProblemError("execute: a start state runs on one device only")
-        from sonotile.parallel.differentiable import mesh_runner
-        from sonotile.parallel.mesh import AXIS_NAMES
-
-        mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
-
-        axes = AXIS_NAMES[: len(mesh)]  # the tape's shard keys
-
-        def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
-            return runner.traced_run(model, layout, c, ops, index, xs, shape, run.dtype,
-                                     chunk=chunk, tape=tape, axes=axes)  # fmt: skip
-
-        go, fixed = mesh_runner(run, layout, local, str(decomposition),  # type: ignore[arg-type]
-                                mesh, overlap, bell_width)  # fmt: skip
-        raw, agg, parts = go(model.constants(run, (), values) | dict(extra or {}), steps, fixed)
-        end = State(*parts)
+    single = decomposition == SINGLE
+    tr = traced_runner(model, run, layout, decomposition, mesh, overlap, bell_width, chunk, tape,
+                       state)  # fmt: skip
+    derive = tuple(range(len(run.shape))) if single else ()
+    raw, agg, parts = tr.run(model.constants(run, derive, values) | dict(extra or {}), steps,
+                             tr.fixed)  # fmt: skip
+    end = State(*parts)
     out: dict[str, Any] = {k: v[layout.start :].T for k, v in raw.items()}
     out = with_intensity(out, run.record, len(run.shape), jnp)
     out |= sens.finish(agg, end, layout, run.nt, traced=True)
     return by_cuboid(out, run.cuboids, jnp)
 
 
-def check_single(slip: bool, decomposition: Decomposition | str, name: str = "interface") -> None:
+def check_single(slip: bool, decomposition: Decomposition, name: str = "interface") -> None:
     """``interface="slip"`` (``name``: the user's name of the option) runs on one device:
     refused by name on a mesh."""
-    dec = Decomposition.parse(decomposition)
-    if slip and dec not in ("single", "auto"):
+    if slip and decomposition not in (SINGLE, AUTO):
         raise ProblemError(
-            f"{name}='slip' with decomposition={str(dec)!r}: the slip-aware "
+            f"{name}='slip' with decomposition={str(decomposition)!r}: the slip-aware "
             "interface runs on one device only (its continuations reach along "
             f"whole grid lines); use decomposition='single' or {name}='kwave'"
         )
@@ -289,8 +274,8 @@ def prepare(
 
 def run_elastic(
     run: ElasticRun,
-    decomposition: Decomposition | str = "single",
-    mesh_shape: Sequence[int] | None = None,
+    decomposition: Decomposition = SINGLE,
+    mesh: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
     checkpoint: Checkpoint | None = None,
@@ -300,15 +285,15 @@ def run_elastic(
     :func:`sonotile.parallel.engine.engine_for`): the records in k-Wave's layout (series
     ``(N, recorded steps)``) and what ran it. ``check_finite``, ``checkpoint``: see
     :func:`pstd_elastic_2d`."""
-    dec = Decomposition.parse(decomposition)
+    dec = decomposition
     check_single(run.statics.slip, dec)
-    if dec == "lfb" and "u_split_field" in run.record:
+    if dec == LFB and "u_split_field" in run.record:
         raise ProblemError(
             "sensor.record: u_split_field is not available with decomposition='lfb' (the split "
             "into compressional and shear parts is a projection over the whole grid, which "
             "LFB's local blocks do not make); use decomposition='pencil'"
         )
-    mesh = None if mesh_shape is None else tuple(mesh_shape)
+    mesh = None if mesh is None else tuple(mesh)
     with x64(run.dtype):
         if checkpoint is not None:
             raw, final, how = run_checkpointed(run, checkpoint, dec, mesh, progress, check_finite,
@@ -333,13 +318,9 @@ def _pstd_elastic(
     pml_alpha: float | Sequence[float],
     multi_axial_pml_ratio: float,
     dtype: str,
-    smooth_p0: bool = True,
-    decomposition: Decomposition | str = "single",
-    mesh_shape: Sequence[int] | None = None,
-    progress: bool | None = False,
+    smooth_p0: bool,
+    how: RunOptions,
     check_finite: bool = True,
-    overlap: int | None = None,
-    checkpoint: Checkpoint | None = None,
     interface: str = "kwave",
 ) -> dict[str, np.ndarray]:
     """Validate, build and run through the common time loop (see :func:`pstd_elastic_2d`)."""
@@ -347,13 +328,24 @@ def _pstd_elastic(
     if len(shape) != nd:
         raise ProblemError(f"kgrid: {len(shape)}-D grid {shape} given to pstd_elastic_{nd}d")
     check_interface(interface)
-    check_single(interface == "slip", decomposition)
+    check_single(interface == "slip", how.decomposition)
     if getattr(sensor, "time_reversal_boundary_data", None) is not None:
         source, sensor = boundary_data_inputs(kgrid, source, sensor)
     run = prepare(kgrid, medium, source, sensor, pml_size, pml_alpha, multi_axial_pml_ratio,
                   dtype, smooth_p0, interface)  # fmt: skip
-    return run_elastic(run, decomposition, mesh_shape, progress, check_finite, checkpoint,
-                       overlap=overlap)[0]  # fmt: skip
+    return run_elastic(run, how.decomposition, how.mesh, how.progress, check_finite,
+                       how.checkpoint, overlap=how.overlap)[0]  # fmt: skip
+
+
+def _run_options(nd: int, decomposition: Decomposition | str, mesh: Sequence[int] | None,
+                 mesh_shape: Sequence[int] | None, progress: bool | None,
+                 overlap: int | None, checkpoint: Checkpoint | None) -> RunOptions:  # fmt: skip
+    """The run options of ``pstd_elastic_{nd}d`` (its edge: parsed here, once)."""
+    if mesh is None:
+        mesh = renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh", f"pstd_elastic_{nd}d",
+                       depth=2)  # fmt: skip
+    return RunOptions.of(None, decomposition=decomposition, mesh=mesh, progress=progress,
+                         overlap=overlap, checkpoint=checkpoint)  # fmt: skip
 
 
 def check_options(medium: Any, options: Options) -> None:
@@ -387,36 +379,30 @@ def simulate_elastic(
     source: Any,
     sensor: KSensor,
     options: Options,
-    decomposition: Decomposition | str = "single",
-    mesh: tuple[int, ...] | None = None,
-    overlap: int | None = None,
-    accuracy: float = 1e-3,
-    progress: bool | None = None,
-    quiet: bool = False,
+    how: RunOptions,
     devices: Sequence[jax.Device] | None = None,
-    checkpoint: Checkpoint | None = None,
 ) -> Results:
-    """:func:`sonotile.simulate` with an elastic medium (arguments as there; ``pml_inside``,
+    """:func:`sonotile.simulate` with an elastic medium (``how``: its run options; ``pml_inside``,
     ``smooth_c0``/``smooth_rho0`` and ``axisymmetric`` refused by name; ``checkpoint``: as
     :func:`pstd_elastic_2d`'s)."""
     check_options(medium, options)
     check_interface(options.elastic_interface, "elastic_interface")
-    check_single(options.elastic_interface == "slip", decomposition, "elastic_interface")
-    if checkpoint is not None:
-        checkpoint.check()
+    check_single(options.elastic_interface == "slip", how.decomposition, "elastic_interface")
+    if how.checkpoint is not None:
+        how.checkpoint.check()
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
                   dtype=options.dtype, smooth_p0=options.smooth_p0,
                   interface=options.elastic_interface)  # fmt: skip
     notes = [] if run.record else ["sensor.record is empty: nothing will be recorded"]
-    if not quiet and (progress or (progress is None and sys.stderr.isatty())):
+    if not how.quiet and (how.progress or (how.progress is None and sys.stderr.isatty())):
         mb = ElasticModel.of(run).memory_estimate(run) / 2**20
         print(f"sonotile: elastic, grid {run.shape}, {run.nt} steps, about {mb:.0f} MB",
               file=sys.stderr)  # fmt: skip
-    data, how = run_elastic(run, decomposition, mesh, progress, options.check_finite,
-                            checkpoint, overlap=overlap, accuracy=accuracy,
+    data, ran = run_elastic(run, how.decomposition, how.mesh, how.progress, options.check_finite,
+                            how.checkpoint, overlap=how.overlap, accuracy=how.accuracy,
                             devices=devices)  # fmt: skip
-    if not quiet and Decomposition.parse(decomposition) != "single":
-        print(f"sonotile: running {how}", file=sys.stderr)
+    if not how.quiet and how.decomposition != SINGLE:
+        print(f"sonotile: running {ran}", file=sys.stderr)
     t = np.arange(run.recording.start, run.nt) * run.dt
     inputs = (kgrid, medium, source, sensor)
     points = None if run.cuboids else run.sensor_points  # per cuboid, as the acoustic model
@@ -434,13 +420,14 @@ def pstd_elastic_2d(
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
     smooth_p0: bool = True,
-    decomposition: Decomposition | str = "single",
-    mesh_shape: Sequence[int] | None = None,
+    decomposition: Decomposition | str = SINGLE,
+    mesh: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
     overlap: int | None = None,
     checkpoint: Checkpoint | None = None,
     interface: str = "kwave",
+    mesh_shape: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
     """2-D elastic simulation (k-Wave's ``pstdElastic2D``), PML inside the grid.
 
@@ -456,27 +443,29 @@ def pstd_elastic_2d(
             (default 2), multi_axial_pml_ratio: k-Wave's ``MultiAxialPMLRatio`` (0.1).
         dtype: ``"float32"`` or ``"float64"``.
         smooth_p0: smooth ``source.p0`` first (k-Wave's ``'Smooth'``, default on).
-        decomposition, mesh_shape: where the steps run: ``"single"`` (one device),
-            ``"pencil"`` (a distributed FFT over ``mesh_shape`` devices, default all),
+        decomposition, mesh: where the steps run: ``"single"`` (one device),
+            ``"pencil"`` (a distributed FFT over ``mesh`` devices per split axis, default all
+            on x),
             ``"lfb"`` (local Fourier bases: blocks padded with ``overlap`` points, default 16;
             the derivatives along a split axis are approximate, see docs/decomposition.md) or
             ``"auto"``; progress: report progress (None: on a terminal).
         check_finite: stop at the first chunk of steps whose state holds NaN or Inf with
             :class:`~sonotile.solver.finite.SimulationDiverged` (default); False: run on.
         overlap: LFB's overlap [points] (``decomposition="lfb"``).
-        checkpoint: save and stop, and resume (:class:`~sonotile.api.heatrun.Checkpoint`:
-            ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elasticrun`): raises
-            :class:`~sonotile.api.heatrun.RunStopped` when it stops; the same call goes on.
+        checkpoint: save and stop, and resume (:class:`~sonotile.api.heating.Checkpoint`:
+            ``path``, ``interval`` [s], ``steps``; :mod:`sonotile.api.elastic.checkpoint`): raises
+            :class:`~sonotile.api.heating.RunStopped` when it stops; the same call goes on.
         interface: the fluid-solid interfaces: ``"kwave"`` (default: k-Wave's scheme, its
             numbers to round-off) or ``"slip"`` (the water slips along the solid: the shear
             terms continued across each fluid-solid face, :mod:`sonotile.physics.elastic.slip`;
             reflection between the critical angles within 1 % at 15 points per wavelength
             where k-Wave's is up to 5 % high, docs/elastic.md); one device only.
+        mesh_shape: the former spelling of ``mesh`` (a :class:`DeprecationWarning`).
 
     A sensor with ``time_reversal_boundary_data`` ``(N, Nt)`` [Pa] (k-Wave's) makes a time
     reversal: the data, reversed, enforced on the sensor's points as the normal stresses
     ``-p`` (Dirichlet; the source must be empty), returning ``{"p_final": the reconstruction}``
-    (:mod:`sonotile.api.elastic_reversal`).
+    (:mod:`sonotile.api.elastic.reversal`).
 
     Returns:
         ``{name: array}``: series ``(N, recorded steps)`` (``p``, ``ux``, ``uy``, ``sxx``...,
@@ -484,10 +473,10 @@ def pstd_elastic_2d(
         ``Ix_avg``...), whole fields
         of the grid's shape (``p_final``, ``ux_final``, ``p_max_all``...).
     """
+    how = _run_options(2, decomposition, mesh, mesh_shape, progress, overlap, checkpoint)
     return _pstd_elastic(2, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress, check_finite, overlap,
-                         checkpoint, interface)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, smooth_p0, how, check_finite,
+                         interface)  # fmt: skip
 
 
 def pstd_elastic_3d(
@@ -500,21 +489,22 @@ def pstd_elastic_3d(
     multi_axial_pml_ratio: float = 0.1,
     dtype: str = "float32",
     smooth_p0: bool = True,
-    decomposition: Decomposition | str = "single",
-    mesh_shape: Sequence[int] | None = None,
+    decomposition: Decomposition | str = SINGLE,
+    mesh: Sequence[int] | None = None,
     progress: bool | None = False,
     check_finite: bool = True,
     overlap: int | None = None,
     checkpoint: Checkpoint | None = None,
     interface: str = "kwave",
+    mesh_shape: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
     """3-D elastic simulation (k-Wave's ``pstdElastic3D``); as :func:`pstd_elastic_2d`
-    (default PML 10 points; ``decomposition="pencil"`` with ``mesh_shape`` of one or two
+    (default PML 10 points; ``decomposition="pencil"`` with ``mesh`` of one or two
     axes: slabs or pencils; ``"lfb"`` with up to three)."""
+    how = _run_options(3, decomposition, mesh, mesh_shape, progress, overlap, checkpoint)
     return _pstd_elastic(3, kgrid, medium, source, sensor, pml_size, pml_alpha,
-                         multi_axial_pml_ratio, dtype, smooth_p0, decomposition,
-                         mesh_shape, progress, check_finite, overlap,
-                         checkpoint, interface)  # fmt: skip
+                         multi_axial_pml_ratio, dtype, smooth_p0, how, check_finite,
+                         interface)  # fmt: skip
 
 
 __all__ = [

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -19,9 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
+from sonotile.api.options import RunOptions, renamed
 from sonotile.model.problem import ProblemError
 from sonotile.parallel.decomposition import SINGLE, Decomposition
 from sonotile.parallel.engine import engine_for
+from sonotile.parallel.traced import traced_runner
 from sonotile.physics.heat.dose import LESION_CEM43
 from sonotile.physics.heat.medium import ThermalMedium, ThermalSource, check_source, coefficients
 from sonotile.physics.heat.model import (
@@ -89,6 +90,7 @@ def x64_for(dtype: str) -> contextlib.AbstractContextManager[Any]:
 def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa: N803
             on: ArrayLike | None = None, sensor: Any = None, dtype: str = "float64",
             fft: str = "xla", decomposition: Decomposition | str = SINGLE,
+            mesh: tuple[int, ...] | None = None,
             mesh_shape: tuple[int, ...] | None = None) -> HeatResult:  # fmt: skip
     """Run ``Nt`` steps of ``dt`` [s] of Pennes' bioheat equation from ``source.T0``.
 
@@ -97,17 +99,21 @@ def bioheat(kgrid: Any, medium: Any, source: Any, Nt: int, dt: float, *,  # noqa
     with respect to it); ``on``: ``(Nt,)`` power factor of ``Q`` per step (default 1 throughout,
     :func:`~sonotile.physics.heat.sources.sonication`); ``sensor``: a mask (or an object with
     ``mask``). ``fft="xla"`` keeps the run differentiable; ``"auto"`` may use FFTW (CPU,
-    float32). ``decomposition="pencil"``: on a pencil mesh of ``mesh_shape`` devices (default
-    all on one axis; even blocks), differentiable too. Raises :class:`ProblemError` for bad
+    float32). ``decomposition="pencil"``: on a pencil mesh of ``mesh`` devices per split axis
+    (default all on one axis; even blocks), differentiable too (``mesh_shape``: the former
+    spelling of ``mesh``). Raises :class:`ProblemError` for bad
     input, before any step, and :class:`~sonotile.solver.finite.SimulationDiverged` when a
     call outside a trace ends with NaN or Inf.
     """
     shape, spacing = grid_of(kgrid)
     problem = heat_problem(shape, spacing, medium, source, Nt, dt, on=on,
                            sensor=sensor_index(sensor, shape), dtype=dtype, fft=fft)  # fmt: skip
-    check_decomposition(problem.co, Decomposition.parse(decomposition))
+    if mesh is None:
+        mesh = renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh", "bioheat")
+    how = RunOptions.of(None, decomposition=decomposition, mesh=mesh)
+    check_decomposition(problem.co, how.decomposition)
     with x64_for(dtype):
-        raw, state = traced_problem(problem, Decomposition.parse(decomposition), mesh_shape)
+        raw, state = traced_problem(problem, how.decomposition, how.mesh)
         if not isinstance(state.T, jax.core.Tracer):  # a plain call: checked at the end
             finite.check_state(state, HeatModel.of(problem), problem, 1, problem.nt)
         n_sens = 0 if problem.points is None else int(problem.points[0].size)
@@ -166,45 +172,27 @@ def _batch(q: Any, on: Any, shape: tuple[int, ...], nt: int,
     return qa, sw
 
 
-def traced_problem(problem: HeatProblem, decomposition: Decomposition | str = SINGLE,
-                   mesh_shape: tuple[int, ...] | None = None, on: Any = None,
+def traced_problem(problem: HeatProblem, decomposition: Decomposition = SINGLE,
+                   mesh: tuple[int, ...] | None = None, on: Any = None,
                    ) -> tuple[dict[str, jax.Array], State]:  # fmt: skip
     """A validated problem as one traced run (:func:`sonotile.solver.runner.traced_run`; on a
     pencil mesh inside :func:`sonotile.parallel.differentiable.mesh_runner`): the raw sensor
     samples (``{"T": (nt, n_sensors)}`` or ``{}``) and the final state. ``on``: ``(nt,)``
     power factors in place of ``problem.on`` (may be traced: a batch of schedules)."""
     model = HeatModel.of(problem)
-    ops = model.operators(problem)
-    c = model.constants(problem, ops=ops)
+    c = model.constants(problem)
     layout = sens.layout_of(problem.sensor, problem.shape, problem.nt, problem.dt,
                             model.records())  # fmt: skip
-    pts = layout.points
-    index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
-                                         for a in range(pts.shape[1]))  # fmt: skip
     xs = {k: jnp.asarray(v) for k, v in model.inputs(problem, 0, problem.nt).items()}
     if on is not None:
         xs["on"] = jnp.asarray(on, xs["on"].dtype)
-    if decomposition == SINGLE:
-        return _traced(c, ops, index, xs, model, layout, problem.shape, problem.dtype)
-    from sonotile.parallel.differentiable import mesh_runner
-
-    def local(c: dict, index: Any, ops: Any, xs: dict, shape: tuple[int, ...]) -> tuple:
-        return runner.traced_run(model, layout, c, ops, index, xs, shape, problem.dtype)
-
-    mesh = tuple(mesh_shape) if mesh_shape is not None else (len(jax.devices()),)
-    run, fixed = mesh_runner(problem, layout, local, decomposition, mesh)  # type: ignore[arg-type]
-    raw, _, state = run(c, xs, fixed)
+    tr = traced_runner(model, problem, layout, decomposition, mesh)
+    run = jax.jit(tr.run) if decomposition == SINGLE else tr.run
+    raw, _, state = run(c, xs, tr.fixed)
     return raw, State(*state)
 
 
-@partial(jax.jit, static_argnames=("model", "layout", "shape", "dtype"))
-def _traced(c: dict, ops: Any, index: Any, xs: dict, model: HeatModel, layout: Any,
-            shape: tuple[int, ...], dtype: str) -> tuple[dict, State]:  # fmt: skip
-    raw, _, state = runner.traced_run(model, layout, c, ops, index, xs, shape, dtype)
-    return raw, state
-
-
-def engine_run(problem: HeatProblem, decomposition: Decomposition | str = SINGLE,
+def engine_run(problem: HeatProblem, decomposition: Decomposition = SINGLE,
                progress: bool | None = False, check_finite: bool = True,
                **engine_args: Any) -> tuple[dict, dict]:  # fmt: skip
     """A validated problem through an engine (one device or a decomposition,
@@ -223,8 +211,9 @@ class KWaveDiffusion:
     ``kgrid``: :class:`sonotile.KWaveGrid` (or ``shape``/``spacing``); ``medium``, ``source``:
     as :func:`bioheat`; ``sensor``: a mask or an object with ``mask`` (None: no sensor).
     ``dtype``: "float64" (k-Wave's default) or "float32"; ``fft``: "auto", "xla" or "fftw";
-    ``decomposition`` (and ``mesh_shape``...: :func:`sonotile.parallel.engine.engine_for`):
-    where the steps run, ``progress``: report progress (None: on a terminal);
+    ``decomposition``, ``mesh`` (devices per split axis; ``mesh_shape``: its former spelling)
+    and ``engine_args`` (``overlap``, ``devices``...: :func:`sonotile.parallel.engine.
+    engine_for`): where the steps run, ``progress``: report progress (None: on a terminal);
     ``check_finite``: stop a call at the first chunk of steps whose temperature, dose or maximum
     holds NaN or Inf (:class:`~sonotile.solver.finite.SimulationDiverged`; False: run on).
 
@@ -235,14 +224,19 @@ class KWaveDiffusion:
 
     def __init__(self, kgrid: Any, medium: Any, source: Any, sensor: Any = None, *,
                  dtype: str = "float64", fft: str = "auto",
-                 decomposition: Decomposition | str = SINGLE, progress: bool | None = False,
-                 check_finite: bool = True, **engine_args: Any) -> None:  # fmt: skip
+                 decomposition: Decomposition | str = SINGLE, mesh: tuple[int, ...] | None = None,
+                 progress: bool | None = False, check_finite: bool = True,
+                 **engine_args: Any) -> None:  # fmt: skip
         if dtype not in ("float32", "float64"):
             raise ProblemError(f"dtype: {dtype!r}, expected 'float32' or 'float64'")
         self.shape, self.spacing = grid_of(kgrid)
         self.dtype, self.fft = dtype, fft
-        self.decomposition = Decomposition.parse(decomposition)
-        self._engine_args, self.progress = engine_args, progress
+        if mesh is None:
+            mesh = renamed(engine_args, "mesh_shape", "mesh", "KWaveDiffusion")
+        how = RunOptions.of(None, decomposition=decomposition, mesh=mesh)
+        self.decomposition = how.decomposition
+        self._engine_args = engine_args | {"mesh_shape": how.mesh}
+        self.progress = progress
         self.check_finite = check_finite
         self._medium = ThermalMedium.of(medium)
         self._co = coefficients(self._medium, self.shape)

@@ -25,6 +25,7 @@ import numpy as np
 from sonotile.base import files
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.model.problem import ProblemError
+from sonotile.parallel.decomposition import SINGLE, Decomposition
 from sonotile.parallel.engine import engine_for
 from sonotile.physics.heat.medium import BOUNDARY_CONDITIONS
 from sonotile.physics.heat.model import HeatProblem
@@ -153,16 +154,15 @@ def _save(cp: Checkpoint, engine: runner.Engine, rs: runner.RunState, rec: runne
     save_state(cp.path, engine, rs, extra)
 
 
-def run_sonication(problem: HeatProblem, n_on: int, decomposition: str = "single",
-                   mesh_shape: tuple[int, ...] | None = None, progress: bool | None = False,
+def run_sonication(problem: HeatProblem, n_on: int, decomposition: Decomposition = SINGLE,
+                   mesh: tuple[int, ...] | None = None, progress: bool | None = False,
                    checkpoint: Checkpoint | None = None,
                    ) -> tuple[dict, np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
     """Run ``problem`` (the source on for its first ``n_on`` steps): ``(final, T_heated,
     raw)``: the whole fields (``T_final``, ``T_max_final``, ``cem43_final``), the temperature
     after step ``n_on`` [degC], the sensor samples ``{"T": (nt, n)}``. Raises
     :class:`RunStopped` when the checkpoint stops it (its state saved)."""
-    mesh: dict[str, Any] = {} if mesh_shape is None else {"mesh_shape": mesh_shape}
-    engine, _ = engine_for(problem, decomposition, **mesh)  # type: ignore[arg-type]
+    engine, _ = engine_for(problem, decomposition, mesh)  # type: ignore[arg-type]
     runner.check_memory(problem, n_devices=engine.devices)  # type: ignore[arg-type]
     rec, prints = runner.ListRecorder(), fingerprint(problem, n_on)
     cp, heated = checkpoint, None

@@ -35,6 +35,7 @@ import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api.inputs import with_defaults
+from sonotile.api.options import RunOptions
 from sonotile.api.problem import build_problem, fourier_shift
 from sonotile.api.types import (
     KSensor,
@@ -43,19 +44,19 @@ from sonotile.api.types import (
     KWaveMedium,
     OptionArgs,
     Options,
-    is_elastic,
+    model_of,
 )
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.parallel.decomposition import AUTO, PENCIL, SINGLE, Decomposition
+from sonotile.parallel.traced import Run, axes_of, mesh_of, traced_runner
 from sonotile.physics.acoustic import AcousticModel, State
 from sonotile.physics.acoustic.constants import source_constants, traced_medium_constants
 from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
 from sonotile.solver import adjoint, finite, runner
 from sonotile.solver import sensors as sens
 from sonotile.solver.tape import Tape, as_tape
-from sonotile.spectral.linear import AdjointOps
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from sonotile.parallel.lfb import LfbOps
     from sonotile.parallel.mesh import ShardIndex
     from sonotile.parallel.pencil import PencilOps
+    from sonotile.spectral.linear import AdjointOps
 
     #: The spectral operators of one device (:class:`AdjointOps`) or of one shard of a mesh.
     Ops = AdjointOps | LfbOps | PencilOps
@@ -76,12 +78,6 @@ SOURCE_KEYS = ("p0", "p", "ux", "uy", "uz")
 
 #: An output of the simulator: an array, or per cuboid a list of arrays (cuboid sensors).
 Quantity = jax.Array | list[jax.Array]
-#: ``run(consts, xs, fixed) -> (raw, aggregates, state)``: the whole time loop, on one device
-#: or a mesh (:func:`sonotile.parallel.differentiable.mesh_runner`).
-Run = Callable[
-    [dict[str, Any], dict[str, Any], tuple],
-    tuple[dict[str, jax.Array], dict[str, jax.Array], tuple],
-]
 
 
 @dataclass(frozen=True)
@@ -352,47 +348,25 @@ def default_params(
     return {k: jnp.asarray(np.asarray(v, np.float64), dtype) for k, v in out.items()}
 
 
-def _single(st: Static) -> tuple[Run, tuple, str]:
-    pb, layout = st.problem, st.layout
-    ops = AdjointOps(st.phys.operators(pb, unstagger=layout.needs_unstagger))
-    pts = layout.points
-    index = (
-        () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32) for a in range(pb.grid.ndim))
-    )
-
-    def run(
-        c: dict[str, Any], xs: dict[str, Any], fixed: tuple
-    ) -> tuple[dict[str, jax.Array], dict[str, jax.Array], State]:
-        return local_run(st, c, fixed[1], fixed[0], xs, pb.grid.shape)
-
-    dev = jax.devices()[0]
-    return run, (ops, index), f"single device ({dev.platform}:{dev.id})"
-
-
-def _begin(
-    options: Options | None, given: Mapping[str, Any], decomposition: Decomposition | str
-) -> tuple[Options, Decomposition]:
-    """The options and decomposition of :func:`make_simulator`, JAX's runtime prepared."""
-    decomposition = Decomposition.parse(decomposition)
-    if decomposition == AUTO:
+def _begin(options: Options | None, given: Mapping[str, Any], how: RunOptions) -> Options:
+    """The options of :func:`make_simulator`, its run options checked, JAX's runtime prepared."""
+    if how.decomposition == AUTO:
         raise ValueError("decomposition = 'auto': make_simulator takes single, pencil or lfb")
+    how.refuse(("checkpoint",), "simulate's option (a run saved and resumed); a differentiable "
+               "run is not saved")  # fmt: skip
     from sonotile.base import runtime
 
     runtime.prepare()  # XLA flags (if JAX has not started), allocator, compilation cache
-    return Options.of(options, given, "make_simulator"), decomposition
+    return Options.of(options, given, "make_simulator")
 
 
 def _elastic(
-    kgrid: KWaveGrid, medium: Any, source: Any, sensor: KSensor, opts: Options,
-    decomposition: Decomposition, mesh: tuple[int, ...] | None, chunk: int | str | None,
-    refused: Mapping[str, bool], lfb: tuple[int, float], tape: Tape | str | None,
-) -> Simulator:  # fmt: skip
-    """The elastic simulator (:mod:`sonotile.api.elastic_simulator`), typed as the acoustic;
-    ``lfb``: LFB's overlap and bell width."""
-    from sonotile.api.elastic_simulator import make_elastic_simulator
+    kgrid: KWaveGrid, medium: Any, source: Any, sensor: KSensor, opts: Options, how: RunOptions
+) -> Simulator:
+    """The elastic simulator (:mod:`sonotile.api.elastic.simulator`), typed as the acoustic."""
+    from sonotile.api.elastic.simulator import make_elastic_simulator
 
-    sim = make_elastic_simulator(kgrid, medium, source, sensor, opts, str(decomposition), mesh,
-                                 chunk, refused, *lfb, tape=tape)  # fmt: skip
+    sim = make_elastic_simulator(kgrid, medium, source, sensor, opts, how)
     return sim  # type: ignore[return-value]
 
 
@@ -403,9 +377,10 @@ def make_simulator(
     sensor: KSensor,
     *,
     options: Options | None = None,
+    run: RunOptions | None = None,
     decomposition: Decomposition | str = SINGLE,
     mesh: tuple[int, ...] | None = None,
-    overlap: int = 16,
+    overlap: int | None = None,
     bell_width: float = 0.5,
     chunk: int | Literal["auto"] | None = "auto",
     remat_step: bool = False,
@@ -415,8 +390,10 @@ def make_simulator(
     """A differentiable simulation of k-Wave-style input (arguments as :func:`sonotile.simulate`).
 
     Args:
+        run: how the run runs (:class:`~sonotile.api.RunOptions`); its fields below may also
+            be given as keyword arguments, which override ``run``'s.
         decomposition: ``"single"``, ``"pencil"`` or ``"lfb"`` (``mesh``: devices per split
-            axis, default all devices on x; ``overlap``, ``bell_width``: LFB's).
+            axis, default all devices on x; ``overlap`` (default 16), ``bell_width``: LFB's).
         chunk: steps per checkpointed chunk of the time loop (``"auto"``: ``ceil(sqrt(nt))``;
             ``None``: no checkpointing, every step's intermediates kept for the backward pass).
         remat_step: also recompute each step in the backward pass (less memory, more time).
@@ -429,7 +406,7 @@ def make_simulator(
             reverse mode (``jax.grad``, ``jax.vjp``) is defined. ``None``: states on the device.
 
     An elastic medium (``sound_speed_compression`` / ``sound_speed_shear``) gives an elastic
-    simulator (:mod:`sonotile.api.elastic_simulator`: ``params`` by k-Wave's elastic names,
+    simulator (:mod:`sonotile.api.elastic.simulator`: ``params`` by k-Wave's elastic names,
     the records of ``pstd_elastic_2d/3d``; single, pencil or lfb; ``tape`` as here, the
     elastic state's split fields on it).
 
@@ -438,11 +415,20 @@ def make_simulator(
         ``density``, ``alpha_coeff``, ``BonA``, ``p0``, ``p``, ``ux``, ``uy``, ``uz`` present
         in the input; ``sim.params`` holds the given values.
     """
-    opts, decomposition = _begin(options, option_args, decomposition)
-    if is_elastic(medium):  # the model is chosen by the medium, as in k-Wave
-        refused = {"remat_step": remat_step}
-        return _elastic(kgrid, medium, source, sensor, opts, decomposition, mesh, chunk, refused,
-                        (overlap, bell_width), tape)  # fmt: skip
+    how = RunOptions.of(run, decomposition=decomposition, mesh=mesh, overlap=overlap,
+                        bell_width=bell_width, chunk=chunk, remat_step=remat_step,
+                        tape=tape)  # fmt: skip
+    opts = _begin(options, option_args, how)
+    makes: dict[str, Callable[..., Simulator]] = {"acoustic": _acoustic, "elastic": _elastic}
+    return makes[model_of(medium)](kgrid, medium, source, sensor, opts, how)  # by the medium
+
+
+def _acoustic(
+    kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor, opts: Options,
+    how: RunOptions,
+) -> Simulator:  # fmt: skip
+    """The acoustic simulator (:func:`make_simulator` of an acoustic medium)."""
+    decomposition, chunk, remat_step = how.decomposition, how.chunk, how.remat_step
     if opts.smooth_c0 or opts.smooth_rho0 or opts.axisymmetric:
         raise ValueError("make_simulator: smooth_c0, smooth_rho0, axisymmetric: not differentiable")
     smooth_p0 = opts.smooth_p0  # applied to the (traced) p0 of each call, not to the input's
@@ -453,7 +439,7 @@ def make_simulator(
     pad = tuple((a, n - a - s) for a, n, s in zip(start, full, shape))
     srcc = source_constants(problem)
     srcc.pop("p0", None)
-    nt, tape = problem.grid.nt, as_tape(tape)
+    nt, tape = problem.grid.nt, as_tape(how.tape)
     if chunk == "auto":
         chunk = 1 if tape is not None else adjoint.default_chunk(nt)
     st = Static(
@@ -461,22 +447,22 @@ def make_simulator(
         AcousticModel.of(problem),
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
-    if decomposition == SINGLE:
-        run, fixed, describe = _single(st)
-        derive = tuple(range(problem.grid.ndim))
-    else:
-        from sonotile.parallel.differentiable import mesh_runner
-        from sonotile.parallel.mesh import AXIS_NAMES
-
-        mesh = tuple(mesh) if mesh is not None else (len(jax.devices()),)
-        st = replace(st, axes=AXIS_NAMES[: len(mesh)], mesh=mesh)
-        run, fixed = mesh_runner(
-            problem, st.layout, partial(local_run, st), decomposition, mesh, overlap, bell_width
-        )
-        derive = tuple(range(len(mesh), problem.grid.ndim)) if decomposition == PENCIL else ()
-        describe = f"{decomposition} on a {'x'.join(map(str, mesh))} mesh"
+    mesh_t = mesh_of(decomposition, how.mesh)
+    st = replace(st, axes=axes_of(mesh_t), mesh=mesh_t)
+    overlap = 16 if how.overlap is None else how.overlap
+    tr = traced_runner(st.phys, problem, st.layout, decomposition, mesh_t, overlap, how.bell_width,
+                       local=partial(local_run, st))  # fmt: skip
+    nd = problem.grid.ndim
+    derive = tuple(range(nd)) if decomposition == SINGLE else ()
+    if decomposition == PENCIL:  # the axes a pencil shard holds whole
+        derive = tuple(range(len(mesh_t), nd))
     sim = Simulator(
-        st, default_params(medium, source, problem, opts.dtype), run, fixed, derive, describe
+        st,
+        default_params(medium, source, problem, opts.dtype),
+        tr.run,
+        tr.fixed,
+        derive,
+        tr.describe,
     )
     sim.sensor_points = mapping["points"]
     return sim

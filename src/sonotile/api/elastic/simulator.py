@@ -20,8 +20,7 @@ their points inside the traced function, as k-Wave scales them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -29,12 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sonotile.api.elastic import check_options, check_single, execute, prepare, x64
+from sonotile.api.elastic.pstd import check_options, check_single, execute, prepare, x64
 from sonotile.api.inputs import with_defaults
+from sonotile.api.options import RunOptions
 from sonotile.api.types import KSensor, KWaveGrid, Options
 from sonotile.model.filters import smoothing_window
 from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
+from sonotile.parallel.decomposition import LFB, PENCIL, SINGLE
 from sonotile.physics.elastic.model import component_names
 from sonotile.physics.elastic.problem import MEDIUM_KEYS, ElasticRun, check_interface
 from sonotile.solver.tape import Tape, as_tape
@@ -95,34 +96,25 @@ def smooth_traced(p0: jax.Array) -> jax.Array:
     return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
 
 
-@dataclass(frozen=True)
-class Where:
-    """Where the simulator runs: ``decomposition`` (single, pencil, lfb), ``mesh`` (devices
-    per split axis, None: all on x), LFB's ``overlap`` [points] and ``bell_width``."""
-
-    decomposition: str = "single"
-    mesh: tuple[int, ...] | None = None
-    overlap: int = 16
-    bell_width: float = 0.5
-
-
 def _simulate(
-    run: ElasticRun, smooth_p0: bool, chunk: int, where: Where, tape: Tape | None,
+    run: ElasticRun, smooth_p0: bool, chunk: int, where: RunOptions, tape: Tape | None,
     params: dict[str, jax.Array],
 ) -> dict[str, jax.Array]:  # fmt: skip
+    """The traced run of ``params`` where ``where`` puts it (decomposition, mesh, LFB's)."""
     values = {k: params[k] for k in MEDIUM_KEYS if k in params}
     extra = {}
     if "p0" in params:
         p0 = smooth_traced(params["p0"]) if smooth_p0 else params["p0"]
-        if smooth_p0 and where.decomposition != "single":
+        if smooth_p0 and where.decomposition != SINGLE:
             from sonotile.parallel.differentiable import replicated
 
             p0 = replicated(p0, where.mesh or (len(jax.devices()),))
         extra["p0_split"] = -p0 / (2 * run.statics.ndim)
     xs = traced_inputs(run, params, params["sound_speed_compression"])
-    return execute(run, values, chunk, decomposition=where.decomposition, mesh_shape=where.mesh,
-                   xs=xs, extra=extra, overlap=where.overlap,
-                   bell_width=where.bell_width, tape=tape)  # fmt: skip
+    overlap = 16 if where.overlap is None else where.overlap
+    return execute(run, values, chunk, decomposition=where.decomposition, mesh=where.mesh, xs=xs,
+                   extra=extra, overlap=overlap, bell_width=where.bell_width,
+                   tape=tape)  # fmt: skip
 
 
 class ElasticSimulator:
@@ -138,7 +130,7 @@ class ElasticSimulator:
     """
 
     def __init__(self, run: ElasticRun, params: dict[str, jax.Array], smooth_p0: bool,
-                 chunk: int, where: Where, tape: Tape | None = None) -> None:  # fmt: skip
+                 chunk: int, where: RunOptions, tape: Tape | None = None) -> None:  # fmt: skip
         self.run, self.params, self.tape, self.chunk = run, params, tape, chunk
         self.t = np.arange(run.recording.start, run.nt) * run.dt
         self.sensor_points = None if run.cuboids else run.sensor_points
@@ -169,27 +161,21 @@ def make_elastic_simulator(
     source: Any,
     sensor: KSensor,
     options: Options,
-    decomposition: str = "single",
-    mesh: Sequence[int] | None = None,
-    chunk: int | str | None = "auto",
-    refused: Mapping[str, bool] | None = None,
-    overlap: int = 16,
-    bell_width: float = 0.5,
-    tape: Tape | str | None = None,
+    how: RunOptions,
 ) -> ElasticSimulator:
-    """:func:`sonotile.make_simulator` with an elastic medium (module docstring);
-    ``refused``: the acoustic simulator's options given (each an error naming it);
-    ``overlap``, ``bell_width``: LFB's (``decomposition="lfb"``); ``tape``: as the acoustic
-    simulator's (``"host"``, ``"disk"`` or a :class:`sonotile.Tape`: the state, every split
-    field, stored every ``chunk`` steps, ``"auto"`` or None: every step)."""
-    for name, given in (refused or {}).items():
-        if given:
-            raise ProblemError(f"{name}: not available for the elastic simulator")
-    if decomposition not in ("single", "pencil", "lfb"):
-        raise ProblemError(f"decomposition = {decomposition!r}: the elastic simulator runs "
+    """:func:`sonotile.make_simulator` with an elastic medium (module docstring); ``how``: its
+    run options (``decomposition`` single, pencil or lfb; ``mesh``; LFB's ``overlap`` and
+    ``bell_width``; ``chunk``; ``tape`` as the acoustic simulator's: the state, every split
+    field, stored every ``chunk`` steps, ``"auto"`` or None: every step; ``remat_step``
+    refused by name)."""
+    if how.remat_step:
+        raise ProblemError("remat_step: not available for the elastic simulator")
+    decomposition, chunk = how.decomposition, how.chunk
+    if decomposition not in (SINGLE, PENCIL, LFB):
+        raise ProblemError(f"decomposition = {str(decomposition)!r}: the elastic simulator runs "
                            "'single', 'pencil' or 'lfb'")  # fmt: skip
     check_options(medium, options)
-    tape = as_tape(tape)  # a bad one refused before the run is built
+    tape = as_tape(how.tape)  # a bad one refused before the run is built
     check_interface(options.elastic_interface, "elastic_interface")
     check_single(options.elastic_interface == "slip", decomposition, "elastic_interface")
     run = prepare(kgrid, medium, source, sensor, options.pml_size, options.pml_alpha,
@@ -202,6 +188,4 @@ def make_elastic_simulator(
         step_chunk = step_chunk or int(np.ceil(np.sqrt(run.nt)))
     with x64(run.dtype):
         params = _defaults(run, medium, source)
-    m = None if mesh is None else tuple(int(n) for n in mesh)
-    where = Where(decomposition, m, int(overlap), float(bell_width))
-    return ElasticSimulator(run, params, options.smooth_p0, step_chunk, where, tape)
+    return ElasticSimulator(run, params, options.smooth_p0, step_chunk, how, tape)

@@ -1,10 +1,10 @@
 """An elastic run saved and resumed (``checkpoint=`` of :func:`sonotile.api.elastic.
-pstd_elastic_2d` / ``pstd_elastic_3d``), as a heat run is (:mod:`sonotile.api.heatrun`).
+pstd_elastic_2d` / ``pstd_elastic_3d``), as a heat run is (:mod:`sonotile.api.heating.checkpoint`).
 
-With a :class:`~sonotile.api.heatrun.Checkpoint` the run saves its state
+With a :class:`~sonotile.api.heating.Checkpoint` the run saves its state
 (:func:`sonotile.solver.resume.save_state`: every split field, the running sensor statistics and
 the samples recorded so far) and stops after ``interval`` seconds or ``steps`` steps, or on
-SIGINT/SIGTERM between chunks, raising :class:`~sonotile.api.heatrun.RunStopped`; the same call
+SIGINT/SIGTERM between chunks, raising :class:`~sonotile.api.heating.RunStopped`; the same call
 with the same file goes on from there, on the same or another decomposition, and the result
 equals an uninterrupted run bit for bit on the same engine. A file saved with other inputs
 (grid, precision, time axis, medium, sources, sensor) is refused naming them; a file that is
@@ -22,8 +22,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from sonotile.api.heatrun import Checkpoint, RunStopped, saved_run
+from sonotile.api.heating.checkpoint import Checkpoint, RunStopped, saved_run
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
+from sonotile.parallel.decomposition import Decomposition
 from sonotile.parallel.engine import engine_for
 from sonotile.physics.elastic.problem import ElasticRun
 from sonotile.solver import runner
@@ -88,8 +89,8 @@ def _save(cp: Checkpoint, engine: runner.Engine, rs: runner.RunState, rec: runne
 def run_checkpointed(
     run: ElasticRun,
     checkpoint: Checkpoint,
-    decomposition: str,
-    mesh_shape: tuple[int, ...] | None,
+    decomposition: Decomposition,
+    mesh: tuple[int, ...] | None,
     progress: bool | None,
     check_finite: bool,
     **engine_args: Any,
@@ -98,7 +99,7 @@ def run_checkpointed(
     :func:`sonotile.solver.runner.run_engine` returns them and what ran it; raises
     :class:`RunStopped` when the checkpoint stops it (its state saved)."""
     checkpoint.check()
-    engine, reason = engine_for(run, decomposition, mesh_shape, **engine_args)  # type: ignore[arg-type]
+    engine, reason = engine_for(run, decomposition, mesh, **engine_args)  # type: ignore[arg-type]
     runner.check_memory(run, n_devices=engine.devices)  # type: ignore[arg-type]
     rec, prints, cp = runner.ListRecorder(), fingerprint(run), checkpoint
     if os.path.exists(cp.path):

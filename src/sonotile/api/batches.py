@@ -40,8 +40,9 @@ from sonotile.api import (
     shape_results,
 )
 from sonotile.api import inputs as user_input
+from sonotile.api.options import NAMES, RunOptions
 from sonotile.api.problem import assemble
-from sonotile.api.types import ElasticSource, KWaveElasticMedium, is_elastic
+from sonotile.api.types import ElasticSource, KWaveElasticMedium, model_of
 from sonotile.model.grid import make_time
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.physics.elastic import ElasticMedium
@@ -108,9 +109,9 @@ def _elastic_vmapped(
     :func:`sonotile.api.elastic.simulate_elastic` builds it; its :class:`Results`."""
     from dataclasses import asdict
 
-    from sonotile.api.elastic import check_options, prepare, x64
-    from sonotile.api.elastic_intensity import with_intensity
-    from sonotile.api.elastic_sensor import by_cuboid
+    from sonotile.api.elastic.intensity import with_intensity
+    from sonotile.api.elastic.pstd import check_options, prepare, x64
+    from sonotile.api.elastic.sensor import by_cuboid
 
     if options.elastic_interface != "kwave":
         raise ProblemError(f"simulate_many(vectorize='vmap'): elastic_interface = "
@@ -150,15 +151,9 @@ def _simulate_elastic_many(
     options: Options,
 ) -> list[Results]:
     """Elastic media one after another (:func:`sonotile.api.elastic.simulate_elastic` on the
-    shared time axis) or vectorised (:func:`_elastic_vmapped`); a mix with acoustic media
-    refused by name."""
-    from sonotile.api.elastic import simulate_elastic
+    shared time axis) or vectorised (:func:`_elastic_vmapped`)."""
+    from sonotile.api.elastic.pstd import simulate_elastic
 
-    fluid = [i for i, m in enumerate(media) if not is_elastic(m)]
-    if fluid:
-        raise ProblemError(f"simulate_many: media[{fluid[0]}] is acoustic (no "
-                           "sound_speed_compression) and others elastic; give one model per "
-                           "batch")  # fmt: skip
     grid = _elastic_time_axis(kgrid, media)
     slip = options.elastic_interface != "kwave"
     if (vectorize == "vmap" or not slip) and _resolve(vectorize) == "vmap":  # auto: loop
@@ -166,7 +161,8 @@ def _simulate_elastic_many(
     results = []
     for i, (m, s) in enumerate(zip(media, sources)):
         try:
-            results.append(simulate_elastic(replace(grid), m, s, sensor, options, quiet=True))
+            results.append(simulate_elastic(replace(grid), m, s, sensor, options,
+                                            RunOptions(quiet=True)))  # fmt: skip
         except SimulationDiverged as e:
             raise e.of_run(f"simulate_many run {i}") from None
     return results
@@ -187,6 +183,7 @@ def simulate_many(
     sensor: KSensor,
     vectorize: str = "auto",
     options: Options | None = None,
+    run: RunOptions | None = None,
     **option_args: Unpack[OptionArgs],
 ) -> list[Results]:
     """Run one simulation per medium / source pair on one grid with one sensor.
@@ -201,6 +198,8 @@ def simulate_many(
             medium fields and source masks of the same sizes) or ``"auto"`` (vmap on
             accelerators, loop on CPUs).
         options, option_args: as :func:`sonotile.simulate` (:class:`sonotile.api.Options`).
+        run: how the runs run (:class:`sonotile.api.RunOptions`): each on one device, so only
+            ``decomposition="single"`` (the others refused by name).
 
     Returns:
         one :class:`sonotile.Results` per run, in order; equal to :func:`sonotile.simulate` of
@@ -213,7 +212,9 @@ def simulate_many(
     options = Options.of(options, option_args, "simulate_many")
     if vectorize not in VECTORIZE:
         raise ValueError(f"vectorize = {vectorize!r}: expected one of {VECTORIZE}")
-    if any(is_elastic(m) for m in media):
+    (run or RunOptions()).refuse(NAMES, "simulate_many runs each run on one device (give it "
+                                 "to simulate for one run)")  # fmt: skip
+    if model_of(media[0], media) == "elastic":  # the model chosen by the media, all alike
         return _simulate_elastic_many(kgrid, media, sources, sensor, vectorize, options)
     grid = _checked(kgrid, media, sources, sensor, options)
     built = [assemble(replace(grid), m, s, sensor, options) for m, s in zip(media, sources)]
