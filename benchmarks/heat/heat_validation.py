@@ -18,7 +18,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from sonotile.api.diffusion import KWaveDiffusion  # noqa: E402
+from sonotile.api.heating.bioheat import KWaveDiffusion  # noqa: E402
 from sonotile.physics.heat import bioheat_exact  # noqa: E402
 
 RHO, C, K = 1079.0, 3540.0, 0.52

@@ -11,7 +11,7 @@ import json, warnings
 import jax
 import numpy as np
 import sonotile as st
-from sonotile.api.diffusion import KWaveDiffusion
+from sonotile.api.heating.bioheat import KWaveDiffusion
 from sonotile.solver.finite import SimulationDiverged
 
 assert len(jax.devices()) == 2, jax.devices()

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np
-from sonotile.api.diffusion import KWaveDiffusion, engine_run
+from sonotile.api.heating.bioheat import KWaveDiffusion, engine_run
 from sonotile.physics.heat import sonication
 from sonotile.physics.heat.model import heat_problem
 
@@ -96,7 +96,7 @@ out["kwave_diffusion_rise"] = float(ref.T_max.max() - 37.0)
 # gradients of sensor temperatures and dose with respect to the heat source, through the run
 # on the mesh: against the one-device gradient and central differences
 import jax.numpy as jnp
-from sonotile.api.diffusion import bioheat
+from sonotile.api.heating.bioheat import bioheat
 
 p = case((16, 12, 8), True)
 medium = {"density": 1050.0, "specific_heat": 3600.0, "thermal_conductivity": p.co.p2,

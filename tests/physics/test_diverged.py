@@ -12,7 +12,7 @@ import pytest
 
 import sonotile as st
 from sonotile.api import Options, build_problem
-from sonotile.api.diffusion import KWaveDiffusion, bioheat
+from sonotile.api.heating.bioheat import KWaveDiffusion, bioheat
 from sonotile.physics.acoustic import checks
 from sonotile.solver import runner
 from sonotile.solver.finite import NonFiniteError, SimulationDiverged
@@ -136,7 +136,7 @@ def test_traced_heat_run_is_checked_at_its_end():
 
 @pytest.mark.parametrize("vectorize", ["loop", "vmap"])
 def test_simulate_many_names_the_run_that_diverged(vectorize):
-    from sonotile.batch.many import simulate_many
+    from sonotile.api.batches import simulate_many
 
     grid, _, src, sensor = acoustic(3 * DX / C, 400)
     fast = st.KWaveMedium(sound_speed=C, density=1000.0)  # c_ref = max c0: always stable

@@ -16,7 +16,7 @@ from scipy.interpolate import RegularGridInterpolator
 
 import sonotile as st
 from sonotile.api.elastic import prepare
-from sonotile.api.elasticrun import fingerprint
+from sonotile.api.elastic.checkpoint import fingerprint
 from sonotile.model.problem import ProblemError
 
 N, DX, NT, PML = 40, 1e-4, 40, 8

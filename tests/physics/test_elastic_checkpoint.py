@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sonotile as st
-from sonotile.api.heatrun import Checkpoint, RunStopped
+from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
 from sonotile.model.problem import ProblemError
 
 N, NT = 32, 60

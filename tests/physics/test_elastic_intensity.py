@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 import sonotile as st
-from sonotile.api.elastic_intensity import fourier_shift
+from sonotile.api.elastic.intensity import fourier_shift
 
 NX, NY, DX = 128, 8, 1e-4
 CP, CS, RHO, F, U0 = 2000.0, 1000.0, 1500.0, 1e6, 1e-3

@@ -202,7 +202,7 @@ def test_cuboids_3d_simulator_and_many():
 def test_stop_and_go_on_with_labels_and_cuboids(tmp_path):
     """A checkpointed run with labelled sources and cuboid sensors, stopped and resumed,
     equals the uninterrupted run bit for bit, per cuboid."""
-    from sonotile.api.heatrun import Checkpoint, RunStopped
+    from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
 
     lab = _labels()
     src = st.ElasticSource(u_mask=lab, ux=_signals(3), s_mask=lab.T, sxy=1e3 * _signals(3))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-from sonotile.api.diffusion import KWaveDiffusion, bioheat
+from sonotile.api.heating.bioheat import KWaveDiffusion, bioheat
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat import acoustic_heat_source, bioheat_exact, sonication
 from sonotile.physics.heat.medium import ThermalMedium, coefficients
@@ -330,7 +330,7 @@ def test_batch_of_sources_and_schedules_equals_separate_runs() -> None:
     """``bioheat_batch``: three heat sources and three sonication schedules in one vectorised
     call give each run's temperature, dose, maximum and sensor samples; longer on-time, more
     dose; bad batches are refused before any step."""
-    from sonotile.api.diffusion import bioheat_batch
+    from sonotile.api.heating.bioheat import bioheat_batch
 
     shape, nt, dt = (24, 20), 40, 0.1
     Qs = np.stack([a * 2e6 * gaussian(shape, (c, 0.0), 3e-3)
@@ -360,7 +360,7 @@ def test_model_interface_runs_in_any_chunks() -> None:
     steps, a run resumed half-way from its state (dose and maximum carried on), and the traced
     run of the functional form all equal each other; the model is hashable and joins with its
     equals."""
-    from sonotile.api.diffusion import engine_run, traced_problem
+    from sonotile.api.heating.bioheat import engine_run, traced_problem
     from sonotile.parallel.engine import engine_for
     from sonotile.physics.heat.model import HeatModel, heat_problem
     from sonotile.solver import runner

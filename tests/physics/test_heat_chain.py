@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sonotile as st
-from sonotile.api.heat import heat_from_result, source_from_result
+from sonotile.api.heating.sonication import heat_from_result, source_from_result
 from sonotile.commands.cli import main
 from sonotile.physics.heat import acoustic_heat_source
 
@@ -144,7 +144,7 @@ def test_gradient_through_acoustics_and_heat(jax_float64: None) -> None:
     import jax
     import jax.numpy as jnp
 
-    from sonotile.api.diffusion import bioheat
+    from sonotile.api.heating.bioheat import bioheat
 
     n, dx = 32, 0.3e-3
     grid = st.KWaveGrid((n, n), dx)

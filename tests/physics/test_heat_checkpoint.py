@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sonotile.api.heat import Tissue, sonicate
-from sonotile.api.heatrun import Checkpoint, RunStopped
+from sonotile.api.heating.sonication import Tissue, sonicate
+from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
 from sonotile.model.problem import ProblemError
 
 pytestmark = pytest.mark.usefixtures("jax_float64")
@@ -58,7 +58,7 @@ def test_saved_on_one_device_goes_on_on_a_pencil_mesh(tmp_path) -> None:
 def test_a_signal_saves_and_stops_and_the_run_goes_on(tmp_path, monkeypatch) -> None:
     """SIGINT/SIGTERM (here: the flag their handler sets, raised before the first chunk) save
     the state and stop between chunks; the next call goes on to the same result."""
-    import sonotile.api.heatrun as hr
+    import sonotile.api.heating.checkpoint as hr
 
     whole = run()
     cp = Checkpoint(str(tmp_path / "s.npz"))

@@ -75,7 +75,7 @@ def cases() -> dict[str, dict]:
 
 
 def run_case(case: dict):  # type: ignore[no-untyped-def]
-    from sonotile.api.diffusion import KWaveDiffusion
+    from sonotile.api.heating.bioheat import KWaveDiffusion
 
     medium = {
         "density": case["rho"], "specific_heat": case["C"], "thermal_conductivity": case["k"],

@@ -16,7 +16,7 @@ import pytest
 from hostile import device_node, no_hang, no_partial, one_error, result_file, snapshot
 from kwave_inputs import write_input
 
-from sonotile.api.heat import HeatRun
+from sonotile.api.heating.sonication import HeatRun
 from sonotile.api.results import Results, load_input, load_results, save_results
 from sonotile.base import files
 from sonotile.batch.cli import main as batch_main

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import sonotile as st
-from sonotile.api.differentiable import constants, step_inputs
+from sonotile.api.gradients import constants, step_inputs
 from sonotile.fft import fftw
 from sonotile.physics.acoustic.step import initial_pressure_state
 from sonotile.solver import runner

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from devices import run_on_cpu_devices
 
-from sonotile.api.heatrun import Checkpoint, RunStopped
+from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
 from sonotile.api.simulation import simulate
 from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium
 from sonotile.commands.cli import main as cli

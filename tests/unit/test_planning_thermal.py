@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sonotile.api.heat import Tissue, sonicate
+from sonotile.api.heating.sonication import Tissue, sonicate
 from sonotile.model.problem import ProblemError
 from sonotile.planning.chain import PlanSettings
 from sonotile.planning.phantom import head_phantom

@@ -5,7 +5,7 @@ Model interface (:class:`sonotile.physics.Model`): :class:`~.model.HeatModel` ov
 :class:`~.model.HeatProblem` (:func:`~.model.heat_problem`), with :class:`~.step.State`, the
 pure :func:`~.step.step` and the operators :class:`~.ops.HeatOps`; the common time loop
 (:mod:`sonotile.solver.runner`, the engines of :mod:`sonotile.parallel`) drives it. User API
-(:mod:`sonotile.api.diffusion`): ``KWaveDiffusion``, ``bioheat``; here :func:`bioheat_exact`.
+(:mod:`sonotile.api.heating.bioheat`): ``KWaveDiffusion``, ``bioheat``; here :func:`bioheat_exact`.
 """
 
 from sonotile.physics.heat.dose import LESION_CEM43, cem43_of_history, cem43_rate
