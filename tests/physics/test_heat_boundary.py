@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import sonotile as st
-from sonotile.api.heating.sonication import Tissue, sonicate
 from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
+from sonotile.api.heating.sonication import Tissue, sonicate
 from sonotile.fft import dtt
 from sonotile.model.problem import ProblemError
 

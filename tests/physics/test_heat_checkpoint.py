@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sonotile.api.heating.sonication import Tissue, sonicate
 from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
+from sonotile.api.heating.sonication import Tissue, sonicate
 from sonotile.model.problem import ProblemError
 
 pytestmark = pytest.mark.usefixtures("jax_float64")
