@@ -17,7 +17,7 @@ from sonotile.base import config
 from sonotile.physics.base import GrowthProxy
 from sonotile.solver import runner
 from sonotile.solver.finite import NonFiniteError
-from sonotile.solver.growth import GROWTH_FACTOR, GrowthMonitor, SimulationGrowing
+from sonotile.solver.growth import GROWTH_FACTOR, GrowthMonitor, SimulationGrowing, reduce
 
 
 class _Model:
@@ -30,22 +30,18 @@ class _Model:
         return "CFL number 0.3"
 
 
-def _state(energy: float) -> list[np.ndarray]:
-    return [np.full(4, np.sqrt(energy / 4))]
-
-
 def test_the_rule_on_a_series_of_energies() -> None:
     """Not judged while a source is on; then the smallest energy since, times the factor
     (10) and the spread (2): 20-fold passes, 21-fold stops the run."""
     problem = SimpleNamespace(grid=SimpleNamespace(nt=1000), dtype="float64")
     mon = GrowthMonitor(_Model(), problem, _Model().growth_proxy(problem))
     assert mon.limit == GROWTH_FACTOR * 2
-    mon.check(_state(1e-3), 10)
-    mon.check(_state(1e3), 40)  # a source on: rising is no growth
+    mon.check(1e-3, 10)
+    mon.check(1e3, 40)  # a source on: rising is no growth
     for step, e in ((100, 5.0), (150, 1.0), (200, 3.0), (249, 30.0), (250, 20.0)):
-        mon.check(_state(e), step)  # 30 within 100 steps of the smallest (step 150): not judged
+        mon.check(e, step)  # 30 within 100 steps of the smallest (step 150): not judged
     with pytest.raises(SimulationGrowing) as err:
-        mon.check(_state(21.0), 300)
+        mon.check(21.0, 300)
     e = err.value
     assert isinstance(e, NonFiniteError)  # the front ends' exit for a blown-up run
     assert (e.step, e.since, e.limit) == (300, 150, 20.0) and e.factor == pytest.approx(21)
@@ -56,16 +52,24 @@ def test_the_rule_on_a_series_of_energies() -> None:
     assert str(pickle.loads(pickle.dumps(e))) == msg
 
 
+def test_one_pass_finds_non_finite_values_and_the_energy() -> None:
+    state = ([np.array([1.0, 2.0]), np.array([3.0])], np.array([4, 5]))  # ints: not judged
+    ok, e = reduce(state, (2.0, 0.0, 1.0))
+    assert bool(ok) and float(e) == pytest.approx(2 * 5 + 16 + 25)
+    ok, e = reduce(([np.array([1.0, np.inf])], np.array([1.0])), ())
+    assert not bool(ok) and float(e) == 0
+
+
 def test_round_off_after_the_wave_left_is_not_growth() -> None:
     """A wave absorbed down to round-off: the smallest energy is floored at (1000 eps)^2 of the
     largest, so noise at eps^2 does not count as growth; growth above the floor does."""
     problem = SimpleNamespace(grid=SimpleNamespace(nt=1000), dtype="float32")
     mon = GrowthMonitor(_Model(), problem, _Model().growth_proxy(problem))
-    mon.check(_state(1.0), 60)
-    mon.check(_state(1e-30), 200)
-    mon.check(_state(1e-14), 400)  # float32 round-off of a unit energy: not judged
+    mon.check(1.0, 60)
+    mon.check(1e-30, 200)
+    mon.check(1e-14, 400)  # float32 round-off of a unit energy: not judged
     with pytest.raises(SimulationGrowing):
-        mon.check(_state(1e-4), 600)
+        mon.check(1e-4, 600)
 
 
 def _edge_solid(nt: int) -> dict:

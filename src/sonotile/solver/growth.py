@@ -4,7 +4,8 @@ A scheme that is unstable (a ``dt`` beyond the CFL limit, an unstable PML settin
 interface treatment that feeds energy in) grows exponentially; its values stay finite for
 thousands of steps, so the finiteness check (:mod:`sonotile.solver.finite`) sees nothing until
 the numbers overflow. The time loop (:func:`sonotile.solver.runner.advance`) therefore also
-reduces the state to an energy after each chunk of steps, where the model has one
+reduces the state to an energy after each chunk of steps, in the same pass over the state as
+its finiteness check (:func:`reduce`), where the model has one
 (:meth:`sonotile.physics.base.Model.growth_proxy`):
 
     E = sum over the state's leaves of w_leaf * sum(leaf^2)
@@ -82,13 +83,18 @@ CAUSES = (
 
 
 @partial(jax.jit, static_argnums=1)
-def energy(state: Any, weights: tuple[float, ...]) -> jax.Array:
-    """``sum_leaf w_leaf sum(leaf^2)`` over the leaves of ``state`` (float32 or float64 on the
-    device; a sharded state is reduced where it lives); leaves of weight 0 are not read."""
+def reduce(state: Any, weights: tuple[float, ...]) -> tuple[jax.Array, jax.Array]:
+    """``(finite, energy)`` of ``state`` in one program (one pass over each leaf): whether
+    every value of every inexact leaf is finite (:func:`sonotile.solver.finite.state_finite`),
+    and ``sum_leaf w_leaf sum(leaf^2)`` (``weights`` per leaf; empty: 0; a leaf of weight 0 is
+    not squared). A sharded state is reduced where it lives."""
     leaves = jax.tree_util.tree_leaves(state)
-    terms = [w * jnp.sum(jnp.square(x))
-             for x, w in zip(leaves, weights, strict=True) if w != 0]  # fmt: skip
-    return sum(terms[1:], terms[0]) if terms else jnp.zeros(())
+    flags = [jnp.all(jnp.isfinite(x)) for x in leaves if jnp.issubdtype(x.dtype, jnp.inexact)]
+    finite = jnp.stack(flags).all() if flags else jnp.bool_(True)
+    if not weights:
+        return finite, jnp.zeros(())
+    terms = [w * jnp.sum(jnp.square(x)) for x, w in zip(leaves, weights, strict=True) if w != 0]
+    return finite, sum(terms[1:], terms[0]) if terms else jnp.zeros(())
 
 
 class GrowthMonitor:
@@ -109,12 +115,12 @@ class GrowthMonitor:
         proxy = None if watch is None else watch(problem)
         return None if proxy is None else cls(model, problem, proxy)
 
-    def check(self, state: Any, last: int) -> None:
-        """Judge the state after time step ``last`` (k-Wave's numbering, from 1): raise
-        :class:`SimulationGrowing` when its energy passed the limit."""
+    def check(self, energy: Any, last: int) -> None:
+        """Judge the energy (:func:`reduce`) of the state after time step ``last`` (k-Wave's
+        numbering, from 1): raise :class:`SimulationGrowing` when it passed the limit."""
         if last < self.proxy.sources_end:
             return
-        e = float(energy(state, self.proxy.weights))
+        e = float(energy)
         self.peak = max(self.peak, e)
         if self.low is None or e < self.low[0]:
             self.low = (e, last)

@@ -635,10 +635,12 @@ def advance(
         seconds = time.perf_counter() - t
         sizer.observe(m - n, seconds, stop - m)
         per_step = seconds / (m - n)
-        if check_finite:
-            finite.check_state(carry[0], engine.phys, engine.problem, n + 1, m, raw)
-        if monitor is not None:
-            monitor.check(carry[0], m)
+        if check_finite or monitor is not None:  # one pass: finite, and the energy watched
+            ok, energy = growth.reduce(carry[0], monitor.proxy.weights if monitor else ())
+            if check_finite and not bool(ok):
+                finite.check_state(carry[0], engine.phys, engine.problem, n + 1, m, raw)
+            if monitor is not None:
+                monitor.check(energy, m)
         if raw:
             keep = max(0, start - n)
             for name, v in raw.items():
