@@ -106,7 +106,7 @@ class GrowthMonitor:
         self.low: tuple[float, int] | None = None  # the smallest energy and its step
         self.peak = 0.0  # the largest energy
         eps = float(jnp.finfo(problem.dtype).eps)
-        self.floor = (ROUNDOFF * eps) ** 2  # of the peak: below, round-off is judged
+        self.floor = (ROUNDOFF * eps) ** 2  # of the peak: energies below it are round-off
 
     @classmethod
     def of(cls, model: Any, problem: Any) -> GrowthMonitor | None:
