@@ -157,9 +157,10 @@ def test_closed_box_with_thin_layers_stays_bounded() -> None:
 
 
 def _edge_solid_energy(interface: str, nt: int) -> np.ndarray:
-    """The sum over the grid of the stresses squared per step [Pa^2]: a solid half-space touching the last
-    plane along x (inside the PML, water at the first plane), periodic along y (no PML there),
-    PML 50 at alpha 2, lossless, every mode excited by a random p0 (float64)."""
+    """The sum over the grid of the stresses squared per step [Pa^2]: a solid half-space
+    touching the last plane along x (inside the PML, water at the first plane), periodic along
+    y (no PML there), PML 50 at alpha 2, lossless, every mode excited by a random p0
+    (float64)."""
     n, m = 128, 8
     cp, cs, rho = np.full((n, m), 1500.0), np.zeros((n, m)), np.full((n, m), 1000.0)
     cp[64:], cs[64:], rho[64:] = 3000.0, 1800.0, 1900.0
