@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from sonotile.model.grid import AXES, make_time
-from sonotile.model.problem import RECORDABLE, ProblemError
+from sonotile.model.problem import RECORDABLE, ProblemError, check_real
 
 if TYPE_CHECKING:
     from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
@@ -182,13 +182,16 @@ def check_medium(
         check_shape(f"{name}.{attr}", v, shape)
         if v is None:
             continue
+        check_real(f"{name}.{attr}", v)
         a = np.asarray(v, dtype=np.float64)
         check_finite(f"{name}.{attr}", a)
         if attr in ("sound_speed", "density") and np.any(a <= 0):
             raise ProblemError(f"{name}.{attr}: must be > 0 everywhere (min {a.min():g})")
         if attr == "alpha_coeff" and np.any(a < 0):
             raise ProblemError(f"{name}.alpha_coeff: must be >= 0 dB/(MHz^y cm) (min {a.min():g})")
+    check_real(f"{name}.alpha_power", medium.alpha_power)
     ref = medium.sound_speed_ref
+    check_real(f"{name}.sound_speed_ref", ref)
     if ref is not None and not (np.isfinite(ref) and ref > 0):
         raise ProblemError(f"{name}.sound_speed_ref = {ref} m/s: must be finite and > 0")
     _check_absorption(medium, options.axisymmetric, name)

@@ -98,6 +98,10 @@ class Settings:
             FFTW_ESTIMATE and no wisdom file (no timed planning); ``fftw_plan`` is ignored.
             :func:`sonotile.fft.fftw.describe` says what ran. Env: ``SONOTILE_DETERMINISTIC``
             (1/0); ``sonotile-kwave --deterministic``.
+        growth_check: stop a run whose energy rises with no source on (an instability) before
+            it overflows, with :class:`~sonotile.solver.growth.SimulationGrowing`
+            (:mod:`sonotile.solver.growth` states the rule). Env: ``SONOTILE_GROWTH_CHECK``
+            (1/0).
     """
 
     fft: str = "auto"
@@ -123,6 +127,7 @@ class Settings:
     heartbeat_timeout: int = 30
     init_timeout: int = 120
     deterministic: bool = False
+    growth_check: bool = True
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("fft", self.fft, FFT_BACKENDS),
@@ -173,6 +178,7 @@ VARIABLES = (
     ("SONOTILE_HEARTBEAT_TIMEOUT", "heartbeat_timeout", int),
     ("SONOTILE_INIT_TIMEOUT", "init_timeout", int),
     ("SONOTILE_DETERMINISTIC", "deterministic", bool),
+    ("SONOTILE_GROWTH_CHECK", "growth_check", bool),
 )
 
 

@@ -14,7 +14,7 @@ import h5py
 import jax
 import numpy as np
 
-from sonotile.base import files, runtime
+from sonotile.base import config, files, runtime
 from sonotile.base.files import check_input_path, file_digest, hdf5_cleanup_errors
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
@@ -292,7 +292,8 @@ def _step(
     interval = args.checkpoint_interval if ctl.checkpointing else None
     sizer = rn.make_sizer(engine, seconds=interval, pace=max(1, nt * args.progress // 100))
     rs = rn.advance(engine, rs, stop, out, sizer, ctl.progress, ctl.should_stop, ctl.should_abort,
-                    check_finite=False)  # fmt: skip  # its own checks: samples, fields, state
+                    check_finite=False, check_growth=config.current().growth_check,
+                    )  # fmt: skip  # its own checks: samples, fields, state; energy growth
     if rs.next_step < nt and not ctl.checkpointing:
         raise ctl.interrupted(f"at step {rs.next_step}")
     return rs

@@ -32,6 +32,25 @@ class ProblemError(ValueError):
     """Invalid simulation input; the message names the parameter."""
 
 
+def check_real(name: str, value: object) -> None:
+    """Refuse ``value`` (a number, an array or a lazily read field: its dtype alone, nothing
+    read) in the user's ``name`` when it holds complex numbers (whatever their imaginary part:
+    a medium property is real) or anything that is not a number."""
+    dtype = getattr(value, "dtype", None)
+    arr = None if dtype is not None and not isinstance(value, np.ndarray) else np.asarray(value)
+    found = np.dtype(dtype if arr is None else arr.dtype)
+    if found.kind == "c":
+        raise ProblemError(f"{name}: complex values ({found}) found; expected real numbers "
+                           "(the imaginary part is not dropped)")  # fmt: skip
+    if found.kind in "biuf" or arr is None:
+        return
+    try:
+        np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ProblemError(f"{name}: expected real numbers, found {found} values such as "
+                           f"{arr.reshape(-1)[:1].tolist()}") from None  # fmt: skip
+
+
 #: The per-hyperslab checks of a lazy field that each check implies.
 _IMPLIED = {"finite": ("finite", "positive", "nonnegative"), "positive": ("positive",),
             "nonnegative": ("nonnegative", "positive")}  # fmt: skip
@@ -59,6 +78,7 @@ def _field(
         if allow_none:
             return None
         raise ProblemError(f"{name}: missing")
+    check_real(name, value)
     if is_lazy(value) or (is_field(value) and not isinstance(value, np.ndarray)):
         # read piece by piece (a distributed run's hyperslabs), checked as each piece is made
         if tuple(value.shape) != grid.shape:
@@ -138,6 +158,7 @@ class Medium:
                     for i, r in enumerate(self.rho0_sg)
                 ),
             )
+        check_real("medium.c_ref", self.c_ref)
         c_ref = float(np.max(np.asarray(self.c0))) if self.c_ref is None else float(self.c_ref)
         if not (np.isfinite(c_ref) and c_ref > 0):
             raise ProblemError(f"medium.c_ref = {self.c_ref}: must be finite and > 0")
@@ -155,6 +176,7 @@ class Medium:
                 raise ProblemError("medium.alpha_coeff: must be >= 0 dB/(MHz^y cm)")
             set_(self, "alpha_coeff", alpha)
             y = self.alpha_power
+            check_real("medium.alpha_power", y)
             if y is None or not np.isfinite(y) or not 0 <= y <= 3:
                 raise ProblemError(f"medium.alpha_power = {y}: must be in [0, 3]")
             if self.absorption == "power_law" and abs(float(y) - 1.0) < 1e-12:

@@ -29,6 +29,7 @@ What a model exchanges with the loop:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sonotile.model.grid import AXES
@@ -45,6 +46,27 @@ NONFINITE_HINT = (
     "the simulation became unstable or overflowed: check dt against the stability limit (CFL "
     "number) and the source amplitudes (float32 overflows above 3.4e38)"
 )
+
+
+@dataclass(frozen=True)
+class GrowthProxy:
+    """How the loop watches a wave model's energy once its sources are off
+    (:mod:`sonotile.solver.growth`).
+
+    Attributes:
+        weights: per leaf of the state (in ``jax.tree_util.tree_leaves`` order) the factor of
+            its sum of squares in the proxy: ``1 / (rho c^2)`` for a stress or pressure
+            [1/Pa], ``rho`` for a velocity [kg/m^3], 0 for a leaf left out (so that the proxy
+            is an energy [J/m^3 per grid point], with the medium's reference values).
+        spread: how far the proxy may move from the true energy between two states of the same
+            energy, >= 1: the largest over the smallest ``rho c^2`` (every speed of the medium)
+            or ``rho``, whichever is larger.
+        sources_end: time steps during which sources inject (0: none after the start).
+    """
+
+    weights: tuple[float, ...]
+    spread: float
+    sources_end: int
 
 
 class Model(Protocol):
@@ -86,6 +108,11 @@ class Model(Protocol):
     def instability_hint(self, problem: AnyProblem) -> str:
         """What NaN or Inf in a run of ``problem`` most likely means, with the figures that
         say it (e.g. the CFL number), for the error that stops the run."""
+        ...
+
+    def growth_proxy(self, problem: AnyProblem) -> GrowthProxy | None:
+        """How the loop watches the energy of a run of ``problem`` for growth once its sources
+        are off (None: not watched, e.g. heat, whose temperature and dose rise with heating)."""
         ...
 
     def records(self) -> Records:

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 from sonotile.base import config, runtime
 from sonotile.model.problem import Problem
 from sonotile.physics import Model, model_for
-from sonotile.solver import finite, programs
+from sonotile.solver import finite, growth, programs
 from sonotile.solver import sensors as sens
 from sonotile.solver.tape import Tape
 from sonotile.spectral.device import in_host_memory, to_device
@@ -598,6 +598,7 @@ def advance(
     should_stop: Callable[[], bool] | None = None,
     should_abort: Callable[[], bool] | None = None,
     check_finite: bool = True,
+    check_growth: bool | None = None,
 ) -> RunState:
     """Run steps ``rs.next_step .. stop-1`` in chunks, streaming raw samples to ``recorder``.
 
@@ -609,9 +610,15 @@ def advance(
     abandoned at once with :class:`InterruptedError` (its state is lost). ``check_finite``:
     after each chunk the state is reduced to one flag (:func:`.finite.state_finite`); at the
     first chunk whose state holds NaN or Inf the run stops with
-    :class:`~sonotile.solver.finite.SimulationDiverged`.
+    :class:`~sonotile.solver.finite.SimulationDiverged`. ``check_growth`` (None: with
+    ``check_finite``, the setting ``growth_check``): after each chunk the energy is judged
+    (:class:`~sonotile.solver.growth.GrowthMonitor`); a run whose energy rises with no source
+    on stops with :class:`~sonotile.solver.growth.SimulationGrowing`.
     """
     sizer = chunk if isinstance(chunk, ChunkSizer) else make_sizer(engine, chunk)
+    if check_growth is None:
+        check_growth = check_finite and config.current().growth_check
+    monitor = growth.GrowthMonitor.of(engine.phys, engine.problem) if check_growth else None
     start = engine.layout.start
     n = rs.next_step
     carry = rs.carry
@@ -628,8 +635,12 @@ def advance(
         seconds = time.perf_counter() - t
         sizer.observe(m - n, seconds, stop - m)
         per_step = seconds / (m - n)
-        if check_finite:
-            finite.check_state(carry[0], engine.phys, engine.problem, n + 1, m, raw)
+        if check_finite or monitor is not None:  # one pass: finite, and the energy watched
+            ok, energy = growth.reduce(carry[0], monitor.proxy.weights if monitor else ())
+            if check_finite and not bool(ok):
+                finite.check_state(carry[0], engine.phys, engine.problem, n + 1, m, raw)
+            if monitor is not None:
+                monitor.check(energy, m)
         if raw:
             keep = max(0, start - n)
             for name, v in raw.items():

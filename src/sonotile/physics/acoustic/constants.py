@@ -177,6 +177,15 @@ def staggered_is_interpolated(
     return True
 
 
+def medium_extremes(problem: Problem) -> tuple[float, float, float, float]:
+    """``(rho_max, rho_min, c_max, c_min)`` of the problem's medium [kg/m^3, m/s] (kept by
+    :func:`release_host_medium` in ``problem.extras["medium_extremes"]``)."""
+    if "medium_extremes" in problem.extras:
+        return problem.extras["medium_extremes"]
+    rho, c = np.asarray(problem.medium.rho0), np.asarray(problem.medium.c0)
+    return float(rho.max()), float(rho.min()), float(c.max()), float(c.min())
+
+
 def release_host_medium(problem: Problem) -> int:
     """Free the Problem's grid-sized host medium arrays once a run's device constants exist.
 
@@ -187,6 +196,7 @@ def release_host_medium(problem: Problem) -> int:
     of the arrays dropped (freed when nothing else references them).
     """
     m = problem.medium
+    problem.extras.setdefault("medium_extremes", medium_extremes(problem))
     freed = 0
 
     def gone(v: Scalar | None) -> Scalar | None:

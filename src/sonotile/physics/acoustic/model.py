@@ -10,7 +10,7 @@ import numpy as np
 
 from sonotile.model.problem import Problem
 from sonotile.physics.acoustic import checks, constants, step
-from sonotile.physics.base import Records, wave_records
+from sonotile.physics.base import GrowthProxy, Records, wave_records
 from sonotile.spectral.operators import FourierOps, SpectralOps
 
 
@@ -74,6 +74,20 @@ class AcousticModel:
     def instability_hint(self, problem: Problem) -> str:
         """The CFL number and stability limit (:func:`.checks.instability_hint`)."""
         return checks.instability_hint(problem)
+
+    def growth_proxy(self, problem: Problem) -> GrowthProxy:
+        """The acoustic energy ``p^2 / (rho c^2) + rho |u|^2`` (twice the energy density) with
+        the reference speed and the largest density, the density splits left out; the sources
+        end with the longest signal (``p0`` is the start)."""
+        m = problem.medium
+        rho_max, rho_min, c_max, c_min = constants.medium_extremes(problem)
+        spread = max((c_max / c_min) ** 2 * rho_max / rho_min, rho_max / rho_min)
+        n = self.ndim
+        c_ref = c_max if m.c_ref is None else m.c_ref  # k-Wave's default: the largest speed
+        weights = (1.0 / (rho_max * c_ref**2),) + (0.0,) * n + (rho_max,) * n  # p, rho, u
+        lens = constants.source_lengths(problem)
+        end = max(lens["p"], lens["tr"], *lens["u"])
+        return GrowthProxy(weights, spread, int(min(end, problem.grid.nt)))
 
     def observed(self, state: Any, c: dict) -> Any:
         return state

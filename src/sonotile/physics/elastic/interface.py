@@ -19,7 +19,7 @@ import numpy as np
 
 from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
-from sonotile.physics.base import Records, wave_records
+from sonotile.physics.base import GrowthProxy, Records, wave_records
 from sonotile.physics.elastic.model import (
     State,
     Statics,
@@ -122,6 +122,26 @@ class ElasticModel:
             f"dt = {run.dt:.3g} s): reduce dt, and check the medium and the "
             "source amplitudes"
         )
+
+    def growth_proxy(self, run: ElasticRun) -> GrowthProxy:
+        """The elastic energy with the largest density and compressional speed: ``rho |u|^2``
+        per velocity split and ``sigma^2 / (rho c_p^2)`` per stress split; its spread over the
+        medium's ``rho c^2`` takes every speed (shear included) into account. The sources end
+        with the longest signal, or after the two steps of ``p0``."""
+        m = run.medium
+        rho = np.asarray(m.density)
+        cs = np.asarray(m.sound_speed_shear)
+        c_low = min(float(np.min(m.sound_speed_compression)),
+                    float(np.min(cs[cs > 0])) if np.any(cs > 0) else np.inf)  # fmt: skip
+        rho_max, rho_min = float(rho.max()), float(rho.min())
+        spread = (m.c_max / c_low) ** 2 * rho_max / rho_min
+        state = self.zero_state((1,) * self.ndim, np.float32)
+        n_u = sum(len(ui) for ui in state.u_split)
+        n_s = sum(len(sk) for sk in state.s_split)
+        weights = (rho_max,) * n_u + (1.0 / (rho_max * m.c_max**2),) * n_s
+        ons = [o for k in ("u_on", "s_on") for o in run.xs.get(k, ()) if o is not None]
+        end = max([2 * int(self.statics.p0)] + [int(np.sum(np.asarray(o))) for o in ons])
+        return GrowthProxy(weights, spread, end)
 
     def records(self) -> Records:
         return elastic_records(self.ndim)

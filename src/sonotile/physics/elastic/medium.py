@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.model.problem import ProblemError
+from sonotile.model.problem import ProblemError, check_real
 
 #: A property: a float, or a float64 array of the grid's shape.
 Value = float | np.ndarray
@@ -23,6 +23,7 @@ def _value(name: str, v: ArrayLike | None, shape: tuple[int, ...], positive: boo
     """``v`` as a float or a grid-shaped float64 array; finite, > 0 (``positive``) or >= 0."""
     if v is None:
         raise ProblemError(f"medium.{name}: missing")
+    check_real(f"medium.{name}", v)
     arr = np.asarray(v, dtype=np.float64)
     if arr.size == 1:
         arr = arr.reshape(())

@@ -236,7 +236,7 @@ def build(
         fixed.update(split_constants(shape, spacing, dtype))
     slip = interface == "slip" and has_interface(medium.sound_speed_shear)
     if slip:
-        fixed.update(slip_constants(np.asarray(medium.sound_speed_shear), dtype))
+        fixed.update(slip_constants(np.asarray(medium.sound_speed_shear), dtype, pml_size))
     statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None, slip)
     rec = sources.Recording(tuple(record), int(record_start_index) - 1, nd, cw_frequency,
                             float(cw_periods))  # fmt: skip

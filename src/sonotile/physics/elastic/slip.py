@@ -23,10 +23,20 @@ points along ``a`` are those whose harmonic shear modulus is > 0). In a fluid ga
 solids each fluid point is continued from the nearer solid, the taper reaching 0 at the gap's
 middle. The step is linear in the fields, so it is differentiable; the fluid/solid pattern is
 fixed when the run is built.
+
+No continuation writes or reads a point inside the PML along its own axis (:func:`outside_pml`):
+there a fluid ``u_b`` is only left out of the solid's shear strain (the gather's part of ``C``
+dropped, ``C`` the solid mask). A continuation reaching into the layer is unstable: a solid
+touching the grid's last plane along ``a`` has a live shear-stress point across the periodic
+wrap (k-Wave's staggered modulus keeps the last plane's own value), and the quadratic
+extrapolation from the layer's most damped points into the fluid on the other side of the
+wrap, paired with the split-field PML, grows by 1e5 every 3000 steps (PML 100, alpha 2) where
+k-Wave's scheme stays bounded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -87,10 +97,12 @@ def _lagrange(t: np.ndarray, order: np.ndarray) -> np.ndarray:
     return w
 
 
-def line_gather(inside: np.ndarray, axis: int) -> Gather:
+def line_gather(inside: np.ndarray, axis: int, allowed: np.ndarray | None = None) -> Gather:
     """The continuation of a field from its ``inside`` points to the others along ``axis``:
     polynomial extrapolation of the nearer inside run (up to quadratic), tapered over
-    :data:`TAPER` points (to the middle of a narrower gap); lines periodic."""
+    :data:`TAPER` points (to the middle of a narrower gap); lines periodic. ``allowed``
+    (broadcastable to ``inside``; None: everywhere): the points a continuation may write and
+    read; a continued point that needs any other is left out."""
     n, far = inside.shape[axis], 2 * TAPER
     dp, dm = _distance(inside, axis, 1, far), _distance(inside, axis, -1, far)
     s = np.where(dp <= dm, 1, -1)
@@ -111,7 +123,21 @@ def line_gather(inside: np.ndarray, axis: int) -> Gather:
     for q in range(3):
         at[axis] = (first + s * q) % n
         src.append(np.ravel_multi_index(tuple(at), inside.shape))
-    return dst, np.stack(src, 1).reshape(dst.size, 3), w
+    src_ = np.stack(src, 1).reshape(dst.size, 3)
+    if allowed is not None:
+        ok = np.broadcast_to(allowed, inside.shape).reshape(-1)
+        use = ok[dst] & ok[src_].all(axis=1)
+        dst, src_, w = dst[use], src_[use], w[use]
+    return dst, src_, w
+
+
+def outside_pml(shape: tuple[int, ...], pml_size: Sequence[int], axis: int) -> np.ndarray:
+    """The points outside the PML along ``axis`` (``pml_size`` points at each end), a boolean
+    array broadcastable to ``shape``."""
+    i = np.arange(shape[axis])
+    size = int(pml_size[axis])
+    keep = (i >= size) & (i < shape[axis] - size)
+    return keep.reshape([-1 if a == axis else 1 for a in range(len(shape))])
 
 
 def has_interface(cs: Any) -> bool:
@@ -120,19 +146,24 @@ def has_interface(cs: Any) -> bool:
     return cs.ndim > 0 and bool(np.any(cs > 0)) and bool(np.any(cs <= 0))
 
 
-def slip_constants(cs: np.ndarray, dtype: Any) -> dict:
-    """What the slip-aware step reads, from the shear speed field ``cs`` [m/s]: per ``(b, a)``
-    of :func:`pairs` the gather ``slip_u`` (``u_b`` continued along ``a``) and per axis
+def slip_constants(cs: np.ndarray, dtype: Any, pml_size: Sequence[int] | None = None) -> dict:
+    """What the slip-aware step reads, from the shear speed field ``cs`` [m/s] and the PML's
+    thickness per axis [points] (None: no PML): per ``(b, a)`` of :func:`pairs` the gather
+    ``slip_u`` (``u_b`` continued along ``a``, outside the PML along ``a``) and per axis
     ``slip_solid_u`` (solid ``u_b`` points, bool)."""
     solid = np.asarray(cs) > 0
     su = [solid_velocity(solid, b) for b in range(solid.ndim)]
+    pml = tuple(pml_size) if pml_size is not None else (0,) * solid.ndim
 
     def dev(g: Gather) -> tuple[jax.Array, ...]:
         return (jnp.asarray(g[0], jnp.int32), jnp.asarray(g[1], jnp.int32),
                 jnp.asarray(g[2], dtype))  # fmt: skip
 
     return {
-        "slip_u": tuple(dev(line_gather(su[b], a)) for b, a in pairs(solid.ndim)),
+        "slip_u": tuple(
+            dev(line_gather(su[b], a, outside_pml(solid.shape, pml, a)))
+            for b, a in pairs(solid.ndim)
+        ),
         "slip_solid_u": tuple(jnp.asarray(m) for m in su),
     }
 

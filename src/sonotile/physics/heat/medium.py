@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sonotile.model.problem import ProblemError
+from sonotile.model.problem import ProblemError, check_real
 
 #: A coefficient: a Python float (homogeneous) or a float64 array of the grid's shape.
 Coef = float | np.ndarray
@@ -134,6 +134,7 @@ def field(name: str, value: ArrayLike, shape: tuple[int, ...], minimum: float | 
           strict: bool = False) -> Coef:  # fmt: skip
     """``value`` checked: a number or an array of ``shape``, finite, and ``>= minimum`` (``>``
     with ``strict``); a float or a float64 array. ``name``: the user's name in messages."""
+    check_real(name, value)
     a = np.asarray(value, dtype=np.float64)
     if a.size == 1:
         a = a.reshape(())
@@ -155,6 +156,7 @@ def _reference(name: str, rule: float | str, values: Coef) -> float:
         if rule not in REFERENCES:
             raise ProblemError(f"medium.{name}: {rule!r} is none of {REFERENCES} or a number")
         return float(getattr(np, rule)(values))
+    check_real(f"medium.{name}", rule)
     ref = float(rule)
     if not (math.isfinite(ref) and ref >= 0):
         raise ProblemError(f"medium.{name}: must be a number >= 0, got {rule!r}")

@@ -177,6 +177,11 @@ class HeatModel:
     def describe(self) -> str:
         return "heat model"
 
+    def growth_proxy(self, problem: HeatProblem) -> None:
+        """Not watched: temperature and dose rise with heating, and a ``dt`` beyond the
+        stability limit is refused before the run."""
+        return None
+
     def instability_hint(self, problem: HeatProblem) -> str:
         """dt against the stability limit (a dt beyond it is refused before the run)."""
         limit = dt_limit(problem.co, problem.shape, problem.spacing)
