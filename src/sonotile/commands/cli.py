@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from sonotile.base import config, interrupt
+
 COMMANDS = {
     "demo": (
         "sonotile.commands.demo",
@@ -45,7 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     """The ``sonotile`` program (``argv`` None: this process's arguments; the program first
     starts itself again with huge pages for malloc when it can,
     :func:`sonotile.base.runtime.restart_with_hugepages`, for ``kwave`` when the run gains,
-    :func:`sonotile.kwave.cli.wants_hugepages`)."""
+    :func:`sonotile.kwave.cli.wants_hugepages`). Ctrl-C or SIGTERM at any moment: one line,
+    exit status 128 + the signal (130 for Ctrl-C)."""
+    if argv is None:
+        interrupt.install()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as e:
+        return interrupt.report("sonotile", e, "files being written were not put in place")
+    except config.SettingsError as e:
+        print(f"sonotile: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     if argv is None:
         from sonotile.base import runtime
 
@@ -71,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sonotile: error: unknown command '{name}'{closest(name, list(COMMANDS))}",
               file=sys.stderr)  # fmt: skip
         return 2
+    config.current()  # the SONOTILE_* variables, checked before any work (SettingsError)
     import importlib
 
     module = importlib.import_module(COMMANDS[name][0])

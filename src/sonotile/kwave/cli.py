@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
-from sonotile.base import config
+from sonotile.base import config, interrupt
 from sonotile.base.cliargs import Parser, closest
 from sonotile.base.runtime import configure_cpu_devices, configure_threads, cpus_restored
 from sonotile.base.version import __version__
@@ -181,7 +181,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command (``argv``: its arguments, default this process's); the exit status. Ctrl-C
+    or SIGTERM at any moment: one line, status 128 + the signal (130 for Ctrl-C)."""
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt as e:
+        return interrupt.report("sonotile-kwave", e, "no output written")
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = parse(argv)
     except UsageError as e:
@@ -194,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
         return 0
+    try:
+        config.current()  # the SONOTILE_* variables, checked before any work
+    except config.SettingsError as e:
+        print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+        return 1
     with cpus_restored(), _run_settings(args):  # -t narrows this thread's CPUs for the run only
         small = args.threads in (None, 1) and one_thread(args)  # one thread, not pinned
         configure_threads(1 if small else args.threads, pin=not small)
@@ -239,8 +252,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"sonotile-kwave: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
-        print(f"sonotile-kwave: error: interrupted ({e}), no output written", file=sys.stderr)
-        return 1
+        return interrupt.report("sonotile-kwave", e, "no output written")
     except Exception as e:  # anything unexpected: still one line and exit 1 (k-Wave style)
         if args.verbose >= 2:
             import traceback
@@ -350,11 +362,16 @@ def entry() -> NoReturn:
     exits normally (JAX's shutdown barrier keeps the others in step). It first starts itself
     again with huge pages for malloc when it can and the run is large enough to gain
     (:func:`runtime.restart_with_hugepages`, :func:`wants_hugepages`)."""
-    from sonotile.base import runtime
+    interrupt.install()
+    try:
+        from sonotile.base import runtime
 
-    if wants_hugepages(sys.argv[1:]):
-        runtime.restart_with_hugepages()
-    status = main()
+        if wants_hugepages(sys.argv[1:]):
+            runtime.restart_with_hugepages()
+    except KeyboardInterrupt as e:
+        status = interrupt.report("sonotile-kwave", e, "no output written")
+    else:
+        status = main()
     # not imported (--help, --version, a usage error): one process, and importing it would
     # import JAX (0.7 s) just to say so
     distributed = sys.modules.get("sonotile.parallel.distributed")

@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import shutil
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -14,7 +15,7 @@ import h5py
 import jax
 import numpy as np
 
-from sonotile.base import files, runtime
+from sonotile.base import files, interrupt, runtime
 from sonotile.base.files import check_input_path, file_digest, hdf5_cleanup_errors
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
@@ -97,13 +98,17 @@ def check_distinct(args: argparse.Namespace) -> None:
 def run_kwave(args: argparse.Namespace) -> int:
     """Run one leg; returns the exit status.
 
-    SIGTERM/SIGINT are caught for the whole leg: with ``--checkpoint_file`` the run writes a
-    checkpoint after the current chunk of steps and exits 0; without, it stops at once (within
-    the 20 ms poll of a running chunk), leaves no output and exits 1. A second signal aborts at
-    once.
+    SIGTERM/SIGINT: with ``--checkpoint_file`` the run writes a checkpoint after the current
+    chunk of steps and exits 0 (a second signal aborts at once); without, it stops at once
+    wherever it stands (within the 20 ms poll of a running chunk) with
+    :class:`~sonotile.base.interrupt.Interrupted`, leaving no output.
     """
     flag: dict[str, Any] = {"stop": False}  # a signal sets "stop" (bool) and "signal" (int)
-    previous = install_stop_handlers(flag)
+    if args.checkpoint_file:
+        previous = install_stop_handlers(flag)
+    else:
+        previous = {sig: signal.getsignal(sig) for sig in interrupt.SIGNALS}
+        interrupt.install()
     try:
         with hdf5_cleanup_errors():
             return _run_kwave(args, flag)
@@ -269,10 +274,10 @@ class LegControl:
             every_pct=args.progress,
         )  # fmt: skip
 
-    def interrupted(self, where: str) -> InterruptedError:
-        return InterruptedError(
-            f"stopped by signal {self.flag.get('signal')} {where}/{self.nt} without "
-            "--checkpoint_file: no output written"
+    def interrupted(self, where: str) -> interrupt.Interrupted:
+        return interrupt.Interrupted(
+            self.flag.get("signal", signal.SIGINT),
+            f"{where}/{self.nt} without --checkpoint_file: no output written",
         )
 
     def should_stop(self) -> bool:
@@ -353,8 +358,13 @@ def _leg(
         "pre-processing_phase": t_pre - t_load, "simulation_phase": t_sim - t_pre,
         "post-processing_phase": t_post - t_sim,
     }  # fmt: skip
-    out.finish_leg(rs.next_step, timings, first=leg_first, commit=rs.next_step >= nt)
-    _after_leg(args, engine, rs, meta, fp, out)
+    if rs.next_step < nt:
+        out.finish_leg(rs.next_step, timings, first=leg_first, commit=False)
+        _after_leg(args, engine, rs, meta, fp, out)
+    else:  # a signal now must not leave the run half-committed
+        with interrupt.deferred(f"the complete output was already in place: {args.output}"):
+            out.finish_leg(rs.next_step, timings, first=leg_first, commit=True)
+            _after_leg(args, engine, rs, meta, fp, out)
     barrier("sonotile-leg-done")  # the output is in place before any process reports success
     if args.verbose and leader:
         print(f"done in {t_post - t0:.2f}s", file=sys.stderr)
