@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, integer
 
 if TYPE_CHECKING:  # imported when run: the options act before JAX is imported
     from sonotile.api import Inputs, KWaveGrid, KWaveMedium, Results
@@ -83,18 +83,23 @@ def setup(n: int = 128) -> Inputs:
     return grid, medium, source, sensor
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = Parser(
         prog="sonotile demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--out", default="sonotile-demo", help="output folder (default %(default)s)")
-    ap.add_argument("--size", type=int, default=128, help="points along the beam (default 128)")
+    ap.add_argument(
+        "--size", type=integer(32), default=128, help="points along the beam (default 128)"
+    )
     ap.add_argument("--float64", action="store_true", help="double precision")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     a = ap.parse_args(argv)
-    if a.size < 32:
-        ap.error(f"--size {a.size}: must be >= 32")
     os.makedirs(a.out, exist_ok=True)
     if not os.access(a.out, os.W_OK):
         ap.error(f"--out {a.out}: not writable")
