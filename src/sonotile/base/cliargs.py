@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -78,6 +79,19 @@ nonnegative = number(0)
 fraction = number(0, 1)
 #: Any finite number.
 finite = number()
+
+
+def utf8_path(text: str) -> str:
+    """An argparse type: a file path HDF5 can open, that is, one that is valid UTF-8 (a name
+    holding other bytes, such as Latin-1 ones, is refused with its bytes shown)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(text)
+        raise argparse.ArgumentTypeError(
+            f"{raw!r}: the path is not valid UTF-8, which HDF5 needs: rename the file or folder"
+        ) from None
+    return text
 
 
 def closest(word: str, choices: list[str]) -> str:

@@ -134,9 +134,27 @@ def token() -> str:
 
 
 def temp_name(path: str, tok: str) -> str:
-    """The temporary name of ``path`` for the run with token ``tok``, in the same folder."""
+    """The temporary name of ``path`` for the run with token ``tok``, in the same folder:
+    ``.<name>.<tok>.sonotile-partial``; where that would pass the folder's longest file name
+    (``NAME_MAX``, 255 bytes), ``<name>`` is cut and ends in ``~`` and 8 hex digits of its
+    SHA-256, so that a target whose own name is near that limit can still be written."""
     d, b = os.path.split(os.path.abspath(path))
-    return os.path.join(d, f".{b}.{tok}.{PARTIAL}")
+    name = f".{b}.{tok}.{PARTIAL}"
+    limit = _name_max(d)
+    if len(os.fsencode(name)) <= limit:
+        return os.path.join(d, name)
+    raw = os.fsencode(b)
+    tail = f"~{hashlib.sha256(raw).hexdigest()[:8]}.{tok}.{PARTIAL}"
+    keep = max(0, limit - 1 - len(os.fsencode(tail)))
+    return os.path.join(d, "." + os.fsdecode(raw[:keep]) + tail)
+
+
+def _name_max(folder: str) -> int:
+    """The longest file name [bytes] the filesystem of ``folder`` takes (255 where unknown)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
 
 
 def create_exclusive(tmp: str) -> None:

@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 from sonotile.base import config, interrupt
-from sonotile.base.cliargs import Parser, closest, integer, number, positive, positive_int
+from sonotile.base.cliargs import (
+    Parser,
+    closest,
+    integer,
+    number,
+    positive,
+    positive_int,
+    utf8_path,
+)
 from sonotile.base.runtime import configure_cpu_devices, configure_threads, cpus_restored
 from sonotile.base.version import __version__
 from sonotile.parallel.decomposition import NAMES
@@ -102,8 +110,8 @@ def _mesh(s: str) -> tuple[int, ...]:
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="sonotile-kwave", add_help=False)
-    p.add_argument("-i", dest="input")
-    p.add_argument("-o", dest="output")
+    p.add_argument("-i", dest="input", type=utf8_path)
+    p.add_argument("-o", dest="output", type=utf8_path)
     p.add_argument("-t", dest="threads", type=positive_int)
     p.add_argument("-g", dest="device", type=integer(0))
     p.add_argument("-r", dest="progress", type=integer(1, 100), default=5)
@@ -111,7 +119,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-s", dest="start", type=positive_int, default=1)
     p.add_argument("--benchmark", type=positive_int)
     p.add_argument("--copy_sensor_mask", action="store_true")
-    p.add_argument("--checkpoint_file")
+    p.add_argument("--checkpoint_file", type=utf8_path)
     p.add_argument("--checkpoint_interval", type=positive)
     p.add_argument("--checkpoint_timesteps", type=positive_int)
     p.add_argument("--verbose", type=integer(0, 2), default=0)

@@ -22,7 +22,7 @@ from sonotile.base.version import __version__
 from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.provenance import provenance
-from sonotile.kwave.reader import read_input
+from sonotile.kwave.reader import KwaveFileError, read_input
 from sonotile.parallel.decomposition import AUTO, SINGLE
 from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.physics.acoustic import checks, release_host_medium
@@ -224,8 +224,14 @@ def check_disk(args: argparse.Namespace, layout: Any, nt: int, points: int) -> i
 
 def fingerprint(args: argparse.Namespace, problem: Problem) -> Fingerprint:
     """The input's datasets (SHA-256) and the settings a checkpoint must match to resume."""
-    with h5py.File(args.input, "r") as f:
-        digest = file_digest(f)
+    try:
+        with h5py.File(args.input, "r") as f:
+            digest = file_digest(f)
+    except (OSError, KeyError, RuntimeError) as e:  # a dataset the run itself did not read
+        why = str(e).strip("'\"").splitlines()[0] if str(e) else type(e).__name__
+        raise KwaveFileError(
+            f"{args.input}: a dataset cannot be read to compute the input's checksum ({why})"
+        ) from None
     settings = {
         "Nt": problem.grid.nt, "start": args.start, "record": sorted(args.record),
         "precision": "float64" if args.float64 else "float32",
