@@ -3,13 +3,16 @@ signal's number (130 for Ctrl-C, 143 for SIGTERM), at any moment of a command.
 
 The ``sonotile`` and ``sonotile-kwave`` programs install :func:`install` as their first act (when
 ``import sonotile`` sees that it runs one of them, and again at the top of each entry point):
-from then on either signal raises :class:`Interrupted` where the program stands (importing,
-parsing, reading, compiling, running, writing); every file a command writes goes under a
-temporary name that the unwinding removes, so nothing incomplete is left at an output path.
-:func:`deferred` holds a signal back over a step that must not be cut in two (the rename of a
-finished output into place). The entry points turn :class:`Interrupted` (and a plain
-``KeyboardInterrupt``) into :func:`report`'s line and status. Standard library only: this runs
-before anything else is imported.
+until the entry point is ready (:func:`guard`) either signal ends the process at once with one
+line (while it imports itself and parses its command line, nothing is written); from then on
+it raises :class:`Interrupted` where the program stands, and every file a command writes goes
+under a temporary name that the unwinding removes, so nothing incomplete is left at an output
+path. A Python exception raised by a signal inside C++ code (JAX, HDF5) can abort the process
+or be swallowed (a garbage-collector callback), so a command that writes while JAX runs sets a
+flag instead (:func:`sonotile.base.runtime.install_stop_handlers`) and stops at its next safe
+point: ``sonotile-kwave`` never guards, and flags for the whole run. The entry points turn
+:class:`Interrupted` (and a plain ``KeyboardInterrupt``) into :func:`report`'s line and status.
+Standard library only: this runs before anything else is imported.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from types import FrameType
 
 #: The programs whose processes install the handlers as soon as ``sonotile`` is imported.
@@ -40,15 +42,33 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+#: Whether an entry point is ready to catch :class:`Interrupted` (else the handler ends the
+#: process itself: nothing has been written yet, and an import would print a traceback).
+_guarded = [False]
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    if not _guarded[0]:
+        prog = os.path.basename(sys.argv[0]) if sys.argv else "sonotile"
+        os._exit(report(prog, Interrupted(signum)))
     raise Interrupted(signum)
 
 
+def guard(on: bool = True) -> None:
+    """From now on (``on``) a signal raises :class:`Interrupted` for the caller to catch; off:
+    the handler prints its line and ends the process at once (before an entry point's ``try``,
+    after its last act)."""
+    _guarded[0] = on
+
+
 def install() -> None:
-    """SIGINT and SIGTERM raise :class:`Interrupted` (in the main thread; elsewhere no-op)."""
+    """SIGINT and SIGTERM raise :class:`Interrupted` once :func:`guard` is on, and end the
+    process with :func:`report`'s line before (in the main thread; elsewhere no-op). A signal
+    the process was started ignoring stays ignored."""
     for sig in SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # not the main thread
-            signal.signal(sig, _raise)
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # (nohup, a shell's background job)
+                signal.signal(sig, _raise)
 
 
 def is_program(argv0: str) -> bool:
@@ -61,24 +81,6 @@ def install_for_programs() -> None:
     the signals alone)."""
     if sys.argv and is_program(sys.argv[0]):
         install()
-
-
-@contextlib.contextmanager
-def deferred(where: str) -> Iterator[None]:
-    """Hold SIGINT/SIGTERM back over the block (in the main thread): one that arrived raises
-    :class:`Interrupted` (``where`` says what had been done) once the block has ended."""
-    got: list[int] = []
-    previous = {}
-    for sig in SIGNALS:
-        with contextlib.suppress(ValueError, OSError):
-            previous[sig] = signal.signal(sig, lambda s, f: got.append(s))
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if got:
-        raise Interrupted(got[0], where)
 
 
 def signal_name(signum: int) -> str:

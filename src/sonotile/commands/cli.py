@@ -49,18 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     :func:`sonotile.base.runtime.restart_with_hugepages`, for ``kwave`` when the run gains,
     :func:`sonotile.kwave.cli.wants_hugepages`). Ctrl-C or SIGTERM at any moment: one line,
     exit status 128 + the signal (130 for Ctrl-C)."""
-    if argv is None:
+    program = argv is None
+    if program:
         interrupt.install()
     try:
-        return _main(argv)
+        return _main(argv, program)
     except KeyboardInterrupt as e:
         return interrupt.report("sonotile", e, "files being written were not put in place")
     except config.SettingsError as e:
         print(f"sonotile: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        if program:
+            interrupt.guard(False)
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, program: bool = False) -> int:
     if argv is None:
         from sonotile.base import runtime
 
@@ -87,6 +91,8 @@ def _main(argv: list[str] | None) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     config.current()  # the SONOTILE_* variables, checked before any work (SettingsError)
+    if program and name != "kwave":  # (sonotile-kwave flags signals during its run)
+        interrupt.guard()  # from here a signal unwinds (removing temporary files) to main
     import importlib
 
     module = importlib.import_module(COMMANDS[name][0])

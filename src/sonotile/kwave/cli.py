@@ -345,16 +345,12 @@ def entry() -> NoReturn:
     exits normally (JAX's shutdown barrier keeps the others in step). It first starts itself
     again with huge pages for malloc when it can and the run is large enough to gain
     (:func:`runtime.restart_with_hugepages`, :func:`wants_hugepages`)."""
-    interrupt.install()
-    try:
-        from sonotile.base import runtime
+    interrupt.install()  # a signal: its line and the exit, at once (the run flags, then stops)
+    from sonotile.base import runtime
 
-        if wants_hugepages(sys.argv[1:]):
-            runtime.restart_with_hugepages()
-    except KeyboardInterrupt as e:
-        status = interrupt.report("sonotile-kwave", e, "no output written")
-    else:
-        status = main()
+    if wants_hugepages(sys.argv[1:]):
+        runtime.restart_with_hugepages()
+    status = main()
     # not imported (--help, --version, a usage error): one process, and importing it would
     # import JAX (0.7 s) just to say so
     distributed = sys.modules.get("sonotile.parallel.distributed")

@@ -98,17 +98,16 @@ def check_distinct(args: argparse.Namespace) -> None:
 def run_kwave(args: argparse.Namespace) -> int:
     """Run one leg; returns the exit status.
 
-    SIGTERM/SIGINT: with ``--checkpoint_file`` the run writes a checkpoint after the current
-    chunk of steps and exits 0 (a second signal aborts at once); without, it stops at once
-    wherever it stands (within the 20 ms poll of a running chunk) with
-    :class:`~sonotile.base.interrupt.Interrupted`, leaving no output.
+    SIGTERM/SIGINT are caught for the whole leg (a Python exception raised by a signal inside
+    JAX's or HDF5's C++ code would abort the process): with ``--checkpoint_file`` the run writes
+    a checkpoint after the current chunk of steps and exits 0; without, it stops at the next
+    point where it can (between reading, compiling and the steps, within the 20 ms poll of a
+    running chunk, before the output is put in place) with
+    :class:`~sonotile.base.interrupt.Interrupted`, leaving no output. A second signal aborts at
+    once.
     """
     flag: dict[str, Any] = {"stop": False}  # a signal sets "stop" (bool) and "signal" (int)
-    if args.checkpoint_file:
-        previous = install_stop_handlers(flag)
-    else:
-        previous = {sig: signal.getsignal(sig) for sig in interrupt.SIGNALS}
-        interrupt.install()
+    previous = install_stop_handlers(flag)
     try:
         with hdf5_cleanup_errors():
             return _run_kwave(args, flag)
@@ -135,6 +134,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
         lazy=jax.process_count() > 1,  # each process reads only its hyperslabs of the fields
         size_check=lambda shape, nt: check_size(shape, dtype, n_dev, device),
     )
+    stopped(args, flag, "while reading the input")
     if args.float64:
         jax.config.update("jax_enable_x64", True)
     rn.check_memory(problem, n_dev, device)  # before anything sized by the grid is made
@@ -146,6 +146,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
         engine = make_engine(problem, args, device)
+        stopped(args, flag, "while preparing the run")
         size = check_disk(args, engine.layout, problem.grid.nt, math.prod(problem.grid.shape))
         hint = checks.instability_hint(problem)
         if engine.describe.startswith("single"):  # medium constants are on the device now
@@ -166,6 +167,15 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
             out.abort()
             raise
     return status
+
+
+def stopped(args: argparse.Namespace, flag: dict[str, Any], where: str) -> None:
+    """End a leg without ``--checkpoint_file`` that a signal asked to stop (with one, the
+    leg checkpoints after its next chunk)."""
+    if flag["stop"] and not args.checkpoint_file:
+        raise interrupt.Interrupted(
+            flag["signal"], f"{where}, without --checkpoint_file: no output written"
+        )
 
 
 def _warn(args: argparse.Namespace, problem: Problem) -> None:
@@ -283,7 +293,7 @@ class LegControl:
     def interrupted(self, where: str) -> interrupt.Interrupted:
         return interrupt.Interrupted(
             self.flag.get("signal", signal.SIGINT),
-            f"{where}/{self.nt} without --checkpoint_file: no output written",
+            f"{where}/{self.nt}, without --checkpoint_file: no output written",
         )
 
     def should_stop(self) -> bool:
@@ -346,6 +356,7 @@ def _leg(
             f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
             f"{engine.layout.raw + tuple(engine.layout.final)}"
         )
+    stopped(args, flag, "before the first step")
     ctl = LegControl(args, nt, problem.grid.size, rs.next_step, t0, flag)
     rs = _step(args, engine, out, rs, stop, ctl)
     check_state(rs, out.hint)
@@ -364,13 +375,9 @@ def _leg(
         "pre-processing_phase": t_pre - t_load, "simulation_phase": t_sim - t_pre,
         "post-processing_phase": t_post - t_sim,
     }  # fmt: skip
-    if rs.next_step < nt:
-        out.finish_leg(rs.next_step, timings, first=leg_first, commit=False)
-        _after_leg(args, engine, rs, meta, fp, out)
-    else:  # a signal now must not leave the run half-committed
-        with interrupt.deferred(f"the complete output was already in place: {args.output}"):
-            out.finish_leg(rs.next_step, timings, first=leg_first, commit=True)
-            _after_leg(args, engine, rs, meta, fp, out)
+    stopped(args, flag, f"after step {rs.next_step}/{nt}")  # (a run of one chunk)
+    out.finish_leg(rs.next_step, timings, first=leg_first, commit=rs.next_step >= nt)
+    _after_leg(args, engine, rs, meta, fp, out)
     barrier("sonotile-leg-done")  # the output is in place before any process reports success
     if args.verbose and leader:
         print(f"done in {t_post - t0:.2f}s", file=sys.stderr)
