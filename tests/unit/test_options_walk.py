@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from sonotile.base import config
+from sonotile.base import cliargs, config
 from sonotile.batch import cli as batch_cli
 from sonotile.bench import inprocess, processes, scaling, whole
 from sonotile.commands import cli as sonotile_cli
@@ -75,11 +76,9 @@ UNCHECKED = {
 
 
 def _numeric(action: argparse.Action) -> bool:
-    return (
-        bool(action.option_strings)
-        and action.type not in (None, str)
-        and not (isinstance(action.type, type) and action.type.__name__ == "Path")
-    )
+    """Whether an option takes a number (not a name, a path or a switch)."""
+    texts = (None, str, Path, cliargs.utf8_path)
+    return bool(action.option_strings) and action.type not in texts
 
 
 def _counts(action: argparse.Action) -> bool:

@@ -20,13 +20,18 @@ from typing import Any, NoReturn
 INT_MAX = 2**31 - 1
 
 
+def _num(v: float) -> str:
+    return str(v) if isinstance(v, int) else f"{v:g}"
+
+
 def _span(lo: float | None, hi: float | None, above: float | None = None) -> str:
-    low = f"> {above:g}" if above is not None else f">= {lo:g}" if lo is not None else ""
+    """``>= lo``, ``> above``, ``in lo..hi`` ... (for messages)."""
+    low = f"> {_num(above)}" if above is not None else f">= {_num(lo)}" if lo is not None else ""
     if hi is None:
         return low
     if lo is None and above is None:
-        return f"<= {hi:g}"
-    return f"in {lo:g}..{hi:g}" if above is None else f"{low} and <= {hi:g}"
+        return f"<= {_num(hi)}"
+    return f"in {_num(lo)}..{_num(hi)}" if above is None else f"{low} and <= {_num(hi)}"
 
 
 def integer(lo: int | None = None, hi: int | None = INT_MAX) -> Callable[[str], int]:
