@@ -10,7 +10,8 @@ under a temporary name that the unwinding removes, so nothing incomplete is left
 path. A Python exception raised by a signal inside C++ code (JAX, HDF5) can abort the process
 or be swallowed (a garbage-collector callback), so a command that writes while JAX runs sets a
 flag instead (:func:`sonotile.base.runtime.install_stop_handlers`) and stops at its next safe
-point: ``sonotile-kwave`` never guards, and flags for the whole run. The entry points turn
+point (``sonotile-kwave`` during its run), and only the commands that clean up after
+themselves guard (:data:`sonotile.commands.cli.UNWINDING`). The entry points turn
 :class:`Interrupted` (and a plain ``KeyboardInterrupt``) into :func:`report`'s line and status.
 Standard library only: this runs before anything else is imported.
 """

@@ -30,6 +30,13 @@ COMMANDS = {
 }
 
 
+#: The commands a signal unwinds (they stop their runs, clean up and report, themselves); in
+#: the others a signal ends the process at once with one line (sonotile-kwave notes it during
+#: its run and stops at the next safe point): a Python exception raised by a signal inside
+#: JAX's C++ code can abort the process or be lost (:mod:`sonotile.base.interrupt`).
+UNWINDING = ("batch", "launch", "heat", "plan")
+
+
 def usage() -> str:
     lines = ["usage: sonotile <command> [options]", "", "commands:"]
     lines += [f"  {name:9s} {doc}" for name, (_, doc) in COMMANDS.items()]
@@ -91,7 +98,7 @@ def _main(argv: list[str] | None, program: bool = False) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     config.current()  # the SONOTILE_* variables, checked before any work (SettingsError)
-    if program and name != "kwave":  # (sonotile-kwave flags signals during its run)
+    if program and name in UNWINDING:
         interrupt.guard()  # from here a signal unwinds (removing temporary files) to main
     import importlib
 
