@@ -13,6 +13,7 @@ from pathlib import Path
 import h5py
 import pytest
 from kwave_inputs import write_input
+from signals import handlers_installed
 
 import sonotile
 from sonotile.base import files
@@ -23,8 +24,9 @@ SRC = str(Path(sonotile.__file__).resolve().parents[1])  # this checkout's sourc
 PROGRAM = Path(sys.executable).with_name("sonotile-kwave")
 KWAVE = [str(PROGRAM)] if PROGRAM.exists() else [sys.executable, "-m", "sonotile.kwave.cli"]
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=SRC)
-#: seconds after the start: the interpreter's start, imports, parsing, reading, compiling, steps
-DELAYS = (0.05, 0.15, 0.3, 0.6, 1.0, 1.5, 2.2, 3.0)
+#: seconds after sonotile's first line (its handlers in place; before, the interpreter is still
+#: starting and handles a signal itself): imports, parsing, JAX's start, reading, compiling, steps
+DELAYS = (0.0, 0.05, 0.2, 0.5, 1.0, 1.7, 2.3, 3.0)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -38,20 +40,13 @@ def test_ctrl_c_at_any_moment_stops_cleanly(sig, tmp_path):
         d.mkdir()
         inp = write_input(d / "in.h5", shape=(64, 64), nt=1_000_000)
         argv = [*KWAVE, "-i", inp, "-o", str(d / "out.h5")]
-        procs.append(
-            (
-                delay,
-                d,
-                subprocess.Popen(
-                    argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True
-                ),
-            )
-        )
-    t0 = time.perf_counter()
-    for delay, _, proc in procs:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                                text=True)  # fmt: skip
+        procs.append((delay, d, proc, handlers_installed(proc.pid)))
+    for delay, _, proc, t0 in sorted(procs, key=lambda p: p[3] + p[0]):
         time.sleep(max(0.0, t0 + delay - time.perf_counter()))
         proc.send_signal(sig)
-    for delay, d, proc in procs:
+    for delay, d, proc, _ in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode in (128 + sig, -sig), (delay, proc.returncode, err)
         assert "Traceback" not in err, (delay, err)

@@ -18,21 +18,26 @@ Standard library only: this runs before anything else is imported.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
-from types import FrameType
+from types import FrameType  # (``typing`` would take 30-60 ms)
+
+try:  # the C module: ``signal`` itself imports enum, 30-60 ms before any handler is in place
+    import _signal as _sig
+except ImportError:  # another Python implementation
+    import signal as _sig  # type: ignore[no-redef]
 
 #: The programs whose processes install the handlers as soon as ``sonotile`` is imported.
 PROGRAMS = ("sonotile", "sonotile-kwave")
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGINT, SIGTERM = int(_sig.SIGINT), int(_sig.SIGTERM)
+SIGNALS = (SIGINT, SIGTERM)
+NAMES = {SIGINT: "SIGINT", SIGTERM: "SIGTERM"}
 
 
 class Interrupted(KeyboardInterrupt):
     """A command stopped by ``signum`` (SIGINT or SIGTERM)."""
 
-    def __init__(self, signum: int = signal.SIGINT, where: str = "") -> None:
+    def __init__(self, signum: int = SIGINT, where: str = "") -> None:
         super().__init__(f"signal {int(signum)}")
         self.signum = int(signum)
         self.where = where
@@ -67,9 +72,11 @@ def install() -> None:
     process with :func:`report`'s line before (in the main thread; elsewhere no-op). A signal
     the process was started ignoring stays ignored."""
     for sig in SIGNALS:
-        with contextlib.suppress(ValueError, OSError):  # not the main thread
-            if signal.getsignal(sig) is not signal.SIG_IGN:  # (nohup, a shell's background job)
-                signal.signal(sig, _raise)
+        try:
+            if _sig.getsignal(sig) is not _sig.SIG_IGN:  # (nohup, a shell's background job)
+                _sig.signal(sig, _raise)
+        except (ValueError, OSError):  # not the main thread
+            pass
 
 
 def is_program(argv0: str) -> bool:
@@ -85,17 +92,14 @@ def install_for_programs() -> None:
 
 
 def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+    return NAMES.get(signum, f"signal {signum}")
 
 
 def report(prog: str, e: KeyboardInterrupt, outcome: str = "") -> int:
     """Print the one line for an interrupted command and return its exit status. ``outcome``:
     what it leaves (e.g. ``no output written``), unless the signal was held back over a step
     that then completed (:func:`deferred`'s ``where`` says what was done)."""
-    signum = e.signum if isinstance(e, Interrupted) else int(signal.SIGINT)
+    signum = e.signum if isinstance(e, Interrupted) else SIGINT
     tail = (e.where if isinstance(e, Interrupted) else "") or outcome
     line = f"{prog}: error: stopped by signal {signum} ({signal_name(signum)})"
     print(f"{line}: {tail}" if tail else line, file=sys.stderr, flush=True)
