@@ -26,12 +26,15 @@ def _num(v: float) -> str:
 
 def _span(lo: float | None, hi: float | None, above: float | None = None) -> str:
     """``>= lo``, ``> above``, ``in lo..hi`` ... (for messages)."""
-    low = f"> {_num(above)}" if above is not None else f">= {_num(lo)}" if lo is not None else ""
+    if above is not None:
+        low = f"> {_num(above)}"
+    else:
+        low = f">= {_num(lo)}" if lo is not None else ""
     if hi is None:
         return low
-    if lo is None and above is None:
-        return f"<= {_num(hi)}"
-    return f"in {_num(lo)}..{_num(hi)}" if above is None else f"{low} and <= {_num(hi)}"
+    if lo is not None and above is None:
+        return f"in {_num(lo)}..{_num(hi)}"
+    return f"{low} and <= {_num(hi)}" if low else f"<= {_num(hi)}"
 
 
 def integer(lo: int | None = None, hi: int | None = INT_MAX) -> Callable[[str], int]:

@@ -25,7 +25,7 @@ from types import FrameType  # (``typing`` would take 30-60 ms)
 try:  # the C module: ``signal`` itself imports enum, 30-60 ms before any handler is in place
     import _signal as _sig
 except ImportError:  # another Python implementation
-    import signal as _sig  # type: ignore[no-redef]
+    import signal as _sig
 
 #: The programs whose processes install the handlers as soon as ``sonotile`` is imported.
 PROGRAMS = ("sonotile", "sonotile-kwave")
