@@ -1,7 +1,9 @@
 """``sonotile-kwave``: a drop-in for k-Wave's ``kspaceFirstOrder-OMP`` / ``-CUDA`` binaries.
 
 Same flags, same defaults (no output flag means ``--p_raw``), same exit codes (0 on success and
-after a checkpoint, 1 on error), same files (see ``docs/kwave-format.md``). JAX is imported
+after a checkpoint, 1 on error; stopped by a signal without a checkpoint file: 128 + the signal,
+130 for Ctrl-C), same files (see ``docs/kwave-format.md``). Every numeric flag and every
+``SONOTILE_*`` variable is checked before any work. JAX is imported
 only after the command line is parsed so that ``-t`` and ``-g`` can configure it.
 """
 
