@@ -5,10 +5,16 @@ entry points that import a submodule (``sonotile.kwave.run``) do not pay for the
 geometry and signal helpers at start-up (time to first step).
 """
 
-from importlib import import_module
-from typing import Any
+from sonotile.base import interrupt as _interrupt
 
-from sonotile.base.version import __version__
+# the sonotile programs: Ctrl-C / SIGTERM end them with one line from here on (a library import
+# leaves the signals alone)
+_interrupt.install_for_programs()
+
+from importlib import import_module  # noqa: E402
+from typing import Any  # noqa: E402
+
+from sonotile.base.version import __version__  # noqa: E402
 
 # public name -> module that defines it
 _WHERE = {

@@ -165,7 +165,7 @@ def test_signal_without_checkpoint_fails_cleanly(sig, tmp_path):
     _wait_for_progress(proc)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 128 + sig  # the shells' convention: 130 for Ctrl-C
     assert f"stopped by signal {int(sig)}" in stderr and "no output written" in stderr
     assert out.read_bytes() == b"earlier result"
     assert sorted(os.listdir(tmp_path)) == ["in.h5", "out.h5"]
@@ -388,6 +388,19 @@ def test_kwave_checkpoint_without_manifest_checked(kind, expect, tmp_path, first
     d, resume = _resume_refused(tmp_path, first_leg, capsys, expect=expect)
     _corrupt(kind, d / "ck.h5", d)
     with h5py.File(d / "ck.h5", "r+") as f:
-        del f.attrs["sonotile_manifest"]
+        del f.attrs["sonotile_manifest"], f["sonotile_aggregates"]
         f.attrs["created_by"] = np.bytes_(b"kspaceFirstOrder-OMP v1.3")
+    resume()
+
+
+@pytest.mark.parametrize("created_by", [b"sonotile v0.1", b"kspaceFirstOrder-OMP v1.3"])
+def test_sonotile_checkpoint_stripped_of_its_manifest_is_refused(created_by, tmp_path,
+                                                                 first_leg, capsys):  # fmt: skip
+    """A sonotile checkpoint whose manifest was deleted and whose pressure was edited is refused,
+    also when it claims to come from k-Wave (its running statistics show where it is from)."""
+    d, resume = _resume_refused(tmp_path, first_leg, capsys, expect="has no sonotile_manifest")
+    with h5py.File(d / "ck.h5", "r+") as f:
+        del f.attrs["sonotile_manifest"]
+        f["p"][0, 3, 4] += 1.0
+        f.attrs["created_by"] = np.bytes_(created_by)
     resume()

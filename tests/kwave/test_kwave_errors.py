@@ -256,15 +256,22 @@ def test_checkpoint_file_not_a_checkpoint(tmp_path, capsys):
 
 BAD_FLAGS = [
     (["--no_such_flag"], "unknown option --no_such_flag"),
-    (["-c", "10"], "10 out of range 0..9"),
-    (["-r", "0"], "0 out of range 1..100"),
-    (["-t", "0"], "0 out of range 1..inf"),
-    (["-s", "0"], "0 out of range 1..inf"),
-    (["-s", "x"], "'x' is not an integer"),
-    (["--benchmark", "0"], "0 out of range 1..inf"),
-    (["--verbose", "3"], "3 out of range 0..2"),
-    (["-g", "-1"], "-1 out of range 0..inf"),
-    (["--checkpoint_interval", "0", "--checkpoint_file", "c.h5"], "0.0 must be > 0"),
+    (["-c", "10"], "argument -c: '10': expected an integer in 0..9"),
+    (["-r", "0"], "argument -r: '0': expected an integer in 1..100"),
+    (["-t", "0"], "argument -t: '0': expected an integer in 1..2147483647"),
+    (["-s", "0"], "argument -s: '0': expected an integer in 1..2147483647"),
+    (["-s", "x"], "argument -s: 'x': expected an integer"),
+    (["--benchmark", "0"], "argument --benchmark: '0': expected an integer in 1.."),
+    (["--verbose", "3"], "argument --verbose: '3': expected an integer in 0..2"),
+    (["-g", "-1"], "argument -g: '-1': expected an integer in 0.."),
+    (
+        ["--checkpoint_interval", "0", "--checkpoint_file", "c.h5"],
+        "argument --checkpoint_interval: '0': expected a finite number > 0",
+    ),
+    (
+        ["--checkpoint_interval", "nan", "--checkpoint_file", "c.h5"],
+        "argument --checkpoint_interval: 'nan': expected a finite number > 0",
+    ),
     (["--checkpoint_timesteps", "5"], "need --checkpoint_file"),
 ]
 

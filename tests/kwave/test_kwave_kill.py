@@ -15,6 +15,7 @@ import pytest
 from kwave_inputs import write_input
 from test_kwave_checkpoint import assert_identical, t_index
 
+from sonotile.base.files import PARTIAL
 from sonotile.kwave import output as outmod
 from sonotile.kwave.cli import main as kwave_main
 
@@ -43,6 +44,7 @@ def test_kill_9_then_resume_is_bit_identical(tmp_path):
            "--checkpoint_timesteps", "100"]  # fmt: skip
     rng = np.random.default_rng(11)
     killed, pending, legs = [], 3, []  # legs: seconds of the legs that finished
+    killed_pids: list[int] = []
     for _ in range(40):
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -52,6 +54,7 @@ def test_kill_9_then_resume_is_bit_identical(tmp_path):
             except subprocess.TimeoutExpired:
                 proc.kill()  # SIGKILL: no handler, no clean-up
                 killed.append(t_index(out))
+                killed_pids.append(proc.pid)
                 pending -= 1
         _, err = proc.communicate(timeout=300)
         assert proc.returncode in (0, -9), err
@@ -64,7 +67,13 @@ def test_kill_9_then_resume_is_bit_identical(tmp_path):
     assert len(killed) >= 2 and min(killed) > 0, killed  # killed while resuming an output
     assert t_index(out) == 1000
     assert_identical(full, out)
-    assert sorted(os.listdir(work)) == ["out.h5"]  # no checkpoint, no partial file left
+    # no checkpoint left; a partial file only where a SIGKILL stopped its writer (its name holds
+    # that process's id: a run that ends, or is stopped otherwise, removes its own)
+    left = sorted(os.listdir(work))
+    assert "out.h5" in left and "ck.h5" not in left, left
+    for name in (n for n in left if n != "out.h5"):
+        pid = int(name.split(".")[3].split("-")[0]) if name.endswith(PARTIAL) else None
+        assert name.startswith((".out.h5.", ".ck.h5.")) and pid in killed_pids, (name, killed_pids)
 
 
 def test_failed_output_creation_leaves_nothing(tmp_path, monkeypatch, capsys):

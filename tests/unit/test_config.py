@@ -56,7 +56,7 @@ def test_job_and_transport_variables():
         ({"SONOTILE_NUM_PROCESSES": "two"}, "SONOTILE_NUM_PROCESSES='two': expected an integer"),
         ({"SONOTILE_CACHE_LIMIT": "4 GB"}, "SONOTILE_CACHE_LIMIT='4 GB': expected a number"),
         ({"SONOTILE_LOCAL_DEVICE_IDS": "0;1"}, "comma-separated integers"),
-        ({"SONOTILE_TRANSPORT": "nccl"}, "transport = 'nccl'"),
+        ({"SONOTILE_TRANSPORT": "nccl"}, "SONOTILE_TRANSPORT='nccl': expected one of auto"),
     ],
 )
 def test_bad_environment_values_name_the_variable(env, match):
@@ -65,8 +65,53 @@ def test_bad_environment_values_name_the_variable(env, match):
 
 
 @pytest.mark.parametrize(
+    "name, value, expected",
+    [
+        ("SONOTILE_MEMORY_LIMIT", "banana", "a number of bytes >= 1"),
+        ("SONOTILE_MEMORY_LIMIT", "-5", "a number of bytes >= 1"),
+        ("SONOTILE_MEMORY_LIMIT", "0", "a number of bytes >= 1"),
+        ("SONOTILE_MEMORY_LIMIT", "nan", "a number of bytes >= 1"),
+        ("SONOTILE_CACHE_LIMIT", "inf", "a number of bytes >= 0"),
+        ("SONOTILE_CACHE_LIMIT", "1e30", "a number of bytes >= 0"),
+        ("SONOTILE_CACHE_LIMIT", "1.5", "a number of bytes >= 0"),
+        ("SONOTILE_FFT", "banana", "one of auto, xla, fftw"),
+        ("SONOTILE_FFTW_PLAN", "banana", "one of estimate, measure, patient"),
+        ("SONOTILE_DETERMINISTIC", "banana", "1 or 0"),
+        ("SONOTILE_FFTW_UPDATES", "2", "1 or 0"),
+        ("SONOTILE_HEARTBEAT_TIMEOUT", "0", "an integer >= 1"),
+        ("SONOTILE_INIT_TIMEOUT", "-1", "an integer >= 1"),
+        ("SONOTILE_PROCESS_ID", "-1", "an integer >= 0"),
+        ("SONOTILE_LOCAL_RANK", "1.5", "an integer >= 0"),
+        ("SONOTILE_LOCAL_DEVICE_IDS", "0,-1", "comma-separated integers >= 0"),
+        ("SONOTILE_COORDINATOR", "host", "host:port"),
+        ("SONOTILE_COORDINATOR", "host:99999", "host:port"),
+    ],
+)
+def test_every_variable_is_checked_against_its_range(name, value, expected):
+    """No value outside a variable's range is taken silently: the error names the variable, the
+    value and what it may be."""
+    with pytest.raises(
+        config.SettingsError, match=re.escape(f"{name}={value!r}: expected {expected}")
+    ):
+        Settings.from_env({name: value})
+
+
+def test_every_boolean_spelling_and_a_job_out_of_range():
+    for word, on in (("1", True), ("Yes", True), ("on", True), ("0", False), ("off", False)):
+        assert Settings.from_env({"SONOTILE_DETERMINISTIC": word}).deterministic is on
+    assert Settings.from_env({"SONOTILE_MEMORY_LIMIT": "8e9"}).memory_limit == 8 * 10**9
+    env = {"SONOTILE_NUM_PROCESSES": "2", "SONOTILE_PROCESS_ID": "2"}
+    with pytest.raises(
+        config.SettingsError, match=r"SONOTILE_PROCESS_ID: process_id = 2: expected 0\.\.1"
+    ):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
     "bad",
     [
+        dict(memory_limit=0),
+        dict(process_id=-1),
         dict(fft="cufft"),
         dict(fftw_plan="fast"),
         dict(transport="tcp"),

@@ -1,14 +1,105 @@
 """Command-line parsing shared by the ``sonotile`` commands: one spelling of flags (k-Wave's
 underscores, ``--cpu_devices``), the only one the help shows; a hyphenated spelling of a known
-flag is read as that flag; an unknown flag gives one line naming the closest known flag."""
+flag is read as that flag; an unknown flag gives one line naming the closest known flag.
+
+The types of numeric options (:func:`integer`, :func:`number` and the names built from them)
+refuse what is not a finite number in the option's range with one line that argparse prefixes
+with the option, e.g. ``argument --size: 'nan': expected an integer >= 32``."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
+
+#: The largest integer a count option takes by default (a larger count is a typing mistake).
+INT_MAX = 2**31 - 1
+
+
+def _num(v: float) -> str:
+    return str(v) if isinstance(v, int) else f"{v:g}"
+
+
+def _span(lo: float | None, hi: float | None, above: float | None = None) -> str:
+    """``>= lo``, ``> above``, ``in lo..hi`` ... (for messages)."""
+    if above is not None:
+        low = f"> {_num(above)}"
+    else:
+        low = f">= {_num(lo)}" if lo is not None else ""
+    if hi is None:
+        return low
+    if lo is not None and above is None:
+        return f"in {_num(lo)}..{_num(hi)}"
+    return f"{low} and <= {_num(hi)}" if low else f"<= {_num(hi)}"
+
+
+def integer(lo: int | None = None, hi: int | None = INT_MAX) -> Callable[[str], int]:
+    """An argparse type: an integer in ``lo..hi`` (None: unbounded on that side)."""
+    what = f"an integer {_span(lo, hi)}".strip()
+
+    def conv(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}': expected {what}") from None
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"'{text}': expected {what}")
+        return value
+
+    conv.lo, conv.hi = lo, hi  # type: ignore[attr-defined]  # for the options' walk test
+    return conv
+
+
+def number(
+    lo: float | None = None, hi: float | None = None, above: float | None = None
+) -> Callable[[str], float]:
+    """An argparse type: a finite number ``>= lo`` (or ``> above``) and ``<= hi``."""
+    what = f"a finite number {_span(lo, hi, above)}".strip()
+
+    def conv(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}': expected {what}") from None
+        bad = not math.isfinite(value) or (lo is not None and value < lo)
+        bad = bad or (above is not None and value <= above) or (hi is not None and value > hi)
+        if bad:
+            raise argparse.ArgumentTypeError(f"'{text}': expected {what}")
+        return value
+
+    conv.lo, conv.hi = lo if above is None else above, hi  # type: ignore[attr-defined]
+    return conv
+
+
+#: An integer >= 1 (a count).
+positive_int = integer(1)
+#: An integer >= 0 (an index).
+index = integer(0)
+#: A finite number > 0 (a time, a size).
+positive = number(above=0)
+#: A finite number >= 0.
+nonnegative = number(0)
+#: A finite number in 0..1.
+fraction = number(0, 1)
+#: Any finite number.
+finite = number()
+
+
+def utf8_path(text: str) -> str:
+    """An argparse type: a file path HDF5 can open, that is, one that is valid UTF-8 (a name
+    holding other bytes, such as Latin-1 ones, is refused with its bytes shown)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(text)
+        raise argparse.ArgumentTypeError(
+            f"{raw!r}: the path is not valid UTF-8, which HDF5 needs: rename the file or folder"
+        ) from None
+    return text
 
 
 def closest(word: str, choices: list[str]) -> str:

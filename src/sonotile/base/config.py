@@ -12,6 +12,7 @@ flags, threads, compilation cache, allocator) when an entry point asks it to.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -134,77 +135,160 @@ class Settings:
                                      ("fftw_plan", self.fftw_plan, PLAN_EFFORTS),
                                      ("transport", self.transport, TRANSPORTS)):  # fmt: skip
             if value not in allowed:
-                raise ValueError(f"{name} = {value!r}: expected one of {allowed}")
+                raise SettingsError(f"{name} = {value!r}: expected one of {allowed}")
         if self.cache_limit < 0:
-            raise ValueError(f"cache_limit = {self.cache_limit}: expected bytes >= 0 (0: none)")
-        for name in ("threads", "num_processes", "heartbeat_timeout", "init_timeout"):
+            raise SettingsError(f"cache_limit = {self.cache_limit}: expected bytes >= 0 (0: none)")
+        if self.memory_limit is not None and self.memory_limit < 1:
+            raise SettingsError(f"memory_limit = {self.memory_limit}: expected bytes > 0")
+        for name, least in (("threads", 1), ("num_processes", 1), ("heartbeat_timeout", 1),
+                            ("init_timeout", 1), ("process_id", 0), ("local_rank", 0)):  # fmt: skip
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} = {value}: expected a positive number")
+            if value is not None and value < least:
+                raise SettingsError(f"{name} = {value}: expected an integer >= {least}")
+        if self.local_device_ids is not None and min(self.local_device_ids, default=0) < 0:
+            raise SettingsError(f"local_device_ids = {self.local_device_ids}: expected ids >= 0")
+        if None not in (self.process_id, self.num_processes) and not (
+            self.process_id < self.num_processes  # type: ignore[operator]
+        ):
+            raise SettingsError(
+                f"process_id = {self.process_id}: expected 0..{self.num_processes - 1} "  # type: ignore[operator]
+                f"(num_processes = {self.num_processes})"
+            )
         if not self.cache_dir:
             object.__setattr__(self, "cache_dir", default_cache_dir())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Defaults, then ``SONOTILE_*`` variables, then ``overrides``."""
+        """Defaults, then ``SONOTILE_*`` variables, then ``overrides``. A variable set to a value
+        outside its range raises :class:`SettingsError` naming it and what it may be."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = dict(cache_dir=default_cache_dir(env))
         for name, field, kind in VARIABLES:
             if env.get(name, "") != "":
-                values[field] = _parse(name, env[name], kind)
+                values[field] = parse(name, env[name], kind)
         values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]  # checked in __post_init__
+        try:
+            return cls(**values)  # type: ignore[arg-type]  # checked in __post_init__
+        except SettingsError as e:
+            named = [n for n, f, _ in VARIABLES if str(e).startswith(f"{f} =") and n in env]
+            raise SettingsError(f"{named[0]}: {e}" if named else str(e)) from None
 
 
-#: ``(variable, Settings field, kind)``: every ``SONOTILE_*`` variable sonotile reads
-VARIABLES = (
-    ("SONOTILE_FFT", "fft", str),
-    ("SONOTILE_FFTW_PLAN", "fftw_plan", str),
+class SettingsError(ValueError):
+    """A setting (or ``SONOTILE_*`` variable) outside its allowed values."""
+
+
+@dataclass(frozen=True)
+class Count:
+    """An integer variable of at least ``least``."""
+
+    least: int
+
+
+@dataclass(frozen=True)
+class Bytes:
+    """A number of bytes (``4e9`` allowed) of at least ``least``."""
+
+    least: int
+
+
+BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True,
+              "0": False, "false": False, "no": False, "off": False}  # fmt: skip
+#: A ``host:port`` variable (the coordinator).
+HOST_PORT = "host:port"
+#: The largest integer a variable may hold (C's int64).
+INT_MAX = 2**63 - 1
+
+#: ``(variable, Settings field, kind)``: every ``SONOTILE_*`` variable sonotile reads. Kinds:
+#: ``bool``, ``str`` (any text), a tuple of allowed words, :class:`Count`, :class:`Bytes`,
+#: ``tuple`` (comma-separated ids >= 0), :data:`HOST_PORT`.
+VARIABLES: tuple[tuple[str, str, object], ...] = (
+    ("SONOTILE_FFT", "fft", FFT_BACKENDS),
+    ("SONOTILE_FFTW_PLAN", "fftw_plan", PLAN_EFFORTS),
     ("SONOTILE_FFTW_UPDATES", "fftw_updates", bool),
     ("SONOTILE_FFTW_NATIVE", "fftw_native", bool),
     ("SONOTILE_FFTW_AVX512", "fftw_avx512", bool),
     ("SONOTILE_COMPILATION_CACHE", "compilation_cache", bool),
     ("SONOTILE_PROGRAM_CACHE", "program_cache", bool),
-    ("SONOTILE_CACHE_LIMIT", "cache_limit", float),
+    ("SONOTILE_CACHE_LIMIT", "cache_limit", Bytes(0)),
     ("SONOTILE_MALLOC_TUNE", "malloc_tune", bool),
-    ("SONOTILE_MEMORY_LIMIT", "memory_limit", float),
-    (ENV_TRANSPORT, "transport", str),
+    ("SONOTILE_MEMORY_LIMIT", "memory_limit", Bytes(1)),
+    (ENV_TRANSPORT, "transport", TRANSPORTS),
     ("SONOTILE_MPICXX", "mpicxx", str),
-    (ENV_COORDINATOR, "coordinator", str),
-    (ENV_NUM_PROCESSES, "num_processes", int),
-    (ENV_PROCESS_ID, "process_id", int),
+    (ENV_COORDINATOR, "coordinator", HOST_PORT),
+    (ENV_NUM_PROCESSES, "num_processes", Count(1)),
+    (ENV_PROCESS_ID, "process_id", Count(0)),
     (ENV_LOCAL_DEVICES, "local_device_ids", tuple),
-    ("SONOTILE_LOCAL_RANK", "local_rank", int),
-    ("SONOTILE_HEARTBEAT_TIMEOUT", "heartbeat_timeout", int),
-    ("SONOTILE_INIT_TIMEOUT", "init_timeout", int),
+    ("SONOTILE_LOCAL_RANK", "local_rank", Count(0)),
+    ("SONOTILE_HEARTBEAT_TIMEOUT", "heartbeat_timeout", Count(1)),
+    ("SONOTILE_INIT_TIMEOUT", "init_timeout", Count(1)),
     ("SONOTILE_DETERMINISTIC", "deterministic", bool),
     ("SONOTILE_GROWTH_CHECK", "growth_check", bool),
 )
 
 
-def _parse(name: str, text: str, kind: type) -> object:
-    """``text`` of variable ``name`` as ``kind``: bool (``0``, ``false``, ``no``: off), str,
-    int, float (a number of bytes, e.g. ``4e9``: an int) or tuple (comma-separated ints)."""
+def parse(name: str, text: str, kind: object) -> object:
+    """``text`` of variable ``name`` as ``kind`` (see :data:`VARIABLES`), or
+    :class:`SettingsError` naming the variable, the value and what it may be."""
+    value, expected = _convert(text.strip(), kind)
+    if expected:
+        raise SettingsError(f"{name}={text!r}: expected {expected}")
+    return value
+
+
+def _convert(text: str, kind: object) -> tuple[object, str]:
+    """``(value, "")``, or ``(None, what was expected)``."""
     if kind is bool:
-        return text.strip().lower() not in ("0", "false", "no", "off")
+        word = BOOL_WORDS.get(text.lower())
+        return (word, "") if word is not None else (None, "1 or 0 (or true/false, yes/no, on/off)")
     if kind is str:
-        return text
+        return text, ""
+    if isinstance(kind, tuple):
+        return (text, "") if text in kind else (None, f"one of {', '.join(kind)}")
+    if isinstance(kind, Count):
+        n = _integer(text)
+        ok = n is not None and kind.least <= n <= INT_MAX
+        return (n, "") if ok else (None, f"an integer >= {kind.least}")
+    if isinstance(kind, Bytes):
+        n = _bytes(text)
+        ok = n is not None and kind.least <= n <= INT_MAX
+        return (n, "") if ok else (None, f"a number of bytes >= {kind.least}, e.g. 4e9")
+    if kind is tuple:
+        ids = [_integer(v.strip()) for v in text.split(",")]
+        if all(i is not None and 0 <= i <= INT_MAX for i in ids):
+            return tuple(ids), ""
+        return None, "comma-separated integers >= 0, e.g. 0,1"
+    host, _, port = text.rpartition(":")
+    number = _integer(port)
+    if host and number is not None and 1 <= number <= 65535:
+        return text, ""
+    return None, "host:port with a port of 1..65535, e.g. 10.0.0.1:1234"
+
+
+def _integer(text: str) -> int | None:
     try:
-        if kind is tuple:
-            return tuple(int(v) for v in text.split(","))
-        return int(float(text)) if kind is float else int(text)
+        return int(text)
     except ValueError:
-        what = {tuple: "comma-separated integers", float: "a number of bytes"}.get(
-            kind, "an integer"
-        )
-        raise ValueError(f"{name}={text!r}: expected {what}") from None
+        return None
+
+
+def _bytes(text: str) -> int | None:
+    """A whole number of bytes from ``4e9`` or ``4000000000`` (finite), else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value != math.floor(value):
+        return None
+    return int(value)
 
 
 _active: list[Settings] = []
 
 
 def current() -> Settings:
-    """The installed settings (from the environment, the first time nothing was installed)."""
+    """The installed settings (from the environment, the first time nothing was installed;
+    :class:`SettingsError` for a variable outside its range, before any work)."""
     if not _active:
         _active.append(Settings.from_env())
     return _active[0]

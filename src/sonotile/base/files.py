@@ -222,17 +222,20 @@ def token() -> str:
 
 
 def temp_name(path: str, tok: str, suffix: str = "") -> str:
-    """The temporary name of ``path`` for the run with token ``tok`` in the same folder,
-    ending in ``suffix`` (a writer that goes by the extension); a name that would be too long
-    for the filesystem keeps the start of the target's name and a digest of the whole."""
+    """The temporary name of ``path`` for the run with token ``tok``, in the same folder:
+    ``.<name>.<tok>.sonotile-partial<suffix>`` (``suffix`` for a writer that goes by the
+    extension); where that would pass the folder's longest file name (``NAME_MAX``, 255 bytes),
+    ``<name>`` is cut and ends in ``~`` and 8 hex digits of its SHA-256, so that a target whose
+    own name is near that limit can still be written."""
     d, b = os.path.split(os.path.abspath(path))
     name = f".{b}.{tok}.{PARTIAL}{suffix}"
-    over = len(os.fsencode(name)) - _name_max(d)
-    if over > 0:
-        digest = hashlib.sha256(os.fsencode(b)).hexdigest()[:12]
-        keep = os.fsencode(b)[: max(0, len(os.fsencode(b)) - over - 14)]
-        name = f".{keep.decode(errors='ignore')}~{digest}.{tok}.{PARTIAL}{suffix}"
-    return os.path.join(d, name)
+    limit = _name_max(d)
+    if len(os.fsencode(name)) <= limit:
+        return os.path.join(d, name)
+    raw = os.fsencode(b)
+    tail = f"~{hashlib.sha256(raw).hexdigest()[:8]}.{tok}.{PARTIAL}{suffix}"
+    keep = max(0, limit - 1 - len(os.fsencode(tail)))
+    return os.path.join(d, "." + os.fsdecode(raw[:keep]) + tail)
 
 
 def local_token() -> str:

@@ -1,11 +1,9 @@
-"""A number checked against its allowed range, in the user's own name for it: one rule for the
-Python API (``ValueError``) and the command line (an ``argparse`` type, one-line error)."""
+"""A number checked against its allowed range, in the user's own name for it, for the Python
+API (``ValueError``); the command line's types are :mod:`sonotile.base.cliargs`'s."""
 
 from __future__ import annotations
 
-import argparse
 import math
-from collections.abc import Callable
 
 
 def interval(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
@@ -33,20 +31,3 @@ def in_range(name: str, value: float | str, low: float | None = None, high: floa
     if not ok:
         raise ValueError(f"{name}: got {value!r}, expected {kind} in {span}")
     return v
-
-
-def option(low: float | None = None, high: float | None = None, *, low_open: bool = False,
-           high_open: bool = False, whole: bool = False) -> Callable[[str], float]:  # fmt: skip
-    """An ``argparse`` ``type`` reading a number in a range (:func:`in_range`); ``whole``
-    gives an int. argparse names the option in its one-line error."""
-
-    def read(text: str) -> float:
-        try:
-            v = in_range("value", text, low, high, low_open=low_open, high_open=high_open,
-                         whole=whole)  # fmt: skip
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e).removeprefix("value: ")) from None
-        return int(v) if whole else v
-
-    read.__name__ = "int" if whole else "float"
-    return read

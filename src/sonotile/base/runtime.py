@@ -32,7 +32,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from types import FrameType
 
-from sonotile.base import cachedir, config
+from sonotile.base import cachedir, config, interrupt
 
 #: programs that compile in less [s] are not kept in the persistent cache. A 128^3 time-loop
 #: chunk compiles in ~0.13 s on the 2-core EPYC: at 0.2 s every run compiled its chunks again
@@ -287,11 +287,12 @@ def cpus_restored() -> Iterator[None]:
 
 def install_stop_handlers(flag: dict) -> dict:
     """SIGTERM/SIGINT set ``flag['stop']`` (the run checkpoints, or fails, between chunks of
-    steps); a second signal raises KeyboardInterrupt at once. Returns the previous handlers."""
+    steps); a second signal raises :class:`~sonotile.base.interrupt.Interrupted` (a
+    KeyboardInterrupt) at once. Returns the previous handlers."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if flag.get("stop"):
-            raise KeyboardInterrupt(f"signal {signum}")
+            raise interrupt.Interrupted(signum)
         flag["stop"] = True
         flag["signal"] = signum
 

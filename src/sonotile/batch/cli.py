@@ -24,12 +24,22 @@ from pathlib import Path
 from typing import Any
 
 from sonotile.base import config, files
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, positive_int
 from sonotile.base.runtime import host_memory_available
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
 from sonotile.batch.spec import Run, SpecError, load
 
 STATE = ".sonotile-batch"
+
+
+def devices_per_run(text: str) -> str:
+    """``--devices_per_run``: ``auto`` or a count of 1 or more (kept as text)."""
+    if text == "auto":
+        return text
+    try:
+        return str(positive_int(text))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"'{text}': expected 'auto' or an integer >= 1") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,11 +52,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="folder of k-Wave input files, or a .json / .toml list of runs")
     p.add_argument("--out", help="output folder (default: <folder>/out or the spec's 'out')")
     p.add_argument(
-        "--devices_per_run", "--devices-per-run", default="auto",
+        "--devices_per_run", "--devices-per-run", default="auto", type=devices_per_run,
         help="devices per run: a number (CPU cores on a CPU, GPUs on GPUs) or 'auto' "
         "(from the runs' memory estimates and count)",
     )  # fmt: skip
-    p.add_argument("--max_parallel", type=int, default=None, help="at most this many runs at once")
+    p.add_argument(
+        "--max_parallel", type=positive_int, default=None, help="at most this many runs at once"
+    )
     p.add_argument("--rerun", action="store_true", help="run again runs whose output exists")
     return p
 
@@ -292,13 +304,6 @@ def main(argv: list[str] | None = None) -> int:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
     args = parser().parse_args(argv)
-    if args.devices_per_run != "auto" and not str(args.devices_per_run).isdigit():
-        print(
-            f"sonotile batch: error: --devices_per_run {args.devices_per_run}: expected a "
-            "positive number or 'auto'",
-            file=sys.stderr,
-        )
-        return 2
     try:
         runs = load(args.spec, args.out, tuple(extra))
     except SpecError as e:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sonotile.base import runtime
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, integer, positive_int
 from sonotile.bench.cases import MEDIA, bench_case_problem
 from sonotile.model.problem import Problem
 
@@ -327,15 +327,19 @@ def parser() -> argparse.ArgumentParser:
         "sonotile bench --profile -h: each pass at 1 and N threads; "
         "sonotile bench --decompositions -h: the decompositions",
     )
-    p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
-    p.add_argument("--steps", type=int, default=50, help="time steps per run (default 50)")
+    p.add_argument(
+        "--size", type=integer(8), default=128, help="grid points per axis (default 128)"
+    )
+    p.add_argument("--steps", type=positive_int, default=50, help="time steps per run (default 50)")
     p.add_argument(
         "--cases",
         default=",".join(CASES),
         help=f"comma-separated cases from {', '.join(CASES)} (default all)",
     )
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default all)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per case (default 3)")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default all)")
+    p.add_argument(
+        "--repeats", type=positive_int, default=3, help="timed runs per case (default 3)"
+    )
     p.add_argument("--json", default="bench.json", help="output JSON file (default bench.json)")
     p.add_argument("--kwave_binary", default=None, help="k-Wave binary to compare against")
     p.add_argument("--no_breakdown", action="store_true", help="skip the FFT-only timing")

@@ -30,7 +30,7 @@ import sys
 import time
 
 from sonotile.base import config
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, index, integer, positive_int
 from sonotile.bench.breakdown import PARTS
 
 
@@ -214,12 +214,12 @@ def _report(summary: dict) -> None:
 def parser() -> Parser:
     ap = Parser(prog="sonotile bench --scaling", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--size", type=int, default=128, help="weak scaling: N^3 per process")
-    ap.add_argument("--strong", type=int, default=192, help="strong scaling: M^3 (0: skip)")
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=2, help="timed chunks per run")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of all runs")
-    ap.add_argument("--overlap", type=int, default=16)
+    ap.add_argument("--size", type=integer(8), default=128, help="weak scaling: N^3 per process")
+    ap.add_argument("--strong", type=index, default=192, help="strong scaling: M^3 (0: skip)")
+    ap.add_argument("--steps", type=positive_int, default=10)
+    ap.add_argument("--repeats", type=positive_int, default=2, help="timed chunks per run")
+    ap.add_argument("--rounds", type=positive_int, default=2, help="alternating rounds of all runs")
+    ap.add_argument("--overlap", type=integer(2, 32), default=16)
     ap.add_argument(
         "--decompositions",
         default="lfb,pencil",

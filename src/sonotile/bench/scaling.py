@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, integer, positive_int
 from sonotile.parallel.decomposition import Decomposition
 
 if TYPE_CHECKING:  # JAX and the solver are imported where used (after the XLA flags are set)
@@ -450,12 +450,12 @@ def parser() -> Parser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--size", type=int, default=64, help="grid points per axis (default 64)")
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--size", type=integer(8), default=64, help="grid points per axis (default 64)")
+    ap.add_argument("--steps", type=positive_int, default=10)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument(
         "--cpu_devices",
-        type=int,
+        type=integer(1, 4096),
         default=8,
         help="virtual CPU devices when JAX is not yet started (default 8)",
     )
@@ -464,7 +464,7 @@ def parser() -> Parser:
         default="single,pencil:8,pencil:2x4,lfb:8,lfb:2x4,lfb:2x2x2",
         help="comma-separated decomposition:mesh list",
     )
-    ap.add_argument("--overlap", type=int, default=16)
+    ap.add_argument("--overlap", type=integer(2, 32), default=16)
     ap.add_argument("--json", default="bench-decompositions.json")
     ap.add_argument("--bytes_only", action="store_true", help="skip the timings")
     return ap

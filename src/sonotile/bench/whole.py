@@ -39,7 +39,7 @@ import sys
 import tempfile
 
 from sonotile.base import runtime
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import INT_MAX, Parser, integer, positive_int
 from sonotile.bench.cases import WHOLE_RUN_CASES
 from sonotile.bench.inprocess import CASES, SOURCE_MODES, run_cases, spread, write_input
 
@@ -238,11 +238,15 @@ def _print(res: dict) -> None:
         )
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
     p = Parser(prog="sonotile bench --whole_run", description=__doc__.split("\n")[0])
     p.add_argument("--kwave_binary", required=True, help="k-Wave binary to compare against")
-    p.add_argument("--size", type=int, default=128, help="grid points per axis (default 128)")
-    p.add_argument("--steps", type=int, default=100, help="N: runs of N and 3N steps (default 100)")
+    p.add_argument(
+        "--size", type=integer(8), default=128, help="grid points per axis (default 128)"
+    )
+    p.add_argument(
+        "--steps", type=positive_int, default=100, help="N: runs of N and 3N steps (default 100)"
+    )
     p.add_argument("--cases", "--case", default=",".join(WHOLE_RUN_CASES),
                    help=f"comma-separated cases from {', '.join(WHOLE_RUN_CASES)}, or "
                    f"{' / '.join(CASES)} (one point, --source_mode); default all named "
@@ -250,7 +254,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--threads", type=thread_counts, default=None,
                    help="-t for both tools, or a comma-separated list run one after the other "
                    "(e.g. 1,2; default: each tool's own default, all CPUs)")  # fmt: skip
-    p.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
+    p.add_argument("--repeats", type=positive_int, default=3, help="rounds (default 3)")
     p.add_argument("--source_mode", choices=SOURCE_MODES, default=SOURCE_MODES[0],
                    help="the k-Wave mode of the point of the cases lossless and "
                    "absorbing_nonlinear (default additive_no_correction; additive: filtered in "
@@ -262,6 +266,11 @@ def main(argv: list[str]) -> int:
                    help="output JSON file, its folder made if need be (default "
                    f"{'/'.join(DEFAULT_OUT)} under the current folder)")  # fmt: skip
     p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    p = parser()
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in KNOWN_CASES]
@@ -318,6 +327,6 @@ def thread_counts(text: str) -> list[int]:
         counts = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         counts = []
-    if not counts or min(counts) < 1:
+    if not counts or min(counts) < 1 or max(counts) > INT_MAX:
         raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers, e.g. 2 or 1,2")
     return counts

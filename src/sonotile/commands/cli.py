@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from sonotile.base import config, interrupt
+
 COMMANDS = {
     "demo": (
         "sonotile.commands.demo",
@@ -28,6 +30,13 @@ COMMANDS = {
 }
 
 
+#: The commands a signal unwinds (they stop their runs, clean up and report, themselves); in
+#: the others a signal ends the process at once with one line (sonotile-kwave notes it during
+#: its run and stops at the next safe point): a Python exception raised by a signal inside
+#: JAX's C++ code can abort the process or be lost (:mod:`sonotile.base.interrupt`).
+UNWINDING = ("batch", "launch", "heat", "plan")
+
+
 def usage() -> str:
     lines = ["usage: sonotile <command> [options]", "", "commands:"]
     lines += [f"  {name:9s} {doc}" for name, (_, doc) in COMMANDS.items()]
@@ -45,7 +54,24 @@ def main(argv: list[str] | None = None) -> int:
     """The ``sonotile`` program (``argv`` None: this process's arguments; the program first
     starts itself again with huge pages for malloc when it can,
     :func:`sonotile.base.runtime.restart_with_hugepages`, for ``kwave`` when the run gains,
-    :func:`sonotile.kwave.cli.wants_hugepages`)."""
+    :func:`sonotile.kwave.cli.wants_hugepages`). Ctrl-C or SIGTERM at any moment: one line,
+    exit status 128 + the signal (130 for Ctrl-C)."""
+    program = argv is None
+    if program:
+        interrupt.install()
+    try:
+        return _main(argv, program)
+    except KeyboardInterrupt as e:
+        return interrupt.report("sonotile", e, "files being written were not put in place")
+    except config.SettingsError as e:
+        print(f"sonotile: error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if program:
+            interrupt.guard(False)
+
+
+def _main(argv: list[str] | None, program: bool = False) -> int:
     if argv is None:
         from sonotile.base import runtime
 
@@ -71,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sonotile: error: unknown command '{name}'{closest(name, list(COMMANDS))}",
               file=sys.stderr)  # fmt: skip
         return 2
+    config.current()  # the SONOTILE_* variables, checked before any work (SettingsError)
+    if program and name in UNWINDING:
+        interrupt.guard()  # from here a signal unwinds (removing temporary files) to main
     import importlib
 
     module = importlib.import_module(COMMANDS[name][0])

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from sonotile.base import files
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, integer
 
 if TYPE_CHECKING:  # imported when run: the options act before JAX is imported
     from sonotile.api import Inputs, KWaveGrid, KWaveMedium, Results
@@ -95,18 +95,23 @@ def _check_out(out: str, h5: str, png: str) -> None:
     os.makedirs(out, exist_ok=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = Parser(
         prog="sonotile demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--out", default="sonotile-demo", help="output folder (default %(default)s)")
-    ap.add_argument("--size", type=int, default=128, help="points along the beam (default 128)")
+    ap.add_argument(
+        "--size", type=integer(32), default=128, help="points along the beam (default 128)"
+    )
     ap.add_argument("--float64", action="store_true", help="double precision")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     a = ap.parse_args(argv)
-    if a.size < 32:
-        ap.error(f"--size {a.size}: must be >= 32")
     h5, png = os.path.join(a.out, "results.h5"), os.path.join(a.out, "demo.png")
     try:
         _check_out(a.out, h5, png)

@@ -10,46 +10,41 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 
 import numpy as np
 
 from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
 from sonotile.api.heating.sonication import Tissue, check_settings, heat_from_result
 from sonotile.base import files
-from sonotile.base.cliargs import Parser
-from sonotile.base.ranges import option
+from sonotile.base.cliargs import Parser, integer, number
 from sonotile.model.problem import ProblemError
 from sonotile.solver.finite import NonFiniteError
 
-#: ``(low, high, low_open, high_open)`` of the numeric options (None: unbounded).
-POSITIVE, AT_LEAST_0 = (0.0, None, True, False), (0.0, None, False, False)
-ABOVE_ABSOLUTE_ZERO = (-273.15, None, True, False)
+#: the types of the numeric options: finite numbers > 0, >= 0, above absolute zero [degC]
+POSITIVE, AT_LEAST_0, ABOVE_ABSOLUTE_ZERO = number(above=0.0), number(0.0), number(above=-273.15)
 
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="sonotile heat", description=__doc__.split("\n\n")[0])
     p.add_argument("result", help="sonotile result file (p_cw_amp_all or p_max_all)")
     p.add_argument("-o", "--output", help="output HDF5 (default RESULT-heat.h5)")
-    p.add_argument("--duration", type=_num(*POSITIVE), required=True, help="simulated time [s]")
-    p.add_argument("--on", type=_num(*AT_LEAST_0), help="sonication time [s] (default: whole run)")
-    p.add_argument("--dt", type=_num(*POSITIVE), default=0.1, help="time step [s] (default 0.1)")
-    p.add_argument("--period", type=_num(*POSITIVE), help="pulse period [s] while on")
-    p.add_argument("--duty", type=_num(0.0, 1.0, True, False), default=1.0,
+    p.add_argument("--duration", type=POSITIVE, required=True, help="simulated time [s]")
+    p.add_argument("--on", type=AT_LEAST_0, help="sonication time [s] (default: whole run)")
+    p.add_argument("--dt", type=POSITIVE, default=0.1, help="time step [s] (default 0.1)")
+    p.add_argument("--period", type=POSITIVE, help="pulse period [s] while on")
+    p.add_argument("--duty", type=number(hi=1.0, above=0.0), default=1.0,
                    help="duty cycle while on, in (0, 1]")  # fmt: skip
-    p.add_argument("--T0", type=_num(*ABOVE_ABSOLUTE_ZERO), default=37.0,
+    p.add_argument("--T0", type=ABOVE_ABSOLUTE_ZERO, default=37.0,
                    help="initial temperature [degC]")  # fmt: skip
-    p.add_argument("--specific-heat", type=_num(*POSITIVE), default=3600.0, help="[J/(kg K)]")
-    p.add_argument("--conductivity", type=_num(*POSITIVE), default=0.5, help="[W/(m K)]")
-    p.add_argument("--perfusion", type=_num(*AT_LEAST_0), default=0.0,
+    p.add_argument("--specific-heat", type=POSITIVE, default=3600.0, help="[J/(kg K)]")
+    p.add_argument("--conductivity", type=POSITIVE, default=0.5, help="[W/(m K)]")
+    p.add_argument("--perfusion", type=AT_LEAST_0, default=0.0,
                    help="blood perfusion rate [1/s]")  # fmt: skip
     p.add_argument("--boundary", default="periodic", choices=("periodic", "insulating"),
                    help="the grid's faces: periodic (default) or insulating (no heat flows "
                         "out; a homogeneous medium only)")  # fmt: skip
-    p.add_argument(
-        "--frequency", type=_num(*POSITIVE), help="drive frequency [Hz] (default: stored)"
-    )
-    p.add_argument("--coarsen", type=option(1, None, whole=True), default=1,
+    p.add_argument("--frequency", type=POSITIVE, help="drive frequency [Hz] (default: stored)")
+    p.add_argument("--coarsen", type=integer(1), default=1,
                    help="thermal grid = N acoustic points (a whole number >= 1)")  # fmt: skip
     p.add_argument("--quantity", default="auto", choices=("auto", "p_cw_amp_all", "p_max_all"))
     p.add_argument("--float32", action="store_true", help="single precision (default double)")
@@ -63,17 +58,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", metavar="FILE",
                    help="save the run's state here when stopped (SIGINT/SIGTERM, or the limits "
                         "below); the same command with this file goes on from it")  # fmt: skip
-    p.add_argument("--checkpoint_interval", type=_num(*POSITIVE), metavar="S",
+    p.add_argument("--checkpoint_interval", type=POSITIVE, metavar="S",
                    help="save and stop after S seconds of stepping")  # fmt: skip
-    p.add_argument("--checkpoint_steps", type=option(1, None, whole=True), metavar="N",
+    p.add_argument("--checkpoint_steps", type=integer(1), metavar="N",
                    help="save and stop after N steps of this call")  # fmt: skip
     return p
-
-
-def _num(low: float | None, high: float | None, low_open: bool,
-         high_open: bool) -> Callable[[str], float]:  # fmt: skip
-    """An option's type: a finite number in the range (:func:`~sonotile.base.ranges.option`)."""
-    return option(low, high, low_open=low_open, high_open=high_open)
 
 
 def _mesh(text: str | None) -> tuple[int, ...] | None:

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, number
 from sonotile.model.problem import ProblemError
 
 #: the numeric options: flag -> (default, help)
@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
     xyz = ("X", "Y", "Z")
     p.add_argument(
         "--target",
-        type=float,
+        type=number(),
         nargs=3,
         required=True,
         metavar=xyz,
@@ -65,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--entry",
-        type=float,
+        type=number(),
         nargs=3,
         required=True,
         metavar=xyz,

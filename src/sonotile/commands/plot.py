@@ -351,7 +351,7 @@ def series_figures(
     return figs
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = Parser(prog="sonotile plot", description="Figures of a sonotile result or k-Wave output "
                 "file: maximum-pressure map(s) on the planes through the maximum (mm, colour bar "
                 "with units) and sensor traces (pressure; velocity and stress components where "
@@ -363,7 +363,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", help="PNG to write (default: FILE with .png)")
     ap.add_argument("--db", action="store_true", help="maps in dB re their maximum")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     out = a.out or os.path.splitext(a.file)[0] + ".png"
     try:
         written = plot_file(a.file, out, a.db)

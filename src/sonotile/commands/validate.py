@@ -8,6 +8,7 @@ checkout (an editable install finds them), not inside a wheel.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -41,7 +42,7 @@ def run_case(case: Path, out: Path) -> tuple[bool, str]:
     return True, f"worst: {worst.name} {worst.error:.2e} (tolerance {worst.tol:.0e})"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = Parser(prog="sonotile validate", description=__doc__)
     ap.add_argument(
         "folder",
@@ -50,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT,
         help="folder of reference cases (default: tests/data/kwave-reference of the checkout)",
     )
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     cases = find_cases(a.folder)
     if not cases:
         print(

@@ -4,14 +4,16 @@ shard by shard, resumable on another device count.
 Each checkpoint sonotile writes carries a manifest (root attribute ``sonotile_manifest``, JSON):
 the SHA-256 of the input's datasets, the run settings that define the results, ``t_index`` and
 the SHA-256 of every dataset. Resuming verifies all of it, and that the state is float and
-finite, and refuses any mismatch; a checkpoint written by k-Wave (no manifest) is checked for
-types and finite values only.
+finite, and refuses any mismatch or a missing manifest. A checkpoint written by k-Wave (no
+manifest, no ``sonotile_aggregates``, not created by sonotile) cannot be verified: it is checked
+for grid size, types and finite values only and resumed with a loud warning.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,6 +47,10 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
     from sonotile.kwave.reader import KwaveInput
+
+
+#: The group of sonotile's running statistics in its checkpoints (k-Wave writes none).
+AGGREGATES = "sonotile_aggregates"
 
 
 class CheckpointError(ValueError):
@@ -183,7 +189,7 @@ def _write_checkpoint(
                     np.bytes_(b"float"),
                     np.bytes_(b"real"),
                 )
-            g = f.create_group("sonotile_aggregates")
+            g = f.create_group(AGGREGATES)
             for name, v in agg.items():
                 shape = tuple(v.shape) if blocks is None else blocks.true_shape_of(v.shape)
                 g.create_dataset(name, shape=shape, dtype=np.dtype(v.dtype))
@@ -196,7 +202,7 @@ def _write_checkpoint(
             for name, v in fields.items():
                 write_shards(f[name], v, zyx=True, blocks=blocks)
             for name, v in agg.items():
-                write_shards(f["sonotile_aggregates"][name], v, zyx=False, blocks=blocks)
+                write_shards(f[AGGREGATES][name], v, zyx=False, blocks=blocks)
 
     in_turns(mine, "sonotile-checkpoint")
 
@@ -212,10 +218,19 @@ def verify_checkpoint(
     if raw is None:
         created = f.attrs.get("created_by", b"")
         created = created.decode(errors="replace") if isinstance(created, bytes) else str(created)
-        if created.startswith("sonotile"):
+        if created.startswith("sonotile") or AGGREGATES in f:
             raise CheckpointError(
-                f"{path}: checkpoint has no sonotile_manifest (damaged, or written by an older "
-                "sonotile): cannot verify it, not resumed"
+                f"{path}: checkpoint has no sonotile_manifest (removed or damaged, or written by "
+                "an older sonotile): it cannot be verified against this input, not resumed"
+            )
+        if jax.process_index() == 0:
+            print(
+                f"sonotile-kwave: warning: {path}: a checkpoint without sonotile's manifest "
+                f"(created by '{created}'): it CANNOT BE VERIFIED against this input and these "
+                "settings (only its grid size, types and finite values are checked); resuming "
+                "from it as k-Wave would. If it is not this run's checkpoint, the output will "
+                "be wrong: delete it to start afresh",
+                file=sys.stderr,
             )
     else:
         _check_manifest(f, raw, fp, output_path, series)
@@ -328,7 +343,7 @@ def load_checkpoint(
             tuple(field(f"u{AXES[a]}_sg{AXES[a]}") for a in range(nd)),
         )
         agg0 = sens.init_aggregates(engine.layout, engine.problem.grid.shape, dtype)
-        g = f.get("sonotile_aggregates")
+        g = f.get(AGGREGATES)
         if g is not None:
             missing = [n for n in agg0 if n not in g]
             if missing:

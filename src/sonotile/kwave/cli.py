@@ -1,7 +1,9 @@
 """``sonotile-kwave``: a drop-in for k-Wave's ``kspaceFirstOrder-OMP`` / ``-CUDA`` binaries.
 
 Same flags, same defaults (no output flag means ``--p_raw``), same exit codes (0 on success and
-after a checkpoint, 1 on error), same files (see ``docs/kwave-format.md``). JAX is imported
+after a checkpoint, 1 on error; stopped by a signal without a checkpoint file: 128 + the signal,
+130 for Ctrl-C), same files (see ``docs/kwave-format.md``). Every numeric flag and every
+``SONOTILE_*`` variable is checked before any work. JAX is imported
 only after the command line is parsed so that ``-t`` and ``-g`` can configure it.
 """
 
@@ -12,11 +14,19 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import NoReturn
 
-from sonotile.base import config
-from sonotile.base.cliargs import Parser, closest
+from sonotile.base import config, interrupt
+from sonotile.base.cliargs import (
+    Parser,
+    closest,
+    integer,
+    number,
+    positive,
+    positive_int,
+    utf8_path,
+)
 from sonotile.base.runtime import configure_cpu_devices, configure_threads, cpus_restored
 from sonotile.base.version import __version__
 from sonotile.parallel.decomposition import NAMES
@@ -90,65 +100,40 @@ class _Parser(Parser):
         raise UsageError(message)
 
 
-def _int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
-    def conv(s: str) -> int:
-        try:
-            v = int(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{s}' is not an integer") from None
-        if v < lo or (hi is not None and v > hi):
-            raise argparse.ArgumentTypeError(
-                f"{v} out of range {lo}..{hi if hi is not None else 'inf'}"
-            )
-        return v
-
-    return conv
-
-
 def _mesh(s: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(v) for v in s.lower().split("x"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{s}' is not a mesh like 8, 2x4 or 2x2x2") from None
-    if not 1 <= len(shape) <= 3 or min(shape) < 1:
-        raise argparse.ArgumentTypeError(f"'{s}': 1 to 3 positive sizes, e.g. 2x4")
+    if not 1 <= len(shape) <= 3 or min(shape) < 1 or max(shape) > 4096:
+        raise argparse.ArgumentTypeError(f"'{s}': 1 to 3 sizes of 1..4096, e.g. 2x4")
     return shape
-
-
-def _positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{s}' is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{v} must be > 0")
-    return v
 
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="sonotile-kwave", add_help=False)
-    p.add_argument("-i", dest="input")
-    p.add_argument("-o", dest="output")
-    p.add_argument("-t", dest="threads", type=_int_range(1))
-    p.add_argument("-g", dest="device", type=_int_range(0))
-    p.add_argument("-r", dest="progress", type=_int_range(1, 100), default=5)
-    p.add_argument("-c", dest="compression", type=_int_range(0, 9), default=0)
-    p.add_argument("-s", dest="start", type=_int_range(1), default=1)
-    p.add_argument("--benchmark", type=_int_range(1))
+    p.add_argument("-i", dest="input", type=utf8_path)
+    p.add_argument("-o", dest="output", type=utf8_path)
+    p.add_argument("-t", dest="threads", type=positive_int)
+    p.add_argument("-g", dest="device", type=integer(0))
+    p.add_argument("-r", dest="progress", type=integer(1, 100), default=5)
+    p.add_argument("-c", dest="compression", type=integer(0, 9), default=0)
+    p.add_argument("-s", dest="start", type=positive_int, default=1)
+    p.add_argument("--benchmark", type=positive_int)
     p.add_argument("--copy_sensor_mask", action="store_true")
-    p.add_argument("--checkpoint_file")
-    p.add_argument("--checkpoint_interval", type=_positive_float)
-    p.add_argument("--checkpoint_timesteps", type=_int_range(1))
-    p.add_argument("--verbose", type=_int_range(0, 2), default=0)
+    p.add_argument("--checkpoint_file", type=utf8_path)
+    p.add_argument("--checkpoint_interval", type=positive)
+    p.add_argument("--checkpoint_timesteps", type=positive_int)
+    p.add_argument("--verbose", type=integer(0, 2), default=0)
     p.add_argument("--version", action="store_true")
     p.add_argument("-h", "--help", action="store_true")
     p.add_argument("--float64", action="store_true")
     p.add_argument("--decomposition", choices=NAMES, default="single")
     p.add_argument("--mesh", type=_mesh)
-    p.add_argument("--overlap", type=_int_range(2, 32))
-    p.add_argument("--bell_width", type=_positive_float, default=0.5)
-    p.add_argument("--accuracy", type=_positive_float, default=1e-3)
-    p.add_argument("--cpu_devices", type=_int_range(1, 4096))
+    p.add_argument("--overlap", type=integer(2, 32))
+    p.add_argument("--bell_width", type=number(above=0, hi=1), default=0.5)
+    p.add_argument("--accuracy", type=number(above=0, hi=1), default=1e-3)
+    p.add_argument("--cpu_devices", type=integer(1, 4096))
     p.add_argument("--transport", choices=("auto", "mpi", "xla"), default=None)
     p.add_argument("--deterministic", action="store_true")
     for flag in OUTPUT_FLAGS:
@@ -181,7 +166,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command (``argv``: its arguments, default this process's); the exit status. Ctrl-C
+    or SIGTERM at any moment: one line, status 128 + the signal (130 for Ctrl-C)."""
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt as e:
+        return interrupt.report("sonotile-kwave", e, "no output written")
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = parse(argv)
     except UsageError as e:
@@ -194,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"sonotile v{__version__} (kspaceFirstOrder-OMP v1.3 compatible command line)")
         return 0
+    try:
+        config.current()  # the SONOTILE_* variables, checked before any work
+    except config.SettingsError as e:
+        print(f"sonotile-kwave: error: {e}", file=sys.stderr)
+        return 1
     with cpus_restored(), _run_settings(args):  # -t narrows this thread's CPUs for the run only
         small = args.threads in (None, 1) and one_thread(args)  # one thread, not pinned
         configure_threads(1 if small else args.threads, pin=not small)
@@ -239,8 +237,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"sonotile-kwave: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
-        print(f"sonotile-kwave: error: interrupted ({e}), no output written", file=sys.stderr)
-        return 1
+        return interrupt.report("sonotile-kwave", e, "no output written")
     except Exception as e:  # anything unexpected: still one line and exit 1 (k-Wave style)
         if args.verbose >= 2:
             import traceback
@@ -350,6 +347,7 @@ def entry() -> NoReturn:
     exits normally (JAX's shutdown barrier keeps the others in step). It first starts itself
     again with huge pages for malloc when it can and the run is large enough to gain
     (:func:`runtime.restart_with_hugepages`, :func:`wants_hugepages`)."""
+    interrupt.install()  # a signal: its line and the exit, at once (the run flags, then stops)
     from sonotile.base import runtime
 
     if wants_hugepages(sys.argv[1:]):

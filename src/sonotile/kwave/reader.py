@@ -82,6 +82,34 @@ def _attr(f: h5py.File, name: str) -> str:
     return v.decode() if isinstance(v, bytes | np.bytes_) else str(v)
 
 
+def _reason(e: BaseException) -> str:
+    """HDF5's reason, without its stack of C calls."""
+    text = str(e).strip("'\"")
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _values(name: str, d: h5py.Dataset) -> np.ndarray:
+    """All values of dataset ``name``, or :class:`KwaveFileError` naming it when HDF5 cannot
+    read them (damaged data, a filter that is not installed)."""
+    try:
+        return np.asarray(d[()])
+    except (OSError, RuntimeError, ValueError) as e:
+        raise KwaveFileError(f"dataset '{name}': cannot be read ({_reason(e)})") from None
+
+
+def check_links(f: h5py.File) -> None:
+    """Refuse a soft link that points at nothing in the file (a dangling link), naming it."""
+    bad: list[str] = []
+
+    def visit(name: str, link: object) -> None:
+        if not bad and isinstance(link, h5py.SoftLink) and link.path not in f:
+            bad.append(f"dataset '{name}': a soft link to '{link.path}', which is not in the file")
+
+    f.visititems_links(visit)
+    if bad:
+        raise KwaveFileError(f"{f.filename}: {bad[0]} (a dangling link)")
+
+
 class _Reader:
     """Reads datasets with the checks k-Wave does, plus the shape checks it does not."""
 
@@ -94,7 +122,10 @@ class _Reader:
     def raw(self, name: str) -> h5py.Dataset:
         if name not in self.f:
             raise KwaveFileError(f"{self.f.filename}: dataset '{name}' is missing")
-        d = self.f[name]
+        try:
+            d = self.f[name]
+        except (OSError, KeyError, RuntimeError) as e:
+            raise KwaveFileError(f"dataset '{name}': cannot be opened ({_reason(e)})") from None
         if not isinstance(d, h5py.Dataset):
             raise KwaveFileError(f"dataset '{name}': is a group, expected a dataset")
         if d.dtype.kind not in "fiu":
@@ -118,7 +149,7 @@ class _Reader:
         d = self.raw(name)
         if d.shape != (1, 1, 1):
             raise KwaveFileError(f"dataset '{name}': shape {d.shape}, expected a scalar (1, 1, 1)")
-        v = d[()].reshape(-1)[0]
+        v = _values(name, d).reshape(-1)[0]
         if kind is int:
             if d.dtype.kind == "f" and (not np.isfinite(v) or v != np.floor(v)):
                 raise KwaveFileError(f"dataset '{name}': {v} is not an integer")
@@ -151,7 +182,7 @@ class _Reader:
         if self.lazy:  # read hyperslab by hyperslab, each checked when it is read
             dt = np.float32 if d.dtype == np.float32 else np.float64
             return LazyField.of(XyzView(d, dt), f"dataset '{name}'", "finite")
-        a = np.asarray(d[()])
+        a = _values(name, d)
         if a.dtype != np.float32:  # k-Wave's float32 fields stay float32 (half the host memory)
             a = a.astype(np.float64)
         if not np.all(np.isfinite(a)):
@@ -161,7 +192,7 @@ class _Reader:
     def vector(self, name: str, count: int | None = None) -> np.ndarray:
         """Any rank-3 dataset read as a flat vector (k-Wave checks the element count only)."""
         d = self.raw(name)
-        v = np.asarray(d[()]).reshape(-1)
+        v = _values(name, d).reshape(-1)
         if count is not None and v.size != count:
             raise KwaveFileError(f"dataset '{name}': {v.size} elements, expected {count}")
         return v
@@ -242,6 +273,7 @@ def read_input(
         raise KwaveFileError(f"{path}: cannot open as HDF5 ({hdf5_reason(e)})") from None
     with contextlib.nullcontext(f) if lazy else f:
         refuse_links(f)
+        check_links(f)
         header = {k: _attr(f, k) for k in HEADER}
         if header["file_type"] != "input":
             raise KwaveFileError(f"{path}: file_type is '{header['file_type']}', expected 'input'")

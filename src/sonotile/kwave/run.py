@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import shutil
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -14,14 +15,14 @@ import h5py
 import jax
 import numpy as np
 
-from sonotile.base import config, files, runtime
+from sonotile.base import config, files, interrupt, runtime
 from sonotile.base.files import check_input_path, file_digest, hdf5_cleanup_errors
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
 from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
 from sonotile.kwave.output import OutputFile
 from sonotile.kwave.provenance import provenance
-from sonotile.kwave.reader import read_input
+from sonotile.kwave.reader import KwaveFileError, read_input
 from sonotile.parallel.decomposition import AUTO, SINGLE, Decomposition
 from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.physics.acoustic import checks, release_host_medium
@@ -84,9 +85,12 @@ def check_distinct(args: argparse.Namespace) -> None:
 def run_kwave(args: argparse.Namespace) -> int:
     """Run one leg; returns the exit status.
 
-    SIGTERM/SIGINT are caught for the whole leg: with ``--checkpoint_file`` the run writes a
-    checkpoint after the current chunk of steps and exits 0; without, it stops at once (within
-    the 20 ms poll of a running chunk), leaves no output and exits 1. A second signal aborts at
+    SIGTERM/SIGINT are caught for the whole leg (a Python exception raised by a signal inside
+    JAX's or HDF5's C++ code would abort the process): with ``--checkpoint_file`` the run writes
+    a checkpoint after the current chunk of steps and exits 0; without, it stops at the next
+    point where it can (between reading, compiling and the steps, within the 20 ms poll of a
+    running chunk, before the output is put in place) with
+    :class:`~sonotile.base.interrupt.Interrupted`, leaving no output. A second signal aborts at
     once.
     """
     flag: dict[str, Any] = {"stop": False}  # a signal sets "stop" (bool) and "signal" (int)
@@ -117,6 +121,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
         lazy=jax.process_count() > 1,  # each process reads only its hyperslabs of the fields
         size_check=lambda shape, nt: check_size(shape, dtype, n_dev, device),
     )
+    stopped(args, flag, "while reading the input")
     if args.float64:
         jax.config.update("jax_enable_x64", True)
     rn.check_memory(problem, n_dev, device)  # before anything sized by the grid is made
@@ -128,6 +133,7 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
     ctx = jax.default_device(device) if device is not None else _null()
     with ctx:
         engine = make_engine(problem, args, device)
+        stopped(args, flag, "while preparing the run")
         size = check_disk(args, engine.layout, problem.grid.nt, math.prod(problem.grid.shape))
         hint = checks.instability_hint(problem)
         if engine.describe.startswith("single"):  # medium constants are on the device now
@@ -148,6 +154,15 @@ def _run_kwave(args: argparse.Namespace, flag: dict[str, Any]) -> int:
             out.abort()
             raise
     return status
+
+
+def stopped(args: argparse.Namespace, flag: dict[str, Any], where: str) -> None:
+    """End a leg without ``--checkpoint_file`` that a signal asked to stop (with one, the
+    leg checkpoints after its next chunk)."""
+    if flag["stop"] and not args.checkpoint_file:
+        raise interrupt.Interrupted(
+            flag["signal"], f"{where}, without --checkpoint_file: no output written"
+        )
 
 
 def _warn(args: argparse.Namespace, problem: Problem) -> None:
@@ -206,8 +221,14 @@ def check_disk(args: argparse.Namespace, layout: Any, nt: int, points: int) -> i
 
 def fingerprint(args: argparse.Namespace, problem: Problem) -> Fingerprint:
     """The input's datasets (SHA-256) and the settings a checkpoint must match to resume."""
-    with h5py.File(args.input, "r") as f:
-        digest = file_digest(f)
+    try:
+        with h5py.File(args.input, "r") as f:
+            digest = file_digest(f)
+    except (OSError, KeyError, RuntimeError) as e:  # a dataset the run itself did not read
+        why = str(e).strip("'\"").splitlines()[0] if str(e) else type(e).__name__
+        raise KwaveFileError(
+            f"{args.input}: a dataset cannot be read to compute the input's checksum ({why})"
+        ) from None
     settings = {
         "Nt": problem.grid.nt, "start": args.start, "record": sorted(args.record),
         "precision": "float64" if args.float64 else "float32",
@@ -256,10 +277,10 @@ class LegControl:
             every_pct=args.progress,
         )  # fmt: skip
 
-    def interrupted(self, where: str) -> InterruptedError:
-        return InterruptedError(
-            f"stopped by signal {self.flag.get('signal')} {where}/{self.nt} without "
-            "--checkpoint_file: no output written"
+    def interrupted(self, where: str) -> interrupt.Interrupted:
+        return interrupt.Interrupted(
+            self.flag.get("signal", signal.SIGINT),
+            f"{where}/{self.nt}, without --checkpoint_file: no output written",
         )
 
     def should_stop(self) -> bool:
@@ -323,6 +344,7 @@ def _leg(
             f"{problem.grid.shape}, Nt {nt}, on {engine.describe}, recording "
             f"{engine.layout.raw + tuple(engine.layout.final)}"
         )
+    stopped(args, flag, "before the first step")
     ctl = LegControl(args, nt, problem.grid.size, rs.next_step, t0, flag)
     rs = _step(args, engine, out, rs, stop, ctl)
     check_state(rs, out.hint)
@@ -341,6 +363,7 @@ def _leg(
         "pre-processing_phase": t_pre - t_load, "simulation_phase": t_sim - t_pre,
         "post-processing_phase": t_post - t_sim,
     }  # fmt: skip
+    stopped(args, flag, f"after step {rs.next_step}/{nt}")  # (a run of one chunk)
     out.finish_leg(rs.next_step, timings, first=leg_first, commit=rs.next_step >= nt)
     _after_leg(args, engine, rs, meta, fp, out)
     barrier("sonotile-leg-done")  # the output is in place before any process reports success

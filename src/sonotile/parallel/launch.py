@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import IO
 
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, integer, positive
 from sonotile.base.config import (
     ENV_COORDINATOR,
     ENV_LOCAL_DEVICES,
@@ -50,15 +50,19 @@ def parser() -> argparse.ArgumentParser:
         description="Run N local processes of one JAX job (sonotile-kwave, Python scripts ...).",
         usage="sonotile launch -n N [--cpu_devices K] [--timeout S] -- <command ...>",
     )
-    p.add_argument("-n", "--processes", type=int, required=True, help="number of processes")
+    p.add_argument(
+        "-n", "--processes", type=integer(1, 4096), required=True, help="number of processes"
+    )
     p.add_argument(
         "--cpu_devices",
-        type=int,
+        type=integer(1, 4096),
         help="virtual CPU devices per process (XLA --xla_force_host_platform_device_count)",
     )
-    p.add_argument("--gpus_per_process", type=int, default=1, help="GPUs per process (default 1)")
-    p.add_argument("--timeout", type=float, help="kill the job after this many seconds")
-    p.add_argument("--port", type=int, help="coordinator port (default: a free one)")
+    p.add_argument(
+        "--gpus_per_process", type=integer(1, 4096), default=1, help="GPUs per process (default 1)"
+    )
+    p.add_argument("--timeout", type=positive, help="kill the job after this many seconds")
+    p.add_argument("--port", type=integer(1, 65535), help="coordinator port (default: a free one)")
     p.add_argument("command", nargs=argparse.REMAINDER)
     return p
 
