@@ -227,3 +227,35 @@ def test_temporary_name_of_a_long_file_name_fits(tmp_path):
     with pytest.raises(OSError, match="the name is 256 bytes"):
         files.write_bytes(str(tmp_path / ("y" * 256)), OLD)
     assert sorted(os.listdir(tmp_path)) == [long.name]
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["heat", "BAD", "--duration", "1"], "result"),
+        (["heat", "GOOD", "--duration", "1", "-o", "BAD"], "-o/--output"),
+        (["heat", "GOOD", "--duration", "1", "--checkpoint", "BAD"], "--checkpoint"),
+        (["plan", "GOOD", "--target", "0", "0", "0", "--entry", "0", "0", "9", "--transducer",
+          "bowl:64:64", "-o", "BAD"], "-o/--output"),  # fmt: skip
+        (["batch", "BAD"], "spec"),
+        (["plot", "BAD"], "file"),
+        (["demo", "--out", "BAD"], "--out"),
+    ],
+)
+def test_path_that_is_not_utf8_is_refused_naming_the_argument(argv, flag, tmp_path, capsys):
+    """HDF5 cannot open a name that is not UTF-8: every command refuses one by its argument's
+    name, before any work, with the name's bytes shown."""
+    from sonotile.commands.cli import main as sonotile_main
+
+    good = tmp_path / "good.h5"
+    good.write_bytes(OLD)
+    bad = os.fsdecode(bytes(tmp_path) + b"/x\xffy.h5")
+    argv = [bad if a == "BAD" else str(good) if a == "GOOD" else a for a in argv]
+    with pytest.raises(SystemExit) as stop:
+        sonotile_main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert f"argument {flag}" in line and "x\\xffy.h5" in line and "not valid UTF-8" in line
+    assert "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["good.h5"] and good.read_bytes() == OLD

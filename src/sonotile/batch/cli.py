@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sonotile.base import config, files
-from sonotile.base.cliargs import Parser, positive_int
+from sonotile.base.cliargs import Parser, positive_int, utf8_path
 from sonotile.base.runtime import host_memory_available
 from sonotile.batch.pool import Pool, Slot, cpu_slots, gpu_slots
 from sonotile.batch.spec import Run, SpecError, load
@@ -49,8 +49,12 @@ def parser() -> argparse.ArgumentParser:
         epilog="Flags after '--' go to every run's sonotile-kwave command line "
         "(e.g. -- --p_max -s 20).",
     )
-    p.add_argument("spec", help="folder of k-Wave input files, or a .json / .toml list of runs")
-    p.add_argument("--out", help="output folder (default: <folder>/out or the spec's 'out')")
+    p.add_argument(
+        "spec", type=utf8_path, help="folder of k-Wave input files, or a .json / .toml list of runs"
+    )
+    p.add_argument(
+        "--out", type=utf8_path, help="output folder (default: <folder>/out or the spec's 'out')"
+    )
     p.add_argument(
         "--devices_per_run", "--devices-per-run", default="auto", type=devices_per_run,
         help="devices per run: a number (CPU cores on a CPU, GPUs on GPUs) or 'auto' "

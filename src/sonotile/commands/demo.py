@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from sonotile.base import files
-from sonotile.base.cliargs import Parser, integer
+from sonotile.base.cliargs import Parser, integer, utf8_path
 
 if TYPE_CHECKING:  # imported when run: the options act before JAX is imported
     from sonotile.api import Inputs, KWaveGrid, KWaveMedium, Results
@@ -101,7 +101,9 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--out", default="sonotile-demo", help="output folder (default %(default)s)")
+    ap.add_argument(
+        "--out", type=utf8_path, default="sonotile-demo", help="output folder (default %(default)s)"
+    )
     ap.add_argument(
         "--size", type=integer(32), default=128, help="points along the beam (default 128)"
     )

@@ -16,7 +16,7 @@ import numpy as np
 from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
 from sonotile.api.heating.sonication import Tissue, check_settings, heat_from_result
 from sonotile.base import files
-from sonotile.base.cliargs import Parser, integer, number
+from sonotile.base.cliargs import Parser, integer, number, utf8_path
 from sonotile.model.problem import ProblemError
 from sonotile.solver.finite import NonFiniteError
 
@@ -26,8 +26,10 @@ POSITIVE, AT_LEAST_0, ABOVE_ABSOLUTE_ZERO = number(above=0.0), number(0.0), numb
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="sonotile heat", description=__doc__.split("\n\n")[0])
-    p.add_argument("result", help="sonotile result file (p_cw_amp_all or p_max_all)")
-    p.add_argument("-o", "--output", help="output HDF5 (default RESULT-heat.h5)")
+    p.add_argument(
+        "result", type=utf8_path, help="sonotile result file (p_cw_amp_all or p_max_all)"
+    )
+    p.add_argument("-o", "--output", type=utf8_path, help="output HDF5 (default RESULT-heat.h5)")
     p.add_argument("--duration", type=POSITIVE, required=True, help="simulated time [s]")
     p.add_argument("--on", type=AT_LEAST_0, help="sonication time [s] (default: whole run)")
     p.add_argument("--dt", type=POSITIVE, default=0.1, help="time step [s] (default 0.1)")
@@ -55,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
         help="run on one device or on a pencil mesh of all devices",
     )
     p.add_argument("--mesh", help="pencil mesh shape, e.g. 4 or 2x2 (default: all devices)")
-    p.add_argument("--checkpoint", metavar="FILE",
+    p.add_argument("--checkpoint", type=utf8_path, metavar="FILE",
                    help="save the run's state here when stopped (SIGINT/SIGTERM, or the limits "
                         "below); the same command with this file goes on from it")  # fmt: skip
     p.add_argument("--checkpoint_interval", type=POSITIVE, metavar="S",

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from sonotile.base.cliargs import Parser, number
+from sonotile.base.cliargs import Parser, number, utf8_path
 from sonotile.model.problem import ProblemError
 
 #: the numeric options: flag -> (default, help)
@@ -76,7 +76,9 @@ def parser() -> argparse.ArgumentParser:
         required=True,
         help="'bowl:R:D' or 'array:N:R:D:d' (mm), e.g. array:128:64:64:4",
     )
-    p.add_argument("-o", "--output", help="output folder (default: the CT's name + '-plan')")
+    p.add_argument(
+        "-o", "--output", type=utf8_path, help="output folder (default: the CT's name + '-plan')"
+    )
     p.add_argument(
         "--mapping",
         default="aubry2003",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 
 from sonotile.base import files
-from sonotile.base.cliargs import Parser
+from sonotile.base.cliargs import Parser, utf8_path
 
 if TYPE_CHECKING:  # matplotlib and h5py are imported where used
     import h5py
@@ -359,7 +359,9 @@ def parser() -> argparse.ArgumentParser:
                 "thermal dose and the focal temperature against time; as PNG.",
                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument(
-        "file", help="result file (sonotile, sonotile heat) or output file (k-Wave, sonotile-kwave)"
+        "file",
+        type=utf8_path,
+        help="result file (sonotile, sonotile heat) or output file (k-Wave, sonotile-kwave)",
     )
     ap.add_argument("--out", help="PNG to write (default: FILE with .png)")
     ap.add_argument("--db", action="store_true", help="maps in dB re their maximum")
