@@ -235,8 +235,25 @@ def test_temporary_name_of_a_long_file_name_fits(tmp_path):
         (["heat", "BAD", "--duration", "1"], "result"),
         (["heat", "GOOD", "--duration", "1", "-o", "BAD"], "-o/--output"),
         (["heat", "GOOD", "--duration", "1", "--checkpoint", "BAD"], "--checkpoint"),
-        (["plan", "GOOD", "--target", "0", "0", "0", "--entry", "0", "0", "9", "--transducer",
-          "bowl:64:64", "-o", "BAD"], "-o/--output"),  # fmt: skip
+        (
+            [
+                "plan",
+                "GOOD",
+                "--target",
+                "0",
+                "0",
+                "0",
+                "--entry",
+                "0",
+                "0",
+                "9",
+                "--transducer",
+                "bowl:64:64",
+                "-o",
+                "BAD",
+            ],
+            "-o/--output",
+        ),  # fmt: skip
         (["batch", "BAD"], "spec"),
         (["plot", "BAD"], "file"),
         (["demo", "--out", "BAD"], "--out"),
