@@ -185,6 +185,31 @@ def test_solid_touching_a_pml_edge_stays_bounded() -> None:
     assert late < 2 * kwave[2500:].mean()
 
 
+@pytest.mark.parametrize("where", ["plate", "corner"])
+def test_face_inside_the_pml_without_a_pml_along_another_axis_is_refused(where: str) -> None:
+    """No PML along y, and a fluid-solid face inside the x PML (a plate in it, or a block at a
+    corner): such faces grow with either scheme, so the slip-aware one refuses the geometry
+    before any work, naming the point, the axis and what to do; with PML on both axes, or
+    with k-Wave's scheme, the same medium is taken."""
+    n, m = 64, 16
+    cp, cs, rho = np.full((n, m), 1500.0), np.zeros((n, m)), np.full((n, m), 1000.0)
+    solid = (slice(4, 10), slice(None)) if where == "plate" else (slice(0, 8), slice(0, 6))
+    cp[solid], cs[solid], rho[solid] = 3000.0, 1800.0, 1900.0
+
+    def run(pml: tuple[int, int], interface: str) -> dict:
+        return st.pstd_elastic_2d(
+            st.KWaveGrid((n, m), 1e-4, dt=1e-8, nt=4), st.KWaveElasticMedium(cp, cs, rho),
+            st.ElasticSource(p0=np.ones((n, m))), st.KSensor(mask=np.ones((n, m), bool)),
+            pml_size=pml, dtype="float64", smooth_p0=False, interface=interface,
+        )  # fmt: skip
+
+    with pytest.raises(ProblemError, match=r"inside the PML along x while the grid has no PML "
+                       r"along y.*keep fluid-solid faces out of the PML"):  # fmt: skip
+        run((12, 0), "slip")
+    assert np.isfinite(run((12, 4), "slip")["p"]).all()
+    assert np.isfinite(run((12, 0), "kwave")["p"]).all()
+
+
 def _layered(nx: int, ny: int) -> tuple[np.ndarray, ...]:
     cp, cs, rho = np.full((nx, ny), 1500.0), np.zeros((nx, ny)), np.full((nx, ny), 1000.0)
     cp[20:30], cs[20:30], rho[20:30] = 3000.0, 1800.0, 1900.0  # a plate

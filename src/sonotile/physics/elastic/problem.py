@@ -25,7 +25,7 @@ from sonotile.physics.elastic.model import (
     pml_constants,
     split_constants,
 )
-from sonotile.physics.elastic.slip import has_interface, slip_constants
+from sonotile.physics.elastic.slip import has_interface, slip_constants, unstable_face
 from sonotile.spectral.operators import FourierOps
 
 MEDIUM_KEYS = (
@@ -236,6 +236,9 @@ def build(
         fixed.update(split_constants(shape, spacing, dtype))
     slip = interface == "slip" and has_interface(medium.sound_speed_shear)
     if slip:
+        why = unstable_face(np.asarray(medium.sound_speed_shear), pml_size)
+        if why is not None:
+            raise ProblemError(f"interface = 'slip': {why}")
         fixed.update(slip_constants(np.asarray(medium.sound_speed_shear), dtype, pml_size))
     statics = Statics(nd, medium.kelvin_voigt, u_modes, s_modes, p0 is not None, slip)
     rec = sources.Recording(tuple(record), int(record_start_index) - 1, nd, cw_frequency,

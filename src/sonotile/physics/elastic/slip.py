@@ -140,6 +140,34 @@ def outside_pml(shape: tuple[int, ...], pml_size: Sequence[int], axis: int) -> n
     return keep.reshape([-1 if a == axis else 1 for a in range(len(shape))])
 
 
+def unstable_face(cs: np.ndarray, pml_size: Sequence[int]) -> str | None:
+    """Where the slip-aware interface is known to grow without bound, what to say; else None.
+
+    With no PML along some axis, a fluid-solid face normal to another axis inside that axis's
+    PML (between neighbours, not across the grid's periodic edge) grows with either scheme
+    (docs/elastic.md, Stability); the slip-aware one refuses it."""
+    solid = np.asarray(cs) > 0
+    names = "xyz"
+    bare = [a for a in range(solid.ndim) if int(pml_size[a]) == 0]
+    if not bare or solid.ndim < 2:
+        return None
+    for a in range(solid.ndim):
+        if int(pml_size[a]) == 0:
+            continue
+        lo, hi = [slice(None)] * solid.ndim, [slice(None)] * solid.ndim
+        lo[a], hi[a] = slice(0, -1), slice(1, None)
+        in_pml = np.broadcast_to(~outside_pml(solid.shape, pml_size, a), solid.shape)
+        face = (solid[tuple(lo)] != solid[tuple(hi)]) & (in_pml[tuple(lo)] | in_pml[tuple(hi)])
+        if face.any():
+            at = tuple(int(i) for i in np.argwhere(face)[0])
+            return (f"a fluid-solid face at grid point {at} lies inside the PML along "
+                    f"{names[a]} while the grid has no PML along "
+                    f"{', '.join(names[c] for c in bare)}: such a face grows without bound "
+                    "(with either scheme); keep fluid-solid faces out of the PML, or give "
+                    "every axis a PML")  # fmt: skip
+    return None
+
+
 def has_interface(cs: Any) -> bool:
     """True when the shear speed field [m/s] holds both fluid (0) and solid (> 0) points."""
     cs = np.asarray(cs)
