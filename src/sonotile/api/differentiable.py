@@ -45,7 +45,7 @@ from sonotile.api.types import (
     Options,
     is_elastic,
 )
-from sonotile.model.filters import smoothing_window
+from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.parallel.decomposition import AUTO, PENCIL, SINGLE, Decomposition
@@ -103,14 +103,6 @@ class Static:
     axes: tuple[str, ...] = ()
     #: devices per split axis of the mesh (empty on one device)
     mesh: tuple[int, ...] = ()
-
-
-def _smooth_p0(p0: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """k-Wave's smoothing of p0 (Blackman window, maximum restored) in JAX; see
-    :func:`sonotile.model.filters.smooth`."""
-    win = jnp.asarray(np.fft.ifftshift(smoothing_window(shape)), p0.dtype)
-    out = jnp.real(jnp.fft.ifftn(jnp.fft.fftn(p0) * win)).astype(p0.dtype)
-    return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
 
 
 def _padded(v: jax.Array, st: Static, mode: Literal["constant", "edge"]) -> jax.Array:
@@ -205,7 +197,7 @@ def constants(
         if p0.shape != st.shape:
             raise ProblemError(f"params['p0']: shape {p0.shape}, expected the grid {st.shape}")
         if st.smooth_p0:
-            p0 = _smooth_p0(p0, st.shape)
+            p0 = smooth(p0, True, jnp)
             if st.mesh:  # its whole-grid FFTs run unsplit (XLA:CPU refused them split on 2x2)
                 from sonotile.parallel.differentiable import replicated
 

@@ -32,7 +32,7 @@ import numpy as np
 from sonotile.api.elastic import check_options, check_single, execute, prepare, x64
 from sonotile.api.inputs import with_defaults
 from sonotile.api.types import KSensor, KWaveGrid, Options
-from sonotile.model.filters import smoothing_window
+from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
 from sonotile.physics.elastic.model import component_names
@@ -87,14 +87,6 @@ def traced_inputs(run: ElasticRun, params: Mapping[str, Any], cp: jax.Array) -> 
     return xs
 
 
-def smooth_traced(p0: jax.Array) -> jax.Array:
-    """k-Wave's smoothing of p0 (Blackman window, maximum restored) in JAX
-    (:func:`sonotile.model.filters.smooth`)."""
-    win = jnp.asarray(np.fft.ifftshift(smoothing_window(p0.shape)), p0.dtype)
-    out = jnp.real(jnp.fft.ifftn(jnp.fft.fftn(p0) * win)).astype(p0.dtype)
-    return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
-
-
 @dataclass(frozen=True)
 class Where:
     """Where the simulator runs: ``decomposition`` (single, pencil, lfb), ``mesh`` (devices
@@ -113,7 +105,7 @@ def _simulate(
     values = {k: params[k] for k in MEDIUM_KEYS if k in params}
     extra = {}
     if "p0" in params:
-        p0 = smooth_traced(params["p0"]) if smooth_p0 else params["p0"]
+        p0 = smooth(params["p0"], True, jnp) if smooth_p0 else params["p0"]
         if smooth_p0 and where.decomposition != "single":
             from sonotile.parallel.differentiable import replicated
 
