@@ -30,6 +30,7 @@ from sonotile.api.heatrun import Checkpoint
 from sonotile.api.problem import mask_points
 from sonotile.api.results import Results
 from sonotile.api.types import ElasticSource, KSensor, KWaveElasticMedium, KWaveGrid, Options
+from sonotile.fft import backend as fft_backend
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES, make_time
 from sonotile.model.problem import ProblemError
@@ -176,8 +177,8 @@ def execute(
         index = () if pts is None else tuple(jnp.asarray(pts[:, a], jnp.int32)
                                              for a in range(pts.shape[1]))  # fmt: skip
         ops = model.operators(run, layout.needs_unstagger)
-        if getattr(ops, "fft", None) == "fftw":  # traced: the updates outside FFTW's calls
-            ops = dataclasses.replace(ops, fft="fftw-separate-updates")
+        if getattr(ops, "fft", None):  # traced: the updates outside the backend's calls
+            ops = dataclasses.replace(ops, fft=fft_backend.unfused(ops.fft))
         raw, agg, end = runner.traced_run(model, layout, c, ops, index, steps, run.shape, run.dtype,
                                           state, chunk, tape)  # fmt: skip
     else:
