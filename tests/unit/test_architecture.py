@@ -4,6 +4,7 @@ module's private names, and functions stay short (docs/architecture.md)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from paths import REPO
 
@@ -191,3 +192,77 @@ def test_no_import_circles():
         if n not in seen:
             visit(n, [])
     assert not circles, "\n".join(circles)
+
+
+#: The front ends (the top layer, but for the package's own ``__init__``).
+FRONT_ENDS = LAYERS[-1] - {"sonotile"}
+
+
+def may_import(doc: str) -> set[str] | None:
+    """The modules a package's docstring allows it to import (its ``May import:`` paragraph:
+    ``nothing ...``, ``every layer below the front ends[, and the other front ends]`` or a list
+    of ``sonotile.<name>`` with optional remarks in parentheses); None without one."""
+    _, found, rest = doc.partition("May import:")
+    if not found:
+        return None
+    text = " ".join(rest.split("\n\n")[0].split()).rstrip(".")
+    if text.startswith("nothing"):
+        return set()
+    if "below the front ends" in text:
+        below = {g for group in LAYERS[:-1] for g in group}
+        return below | (FRONT_ENDS if "other front ends" in text else set())
+    return {
+        m.group(0)
+        for item in text.split(",")
+        if (m := re.search(r"sonotile(\.\w+)+", re.sub(r"\(.*?\)", "", item)))
+    }
+
+
+def packages():
+    """``(name, docstring)`` of each package on the top floor."""
+    for init in sorted(PKG.glob("*/__init__.py")):
+        yield f"sonotile.{init.parent.name}", ast.get_docstring(ast.parse(init.read_text())) or ""
+
+
+def test_may_import_lines_match_the_imports():
+    """Each package's docstring says what it may import, and it imports nothing else."""
+    allowed = {}
+    for pkg, doc in packages():
+        rule = may_import(doc)
+        assert rule is not None, f"{pkg}: its docstring has no 'May import:' line"
+        allowed[pkg] = rule
+    bad = []
+    for name, tree, _ in modules():
+        pkg = ".".join(name.split(".")[:2])
+        if pkg not in allowed:
+            continue
+        for mod, what, line in imports(tree, name):
+            target = f"{mod}.{what}" if what else mod
+            if target == pkg or target.startswith(pkg + ".") or target == "sonotile":
+                continue
+            if not any(target == a or target.startswith(a + ".") for a in allowed[pkg]):
+                bad.append(f"{name}:{line} imports {target}, not in {pkg}'s 'May import' line")
+    assert not bad, "\n".join(bad)
+
+
+def test_may_import_lines_point_down_the_layers():
+    """What a docstring allows is the package's own layer or below."""
+    bad = [
+        f"{pkg} may import {a}"
+        for pkg, doc in packages()
+        for a in may_import(doc) or ()
+        if layer(a) > layer(pkg)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_may_import_parses_each_form():
+    assert may_import("x\n\nMay import: nothing of sonotile's.\n") == set()
+    assert may_import("May import: sonotile.physics (not a model's package),\nsonotile.base.") == {
+        "sonotile.physics",
+        "sonotile.base",
+    }
+    assert "sonotile.api" in may_import("May import: every layer below the front ends, and the "
+                                        "other front ends.")  # fmt: skip
+    assert "sonotile.api" not in may_import("May import: every layer below the front ends.")
+    assert may_import("no such line") is None

@@ -38,9 +38,9 @@ from sonotile.fft.interface import AxisVec, Backend, Epilogue, SlabKernels
 if TYPE_CHECKING:
     import jax
 
-__all__ = ["PORTABLE", "AxisVec", "Backend", "Epilogue", "Sibling", "SlabKernels", "describe",
-           "for_array", "get", "library_versions", "portable", "real_scale", "register",
-           "reset", "resolve", "summary", "unfused"]  # fmt: skip
+__all__ = ["PORTABLE", "AxisVec", "Backend", "Epilogue", "Sibling", "SlabKernels", "chooses",
+           "describe", "for_array", "get", "library_versions", "portable", "real_scale",
+           "register", "reset", "resolve", "summary", "unfused"]  # fmt: skip
 
 #: ``F * k`` for a complex spectrum and a real operator, part by part (see
 #: :func:`sonotile.fft.xla.real_scale`): for operators applied outside a backend call
@@ -216,6 +216,11 @@ def resolve(fft: str | None, dtype: str, settings: Any = None) -> str:
     sib = _choose(choice, dtype, settings)
     _used.add(sib.name)
     return sib.recorded(settings)
+
+
+def chooses(name: str, dtype: str, fft: str | None = None) -> bool:
+    """Whether :func:`resolve` (``fft``, ``dtype``) picks the registered backend ``name``."""
+    return resolve(fft, dtype) in SIBLINGS[name].objects
 
 
 def reset() -> None:

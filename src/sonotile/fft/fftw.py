@@ -108,7 +108,6 @@ __all__ = [
     "r2r_operator",
     "reason",
     "reset",
-    "resolve",
     "rfft_axes",
     "rfft_split",
     "summary",
@@ -347,16 +346,6 @@ def _conv_vjp() -> Any:
 #: without (``Settings.fftw_updates`` off)
 BACKEND = FftwBackend()
 SEPARATE_UPDATES = FftwBackend(name="fftw-separate-updates", fuses_updates=False)
-
-
-def resolve(fft: str | None, dtype: str) -> str:
-    """``"fftw"`` where :func:`sonotile.fft.backend.resolve` chooses FFTW for runs of ``dtype``
-    (``fft``: ``auto`` / None, ``xla`` or ``fftw``), else ``"xla"``: the choice is the
-    backend registry's."""
-    from sonotile.fft import backend
-
-    name = backend.resolve(fft, dtype)
-    return "fftw" if name in backend.SIBLINGS["fftw"].objects else name
 
 
 def main(argv: Sequence[str] | None = None) -> int:
