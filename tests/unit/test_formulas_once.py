@@ -1,5 +1,5 @@
 """Each formula once: the characteristic expressions of formulas that once had copies appear in
-src/ only in their one home (docs/architecture.md, "The step, written once").
+src/ only in their one home (docs/architecture.md, "Rules the tests and CI enforce").
 
 Modules are compared as ``ast.unparse`` writes them (comments and docstrings dropped, spacing
 and number literals normalised), so a reformatted copy is still found."""

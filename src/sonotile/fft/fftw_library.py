@@ -50,15 +50,27 @@ def cache_dir() -> str:
     return config.current().cache_dir
 
 
+#: The extension's C++ sources (``csrc/``), in the order they are compiled as one translation
+#: unit: the shared header, then each part (see ``fftw_common.h``).
+SOURCES = ("fftw_common.h", "fftw_grid.cc", "fftw_plans.cc", "fftw_conv.cc", "fftw_axis.cc",
+           "fftw_slabs.cc", "fftw_ffi.cc")  # fmt: skip
+
+
 def _source() -> str:
-    """The extension's C++ source as one file: ``fftw_ffi.cc`` with ``vector_fft.h`` spliced in
-    where it is included (the build compiles a copy in a temporary folder; the cache key is
-    this text)."""
+    """The extension's C++ source as one file: :data:`SOURCES` in order, ``vector_fft.h``
+    spliced in where the header includes it and the parts' own includes of the header dropped
+    (the build compiles a copy in a temporary folder; the cache key is this text, so it covers
+    every file)."""
     csrc = resources.files("sonotile.fft").joinpath("csrc")
-    main = csrc.joinpath("fftw_ffi.cc").read_text()
+    header, *parts = (csrc.joinpath(name).read_text() for name in SOURCES)
     include = '#include "vector_fft.h"'
-    assert include in main, "fftw_ffi.cc no longer includes vector_fft.h"
-    return main.replace(include, csrc.joinpath("vector_fft.h").read_text(), 1)
+    assert include in header, "fftw_common.h no longer includes vector_fft.h"
+    texts = [header.replace(include, csrc.joinpath("vector_fft.h").read_text(), 1)]
+    own = f'#include "{SOURCES[0]}"'
+    for name, text in zip(SOURCES[1:], parts):
+        assert own in text, f"{name} does not include {SOURCES[0]}"
+        texts.append("\n".join(line for line in text.split("\n") if line.strip() != own))
+    return "\n".join(texts)
 
 
 def _lib_dirs() -> list[str]:
