@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -158,7 +158,8 @@ def step_inputs(st: Static, params: Mapping[str, jax.Array], c0: jax.Array) -> d
         scale = pressure_source_scale(c, d, dt, dx[0], s.p.mode)
         p = _scaled(_rows(params["p"], idx[0].shape[0], "p", dtype), scale)
         rows["p"], lens["p"] = _step_rows(p, n0, g.nt), p.shape[0]
-    us, u_lens = [], []
+    us: list[jax.Array | None] = []
+    u_lens: list[int] = []
     for a, src in enumerate(s.u):
         if src is None:
             us.append(None)
@@ -247,7 +248,7 @@ def shaped_results(
         assert layout.cw is not None  # layout_of sets it with the p_cw statistics
         re, im = agg["p_cw_re"], agg["p_cw_im"]
         final["p_cw_amp"], final["p_cw_phase"] = sens.cw_amp_phase(re, im, layout.cw.steps, jnp)
-    return shape_results(st.problem, raw, final, st.crop, jnp)
+    return cast("dict[str, Quantity]", shape_results(st.problem, raw, final, st.crop, jnp))
 
 
 class Simulator:

@@ -82,7 +82,7 @@ class Sibling:
 
     name: str
     title: str
-    objects: Mapping[str, Backend]
+    objects: Mapping[str, Any]
     takes: Callable[[str, str], bool]
     priority: Mapping[str, int]
     recorded: Callable[[Any], str] = lambda settings: ""
