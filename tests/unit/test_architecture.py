@@ -266,3 +266,19 @@ def test_may_import_parses_each_form():
                                         "other front ends.")  # fmt: skip
     assert "sonotile.api" not in may_import("May import: every layer below the front ends.")
     assert may_import("no such line") is None
+
+
+#: Longest files allowed: Python modules and the C++ sources of the extensions [lines].
+MAX_PY_LINES, MAX_CPP_LINES = 600, 1200
+
+
+def test_files_stay_small():
+    """No module over :data:`MAX_PY_LINES` lines, no C++ source over :data:`MAX_CPP_LINES`."""
+    limits = {"*.py": MAX_PY_LINES, "*.cc": MAX_CPP_LINES, "*.h": MAX_CPP_LINES}
+    big = [
+        f"{p.relative_to(PKG)}: {n} lines"
+        for pattern, limit in limits.items()
+        for p in sorted(PKG.rglob(pattern))
+        if (n := len(p.read_text().splitlines())) > limit
+    ]
+    assert not big, "\n".join(big)
