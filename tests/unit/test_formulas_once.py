@@ -92,6 +92,12 @@ def test_each_home_holds_its_formula(sources):
     assert not missing, "\n".join(missing)
 
 
+def test_the_medium_constant_dict_is_built_once_in_its_home(sources):
+    """The host and the traced acoustic constants share one builder (both live in the home)."""
+    home = FORMULAS["the medium-constant dict (constant_dict)"][0]
+    assert len(re.findall(r"['\"]c2['\"]: ", sources[home])) == 1
+
+
 @pytest.mark.parametrize(
     "copy",
     [
