@@ -282,3 +282,28 @@ def test_files_stay_small():
         if (n := len(p.read_text().splitlines())) > limit
     ]
     assert not big, "\n".join(big)
+
+
+#: An FFT backend's own modules: only ``sonotile.fft`` and the benchmarks (which time FFTW's
+#: kernels themselves) import them; the rest asks ``sonotile.fft.backend``.
+BACKEND_MODULES = ("sonotile.fft.fftw", "sonotile.fft.xla")
+FFT_NAMES = {"fftw", "fftw-separate-updates"}
+
+
+def test_no_backend_name_outside_fft():
+    """Outside ``sonotile.fft`` no module imports a backend's own module or compares a value with
+    a backend's name (operators ask the backend object or ``fft.backend`` instead)."""
+    bad = []
+    for name, tree, _ in modules():
+        if name.startswith(("sonotile.fft", "sonotile.bench")):
+            continue
+        for mod, what, line in imports(tree, name):
+            target = f"{mod}.{what}" if what else mod
+            if target.startswith(BACKEND_MODULES):
+                bad.append(f"{name}:{line} imports {target}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for c in (node.left, *node.comparators):
+                    if isinstance(c, ast.Constant) and c.value in FFT_NAMES:
+                        bad.append(f"{name}:{node.lineno} compares with {c.value!r}")
+    assert not bad, "\n".join(bad)
