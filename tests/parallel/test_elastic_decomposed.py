@@ -67,7 +67,7 @@ want = [np.asarray(v) for v in erun.ops.diffs(jax.numpy.asarray(f), which)]
 errs = []
 for mesh in ((4,), (2, 2)):  # 18 points on 4 devices: uneven blocks
     blocks = Blocks((18, 16, 12), mesh)
-    arrays, specs, make_ops = pencil_operators(erun, blocks, False, fftw_transforms=False)
+    arrays, specs, make_ops = pencil_operators(erun, blocks, False, slab_kernels=False)
     spec, m = field_spec(3, len(mesh)), make_mesh(mesh)
     fn = shard_map(lambda g, a: tuple(make_ops(a).diffs(g, which)), m, (spec, specs),
                    tuple(spec for _ in which))

@@ -29,7 +29,7 @@ assert len(jax.devices()) == 8
 
 def distributed(prob, blocks, xs, fused):
     d, m = len(blocks.shape), len(blocks.mesh_shape)
-    arrays, specs, meta = pencil_constants(prob, blocks, False, fftw_transforms=fused)
+    arrays, specs, meta = pencil_constants(prob, blocks, False, slab_kernels=fused)
     assert meta.fft == ("fftw" if fused else "xla"), meta
     spec = field_spec(d, m)
     out = ((spec,) * d, (spec,) * d, spec, spec, spec)

@@ -86,6 +86,6 @@ def test_kelvin_voigt_decay(wave, alpha):
     t = np.arange(len(energy)) * dt
     slope = np.polyfit(t, np.log(energy), 1)[0]
     gamma = -slope / 2
-    theory = k**2 * c**3 * db2neper(alpha)  # k^2 V / (2 rho), V = 2 rho c^3 a
+    theory = k**2 * c**3 * db2neper(alpha, 2.0)  # k^2 V / (2 rho), V = 2 rho c^3 a
     assert gamma > 0
     assert abs(gamma / theory - 1) <= 0.02

@@ -12,16 +12,16 @@ def fftw_configured(**changes: Any) -> Iterator[None]:
     """The installed settings with ``changes`` (:class:`sonotile.base.config.Settings` attributes),
     passed to the FFTW extension for the duration; the old ones restored after."""
     from sonotile.base import config
-    from sonotile.fft import fftw
+    from sonotile.fft import fftw, fftw_library
 
     old = config.current()
     config.configure(**changes)
-    fftw._configure(fftw.load())
+    fftw_library._configure(fftw.load())
     try:
         yield
     finally:
         config.configure(old)
-        fftw._configure(fftw.load())
+        fftw_library._configure(fftw.load())
 
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])

@@ -4,6 +4,7 @@ module's private names, and functions stay short (docs/architecture.md)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from paths import REPO
 
@@ -231,3 +232,117 @@ def test_str_decomposition_check_sees_a_violation():
         "def c(decomposition: Decomposition): ...\n"
     )
     assert [f for f, _ in str_decompositions(ast.parse(src))] == ["a", "b"]
+
+
+FRONT_ENDS = LAYERS[-1] - {"sonotile"}
+
+
+def may_import(doc: str) -> set[str] | None:
+    """The modules a package's docstring allows it to import (its ``May import:`` paragraph:
+    ``nothing ...``, ``every layer below the front ends[, and the other front ends]`` or a list
+    of ``sonotile.<name>`` with optional remarks in parentheses); None without one."""
+    _, found, rest = doc.partition("May import:")
+    if not found:
+        return None
+    text = " ".join(rest.split("\n\n")[0].split()).rstrip(".")
+    if text.startswith("nothing"):
+        return set()
+    if "below the front ends" in text:
+        below = {g for group in LAYERS[:-1] for g in group}
+        return below | (FRONT_ENDS if "other front ends" in text else set())
+    return {
+        m.group(0)
+        for item in text.split(",")
+        if (m := re.search(r"sonotile(\.\w+)+", re.sub(r"\(.*?\)", "", item)))
+    }
+
+
+def packages():
+    """``(name, docstring)`` of each package on the top floor."""
+    for init in sorted(PKG.glob("*/__init__.py")):
+        yield f"sonotile.{init.parent.name}", ast.get_docstring(ast.parse(init.read_text())) or ""
+
+
+def test_may_import_lines_match_the_imports():
+    """Each package's docstring says what it may import, and it imports nothing else."""
+    allowed = {}
+    for pkg, doc in packages():
+        rule = may_import(doc)
+        assert rule is not None, f"{pkg}: its docstring has no 'May import:' line"
+        allowed[pkg] = rule
+    bad = []
+    for name, tree, _ in modules():
+        pkg = ".".join(name.split(".")[:2])
+        if pkg not in allowed:
+            continue
+        for mod, what, line in imports(tree, name):
+            target = f"{mod}.{what}" if what else mod
+            if target == pkg or target.startswith(pkg + ".") or target == "sonotile":
+                continue
+            if not any(target == a or target.startswith(a + ".") for a in allowed[pkg]):
+                bad.append(f"{name}:{line} imports {target}, not in {pkg}'s 'May import' line")
+    assert not bad, "\n".join(bad)
+
+
+def test_may_import_lines_point_down_the_layers():
+    """What a docstring allows is the package's own layer or below."""
+    bad = [
+        f"{pkg} may import {a}"
+        for pkg, doc in packages()
+        for a in may_import(doc) or ()
+        if layer(a) > layer(pkg)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_may_import_parses_each_form():
+    assert may_import("x\n\nMay import: nothing of sonotile's.\n") == set()
+    assert may_import("May import: sonotile.physics (not a model's package),\nsonotile.base.") == {
+        "sonotile.physics",
+        "sonotile.base",
+    }
+    assert "sonotile.api" in may_import("May import: every layer below the front ends, and the "
+                                        "other front ends.")  # fmt: skip
+    assert "sonotile.api" not in may_import("May import: every layer below the front ends.")
+    assert may_import("no such line") is None
+
+
+#: Longest files allowed: Python modules and the C++ sources of the extensions [lines].
+MAX_PY_LINES, MAX_CPP_LINES = 600, 1200
+
+
+def test_files_stay_small():
+    """No module over :data:`MAX_PY_LINES` lines, no C++ source over :data:`MAX_CPP_LINES`."""
+    limits = {"*.py": MAX_PY_LINES, "*.cc": MAX_CPP_LINES, "*.h": MAX_CPP_LINES}
+    big = [
+        f"{p.relative_to(PKG)}: {n} lines"
+        for pattern, limit in limits.items()
+        for p in sorted(PKG.rglob(pattern))
+        if (n := len(p.read_text().splitlines())) > limit
+    ]
+    assert not big, "\n".join(big)
+
+
+#: An FFT backend's own modules: only ``sonotile.fft`` and the benchmarks (which time FFTW's
+#: kernels themselves) import them; the rest asks ``sonotile.fft.backend``.
+BACKEND_MODULES = ("sonotile.fft.fftw", "sonotile.fft.xla")
+FFT_NAMES = {"fftw", "fftw-separate-updates"}
+
+
+def test_no_backend_name_outside_fft():
+    """Outside ``sonotile.fft`` no module imports a backend's own module or compares a value with
+    a backend's name (operators ask the backend object or ``fft.backend`` instead)."""
+    bad = []
+    for name, tree, _ in modules():
+        if name.startswith(("sonotile.fft", "sonotile.bench")):
+            continue
+        for mod, what, line in imports(tree, name):
+            target = f"{mod}.{what}" if what else mod
+            if target.startswith(BACKEND_MODULES):
+                bad.append(f"{name}:{line} imports {target}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for c in (node.left, *node.comparators):
+                    if isinstance(c, ast.Constant) and c.value in FFT_NAMES:
+                        bad.append(f"{name}:{node.lineno} compares with {c.value!r}")
+    assert not bad, "\n".join(bad)

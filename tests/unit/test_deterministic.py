@@ -1,7 +1,7 @@
 """Deterministic mode (``SONOTILE_DETERMINISTIC=1``, ``sonotile-kwave --deterministic``): the
 same input gives bit-identical outputs run after run, each from a fresh cache (no wisdom, no
 compiled programs); the FFT backend is fixed (no silent fall-back to XLA's FFT); and
-:func:`sonotile.fft.fftw.describe` reports what ran."""
+:func:`sonotile.fft.backend.describe` reports what ran."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from kwave_inputs import write_input
 from require import require_fftw
 
 from sonotile.base import cachedir, config
-from sonotile.fft import fftw
+from sonotile.fft import backend as fft_backend
+from sonotile.fft import fftw, fftw_library
 
 RUN = "import sys; from sonotile.kwave.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -72,34 +73,36 @@ def test_fresh_runs_are_bit_identical(tmp_path, fftw_so):
 def test_no_silent_fallback_to_xla(monkeypatch, tmp_path):
     """FFTW unavailable: deterministic mode refuses to run on XLA's FFT (a third bit pattern)
     and says why; naming XLA's FFT explicitly is a fixed choice and runs."""
-    saved_state, saved = dict(fftw._state), config.current()
-    fftw.reset()
-    monkeypatch.setattr(fftw, "find_library", lambda: None)
+    saved_state, saved = dict(fftw_library._state), config.current()
+    fftw_library.reset()
+    fft_backend.reset()
+    monkeypatch.setattr(fftw_library, "find_library", lambda: None)
     config.configure(deterministic=True, cache_dir=str(tmp_path))
     try:
         with pytest.raises(RuntimeError, match="deterministic mode needs the FFTW extension.*"
                                                "libfftw3f"):  # fmt: skip
-            fftw.resolve("auto", "float32")
+            fft_backend.resolve("auto", "float32")
         with pytest.raises(RuntimeError, match="deterministic mode"):
-            fftw.resolve("fftw", "float32")
-        assert fftw.resolve("xla", "float32") == "xla"
-        assert fftw.resolve("auto", "float64") == "xla"  # FFTW binds float32 only
-        info = fftw.describe()
+            fft_backend.resolve("fftw", "float32")
+        assert fft_backend.resolve("xla", "float32") == "xla"
+        assert fft_backend.resolve("auto", "float64") == "xla"  # FFTW binds float32 only
+        info = fft_backend.describe()
         assert info["fft_backend"] == "xla" and info["deterministic"] == "1"
         assert "xla_fft" in info and "fftw_plan" not in info
     finally:
         config.configure(saved)
-        fftw._state.clear()
-        fftw._state.update(saved_state)
+        fftw_library._state.clear()
+        fftw_library._state.update(saved_state)
 
 
 DESCRIBE = """
 import json
-from sonotile.fft import fftw
+from sonotile.fft import backend as fft_backend
+from sonotile.fft import fftw, fftw_library
 from sonotile.spectral.operators import FourierOps
-print(json.dumps(fftw.describe()))
+print(json.dumps(fft_backend.describe()))
 FourierOps.build((12, 10, 8), (1e-4,) * 3, 1500.0, 2e-8)
-print(json.dumps(fftw.describe()))
+print(json.dumps(fft_backend.describe()))
 """
 
 

@@ -122,10 +122,12 @@ def test_a_folder_others_can_write_to_is_refused(tmp_path):
 
 def test_the_fftw_extension_is_not_built_in_a_folder_others_can_write_to(tmp_path):
     from sonotile.base import config
-    from sonotile.fft import fftw
+    from sonotile.fft import backend as fft_backend
+    from sonotile.fft import fftw, fftw_library
 
-    saved, settings = dict(fftw._state), config.current()
-    fftw.reset()
+    saved, settings = dict(fftw_library._state), config.current()
+    fftw_library.reset()
+    fft_backend.reset()
     folder = tmp_path / "sonotile"
     folder.mkdir()
     folder.chmod(0o777)
@@ -138,13 +140,13 @@ def test_the_fftw_extension_is_not_built_in_a_folder_others_can_write_to(tmp_pat
         assert not list(folder.glob("*.so"))
     finally:
         config.configure(settings)
-        fftw._state.clear()
-        fftw._state.update(saved)
+        fftw_library._state.clear()
+        fftw_library._state.update(saved)
 
 
 def test_the_build_key_follows_the_compiler_version_and_flags(tmp_path):
     """Another compiler at the same path (an upgrade), or other flags: another build."""
-    from sonotile.fft import fftw
+    from sonotile.fft import fftw_library
 
     libs = ("/nonexistent/libfftw3f.so.3", None)
     cxx = tmp_path / "g++"
@@ -153,11 +155,11 @@ def test_the_build_key_follows_the_compiler_version_and_flags(tmp_path):
         cxx.write_text(f"#!/bin/sh\necho '{version}'\n")
         cxx.chmod(0o755)
         assert cachedir.compiler_version(str(cxx)) == version
-        cmds = fftw._commands("/inc", libs, str(cxx))("<source>", "<library>")
-        tags.append(cachedir.key_tag(fftw._build_key("src", "/inc", libs, str(cxx), cmds)))
+        cmds = fftw_library._commands("/inc", libs, str(cxx))("<source>", "<library>")
+        tags.append(cachedir.key_tag(fftw_library._build_key("src", "/inc", libs, str(cxx), cmds)))
     assert tags[0] != tags[1]
-    o3 = fftw._build_key("src", "/inc", libs, str(cxx), [[str(cxx), "-O3"]])
-    o2 = fftw._build_key("src", "/inc", libs, str(cxx), [[str(cxx), "-O2"]])
+    o3 = fftw_library._build_key("src", "/inc", libs, str(cxx), [[str(cxx), "-O3"]])
+    o2 = fftw_library._build_key("src", "/inc", libs, str(cxx), [[str(cxx), "-O2"]])
     assert cachedir.key_tag(o3) != cachedir.key_tag(o2)
     assert cachedir.compiler_version(str(tmp_path / "missing")) == ""
 
@@ -318,7 +320,8 @@ def test_a_truncated_fftw_extension_is_rebuilt_and_runs(tmp_path):
 WISDOM_RUN = """
 import glob, os, sys
 import numpy as np, jax.numpy as jnp
-from sonotile.fft import fftw
+from sonotile.fft import backend as fft_backend
+from sonotile.fft import fftw, fftw_library
 assert fftw.available(), fftw.reason()
 def plan(shape):
     x = jnp.asarray(np.random.default_rng(0).random(shape), jnp.float32)

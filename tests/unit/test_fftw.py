@@ -16,7 +16,8 @@ from even_op import even_along_x, unread_rows_nan
 from paths import REFERENCE
 from require import require_fftw
 
-from sonotile.fft import fftw, sizes
+from sonotile.fft import backend as fft_backend
+from sonotile.fft import fftw, fftw_library, sizes
 from sonotile.kwave.cli import main as kwave_main
 from sonotile.spectral.operators import FourierOps
 
@@ -363,13 +364,14 @@ def test_reference_case_fftw_equals_xla(case, tmp_path, monkeypatch):
 @pytest.fixture
 def no_fftw(monkeypatch, tmp_path):
     """The extension cannot be built: no FFTW library (fresh state, empty cache)."""
-    saved = dict(fftw._state)
-    fftw.reset()
+    saved = dict(fftw_library._state)
+    fftw_library.reset()
+    fft_backend.reset()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(fftw, "find_library", lambda: None)
+    monkeypatch.setattr(fftw_library, "find_library", lambda: None)
     yield
-    fftw._state.clear()
-    fftw._state.update(saved)
+    fftw_library._state.clear()
+    fftw_library._state.update(saved)
 
 
 def test_fallback_to_xla_when_unavailable(no_fftw, capsys):
@@ -389,8 +391,9 @@ def test_fallback_to_xla_when_unavailable(no_fftw, capsys):
 
 def test_fallback_compiler_failure(monkeypatch, tmp_path):
     """A compiler that fails: no extension, XLA's FFT, the reason says so."""
-    saved = dict(fftw._state)
-    fftw.reset()
+    saved = dict(fftw_library._state)
+    fftw_library.reset()
+    fft_backend.reset()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CXX", "false")
     try:
@@ -400,19 +403,19 @@ def test_fallback_compiler_failure(monkeypatch, tmp_path):
         assert "compiling" in fftw.reason()
         assert _ops((8,), "auto").fft == "xla"
     finally:
-        fftw._state.clear()
-        fftw._state.update(saved)
+        fftw_library._state.clear()
+        fftw_library._state.update(saved)
 
 
 def test_xla_on_other_platforms_and_float64(monkeypatch):
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert fftw.resolve("auto", "float32") == "xla"
-    assert fftw.resolve("fftw", "float32") == "xla"
+    assert fft_backend.resolve("auto", "float32") == "xla"
+    assert fft_backend.resolve("fftw", "float32") == "xla"
     monkeypatch.undo()
-    assert fftw.resolve("auto", "float64") == "xla"
-    assert fftw.resolve("xla", "float32") == "xla"
+    assert fft_backend.resolve("auto", "float64") == "xla"
+    assert fft_backend.resolve("xla", "float32") == "xla"
     with pytest.raises(ValueError):
-        fftw.resolve("mkl", "float32")
+        fft_backend.resolve("mkl", "float32")
 
 
 def test_configure_threads_sets_xla_and_fftw_threads():
@@ -445,7 +448,7 @@ def test_pyfftw_wheel_library_builds_and_loads(tmp_path):
         require_fftw(False, "pyfftw not installed (setup.sh installs it only with no system FFTW)")
     code = """
 import numpy as np, jax.numpy as jnp
-import sonotile.fft.fftw as f
+import sonotile.fft.fftw_library as f
 f._lib_dirs = lambda: []
 assert "pyfftw.libs" in f.find_library()[0]
 from sonotile.spectral.operators import FourierOps
@@ -488,7 +491,7 @@ def test_the_avx2_kernel_forced_on_an_avx512_cpu_equals_xla():
         pytest.skip("needs a CPU with AVX-512, AVX2 and FMA")
     code = """
 import numpy as np, jax.numpy as jnp
-import sonotile.fft.fftw as f
+import sonotile.fft.fftw_library as f
 from sonotile.spectral.operators import FourierOps
 assert f.available(), f.reason()
 assert f.vector_width() == 8, f.vector_width()
@@ -518,7 +521,7 @@ def test_a_compiler_without_march_native_builds_the_portable_extension(tmp_path)
     cxx.chmod(0o755)
     code = """
 import numpy as np, jax.numpy as jnp
-import sonotile.fft.fftw as f
+import sonotile.fft.fftw_library as f
 from sonotile.spectral.operators import FourierOps
 a = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")
 b = FourierOps.build((20, 18, 12), (1e-4,) * 3, 1500.0, 2e-8, fft="xla")
@@ -536,7 +539,8 @@ assert err < 2e-6, err
 
 FAILING_ALLOC = """
 import jax, jax.numpy as jnp, numpy as np
-from sonotile.fft import fftw, sizes
+from sonotile.fft import backend as fft_backend
+from sonotile.fft import fftw, fftw_library, sizes
 from sonotile.spectral.operators import FourierOps
 assert fftw.available(), fftw.reason()
 ops = FourierOps.build((24, 20, 16), (1e-4,) * 3, 1500.0, 2e-8, fft="fftw")

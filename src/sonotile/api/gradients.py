@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +36,8 @@ from jax.typing import ArrayLike, DTypeLike
 
 from sonotile.api.inputs import with_defaults
 from sonotile.api.options import RunOptions
-from sonotile.api.problem import build_problem, fourier_shift
+from sonotile.api.problem import build_problem
+from sonotile.api.simulation import shape_results
 from sonotile.api.types import (
     KSensor,
     KSource,
@@ -46,13 +47,14 @@ from sonotile.api.types import (
     Options,
     model_of,
 )
-from sonotile.model.filters import smoothing_window
+from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.parallel.decomposition import AUTO, PENCIL, SINGLE, Decomposition
 from sonotile.parallel.traced import Run, axes_of, mesh_of, traced_runner
 from sonotile.physics.acoustic import AcousticModel, State
 from sonotile.physics.acoustic.constants import source_constants, traced_medium_constants
+from sonotile.physics.acoustic.model import scan_inputs
 from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
 from sonotile.solver import adjoint, finite, runner
 from sonotile.solver import sensors as sens
@@ -101,14 +103,6 @@ class Static:
     mesh: tuple[int, ...] = ()
 
 
-def _smooth_p0(p0: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """k-Wave's smoothing of p0 (Blackman window, maximum restored) in JAX; see
-    :func:`sonotile.model.filters.smooth`."""
-    win = jnp.asarray(np.fft.ifftshift(smoothing_window(shape)), p0.dtype)
-    out = jnp.real(jnp.fft.ifftn(jnp.fft.fftn(p0) * win)).astype(p0.dtype)
-    return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
-
-
 def _padded(v: jax.Array, st: Static, mode: Literal["constant", "edge"]) -> jax.Array:
     if jnp.ndim(v) == 0 or not any(a or b for a, b in st.pad):
         return v
@@ -152,30 +146,29 @@ def step_inputs(st: Static, params: Mapping[str, jax.Array], c0: jax.Array) -> d
     g, s, dtype = pb.grid, pb.sources, jnp.dtype(pb.dtype)
     d, dt, dx = g.ndim, g.dt, g.spacing
     n0 = 1 if st.phys.ivp else 0
-    k = g.nt - n0
-    xs: dict = {"n": jnp.arange(n0, g.nt, dtype=jnp.int32)}
+    rows: dict[str, Any] = {"p": None}
+    lens: dict[str, Any] = {"tr": 0 if s.transducer is None else s.transducer.length}
     if s.p is not None:
         idx = tuple(jnp.asarray(s.p.index[:, a]) for a in range(d))
         c = _at(c0, idx)
         scale = pressure_source_scale(c, d, dt, dx[0], s.p.mode)
-        rows = _scaled(_rows(params["p"], idx[0].shape[0], "p", dtype), scale)
-        xs["p"] = _step_rows(rows, n0, g.nt)
-        xs["p_len"] = jnp.full(k, rows.shape[0], jnp.int32)
-    us, lens = [], []
+        p = _scaled(_rows(params["p"], idx[0].shape[0], "p", dtype), scale)
+        rows["p"], lens["p"] = _step_rows(p, n0, g.nt), p.shape[0]
+    us: list[jax.Array | None] = []
+    u_lens: list[int] = []
     for a, src in enumerate(s.u):
         if src is None:
-            us.append(jnp.zeros((k, 0), dtype))
-            lens.append(jnp.zeros(k, jnp.int32))
+            us.append(None)
+            u_lens.append(0)
             continue
         idx = tuple(jnp.asarray(src.index[:, b]) for b in range(d))
-        rows = _rows(params[f"u{AXES[a]}"], idx[0].shape[0], f"u{AXES[a]}", dtype)
+        u = _rows(params[f"u{AXES[a]}"], idx[0].shape[0], f"u{AXES[a]}", dtype)
         if src.mode != "dirichlet":
-            rows = _scaled(rows, velocity_source_scale(_at(c0, idx), dt, dx[a]))
-        us.append(_step_rows(rows, n0, g.nt))
-        lens.append(jnp.full(k, rows.shape[0], jnp.int32))
-    xs["u"], xs["u_len"] = tuple(us), tuple(lens)
-    xs["tr_len"] = jnp.full(k, 0 if s.transducer is None else s.transducer.length, jnp.int32)
-    return xs
+            u = _scaled(u, velocity_source_scale(_at(c0, idx), dt, dx[a]))
+        us.append(_step_rows(u, n0, g.nt))
+        u_lens.append(u.shape[0])
+    rows["u"], lens["u"] = tuple(us), tuple(u_lens)
+    return scan_inputs(n0, g.nt, rows, lens, dtype, jnp)
 
 
 def constants(
@@ -201,7 +194,7 @@ def constants(
         if p0.shape != st.shape:
             raise ProblemError(f"params['p0']: shape {p0.shape}, expected the grid {st.shape}")
         if st.smooth_p0:
-            p0 = _smooth_p0(p0, st.shape)
+            p0 = smooth(p0, True, jnp)
             if st.mesh:  # its whole-grid FFTs run unsplit (XLA:CPU refused them split on 2x2)
                 from sonotile.parallel.differentiable import replicated
 
@@ -245,49 +238,13 @@ def shaped_results(
     state: tuple[jax.Array, tuple, tuple],
 ) -> dict[str, Quantity]:
     """:func:`sonotile.simulate`'s output layout (JAX arrays; see :class:`sonotile.api.Results`)."""
-    layout, nd, nt = st.layout, st.problem.grid.ndim, st.problem.grid.nt
-    shapes = layout.cuboid_shapes or None
-    splits = None if shapes is None else np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
-
-    def series(v: jax.Array) -> Quantity:  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
-        if shapes is None:
-            return v.T
-        return [jnp.moveaxis(b.reshape((v.shape[0],) + s), 0, -1)
-                for b, s in zip(jnp.split(v, splits, axis=1), shapes)]  # fmt: skip
-
-    def stat(v: jax.Array) -> Quantity:
-        return v if shapes is None else [b.reshape(s) for b, s in zip(jnp.split(v, splits), shapes)]
-
-    rec, out = set(st.problem.sensor.record), {}
-    for name, v in raw.items():
-        base = "u_non_staggered" if name.endswith("_non_staggered") else name[:1]
-        if base in rec:
-            out[name] = series(v)
-    for f, kind in layout.stats:
-        if not kind.startswith("cw_"):
-            v = agg[f"{f}_{kind}"]
-            out[f"{f}_{kind}"] = stat(jnp.sqrt(v / (nt - layout.start)) if kind == "rms" else v)
-    for f, kind in layout.whole:
-        if not kind.startswith("cw_"):
-            out[f"{f}_{kind}"] = agg[f"{f}_{kind}"][st.crop]
-    if layout.cw is not None:
-        for suffix, crop in (("", stat), ("_all", lambda v: v[st.crop])):
-            if ("p", f"cw_re{suffix}") in (*layout.stats, *layout.whole):
-                re, im = agg[f"p_cw_re{suffix}"], agg[f"p_cw_im{suffix}"]
-                amp, phase = sens.cw_amp_phase(re, im, layout.cw.steps, jnp)
-                out[f"p_cw_amp{suffix}"], out[f"p_cw_phase{suffix}"] = crop(amp), crop(phase)
-    fields = {"p": state[0], **{f"u{AXES[a]}": u for a, u in enumerate(state[2])}}
-    for f in layout.final:
-        out[f"{f}_final"] = fields[f][st.crop]
-    if {"I", "I_avg"} & rec:
-        for a in range(nd):
-            u = raw[f"u{AXES[a]}_non_staggered"].T
-            inten = raw["p"].T * fourier_shift(u, 0.5, jnp).astype(u.dtype)
-            if "I" in rec:
-                out[f"I{AXES[a]}"] = series(inten.T)
-            if "I_avg" in rec:
-                out[f"I{AXES[a]}_avg"] = stat(inten.mean(axis=-1))
-    return out
+    layout = st.layout
+    final = sens.finish(agg, State(*state), layout, st.problem.grid.nt, traced=True)
+    if ("p", "cw_re") in layout.stats:
+        assert layout.cw is not None  # layout_of sets it with the p_cw statistics
+        re, im = agg["p_cw_re"], agg["p_cw_im"]
+        final["p_cw_amp"], final["p_cw_phase"] = sens.cw_amp_phase(re, im, layout.cw.steps, jnp)
+    return cast("dict[str, Quantity]", shape_results(st.problem, raw, final, st.crop, jnp))
 
 
 class Simulator:

@@ -26,6 +26,7 @@ import dataclasses
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -229,12 +230,14 @@ def _run(
 
 def shape_results(
     problem: Problem,
-    raw: dict[str, np.ndarray],
-    final: dict[str, np.ndarray],
+    raw: dict[str, Any],
+    final: dict[str, Any],
     crop: tuple[slice, ...],
+    xp: ModuleType = np,
 ) -> dict[str, Quantity]:
     """The runner's raw series and final quantities in the user's layout (see :class:`Results`),
-    whole fields cropped to the user's grid."""
+    whole fields cropped to the user's grid; ``xp``: numpy (host arrays) or jax.numpy (a traced
+    run's values, which keep their dtype)."""
     sensor = problem.sensor
     nd = problem.grid.ndim
     shapes = None
@@ -242,18 +245,18 @@ def shape_results(
         shapes = [tuple(int(h - lo + 1) for lo, h in zip(c[0], c[1])) for c in sensor.cuboids]
         splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
 
-    def series(v: np.ndarray) -> Quantity:  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
+    def series(v: Any) -> Quantity:  # (Ts, Ns) -> (Ns, Ts) or per-cuboid (Cx, Cy, Cz, Ts)
         if shapes is None:
-            return np.ascontiguousarray(v.T)
+            return np.ascontiguousarray(v.T) if xp is np else v.T
         return [
-            np.moveaxis(b.reshape((v.shape[0],) + s), 0, -1)
-            for b, s in zip(np.split(v, splits, axis=1), shapes)
+            xp.moveaxis(b.reshape((v.shape[0],) + s), 0, -1)
+            for b, s in zip(xp.split(v, splits, axis=1), shapes)
         ]
 
-    def stat(v: np.ndarray) -> Quantity:
+    def stat(v: Any) -> Quantity:
         if shapes is None:
             return v
-        return [b.reshape(s) for b, s in zip(np.split(v, splits), shapes)]
+        return [b.reshape(s) for b, s in zip(xp.split(v, splits), shapes)]
 
     out: dict[str, Quantity] = {}
     rec = set(sensor.record)
@@ -268,8 +271,8 @@ def shape_results(
     if {"I", "I_avg"} & rec:
         p = raw["p"].T
         for a in range(nd):
-            u = fourier_shift(raw[f"u{AXES[a]}_non_staggered"].T, 0.5)
-            inten = p * u
+            u = fourier_shift(raw[f"u{AXES[a]}_non_staggered"].T, 0.5, xp)
+            inten = p * (u if xp is np else u.astype(p.dtype))
             if "I" in rec:
                 out[f"I{AXES[a]}"] = series(inten.T)
             if "I_avg" in rec:

@@ -97,7 +97,7 @@ class Settings:
             settings and threads: the FFT backend is fixed (a CPU float32 run fails when the
             FFTW extension is unavailable instead of using XLA's FFT) and FFTW plans with
             FFTW_ESTIMATE and no wisdom file (no timed planning); ``fftw_plan`` is ignored.
-            :func:`sonotile.fft.fftw.describe` says what ran. Env: ``SONOTILE_DETERMINISTIC``
+            :func:`sonotile.fft.backend.describe` says what ran. Env: ``SONOTILE_DETERMINISTIC``
             (1/0); ``sonotile-kwave --deterministic``.
         growth_check: stop a run whose energy rises with no source on (an instability) before
             it overflows, with :class:`~sonotile.solver.growth.SimulationGrowing`

@@ -1,7 +1,7 @@
 """Many simulations at once: ``sonotile batch`` (k-Wave input files on subsets of the devices)
 (``simulate_many`` is in :mod:`sonotile.api.batches`; ``sonotile.batch.many`` imports it).
 
-May import: sonotile.kwave, sonotile.parallel, sonotile.solver, sonotile.model, sonotile.base.
+May import: every layer below the front ends, and the other front ends.
 """
 
 from sonotile.base.moved import keep_importable

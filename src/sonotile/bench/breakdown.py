@@ -72,9 +72,10 @@ def fft_seconds(shape: tuple[int, ...], transforms: int, repeats: int) -> float:
     import jax.numpy as jnp
     import numpy as np
 
+    from sonotile.fft import backend as fft_backend
     from sonotile.fft import fftw
 
-    use_fftw = fftw.resolve(None, "float32") == "fftw"
+    use_fftw = fft_backend.chooses("fftw", "float32")
     pairs = max(1, transforms // 2)
 
     def run(x: jax.Array) -> jax.Array:
@@ -128,10 +129,10 @@ def plane_fft_seconds(shape: tuple[int, ...], overlap: int, transforms: int, rep
 
 def planes_first(decomposition: str, problem: Problem) -> bool:
     """True when this process's LFB operators take the planes-first way (1-D mesh here)."""
-    from sonotile.fft import fftw
+    from sonotile.fft import backend as fft_backend
 
     return (decomposition == LFB and problem.grid.ndim >= 2
-            and fftw.resolve(None, problem.dtype) == "fftw")  # fmt: skip
+            and fft_backend.chooses("fftw", problem.dtype))  # fmt: skip
 
 
 def _back_to_back(

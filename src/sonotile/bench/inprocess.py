@@ -212,10 +212,11 @@ def fft_breakdown(
     import jax.numpy as jnp
     from jax import lax
 
+    from sonotile.fft import backend as fft_backend
     from sonotile.fft import fftw
 
     nd = len(shape)
-    if fftw.resolve("auto", dtype) == "fftw":
+    if fft_backend.chooses("fftw", dtype, "auto"):
 
         def fwd(x: jax.Array) -> jax.Array:
             return fftw.r2c(x)

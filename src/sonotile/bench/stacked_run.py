@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import jax
 
-from sonotile.api.problem import Problem
+from sonotile.model.problem import Problem
 from sonotile.physics.acoustic import stacked_step as ss
 from sonotile.physics.acoustic.step import State
 

@@ -34,6 +34,14 @@ def _half(vec: jax.Array, axis: int, like: jax.Array) -> jax.Array:
     return lax.slice_in_dim(vec, 0, like.shape[axis] // 2 + 1, axis=axis)
 
 
+def details() -> dict[str, str]:
+    """Where XLA's FFT ran, for an output's provenance: ``xla_fft`` (jaxlib's version and the
+    platform)."""
+    import jaxlib
+
+    return {"xla_fft": f"jaxlib {jaxlib.__version__} on {jax.default_backend()}"}
+
+
 @dataclass(frozen=True)
 class XlaBackend:
     """XLA's FFT (see the module docstring): spectra in memory between the transforms."""

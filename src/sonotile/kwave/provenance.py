@@ -8,7 +8,6 @@ import platform
 import shlex
 import subprocess
 
-from sonotile.base import config
 from sonotile.base.version import __version__
 
 
@@ -31,23 +30,11 @@ def git_commit() -> str:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def fftw_version() -> str:
-    """The FFTW library the extension links (``""`` where there is none)."""
-    from sonotile.fft import fftw
-
-    libs = fftw.find_library() if fftw.available() else None
-    return fftw.library_version(libs[0]) if libs else ""
-
-
 def fft_used(dtype: str) -> str:
-    """The FFT backend this run uses and, for FFTW, its plan effort and threads."""
-    from sonotile.fft import fftw
+    """The FFT backend this run uses and its settings (FFTW: plan effort and threads)."""
+    from sonotile.fft import backend
 
-    backend = fftw.resolve(None, dtype)
-    if backend != "fftw":
-        return backend
-    mode = ", deterministic" if config.current().deterministic else ""
-    return f"fftw (plan effort {fftw.plan_effort()}, {fftw.threads()} threads{mode})"
+    return backend.summary(dtype)
 
 
 def versions() -> str:
@@ -62,7 +49,9 @@ def versions() -> str:
         f"jaxlib {jaxlib.__version__}", f"numpy {np.__version__}", f"h5py {h5py.__version__}",
         f"hdf5 {h5py.version.hdf5_version}",
     ]  # fmt: skip
-    fv = fftw_version()
+    from sonotile.fft import backend
+
+    fv = backend.library_versions()
     if fv:
         parts.append(fv)
     return ", ".join(parts)

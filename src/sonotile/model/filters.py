@@ -1,6 +1,10 @@
-"""Spatial filters applied to inputs before a run (numpy, host side)."""
+"""Spatial filters applied to inputs before a run (numpy on the host; :func:`smooth` also in
+jax.numpy, for inputs that are differentiated)."""
 
 from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -34,24 +38,26 @@ def smoothing_window(shape: tuple[int, ...]) -> np.ndarray:
     return np.abs(np.interp(r, ref, blackman(length)))
 
 
-def smooth(field: np.ndarray, restore_max: bool = False) -> np.ndarray:
+def smooth(field: Any, restore_max: bool = False, xp: ModuleType = np) -> Any:
     """Low-pass a field with :func:`smoothing_window` (k-Wave's ``smooth``).
 
     Args:
         field: real array (any 1-3-D shape).
         restore_max: rescale so the maximum magnitude equals the input's.
+        xp: ``numpy`` (the field taken as float64) or ``jax.numpy`` (the field's own dtype,
+            traced values allowed: differentiable).
 
     Returns:
-        The smoothed field (float64).
+        The smoothed field (float64 for numpy; the field's dtype for JAX).
     """
-    a = np.asarray(field, dtype=np.float64)
-    win = np.fft.ifftshift(smoothing_window(a.shape))
-    out = np.real(np.fft.ifftn(np.fft.fftn(a) * win))
-    if restore_max:
-        peak = np.abs(out).max()
-        if peak > 0:
-            out = out * (np.abs(a).max() / peak)
-    return out
+    a = np.asarray(field, dtype=np.float64) if xp is np else field
+    win = xp.asarray(np.fft.ifftshift(smoothing_window(a.shape)), a.dtype)
+    out = xp.real(xp.fft.ifftn(xp.fft.fftn(a) * win)).astype(a.dtype)
+    if not restore_max:
+        return out
+    peak = xp.max(xp.abs(out))
+    some = peak > 0
+    return out * xp.where(some, xp.max(xp.abs(a)) / xp.where(some, peak, 1.0), 1.0)
 
 
 def radial_continuation(field: np.ndarray, symmetry: str) -> np.ndarray:

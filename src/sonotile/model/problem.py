@@ -508,6 +508,29 @@ class Pml:
         return Pml((n,) * ndim, (2.0,) * ndim)
 
 
+def pml_profile(
+    n: int, size: int, alpha: float, c_ref: float, d: float, dt: float, staggered: bool
+) -> np.ndarray:
+    """k-Wave's ``getPML`` along one axis of ``n`` points: the multiplier (1 outside the layer),
+    shape ``(n,)``, float64.
+
+    ``exp(-alpha (c_ref/d) (dt/2) (x/size)^4)`` with x the depth into the layer of ``size``
+    points, shifted by +1/2 on the staggered grid; ``alpha`` [Np per point], ``c_ref`` [m/s],
+    ``d`` the spacing [m], ``dt`` [s].
+    """
+    prof = np.ones(n)
+    if size == 0 or alpha == 0:
+        return prof
+    i = np.arange(size, dtype=np.float64)
+    shift = 0.5 if staggered else 0.0
+    left = ((size - i - shift) / size) ** 4
+    right = ((i + 1 + shift) / size) ** 4
+    rate = alpha * (c_ref / d) * (dt / 2)
+    prof[:size] = np.exp(-rate * left)
+    prof[n - size :] = np.exp(-rate * right)
+    return prof
+
+
 @dataclass(frozen=True)
 class Problem:
     """A complete, validated, solver-ready simulation.

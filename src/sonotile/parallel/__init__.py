@@ -1,7 +1,8 @@
 """Many devices and processes: meshes, the pencil and LFB decompositions, engines running
 the one step on a mesh, ``auto``, ``jax.distributed`` set-up and the local launcher.
 
-May import: sonotile.solver, sonotile.model, sonotile.fft, sonotile.base.runtime.
+May import: sonotile.solver, sonotile.physics (not a model's package), sonotile.spectral,
+sonotile.fft, sonotile.model, sonotile.base.
 
 The names below are imported on first use (PEP 562): a single-device run imports
 :mod:`.distributed` only, not the decompositions (~0.1 s of a k-Wave run's start).

@@ -76,7 +76,7 @@ def _ops_parts(
     """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
     if decomposition == Decomposition.PENCIL:
         return pencil_operators(problem, Blocks(problem.grid.shape, mesh_shape), unstagger,
-                                fftw_transforms=False)  # fmt: skip
+                                slab_kernels=False)  # fmt: skip
     own = getattr(model_for(problem), "box_operators", None)  # a model's own box operators
     if not isinstance(problem, Problem) and own is None:  # LFB's operators are Fourier operators
         raise ValueError(f"lfb: the {type(model_for(problem)).__name__} is differentiated on "

@@ -8,16 +8,18 @@ shard and combined by one sum over the mesh through the index object
 (:class:`sonotile.parallel.mesh.ShardIndex`, called by :func:`sonotile.solver.sensors.sample`):
 once per chunk after its last step where the sensor allows it, else once per step.
 Point indices keep their global order: every shard gets the full index list with the points it
-does not own replaced by an out-of-range index, which the step's injection drops.
+does not own replaced by an out-of-range index, which the step's injection drops. What each
+shard is given (constants, indices, operator arrays, the carry's specs) is
+:mod:`sonotile.parallel.shard_consts`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -26,39 +28,23 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from sonotile.model.lazy import LazyField
 from sonotile.model.problem import Problem
 from sonotile.parallel import collectives
 from sonotile.parallel import mpi as mpimod
 from sonotile.parallel.auto import auto
 from sonotile.parallel.blocks import Blocks
 from sonotile.parallel.decomposition import AUTO, LFB, NAMES, PENCIL, SINGLE, Decomposition
-from sonotile.parallel.lfb import LfbOps, lfb_constants
 from sonotile.parallel.mesh import (
-    AXIS_NAMES,
     ShardIndex,
     check_processes,
-    field_spec,
     global_array,
-    local_index,
     make_mesh,
-    on_host,
     shard_map,
 )
-from sonotile.parallel.pencil import pencil_operators
-from sonotile.physics import Model, model_for, point_index_keys
+from sonotile.parallel.shard_consts import ShardParts, carry_spec_tree, place_args, shard_parts
+from sonotile.physics import Model, model_for
 from sonotile.solver import runner
 from sonotile.solver import sensors as sens
-from sonotile.spectral.operators import FourierOps
-
-if TYPE_CHECKING:
-    from jax.tree_util import PyTreeDef
-    from numpy.typing import ArrayLike
-
-    from sonotile.parallel.blocks import Sliceable
-
-#: ``local operator arrays -> operators`` of a decomposition (inside a shard)
-MakeOps = Callable[[Any], FourierOps | LfbOps]
 
 
 def normalise_mesh(
@@ -97,41 +83,6 @@ def validate(problem: Problem, decomposition: Decomposition, blocks: Blocks, ove
         raise ValueError(f"lfb: overlap = {overlap} points, expected 1..64")
 
 
-def _split_consts(
-    consts: dict[str, Any], shape: tuple[int, ...], m: int
-) -> tuple[list[jax.Array | LazyField | None], list[P | None], list[Any], PyTreeDef]:
-    """Separate the plan's constants into device arrays with specs and static Python floats."""
-    d = len(shape)
-    fspec = field_spec(d, m)
-    leaves, treedef = jax.tree_util.tree_flatten(consts)
-    arrays: list[jax.Array | LazyField | None] = []
-    specs: list[P | None] = []
-    static: list[Any] = []
-    for leaf in leaves:
-        if not isinstance(leaf, jax.Array | LazyField):
-            static.append(leaf)
-            arrays.append(None)
-            specs.append(None)
-            continue
-        static.append(None)
-        shp = tuple(leaf.shape)
-        if shp == tuple(shape):
-            spec = fspec
-        elif len(shp) == d and sum(s != 1 for s in shp) == 1:
-            a = next(i for i, s in enumerate(shp) if s != 1)
-            spec = P(
-                *(
-                    AXIS_NAMES[i] if i == a and a < m and shp[a] == shape[a] else None
-                    for i in range(d)
-                )
-            )
-        else:
-            spec = P()
-        arrays.append(leaf)
-        specs.append(spec)
-    return arrays, specs, static, treedef
-
-
 def run_decomposed(
     problem: Problem,
     decomposition: Decomposition = PENCIL,
@@ -150,141 +101,6 @@ def run_decomposed(
     else:
         engine = decomposed_engine(problem, decomposition, mesh_shape, overlap, bell_width, devices)
     return runner.run_engine(engine, recorder=recorder, chunk=chunk, progress=progress)
-
-
-@dataclass
-class _Parts:
-    """Everything a shard needs besides the state, as global (host or device) arrays + specs."""
-
-    #: medium, PML and source constants (None where static)
-    arrays: list[jax.Array | LazyField | None]
-    specs: list[P | None]
-    static: list[Any]  # Python values of the static leaves
-    treedef: PyTreeDef
-    src_idx: dict[str, Any]  # the model's point indices localised per shard
-    sidx: tuple[tuple[jax.Array, ...], jax.Array] | None  # sensor indices and ownership per shard
-    ops: Any  # operator arrays (a pytree)
-    ops_specs: Any  # their specs (the same pytree)
-    make_ops: MakeOps  # local operator arrays -> operators object
-    names: tuple[str, ...]  # mesh axis names
-    blocks: Blocks  # how the grid is cut (the sensor index reads lines across blocks)
-
-    def args(self) -> tuple:
-        return (self.arrays, self.src_idx, self.sidx, self.ops)
-
-    def arg_specs(self, m: int) -> tuple:
-        ispec = P(*AXIS_NAMES[:m], None)
-        src = jax.tree_util.tree_map(lambda _: ispec, self.src_idx)
-        sidx = None if self.sidx is None else (tuple(ispec for _ in self.sidx[0]), ispec)
-        return (self.specs, src, sidx, self.ops_specs)
-
-    def rebuild(
-        self, arr_l: list[jax.Array | None], src_l: dict[str, Any], sidx_l: tuple | None
-    ) -> tuple[dict[str, Any], ShardIndex | tuple[()]]:
-        """Inside a shard: the constants dict and the sensor index object."""
-        leaves = [s if a is None else a for a, s in zip(arr_l, self.static)]
-        c = jax.tree_util.tree_unflatten(self.treedef, leaves)
-        for k, v in src_l.items():
-            c[k] = _flat_index(v)
-        if sidx_l is None:
-            return c, ()
-        index = ShardIndex(
-            tuple(i.reshape(-1) for i in sidx_l[0]), sidx_l[1].reshape(-1), self.names,
-            self.blocks,
-        )  # fmt: skip
-        return c, index
-
-
-def _flat_index(index: Any) -> Any:
-    """A shard's point index (see :func:`_localise_any`) as flat per-axis arrays."""
-    if index is None or not index:
-        return index
-    if isinstance(index[0], tuple) or index[0] is None:
-        return tuple(_flat_index(i) for i in index)
-    return tuple(i.reshape(-1) for i in index)
-
-
-def _localise(index_tuple: Sequence[ArrayLike], blocks: Blocks) -> tuple[jax.Array, ...]:
-    pts = np.stack([np.asarray(i) for i in index_tuple], axis=1)
-    loc, _ = local_index(pts, blocks.shape, blocks.mesh_shape)
-    return tuple(jnp.asarray(x) for x in loc)
-
-
-def _localise_any(index: Any, blocks: Blocks) -> Any:
-    """A model's point index (per-axis arrays, or a tuple over axes of them or None),
-    localised to the shards (:func:`_localise`)."""
-    if index is None or not index:
-        return index
-    if isinstance(index[0], tuple) or index[0] is None:
-        return tuple(_localise_any(i, blocks) for i in index)
-    return _localise(index, blocks)
-
-
-def _operators(problem: Problem, decomposition: Decomposition, blocks: Blocks, overlap: int,
-               bell_width: float, unstagger: bool) -> tuple[Any, Any, MakeOps]:  # fmt: skip
-    """``(arrays, specs, make_ops)`` of the decomposition's spectral operators."""
-    with on_host():
-        if decomposition == PENCIL:
-            return pencil_operators(problem, blocks, unstagger)
-        inner, bells, unshift, lmeta = lfb_constants(
-            problem, blocks, int(overlap), float(bell_width), unstagger
-        )
-    lfb_arrays = (inner, bells, unshift)
-    specs = jax.tree_util.tree_map(lambda _: P(), lfb_arrays)
-    return lfb_arrays, specs, lambda arrs: LfbOps(arrs[0], arrs[1], arrs[2], meta=lmeta)
-
-
-def _parts(problem: Problem, phys: Model, decomposition: Decomposition, blocks: Blocks,
-           overlap: int, bell_width: float, layout: sens.SensorLayout) -> _Parts:  # fmt: skip
-    """Constants of the medium, PML (sharded) and sources (indices localised per shard); built
-    in host memory and sliced per shard, never whole on one accelerator."""
-    d, m = problem.grid.ndim, len(blocks.mesh_shape)
-    with on_host():
-        # dt/rho0_sg from rho0 in the step along the axes each pencil shard holds whole
-        derive = tuple(range(m, d)) if decomposition == PENCIL else ()
-        consts = phys.constants(problem, derive_axes=derive)
-    src_idx = {k: _localise_any(consts.pop(k), blocks) for k in point_index_keys(consts)}
-    arrays, specs, static, treedef = _split_consts(consts, problem.grid.shape, m)
-    sidx = None
-    if layout.points is not None:
-        loc, owned = local_index(layout.points, blocks.shape, blocks.mesh_shape)
-        sidx = (tuple(jnp.asarray(x) for x in loc), jnp.asarray(owned))
-    ops, ops_specs, make_ops = _operators(
-        problem, decomposition, blocks, overlap, bell_width, layout.needs_unstagger
-    )
-    return _Parts(arrays, specs, static, treedef, src_idx, sidx, ops, ops_specs, make_ops,
-                  AXIS_NAMES[:m], blocks)  # fmt: skip
-
-
-def _carry_specs(
-    phys: Model, layout: sens.SensorLayout, d: int, m: int
-) -> tuple[Any, dict[str, P]]:
-    fspec = field_spec(d, m)
-    whole = {f"{f}_{k}" for f, k in layout.whole}
-    keys = [f"{f}_{k}" for f, k in layout.stats] + [f"{f}_{k}" for f, k in layout.whole]
-    agg = {k: (fspec if k in whole else P()) for k in keys}
-    # the state's structure with specs as leaves
-    state = jax.tree_util.tree_map(lambda _: fspec, phys.zero_state((2,) * d, jnp.float32))
-    return state, agg
-
-
-def _place_args(parts: _Parts, specs: tuple, mesh: Mesh, blocks: Blocks) -> tuple:
-    """Each process builds only its addressable shards; real-space arrays padded by blocks."""
-
-    def put(spec: P, x: Sliceable, pad: bool) -> jax.Array:
-        return global_array(x, NamedSharding(mesh, spec), blocks=blocks if pad else None)
-
-    out = []
-    for k, (sp, args) in enumerate(zip(specs, parts.args())):
-        pad = k == 0  # medium / PML / source constants: real space. Indices, operators: not.
-        out.append(
-            jax.tree_util.tree_map(
-                lambda s, x, pad=pad: None if x is None
-                else jax.tree_util.tree_map(lambda y: put(s, y, pad), x),
-                sp, args, is_leaf=lambda s: s is None or isinstance(s, P),
-            )
-        )  # fmt: skip
-    return tuple(out)
 
 
 def decomposed_engine(
@@ -326,10 +142,10 @@ def decomposed_engine(
     validate(problem, decomposition, blocks, overlap)
     check_processes(mesh)
     dtype = jnp.dtype(problem.dtype)
-    parts = _parts(problem, phys, decomposition, blocks, overlap, bell_width, layout)
-    carry_specs = _carry_specs(phys, layout, d, m)
+    parts = shard_parts(problem, phys, decomposition, blocks, overlap, bell_width, layout)
+    carry_specs = carry_spec_tree(phys, layout, d, m)
     const_specs = parts.arg_specs(m)
-    const_args = _place_args(parts, const_specs, mesh, blocks)
+    const_args = place_args(parts, const_specs, mesh, blocks)
     how = "local" if transport == "local" else mpimod.choose(transport, mesh)
     init_fn, chunk_fn, div_fn, carrier = _step_programs(
         how, parts, mesh, layout, phys, blocks.local_shape, dtype, const_args
@@ -361,7 +177,7 @@ def decomposed_engine(
 
 
 def _step_programs(
-    how: str, parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
+    how: str, parts: ShardParts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
     local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike, const_args: tuple,
 ) -> tuple[Any, Any, Any, collectives.Transport | None]:  # fmt: skip
     """``(init, chunk, divergence, transport)`` for the transport ``how``: ``"xla"``
@@ -369,7 +185,8 @@ def _step_programs(
     per process whose collectives go through the returned transport)."""
     if how == "xla":
         init_fn, chunk_fn = _programs(parts, mesh, layout, phys, local_shape, dtype)
-        u_specs = _velocity_specs(_carry_specs(phys, layout, len(local_shape), len(parts.names))[0])
+        state_specs = carry_spec_tree(phys, layout, len(local_shape), len(parts.names))[0]
+        u_specs = _velocity_specs(state_specs)
         div_fn = (
             None
             if u_specs is None
@@ -428,7 +245,7 @@ def _settled(
 
 
 def _local_programs(
-    parts: _Parts, layout: sens.SensorLayout, phys: Model, local_shape: tuple[int, ...],
+    parts: ShardParts, layout: sens.SensorLayout, phys: Model, local_shape: tuple[int, ...],
     dtype: jax.typing.DTypeLike,
 ) -> tuple[Callable, Callable]:  # fmt: skip
     """One shard's ``init(*consts) -> (carry, raw0)`` (step 0) and ``chunk(carry, xs,
@@ -466,13 +283,13 @@ def _local_programs(
 
 
 def _programs(
-    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
+    parts: ShardParts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
     local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike,
 ) -> tuple[jax.stages.Wrapped, jax.stages.Wrapped]:  # fmt: skip
     """The jitted ``shard_map`` programs: ``init(*consts) -> (carry, raw0)`` (step 0) and
     ``chunk(carry, xs, *consts) -> (carry, raw)`` (one scan, donated carry)."""
     m = len(parts.names)
-    carry_specs = _carry_specs(phys, layout, len(local_shape), m)
+    carry_specs = carry_spec_tree(phys, layout, len(local_shape), m)
     const_specs = parts.arg_specs(m)
     local_init, local_chunk = _local_programs(parts, layout, phys, local_shape, dtype)
     raw0_specs = {f: P() for f in layout.raw} if phys.ivp else {}
@@ -534,13 +351,13 @@ class _ShardProgram:
 
 
 def _shard_programs(
-    parts: _Parts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
+    parts: ShardParts, mesh: Mesh, layout: sens.SensorLayout, phys: Model,
     local_shape: tuple[int, ...], dtype: jax.typing.DTypeLike, const_args: tuple,
     transport: collectives.Transport,
 ) -> tuple[_ShardProgram, _ShardProgram, _ShardProgram | None]:  # fmt: skip
     """:func:`_programs` and the divergence as one-device programs whose collectives go through
     ``transport``; the constants are taken as this process's shards once."""
-    carry_specs = _carry_specs(phys, layout, len(local_shape), len(parts.names))
+    carry_specs = carry_spec_tree(phys, layout, len(local_shape), len(parts.names))
     local_init, local_chunk = _local_programs(parts, layout, phys, local_shape, dtype)
     consts = jax.tree_util.tree_map(_shard, const_args)
     init = _ShardProgram(local_init, transport, mesh, carry_specs, consts)

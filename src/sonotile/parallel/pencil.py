@@ -60,7 +60,7 @@ class PencilMeta:
     klen: tuple[int, ...]  # per axis: spectrum length (n, or n // 2 + 1 for the last axis)
     kpad: tuple[int, ...]  # ... padded to a multiple of the mesh size that splits it in k-space
     blocks: Blocks  # real-space blocks (dead points of uneven axes)
-    fft: str = "xla"  # the local transforms' backend (sonotile.fft.backend.get)
+    fft: str = fft_backend.PORTABLE  # the local transforms' backend (fft.backend.get)
     spacing: tuple[float, ...] = ()  # grid spacing [m] (single-axis derivatives)
 
 
@@ -88,13 +88,14 @@ class PencilOps(FourierOps):
         """Inverse of :meth:`_compact`: zeros at the dead points."""
         return _expand(F, a, self.meta)
 
-    def _local_fftw(self, like: jax.Array) -> bool:
-        """The local transforms of fields like ``like`` go through FFTW's custom calls: on
-        slabs (1-D meshes). 2-D meshes keep XLA's FFT: FFTW's measured plans differ between
-        processes and thread counts, and a 2-D mesh must give the same numbers however its
-        devices are spread over processes (tests/parallel/test_multiprocess.py)."""
-        mt = self.meta
-        return self._slabs.slab_kernels and len(mt.names) == 1 and like.dtype == jnp.float32
+    def _local_slabs(self, like: jax.Array) -> bool:
+        """The local transforms of fields like ``like`` go through the backend's slab kernels
+        (FFTW's custom calls): on slabs (1-D meshes), for fields the backend takes. 2-D meshes
+        keep the portable FFT: FFTW's measured plans differ between processes and thread
+        counts, and a 2-D mesh must give the same numbers however its devices are spread over
+        processes (tests/parallel/test_multiprocess.py)."""
+        be = self._slabs
+        return be.slab_kernels and len(self.meta.names) == 1 and be.native(like)
 
     @property
     def _slabs(self) -> Any:
@@ -173,7 +174,7 @@ class PencilOps(FourierOps):
         )
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
-        if not self._local_fftw(p):
+        if not self._local_slabs(p):
             return super().grad(p)
         # the x component and the spectrum without a vector from one pass along x; each other
         # component's vector applied while its pieces are joined (one transpose for them all)
@@ -184,7 +185,7 @@ class PencilOps(FourierOps):
         return (self._join(sent_x, p), *rest)
 
     def div(self, u: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
-        if not self._local_fftw(u[0]):
+        if not self._local_slabs(u[0]):
             return super().div(u)
         # every component's transposes at one meeting each way
         Ss = [self._xpass(F, self.kappa, [s if a == 0 else None])[0]
@@ -194,20 +195,20 @@ class PencilOps(FourierOps):
                      for a, (ua, s) in enumerate(zip(u, self.shift_neg)))  # fmt: skip
 
     def fractional(self, f: jax.Array, which: int) -> jax.Array:
-        if not self._local_fftw(f):
+        if not self._local_slabs(f):
             return super().fractional(f, which)
         return self._apply([f], [self.nabla1 if which == 1 else self.nabla2])[0]
 
     def fractionals(self, f1: jax.Array, f2: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(fractional(f1, 1), fractional(f2, 2))``, both fields' transposes at one meeting
         each way (:func:`sonotile.spectral.operators.fractional_pair`)."""
-        if not self._local_fftw(f1):
+        if not self._local_slabs(f1):
             return super().fractional(f1, 1), super().fractional(f2, 2)
         a, b = self._apply([f1, f2], [self.nabla1, self.nabla2])
         return a, b
 
     def filter_source(self, s: jax.Array) -> jax.Array:
-        if not self._local_fftw(s):
+        if not self._local_slabs(s):
             return super().filter_source(s)
         return self._apply([s], [self.source_kappa])[0]
 
@@ -404,7 +405,7 @@ def spectral_piece(x: ArrayLike | None, klen: tuple[int, ...], kpad: tuple[int, 
 
 
 def pencil_operators(
-    problem: Any, blocks: Blocks, unstagger: bool, fftw_transforms: bool = True
+    problem: Any, blocks: Blocks, unstagger: bool, slab_kernels: bool = True
 ) -> tuple[Any, Any, Callable[[Any], Any]]:
     """``(arrays, specs, make_ops)`` of the problem's model's operators on a pencil mesh:
     :class:`PencilOps` for Fourier operators (:func:`pencil_constants`); any other model's
@@ -412,7 +413,7 @@ def pencil_operators(
     layout and given the distributed FFT (:class:`PencilTransform`)."""
     full = model_for(problem).operators(problem, unstagger)
     if isinstance(full, FourierOps):
-        arrays, specs, meta = pencil_constants(problem, blocks, unstagger, fftw_transforms, full)
+        arrays, specs, meta = pencil_constants(problem, blocks, unstagger, slab_kernels, full)
         return arrays, specs, lambda arrs: PencilOps(*arrs, meta=meta)  # type: ignore[misc]
     if not hasattr(full, "on_mesh"):
         raise ValueError(f"pencil: the operators {type(full).__name__} cannot be distributed")
@@ -428,13 +429,14 @@ def pencil_operators(
 
 
 def pencil_constants(
-    problem: Problem, blocks: Blocks, unstagger: bool, fftw_transforms: bool = True,
+    problem: Problem, blocks: Blocks, unstagger: bool, slab_kernels: bool = True,
     full: FourierOps | None = None,
 ) -> tuple[list[Any], list[Any], PencilMeta]:  # fmt: skip
     """Global spectral constants in the transposed, padded layout, and their specs.
 
-    ``fftw_transforms``: the local transforms through FFTW's custom calls where the operators'
-    backend is FFTW (False: XLA's FFT everywhere, which JAX can differentiate); ``full``: the
+    ``slab_kernels``: the local transforms through the backend's slab kernels where the
+    operators' backend has them (FFTW's custom calls; False: the portable FFT everywhere,
+    which JAX can differentiate); ``full``: the
     single-device operators (default: the model's)."""
     g = problem.grid
     sizes = blocks.mesh_shape
@@ -446,8 +448,8 @@ def pencil_constants(
     def spectral(x: ArrayLike | None) -> tuple[np.ndarray | None, P | None]:
         return spectral_piece(x, klen, kpad, m)
 
-    slabs = fftw_transforms and full.backend.slab_kernels
-    local = full.fft if slabs else "xla"
+    slabs = slab_kernels and full.backend.slab_kernels
+    local = full.fft if slabs else fft_backend.PORTABLE
     kids, _ = full.tree_flatten()
     arrays: list[Any] = []  # the operators' pytree children, sharded (None where absent)
     specs: list[Any] = []  # their specs

@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from sonotile.fft import backend as fft_backend
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.parallel.decomposition import SINGLE, Decomposition
 from sonotile.parallel.mesh import AXIS_NAMES
@@ -77,8 +78,8 @@ def traced_operators(model: Model, problem: Any, unstagger: bool) -> Any:
     ops = model.operators(problem, unstagger)
     if isinstance(problem, Problem):
         return AdjointOps(ops)
-    if isinstance(ops, FourierOps) and ops.fft == "fftw":
-        return dataclasses.replace(ops, fft="fftw-separate-updates")
+    if isinstance(ops, FourierOps) and ops.fft:
+        return dataclasses.replace(ops, fft=fft_backend.unfused(ops.fft))
     return ops
 
 

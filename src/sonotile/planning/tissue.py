@@ -38,12 +38,13 @@ import numpy as np
 from scipy import ndimage
 
 from sonotile.model.problem import ProblemError
+from sonotile.model.units import db2neper
 
 #: Tissue classes (:func:`classify`) and their names.
 WATER, SOFT_TISSUE, BRAIN, TRABECULAR, CORTICAL = 0, 1, 2, 3, 4
 CLASS_NAMES = ("water", "soft tissue", "brain", "trabecular bone", "cortical bone")
 #: Neper per metre in one dB per centimetre.
-NP_PER_M_PER_DB_PER_CM = 100.0 / (20.0 * np.log10(np.e))
+NP_PER_M_PER_DB_PER_CM = db2neper(1.0, 0.0)
 
 #: Sound speed [m/s], density [kg/m^3], attenuation [dB/(MHz cm)] of the soft classes (Aubry et
 #: al. 2022's benchmark: skin 0.2 and brain 0.3 dB/cm at 500 kHz, scaled linearly in f).

@@ -1,5 +1,6 @@
-"""One device's numerics in JAX: spectral operators, per-device constants (plan), the time
-step, sensors, the chunked time loop (runner).
+"""The time loop for any model: chunks of ``lax.scan`` on an engine (runner), sensors,
+compiled chunk programs kept on disk, the checkpointed loop for derivatives, NaN/Inf checks.
 
-May import: sonotile.model, sonotile.fft, sonotile.base.runtime.
+May import: sonotile.physics (not a model's package), sonotile.spectral, sonotile.fft,
+sonotile.model, sonotile.base.
 """

@@ -3,16 +3,16 @@
 Between chunks the raw sensor samples go to a recorder (memory does not grow with the number of
 steps on the device), progress is reported, and a caller may checkpoint or stop. The loop
 knows the equations only through the problem's model (:class:`sonotile.physics.Model`): its
-constants, operators, state, step and per-step inputs, and what its sensors record.
+constants, operators, state, step and per-step inputs, and what its sensors record. Chunk
+sizes are :mod:`.chunks`'; progress lines and the in-memory recorder :mod:`.progress`; the
+memory check before a run :mod:`.memory`.
 """
 
 from __future__ import annotations
 
-import math
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -22,11 +22,16 @@ import numpy as np
 from jax import lax
 from numpy.typing import ArrayLike
 
-from sonotile.base import config, runtime
+from sonotile.base import config
 from sonotile.model.problem import Problem
 from sonotile.physics import Model, model_for
 from sonotile.solver import finite, growth, programs
 from sonotile.solver import sensors as sens
+from sonotile.solver.chunks import ChunkSizer, make_sizer
+from sonotile.solver.chunks import default_chunk as default_chunk  # re-exported for callers
+from sonotile.solver.memory import available_memory as available_memory  # re-exported too
+from sonotile.solver.memory import check_memory
+from sonotile.solver.progress import ListRecorder, Progress
 from sonotile.solver.tape import Tape
 from sonotile.spectral.device import in_host_memory, to_device
 from sonotile.spectral.operators import SpectralOps
@@ -36,105 +41,6 @@ PointIndex = sens.PointIndex
 Carry = tuple[Any, dict[str, jax.Array]]
 #: ``recorder(name, first_row, values)``: takes raw sensor samples ``(steps, Ns)`` of a chunk.
 Recorder = Callable[[str, int, np.ndarray], None]
-
-
-class ListRecorder:
-    """Collects raw sensor chunks in host memory: ``{name: [array (steps, Ns), ...]}``."""
-
-    def __init__(self) -> None:
-        self.chunks: dict[str, list[np.ndarray]] = {}
-
-    def __call__(self, name: str, first_row: int, values: np.ndarray) -> None:
-        self.chunks.setdefault(name, []).append(values)
-
-    def result(self) -> dict[str, np.ndarray]:
-        return {k: np.concatenate(v, axis=0) for k, v in self.chunks.items()}
-
-
-@dataclass
-class Progress:
-    """Reports how far a run is: percent, step, steps/s and ETA.
-
-    On a terminal one bar is redrawn in place (at most every 0.2 s); in a log (a file, a pipe)
-    a plain line is written each ``every_pct`` percent of the steps (k-Wave's ``-r``) or, when
-    that is not given, every ``interval`` seconds. ``enabled=None``: only on a terminal.
-    """
-
-    total: int
-    cells: int
-    enabled: bool | None = None
-    interval: float = 10.0
-    stream: Any = field(default_factory=lambda: sys.stderr)
-    every_pct: float | None = None
-
-    def __post_init__(self) -> None:
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        if self.enabled is None:
-            self.enabled = self.tty
-        self._t0 = time.perf_counter()
-        self._n0: int | None = None
-        self._last_t = -math.inf
-        self._next_n = 0
-
-    def __call__(self, done: int, force: bool = False) -> None:
-        """Report that ``done`` steps of ``total`` are complete."""
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if self._n0 is None:  # the first report sets the origin of the rate (compile excluded)
-            self._n0, self._t0 = done, now
-            self._next_n = done + self._step_gap()
-        due = done >= self.total or force
-        if self.tty:
-            due = due or now - self._last_t >= 0.2
-        elif self.every_pct:
-            due = due or done >= self._next_n
-        else:
-            due = due or now - self._last_t >= self.interval
-        if not due:
-            return
-        self._last_t = now
-        text = "".join(self.line(n, now, self.rate(done, now)) for n in self._passed(done))
-        self._next_n = self._next_mark(done)
-        self.stream.write(text + self.line(done, now))
-        self.stream.flush()
-
-    def _passed(self, done: int) -> range:
-        """In a log with ``every_pct``: the interval steps a chunk passed before ``done`` (a
-        chunk spans several when they are short, :data:`PACE_SECONDS`), one line each."""
-        if self.tty or not self.every_pct:
-            return range(0)
-        return range(self._next_n, done, self._step_gap())
-
-    def _next_mark(self, done: int) -> int:
-        """The next line's step: the steps every interval from the first report, at least half
-        an interval after ``done`` (``done`` plus an interval when chunks end on them)."""
-        gap, n0 = self._step_gap(), self._n0 or 0
-        return n0 + gap * -(-(2 * (done - n0) + gap) // (2 * gap))
-
-    def rate(self, done: int, now: float) -> float:
-        """Steps per second since the first report (0 before it has a duration)."""
-        el = now - self._t0
-        return (done - (self._n0 or 0)) / el if el > 0 else 0.0
-
-    def _step_gap(self) -> int:
-        return max(1, int(self.total * (self.every_pct or 100) / 100))
-
-    def line(self, done: int, now: float, rate: float | None = None) -> str:
-        """The bar (terminal) or line (log) for ``done`` steps at time ``now`` (``rate``: the
-        steps per second to show, default :meth:`rate`)."""
-        rate = self.rate(done, now) if rate is None else rate
-        eta = (self.total - done) / rate if rate > 0 else math.inf
-        eta_s = "--" if not math.isfinite(eta) else f"{eta:.1f}s"
-        pct = 100 * done / max(self.total, 1)
-        stats = f"step {done}/{self.total}"
-        if rate > 0:  # known once two reports are apart
-            stats += f"  {rate:.1f} steps/s  {rate * self.cells / 1e6:.1f} Mcells/s  ETA {eta_s}"
-        if not self.tty:
-            return f"  {pct:5.1f}%  {stats}\n"
-        filled = int(30 * done / max(self.total, 1))
-        end = "\n" if done >= self.total else ""
-        return f"\r  [{'#' * filled}{'.' * (30 - filled)}] {pct:5.1f}%  {stats}  {end}"
 
 
 @dataclass(frozen=True)
@@ -437,123 +343,6 @@ def padded_inputs(
     return xs
 
 
-def default_chunk(problem: Problem, layout: sens.SensorLayout, budget_bytes: float = 64e6) -> int:
-    """Steps per chunk: raw samples of one chunk stay under ``budget_bytes`` on the device."""
-    per_step = max(1, len(layout.raw) * layout.n_out * np.dtype(problem.dtype).itemsize)
-    return int(max(1, min(problem.grid.nt, budget_bytes // per_step, 1000)))
-
-
-#: seconds of work per chunk: progress is reported, and signals with a checkpoint file, the
-#: checkpoint interval and ``should_stop`` are handled, between chunks (a stop without checkpoint
-#: is not delayed: ``wait_ready`` polls; but the computation of a chunk cannot be cancelled, so
-#: a process exits, or the next computation starts, only after it: an interrupted
-#: ``simulate()`` script ends within about this long). Large grids are bounded by
-#: :data:`MIN_CHUNK_STEPS` instead, so their per-call cost does not grow with a shorter target.
-CHUNK_SECONDS = 1.0
-#: the fewest steps of a chunk sized by time (fewer only when the limit or the run is shorter).
-#: Each chunk (one call of the compiled loop) has a fixed cost that grows with the grid: XLA
-#: maps its temporary buffers afresh for every call and the first touch of each page costs ~4 us
-#: on the 2-core EPYC (20 B/point for the heterogeneous absorbing step: ~37 ms per call at
-#: 128^3, ~150 ms at 256^3, a quarter to a half of a step). At 256^3 on 2 threads chunks of 2
-#: steps ran 12 % slower per step than chunks of 8, at 128^3 chunks of 8 steps 5 % slower than
-#: chunks of 64. With 2 MiB pages for malloc
-#: (``runtime.restart_with_hugepages``) the per-call cost at 128^3 halves (~15 ms).
-MIN_CHUNK_STEPS = 16
-#: rate assumed before anything is measured [cell-steps/s]: low, so that the first chunk is short
-ASSUMED_RATE = 1e7
-#: progress lines (``pace``) end chunks only while their steps take at least this long [s]:
-#: lines closer in time come together after a chunk. Each chunk costs ~0.5 ms besides its
-#: steps on one thread (~3 ms on two): k-Wave's ``-r 5`` made 38 chunks of a 600-step 128^2
-#: run, 20-100 ms of its 0.2 s of steps.
-PACE_SECONDS = 0.25
-
-
-def _pow2_at_most(x: float, limit: int) -> int:
-    n = 1
-    while 2 * n <= min(x, limit):
-        n *= 2
-    return max(1, min(n, limit))
-
-
-def _pow2_floor(x: float, least: int, limit: int) -> int:
-    """The largest power of two at most ``x``, but at least ``least`` and at most ``limit``
-    (so a chunk of a fast grid stays within its seconds: an interrupted API run returns
-    only after the chunk in flight)."""
-    return max(1, min(max(_pow2_at_most(x, sys.maxsize), least), limit))
-
-
-@dataclass
-class ChunkSizer:
-    """Steps per chunk from the measured time per step: about ``seconds`` of work per chunk
-    (:data:`CHUNK_SECONDS`), at least ``least`` steps (:data:`MIN_CHUNK_STEPS`).
-
-    The first chunk's length comes from :data:`ASSUMED_RATE`; the second chunk (the first
-    without compilation) is timed, and when it took outside ``[seconds/2, 2 seconds]`` the
-    length is set once from the measured time per step: a power of two at most that, at least
-    ``least`` (also when the length is kept), at most ``limit`` (the memory bound on raw
-    samples). Each length compiles once (a shorter chunk reuses the program, see
-    :func:`scan_steps`): a shorter length keeps the rows already compiled, and a length past
-    them is taken only when more than ``seconds`` of steps remain. ``pace``: steps between
-    progress lines; chunks end
-    on them while those steps take at least :data:`PACE_SECONDS` (the rows stay those of the
-    length without it: no program of its own). ``fixed`` turns sizing off. ``agree(n)`` makes
-    the processes of a job use the same length (the minimum).
-    """
-
-    cells: int
-    limit: int
-    seconds: float = CHUNK_SECONDS
-    fixed: int | None = None
-    agree: Callable[[int], int] = field(default=lambda n: n)
-    least: int = MIN_CHUNK_STEPS
-    length: int = 0
-    calls: int = 0
-    pace: int = 0
-    free: int = 0  # the length without the pace
-    compiled: int = 0  # the rows of the program the chunks ran in so far
-
-    def __post_init__(self) -> None:
-        if self.fixed:
-            self.length = self.free = self.fixed
-        else:
-            guess = self.seconds * ASSUMED_RATE / max(self.cells, 1)
-            self.free = _pow2_at_most(guess, self.limit)
-            self.length = min(self.free, self.pace or self.free)
-
-    @property
-    def rows(self) -> int:
-        """The rows the chunk programs are compiled for (:func:`padded_inputs`): the length,
-        but at least ``least`` (within ``limit``) while sized by time, so that a first chunk
-        shorter than the floor runs in the program of the chunks after it (on large grids the
-        timed length is the floor: one program per run instead of two)."""
-        if self.fixed:
-            return self.length
-        return (
-            max(self.compiled, self._floored()) if self.compiled >= self.free else self._floored()
-        )
-
-    def _floored(self) -> int:
-        """The length without the pace raised to ``least``, within ``limit``."""
-        return min(max(self.free, self.least), self.limit)
-
-    def observe(self, steps: int, seconds: float, remaining: int | None = None) -> None:
-        """Record that a chunk of ``steps`` steps took ``seconds`` (dispatch to results), with
-        ``remaining`` steps of the run after it (None: many)."""
-        self.calls += 1
-        self.compiled = max(self.compiled, self.rows)
-        if self.fixed or self.calls != 2 or steps != self.length:
-            return
-        per_step = max(seconds, 1e-9) / steps
-        new = self._floored()  # within a factor 2 of the target: kept
-        if not self.seconds / 2 <= per_step * self.free <= 2 * self.seconds:
-            new = _pow2_floor(self.seconds / per_step, self.least, self.limit)
-        if remaining is not None and remaining * per_step <= self.seconds:
-            new = min(new, self._floored())  # a longer program would not pay for itself
-        self.free = self.agree(new)
-        paced = self.pace and per_step * self.pace >= PACE_SECONDS
-        self.length = min(self.free, self.pace) if paced else self.free
-
-
 def wait_ready(
     tree: Any, should_abort: Callable[[], bool] | None, expected: float | None = None
 ) -> None:
@@ -659,71 +448,6 @@ def host_rows(v: Any, lo: int, hi: int) -> np.ndarray:
     (no program to trace and load for each slice's shape, 2-5 ms each in a small run), else
     on its device (only those rows travel)."""
     return np.asarray(v)[lo:hi] if in_host_memory(v) else np.asarray(v[lo:hi])
-
-
-def agree_min(n: int) -> int:
-    """The smallest ``n`` over the processes of a job (``n`` itself with one process)."""
-    if jax.process_count() == 1:
-        return n
-    from jax.experimental import multihost_utils
-
-    return int(np.min(multihost_utils.process_allgather(np.int64(n))))
-
-
-def make_sizer(
-    engine: Engine, chunk: int | None = None, limit: int | None = None,
-    seconds: float | None = None, pace: int = 0,
-) -> ChunkSizer:  # fmt: skip
-    """The chunk sizer of a run: ``chunk`` fixed steps, or sized by time (default): about
-    ``seconds`` of work per chunk (at most :data:`CHUNK_SECONDS`; e.g. a shorter checkpoint
-    interval, then with no floor of :data:`MIN_CHUNK_STEPS`), at most ``limit`` steps and the
-    memory bound on raw samples, ending on the progress lines' steps (``pace``) while those
-    are far apart in time."""
-    bound = default_chunk(engine.problem, engine.layout)
-    bound = min(bound, max(1, limit)) if limit else bound
-    target = CHUNK_SECONDS if seconds is None else min(seconds, CHUNK_SECONDS)
-    least = MIN_CHUNK_STEPS if target >= CHUNK_SECONDS else 1
-    return ChunkSizer(
-        engine.problem.grid.size, bound, target, fixed=chunk, agree=agree_min, least=least,
-        pace=max(0, pace),
-    )  # fmt: skip
-
-
-def available_memory(device: jax.Device | None = None) -> tuple[int | None, str]:
-    """Free memory of ``device`` (default: JAX's first) [bytes] and where the figure comes from.
-
-    CPU: the smallest of the host's ``MemAvailable``, the memory cgroups' and ``RLIMIT_AS``'s
-    room (:func:`sonotile.base.runtime.host_memory_limit`); GPU/TPU: the device's limit minus
-    what is in use (``memory_stats``). ``Settings.memory_limit`` (``SONOTILE_MEMORY_LIMIT=BYTES``)
-    replaces the figure (a cap, or a test); ``(None, ...)`` when nothing is known."""
-    limit = config.current().memory_limit
-    if limit is not None:
-        return limit, "SONOTILE_MEMORY_LIMIT"
-    dev = device or jax.devices()[0]
-    if dev.platform == "cpu":
-        return runtime.host_memory_limit()
-    stats = dev.memory_stats() or {}
-    if "bytes_limit" not in stats:
-        return None, f"{dev.platform} memory unknown"
-    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    return free, f"free memory of {dev.platform}:{dev.id}"
-
-
-def check_memory(problem: Problem, n_devices: int = 1, device: jax.Device | None = None) -> None:
-    """Raise :class:`MemoryError` (one line) when the run's estimated memory
-    (the model's :meth:`~sonotile.physics.base.Model.memory_estimate`) exceeds what the device
-    has free; on accelerators the estimate is shared over ``n_devices``, on a CPU all share the
-    host's RAM."""
-    need = model_for(problem).memory_estimate(problem)
-    have, what = available_memory(device)
-    dev = device or jax.devices()[0]
-    per_device = need if dev.platform == "cpu" else need / max(n_devices, 1)
-    if have is not None and per_device > have:
-        raise MemoryError(
-            f"grid {problem.grid.shape} needs about {per_device / 2**20:.3g} MB "
-            f"(estimate), more than the {have / 2**20:.3g} MB of {what}: use a smaller grid, "
-            "float32, or more devices (--decomposition)"
-        )
 
 
 def emit_step0(raw0: dict, start: int, recorder: Recorder) -> None:

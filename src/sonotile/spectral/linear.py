@@ -188,7 +188,7 @@ class AdjointOps:
         return cls(*children)
 
     def _wrapped(self, x: jax.Array) -> bool:
-        return self.inner.fft != "xla" and x.dtype == jnp.float32
+        return self.inner.native(x)
 
     def grad(self, p: jax.Array) -> tuple[jax.Array, ...]:
         return tuple(apply("grad", self.inner, [p])) if self._wrapped(p) else self.inner.grad(p)

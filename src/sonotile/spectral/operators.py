@@ -195,8 +195,8 @@ class FourierOps:
 
     def native(self, like: jax.Array) -> bool:
         """True when fields like ``like`` go through the chosen backend's own transforms (not
-        the portable fallback) and that backend is not XLA's."""
-        return self.fft != "xla" and self.backend.native(like)
+        the portable fallback) and that backend is not the portable one (XLA's)."""
+        return self.fft != fft_backend.PORTABLE and self.backend.native(like)
 
     def fused(self, like: jax.Array) -> bool:
         """True when an operator on fields like ``like`` is one backend call (FFTW, float32,
@@ -282,7 +282,7 @@ class FourierOps:
         where the backend needs fusion boundaries (else ``fs``); differentiable (the identity's
         derivative rules)."""
         be = self._on(fs[0])
-        return _keep_together(be.name)(list(fs)) if be.name != "xla" else list(fs)
+        return _keep_together(be.name)(list(fs)) if be.name != fft_backend.PORTABLE else list(fs)
 
     def diffs(self, f: jax.Array, which: Sequence[tuple[int, int]]) -> list[jax.Array]:
         """Derivatives of ``f`` along single axes, without kappa (the elastic model's operator).

@@ -32,7 +32,7 @@ from sonotile.api.elastic.pstd import check_options, check_single, execute, prep
 from sonotile.api.inputs import with_defaults
 from sonotile.api.options import RunOptions
 from sonotile.api.types import KSensor, KWaveGrid, Options
-from sonotile.model.filters import smoothing_window
+from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
 from sonotile.parallel.decomposition import LFB, PENCIL, SINGLE
@@ -88,14 +88,6 @@ def traced_inputs(run: ElasticRun, params: Mapping[str, Any], cp: jax.Array) -> 
     return xs
 
 
-def smooth_traced(p0: jax.Array) -> jax.Array:
-    """k-Wave's smoothing of p0 (Blackman window, maximum restored) in JAX
-    (:func:`sonotile.model.filters.smooth`)."""
-    win = jnp.asarray(np.fft.ifftshift(smoothing_window(p0.shape)), p0.dtype)
-    out = jnp.real(jnp.fft.ifftn(jnp.fft.fftn(p0) * win)).astype(p0.dtype)
-    return out * (jnp.max(jnp.abs(p0)) / jnp.max(jnp.abs(out)))
-
-
 def _simulate(
     run: ElasticRun, smooth_p0: bool, chunk: int, where: RunOptions, tape: Tape | None,
     params: dict[str, jax.Array],
@@ -104,7 +96,7 @@ def _simulate(
     values = {k: params[k] for k in MEDIUM_KEYS if k in params}
     extra = {}
     if "p0" in params:
-        p0 = smooth_traced(params["p0"]) if smooth_p0 else params["p0"]
+        p0 = smooth(params["p0"], True, jnp) if smooth_p0 else params["p0"]
         if smooth_p0 and where.decomposition != SINGLE:
             from sonotile.parallel.differentiable import replicated
 

@@ -6,18 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: decibels per neper
-NEPER_DB = 20 * math.log10(math.e)
-
-
-def neper_coefficient(alpha_coeff: Any, y: float) -> Any:
-    """``alpha_coeff`` [dB/(MHz^y cm)] as ``a0`` [Np/((rad/s)^y m)]."""
-    return 100.0 * alpha_coeff * (1e-6 / (2 * math.pi)) ** y / NEPER_DB
+from sonotile.model.units import db2neper
 
 
 def tau_of(c0: Any, alpha_coeff: Any, y: float) -> Any:
-    """The absorption factor ``tau = -2 a0 c0^(y-1)`` (``c0`` [m/s])."""
-    return -2.0 * neper_coefficient(alpha_coeff, y) * c0 ** (y - 1)
+    """The absorption factor ``tau = -2 a0 c0^(y-1)`` (``c0`` [m/s], ``alpha_coeff``
+    [dB/(MHz^y cm)], ``a0`` its value in Np/((rad/s)^y m))."""
+    return -2.0 * db2neper(alpha_coeff, y) * c0 ** (y - 1)
 
 
 def eta_per_c0_tau(y: float) -> float:

@@ -11,9 +11,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from sonotile.model.problem import Problem
+from sonotile.model.problem import Problem, pml_profile
 from sonotile.physics.acoustic import checks as acoustic_checks
-from sonotile.physics.acoustic.constants import pml_profile
 from sonotile.physics.acoustic.model import AcousticModel
 from sonotile.spectral.device import to_device
 from sonotile.spectral.radial import RadialOps, period

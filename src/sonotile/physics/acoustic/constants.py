@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from sonotile.model.grid import along
 from sonotile.model.lazy import LazyField, is_lazy
-from sonotile.model.problem import MaskSource, Problem, Scalar, is_field
+from sonotile.model.problem import MaskSource, Problem, Scalar, is_field, pml_profile
 from sonotile.model.staggering import staggered_mean
 from sonotile.physics.acoustic.absorption import eta_per_c0_tau, tau_of
 from sonotile.spectral.device import to_device
@@ -27,27 +27,6 @@ from sonotile.spectral.operators import FourierOps
 #: A device constant of the medium: a Python float (homogeneous), a device array, or a lazily
 #: read field (a distributed run makes its shards).
 Const = float | jax.Array | LazyField
-
-
-def pml_profile(
-    n: int, size: int, alpha: float, c_ref: float, d: float, dt: float, staggered: bool
-) -> np.ndarray:
-    """k-Wave's PML multiplier along one axis (1 outside the layer), shape ``(n,)``.
-
-    ``exp(-alpha (c_ref/d) (dt/2) (x/size)^4)`` with x the depth into the layer in points,
-    shifted by +1/2 on the staggered grid.
-    """
-    prof = np.ones(n)
-    if size == 0 or alpha == 0:
-        return prof
-    i = np.arange(size, dtype=np.float64)
-    shift = 0.5 if staggered else 0.0
-    left = ((size - i - shift) / size) ** 4
-    right = ((i + 1 + shift) / size) ** 4
-    rate = alpha * (c_ref / d) * (dt / 2)
-    prof[:size] = np.exp(-rate * left)
-    prof[n - size :] = np.exp(-rate * right)
-    return prof
 
 
 def _const(v: ArrayLike | LazyField, dtype: jax.typing.DTypeLike) -> Const:
@@ -99,28 +78,46 @@ def medium_constants(problem: Problem, derive_axes: tuple[int, ...] = ()) -> dic
                              name=name)  # fmt: skip
         return _const(fn(*map(arr, vals)), dtype)
 
-    y = m.alpha_power
-    c: dict = {
-        "dt": float(dt),
-        "c2": field(sound_speed_squared, m.c0, name="c0^2"),
-        "rho0": field(lambda r: r, m.rho0, name="rho0"),
-    }
-    c.update(
-        {k: tuple(to_device(v, dtype) for v in vs) for k, vs in pml_constants(problem).items()}
-    )
     derive = bool(derive_axes) and staggered_is_interpolated(m.rho0, m.rho0_sg, dtype)
-    c["dt_rho0_sg"] = tuple(
+    pml_c = {k: tuple(to_device(v, dtype) for v in vs) for k, vs in pml_constants(problem).items()}
+    dt_rho0_sg = tuple(
         None
         if derive and a in derive_axes
         else field(lambda r: np.divide(dt, r), r, name=f"dt/rho0_sg{'xyz'[a]}")
         for a, r in enumerate(m.rho0_sg)
     )
+    values = {"c0": m.c0, "rho0": m.rho0, "bona": m.bona, "alpha_coeff": m.alpha_coeff}
+    return constant_dict(problem, field, values, pml_c, dt_rho0_sg)
+
+
+def constant_dict(
+    problem: Problem,
+    field: Callable[..., Any],
+    values: dict[str, Any],
+    pml: dict[str, tuple],
+    dt_rho0_sg: tuple,
+) -> dict:
+    """The step's medium constants (the keys of :func:`medium_constants`) from the medium's
+    ``values`` (``c0`` [m/s], ``rho0`` [kg/m^3], ``bona``, ``alpha_coeff`` [dB/(MHz^y cm)]):
+    ``field(fn, *values, name=...)`` evaluates one formula on them (on the host, lazily, or
+    traced), ``pml`` and ``dt_rho0_sg`` [s m^3/kg] made by the caller."""
+    m = problem.medium
+    y = m.alpha_power
+    c: dict = {
+        "dt": float(problem.grid.dt),
+        "c2": field(sound_speed_squared, values["c0"], name="c0^2"),
+        "rho0": field(lambda r: r, values["rho0"], name="rho0"),
+        **pml,
+        "dt_rho0_sg": dt_rho0_sg,
+    }
     if m.nonlinear:
-        assert m.bona is not None  # what nonlinear means
-        c["bona_2rho0"] = field(nonlinearity_factor, m.bona, m.rho0, name="B/A/(2 rho0)")
+        assert values["bona"] is not None  # what nonlinear means
+        bona_2rho0 = field(nonlinearity_factor, values["bona"], values["rho0"], name="B/A/(2 rho0)")
+        c["bona_2rho0"] = bona_2rho0
     if m.absorption != "lossless":
-        assert y is not None and m.alpha_coeff is not None  # absorbing: Medium checked both
-        c["tau"] = field(lambda c0, a: tau_of(c0, a, y), m.c0, m.alpha_coeff, name="tau")
+        assert y is not None and values["alpha_coeff"] is not None  # absorbing: Medium checked
+        c["tau"] = field(lambda c0, a: tau_of(c0, a, y), values["c0"], values["alpha_coeff"],
+                         name="tau")  # fmt: skip
         c["eta_per_c0_tau"] = eta_per_c0_tau(y)
     return c
 
@@ -337,18 +334,20 @@ def traced_medium_constants(
     m, dt = problem.medium, float(problem.grid.dt)
     dtype = jnp.dtype(problem.dtype)
     c0, rho0 = jnp.asarray(c0, dtype), jnp.asarray(rho0, dtype)
-    c = {"dt": dt, "c2": sound_speed_squared(c0), "rho0": rho0, **pml_constants(problem, jnp)}
     field = rho0.ndim > 0
-    c["dt_rho0_sg"] = tuple(
+    dt_rho0_sg = tuple(
         None if field and a in derive_axes
         else dt / (staggered_mean(rho0, a) if field else rho0)
         for a in range(problem.grid.ndim)
     )  # fmt: skip
-    if m.nonlinear:
-        c["bona_2rho0"] = nonlinearity_factor(jnp.asarray(bona, dtype), rho0)
-    if m.absorption != "lossless":
-        y = m.alpha_power
-        assert y is not None  # absorbing: Medium checked it
-        c["tau"] = tau_of(c0, jnp.asarray(alpha_coeff, dtype), y)
-        c["eta_per_c0_tau"] = eta_per_c0_tau(y)
-    return c
+    values = {
+        "c0": c0,
+        "rho0": rho0,
+        "bona": jnp.asarray(bona, dtype) if m.nonlinear else None,
+        "alpha_coeff": jnp.asarray(alpha_coeff, dtype) if m.absorption != "lossless" else None,
+    }
+
+    def traced(fn: Callable[..., Any], *vals: Any, name: str) -> Any:
+        return fn(*vals)
+
+    return constant_dict(problem, traced, values, pml_constants(problem, jnp), dt_rho0_sg)

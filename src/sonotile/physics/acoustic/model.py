@@ -137,13 +137,21 @@ class AcousticModel:
 def step_inputs(problem: Problem, n0: int, n1: int) -> dict[str, Any]:
     """Scan inputs for steps ``n0 <= n < n1``: step index, source values and source lengths."""
     rows = constants.signal_rows(problem, n0, n1)
-    lens = constants.source_lengths(problem)
-    xs: dict[str, Any] = {"n": np.arange(n0, n1, dtype=np.int32)}
+    return scan_inputs(n0, n1, rows, constants.source_lengths(problem), problem.dtype)
+
+
+def scan_inputs(
+    n0: int, n1: int, rows: dict[str, Any], lens: dict[str, Any], dtype: Any, xp: Any = np
+) -> dict[str, Any]:
+    """The scan's inputs for steps ``n0 <= n < n1`` from the source rows ``{"p": (n1-n0, N)
+    or None, "u": per axis (n1-n0, N) or None}`` and the signals' lengths ``{"p", "u" (per
+    axis), "tr"}`` [steps]; ``xp``: numpy or jax.numpy (traced rows)."""
     k = n1 - n0
+    xs: dict[str, Any] = {"n": xp.arange(n0, n1, dtype=np.int32)}
     if rows["p"] is not None:
         xs["p"] = rows["p"]
-        xs["p_len"] = np.full(k, lens["p"], np.int32)
-    xs["u"] = tuple(r if r is not None else np.zeros((k, 0), problem.dtype) for r in rows["u"])
-    xs["u_len"] = tuple(np.full(k, n, np.int32) for n in lens["u"])
-    xs["tr_len"] = np.full(k, lens["tr"], np.int32)
+        xs["p_len"] = xp.full(k, lens["p"], np.int32)
+    xs["u"] = tuple(r if r is not None else xp.zeros((k, 0), dtype) for r in rows["u"])
+    xs["u_len"] = tuple(xp.full(k, n, np.int32) for n in lens["u"])
+    xs["tr_len"] = xp.full(k, lens["tr"], np.int32)
     return xs

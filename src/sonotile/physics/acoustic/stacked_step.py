@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from sonotile.fft import batched
-from sonotile.fft.xla import real_scale
+from sonotile.fft.backend import real_scale
 from sonotile.physics.acoustic.step import (
     State,
     dt_over_rho0_sg,

@@ -5,7 +5,8 @@ constants, state, one pure step, sources and records, behind the model interface
 See ``docs/elastic.md``.
 """
 
-from sonotile.physics.elastic.medium import ElasticMedium, db2neper
+from sonotile.model.units import db2neper
+from sonotile.physics.elastic.medium import ElasticMedium
 from sonotile.physics.elastic.model import (
     State,
     Statics,

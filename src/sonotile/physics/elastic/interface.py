@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from sonotile.fft import backend as fft_backend
 from sonotile.model.grid import AXES
 from sonotile.model.problem import ProblemError
 from sonotile.physics.base import GrowthProxy, Records, wave_records
@@ -197,7 +198,7 @@ class ElasticModel:
         if not unstagger:
             return run.ops
         return FourierOps.build(run.shape, run.spacing, run.medium.c_max, run.dt, run.dtype,
-                                unstagger=unstagger, fft="xla")  # fmt: skip
+                                unstagger=unstagger, fft=fft_backend.PORTABLE)  # fmt: skip
 
     def box_operators(
         self, run: ElasticRun, shape: tuple[int, ...], unstagger: bool = False

@@ -8,7 +8,6 @@ model: ``alpha_coeff_compression`` / ``alpha_coeff_shear`` [dB/(MHz^2 cm)], both
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -35,11 +34,6 @@ def _value(name: str, v: ArrayLike | None, shape: tuple[int, ...], positive: boo
     if (positive and low <= 0) or low < 0:
         raise ProblemError(f"medium.{name}: found {low:g}, must be {'> 0' if positive else '>= 0'}")
     return float(arr) if arr.ndim == 0 else arr
-
-
-def db2neper(alpha: Any, y: float = 2.0) -> Any:
-    """k-Wave's ``db2neper``: dB/(MHz^y cm) -> Np/((rad/s)^y m) (numpy or JAX arrays)."""
-    return alpha * (100 * (1e-6 / (2 * np.pi)) ** y / (20 * np.log10(np.e)))
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.model.grid import AXES, along
+from sonotile.model.problem import pml_profile
 from sonotile.model.staggering import staggered_mean
-from sonotile.physics.elastic.medium import db2neper
+from sonotile.model.units import db2neper
 from sonotile.physics.elastic.slip import continued, folded, pairs
 from sonotile.spectral.operators import axis_update, fuses_axis_updates
 
@@ -151,22 +152,6 @@ def pressure(state: State) -> jax.Array:
     return -total([total(state.s_split[k]) for k in range(nd)]) / nd
 
 
-def pml_profile(
-    n: int, size: int, alpha: float, c_ref: float, d: float, dt: float, staggered: bool
-) -> np.ndarray:
-    """k-Wave's ``getPML`` along one axis: ``exp(-alpha (c_ref/d) (dt/2) (x/size)^4)``, x the
-    depth into the layer in points (+1/2 on the staggered grid); 1 outside the layer."""
-    prof = np.ones(n)
-    if size == 0 or alpha == 0:
-        return prof
-    i = np.arange(size, dtype=np.float64)
-    shift = 0.5 if staggered else 0.0
-    rate = alpha * (c_ref / d) * (dt / 2)
-    prof[:size] = np.exp(-rate * ((size - i - shift) / size) ** 4)
-    prof[n - size :] = np.exp(-rate * ((i + 1 + shift) / size) ** 4)
-    return prof
-
-
 def _next(f: jax.Array, axis: int) -> jax.Array:
     """``f`` at the next point along ``axis``, the last plane repeated."""
     n = f.shape[axis]
@@ -239,8 +224,8 @@ def medium_constants(m: Mapping[str, Any], ndim: int, dt: float, dtype: Any) -> 
         "dt_mu": dt * mu,
     }
     if m.get("alpha_coeff_compression") is not None:
-        eta = 2 * rho * cs**3 * db2neper(arr("alpha_coeff_shear"))
-        c["kv_lam"] = 2 * rho * cp**3 * db2neper(arr("alpha_coeff_compression")) - 2 * eta
+        eta = 2 * rho * cs**3 * db2neper(arr("alpha_coeff_shear"), 2.0)
+        c["kv_lam"] = 2 * rho * cp**3 * db2neper(arr("alpha_coeff_compression"), 2.0) - 2 * eta
         c["kv_mu"] = eta
     return c
 

@@ -107,7 +107,7 @@ class HeatOps:
     ik: tuple[jax.Array, ...] | None = None
     lap: jax.Array | None = None
     decay: jax.Array | None = None
-    fft: str = "xla"
+    fft: str = fft_backend.PORTABLE
     transform: Any = None
     boundary: str = "periodic"
 
@@ -151,13 +151,13 @@ class HeatOps:
             else:
                 dec = -dt * kap * (d * k2 + p)
             decay = to_device(dec, dtype)
-        backend = "xla" if ndim == 1 else fft_backend.resolve(fft, dtype)
+        backend = fft_backend.PORTABLE if ndim == 1 else fft_backend.resolve(fft, dtype)
         return cls(to_device(kap, dtype), root, ik, lap, decay, fft=backend, boundary=boundary)
 
     def on_mesh(self, transform: Any) -> HeatOps:
         """These operators (this shard's blocks of the arrays) on a decomposition's
         distributed FFT (:class:`sonotile.physics.base.MeshOperators`)."""
-        return replace(self, fft="xla", transform=transform)
+        return replace(self, fft=fft_backend.PORTABLE, transform=transform)
 
     def _on(self, like: jax.Array) -> fft_backend.Backend:
         """The backend for fields like ``like`` on one device: the chosen one where it fuses

@@ -12,14 +12,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-#: dB -> Np: 1 Np = 20 log10(e) dB.
-DB_PER_NEPER = 20.0 * math.log10(math.e)
+from sonotile.model.units import db2neper
 
 
 def alpha_np_per_m(alpha_coeff: Any, alpha_power: float, frequency: float) -> Any:
     """Absorption [Np/m] at ``frequency`` [Hz] of ``alpha_coeff`` [dB/(MHz^y cm)] with exponent
     ``alpha_power`` y (k-Wave's ``db2neper(alpha_coeff, y) (2 pi f)^y``)."""
-    return alpha_coeff * 100.0 / DB_PER_NEPER * (frequency / 1e6) ** alpha_power
+    return db2neper(alpha_coeff, alpha_power) * (2 * math.pi * frequency) ** alpha_power
 
 
 def acoustic_heat_source(p_amp: Any, alpha_coeff: Any, alpha_power: float, frequency: float,
