@@ -4,6 +4,8 @@ layered steady state, the Sapareto-Dewey dose, the small-time limit, and gradien
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import math
 import re
 from types import SimpleNamespace
@@ -396,3 +398,34 @@ def test_model_interface_runs_in_any_chunks() -> None:
     assert np.allclose(np.asarray(traced_raw["T"]), raw["T"], rtol=1e-13, atol=0)
     assert np.allclose(raw2["T"], raw["T"][13:], rtol=1e-13, atol=0)
     assert float(final["cem43_final"].max()) > 0 and model.memory_estimate(whole) > 0
+
+
+def test_bioheat_calls_with_the_same_grid_reuse_the_compiled_run() -> None:
+    """A second ``bioheat`` call on the same grid, medium kind and sensor (another source) takes
+    the compiled one-device run of the first instead of tracing it again, and still gives its
+    own answer: twice the source, twice the rise (linear, no perfusion)."""
+    module = importlib.import_module("sonotile.api.heating.bioheat")
+
+    shape = (16, 16)
+    q = gaussian(shape, (0.0, 0.0), 2e-3)
+    traces = []
+    real = module.traced_runner
+
+    def counting(*args, **kwargs):
+        tr = real(*args, **kwargs)
+
+        def run(*a):
+            traces.append(1)  # runs in Python only while being traced
+            return tr.run(*a)
+
+        return dataclasses.replace(tr, run=run)
+
+    module.traced_runner = counting
+    try:
+        rise = [bioheat(grid(shape), tissue(), {"T0": 37.0, "Q": a * 1e6 * q}, 20, 0.5).T - 37.0
+                for a in (1.0, 2.0)]  # fmt: skip
+    finally:
+        module.traced_runner = real
+    assert len(traces) == 1
+    np.testing.assert_allclose(rise[1], 2 * rise[0], rtol=1e-10, atol=1e-12)
+    assert rise[0].max() > 1e-3

@@ -10,6 +10,8 @@ a decomposition, chunks, progress), :func:`bioheat` as one traced function
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -187,9 +189,28 @@ def traced_problem(problem: HeatProblem, decomposition: Decomposition = SINGLE,
     if on is not None:
         xs["on"] = jnp.asarray(on, xs["on"].dtype)
     tr = traced_runner(model, problem, layout, decomposition, mesh)
-    run = jax.jit(tr.run) if decomposition == SINGLE else tr.run
+    run = tr.run
+    if decomposition == SINGLE:
+        run = _compiled(_SINGLE_RUNS, (model, layout, problem.shape, problem.dtype), tr.run)
     raw, _, state = run(c, xs, tr.fixed)
     return raw, State(*state)
+
+
+#: The jitted one-device runs by their static parts ``(model, layout, shape, dtype)``: a later
+#: call with the same parts (other source, schedule or medium values, which are arguments)
+#: reuses the compiled program instead of tracing it again. The least recently used go first.
+_SINGLE_RUNS: OrderedDict[tuple, Callable] = OrderedDict()
+_SINGLE_RUNS_KEPT = 16
+
+
+def _compiled(cache: OrderedDict[tuple, Callable], key: tuple, run: Callable) -> Callable:
+    """``jax.jit(run)``, kept in ``cache`` under ``key`` (``run`` is used on a miss only)."""
+    if key not in cache:
+        cache[key] = jax.jit(run)
+        while len(cache) > _SINGLE_RUNS_KEPT:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    return cache[key]
 
 
 def engine_run(problem: HeatProblem, decomposition: Decomposition = SINGLE,
