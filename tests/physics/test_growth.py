@@ -121,3 +121,22 @@ def test_stable_lossless_run_with_a_source_is_not_stopped() -> None:
     assert mon is not None and mon.proxy.sources_end == 200  # judged from step 200 on
     raw, _ = runner.run(problem, chunk=20)
     assert np.all(np.isfinite(raw["p"]))
+
+
+def test_a_growing_run_of_a_vmapped_batch_is_named() -> None:
+    """``simulate_many(vectorize="vmap")`` watches each run of its batch: of water and the
+    solid against the PML'd last plane (PML alpha 1, as above), the second run stops growing
+    before it overflows, named by its index."""
+    n, m = 64, 4
+    cp, cs, rho = np.full((n, m), 1500.0), np.zeros((n, m)), np.full((n, m), 1000.0)
+    water = st.KWaveElasticMedium(cp.copy(), cs.copy(), rho.copy())
+    cp[32:], cs[32:], rho[32:] = 3000.0, 1800.0, 1900.0
+    edge = st.KWaveElasticMedium(cp, cs, rho)
+    p0 = np.random.default_rng(0).standard_normal((n, m))
+    with pytest.raises(SimulationGrowing, match=r"simulate_many run 1: elastic model") as err:
+        st.simulate_many(
+            st.KWaveGrid((n, m), 1e-4, dt=1e-8, nt=3000), [water, edge], st.ElasticSource(p0=p0),
+            st.KSensor(mask=np.ones((n, m), bool), record=("p_final",)), vectorize="vmap",
+            pml_size=(20, 0), pml_alpha=1.0, smooth_p0=False,
+        )  # fmt: skip
+    assert err.value.factor > err.value.limit and err.value.step < 3000

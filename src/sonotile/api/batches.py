@@ -43,10 +43,11 @@ from sonotile.api import inputs as user_input
 from sonotile.api.options import NAMES, RunOptions
 from sonotile.api.problem import assemble
 from sonotile.api.types import ElasticSource, KWaveElasticMedium, model_of
+from sonotile.base import config
 from sonotile.model.grid import make_time
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.physics.elastic import ElasticMedium
-from sonotile.solver import finite, runner
+from sonotile.solver import finite, growth, runner
 from sonotile.solver import sensors as sens
 from sonotile.solver.finite import SimulationDiverged
 
@@ -316,9 +317,22 @@ def _check_runs(state: Any, raw: dict, models: list[Any], problems: list[Problem
             raise e.of_run(f"simulate_many run {b}") from None
 
 
+def _watch_runs(state: Any, monitors: list[growth.GrowthMonitor | None], last: int) -> None:
+    """The growth check of each stacked run after time step ``last``
+    (:class:`~sonotile.solver.growth.GrowthMonitor`); the first run growing is named."""
+    for b, monitor in enumerate(monitors):
+        if monitor is None:
+            continue
+        one = jax.tree_util.tree_map(lambda x, b=b: x[b], state)
+        try:
+            monitor.check(growth.reduce(one, monitor.proxy.weights)[1], last)
+        except growth.SimulationGrowing as e:
+            raise e.of_run(f"simulate_many run {b}") from None
+
+
 def run_vmapped(problems: list[Problem], check_finite: bool = True) -> list[tuple[dict, dict]]:
     """All problems as one vmapped program; ``[(raw, final)]`` as :func:`runner.run` gives
-    (``check_finite``: see :func:`runner.advance`)."""
+    (``check_finite``: see :func:`runner.advance`, with its growth check per run)."""
     cps = [runner.compile_problem(p) for p in problems]
     first = cps[0]
     phys = first.phys.joined([cp.phys for cp in cps])
@@ -347,12 +361,16 @@ def run_vmapped(problems: list[Problem], check_finite: bool = True) -> list[tupl
         runner.emit_step0(raw0, layout.start, rec)
     n = starts[0][0].next_step
     size = runner.default_chunk(problems[0], layout) // len(problems) or 1
+    watch = check_finite and config.current().growth_check
+    monitors = [growth.GrowthMonitor.of(cp.phys, p) if watch else None
+                for cp, p in zip(cps, problems)]  # fmt: skip
     while n < nt:
         m = min(nt, n + size)
         xs = _stack([runner.step_inputs(p, n, m, cp.phys) for p, cp in zip(problems, cps)])
         carry, raw = fn(carry, xs, consts, ops)
         if check_finite:
             _check_runs(carry[0], raw, [cp.phys for cp in cps], problems, n + 1, m)
+            _watch_runs(carry[0], monitors, m)
         keep = max(0, layout.start - n)
         for b, rec in enumerate(recs):
             for name, v in raw.items():

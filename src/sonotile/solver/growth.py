@@ -73,6 +73,11 @@ class SimulationGrowing(NonFiniteError):
         return SimulationGrowing, (self.model, self.step, self.factor, self.since, self.limit,
                                    self.nt, self.hint)  # fmt: skip
 
+    def of_run(self, where: str) -> SimulationGrowing:
+        """The same error for one run of several (``where``: e.g. ``"run 3"``)."""
+        return SimulationGrowing(f"{where}: {self.model}", self.step, self.factor, self.since,
+                                 self.limit, self.nt, self.hint)  # fmt: skip
+
 
 #: The causes named with every growth, after the model's own figures.
 CAUSES = (
