@@ -101,3 +101,20 @@ def test_dangling_link_in_the_input_is_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "dataset 'c0': a soft link to '/nowhere', which is not in the file" in err
     assert err.count("\n") == 1 and sorted(os.listdir(tmp_path)) == ["in.h5"]
+
+
+def test_a_second_ctrl_c_ends_the_run_at_once(tmp_path):
+    """Two SIGINTs in a row while a run steps (a user pressing Ctrl-C twice): status 130, one
+    line, no traceback; the output is never written (its hidden temporary may stay)."""
+    inp = write_input(tmp_path / "in.h5", shape=(64, 64), nt=1_000_000)
+    argv = [*KWAVE, "-i", inp, "-o", str(tmp_path / "out.h5")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                            text=True)  # fmt: skip
+    time.sleep(max(0.0, handlers_installed(proc.pid) + 3.0 - time.perf_counter()))
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, (proc.returncode, err)
+    assert err.count("stopped by signal 2 (SIGINT)") == 1, err
+    left = sorted(set(os.listdir(tmp_path)) - {"in.h5"})
+    assert all(n.startswith(".out.h5.") and n.endswith(files.PARTIAL) for n in left), left
