@@ -174,11 +174,14 @@ def staggered_is_interpolated(
     return True
 
 
-def medium_extremes(problem: Problem) -> tuple[float, float, float, float]:
+def medium_extremes(problem: Problem) -> tuple[float, float, float, float] | None:
     """``(rho_max, rho_min, c_max, c_min)`` of the problem's medium [kg/m^3, m/s] (kept by
-    :func:`release_host_medium` in ``problem.extras["medium_extremes"]``)."""
+    :func:`release_host_medium` in ``problem.extras["medium_extremes"]``); None where a field
+    is read shard by shard (a distributed run: no process holds the whole field)."""
     if "medium_extremes" in problem.extras:
         return problem.extras["medium_extremes"]
+    if is_lazy(problem.medium.rho0) or is_lazy(problem.medium.c0):
+        return None
     rho, c = np.asarray(problem.medium.rho0), np.asarray(problem.medium.c0)
     return float(rho.max()), float(rho.min()), float(c.max()), float(c.min())
 

@@ -75,12 +75,16 @@ class AcousticModel:
         """The CFL number and stability limit (:func:`.checks.instability_hint`)."""
         return checks.instability_hint(problem)
 
-    def growth_proxy(self, problem: Problem) -> GrowthProxy:
+    def growth_proxy(self, problem: Problem) -> GrowthProxy | None:
         """The acoustic energy ``p^2 / (rho c^2) + rho |u|^2`` (twice the energy density) with
         the reference speed and the largest density, the density splits left out; the sources
-        end with the longest signal (``p0`` is the start)."""
+        end with the longest signal (``p0`` is the start). None for a medium read shard by
+        shard (no process knows its extremes)."""
         m = problem.medium
-        rho_max, rho_min, c_max, c_min = constants.medium_extremes(problem)
+        extremes = constants.medium_extremes(problem)
+        if extremes is None:  # fields read shard by shard: no whole-field extremes to weigh by
+            return None
+        rho_max, rho_min, c_max, c_min = extremes
         spread = max((c_max / c_min) ** 2 * rho_max / rho_min, rho_max / rho_min)
         n = self.ndim
         c_ref = c_max if m.c_ref is None else m.c_ref  # k-Wave's default: the largest speed
