@@ -10,8 +10,8 @@ Regenerate: run ``run_kwave_axisym.m`` in an empty folder DIR (see its header), 
 
 from __future__ import annotations
 
+import re
 import sys
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -84,12 +84,11 @@ def test_alpha_power_is_replaced_by_two_with_a_warning():
     and says so: an axisymmetric run with alpha_power = 1.5 warns in the user's names and gives
     k-Wave's alpha_power = 2 answer; with alpha_power = 2 it does not warn."""
     ref = np.load(DATA)["B_WSWA_FFT_p"]
-    with pytest.warns(UserWarning, match=r"axisymmetric=True: .*medium.alpha_power = 1.5 is ig"):
-        res = run("B", "WSWA_FFT", alpha_power=1.5)
+    res = run("B", "WSWA_FFT", alpha_power=1.5)  # quiet: the warnings kept in the result
+    assert any(re.search(r"axisymmetric=True: .*medium.alpha_power = 1.5 is ig", w)
+               for w in res.warnings), res.warnings  # fmt: skip
     assert np.max(np.abs(np.asarray(res["p"]) - ref)) < 1e-12 * np.max(np.abs(ref))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
-        run("B", "WSWA_FFT")
+    assert not any("alpha_power" in w for w in run("B", "WSWA_FFT").warnings)
 
 
 def write_reference(folder: Path) -> None:

@@ -130,9 +130,9 @@ def test_warnings_for_input_that_is_probably_wrong():
     pml_sensor[2, 30] = pml_sensor[30, 30] = True
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        st.simulate(grid, med, st.KSource(p0=np.zeros(SHAPE)), sen, quiet=True)
-        st.simulate(grid, med, src, st.KSensor(mask=pml_sensor), quiet=True)
-        st.simulate(grid, med, src, st.KSensor(mask=sen.mask, record=()), quiet=True)
+        st.simulate(grid, med, st.KSource(p0=np.zeros(SHAPE)), sen)  # not quiet: warned
+        st.simulate(grid, med, src, st.KSensor(mask=pml_sensor))
+        st.simulate(grid, med, src, st.KSensor(mask=sen.mask, record=()))
     text = " | ".join(str(x.message) for x in w)
     assert "nothing is emitted" in text
     assert "sensor: 1 point(s) inside the PML" in text
@@ -142,7 +142,7 @@ def test_warnings_for_input_that_is_probably_wrong():
 def messages(*args, **kwargs) -> list[str]:
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        st.simulate(*args, **kwargs, quiet=True)
+        st.simulate(*args, **kwargs)  # not quiet: the warnings are issued
     return [str(x.message) for x in w]
 
 
@@ -200,7 +200,7 @@ def test_stokes_absorption_takes_alpha_power_two_with_a_warning():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out[y] = st.simulate(grid, med, st.KSource(p0=p0), st.KSensor(mask=np.ones(n, bool)),
-                                 pml_size=10, quiet=True)["p"]  # fmt: skip
+                                 pml_size=10)["p"]  # fmt: skip
         said = [str(w.message) for w in caught if "alpha_power" in str(w.message)]
         assert said == ([] if y == 2.0 else [
             "medium.alpha_mode = 'stokes': absorption is Stokes' (alpha_power = 2, "

@@ -88,7 +88,7 @@ def test_resolution_warning_for_a_signal_above_the_grid_frequency():
         src = st.KSource(p=1e3 * np.sin(2 * np.pi * f0 * t), p_mask=mask)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            st.simulate(grid, med, src, sen, quiet=True)
+            st.simulate(grid, med, src, sen)  # not quiet: the warnings are issued
         assert any("energy lies above" in str(x.message) for x in w) == warned, f0
 
 
