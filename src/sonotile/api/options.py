@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from sonotile.base import config
 from sonotile.model.problem import ProblemError
 from sonotile.parallel.decomposition import SINGLE, Decomposition
 
@@ -91,7 +92,10 @@ class RunOptions:
     @classmethod
     def of(cls, run: RunOptions | None, **given: Any) -> RunOptions:
         """``run`` (default: the defaults) with the keyword arguments ``given`` applied where
-        they differ from the defaults (a keyword left at its default keeps ``run``'s value)."""
+        they differ from the defaults (a keyword left at its default keeps ``run``'s value).
+        The process's ``SONOTILE_*`` settings are checked here too, at every call's front edge
+        (a bad one raises :class:`~sonotile.base.config.SettingsError` before any work)."""
+        config.current()
         defaults = cls()
         changed = {k: v for k, v in given.items() if not _same(v, getattr(defaults, k))}
         return replace(run or defaults, **changed)
