@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.fft.interface import Epilogue
-from sonotile.fft.xla import XlaBackend, real_scale
+from sonotile.fft.xla import XlaBackend
 
 #: the environment variable naming the built library
 ENV = "SONOTILE_CUFFT_LIB"
@@ -135,9 +135,6 @@ class CufftBackend(XlaBackend):
 
     def native(self, like: jax.Array) -> bool:
         return like.dtype in (jnp.float32, jnp.float64) and 1 <= like.ndim <= 3
-
-    def _scaled(self, F: jax.Array, op: jax.Array | None) -> jax.Array:
-        return F if op is None else real_scale(F, op)
 
     def derivatives(
         self, f: jax.Array, op: jax.Array | None, vecs: Sequence[jax.Array],
