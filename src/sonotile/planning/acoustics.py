@@ -352,3 +352,32 @@ def find_focus(
         float(p_amp[grid.target_index]), volume, length, width,
         (float(vox[0]), float(vox[1]), float(vox[2])), float(np.linalg.norm(vox - t)),
     )  # fmt: skip
+
+
+#: the focal region reaches this far beyond a focus's -6 dB region [mm]: pressure outside it
+#: is a side lobe (:func:`focal_region`)
+FOCAL_MARGIN_MM = 2.0
+
+
+def focal_region(
+    p_amp: np.ndarray, grid: SimulationGrid, focus: Focus, margin_mm: float = FOCAL_MARGIN_MM
+) -> np.ndarray:
+    """The focal region of ``p_amp`` (``grid.shape``) around ``focus``: its -6 dB region (the
+    points at or above half the peak, connected to the peak grid point) grown by
+    ``margin_mm`` [mm]; boolean, ``grid.shape``."""
+    i = tuple(int(v) for v in np.rint(grid.index(focus.peak_voxel_mm or focus.position_mm)))
+    labels, _ = ndimage.label(p_amp >= float(p_amp[i]) / 2)
+    region = labels == labels[i]
+    r = int(np.ceil(margin_mm / grid.spacing_mm))
+    if r > 0:
+        ball = np.linalg.norm(np.indices((2 * r + 1,) * 3) - r, axis=0) * grid.spacing_mm
+        region = ndimage.binary_dilation(region, structure=ball <= margin_mm)
+    return region
+
+
+def side_lobe(p_amp: np.ndarray, where: np.ndarray, region: np.ndarray) -> tuple[float, int]:
+    """The largest amplitude of ``p_amp`` in ``where`` (e.g. the brain) outside ``region``
+    (:func:`focal_region`) [Pa] and its flat index (-1 where there is no such point)."""
+    masked = np.where(where & ~region, p_amp, -np.inf)
+    k = int(np.argmax(masked))
+    return (float(masked.flat[k]), k) if np.isfinite(masked.flat[k]) else (0.0, -1)

@@ -41,6 +41,7 @@ from sonotile.planning.imagecheck import (
 )
 from sonotile.planning.images import CTImage, read_ct
 from sonotile.planning.memory import GRID_BYTES_PER_POINT, check_memory
+from sonotile.planning.optimize import OptimizedPlan
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
     BRAIN,
@@ -201,6 +202,8 @@ class Plan:
         elastic: the plan's beams through the elastic skull (at
             ``settings.source_pressure``), when ``settings.elastic``.
         warnings: what the checks of the image found worth saying (one sentence each).
+        optimized: the drive optimised for the least skull heating, when asked
+            (:mod:`sonotile.planning.optimize`); ``summary["optimized"]`` holds its numbers.
     """
 
     ct: CTImage
@@ -220,6 +223,7 @@ class Plan:
     timings: dict[str, float] = field(default_factory=dict)
     elastic: ElasticBeams | None = None
     warnings: list[str] = field(default_factory=list)
+    optimized: OptimizedPlan | None = None
 
     @property
     def drive(self) -> tuple[np.ndarray, np.ndarray]:
@@ -312,15 +316,36 @@ def _check_coupling(maps: TissueMaps, grid: SimulationGrid, tr: Transducer, pose
         )
 
 
+def heat_summary(heat: HeatRun, maps: TissueMaps, grid: SimulationGrid, T0: float) -> dict:  # noqa: N803
+    """The numbers of a plan's heating: the highest temperatures (everywhere, in the brain,
+    in the skull) [degC], the skull's highest rise and where it is, the rises at the target
+    and where most heat is deposited [K], the highest dose [min] and the lesion [mm^3]."""
+    data = heat.data
+    fi = tuple(int(v) for v in data["focus"])
+    in_skull = maps.labels >= TRABECULAR  # trabecular and cortical bone
+    brain = maps.labels == BRAIN
+    t_max = data["T_max"]
+    skull_at = (np.unravel_index(int(np.argmax(np.where(in_skull, t_max, -np.inf))),
+                                 t_max.shape) if in_skull.any() else None)  # fmt: skip
+    return {
+        "T_max_degC": float(t_max.max()),
+        "T_max_brain_degC": float(t_max[brain].max()) if brain.any() else None,
+        "T_max_skull_degC": float(t_max[in_skull].max()) if in_skull.any() else None,
+        "skull_rise_K": float(t_max[in_skull].max() - T0) if in_skull.any() else None,
+        "skull_peak_mm": None if skull_at is None else grid.world(skull_at).tolist(),
+        "rise_at_target_K": float(data["T_heated"][grid.target_index] - T0),
+        "rise_at_heat_peak_K": float(data["T_heated"][fi] - T0),
+        "heat_peak_mm": grid.world(fi).tolist(),
+        "cem43_max_min": float(data["cem43"].max()),
+        "lesion_volume_mm3": float(np.count_nonzero(data["lesion_map"])) * grid.spacing_mm**3,
+    }
+
+
 def _summary(p: Plan) -> dict[str, Any]:
     """Every number of a plan and its provenance."""
-    s, beams, heat = p.settings, p.beams, p.heat.data
+    s, beams = p.settings, p.beams
     focus = p.elastic.plan if p.elastic else beams.plan
     amplitude, phase = p.drive
-    fi = tuple(int(v) for v in heat["focus"])
-    in_skull = p.maps.labels >= TRABECULAR  # trabecular and cortical bone
-    brain = p.maps.labels == BRAIN
-    t_max = heat["T_max"]
     return {
         "sonotile": __version__, "ct": p.ct.source, "ct_shape": list(p.ct.shape),
         "target_mm": p.target.tolist(), "entry_mm": p.entry.tolist(),
@@ -337,15 +362,7 @@ def _summary(p: Plan) -> dict[str, Any]:
             **p.elastic.summary()},
         "focus": {**focus.as_dict(), "peak_pa": focus.peak_pa * p.scale,
                   "at_target_pa": focus.at_target_pa * p.scale},
-        "heat": {"T_max_degC": float(t_max.max()),
-                 "T_max_brain_degC": float(t_max[brain].max()) if brain.any() else None,
-                 "T_max_skull_degC": float(t_max[in_skull].max()) if in_skull.any() else None,
-                 "rise_at_target_K": float(heat["T_heated"][p.grid.target_index] - s.T0),
-                 "rise_at_heat_peak_K": float(heat["T_heated"][fi] - s.T0),
-                 "heat_peak_mm": p.grid.world(fi).tolist(),
-                 "cem43_max_min": float(heat["cem43"].max()),
-                 "lesion_volume_mm3": float(np.count_nonzero(heat["lesion_map"]))
-                 * p.grid.spacing_mm**3},
+        "heat": heat_summary(p.heat, p.maps, p.grid, s.T0),
         "timings_s": p.timings, "warnings": p.warnings,
     }  # fmt: skip
 
