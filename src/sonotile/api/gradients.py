@@ -243,7 +243,7 @@ def shaped_results(
     if ("p", "cw_re") in layout.stats:
         assert layout.cw is not None  # layout_of sets it with the p_cw statistics
         re, im = agg["p_cw_re"], agg["p_cw_im"]
-        final["p_cw_amp"], final["p_cw_phase"] = sens.cw_amp_phase(re, im, layout.cw.steps, jnp)
+        final["p_cw_amp"], final["p_cw_phase"] = sens.cw_amp_phase(re, im, layout.cw, jnp)
     return cast("dict[str, Quantity]", shape_results(st.problem, raw, final, st.crop, jnp))
 
 

@@ -558,12 +558,12 @@ def finish(
     if ("p", "cw_re") in layout.stats and not traced:
         assert layout.cw is not None  # layout_of sets it with the p_cw statistics
         re, im = (np.asarray(jax.device_get(agg[k]), np.float64) for k in ("p_cw_re", "p_cw_im"))
-        out["p_cw_amp"], out["p_cw_phase"] = cw_amp_phase(re, im, layout.cw.steps, np)
+        out["p_cw_amp"], out["p_cw_phase"] = cw_amp_phase(re, im, layout.cw, np)
     fields = state.fields()
     whole = {f"{f}_{kind}": agg[f"{f}_{kind}"] for f, kind in layout.whole if "cw" not in kind}
     if ("p", "cw_re_all") in layout.whole:
         assert layout.cw is not None  # layout_of sets it with the p_cw statistics
-        amp, ph = cw_amp_phase(agg["p_cw_re_all"], agg["p_cw_im_all"], layout.cw.steps, jnp)
+        amp, ph = cw_amp_phase(agg["p_cw_re_all"], agg["p_cw_im_all"], layout.cw, jnp)
         whole.update(p_cw_amp_all=amp, p_cw_phase_all=ph)
     whole.update({f"{f}_final": fields[f] for f in layout.final})
     for name, arr in whole.items():
@@ -576,13 +576,28 @@ def finish(
 
 
 def cw_amp_phase(
-    re: np.ndarray | jax.Array, im: np.ndarray | jax.Array, steps: int, xp: ModuleType
+    re: np.ndarray | jax.Array,
+    im: np.ndarray | jax.Array,
+    window: CwWindow,
+    xp: ModuleType,
 ) -> tuple[Any, Any]:
     """Amplitude [Pa] and phase [rad] of ``p = A cos(2 pi f0 t + phase)`` from the DFT sums
-    over ``steps`` samples (``t = 0`` at the window's first step); ``xp``: numpy or jax.numpy.
-    The amplitude's derivative is 0 (not NaN) where it is 0, so gradients through it (e.g. of a
-    heat source ``~ A^2``) stay finite."""
-    power = re * re + im * im
+    over the window's samples (``t = 0`` at its first step); ``xp``: numpy or jax.numpy.
+
+    With ``theta = 2 pi f0 dt`` and ``N`` samples, the sums give ``Z = 2 (re + i im) / N =
+    P + beta conj(P)`` for ``P = A exp(i phase)``: ``beta = sum_n exp(-2 i theta n) / N`` is
+    the leak of the negative frequency, zero only when the window holds whole periods. It is
+    taken out, ``P = (Z - beta conj(Z)) / (1 - |beta|^2)``, so a steady tone is read exactly
+    from any window and the estimate is linear in the complex drive. The amplitude's
+    derivative is 0 (not NaN) where it is 0, so gradients through it (e.g. of a heat source
+    ``~ A^2``) stay finite."""
+    n, theta = window.steps, 2 * np.pi * window.cycles_per_step
+    beta = complex(np.sum(np.exp(-2j * theta * np.arange(n)))) / n
+    zr, zi = (2.0 / n) * re, (2.0 / n) * im
+    scale = 1.0 / (1.0 - abs(beta) ** 2)
+    pr = (zr - (beta.real * zr + beta.imag * zi)) * scale
+    pi = (zi - (beta.imag * zr - beta.real * zi)) * scale
+    power = pr * pr + pi * pi
     some = power > 0
     amp = xp.where(some, xp.sqrt(xp.where(some, power, 1.0)), 0.0)
-    return (2.0 / steps) * amp, xp.arctan2(im, re)
+    return amp, xp.arctan2(pi, pr)
