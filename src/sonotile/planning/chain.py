@@ -18,12 +18,11 @@ from typing import Any
 import numpy as np
 
 from sonotile.api.heating.checkpoint import Checkpoint
-from sonotile.api.heating.sonication import HeatRun, Tissue, sonicate
+from sonotile.api.heating.sonication import HeatRun
 from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
-from sonotile.physics.heat import acoustic_heat_source
 from sonotile.planning.aberration import BeamComparison, compare_beams
-from sonotile.planning.acoustics import RunSettings
+from sonotile.planning.acoustics import RunSettings, cw_field
 from sonotile.planning.elastic import ElasticBeams, elastic_beams
 from sonotile.planning.geometry import (
     Pose,
@@ -31,6 +30,14 @@ from sonotile.planning.geometry import (
     beam_grid,
     kwave_medium,
     resample_maps,
+)
+from sonotile.planning.heating import (
+    Box,
+    Sonication,
+    green_functions,
+    heat_coefficient,
+    heat_summary,
+    sonication_heat,
 )
 from sonotile.planning.imagecheck import (
     HU_RANGE,
@@ -41,12 +48,10 @@ from sonotile.planning.imagecheck import (
 )
 from sonotile.planning.images import CTImage, read_ct
 from sonotile.planning.memory import GRID_BYTES_PER_POINT, check_memory
-from sonotile.planning.optimize import OptimizedPlan
+from sonotile.planning.optimize import DriveProblem, OptimizedPlan, OptimizeSettings, optimize_drive
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
-    BRAIN,
     MAPPINGS,
-    TRABECULAR,
     WATER,
     BoneParameters,
     TissueMaps,
@@ -139,6 +144,12 @@ class PlanSettings:
         if unknown:
             raise ProblemError(f"{names.get('allow_target_in', 'allow_target_in')} {unknown}: "
                                f"choose from {sorted(TARGET_OVERRIDES)}")  # fmt: skip
+
+    @property
+    def sonication(self) -> Sonication:
+        """When the source is on and how the heat run steps."""
+        return Sonication(self.duration, self.cooling, self.duty, self.period, self.heat_dt,
+                          self.T0)  # fmt: skip
 
     def _check_times(self, names: Mapping[str, str]) -> None:
         """The thermal step within the sonication, and a pulse's on and off times no shorter
@@ -316,31 +327,6 @@ def _check_coupling(maps: TissueMaps, grid: SimulationGrid, tr: Transducer, pose
         )
 
 
-def heat_summary(heat: HeatRun, maps: TissueMaps, grid: SimulationGrid, T0: float) -> dict:  # noqa: N803
-    """The numbers of a plan's heating: the highest temperatures (everywhere, in the brain,
-    in the skull) [degC], the skull's highest rise and where it is, the rises at the target
-    and where most heat is deposited [K], the highest dose [min] and the lesion [mm^3]."""
-    data = heat.data
-    fi = tuple(int(v) for v in data["focus"])
-    in_skull = maps.labels >= TRABECULAR  # trabecular and cortical bone
-    brain = maps.labels == BRAIN
-    t_max = data["T_max"]
-    skull_at = (np.unravel_index(int(np.argmax(np.where(in_skull, t_max, -np.inf))),
-                                 t_max.shape) if in_skull.any() else None)  # fmt: skip
-    return {
-        "T_max_degC": float(t_max.max()),
-        "T_max_brain_degC": float(t_max[brain].max()) if brain.any() else None,
-        "T_max_skull_degC": float(t_max[in_skull].max()) if in_skull.any() else None,
-        "skull_rise_K": float(t_max[in_skull].max() - T0) if in_skull.any() else None,
-        "skull_peak_mm": None if skull_at is None else grid.world(skull_at).tolist(),
-        "rise_at_target_K": float(data["T_heated"][grid.target_index] - T0),
-        "rise_at_heat_peak_K": float(data["T_heated"][fi] - T0),
-        "heat_peak_mm": grid.world(fi).tolist(),
-        "cem43_max_min": float(data["cem43"].max()),
-        "lesion_volume_mm3": float(np.count_nonzero(data["lesion_map"])) * grid.spacing_mm**3,
-    }
-
-
 def _summary(p: Plan) -> dict[str, Any]:
     """Every number of a plan and its provenance."""
     s, beams = p.settings, p.beams
@@ -362,30 +348,9 @@ def _summary(p: Plan) -> dict[str, Any]:
             **p.elastic.summary()},
         "focus": {**focus.as_dict(), "peak_pa": focus.peak_pa * p.scale,
                   "at_target_pa": focus.at_target_pa * p.scale},
-        "heat": heat_summary(p.heat, p.maps, p.grid, s.T0),
+        "heat": heat_summary(p.heat, p.maps.labels, p.grid, s.T0),
         "timings_s": p.timings, "warnings": p.warnings,
     }  # fmt: skip
-
-
-def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: SimulationGrid,
-          s: PlanSettings, run: RunSettings, checkpoint: Checkpoint | None) -> HeatRun:  # fmt: skip
-    """The sonication's temperature and dose on the acoustic grid, with the thermal fields
-    ``th``, on the devices of ``run`` (a pencil mesh unless ``run.decomposition`` is single),
-    saving to and resuming from ``checkpoint``."""
-    medium = kwave_medium(maps)
-    q = acoustic_heat_source(p_amp.astype(np.float64), np.asarray(medium.alpha_coeff),
-                             float(medium.alpha_power), s.frequency, maps.density,
-                             maps.sound_speed)  # fmt: skip
-    pulsed = s.period is not None
-    q = np.asarray(q, dtype=np.float64) * (1.0 if pulsed else s.duty)
-    tissue = Tissue(th.specific_heat, th.conductivity, perfusion_rate=th.perfusion_rate,
-                    blood_density=th.blood_density, blood_specific_heat=th.blood_specific_heat,
-                    blood_temperature=s.T0)  # fmt: skip
-    return sonicate(q, (grid.spacing_mm * 1e-3,) * 3, th.density,
-                    s.duration + s.cooling, s.duration, s.heat_dt, tissue=tissue, T0=s.T0,
-                    period=s.period, duty=s.duty if pulsed else 1.0,
-                    decomposition="single" if run.decomposition == "single" else "pencil",
-                    mesh=run.mesh, checkpoint=checkpoint)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -460,6 +425,7 @@ def plan(
     run: RunSettings | None = None,
     progress: Progress | None = None,
     checkpoint: Checkpoint | None = None,
+    optimize: OptimizeSettings | bool | None = None,
 ) -> Plan:
     """Simulate a sonication: the beam from ``transducer`` (a :class:`Transducer` or its spec,
     e.g. ``"array:128:64:64:4"``) placed on the line from ``entry`` to ``target`` [mm, RAS]
@@ -468,11 +434,15 @@ def plan(
     receives one line per stage. ``run``: how the acoustic runs are stepped and spread over
     devices (:class:`RunSettings`; the heating takes the same devices). ``checkpoint``: the
     heating saves its state there when stopped (raising
-    :class:`~sonotile.api.heating.RunStopped`) and the same call resumes it. Write the
-    results with :func:`sonotile.planning.outputs.write_plan`."""
+    :class:`~sonotile.api.heating.RunStopped`) and the same call resumes it. ``optimize``
+    (True or an :class:`OptimizeSettings`): after the phase-conjugated plan, the drive with
+    the least skull heating at the same focal pressure (:mod:`sonotile.planning.optimize`),
+    as ``Plan.optimized``. Write the results with
+    :func:`sonotile.planning.outputs.write_plan`."""
     say = progress or (lambda _msg: None)
     s, run = settings or PlanSettings(), run or RunSettings()
     _check_settings(s, run, checkpoint)
+    opt = _optimize_settings(optimize, s, transducer)
     clock, timings = time.perf_counter(), {}
 
     def lap(name: str) -> None:
@@ -503,9 +473,83 @@ def plan(
     say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")
     thermal = thermal_properties(on_grid, specific_heat=s.specific_heat,
                                  conductivity=s.conductivity, perfusion=s.perfusion)  # fmt: skip
-    heat = _heat(p_amp, on_grid, thermal, grid, s, run, checkpoint)
+    q = heat_coefficient(on_grid, s.frequency, s.sonication) * p_amp.astype(np.float64) ** 2
+    heat = sonication_heat(
+        q,
+        thermal,
+        grid.spacing_mm,
+        s.sonication,
+        decomposition=run.decomposition,
+        mesh=run.mesh,
+        checkpoint=checkpoint,
+    )
     lap("heat")
     p = Plan(image, t, e, tr, s, pose, grid, on_grid, thermal, beams, scale, p_amp, heat, {},
              timings, elastic, ready.warnings)  # fmt: skip
     p.summary = _summary(p)
+    if opt is not None:
+        _check_goals(opt, grid)
+        p.optimized = optimize_drive(drive_problem(p, run), opt, s.focal_pressure, say)
+        p.summary["optimized"] = p.optimized.summary
+        lap("optimize")
+        p.summary["timings_s"] = p.timings
     return p
+
+
+def _optimize_settings(optimize: OptimizeSettings | bool | None, s: PlanSettings,
+                       transducer: Transducer | str) -> OptimizeSettings | None:  # fmt: skip
+    """The optimiser's settings, checked before any work (None: no optimised drive)."""
+    if optimize is None or optimize is False:
+        return None
+    opt = optimize if isinstance(optimize, OptimizeSettings) else OptimizeSettings()
+    opt.check()
+    tr = transducer if isinstance(transducer, Transducer) else parse_transducer(transducer)
+    if tr.kind != "array":
+        raise ProblemError(f"an optimised drive needs an array; {tr.spec} has one element")
+    if s.elastic:
+        raise ProblemError("an optimised drive is found with the fluid model: not with elastic")
+    if not s.correct:
+        raise ProblemError("an optimised drive starts from the corrected drive: not with "
+                           "correct=False")  # fmt: skip
+    return opt
+
+
+def _check_goals(opt: OptimizeSettings, grid: SimulationGrid) -> None:
+    """Each further target and the target volume inside the grid's interior."""
+    for t in opt.targets:
+        i = grid.index(t)
+        if np.any(i < 1) or np.any(i > np.asarray(grid.shape) - 2):
+            raise ProblemError(f"target {list(t)} mm lies outside the simulation grid around "
+                               "the target: take targets nearer the first one")  # fmt: skip
+    if opt.volume_mm is not None:
+        room = min(min(t, n - 1 - t) for t, n in zip(grid.target_index, grid.shape))
+        if opt.volume_mm / grid.spacing_mm > room - 1:
+            raise ProblemError(f"a target volume of {opt.volume_mm:g} mm radius does not fit "
+                               "the simulation grid around the target")  # fmt: skip
+
+
+def drive_problem(p: Plan, run: RunSettings) -> DriveProblem:
+    """What :func:`~sonotile.planning.optimize.optimize_drive` needs from a plan: its grid,
+    tissue, conjugated drive and fields, and how to run and heat a drive there."""
+    s, g, tr = p.settings, p.grid, p.transducer
+    karray, medium = tr.karray(p.pose, g), kwave_medium(p.maps)
+
+    def field_run(amplitude: np.ndarray, phase: np.ndarray) -> np.ndarray:
+        amp, ph = cw_field(medium, g, karray, amplitude, phase, s.frequency, run)
+        return amp * np.exp(1j * ph)
+
+    def heat_run(q: np.ndarray) -> HeatRun:
+        return sonication_heat(q, p.thermal, g.spacing_mm, s.sonication,
+                               decomposition=run.decomposition, mesh=run.mesh)  # fmt: skip
+
+    def green_run(points: list[tuple[int, int, int]], box: Box) -> np.ndarray:
+        return green_functions(points, p.thermal, g.spacing_mm, s.sonication, box)
+
+    amplitude, phase = p.drive
+    centres = tr.element_centres()
+    return DriveProblem(
+        g, p.maps.labels, heat_coefficient(p.maps, s.frequency, s.sonication), centres,
+        p.pose.to_world(centres), np.full(tr.n_elements, tr.element_area_m2),
+        amplitude * p.scale, phase, s.frequency, p.beams.steering_speed or 1500.0, p.p_amp,
+        p.heat, s.T0, s.duration, s.search_mm, field_run, heat_run, green_run,
+    )  # fmt: skip

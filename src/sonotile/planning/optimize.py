@@ -1,17 +1,167 @@
 """Drives optimised beyond phase conjugation: the least skull heating for the focal pressure.
 
-(The algorithm follows; this module holds the result a plan carries.)
+Phase conjugation gives every element the phase that brings its wave to the target in step
+with the others: the most focal pressure for a given drive amplitude, blind to where else the
+energy goes. Here the drive is chosen for the least peak temperature rise in the skull at the
+focal pressure asked, within the array's limits (per-element amplitude, acoustic power), with
+the focus held on the target (the peak within ``focus_mm``), its -6 dB volume bounded, and
+pressure in the brain outside the focal region below a fraction of the focus:
+
+1. the elements are split into groups of neighbours and each group's conjugated drive is run
+   forward once: basis fields ``F_k`` (:mod:`~sonotile.planning.drive_basis`); every drive
+   that scales each group by a complex ``c_k`` has the field ``sum_k c_k F_k`` exactly;
+2. the skull's hotspots of the conjugated plan's heating, and for each the temperature rise
+   there as a quadratic form ``c^H M_j c`` (:mod:`~sonotile.planning.hotspots`);
+3. the convex program over ``c`` (:mod:`~sonotile.planning.drive_program`), solved globally;
+4. the chosen drive's field heats the whole grid: hotspots that the program did not know
+   and bounded points it exceeded join it, and it is solved again, until the whole-grid
+   heating agrees with the program's peak;
+5. the drive is run forward (no basis, no linearity assumed) and heated: the plan's figures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import ndimage
 
 from sonotile.api.heating.sonication import HeatRun
-from sonotile.planning.acoustics import Focus
+from sonotile.model.problem import ProblemError
+from sonotile.planning import hotspots
+from sonotile.planning.aberration import steering_phase, water_medium
+from sonotile.planning.acoustics import Focus, find_focus, focal_region
+from sonotile.planning.drive_basis import (
+    Basis,
+    FieldRun,
+    basis_drives,
+    element_groups,
+    run_basis,
+)
+from sonotile.planning.drive_program import Program, solve
+from sonotile.planning.geometry import SimulationGrid
+from sonotile.planning.heating import heat_summary
+from sonotile.planning.tissue import BRAIN, TRABECULAR
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class OptimizeSettings:
+    """What an optimised drive must do and within which limits.
+
+    Attributes:
+        groups: groups of neighbouring elements, one complex factor each (one forward run
+            each, per aim point); the number of elements frees every element.
+        max_amplitude: the largest drive amplitude of an element [Pa]; None:
+            :data:`AMPLITUDE_HEADROOM` times the conjugated plan's largest.
+        max_power: the largest acoustic power of the drive [W]; None: no limit.
+        focus_mm: the focal peak within this distance of the target [mm] (one target; at
+            least the grid spacing).
+        volume_ratio: the -6 dB focal volume at most this multiple of the conjugated plan's.
+        side_lobe: pressure in the brain outside the focal region at most this fraction of
+            the focal pressure.
+        targets: further targets [mm, RAS], each at the focal pressure.
+        volume_mm: a sphere of this radius about the target [mm] at uniform pressure
+            (within ``uniformity``) instead of a focus.
+        hotspots: skull hotspots taken at first (more join as needed).
+        rounds: the most rounds of step 4.
+        trade_off_points: focal pressures on the trade-off curve.
+    """
+
+    groups: int = 16
+    max_amplitude: float | None = None
+    max_power: float | None = None
+    focus_mm: float = 1.0
+    volume_ratio: float = 1.1
+    side_lobe: float = 0.5
+    targets: tuple[tuple[float, float, float], ...] = ()
+    volume_mm: float | None = None
+    uniformity: float = 0.1
+    hotspots: int = 24
+    rounds: int = 8
+    trade_off_points: int = 9
+
+    def check(self) -> None:
+        """A :class:`ProblemError` naming the first setting out of range."""
+        for name, lo, hi in (("groups", 1, 4096), ("hotspots", 1, 1000), ("rounds", 1, 50),
+                             ("trade_off_points", 0, 100)):  # fmt: skip
+            v = getattr(self, name)
+            if not (isinstance(v, int | np.integer) and lo <= v <= hi):
+                raise ProblemError(f"{name} must be a whole number from {lo} to {hi}, got {v}")
+        for name, lo, hi in (("max_amplitude", 0, 1e8), ("max_power", 0, 1e5),
+                             ("focus_mm", 0, 20), ("volume_ratio", 1, 10), ("side_lobe", 0, 1),
+                             ("volume_mm", 0, 30), ("uniformity", 0, 1)):  # fmt: skip
+            v = getattr(self, name)
+            if v is not None and not (np.isfinite(v) and lo < v <= hi):
+                raise ProblemError(f"{name} must be above {lo:g} and at most {hi:g}, got {v}")
+        for t in self.targets:
+            if len(t) != 3 or not np.all(np.isfinite(t)):
+                raise ProblemError(f"targets: each 3 finite coordinates [mm], got {t}")
+
+
+#: the default amplitude cap over the conjugated plan's largest element amplitude
+AMPLITUDE_HEADROOM = 2.0
+#: a whole-grid rise or pressure this far (relative) above the program's is a new constraint
+TOLERANCE = 0.01
+#: bounded points taken into the program per round
+POINTS_PER_ROUND = 300
+
+
+@dataclass
+class DriveProblem:
+    """The conjugated plan an optimised drive starts from, and how to run and heat a drive.
+
+    Attributes:
+        grid, labels: the beam grid and its tissue classes. heat_coefficient: ``Q / |p|^2``
+            [W/(m^3 Pa^2)]. elements_local, elements_mm: element centres in the
+            transducer's frame and on the grid [mm]. element_area: [m^2] each.
+        amplitude, phase: the conjugated drive as the plan drives it [Pa, rad].
+        frequency [Hz], steering_speed [m/s]: for aiming the basis at other points.
+        conjugated: its pressure amplitude [Pa]; conjugated_heat: its heating.
+        T0: body temperature [degC]; duration: time on [s]; search_mm: focus search radius.
+        field_run: a drive's complex pressure; heat_run: ``q [W/m^3] -> HeatRun`` on the
+            grid; green_run: rows of the heat model on a box
+            (:data:`~sonotile.planning.hotspots.GreenRun`).
+    """
+
+    grid: SimulationGrid
+    labels: np.ndarray = field(repr=False)
+    heat_coefficient: np.ndarray = field(repr=False)
+    elements_local: np.ndarray = field(repr=False)
+    elements_mm: np.ndarray = field(repr=False)
+    element_area: np.ndarray = field(repr=False)
+    amplitude: np.ndarray = field(repr=False)
+    phase: np.ndarray = field(repr=False)
+    frequency: float
+    steering_speed: float
+    conjugated: np.ndarray = field(repr=False)
+    conjugated_heat: HeatRun = field(repr=False)
+    T0: float  # noqa: N815
+    duration: float
+    search_mm: float
+    field_run: FieldRun = field(repr=False)
+    heat_run: Callable[[np.ndarray], HeatRun] = field(repr=False)
+    green_run: hotspots.GreenRun = field(repr=False)
+
+    @property
+    def skull(self) -> np.ndarray:
+        """Trabecular and cortical bone."""
+        return self.labels >= TRABECULAR
+
+    def rise(self, heat: HeatRun) -> np.ndarray:
+        """The highest temperature rise of a heat run [K] on the grid."""
+        return np.asarray(heat.data["T_max"]) - self.T0
+
+    def power(self, drive: np.ndarray) -> float:
+        """The acoustic power [W] of a complex element drive [Pa]: ``sum |w|^2 S / (2 rho c)``
+        with water's impedance."""
+        w = water_medium()
+        z = float(np.asarray(w.density)) * float(np.asarray(w.sound_speed))
+        return float(np.sum(np.abs(drive) ** 2 * self.element_area) / (2 * z))
 
 
 @dataclass
@@ -24,7 +174,7 @@ class OptimizedPlan:
         focus: its focus (absolute pressures). heat: its heating.
         summary: every number (JSON-able): ``focus`` and ``heat`` with the plan's keys,
             ``drive``, ``goal``, ``limits``, ``predicted`` (the optimiser's own figures),
-            ``trade_off``, ``groups``, ``timings_s``.
+            ``resimulated``, ``conjugated``, ``trade_off``, ``basis``, ``timings_s``.
     """
 
     amplitude: np.ndarray = field(repr=False)
@@ -33,3 +183,343 @@ class OptimizedPlan:
     focus: Focus
     heat: HeatRun = field(repr=False)
     summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Goals:
+    """The program's pressure goals and bounds on the grid (flat indices).
+
+    Attributes:
+        index, lo, theta: goal points, the least in-phase pressure there [Pa], its phase.
+        cand: every bounded point; hi: the bound at every grid point [Pa] (inf: none);
+        active: the bounded points in the program. side_lobe: the side-lobe level kept
+        (a fraction of the goal: the setting's, or the conjugated plan's where higher).
+    """
+
+    index: np.ndarray
+    lo: np.ndarray
+    theta: np.ndarray
+    cand: np.ndarray
+    hi: np.ndarray
+    active: np.ndarray
+    side_lobe: float
+
+
+def _ball(grid: SimulationGrid, centre: np.ndarray) -> np.ndarray:
+    """Distance [mm] of every grid point from ``centre`` (grid indices)."""
+    ijk = np.indices(grid.shape, dtype=np.float32)
+    d = ijk - np.reshape(np.asarray(centre, dtype=np.float32), (3, 1, 1, 1))
+    return np.linalg.norm(d, axis=0) * grid.spacing_mm
+
+
+def _goal_points(prob: DriveProblem, s: OptimizeSettings, goal: float,
+                 aims: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Flat indices of the goal points and the least pressure asked at each [Pa]: the aim
+    points (the target and ``s.targets``) or every point of the target sphere."""
+    g = prob.grid
+    if s.volume_mm is None:
+        idx = [np.ravel_multi_index(tuple(np.rint(g.index(a)).astype(int)), g.shape) for a in aims]
+        return np.asarray(idx), np.full(len(idx), goal)
+    inside = np.flatnonzero(_ball(g, np.asarray(g.target_index)) <= s.volume_mm)
+    return inside, np.full(inside.size, goal * (1 - s.uniformity))
+
+
+def _allowed(conj: np.ndarray, search: np.ndarray, focus: Focus, grid: SimulationGrid,
+             ratio: float) -> np.ndarray:  # fmt: skip
+    """Where the -6 dB region may reach: the largest region about the conjugated focus
+    where its field is at or above a level (at most half its peak), connected to the peak
+    and inside the search sphere, of at most ``ratio`` times its -6 dB volume."""
+    i = tuple(int(v) for v in np.rint(grid.index(focus.peak_voxel_mm or focus.position_mm)))
+    most = ratio * focus.volume_mm3 / grid.spacing_mm**3
+
+    def region(level: float) -> np.ndarray:
+        labels, _ = ndimage.label(search & (conj >= level * float(conj[i])))
+        return labels == labels[i]
+
+    lo, hi = 0.05, 0.5
+    for _ in range(20):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if region(mid).sum() > most else (mid, hi)
+    return region(hi)
+
+
+def _bounds(prob: DriveProblem, s: OptimizeSettings, goal: float, conj_focus: Focus,
+            goal_index: np.ndarray) -> tuple[np.ndarray, float]:  # fmt: skip
+    """The bound on the pressure amplitude at every grid point [Pa] (inf: none) and the
+    side-lobe level kept: the focus held on the target, its -6 dB region kept within
+    ``volume_ratio`` of the conjugated one's (the points next to it below half the goal), the
+    side lobes in the brain below ``side_lobe`` of the goal or the conjugated plan's level
+    where that is higher, the volume's top."""
+    g, conj = prob.grid, prob.conjugated
+    hi = np.full(g.shape, np.inf)
+    d = _ball(g, np.asarray(g.target_index))
+    search = d <= prob.search_mm
+    region = focal_region(conj, g, conj_focus)
+    if s.volume_mm is None and not s.targets:
+        hi[search & (d > max(s.focus_mm, g.spacing_mm))] = goal  # at least the next points
+        allowed = _allowed(conj, search, conj_focus, g, s.volume_ratio)
+        shell = ndimage.binary_dilation(allowed) & ~allowed & search  # below the level
+        hi[shell] = np.minimum(hi[shell], goal / 2)
+        excluded = region
+    else:
+        reach = float(np.max(d[region])) if region.any() else prob.search_mm
+        near = [_ball(g, np.unravel_index(int(i), g.shape)) <= reach for i in goal_index]
+        excluded = np.logical_or.reduce(near)
+    side = (prob.labels == BRAIN) & ~excluded
+    level = max(s.side_lobe, float(conj[side].max()) / conj_focus.peak_pa if side.any() else 0)
+    hi[side] = np.minimum(hi[side], level * goal)
+    if s.volume_mm is not None:
+        hi.flat[goal_index] = np.minimum(hi.flat[goal_index], goal * (1 + s.uniformity))
+    return hi, level
+
+
+def goals(prob: DriveProblem, s: OptimizeSettings, goal: float, conj_focus: Focus,
+          basis: Basis, aims: list[np.ndarray]) -> Goals:  # fmt: skip
+    """The goal points, their phases (each that of the basis fields' sum there), every
+    bounded point and the first active ones (the conjugated field scaled to the goal
+    coming within 0.7 of the bound)."""
+    index, lo = _goal_points(prob, s, goal, aims)
+    total = basis.fields.reshape(basis.fields.shape[0], -1)[:, index].sum(axis=0)
+    hi, level = _bounds(prob, s, goal, conj_focus, index)
+    hi = hi.reshape(-1)
+    cand = np.flatnonzero(np.isfinite(hi))
+    ratio = prob.conjugated.reshape(-1)[cand] * (goal / conj_focus.peak_pa) / hi[cand]
+    order = np.argsort(-ratio)[:POINTS_PER_ROUND]
+    active = cand[order[ratio[order] >= 0.7]]
+    return Goals(index, lo, np.angle(total), cand, hi, active, level)
+
+
+@dataclass
+class State:
+    """The program as it grows: the hotspots and their forms, the goals and bounds."""
+
+    hot: list[hotspots.Index]
+    forms: list[np.ndarray]
+    goals: Goals
+
+
+def _add_hotspots(prob: DriveProblem, basis: Basis, st: State, new: list[hotspots.Index],
+                  half: int) -> None:  # fmt: skip
+    """The new hotspots' rows of the heat model (on one box around them all) and their
+    quadratic forms into ``st``."""
+    if not new:
+        return
+    box = hotspots.covering_box(new, half, prob.grid.shape)
+    inside = [(i - box[0].start, j - box[1].start, k - box[2].start) for i, j, k in new]
+    rows = prob.green_run(inside, box)
+    for ijk, g in zip(new, rows):
+        st.hot.append(ijk)
+        st.forms.append(hotspots.quadratic_form(g, box, prob.heat_coefficient, basis.fields))
+
+
+def program(prob: DriveProblem, basis: Basis, st: State, limits: dict[str, float | None],
+            goal: float, t_ref: float, factor: float = 1.0) -> Program:  # fmt: skip
+    """The convex program of ``st`` with every pressure goal and bound times ``factor``."""
+    flat = basis.fields.reshape(basis.fields.shape[0], -1)
+    gs = st.goals
+    power = None
+    if limits["max_power"] is not None:
+        w = water_medium()
+        z = float(np.asarray(w.density)) * float(np.asarray(w.sound_speed))
+        d = basis.drives
+        power = (np.conj(d).T * (prob.element_area / (2 * z))) @ d
+    return Program(st.forms, flat[:, gs.index].T, gs.lo * factor, gs.theta,
+                   flat[:, gs.active].T, gs.hi[gs.active] * factor, basis.drives,
+                   limits["max_amplitude"], power, limits["max_power"], goal * factor,
+                   t_ref)  # fmt: skip
+
+
+def _round(prob: DriveProblem, basis: Basis, st: State, c: np.ndarray, t: float,
+           half: int) -> tuple[bool, HeatRun]:  # fmt: skip
+    """Heat the whole grid with the field of ``c``; add the hotspots hotter than the
+    program's peak ``t`` [K] and the most exceeded bounds. True when nothing was added."""
+    p = basis.field(c)
+    amp = np.abs(p)
+    heat = prob.heat_run(prob.heat_coefficient * amp**2)
+    rise = prob.rise(heat)
+    top = float(rise[prob.skull].max()) if prob.skull.any() else 0.0
+    new: list[hotspots.Index] = []
+    if top > t * (1 + TOLERANCE):
+        new = hotspots.select(rise, prob.skull, 8, fraction=t * (1 + TOLERANCE) / top,
+                              apart=0, exclude=st.hot)  # fmt: skip
+        _add_hotspots(prob, basis, st, new, half)
+    gs = st.goals
+    over = amp.reshape(-1)[gs.cand] / gs.hi[gs.cand] - 1
+    worst = np.argsort(-over)[:POINTS_PER_ROUND]
+    fresh = np.setdiff1d(gs.cand[worst[over[worst] > TOLERANCE]], gs.active)
+    gs.active = np.union1d(gs.active, fresh)
+    old = gs.theta.copy()
+    if len(gs.index) > 1:
+        gs.theta = np.angle(p.reshape(-1)[gs.index])
+    turned = bool(np.max(np.abs(np.angle(np.exp(1j * (gs.theta - old))))) > 0.05)
+    return not (new or fresh.size or turned), heat
+
+
+def _limits(prob: DriveProblem, s: OptimizeSettings) -> dict[str, float | None]:
+    """The amplitude and power caps the drive keeps [Pa, W]."""
+    cap = s.max_amplitude
+    if cap is None:
+        cap = AMPLITUDE_HEADROOM * float(np.max(prob.amplitude))
+    return {"max_amplitude": cap, "max_power": s.max_power}
+
+
+def _aims(prob: DriveProblem, s: OptimizeSettings) -> list[np.ndarray]:
+    """The points the basis is aimed at [mm]: the target, the further targets, and for a
+    volume six points on its surface along the grid's axes."""
+    t = prob.grid.world(prob.grid.target_index)
+    aims = [t] + [np.asarray(v, dtype=np.float64) for v in s.targets]
+    if s.volume_mm is not None:
+        axes = prob.grid.affine[:3, :3] / prob.grid.spacing_mm
+        aims += [t + sign * s.volume_mm * axes[:, k] for k in range(3) for sign in (-1, 1)]
+    return aims
+
+
+def _basis(prob: DriveProblem, s: OptimizeSettings, aims: list[np.ndarray],
+           say: Progress) -> Basis:  # fmt: skip
+    """The basis fields: each group's conjugated drive aimed at each aim point."""
+    group = element_groups(prob.elements_local, s.groups)
+    target = prob.grid.world(prob.grid.target_index)
+    phases = [prob.phase + steering_phase(prob.elements_mm, target, a, prob.frequency,
+                                          prob.steering_speed) for a in aims]  # fmt: skip
+    drives = basis_drives(prob.amplitude, phases, group)
+    return run_basis(drives, int(group.max()) + 1, prob.field_run, say)
+
+
+def trade_off(prob: DriveProblem, basis: Basis, st: State, limits: dict[str, float | None],
+              goal: float, t_ref: float, conj: dict[str, float],
+              n: int) -> dict[str, Any]:  # fmt: skip
+    """Peak skull rise against focal pressure: the optimised drive's (the program, its
+    hotspots as they stand) and the conjugated drive scaled (linear acoustics: the rise
+    grows as the pressure squared), each where the limits allow it."""
+    factors = np.linspace(0.25, 1.5, n) if n else np.zeros(0)
+    opt: list[float | None] = []
+    for f in factors:
+        try:
+            opt.append(solve(program(prob, basis, st, limits, goal, t_ref, float(f)))[1])
+        except ProblemError:
+            opt.append(None)
+    room = limits["max_amplitude"] / float(np.max(prob.amplitude))  # type: ignore[operator]
+    if limits["max_power"] is not None:
+        room = min(room, np.sqrt(limits["max_power"] / conj["power_w"]))
+    pressures = goal * factors
+    scaled = [conj["skull_rise_K"] * (q / conj["focal_pressure_pa"]) ** 2
+              if q <= conj["focal_pressure_pa"] * room else None for q in pressures]  # fmt: skip
+    return {"focal_pressure_pa": pressures.tolist(), "optimized_skull_rise_K": opt,
+            "conjugated_skull_rise_K": scaled}  # fmt: skip
+
+
+def _conjugated(prob: DriveProblem, focus: Focus) -> dict[str, float]:
+    """The conjugated plan's figures: focal pressure [Pa], peak skull rise [K], acoustic
+    power [W], largest element amplitude [Pa]."""
+    rise = prob.rise(prob.conjugated_heat)
+    return {"focal_pressure_pa": focus.peak_pa,
+            "skull_rise_K": float(rise[prob.skull].max()) if prob.skull.any() else 0.0,
+            "power_w": prob.power(prob.amplitude * np.exp(1j * prob.phase)),
+            "max_amplitude_pa": float(np.max(prob.amplitude))}  # fmt: skip
+
+
+def _solve_rounds(prob: DriveProblem, s: OptimizeSettings, basis: Basis, st: State,
+                  limits: dict[str, float | None], goal: float, t_ref: float,
+                  say: Progress) -> tuple[np.ndarray, float, HeatRun, int]:  # fmt: skip
+    """Solve, heat the whole grid, add what the program missed, until nothing is added:
+    the coefficients, the program's peak rise [K], the whole-grid heating, the rounds."""
+    half = hotspots.box_halfwidth(prob.duration, prob.grid.spacing_mm)
+    for r in range(1, s.rounds + 1):
+        c, t = solve(program(prob, basis, st, limits, goal, t_ref))
+        done, heat = _round(prob, basis, st, c, t, half)
+        say(f"round {r}: skull rise {t:.3g} K by the program ({len(st.hot)} hotspots, "
+            f"{st.goals.active.size} bounded points)")  # fmt: skip
+        if done:
+            break
+    return c, t, heat, r
+
+
+def optimize_drive(prob: DriveProblem, s: OptimizeSettings | None = None,
+                   goal: float | None = None, progress: Progress | None = None,
+                   ) -> OptimizedPlan:  # fmt: skip
+    """The drive with the least peak skull rise for the focal pressure ``goal`` [Pa] (None:
+    the conjugated plan's), within the limits of ``s`` (the module's docstring)."""
+    say, s = progress or (lambda _msg: None), s or OptimizeSettings()
+    s.check()
+    if prob.amplitude.size < 2:
+        raise ProblemError("an optimised drive needs an array: a bowl has one element")
+    clock, timings = time.perf_counter(), {}
+    target = prob.grid.world(prob.grid.target_index)
+    conj_focus = find_focus(prob.conjugated, prob.grid, target, prob.search_mm)
+    conj = _conjugated(prob, conj_focus)
+    goal = float(goal or conj_focus.peak_pa)
+    limits, aims = _limits(prob, s), _aims(prob, s)
+    say(f"optimised drive: {min(s.groups, prob.amplitude.size)} groups x {len(aims)} aim "
+        "point(s), one forward run each")  # fmt: skip
+    basis = _basis(prob, s, aims, say)
+    timings["basis"] = time.perf_counter() - clock
+    first = hotspots.select(prob.rise(prob.conjugated_heat), prob.skull, s.hotspots)
+    if not first:
+        raise ProblemError("the conjugated plan does not heat the skull: nothing to spare")
+    st = State([], [], goals(prob, s, goal, conj_focus, basis, aims))
+    _add_hotspots(prob, basis, st, first,
+                  hotspots.box_halfwidth(prob.duration, prob.grid.spacing_mm))  # fmt: skip
+    t_ref = max(conj["skull_rise_K"] * (goal / conj["focal_pressure_pa"]) ** 2, 1e-6)
+    c, t, heat_p, rounds = _solve_rounds(prob, s, basis, st, limits, goal, t_ref, say)
+    timings["program"] = time.perf_counter() - clock - timings["basis"]
+    predicted = basis.field(c)
+    drive = basis.drive(c)
+    say("forward run of the optimised drive")
+    forward = prob.field_run(np.abs(drive), np.angle(drive))
+    p_amp = np.abs(forward)
+    focus = find_focus(p_amp, prob.grid, target, prob.search_mm)
+    heat = prob.heat_run(prob.heat_coefficient * p_amp.astype(np.float64) ** 2)
+    timings["forward"] = time.perf_counter() - clock - sum(timings.values())
+    curve = trade_off(prob, basis, st, limits, goal, t_ref, conj, s.trade_off_points)
+    timings["trade_off"] = time.perf_counter() - clock - sum(timings.values())
+    out = OptimizedPlan(np.abs(drive), np.angle(drive), p_amp, focus, heat)
+    out.summary = _summary(prob, s, out, basis, predicted, heat_p, t, conj, limits, goal,
+                           curve, rounds, len(st.hot), st.goals.side_lobe, timings)  # fmt: skip
+    return out
+
+
+def _summary(prob: DriveProblem, s: OptimizeSettings, out: OptimizedPlan, basis: Basis,
+             predicted: np.ndarray, heat_p: HeatRun, t: float, conj: dict[str, float],
+             limits: dict[str, float | None], goal: float, curve: dict[str, Any],
+             rounds: int, n_hot: int, side_lobe: float,
+             timings: dict[str, float]) -> dict[str, Any]:  # fmt: skip
+    """Every number of an optimised drive (JSON-able)."""
+    g, target = prob.grid, prob.grid.world(prob.grid.target_index)
+    pred = find_focus(np.abs(predicted), g, target, prob.search_mm)
+    heat = heat_summary(out.heat, prob.labels, g, prob.T0)
+    rise_p = prob.rise(heat_p)
+    w = out.amplitude * np.exp(1j * out.phase)
+    power, top = prob.power(w), float(np.max(out.amplitude))
+    binding = [n for n, v, cap in (("max_amplitude", top, limits["max_amplitude"]),
+                                   ("max_power", power, limits["max_power"]))
+               if cap is not None and v >= cap * (1 - 1e-3)]  # fmt: skip
+    conj_at_goal = conj["skull_rise_K"] * (goal / conj["focal_pressure_pa"]) ** 2
+    first = basis.fields[basis.aim == 0].sum(axis=0)
+    rise = heat["skull_rise_K"] or 0.0
+    return {
+        "focus": out.focus.as_dict(), "heat": heat,
+        "drive": {"amplitude_pa": out.amplitude.tolist(), "phase_rad": out.phase.tolist(),
+                  "power_w": power, "max_amplitude_pa": top},
+        "goal": {"focal_pressure_pa": goal, "targets_mm": [target.tolist(), *map(list, s.targets)],
+                 "volume_mm": s.volume_mm, "uniformity": s.uniformity},
+        "limits": {**limits, "focus_mm": s.focus_mm, "volume_ratio": s.volume_ratio,
+                   "side_lobe": s.side_lobe, "side_lobe_kept": side_lobe, "binding": binding},
+        "predicted": {"focal_pressure_pa": pred.peak_pa, "at_target_pa": pred.at_target_pa,
+                      "error_mm": pred.error_mm, "volume_mm3": pred.volume_mm3,
+                      "skull_rise_K": float(rise_p[prob.skull].max()),
+                      "program_skull_rise_K": t},
+        "resimulated": {"max_field_difference": float(np.max(np.abs(out.p_amp - np.abs(predicted)))
+                                                      / np.max(np.abs(predicted))),
+                        "focal_pressure_pa": out.focus.peak_pa, "skull_rise_K": rise},
+        "conjugated": {**conj, "skull_rise_at_goal_K": conj_at_goal},
+        "skull_rise_reduction": 1 - rise / conj_at_goal if conj_at_goal > 0 else None,
+        "trade_off": {**curve, "conjugated": {"focal_pressure_pa": conj["focal_pressure_pa"],
+                                              "skull_rise_K": conj["skull_rise_K"]},
+                      "optimized": {"focal_pressure_pa": out.focus.peak_pa, "skull_rise_K": rise}},
+        "basis": {"groups": int(basis.group.max()) + 1, "aims": int(basis.aim.max()) + 1,
+                  "runs": int(basis.fields.shape[0]),
+                  "linearity_error": float(np.max(np.abs(np.abs(first) - prob.conjugated))
+                                           / np.max(prob.conjugated))},
+        "hotspots": n_hot, "rounds": rounds, "settings": asdict(s),
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+    }  # fmt: skip

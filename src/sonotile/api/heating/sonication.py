@@ -180,7 +180,9 @@ def source_from_result(path: str, frequency: float | None = None, quantity: str 
     return np.asarray(q, dtype=np.float64), spacing, info
 
 
-def _thermal_medium(tissue: Tissue, rho: Any) -> dict:
+def thermal_medium(tissue: Tissue, rho: Any) -> dict:
+    """The heat model's medium (k-Wave's names) of ``tissue`` with density ``rho`` [kg/m^3]
+    where the tissue gives none."""
     m = {
         "density": rho if tissue.density is None else tissue.density,
         "specific_heat": tissue.specific_heat,
@@ -292,7 +294,7 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
     n_on = nt if on is None else min(nt, max(0, round(on / dt)))
     switch = sonication(nt, dt, on, period, duty)
     focus = np.unravel_index(int(np.argmax(q)), q.shape)
-    medium = _thermal_medium(tissue or Tissue(), density)
+    medium = thermal_medium(tissue or Tissue(), density)
     problem = heat_problem(tuple(q.shape), tuple(spacing), medium, {"T0": T0, "Q": q}, nt, dt,
                            on=switch, sensor=tuple(np.array([i]) for i in focus),
                            dtype=dtype, fft="auto")  # fmt: skip
