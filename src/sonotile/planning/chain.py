@@ -25,6 +25,7 @@ from sonotile.physics.heat import acoustic_heat_source
 from sonotile.planning.aberration import BeamComparison, compare_beams
 from sonotile.planning.acoustics import RunSettings
 from sonotile.planning.elastic import ElasticBeams, elastic_beams
+from sonotile.planning.exposure import exposure_summary
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -42,6 +43,7 @@ from sonotile.planning.imagecheck import (
 from sonotile.planning.images import CTImage, read_ct
 from sonotile.planning.memory import GRID_BYTES_PER_POINT, check_memory
 from sonotile.planning.optimize import OptimizedPlan
+from sonotile.planning.skullpath import skull_path
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
     BRAIN,
@@ -346,7 +348,7 @@ def _summary(p: Plan) -> dict[str, Any]:
     s, beams = p.settings, p.beams
     focus = p.elastic.plan if p.elastic else beams.plan
     amplitude, phase = p.drive
-    return {
+    out = {
         "sonotile": __version__, "ct": p.ct.source, "ct_shape": list(p.ct.shape),
         "target_mm": p.target.tolist(), "entry_mm": p.entry.tolist(),
         "transducer": p.transducer.as_dict(),
@@ -363,8 +365,20 @@ def _summary(p: Plan) -> dict[str, Any]:
         "focus": {**focus.as_dict(), "peak_pa": focus.peak_pa * p.scale,
                   "at_target_pa": focus.at_target_pa * p.scale},
         "heat": heat_summary(p.heat, p.maps, p.grid, s.T0),
+        "exposure": exposure_summary(p.p_amp, focus, p.grid, p.maps, p.transducer,
+                                     amplitude * p.scale, s.frequency, s.duty),
+        "skull_path": skull_path(p.maps.labels, p.grid, p.transducer, p.pose, p.target),
         "timings_s": p.timings, "warnings": p.warnings,
     }  # fmt: skip
+    o = p.optimized
+    if o is not None:  # the optimiser's numbers, with the exposure of its drive
+        out["optimized"] = {
+            **o.summary,
+            "exposure": exposure_summary(
+                o.p_amp, o.focus, p.grid, p.maps, p.transducer, o.amplitude, s.frequency, s.duty
+            ),
+        }
+    return out
 
 
 def _heat(p_amp: np.ndarray, maps: TissueMaps, th: ThermalMaps, grid: SimulationGrid,
