@@ -24,6 +24,7 @@ from sonotile.model.problem import ProblemError
 from sonotile.planning.aberration import BeamComparison, compare_beams
 from sonotile.planning.acoustics import RunSettings, cw_field
 from sonotile.planning.elastic import ElasticBeams, elastic_beams
+from sonotile.planning.exposure import element_areas_mm2, exposure_summary, power_weights
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -49,6 +50,7 @@ from sonotile.planning.imagecheck import (
 from sonotile.planning.images import CTImage, read_ct
 from sonotile.planning.memory import GRID_BYTES_PER_POINT, check_memory
 from sonotile.planning.optimize import DriveProblem, OptimizedPlan, OptimizeSettings, optimize_drive
+from sonotile.planning.skullpath import skull_path
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
     MAPPINGS,
@@ -332,7 +334,7 @@ def _summary(p: Plan) -> dict[str, Any]:
     s, beams = p.settings, p.beams
     focus = p.elastic.plan if p.elastic else beams.plan
     amplitude, phase = p.drive
-    return {
+    out = {
         "sonotile": __version__, "ct": p.ct.source, "ct_shape": list(p.ct.shape),
         "target_mm": p.target.tolist(), "entry_mm": p.entry.tolist(),
         "transducer": p.transducer.as_dict(),
@@ -349,8 +351,20 @@ def _summary(p: Plan) -> dict[str, Any]:
         "focus": {**focus.as_dict(), "peak_pa": focus.peak_pa * p.scale,
                   "at_target_pa": focus.at_target_pa * p.scale},
         "heat": heat_summary(p.heat, p.maps.labels, p.grid, s.T0),
+        "exposure": exposure_summary(p.p_amp, focus, p.grid, p.maps, p.transducer,
+                                     amplitude * p.scale, s.frequency, s.duty),
+        "skull_path": skull_path(p.maps.labels, p.grid, p.transducer, p.pose, p.target),
         "timings_s": p.timings, "warnings": p.warnings,
     }  # fmt: skip
+    o = p.optimized
+    if o is not None:  # the optimiser's numbers, with the exposure of its drive
+        out["optimized"] = {
+            **o.summary,
+            "exposure": exposure_summary(
+                o.p_amp, o.focus, p.grid, p.maps, p.transducer, o.amplitude, s.frequency, s.duty
+            ),
+        }
+    return out
 
 
 @dataclass(frozen=True)
@@ -490,9 +504,8 @@ def plan(
     if opt is not None:
         _check_goals(opt, grid)
         p.optimized = optimize_drive(drive_problem(p, run), opt, s.focal_pressure, say)
-        p.summary["optimized"] = p.optimized.summary
         lap("optimize")
-        p.summary["timings_s"] = p.timings
+        p.summary = _summary(p)
     return p
 
 
@@ -549,7 +562,7 @@ def drive_problem(p: Plan, run: RunSettings) -> DriveProblem:
     centres = tr.element_centres()
     return DriveProblem(
         g, p.maps.labels, heat_coefficient(p.maps, s.frequency, s.sonication), centres,
-        p.pose.to_world(centres), np.full(tr.n_elements, tr.element_area_m2),
+        p.pose.to_world(centres), power_weights(element_areas_mm2(tr)),
         amplitude * p.scale, phase, s.frequency, p.beams.steering_speed or 1500.0, p.p_amp,
         p.heat, s.T0, s.duration, s.search_mm, field_run, heat_run, green_run,
     )  # fmt: skip

@@ -32,7 +32,7 @@ from scipy import ndimage
 from sonotile.api.heating.sonication import HeatRun
 from sonotile.model.problem import ProblemError
 from sonotile.planning import hotspots
-from sonotile.planning.aberration import steering_phase, water_medium
+from sonotile.planning.aberration import steering_phase
 from sonotile.planning.acoustics import Focus, find_focus, focal_region
 from sonotile.planning.drive_basis import (
     Basis,
@@ -118,7 +118,9 @@ class DriveProblem:
     Attributes:
         grid, labels: the beam grid and its tissue classes. heat_coefficient: ``Q / |p|^2``
             [W/(m^3 Pa^2)]. elements_local, elements_mm: element centres in the
-            transducer's frame and on the grid [mm]. element_area: [m^2] each.
+            transducer's frame and on the grid [mm]. power_weight: each element's
+            acoustic power per squared amplitude [W/Pa^2]
+            (:func:`~sonotile.planning.exposure.power_weights`).
         amplitude, phase: the conjugated drive as the plan drives it [Pa, rad].
         frequency [Hz], steering_speed [m/s]: for aiming the basis at other points.
         conjugated: its pressure amplitude [Pa]; conjugated_heat: its heating.
@@ -133,7 +135,7 @@ class DriveProblem:
     heat_coefficient: np.ndarray = field(repr=False)
     elements_local: np.ndarray = field(repr=False)
     elements_mm: np.ndarray = field(repr=False)
-    element_area: np.ndarray = field(repr=False)
+    power_weight: np.ndarray = field(repr=False)
     amplitude: np.ndarray = field(repr=False)
     phase: np.ndarray = field(repr=False)
     frequency: float
@@ -157,11 +159,8 @@ class DriveProblem:
         return np.asarray(heat.data["T_max"]) - self.T0
 
     def power(self, drive: np.ndarray) -> float:
-        """The acoustic power [W] of a complex element drive [Pa]: ``sum |w|^2 S / (2 rho c)``
-        with water's impedance."""
-        w = water_medium()
-        z = float(np.asarray(w.density)) * float(np.asarray(w.sound_speed))
-        return float(np.sum(np.abs(drive) ** 2 * self.element_area) / (2 * z))
+        """The acoustic power [W] of a complex element drive [Pa]."""
+        return float(np.sum(np.abs(drive) ** 2 * self.power_weight))
 
 
 @dataclass
@@ -319,10 +318,8 @@ def program(prob: DriveProblem, basis: Basis, st: State, limits: dict[str, float
     gs = st.goals
     power = None
     if limits["max_power"] is not None:
-        w = water_medium()
-        z = float(np.asarray(w.density)) * float(np.asarray(w.sound_speed))
         d = basis.drives
-        power = (np.conj(d).T * (prob.element_area / (2 * z))) @ d
+        power = (np.conj(d).T * prob.power_weight) @ d
     return Program(st.forms, flat[:, gs.index].T, gs.lo * factor, gs.theta,
                    flat[:, gs.active].T, gs.hi[gs.active] * factor, basis.drives,
                    limits["max_amplitude"], power, limits["max_power"], goal * factor,

@@ -77,14 +77,6 @@ class Transducer:
         return float(2 * np.pi * r * (r - np.sqrt(r**2 - a**2)))
 
     @property
-    def element_area_m2(self) -> float:
-        """The radiating area of one element [m^2]: a disc of ``element_mm`` for an array,
-        the cap for a bowl."""
-        if self.kind == "bowl":
-            return self.cap_area_mm2 * 1e-6
-        return float(np.pi * (self.element_mm / 2) ** 2 * 1e-6)
-
-    @property
     def spec(self) -> str:
         """The transducer's spec string."""
         if self.kind == "bowl":
