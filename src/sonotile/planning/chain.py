@@ -467,19 +467,10 @@ def plan(
     ready = setup(ct, target, entry, transducer, s, progress=say, lap=lap)
     image, t, e, tr = ready.image, ready.target, ready.entry, ready.transducer
     pose, grid, on_grid = ready.pose, ready.grid, ready.maps
+    if opt is not None:
+        _check_goals(opt, grid)
     say(f"grid {grid.shape} (+PML {grid.total_shape}) at {grid.spacing_mm:.3g} mm")
-    beams = compare_beams(kwave_medium(on_grid), grid, tr, pose, s.frequency,
-                          source_pressure=s.source_pressure, correct=s.correct,
-                          amplitudes=s.amplitudes, refocus_iterations=s.refocus,
-                          search_mm=s.search_mm, run=run,
-                          progress=say)  # fmt: skip
-    p_amp = beams.fields["corrected" if beams.corrected else "uncorrected"]
-    elastic = None
-    if s.elastic:
-        elastic = elastic_beams(on_grid, grid, tr.karray(pose, grid), beams, s.frequency,
-                                amplitudes=s.amplitudes, search_mm=s.search_mm, run=run,
-                                progress=say)  # fmt: skip
-        p_amp = elastic.p_amp
+    beams, elastic, p_amp = _beams(ready, s, run, say)
     lap("acoustics")
     peak = (elastic.plan if elastic else beams.plan).peak_pa
     scale = 1.0 if s.focal_pressure is None else s.focal_pressure / peak
@@ -502,11 +493,27 @@ def plan(
              timings, elastic, ready.warnings)  # fmt: skip
     p.summary = _summary(p)
     if opt is not None:
-        _check_goals(opt, grid)
         p.optimized = optimize_drive(drive_problem(p, run), opt, s.focal_pressure, say)
         lap("optimize")
         p.summary = _summary(p)
     return p
+
+
+def _beams(ready: Setup, s: PlanSettings, run: RunSettings,
+           say: Progress) -> tuple[BeamComparison, ElasticBeams | None, np.ndarray]:  # fmt: skip
+    """The plan's acoustic runs: the water, uncorrected and corrected beams, through the
+    elastic skull too where asked, and the pressure amplitude of the plan's drive [Pa]."""
+    grid, tr, pose, on_grid = ready.grid, ready.transducer, ready.pose, ready.maps
+    beams = compare_beams(kwave_medium(on_grid), grid, tr, pose, s.frequency,
+                          source_pressure=s.source_pressure, correct=s.correct,
+                          amplitudes=s.amplitudes, refocus_iterations=s.refocus,
+                          search_mm=s.search_mm, run=run, progress=say)  # fmt: skip
+    if not s.elastic:
+        return beams, None, beams.fields["corrected" if beams.corrected else "uncorrected"]
+    elastic = elastic_beams(on_grid, grid, tr.karray(pose, grid), beams, s.frequency,
+                            amplitudes=s.amplitudes, search_mm=s.search_mm, run=run,
+                            progress=say)  # fmt: skip
+    return beams, elastic, elastic.p_amp
 
 
 def _optimize_settings(optimize: OptimizeSettings | bool | None, s: PlanSettings,

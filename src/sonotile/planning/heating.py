@@ -113,7 +113,7 @@ def heat_summary(
         "T_max_brain_degC": float(t_max[brain].max()) if brain.any() else None,
         "T_max_skull_degC": float(t_max[in_skull].max()) if in_skull.any() else None,
         "skull_rise_K": float(t_max[in_skull].max() - T0) if in_skull.any() else None,
-        "skull_peak_mm": None if skull_at is None else grid.world(skull_at).tolist(),
+        "skull_peak_mm": None if skull_at is None else grid.world(np.array(skull_at)).tolist(),
         "rise_at_target_K": float(data["T_heated"][grid.target_index] - T0),
         "rise_at_heat_peak_K": float(data["T_heated"][fi] - T0),
         "heat_peak_mm": grid.world(fi).tolist(),

@@ -92,12 +92,13 @@ class OptimizeSettings:
             v = getattr(self, name)
             if not (isinstance(v, int | np.integer) and lo <= v <= hi):
                 raise ProblemError(f"{name} must be a whole number from {lo} to {hi}, got {v}")
-        for name, lo, hi in (("max_amplitude", 0, 1e8), ("max_power", 0, 1e5),
-                             ("focus_mm", 0, 20), ("volume_ratio", 1, 10), ("side_lobe", 0, 1),
-                             ("volume_mm", 0, 30), ("uniformity", 0, 1)):  # fmt: skip
+        ranges = (("max_amplitude", 0.0, 1e8), ("max_power", 0.0, 1e5), ("focus_mm", 0.0, 20.0),
+                  ("volume_ratio", 1.0, 10.0), ("side_lobe", 0.0, 1.0), ("volume_mm", 0.0, 30.0),
+                  ("uniformity", 0.0, 1.0))  # fmt: skip
+        for name, low, high in ranges:
             v = getattr(self, name)
-            if v is not None and not (np.isfinite(v) and lo < v <= hi):
-                raise ProblemError(f"{name} must be above {lo:g} and at most {hi:g}, got {v}")
+            if v is not None and not (np.isfinite(v) and low < v <= high):
+                raise ProblemError(f"{name} must be above {low:g} and at most {high:g}, got {v}")
         for t in self.targets:
             if len(t) != 3 or not np.all(np.isfinite(t)):
                 raise ProblemError(f"targets: each 3 finite coordinates [mm], got {t}")
@@ -262,7 +263,8 @@ def _bounds(prob: DriveProblem, s: OptimizeSettings, goal: float, conj_focus: Fo
         excluded = region
     else:
         reach = float(np.max(d[region])) if region.any() else prob.search_mm
-        near = [_ball(g, np.unravel_index(int(i), g.shape)) <= reach for i in goal_index]
+        near = [_ball(g, np.array(np.unravel_index(int(i), g.shape))) <= reach
+                for i in goal_index]  # fmt: skip
         excluded = np.logical_or.reduce(near)
     side = (prob.labels == BRAIN) & ~excluded
     level = max(s.side_lobe, float(conj[side].max()) / conj_focus.peak_pa if side.any() else 0)
@@ -395,7 +397,7 @@ def trade_off(prob: DriveProblem, basis: Basis, st: State, limits: dict[str, flo
             opt.append(solve(program(prob, basis, st, limits, goal, t_ref, float(f)))[1])
         except ProblemError:
             opt.append(None)
-    room = limits["max_amplitude"] / float(np.max(prob.amplitude))  # type: ignore[operator]
+    room = float(limits["max_amplitude"] or np.inf) / float(np.max(prob.amplitude))
     if limits["max_power"] is not None:
         room = min(room, np.sqrt(limits["max_power"] / conj["power_w"]))
     pressures = goal * factors

@@ -584,13 +584,11 @@ def cw_amp_phase(
     """Amplitude [Pa] and phase [rad] of ``p = A cos(2 pi f0 t + phase)`` from the DFT sums
     over the window's samples (``t = 0`` at its first step); ``xp``: numpy or jax.numpy.
 
-    With ``theta = 2 pi f0 dt`` and ``N`` samples, the sums give ``Z = 2 (re + i im) / N =
-    P + beta conj(P)`` for ``P = A exp(i phase)``: ``beta = sum_n exp(-2 i theta n) / N`` is
-    the leak of the negative frequency, zero only when the window holds whole periods. It is
-    taken out, ``P = (Z - beta conj(Z)) / (1 - |beta|^2)``, so a steady tone is read exactly
-    from any window and the estimate is linear in the complex drive. The amplitude's
-    derivative is 0 (not NaN) where it is 0, so gradients through it (e.g. of a heat source
-    ``~ A^2``) stay finite."""
+    The sums give ``Z = 2 (re + i im) / N = P + beta conj(P)`` (``N`` samples, ``P = A
+    exp(i phase)``, ``beta = sum_n exp(-2 i theta n) / N`` at ``theta = 2 pi f0 dt``: the
+    negative frequency's leak, 0 for whole periods); ``P = (Z - beta conj(Z)) / (1 -
+    |beta|^2)`` reads a steady tone exactly from any window, linear in the complex drive. The
+    amplitude's derivative is 0 (not NaN) where it is 0: gradients through it stay finite."""
     n, theta = window.steps, 2 * np.pi * window.cycles_per_step
     beta = complex(np.sum(np.exp(-2j * theta * np.arange(n)))) / n
     zr, zi = (2.0 / n) * re, (2.0 / n) * im
