@@ -575,12 +575,7 @@ def finish(
     return out
 
 
-def cw_amp_phase(
-    re: np.ndarray | jax.Array,
-    im: np.ndarray | jax.Array,
-    window: CwWindow,
-    xp: ModuleType,
-) -> tuple[Any, Any]:
+def cw_amp_phase(re: Any, im: Any, window: CwWindow, xp: ModuleType) -> tuple[Any, Any]:
     """Amplitude [Pa] and phase [rad] of ``p = A cos(2 pi f0 t + phase)`` from the DFT sums
     over the window's samples (``t = 0`` at its first step); ``xp``: numpy or jax.numpy.
 
@@ -595,7 +590,6 @@ def cw_amp_phase(
     scale = 1.0 / (1.0 - abs(beta) ** 2)
     pr = (zr - (beta.real * zr + beta.imag * zi)) * scale
     pi = (zi - (beta.imag * zr - beta.real * zi)) * scale
-    power = pr * pr + pi * pi
-    some = power > 0
+    some = (power := pr * pr + pi * pi) > 0
     amp = xp.where(some, xp.sqrt(xp.where(some, power, 1.0)), 0.0)
     return amp, xp.arctan2(pi, pr)
