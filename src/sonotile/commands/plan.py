@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from sonotile.base.cliargs import Parser, number, utf8_path
+from sonotile.base.cliargs import Parser, integer, number, utf8_path
 from sonotile.model.problem import ProblemError
 
 #: the numeric options: flag -> (default, help)
@@ -97,7 +97,89 @@ def parser() -> argparse.ArgumentParser:
         "must lie in soft tissue or brain)",
     )
     _run_arguments(p)
+    _optimize_arguments(p)
     return p  # fmt: skip
+
+
+def _optimize_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the optimised drive (:class:`sonotile.planning.OptimizeSettings`)."""
+    g = p.add_argument_group("optimised drive (--optimize)")
+    g.add_argument("--optimize", action="store_true",
+                   help="after the phase-conjugated plan, the drive with the least skull heating "
+                   "at the same focal pressure; both plans are written side by side")  # fmt: skip
+    add = g.add_argument
+    add("--groups", type=integer(1, 4096), default=16,
+        help="groups of neighbouring elements, one forward run each (default 16; the number "
+        "of elements frees every element)")  # fmt: skip
+    add(
+        "--max_element_pressure",
+        type=number(above=0, hi=1e8),
+        metavar="PA",
+        help="largest drive amplitude of an element [Pa] (default: 2x the conjugated drive's)",
+    )
+    add(
+        "--max_power",
+        type=number(above=0, hi=1e5),
+        metavar="W",
+        help="largest acoustic power of the drive [W] (default: no limit)",
+    )
+    add(
+        "--focus_within",
+        type=number(above=0, hi=20),
+        default=1.0,
+        metavar="MM",
+        help="the focal peak within this distance of the target [mm] (default 1)",
+    )
+    add(
+        "--volume_ratio",
+        type=number(lo=1, hi=10),
+        default=1.1,
+        help="-6 dB volume at most this multiple of the conjugated plan's (default 1.1)",
+    )
+    add("--side_lobe", type=number(above=0, hi=1), default=0.5,
+        help="pressure in the brain outside the focal region at most this fraction of the "
+        "focal pressure (default 0.5)")  # fmt: skip
+    add(
+        "--also_target",
+        type=number(),
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("X", "Y", "Z"),
+        help="a further target at the same pressure [mm, RAS] (repeat for more)",
+    )
+    add(
+        "--target_volume",
+        type=number(above=0, hi=30),
+        metavar="MM",
+        help="a sphere of this radius about the target at uniform pressure [mm]",
+    )
+    add(
+        "--uniformity",
+        type=number(above=0, hi=1),
+        default=0.1,
+        help="with --target_volume: pressure within (1 +- this) x the goal (default 0.1)",
+    )
+    add(
+        "--trade_off_points",
+        type=integer(0, 100),
+        default=9,
+        help="focal pressures on the trade-off curve (default 9)",
+    )
+
+
+def _optimize(a: argparse.Namespace) -> Any:
+    """The optimiser's settings from the options (None without --optimize)."""
+    from sonotile.planning.optimize import OptimizeSettings
+
+    if not a.optimize:
+        return None
+    return OptimizeSettings(
+        groups=a.groups, max_amplitude=a.max_element_pressure, max_power=a.max_power,
+        focus_mm=a.focus_within, volume_ratio=a.volume_ratio, side_lobe=a.side_lobe,
+        targets=tuple(tuple(t) for t in a.also_target), volume_mm=a.target_volume,
+        uniformity=a.uniformity, trade_off_points=a.trade_off_points,
+    )  # fmt: skip
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
@@ -176,6 +258,29 @@ def _flags() -> dict[str, str]:
     return {**flags, "allow_target_in": "--allow_target_in"}
 
 
+def _kwave_files(a: argparse.Namespace) -> tuple[str, ...]:
+    """The k-Wave input files the command writes."""
+    if not a.kwave_input:
+        return ()
+    return ("kwave_input.h5", "kwave_input_optimized.h5") if a.optimize else ("kwave_input.h5",)
+
+
+def _write_kwave(result: Any, out: str, say: Any) -> list[str]:
+    """The plan's run (and the optimised drive's) as k-Wave input files; their paths."""
+    from sonotile.planning.export import write_kwave_input
+
+    paths = []
+    drives = [("kwave_input.h5", None)]
+    if result.optimized is not None:
+        drives.append(("kwave_input_optimized.h5",
+                       (result.optimized.amplitude, result.optimized.phase)))  # fmt: skip
+    for name, drive in drives:
+        paths.append(os.path.join(out, name))
+        first_step = write_kwave_input(result, paths[-1], drive=drive)
+        say(f"k-Wave input {paths[-1]}: run it with --p_max_all -s {first_step}")
+    return paths
+
+
 def _whole(v: float, flag: str) -> int:
     """``v`` as an int, or a :class:`ProblemError` naming ``flag``."""
     if not (float(v).is_integer() and v >= 0):
@@ -214,19 +319,16 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         settings.check(_flags())
         run, checkpoint = _run_options(a)
-        prepare_output(out, a.force, (a.ct,), ("kwave_input.h5",) if a.kwave_input else ())
+        optimize = _optimize(a)
+        prepare_output(out, a.force, (a.ct,), _kwave_files(a))
         if not os.path.exists(a.ct):
             raise ProblemError(f"CT {a.ct!r}: no such file or folder")
         say(f"reading {a.ct}")
         result = plan(a.ct, a.target, a.entry, a.transducer, settings, run=run, progress=say,
-                      checkpoint=checkpoint)  # fmt: skip
+                      checkpoint=checkpoint, optimize=optimize)  # fmt: skip
         paths = write_plan(result, out, force=a.force)
         if a.kwave_input:
-            from sonotile.planning.export import write_kwave_input
-
-            paths.append(os.path.join(out, "kwave_input.h5"))
-            first_step = write_kwave_input(result, paths[-1])
-            say(f"k-Wave input {paths[-1]}: run it with --p_max_all -s {first_step}")
+            paths += _write_kwave(result, out, say)
     except RunStopped as e:
         say(f"heating stopped: {e}")
         return 0
@@ -236,5 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     f = result.summary["focus"]
     say(f"focus {f['peak_pa'] / 1e6:.3g} MPa, {f['error_mm']:.2f} mm from the target; "
         f"peak {result.summary['heat']['T_max_degC']:.2f} degC")  # fmt: skip
+    o = result.summary.get("optimized")
+    if o:
+        rise, conj = o["heat"]["skull_rise_K"], o["conjugated"]["skull_rise_at_goal_K"]
+        say(f"optimised drive: focus {o['focus']['peak_pa'] / 1e6:.3g} MPa, "
+            f"{o['focus']['error_mm']:.2f} mm from the target; peak skull rise {rise:.2f} K "
+            f"against {conj:.2f} K phase-conjugated "
+            f"({100 * (o['skull_rise_reduction'] or 0):.0f} % lower)")  # fmt: skip
     say(f"wrote {len(paths)} files to {out}/")
     return 0

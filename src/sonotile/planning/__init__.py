@@ -1,7 +1,7 @@
 """From a CT scan to a sonication plan: images in and out, tissue properties from Hounsfield
 units, a synthetic head phantom, the transducer and simulation grid in the patient's frame,
-CW runs with aberration correction, heating with each tissue's thermal properties
-(docs/planning.md). nibabel and pydicom
+CW runs with aberration correction, heating with each tissue's thermal properties, drives
+optimised for the least skull heating (docs/planning.md). nibabel and pydicom
 (``sonotile[planning]``) are imported when an image is read or written.
 
 May import: every layer below the front ends, and the other front ends.
@@ -35,6 +35,7 @@ from sonotile.planning.images import (
     read_provenance,
     write_nifti,
 )
+from sonotile.planning.optimize import OptimizedPlan, OptimizeSettings, optimize_drive
 from sonotile.planning.outputs import volumes_on_ct, write_plan
 from sonotile.planning.phantom import HeadShape, head_phantom, thickness_along_ray
 from sonotile.planning.thermal import THERMAL_PROPERTIES, ThermalMaps, thermal_properties
@@ -63,4 +64,5 @@ __all__ = [
     "thickness_along_ray", "tissue_properties", "to_image", "write_nifti",
     "THERMAL_PROPERTIES", "ThermalMaps", "thermal_properties",
     "ElasticBeams", "elastic_beams", "elastic_response", "focal_size",
+    "OptimizeSettings", "OptimizedPlan", "optimize_drive",
 ]  # fmt: skip

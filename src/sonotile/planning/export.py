@@ -23,11 +23,16 @@ FIELDS_AT_MOST = 12
 
 
 def write_kwave_input(
-    p: Plan, path: str, record_periods: int = 4, run: RunSettings | None = None
+    p: Plan,
+    path: str,
+    record_periods: int = 4,
+    run: RunSettings | None = None,
+    drive: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> int:
     """Write the plan's forward run to ``path`` (k-Wave HDF5 input, format 1.2) with a whole
     number of time steps per period; the 1-based first step of the last ``record_periods``
-    periods (k-Wave's ``-s``)."""
+    periods (k-Wave's ``-s``). ``drive``: per element (amplitude [Pa], phase [rad]) as driven,
+    e.g. the optimised drive's (default: the plan's)."""
     medium = kwave_medium(p.maps)
     f = p.settings.frequency
     rough = make_kgrid(p.grid, medium, f, run or RunSettings())
@@ -37,8 +42,8 @@ def write_kwave_input(
     kgrid.dt = 1.0 / (f * per_period)
     kgrid.nt = int(np.ceil(rough.nt * rough.dt / kgrid.dt))
     karray = p.transducer.karray(p.pose, p.grid)
-    amplitude, phase = p.drive
-    sig = create_cw_signals(kgrid.t, f, amplitude * p.scale, phase)
+    amplitude, phase = (p.drive[0] * p.scale, p.drive[1]) if drive is None else drive
+    sig = create_cw_signals(kgrid.t, f, np.asarray(amplitude), np.asarray(phase))
     signals = karray.get_distributed_source_signal(kgrid, sig).astype(np.float32)
     source = KSource(p_mask=karray.get_array_binary_mask(kgrid), p=signals)
     at_target = np.zeros(p.grid.shape, bool)
