@@ -106,8 +106,13 @@ class OptimizeSettings:
 
 #: the default amplitude cap over the conjugated plan's largest element amplitude
 AMPLITUDE_HEADROOM = 2.0
-#: a whole-grid rise or pressure this far (relative) above the program's is a new constraint
+#: a whole-grid rise this far (relative) above the program's peak makes a new hotspot
 TOLERANCE = 0.01
+#: a pressure this far (relative) above its bound joins the program
+BOUND_TOLERANCE = 1e-3
+#: the bound next to the region the -6 dB focus may fill, as a fraction of the goal: below
+#: half, with room for the forward run's difference from the basis
+HALF_LEVEL = 0.49
 #: bounded points taken into the program per round
 POINTS_PER_ROUND = 300
 
@@ -259,7 +264,7 @@ def _bounds(prob: DriveProblem, s: OptimizeSettings, goal: float, conj_focus: Fo
         hi[search & (d > max(s.focus_mm, g.spacing_mm))] = goal  # at least the next points
         allowed = _allowed(conj, search, conj_focus, g, s.volume_ratio)
         shell = ndimage.binary_dilation(allowed) & ~allowed & search  # below the level
-        hi[shell] = np.minimum(hi[shell], goal / 2)
+        hi[shell] = np.minimum(hi[shell], HALF_LEVEL * goal)
         excluded = region
     else:
         reach = float(np.max(d[region])) if region.any() else prob.search_mm
@@ -345,7 +350,7 @@ def _round(prob: DriveProblem, basis: Basis, st: State, c: np.ndarray, t: float,
     gs = st.goals
     over = amp.reshape(-1)[gs.cand] / gs.hi[gs.cand] - 1
     worst = np.argsort(-over)[:POINTS_PER_ROUND]
-    fresh = np.setdiff1d(gs.cand[worst[over[worst] > TOLERANCE]], gs.active)
+    fresh = np.setdiff1d(gs.cand[worst[over[worst] > BOUND_TOLERANCE]], gs.active)
     gs.active = np.union1d(gs.active, fresh)
     old = gs.theta.copy()
     if len(gs.index) > 1:
