@@ -22,6 +22,7 @@ from the last solution (a convex-concave iteration).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -73,9 +74,53 @@ class Program:
     status: str = field(default="", init=False)
 
 
+def _limits(prog: Program, x: Any, bounds: bool = True) -> list[Any]:
+    """The constraints on ``x`` of the bounded points (unless not ``bounds``), the element
+    amplitudes and the power."""
+    import cvxpy as cp
+
+    ps, cons = prog.pressure_scale, []
+    cap = None if prog.amplitude_cap is None else np.full(len(prog.element_rows),
+                                                           prog.amplitude_cap / ps)  # fmt: skip
+    pairs = [(prog.upper_rows / ps, prog.upper / ps)] if bounds else []
+    for rows, bound in (*pairs, (prog.element_rows / ps, cap)):
+        if bound is not None and len(rows):
+            a, b = _real_rows(rows)
+            cons.append(cp.norm(cp.vstack([a @ x, b @ x]), 2, axis=0) <= bound)
+    if prog.power is not None and prog.power_cap is not None:
+        cons.append(cp.sum_squares(_real_factor(prog.power / prog.power_cap) @ x) <= 1)
+    return cons
+
+
+def reachable(prog: Program) -> float:
+    """The largest fraction of every goal the element and power caps allow (heating and the
+    bounded points aside)."""
+    import cvxpy as cp
+
+    m = prog.goal_rows.shape[1]
+    x, f = cp.Variable(2 * m), cp.Variable()
+    re, _ = _real_rows(np.exp(-1j * prog.goal_theta)[:, None] * prog.goal_rows)
+    cons = [re @ x >= f * prog.goal_lo, *_limits(prog, x, bounds=False)]
+    cp.Problem(cp.Maximize(f), cons).solve(solver=cp.CLARABEL)
+    return float(f.value) if f.value is not None else 0.0
+
+
+def _why(prog: Program) -> str:
+    """Why no drive meets the goals: the caps, or the bounds on the pressure."""
+    caps = reachable(prog)
+    if caps < 1:
+        return (f"the element amplitude and power caps allow at most {caps:.3g} of the focal "
+                "pressure asked: raise them or ask less")  # fmt: skip
+    return (
+        "the bounds on the pressure (focus, -6 dB volume, side lobes, uniformity) cannot "
+        "all hold at the focal pressure asked: loosen them or take more groups"
+    )
+
+
 def solve(prog: Program) -> tuple[np.ndarray, float]:
     """The optimal coefficients ``c`` ``(M,)`` and the peak rise ``t`` [K] the hotspots
-    predict; a :class:`ProblemError` when no drive meets the goals within the limits."""
+    predict; a :class:`ProblemError` saying why when no drive meets the goals within the
+    limits."""
     import cvxpy as cp
 
     m = prog.goal_rows.shape[1]
@@ -83,20 +128,11 @@ def solve(prog: Program) -> tuple[np.ndarray, float]:
     ps, ts = prog.pressure_scale, prog.temperature_scale
     cons = [cp.sum_squares(_real_factor(h / ts) @ x) <= t for h in prog.hot]
     re, im = _real_rows(np.exp(-1j * prog.goal_theta)[:, None] * prog.goal_rows / ps)
-    cons.append(re @ x >= prog.goal_lo / ps)
-    for rows, bound in ((prog.upper_rows / ps, prog.upper / ps),
-                        (prog.element_rows / ps, None if prog.amplitude_cap is None else
-                         np.full(len(prog.element_rows), prog.amplitude_cap / ps))):  # fmt: skip
-        if bound is not None and len(rows):
-            a, b = _real_rows(rows)
-            cons.append(cp.norm(cp.vstack([a @ x, b @ x]), 2, axis=0) <= bound)
-    if prog.power is not None and prog.power_cap is not None:
-        cons.append(cp.sum_squares(_real_factor(prog.power / prog.power_cap) @ x) <= 1)
+    cons += [re @ x >= prog.goal_lo / ps, *_limits(prog, x)]
     problem = cp.Problem(cp.Minimize(t + prog.regularisation * cp.sum_squares(x)), cons)
     problem.solve(solver=cp.CLARABEL)
     prog.status = str(problem.status)
     if problem.status not in ("optimal", "optimal_inaccurate") or x.value is None:
-        raise ProblemError(f"no drive reaches the goal within the limits (solver: "
-                           f"{problem.status})")  # fmt: skip
+        raise ProblemError(f"no drive reaches the goal: {_why(prog)}")
     c = (x.value[:m] + 1j * x.value[m:]) * 1.0
     return c, float(t.value) * ts
