@@ -28,11 +28,14 @@ def write_kwave_input(
     record_periods: int = 4,
     run: RunSettings | None = None,
     drive: tuple[np.ndarray, np.ndarray] | None = None,
+    sensor_mask: np.ndarray | None = None,
 ) -> int:
     """Write the plan's forward run to ``path`` (k-Wave HDF5 input, format 1.2) with a whole
     number of time steps per period; the 1-based first step of the last ``record_periods``
     periods (k-Wave's ``-s``). ``drive``: per element (amplitude [Pa], phase [rad]) as driven,
-    e.g. the optimised drive's (default: the plan's)."""
+    e.g. the optimised drive's (default: the plan's). ``sensor_mask``: where ``-p`` records the
+    pressure (boolean, ``p.grid.shape``; default: the target's grid point), e.g. for the
+    steady-state amplitude by a DFT over the last periods."""
     medium = kwave_medium(p.maps)
     f = p.settings.frequency
     rough = make_kgrid(p.grid, medium, f, run or RunSettings())
@@ -48,6 +51,11 @@ def write_kwave_input(
     source = KSource(p_mask=karray.get_array_binary_mask(kgrid), p=signals)
     at_target = np.zeros(p.grid.shape, bool)
     at_target[p.grid.target_index] = True
+    if sensor_mask is not None:
+        if np.shape(sensor_mask) != tuple(p.grid.shape) or not np.any(sensor_mask):
+            raise ValueError(f"sensor_mask: a boolean map of shape {tuple(p.grid.shape)} "
+                             "with at least one point")  # fmt: skip
+        at_target = np.asarray(sensor_mask, dtype=bool)  # the points recorded
     options = Options(pml_size=p.grid.pml_size, pml_inside=False, smooth_p0=False)
     problem, _ = build_problem(kgrid, medium, source, KSensor(mask=at_target), options)
     fields = FIELDS_AT_MOST * 4 * int(np.prod(p.grid.total_shape))  # float32 maps
