@@ -286,6 +286,37 @@ def stamped(start: float) -> Any:
     return lambda m: print(f"[{time.perf_counter() - start:7.1f} s] {m}", flush=True)
 
 
+def trade_off_figure(result: dict[str, Any], path: str) -> None:
+    """Peak skull rise against focal pressure, conjugated and optimised, each head's plans
+    marked, as a PNG (the figure of docs/planning.md)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heads = [h for h in ("phantom", "second") if h in result]
+    fig, axs = plt.subplots(1, len(heads), figsize=(5 * len(heads), 4), squeeze=False)
+    for ax, name in zip(axs[0], heads):
+        t = result[name]["trade_off"]
+        mpa = np.asarray(t["focal_pressure_pa"]) / 1e6
+        for key, label in (("conjugated_skull_rise_K", "phase-conjugated"),
+                           ("optimized_skull_rise_K", "optimised")):  # fmt: skip
+            y = np.array([np.nan if v is None else v for v in t[key]], dtype=float)
+            ax.plot(mpa, y, label=label)
+        for key, mark in (("conjugated", "o"), ("optimized", "s")):
+            pt = t[key]
+            ax.plot(pt["focal_pressure_pa"] / 1e6, pt["skull_rise_K"], mark, ms=8,
+                    label=f"{key} plan")  # fmt: skip
+        ax.set_xlabel("focal pressure [MPa]")
+        ax.set_ylabel("peak skull temperature rise [K]")
+        ax.set_title(f"{name} skull", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ct-mm", type=float, default=1.0)
@@ -300,6 +331,7 @@ def main() -> None:
     ap.add_argument("--settle-extra", type=int, default=0,
                     help="run the exported drive this many periods longer")  # fmt: skip
     ap.add_argument("--out", default="planning-optimize.json", metavar="FILE.json")
+    ap.add_argument("--figure", metavar="FILE.png", help="the trade-off curves as a PNG")
     args = ap.parse_args()
     folder = os.path.splitext(args.out)[0] + "-files"
     os.makedirs(folder, exist_ok=True)
@@ -323,6 +355,8 @@ def main() -> None:
             f["kwave"] = kwave_check(p, run, args, os.path.join(folder, name))
         save(result, args.out)
         report(name, f)
+    if args.figure:
+        trade_off_figure(result, args.figure)
     print(f"\nwritten {args.out}")
 
 
