@@ -1,28 +1,28 @@
 """The pieces of an optimised drive (:mod:`sonotile.planning.optimize`) against what they must
 be: groups of neighbouring elements, the convex program's optimum on problems solved by
-hand, the heat model's rows as its exact adjoint, the hotspots' quadratic forms, and the
-derivatives of the basis model against forward re-simulations on a reduced 3-D plan."""
+hand, the heat model's rows as its exact adjoint, the hotspots' quadratic forms (the reduced
+3-D plans: ``test_planning_optimize_plan.py``)."""
 
 from __future__ import annotations
+
+import os
+import time
 
 import numpy as np
 import pytest
 
+from sonotile.commands.plan import main as plan_command
 from sonotile.model.problem import ProblemError
 from sonotile.planning import hotspots
-from sonotile.planning.acoustics import RunSettings
-from sonotile.planning.chain import PlanSettings, drive_problem, plan
-from sonotile.planning.drive_basis import basis_drives, element_groups, run_basis
+from sonotile.planning.drive_basis import element_groups
 from sonotile.planning.drive_program import Program, solve
 from sonotile.planning.heating import Sonication, green_functions, sonication_heat
+from sonotile.planning.images import write_nifti
 from sonotile.planning.phantom import head_phantom
 from sonotile.planning.thermal import thermal_properties
 from sonotile.planning.tissue import BRAIN, CORTICAL, TRABECULAR, tissue_properties
 from sonotile.planning.transducers import parse_transducer
 
-TARGET = [0.0, 10.0, 45.0]
-ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
-SMALL = dict(frequency=300e3, points_per_wavelength=2.5, margin_mm=3.0, beyond_mm=10.0)
 ARRAY = "array:48:50:50:4"
 #: the program's regularisation (``eps |c|^2``) shifts an optimum by about this, relative
 REG = 3 * Program.regularisation
@@ -128,8 +128,11 @@ def test_program_bounded_point_binds():
 
 @pytest.mark.parametrize(
     "extra",
-    [{"cap": 1.0}, {"power": np.eye(2), "power_cap": 4.0},
-     {"upper_rows": [[1.0, 1.0]], "upper": [2.0]}],  # fmt: skip
+    [
+        {"cap": 1.0},
+        {"power": np.eye(2), "power_cap": 4.0},
+        {"upper_rows": [[1.0, 1.0]], "upper": [2.0]},
+    ],  # fmt: skip
 )
 def test_program_infeasible_goal_raises(extra):
     # Re(c1 + c2) >= 3 needs |c_e| >= 1.5 somewhere, power >= 4.5, |c1 + c2| >= 3
@@ -183,9 +186,7 @@ def test_quadratic_form_is_the_rise_of_the_combined_field():
     rng = np.random.default_rng(1)
     shape, m = (9, 8, 7), 5
     box = (slice(2, 7), slice(1, 8), slice(3, 7))
-    fields = (rng.normal(size=(m, *shape)) + 1j * rng.normal(size=(m, *shape))).astype(
-        np.complex64
-    )
+    fields = (rng.normal(size=(m, *shape)) + 1j * rng.normal(size=(m, *shape))).astype(np.complex64)
     g = rng.uniform(0, 1, size=tuple(s.stop - s.start for s in box))
     a = rng.uniform(0, 2, size=shape)
     form = hotspots.quadratic_form(g, box, a, fields)
@@ -199,55 +200,45 @@ def test_quadratic_form_is_the_rise_of_the_combined_field():
         assert abs(np.vdot(c, form @ c).imag) < 1e-9 * direct
 
 
-# -- derivatives of the basis model against re-simulations ----------------------------------
+# -- the command's refusals ------------------------------------------------------------------
+
+TARGET = [0.0, 10.0, 45.0]
+ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
 
 
 @pytest.fixture(scope="module")
-def conjugated():
-    """The reduced plan, phase-conjugated (no optimised drive)."""
+def ct_path(tmp_path_factory):
     ct = head_phantom((80, 96, 84), 2.0, seed=0)
-    settings = PlanSettings(**SMALL, duration=5.0, focal_pressure=1e6)
-    return plan(ct, TARGET, ENTRY, ARRAY, settings)
+    path = str(tmp_path_factory.mktemp("ct") / "head.nii.gz")
+    write_nifti(path, ct.hu, ct)
+    return path
 
 
-@pytest.mark.slow
-def test_gradients_match_finite_differences_of_re_simulations(conjugated):
-    prob = drive_problem(conjugated, RunSettings())
-    group = element_groups(prob.elements_local, 4)
-    basis = run_basis(basis_drives(prob.amplitude, [prob.phase], group), 4, prob.field_run)
-    g = prob.grid
-    t_idx = tuple(int(v) for v in g.target_index)
-    hot = hotspots.select(prob.rise(prob.conjugated_heat), prob.skull, 1)[0]
-    half = hotspots.box_halfwidth(prob.duration, g.spacing_mm)
-    box = hotspots.covering_box([hot], half, g.shape)
-    inside = tuple(i - b.start for i, b in zip(hot, box))
-    form = hotspots.quadratic_form(prob.green_run([inside], box)[0], box, prob.heat_coefficient,
-                                   basis.fields)  # fmt: skip
-    rng = np.random.default_rng(2)
-    c = 1.0 + 0.3 * (rng.normal(size=4) + 1j * rng.normal(size=4))
-    r = basis.fields[(slice(None), *t_idx)].astype(np.complex128)
-    p0 = r @ c
-    k, h = 1, 0.01
-    analytic = {  # d/dRe c_k, d/dIm c_k of |p(target)| and c^H M c
-        "pressure": np.array([np.real(np.conj(p0) * r[k]), -np.imag(np.conj(p0) * r[k])])
-        / abs(p0),
-        "rise": 2 * np.array([np.real(form @ c)[k], np.imag(form @ c)[k]]),
-    }
-    numeric = {"pressure": [], "rise": []}
-    for step in (h, 1j * h):
-        values = {"pressure": [], "rise": []}
-        for sign in (1, -1):
-            ck = c.copy()
-            ck[k] += sign * step
-            d = basis.drive(ck)
-            p = prob.field_run(np.abs(d), np.angle(d))
-            heat = prob.heat_run(prob.heat_coefficient * np.abs(p).astype(np.float64) ** 2)
-            values["pressure"].append(abs(p[t_idx]))
-            values["rise"].append(float(heat.data["T_heated"][hot]) - prob.T0)
-        for name, (up, down) in values.items():
-            numeric[name].append((up - down) / (2 * h))
-    for name in analytic:
-        scale = np.abs(analytic[name]).max()
-        assert scale > 0
-        np.testing.assert_allclose(numeric[name], analytic[name], rtol=0, atol=1e-3 * scale,
-                                   err_msg=name)  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--transducer", "bowl:50:50"], "needs an array"),
+        (["--elastic"], "not with elastic"),
+        (["--no_correction"], "starts from the corrected drive"),
+        (["--also_target", "0", "10", "20"], "outside the simulation grid"),
+        (["--target_volume", "25"], "does not fit the simulation grid"),
+        (["--groups", "0"], "--groups"),
+        (["--side_lobe", "2"], "--side_lobe"),
+        (["--target_volume", "100"], "--target_volume"),
+    ],
+)
+def test_plan_command_refuses_optimize_settings(ct_path, tmp_path, capsys, extra, message):
+    out = str(tmp_path / "o")
+    argv = [ct_path, "--target", *map(str, TARGET), "--entry", *map(str, ENTRY),
+            "--transducer", "array:48:50:50:4", "--frequency", "300e3", "--ppw", "2.5",
+            "--margin", "3", "--beyond", "10", "-o", out, "--optimize", *extra]  # fmt: skip
+    start = time.perf_counter()
+    try:
+        code = plan_command(argv)
+    except SystemExit as e:  # refused by the parser
+        code = e.code
+    wall = time.perf_counter() - start
+    captured = capsys.readouterr()
+    assert code == 2 and message in captured.err, captured.err
+    assert "CW field" not in captured.out and not os.path.exists(out)
+    assert wall < 2.0, f"{wall:.2f} s"
