@@ -270,7 +270,7 @@ def _write_kwave(result: Any, out: str, say: Any) -> list[str]:
     from sonotile.planning.export import write_kwave_input
 
     paths = []
-    drives = [("kwave_input.h5", None)]
+    drives: list[tuple[str, Any]] = [("kwave_input.h5", None)]
     if result.optimized is not None:
         drives.append(("kwave_input_optimized.h5",
                        (result.optimized.amplitude, result.optimized.phase)))  # fmt: skip
