@@ -111,18 +111,11 @@ def _optimize_arguments(p: argparse.ArgumentParser) -> None:
     add("--groups", type=integer(1, 4096), default=16,
         help="groups of neighbouring elements, one forward run each (default 16; the number "
         "of elements frees every element)")  # fmt: skip
-    add(
-        "--max_element_pressure",
-        type=number(above=0, hi=1e8),
-        metavar="PA",
-        help="largest drive amplitude of an element [Pa] (default: 2x the conjugated drive's)",
-    )
-    add(
-        "--max_power",
-        type=number(above=0, hi=1e5),
-        metavar="W",
-        help="largest acoustic power of the drive [W] (default: no limit)",
-    )
+    add("--max_element_pressure", type=number(above=0, hi=1e8), metavar="PA",
+        help="largest drive amplitude of an element [Pa] (default: 2x the conjugated "
+        "drive's)")  # fmt: skip
+    add("--max_power", type=number(above=0, hi=1e5), metavar="W",
+        help="largest acoustic power of the drive [W] (default: no limit)")  # fmt: skip
     add(
         "--focus_within",
         type=number(above=0, hi=20),
@@ -270,7 +263,7 @@ def _write_kwave(result: Any, out: str, say: Any) -> list[str]:
     from sonotile.planning.export import write_kwave_input
 
     paths = []
-    drives = [("kwave_input.h5", None)]
+    drives: list[tuple[str, Any]] = [("kwave_input.h5", None)]
     if result.optimized is not None:
         drives.append(("kwave_input_optimized.h5",
                        (result.optimized.amplitude, result.optimized.phase)))  # fmt: skip
