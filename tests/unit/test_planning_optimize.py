@@ -221,6 +221,8 @@ def ct_path(tmp_path_factory):
         (["--elastic"], "not with elastic"),
         (["--no_correction"], "starts from the corrected drive"),
         (["--also_target", "0", "10", "20"], "outside the simulation grid"),
+        (["--also_target", "78", "10", "45"], "lies in air or water around the head"),
+        (["--also_target", "0", "10", "90"], "further target [0.0, 10.0, 90.0] mm lies outside"),
         (["--target_volume", "25"], "does not fit the simulation grid"),
         (["--groups", "0"], "--groups"),
         (["--side_lobe", "2"], "--side_lobe"),

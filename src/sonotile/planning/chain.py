@@ -396,11 +396,13 @@ def setup(
     *,
     progress: Progress | None = None,
     lap: Callable[[str], None] | None = None,
+    also: Sequence[Sequence[float]] = (),
 ) -> Setup:
     """Read and check everything a plan needs before any simulation: the image (finite HU in
     the physical range, :mod:`~sonotile.planning.imagecheck`), target and entry, the tissue
     properties, the target's tissue, the grid's memory and the transducer in the coupling
-    water; a :class:`ProblemError` for the first problem, ``progress`` for each warning."""
+    water; a :class:`ProblemError` for the first problem, ``progress`` for each warning.
+    ``also``: further targets [mm], checked as the target is."""
     say, lap = progress or (lambda _msg: None), lap or (lambda _name: None)
     s = settings
     s.check()
@@ -415,6 +417,11 @@ def setup(
     bone = BoneParameters(hu_max=s.hu_max)
     maps = tissue_properties(image.hu, s.mapping, frequency=s.frequency, bone=bone)
     check_target(maps.labels, image, t, s.allow_target_in)
+    for extra in also:
+        v = np.asarray(extra, dtype=np.float64)
+        if not image.contains(v):
+            raise ProblemError(f"further target {v.tolist()} mm lies outside the image")
+        check_target(maps.labels, image, v, s.allow_target_in)
     pose = Pose.from_target_entry(t.tolist(), e.tolist(), focal_length_mm=tr.radius_mm)
     grid = beam_grid(pose, t.tolist(), s.frequency, points_per_wavelength=s.points_per_wavelength,
                      aperture_mm=tr.aperture_mm, margin_mm=s.margin_mm,
@@ -464,7 +471,8 @@ def plan(
         now = time.perf_counter()
         timings[name], clock = round(now - clock, 3), now
 
-    ready = setup(ct, target, entry, transducer, s, progress=say, lap=lap)
+    ready = setup(ct, target, entry, transducer, s, progress=say, lap=lap,
+                  also=opt.targets if opt is not None else ())  # fmt: skip
     image, t, e, tr = ready.image, ready.target, ready.entry, ready.transducer
     pose, grid, on_grid = ready.pose, ready.grid, ready.maps
     if opt is not None:
