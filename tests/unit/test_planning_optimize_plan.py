@@ -203,7 +203,7 @@ def test_two_targets_each_reach_the_goal(conjugated):
 
 def test_target_volume_is_uniform(conjugated):
     p, prob = conjugated
-    s = OptimizeSettings(groups=2, volume_mm=3.0, uniformity=0.1, trade_off_points=0)
+    s = OptimizeSettings(groups=4, volume_mm=3.0, uniformity=0.1, trade_off_points=0)
     out = optimize_drive(prob, s, GOAL)
     g = p.grid
     d = np.linalg.norm(np.indices(g.shape) - np.reshape(g.target_index, (3, 1, 1, 1)), axis=0)
