@@ -503,8 +503,22 @@ def plan(
     if opt is not None:
         p.optimized = optimize_drive(drive_problem(p, run), opt, s.focal_pressure, say)
         lap("optimize")
+        _unconverged(p, say)
         p.summary = _summary(p)
     return p
+
+
+def _unconverged(p: Plan, say: Progress) -> None:
+    """A warning when the optimiser's rounds ended before its program knew every hotspot."""
+    if p.optimized is None or p.optimized.summary["converged"]:
+        return
+    o = p.optimized.summary
+    w = (f"the optimised drive's program ended after {o['rounds']} rounds with its own peak "
+         f"skull rise {o['predicted']['program_skull_rise_K']:.3g} K below the whole grid's "
+         f"{o['predicted']['skull_rise_K']:.3g} K: more rounds (OptimizeSettings.rounds) may "
+         "lower it further")  # fmt: skip
+    p.warnings.append(w)
+    say(f"warning: {w}")
 
 
 def _beams(ready: Setup, s: PlanSettings, run: RunSettings,

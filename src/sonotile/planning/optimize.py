@@ -67,7 +67,7 @@ class OptimizeSettings:
         targets: further targets [mm, RAS], each at the focal pressure.
         volume_mm: a sphere of this radius about the target [mm] at uniform pressure
             (within ``uniformity``) instead of a focus.
-        hotspots: skull hotspots taken at first (more join as needed).
+        hotspots: skull hotspots taken at first, and the most that join in a round.
         rounds: the most rounds of step 4.
         trade_off_points: focal pressures on the trade-off curve.
     """
@@ -82,7 +82,7 @@ class OptimizeSettings:
     volume_mm: float | None = None
     uniformity: float = 0.1
     hotspots: int = 24
-    rounds: int = 8
+    rounds: int = 12
     trade_off_points: int = 9
 
     def check(self) -> None:
@@ -334,9 +334,10 @@ def program(prob: DriveProblem, basis: Basis, st: State, limits: dict[str, float
 
 
 def _round(prob: DriveProblem, basis: Basis, st: State, c: np.ndarray, t: float,
-           half: int) -> tuple[bool, HeatRun]:  # fmt: skip
-    """Heat the whole grid with the field of ``c``; add the hotspots hotter than the
-    program's peak ``t`` [K] and the most exceeded bounds. True when nothing was added."""
+           half: int, per_round: int) -> tuple[bool, HeatRun]:  # fmt: skip
+    """Heat the whole grid with the field of ``c``; add up to ``per_round`` hotspots hotter
+    than the program's peak ``t`` [K] and the most exceeded bounds. True when nothing was
+    added."""
     p = basis.field(c)
     amp = np.abs(p)
     heat = prob.heat_run(prob.heat_coefficient * amp**2)
@@ -344,7 +345,7 @@ def _round(prob: DriveProblem, basis: Basis, st: State, c: np.ndarray, t: float,
     top = float(rise[prob.skull].max()) if prob.skull.any() else 0.0
     new: list[hotspots.Index] = []
     if top > t * (1 + TOLERANCE):
-        new = hotspots.select(rise, prob.skull, 8, fraction=t * (1 + TOLERANCE) / top,
+        new = hotspots.select(rise, prob.skull, per_round, fraction=t * (1 + TOLERANCE) / top,
                               apart=0, exclude=st.hot)  # fmt: skip
         _add_hotspots(prob, basis, st, new, half)
     gs = st.goals
@@ -430,7 +431,7 @@ def _solve_rounds(prob: DriveProblem, s: OptimizeSettings, basis: Basis, st: Sta
     half = hotspots.box_halfwidth(prob.duration, prob.grid.spacing_mm)
     for r in range(1, s.rounds + 1):
         c, t = solve(program(prob, basis, st, limits, goal, t_ref))
-        done, heat = _round(prob, basis, st, c, t, half)
+        done, heat = _round(prob, basis, st, c, t, half, s.hotspots)
         say(f"round {r}: skull rise {t:.3g} K by the program ({len(st.hot)} hotspots, "
             f"{st.goals.active.size} bounded points)")  # fmt: skip
         if done:
@@ -525,5 +526,6 @@ def _summary(prob: DriveProblem, s: OptimizeSettings, out: OptimizedPlan, basis:
                   "linearity_error": float(np.max(np.abs(np.abs(first) - prob.conjugated))
                                            / np.max(prob.conjugated))},
         "hotspots": n_hot, "rounds": rounds, "settings": asdict(s),
+        "converged": bool(float(rise_p[prob.skull].max()) <= t * (1 + TOLERANCE)),
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
     }  # fmt: skip
