@@ -303,10 +303,10 @@ def trade_off_figure(result: dict[str, Any], path: str) -> None:
                            ("optimized_skull_rise_K", "optimised")):  # fmt: skip
             y = np.array([np.nan if v is None else v for v in t[key]], dtype=float)
             ax.plot(mpa, y, label=label)
-        for key, mark in (("conjugated", "o"), ("optimized", "s")):
+        for key, mark, label in (("conjugated", "o", "phase-conjugated plan"),
+                                 ("optimized", "s", "optimised plan")):  # fmt: skip
             pt = t[key]
-            ax.plot(pt["focal_pressure_pa"] / 1e6, pt["skull_rise_K"], mark, ms=8,
-                    label=f"{key} plan")  # fmt: skip
+            ax.plot(pt["focal_pressure_pa"] / 1e6, pt["skull_rise_K"], mark, ms=8, label=label)
         ax.set_xlabel("focal pressure [MPa]")
         ax.set_ylabel("peak skull temperature rise [K]")
         ax.set_title(f"{name} skull", fontsize=10)
