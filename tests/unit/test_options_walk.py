@@ -57,9 +57,11 @@ ZERO_OK = {
     ("bench --scaling", "--strong"), ("heat", "--T0"), ("heat", "--perfusion"),
     ("plan", "--cooling"), ("plan", "--refocus"), ("plan", "--target"), ("plan", "--entry"),
     ("heat", "--on"), ("plan", "--perfusion"), ("plan", "--margin"), ("plan", "--beyond"),
+    ("plan", "--also_target"), ("plan", "--trade_off_points"),
 }  # fmt: skip
 #: options for which a negative value is meaningful
-NEGATIVE_OK = {("heat", "--T0"), ("plan", "--target"), ("plan", "--entry")}
+NEGATIVE_OK = {("heat", "--T0"), ("plan", "--target"), ("plan", "--entry"),
+               ("plan", "--also_target")}  # fmt: skip
 _SIGNED = ("nan", "inf", "1e999")
 _POSITIVE = (*_SIGNED, "-1", "0")
 

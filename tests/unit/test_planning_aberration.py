@@ -230,8 +230,10 @@ def test_refocus_converges_on_a_beam_that_peaks_short():
 @pytest.mark.slow
 def test_refocus_puts_the_corrected_focus_on_the_target(setup, beams):
     tr, pose, grid, target, medium = setup
-    b = compare_beams(medium, grid, tr, pose, F0, refocus_iterations=2)
-    assert b.corrected is not None and b.aim_mm is not None and 1 <= len(b.passes) <= 3
+    # the secant closes in slowly on this long, flat focus (0.61, 0.58, 0.51, 0.44 mm from
+    # the target pass by pass): three re-aims
+    b = compare_beams(medium, grid, tr, pose, F0, refocus_iterations=3)
+    assert b.corrected is not None and b.aim_mm is not None and 1 <= len(b.passes) <= 4
     # aimed past the target (the cap's pre-focal shift), off the grid, with the same
     # point-source run: the peak within a quarter grid step of the target (the correction
     # aimed at the target puts it 1.4 mm short)

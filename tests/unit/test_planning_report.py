@@ -16,7 +16,8 @@ import test_planning_plan as plan_tests
 
 from sonotile.api.heating.sonication import HeatRun
 from sonotile.model.problem import ProblemError
-from sonotile.planning.chain import _summary, heat_summary
+from sonotile.planning.chain import _summary
+from sonotile.planning.heating import heat_summary
 from sonotile.planning.images import read_nifti
 from sonotile.planning.optimize import OptimizedPlan
 from sonotile.planning.outputs import FILES, OPTIMIZED_FILES, prepare_output, write_plan
@@ -44,7 +45,7 @@ def _optimized(p):
     focus = replace(f, peak_pa=f.peak_pa * p.scale * K, at_target_pa=f.at_target_pa * p.scale * K)
     amplitude, phase = p.drive
     o = OptimizedPlan(amplitude * p.scale * K, phase, p.p_amp * K, focus, heat)
-    h, conj = heat_summary(heat, p.maps, p.grid, t0), p.summary["heat"]["skull_rise_K"]
+    h, conj = heat_summary(heat, p.maps.labels, p.grid, t0), p.summary["heat"]["skull_rise_K"]
     fp = np.linspace(0.5e6, 2e6, 6)
     o.summary = {
         "focus": focus.as_dict(), "heat": h,

@@ -130,7 +130,10 @@ def solve(prog: Program) -> tuple[np.ndarray, float]:
     re, im = _real_rows(np.exp(-1j * prog.goal_theta)[:, None] * prog.goal_rows / ps)
     cons += [re @ x >= prog.goal_lo / ps, *_limits(prog, x)]
     problem = cp.Problem(cp.Minimize(t + prog.regularisation * cp.sum_squares(x)), cons)
-    problem.solve(solver=cp.CLARABEL)
+    try:
+        problem.solve(solver=cp.CLARABEL)
+    except cp.error.SolverError:  # a numerical failure of the interior point: a second solver
+        problem.solve(solver=cp.SCS, eps=1e-7, max_iters=200000)
     prog.status = str(problem.status)
     if problem.status not in ("optimal", "optimal_inaccurate") or x.value is None:
         raise ProblemError(f"no drive reaches the goal: {_why(prog)}")
