@@ -1,4 +1,4 @@
-"""Fixtures shared by the unit tests of the FFTW custom calls."""
+"""Fixtures shared by the unit tests: the FFTW custom calls' settings, the planning tests' CT."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,3 +29,15 @@ def fftw_threads(request: pytest.FixtureRequest) -> Iterator[int]:
     """FFTW's threads for the calls of one test (1 or 2; XLA runs them when they execute)."""
     with fftw_configured(threads=request.param):
         yield request.param
+
+
+@pytest.fixture(scope="module")
+def ct_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The planning tests' CT: the head phantom at 2 mm (seed 0) as a NIfTI file."""
+    from sonotile.planning.images import write_nifti
+    from sonotile.planning.phantom import head_phantom
+
+    ct = head_phantom((80, 96, 84), 2.0, seed=0)
+    path = str(tmp_path_factory.mktemp("ct") / "head.nii.gz")
+    write_nifti(path, ct.hu, ct)
+    return path

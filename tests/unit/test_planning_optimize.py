@@ -17,7 +17,6 @@ from sonotile.planning import hotspots
 from sonotile.planning.drive_basis import element_groups
 from sonotile.planning.drive_program import Program, solve
 from sonotile.planning.heating import Sonication, green_functions, sonication_heat
-from sonotile.planning.images import write_nifti
 from sonotile.planning.phantom import head_phantom
 from sonotile.planning.thermal import thermal_properties
 from sonotile.planning.tissue import BRAIN, CORTICAL, TRABECULAR, tissue_properties
@@ -204,14 +203,6 @@ def test_quadratic_form_is_the_rise_of_the_combined_field():
 
 TARGET = [0.0, 10.0, 45.0]
 ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
-
-
-@pytest.fixture(scope="module")
-def ct_path(tmp_path_factory):
-    ct = head_phantom((80, 96, 84), 2.0, seed=0)
-    path = str(tmp_path_factory.mktemp("ct") / "head.nii.gz")
-    write_nifti(path, ct.hu, ct)
-    return path
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from sonotile.planning import hotspots
 from sonotile.planning.acoustics import RunSettings, find_focus
 from sonotile.planning.chain import PlanSettings, drive_problem, plan
 from sonotile.planning.drive_basis import basis_drives, element_groups, run_basis
-from sonotile.planning.images import read_nifti, write_nifti
+from sonotile.planning.images import read_nifti
 from sonotile.planning.optimize import DriveProblem, OptimizeSettings, optimize_drive
 from sonotile.planning.outputs import FILES, OPTIMIZED_FILES
 from sonotile.planning.phantom import HeadShape, head_phantom
@@ -216,14 +216,6 @@ def test_target_volume_is_uniform(conjugated):
     # the program holds the sphere at its bounds; the re-simulation within 2e-3 of them
     assert inside.min() >= GOAL * (1 - 0.1) * (1 - 2e-3)
     assert inside.max() <= GOAL * (1 + 0.1) * (1 + 2e-3)
-
-
-@pytest.fixture(scope="module")
-def ct_path(tmp_path_factory):
-    ct = head_phantom((80, 96, 84), 2.0, seed=0)
-    path = str(tmp_path_factory.mktemp("ct") / "head.nii.gz")
-    write_nifti(path, ct.hu, ct)
-    return path
 
 
 def _argv(ct_path, out, *extra):

@@ -19,22 +19,13 @@ from sonotile.kwave.reader import read_input
 from sonotile.planning.acoustics import find_focus
 from sonotile.planning.chain import PlanSettings, plan
 from sonotile.planning.export import write_kwave_input
-from sonotile.planning.images import read_nifti, read_provenance, write_nifti
+from sonotile.planning.images import read_nifti, read_provenance
 from sonotile.planning.outputs import FILES, volumes_on_ct, write_plan
-from sonotile.planning.phantom import head_phantom
 from sonotile.planning.report import report_lines
 
 TARGET = [0.0, 10.0, 45.0]
 ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
 SMALL = dict(frequency=300e3, points_per_wavelength=2.5, margin_mm=3.0, beyond_mm=10.0)
-
-
-@pytest.fixture(scope="module")
-def ct_path(tmp_path_factory):
-    ct = head_phantom((80, 96, 84), 2.0, seed=0)
-    path = str(tmp_path_factory.mktemp("ct") / "head.nii.gz")
-    write_nifti(path, ct.hu, ct)
-    return path
 
 
 @pytest.fixture(scope="module")

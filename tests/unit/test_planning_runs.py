@@ -21,8 +21,6 @@ from sonotile.model.signals import create_cw_signals
 from sonotile.planning.acoustics import RunSettings, make_kgrid, stable_step
 from sonotile.planning.chain import PlanSettings, plan
 from sonotile.planning.geometry import Pose, beam_grid
-from sonotile.planning.images import write_nifti
-from sonotile.planning.phantom import head_phantom
 
 TARGET = [0.0, 10.0, 45.0]
 ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
@@ -119,14 +117,6 @@ def test_absorbing_run_steps_within_the_stability_limit():
         warnings.simplefilter("error")
         simulate(kgrid, medium, KSource(p_mask=mask, p=sig), KSensor(mask=mask, record=("p",)),
                  quiet=False, progress=False, **grid.options())  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def ct_path(tmp_path_factory):
-    ct = head_phantom((80, 96, 84), 2.0, seed=0)
-    path = str(tmp_path_factory.mktemp("ct") / "head.nii.gz")
-    write_nifti(path, ct.hu, ct)
-    return path
 
 
 def test_heating_stops_and_resumes_as_one_run(ct_path, tmp_path):

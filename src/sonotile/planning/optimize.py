@@ -268,9 +268,10 @@ def _bounds(prob: DriveProblem, s: OptimizeSettings, goal: float, conj_focus: Fo
         excluded = region
     else:
         reach = float(np.max(d[region])) if region.any() else prob.search_mm
-        near = [_ball(g, np.array(np.unravel_index(int(i), g.shape))) <= reach
-                for i in goal_index]  # fmt: skip
-        excluded = np.logical_or.reduce(near)
+        goals = np.ones(g.shape, bool)
+        goals.flat[goal_index] = False  # the distance to the nearest goal point, in one pass
+        near = ndimage.distance_transform_edt(goals).astype(np.float32) * g.spacing_mm
+        excluded = near <= reach
     side = (prob.labels == BRAIN) & ~excluded
     level = max(s.side_lobe, float(conj[side].max()) / conj_focus.peak_pa if side.any() else 0)
     hi[side] = np.minimum(hi[side], level * goal)
