@@ -31,7 +31,7 @@ from sonotile.planning.report import (
     review_warnings,
 )
 
-ct_path, planned = plan_tests.ct_path, plan_tests.planned  # the phantom plan's fixtures
+planned = plan_tests.planned  # the phantom plan's fixture (ct_path is in conftest)
 K = 0.8  # the stand-in optimised drive: the plan's amplitudes and pressures times K
 
 
