@@ -130,7 +130,7 @@ const char* axis_sources(const ffi::RemainingArgs& args, int count, int64_t* d, 
 ffi::Error AxisDiffImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> src,
                         ffi::Span<const int64_t> axis, ffi::RemainingArgs args,
                         ffi::RemainingRets rets) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   const int m = int(rets.size());
   if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("axis_diff: src/axis per output");
@@ -361,7 +361,7 @@ ffi::Error AxisUpdateImpl(ffi::ThreadPool pool, int64_t axis, int64_t nsrc,
                           ffi::Span<const int64_t> coef_axis,
                           ffi::Span<const int64_t> has_post, int64_t ndeps,
                           ffi::RemainingArgs args, ffi::RemainingRets rets) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   const int m = int(rets.size());
   if (axis < 0 || axis > 2 || nsrc < 1 || nsrc > 2) return bad("axis_update: axis 0-2, 1-2 sources");

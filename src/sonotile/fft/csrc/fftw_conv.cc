@@ -141,7 +141,7 @@ struct Prod {
 ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_t> src,
                     ffi::Span<const int64_t> axis, ffi::Span<const int64_t> epi,
                     ffi::RemainingArgs args, ffi::RemainingRets rets) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   const int m = int(rets.size());
   if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("conv: src/axis per output");
@@ -435,7 +435,7 @@ bool conv_sum_run(const SumArgs& a, const ConvPlans* P, const Store& sum,
 
 ffi::Error ConvSumImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_t> axis,
                        ffi::RemainingArgs args, ffi::Result<ffi::Buffer<ffi::F32>> out) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   SumArgs a;
   ffi::Error e = conv_sum_args(has_op, axis, args, out->typed_data(), out->element_count(), &a);
   if (e.failure()) return e;
@@ -516,7 +516,7 @@ ffi::Error XPassImpl(ffi::ThreadPool pool, ffi::Span<const int64_t> dims, int64_
                      int64_t lo, int64_t pad, int64_t parts, int64_t keep,
                      ffi::Span<const int64_t> src, ffi::Span<const int64_t> axis,
                      ffi::RemainingArgs args, ffi::RemainingRets rets) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   Grid g;
   if (!grid_of(dims, &g)) return bad("xpass: rank 2-3 only");
@@ -643,7 +643,7 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo, int64_t
                          int64_t epi_axis,
                          ffi::Buffer<ffi::C64> spec, ffi::RemainingArgs args,
                          ffi::Result<ffi::Buffer<ffi::F32>> out) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   Grid g;
   if (!grid_of(out->dimensions(), &g)) return bad("planes_c2r: rank 2-3 only");

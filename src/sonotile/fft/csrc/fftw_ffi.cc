@@ -35,8 +35,7 @@ extern "C" int sonotile_fftw_configure(int threads, int effort, const char* wisd
   }
   // FFTW's loops on XLA's pool: with FFTW's own threads, XLA's idle (spinning) workers and
   // FFTW's threads compete for the cores (a 128^3 step on 2 threads ~20 % slower)
-  g_use_pool = fftwf_threads_set_callback != nullptr;
-  if (g_use_pool) fftwf_threads_set_callback(fftw_loop, nullptr);
+  if (fftwf_threads_set_callback != nullptr) fftwf_threads_set_callback(fftw_loop, nullptr);
   g_threads = threads > 0 ? threads : 1;
   g_effort = effort == 0 ? kEstimate : effort == 2 ? kPatient : kMeasure;
   std::string w = wisdom != nullptr ? wisdom : "";
@@ -73,7 +72,6 @@ extern "C" int sonotile_fftw_vector_width() {
   return 0;
 #endif
 }
-extern "C" int sonotile_fftw_uses_pool() { return g_use_pool ? 1 : 0; }
 
 // `fail` != 0: every FFTW-aligned allocation fails from now on (tests of the error paths).
 extern "C" void sonotile_fftw_fail_allocations(int fail) { g_fail_alloc = fail != 0; }

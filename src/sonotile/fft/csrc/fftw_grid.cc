@@ -10,7 +10,7 @@ namespace {
 
 ffi::Error R2CImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
                    ffi::ResultBuffer<ffi::C64> y) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   Shape s{};
   if (!shape_of(x.dimensions(), &s))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2c: rank 1-3 only");
@@ -60,7 +60,7 @@ fftwf_plan get_r2r_plan(int rank, const int64_t* dims, int kind, int threads, bo
 // (WAWA) ends. Two in-place transforms of the output buffer, no other field-sized memory.
 ffi::Error R2ROpImpl(ffi::ThreadPool pool, int64_t kind, float scale, ffi::Buffer<ffi::F32> x,
                      ffi::Buffer<ffi::F32> op, ffi::ResultBuffer<ffi::F32> y) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   Shape s{};
   if (!shape_of(x.dimensions(), &s) || (kind != 0 && kind != 1))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "r2r: rank 1-3, kind 0 or 1 only");
@@ -95,7 +95,7 @@ ffi::Error R2ROpImpl(ffi::ThreadPool pool, int64_t kind, float scale, ffi::Buffe
 ffi::Error C2RImpl(ffi::ThreadPool pool, int64_t has_op, int64_t has_vec, int64_t axis,
                    ffi::Buffer<ffi::C64> x, ffi::RemainingArgs args,
                    ffi::ResultBuffer<ffi::F32> y) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   Shape s{};
   if (!shape_of(y->dimensions(), &s))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "c2r: rank 1-3 only");

@@ -150,7 +150,7 @@ ffi::Error rfft_groups(const Trailing& t, float* in, fftwf_complex* out) {
 
 ffi::Error RfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, ffi::Buffer<ffi::F32> x,
                         ffi::Result<ffi::Buffer<ffi::C64>> y) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   Trailing t;
   if (!trailing_of(x.dimensions(), naxes, &t))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "rfft_axes: 1-3 trailing axes, rank <= 4");
@@ -179,7 +179,7 @@ ffi::Error RfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, ffi::Buffer<ffi::F3
 
 ffi::Error IrfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, float scale,
                          ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::F32>> y) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   Trailing t;
   if (!trailing_of(y->dimensions(), naxes, &t))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_axes: 1-3 trailing axes, rank <= 4");
@@ -207,7 +207,7 @@ ffi::Error IrfftAxesImpl(ffi::ThreadPool pool, int64_t naxes, float scale,
 
 ffi::Error FftAxisImpl(ffi::ThreadPool pool, int64_t axis, int64_t sign, float scale,
                        ffi::Buffer<ffi::C64> x, ffi::Result<ffi::Buffer<ffi::C64>> y) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   auto dims = x.dimensions();
   const int64_t r = int64_t(dims.size());
   if (r < 1 || r > kMaxRank || axis < 0 || axis >= r || (sign != -1 && sign != 1))
@@ -352,7 +352,7 @@ ffi::Error rfft_split_planes(const Split& s, const float* in, float* out) {
 
 ffi::Error RfftSplitImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, int64_t keep,
                          ffi::Buffer<ffi::F32> x, ffi::RemainingRets rets) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   if (rets.size() != (keep >= 0 ? 2 : 1)) return bad("rfft_split: one output, two with keep");
   auto y = rets.get<ffi::Buffer<ffi::C64>>(0);
@@ -448,7 +448,7 @@ ffi::Error irfft_join_planes(const Split& s, float* in, const std::vector<float>
 ffi::Error IrfftJoinImpl(ffi::ThreadPool pool, int64_t naxes, int64_t q, float scale,
                          int64_t vaxis, ffi::Buffer<ffi::C64> x, ffi::RemainingArgs args,
                          ffi::Result<ffi::Buffer<ffi::F32>> y) {
-  PoolScope scope(g_use_pool ? &pool : nullptr);
+  PoolScope scope(&pool);
   Split s;
   if (!split_of(y->dimensions(), x.dimensions(), naxes, q, &s))
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "irfft_join: shapes");
