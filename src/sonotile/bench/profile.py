@@ -3,13 +3,14 @@
 For each thread count a process of its own (the count is fixed before JAX starts, as in
 ``sonotile-kwave -t``) compiles one case's steps, runs them under ``jax.profiler`` and sums the
 XLA:CPU executor's events per instruction of the compiled program: each FFTW custom call (the
-transforms and the operators fused with them, on FFTW's threads), each XLA fusion (element-wise
-work on XLA's Eigen pool), each copy. The table gives per pass the ms per step at each count
-and the speed-up over the first count, then the totals per kind, so a run on a quiet machine
-shows which pass scales badly. The events are wall time on the thread that ran the pass; with
-more than one thread XLA may run independent passes side by side, so their sum can exceed the
-step (both are printed). Passes are matched across counts by instruction name; one the other
-count's program does not have shows 0 there (the totals per kind do not depend on names).
+transforms and the operators fused with them, their jobs on XLA's intra-op pool), each XLA
+fusion (element-wise work, split in work groups on the same pool), each copy. The table gives
+per pass the ms per step at each count and the speed-up over the first count, then the totals
+per kind, so a run on a quiet machine shows which pass scales badly. The events are wall time
+on the thread that ran the pass; with more than one thread XLA may run independent passes side
+by side, so their sum can exceed the step (both are printed). Passes are matched across counts
+by instruction name; one the other count's program does not have shows 0 there (the totals
+per kind do not depend on names).
 
     sonotile bench --profile --threads 1,2 --size 128 --case point_additive_absorbing_nonlinear
 """
