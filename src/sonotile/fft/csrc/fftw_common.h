@@ -24,8 +24,9 @@
 // transforms); see their section below.
 //
 // Threads: the kernels' parallel jobs run on XLA's intra-op thread pool, and so do FFTW's own
-// parallel loops where FFTW has fftwf_threads_set_callback (>= 3.3.9; its own threads otherwise). Plans are made once
-// per (shape, direction, threads, alignment), with wisdom imported from / exported to a file.
+// parallel loops where FFTW has fftwf_threads_set_callback (>= 3.3.9; its own threads
+// otherwise). Plans are made once per (shape, direction, threads, alignment), with wisdom
+// imported from / exported to a file.
 
 // This header: what every part shares (FFTW's prototypes, the settings, plans of whole grids,
 // scratch buffers, the thread pool's jobs). The parts: fftw_grid.cc (whole grids: R2C, C2R,
@@ -320,9 +321,10 @@ void scaled_copy(const Shape& s, const float* src, const float* op, const float*
 // threads of our own would compete with XLA's pool for the same cores (XLA's idle workers
 // spin, and XLA runs independent custom calls side by side, each then asking for all the
 // threads: a 128^3 absorbing step on 2 threads took 58 ms with a thread per job against 44
-// with the pool's workers, which take a call's jobs only when free). Jobs are taken from a shared counter by the caller and by every scheduled
-// task; the caller never waits for a task that has not started (no deadlock when the pool is
-// busy or absent: then the caller runs every job), and late tasks find no work left.
+// with the pool's workers, which take a call's jobs only when free). Jobs are taken from a
+// shared counter by the caller and by every scheduled task; the caller never waits for a task
+// that has not started (no deadlock when the pool is busy or absent: then the caller runs every
+// job), and late tasks find no work left.
 thread_local ffi::ThreadPool* tl_pool = nullptr;
 
 struct Jobs {
