@@ -89,6 +89,10 @@ def test_run_length_from_the_beam_path():
         np.testing.assert_allclose(path, 50.0, atol=0.5 * grid.spacing_mm)
         t_end = run.crossings * (path + run.reach_mm) * 1e-3 / 1500 + run.settle_periods / 200e3
         assert 0 <= kgrid.nt * kgrid.dt - t_end < kgrid.dt
+        per_period = 1.0 / (200e3 * kgrid.dt)  # whole steps per period: p_cw's whole periods
+        assert abs(per_period - round(per_period)) < 1e-9
+        dx = grid.spacing_mm * 1e-3
+        assert kgrid.dt <= run.courant(dx, 200e3, 1500, 1500) * dx / 1500 * (1 + 1e-12)
 
 
 def test_absorbing_run_steps_within_the_stability_limit():
@@ -108,7 +112,9 @@ def test_absorbing_run_steps_within_the_stability_limit():
     limit = stable_step(kgrid, medium, grid)
     dx = grid.spacing_mm * 1e-3
     assert run.courant(dx, 500e3, 1482.0, 3100.0) * dx / 3100.0 > limit  # the error alone: unstable
-    np.testing.assert_allclose(kgrid.dt, 0.9 * limit)
+    per_period = round(1.0 / (500e3 * kgrid.dt))  # the step shortened to whole periods
+    np.testing.assert_allclose(kgrid.dt * per_period * 500e3, 1.0, rtol=1e-12)
+    assert 0.9 * limit * per_period / (per_period + 1) < kgrid.dt <= 0.9 * limit
     mask = np.zeros(grid.shape, bool)
     mask[grid.target_index] = True
     kgrid.nt = 3  # a few steps: the solver checks the step before it starts

@@ -95,6 +95,12 @@ def stable_step(kgrid: KWaveGrid, medium: KWaveMedium, grid: SimulationGrid) -> 
     return float(stability_limit(problem))
 
 
+def steps_per_period(dt: float, frequency: float) -> int:
+    """The fewest whole time steps per period of ``frequency`` [Hz] with a step no longer
+    than ``dt`` [s]."""
+    return int(np.ceil(1.0 / (frequency * dt) - 1e-9))
+
+
 def make_kgrid(
     grid: SimulationGrid,
     medium: KWaveMedium,
@@ -105,15 +111,18 @@ def make_kgrid(
 ) -> KWaveGrid:
     """The k-Wave grid of ``grid``'s interior with its time axis [s] for a CW run (the fluid
     runs' Courant number, :meth:`RunSettings.courant`, unless ``cfl`` is given; the path
-    reaches ``reach_mm`` past the target, ``run.reach_mm`` unless given)."""
+    reaches ``reach_mm`` past the target, ``run.reach_mm`` unless given). The step is
+    shortened to a whole number of steps per period, so the DFT over the last periods
+    (``p_cw``) takes whole periods and an exported run (:mod:`.export`) steps alike."""
     dx = grid.spacing_mm * 1e-3
     kgrid = KWaveGrid(grid.shape, dx)
     c = np.asarray(medium.sound_speed)
     c_min, c_max = float(c.min()), float(c.max())
     courant = run.courant(dx, frequency, c_min, c_max) if cfl is None else cfl
-    kgrid.dt = courant * dx / c_max
+    dt = courant * dx / c_max
     if cfl is None:  # an absorbing medium may need a shorter step (fluid runs)
-        kgrid.dt = min(kgrid.dt, STABLE_FRACTION * stable_step(kgrid, medium, grid))
+        dt = min(dt, STABLE_FRACTION * stable_step(kgrid, medium, grid))
+    kgrid.dt = 1.0 / (frequency * steps_per_period(dt, frequency))
     target = np.asarray(grid.target_index, dtype=np.float64)
     reach = run.reach_mm if reach_mm is None else reach_mm
     path = dx * float(np.linalg.norm(target - grid.source_index)) + reach * 1e-3

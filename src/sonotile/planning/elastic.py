@@ -35,6 +35,7 @@ from sonotile.planning.acoustics import (
     element_phasors,
     find_focus,
     make_kgrid,
+    steps_per_period,
 )
 from sonotile.planning.geometry import SimulationGrid, kwave_medium
 from sonotile.planning.tissue import NP_PER_M_PER_DB_PER_CM, TissueMaps
@@ -70,7 +71,8 @@ def _elastic_grid(
     assert interior.dt is not None and interior.nt is not None  # make_kgrid sets both
     kgrid = KWaveGrid(grid.total_shape, grid.spacing_mm * 1e-3)
     kgrid.dt, kgrid.nt = interior.dt, interior.nt
-    start = max(1, int(kgrid.nt - np.ceil(run.cw_periods / (frequency * kgrid.dt))))
+    window = int(np.ceil(run.cw_periods * steps_per_period(kgrid.dt, frequency) - 1e-9))
+    start = max(1, int(kgrid.nt - window))
     pad = grid.pml_size
     return kgrid, (int(pad[0]), int(pad[1]), int(pad[2])), start
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from sonotile.api.problem import build_problem
-from sonotile.api.types import KSensor, KSource, KWaveGrid, Options
+from sonotile.api.types import KSensor, KSource, Options
 from sonotile.base import files
 from sonotile.kwave.writer import write_input
 from sonotile.model.signals import create_cw_signals
-from sonotile.planning.acoustics import RunSettings, make_kgrid
+from sonotile.planning.acoustics import RunSettings, make_kgrid, steps_per_period
 from sonotile.planning.chain import Plan
 from sonotile.planning.geometry import kwave_medium
 
@@ -30,20 +30,18 @@ def write_kwave_input(
     drive: tuple[np.ndarray, np.ndarray] | None = None,
     sensor_mask: np.ndarray | None = None,
 ) -> int:
-    """Write the plan's forward run to ``path`` (k-Wave HDF5 input, format 1.2) with a whole
-    number of time steps per period; the 1-based first step of the last ``record_periods``
-    periods (k-Wave's ``-s``). ``drive``: per element (amplitude [Pa], phase [rad]) as driven,
-    e.g. the optimised drive's (default: the plan's). ``sensor_mask``: where ``-p`` records the
-    pressure (boolean, ``p.grid.shape``; default: the target's grid point), e.g. for the
-    steady-state amplitude by a DFT over the last periods."""
+    """Write the plan's forward run to ``path`` (k-Wave HDF5 input, format 1.2) with the
+    plan's time axis (a whole number of steps per period); the 1-based first step of the last
+    ``record_periods`` periods (k-Wave's ``-s``). ``drive``: per element (amplitude [Pa],
+    phase [rad]) as driven, e.g. the optimised drive's (default: the plan's).
+    ``sensor_mask``: where ``-p`` records the pressure (boolean, ``p.grid.shape``; default:
+    the target's grid point), e.g. for the steady-state amplitude by a DFT over the last
+    periods."""
     medium = kwave_medium(p.maps)
     f = p.settings.frequency
-    rough = make_kgrid(p.grid, medium, f, run or RunSettings())
-    assert rough.dt is not None and rough.nt is not None  # make_kgrid sets both
-    per_period = int(np.ceil(1.0 / (f * rough.dt)))  # dt no longer than the CFL step
-    kgrid = KWaveGrid(p.grid.shape, p.grid.spacing_mm * 1e-3)
-    kgrid.dt = 1.0 / (f * per_period)
-    kgrid.nt = int(np.ceil(rough.nt * rough.dt / kgrid.dt))
+    kgrid = make_kgrid(p.grid, medium, f, run or RunSettings())
+    assert kgrid.dt is not None and kgrid.nt is not None  # make_kgrid sets both
+    per_period = steps_per_period(kgrid.dt, f)
     karray = p.transducer.karray(p.pose, p.grid)
     amplitude, phase = (p.drive[0] * p.scale, p.drive[1]) if drive is None else drive
     sig = create_cw_signals(kgrid.t, f, np.asarray(amplitude), np.asarray(phase))
