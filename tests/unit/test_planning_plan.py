@@ -177,6 +177,10 @@ def test_exported_run_gives_the_plans_field(planned, tmp_path):
         ({"--transducer": ["bowl:20:20"]}, "touches the head"),
         ({"--refocus": ["1.5"]}, "--refocus 1.5: give a whole number"),
         ({"--refocus": ["11"]}, "refocus must be a whole number from 0 to 10"),
+        (
+            {"--target_dose": ["10"], "--focal_pressure": ["1e6"]},
+            "--focal_pressure and --target_dose: give one goal, not both",
+        ),
     ],
 )
 def test_plan_command_refuses_bad_input(ct_path, tmp_path, capsys, change, message):
@@ -187,6 +191,22 @@ def test_plan_command_refuses_bad_input(ct_path, tmp_path, capsys, change, messa
     assert cli(argv) == 2
     assert message in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o")
+
+
+@pytest.mark.slow
+def test_plan_reaches_the_dose_asked_at_the_target(ct_path):
+    """A dose goal instead of a focal pressure: the drive is scaled from a first heat run's
+    history at the target, and the plan's own heat run at that scale gives the dose there to
+    round-off (the heat model is linear in the source); the report names the goal."""
+    settings = PlanSettings(**SMALL, duration=5.0, cooling=2.0, target_dose=30.0)
+    p = plan(ct_path, TARGET, ENTRY, "bowl:50:50", settings)
+    dose = float(p.heat.data["cem43"][p.grid.target_index])
+    np.testing.assert_allclose(dose, 30.0, rtol=1e-6)
+    np.testing.assert_allclose(p.summary["heat"]["cem43_at_target_min"], dose)
+    assert p.scale > 1 and 45 < p.summary["heat"]["rise_at_target_K"] + 37 < 60
+    rows = dict(report_lines(p.summary))
+    assert rows["goal"] == "thermal dose 30 CEM43 min at the target"
+    assert rows["thermal dose at target"] == "30.0 CEM43 min"  # 3 significant figures
 
 
 @pytest.mark.slow

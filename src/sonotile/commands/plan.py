@@ -20,6 +20,7 @@ NUMBERS: dict[str, tuple[float | None, str]] = {
     "--ppw": (6.0, "points per wavelength at 1500 m/s (default 6)"),
     "--pressure": (60e3, "drive amplitude per element [Pa] (default 60e3)"),
     "--focal_pressure": (None, "scale the drive to this focal peak [Pa]"),
+    "--target_dose": (None, "scale the drive to this thermal dose at the target [CEM43 min]"),
     "--duration": (10.0, "sonication time [s] (default 10)"),
     "--cooling": (0.0, "time simulated after it [s]"),
     "--duty": (1.0, "duty cycle (0-1]"),
@@ -302,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = PlanSettings(
             frequency=a.frequency, points_per_wavelength=a.ppw, mapping=a.mapping,
             source_pressure=a.pressure, focal_pressure=a.focal_pressure,
+            target_dose=a.target_dose,
             correct=not a.no_correction, amplitudes=a.amplitudes,
             refocus=_whole(a.refocus, "--refocus"),
             elastic=a.elastic, duration=a.duration, cooling=a.cooling, duty=a.duty,

@@ -22,9 +22,11 @@ from sonotile.api.heating.sonication import HeatRun
 from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
 from sonotile.planning.aberration import BeamComparison, compare_beams
-from sonotile.planning.acoustics import RunSettings, cw_field
+from sonotile.planning.acoustics import RunSettings
+from sonotile.planning.dose_goal import power_scale, target_rise
+from sonotile.planning.drive_problem import drive_problem
 from sonotile.planning.elastic import ElasticBeams, elastic_beams
-from sonotile.planning.exposure import element_areas_mm2, exposure_summary, power_weights
+from sonotile.planning.exposure import exposure_summary
 from sonotile.planning.geometry import (
     Pose,
     SimulationGrid,
@@ -33,9 +35,7 @@ from sonotile.planning.geometry import (
     resample_maps,
 )
 from sonotile.planning.heating import (
-    Box,
     Sonication,
-    green_functions,
     heat_coefficient,
     heat_summary,
     sonication_heat,
@@ -49,7 +49,7 @@ from sonotile.planning.imagecheck import (
 )
 from sonotile.planning.images import CTImage, read_ct
 from sonotile.planning.memory import GRID_BYTES_PER_POINT, check_memory
-from sonotile.planning.optimize import DriveProblem, OptimizedPlan, OptimizeSettings, optimize_drive
+from sonotile.planning.optimize import OptimizedPlan, OptimizeSettings, optimize_drive
 from sonotile.planning.skullpath import skull_path
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
@@ -73,6 +73,8 @@ class PlanSettings:
         mapping: HU -> properties (``sonotile.planning.MAPPINGS``).
         source_pressure: drive amplitude of each element [Pa] (an additive pressure source).
         focal_pressure: if given, the drive is scaled (linear acoustics) to this focal peak [Pa].
+        target_dose: if given (instead of ``focal_pressure``), the drive is scaled so that the
+            thermal dose at the target reaches this [CEM43 min] (:mod:`.dose_goal`).
         correct: phase-conjugate an array's drive through the skull; amplitudes: and weight
             its elements by their recorded amplitudes; refocus: aim the corrected drive past
             the target by the water beam's focal offset, then re-aim it by its own focus's
@@ -105,6 +107,7 @@ class PlanSettings:
     mapping: str = "aubry2003"
     source_pressure: float = 60e3
     focal_pressure: float | None = None
+    target_dose: float | None = None
     correct: bool = True
     amplitudes: bool = False
     refocus: int = 2
@@ -138,6 +141,10 @@ class PlanSettings:
                 raise ProblemError(f"{names.get(name, name)} must be "
                                    f"{_range_text(lo, hi, closed, unit)}, got {v}")  # fmt: skip
         self._check_times(names)
+        if self.focal_pressure is not None and self.target_dose is not None:
+            raise ProblemError(f"{names.get('focal_pressure', 'focal_pressure')} and "
+                               f"{names.get('target_dose', 'target_dose')}: give one goal, "
+                               "not both")  # fmt: skip
         if not (isinstance(self.refocus, int | np.integer) and 0 <= self.refocus <= 10):
             raise ProblemError(f"refocus must be a whole number from 0 to 10, got {self.refocus}")
         if self.mapping not in MAPPINGS:
@@ -177,6 +184,7 @@ RANGES: dict[str, tuple[float, float, bool, str]] = {
     "points_per_wavelength": (2.0, 100.0, True, "points"),
     "source_pressure": (0.0, 100e6, False, "Pa"),
     "focal_pressure": (0.0, 100e6, False, "Pa"),
+    "target_dose": (0.0, 1e6, False, "min"),
     "duration": (0.0, 3600.0, False, "s"),
     "cooling": (0.0, 3600.0, True, "s"),
     "duty": (0.0, 1.0, False, ""),
@@ -481,31 +489,46 @@ def plan(
     beams, elastic, p_amp = _beams(ready, s, run, say)
     lap("acoustics")
     peak = (elastic.plan if elastic else beams.plan).peak_pa
-    scale = 1.0 if s.focal_pressure is None else s.focal_pressure / peak
-    p_amp = p_amp * scale
     say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")
     thermal = thermal_properties(on_grid, specific_heat=s.specific_heat,
                                  conductivity=s.conductivity, perfusion=s.perfusion)  # fmt: skip
-    q = heat_coefficient(on_grid, s.frequency, s.sonication) * p_amp.astype(np.float64) ** 2
-    heat = sonication_heat(
-        q,
-        thermal,
-        grid.spacing_mm,
-        s.sonication,
-        decomposition=run.decomposition,
-        mesh=run.mesh,
-        checkpoint=checkpoint,
-    )
+    scale, p_amp, heat = _heating(ready, s, run, thermal, p_amp, peak, checkpoint, say)
     lap("heat")
     p = Plan(image, t, e, tr, s, pose, grid, on_grid, thermal, beams, scale, p_amp, heat, {},
              timings, elastic, ready.warnings)  # fmt: skip
     p.summary = _summary(p)
     if opt is not None:
-        p.optimized = optimize_drive(drive_problem(p, run), opt, s.focal_pressure, say)
+        p.optimized = optimize_drive(
+            drive_problem(p, run), opt, s.focal_pressure, say, dose=s.target_dose
+        )
         lap("optimize")
         _unconverged(p, say)
         p.summary = _summary(p)
     return p
+
+
+def _heating(ready: Setup, s: PlanSettings, run: RunSettings, thermal: ThermalMaps,
+             p_amp: np.ndarray, peak: float, checkpoint: Checkpoint | None,
+             say: Progress) -> tuple[float, np.ndarray, HeatRun]:  # fmt: skip
+    """The plan's factor on the drive, its pressure amplitude [Pa] and its heating: scaled to
+    ``s.focal_pressure`` (``peak``: the unscaled focal peak [Pa]), or to ``s.target_dose`` at
+    the target (a first heat run of the unscaled drive gives the target's rise history,
+    :mod:`.dose_goal`; only the final run is checkpointed)."""
+    grid = ready.grid
+    coefficient = heat_coefficient(ready.maps, s.frequency, s.sonication)
+
+    def heat(factor: float, saved: Checkpoint | None) -> HeatRun:
+        q = coefficient * (p_amp.astype(np.float64) * factor) ** 2
+        return sonication_heat(q, thermal, grid.spacing_mm, s.sonication,
+                               decomposition=run.decomposition, mesh=run.mesh,
+                               checkpoint=saved, points=(grid.target_index,))  # fmt: skip
+
+    scale = 1.0 if s.focal_pressure is None else s.focal_pressure / peak
+    if s.target_dose is not None:
+        probe = heat(scale, None)
+        scale *= np.sqrt(power_scale(target_rise(probe, s.T0), s.T0, probe.dt, s.target_dose))
+        say(f"dose goal {s.target_dose:g} min at the target: focal peak {peak * scale:.4g} Pa")
+    return scale, p_amp * scale, heat(scale, checkpoint)
 
 
 def _unconverged(p: Plan, say: Progress) -> None:
@@ -568,30 +591,3 @@ def _check_goals(opt: OptimizeSettings, grid: SimulationGrid) -> None:
         if opt.volume_mm / grid.spacing_mm > room - 1:
             raise ProblemError(f"a target volume of {opt.volume_mm:g} mm radius does not fit "
                                "the simulation grid around the target")  # fmt: skip
-
-
-def drive_problem(p: Plan, run: RunSettings) -> DriveProblem:
-    """What :func:`~sonotile.planning.optimize.optimize_drive` needs from a plan: its grid,
-    tissue, conjugated drive and fields, and how to run and heat a drive there."""
-    s, g, tr = p.settings, p.grid, p.transducer
-    karray, medium = tr.karray(p.pose, g), kwave_medium(p.maps)
-
-    def field_run(amplitude: np.ndarray, phase: np.ndarray) -> np.ndarray:
-        amp, ph = cw_field(medium, g, karray, amplitude, phase, s.frequency, run)
-        return amp * np.exp(1j * ph)
-
-    def heat_run(q: np.ndarray) -> HeatRun:
-        return sonication_heat(q, p.thermal, g.spacing_mm, s.sonication,
-                               decomposition=run.decomposition, mesh=run.mesh)  # fmt: skip
-
-    def green_run(points: list[tuple[int, int, int]], box: Box) -> np.ndarray:
-        return green_functions(points, p.thermal, g.spacing_mm, s.sonication, box)
-
-    amplitude, phase = p.drive
-    centres = tr.element_centres()
-    return DriveProblem(
-        g, p.maps.labels, heat_coefficient(p.maps, s.frequency, s.sonication), centres,
-        p.pose.to_world(centres), power_weights(element_areas_mm2(tr)),
-        amplitude * p.scale, phase, s.frequency, p.beams.steering_speed or 1500.0, p.p_amp,
-        p.heat, s.T0, s.duration, s.search_mm, field_run, heat_run, green_run,
-    )  # fmt: skip

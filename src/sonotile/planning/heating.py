@@ -77,11 +77,13 @@ def sonication_heat(
     mesh: tuple[int, ...] | None = None,
     checkpoint: Checkpoint | None = None,
     box: Box | None = None,
+    points: tuple[tuple[int, ...], ...] = (),
 ) -> HeatRun:
     """The sonication's temperature and dose from the heat source ``q`` [W/m^3] (the
     grid's shape, or ``box``'s when given: then only that box of the thermal maps is
     heated), ``spacing_mm`` the grid spacing; on the devices of ``decomposition`` (a pencil
-    mesh unless single), saving to and resuming from ``checkpoint``."""
+    mesh unless single), saving to and resuming from ``checkpoint``; the temperature
+    histories at the grid indices ``points`` kept (``T_points``)."""
     pulsed = son.period is not None
     tissue = _tissue(thermal, son, box)
     return sonicate(np.asarray(q, dtype=np.float64), (spacing_mm * 1e-3,) * 3,
@@ -89,7 +91,7 @@ def sonication_heat(
                     son.heat_dt, tissue=tissue, T0=son.T0, period=son.period,
                     duty=son.duty if pulsed else 1.0,
                     decomposition="single" if decomposition == "single" else "pencil",
-                    mesh=mesh, checkpoint=checkpoint)  # fmt: skip
+                    mesh=mesh, checkpoint=checkpoint, points=points)  # fmt: skip
 
 
 def heat_summary(
@@ -100,7 +102,8 @@ def heat_summary(
 ) -> dict[str, Any]:
     """The numbers of a plan's heating: the highest temperatures (everywhere, in the brain,
     in the skull) [degC], the skull's highest rise and where it is, the rises at the target
-    and where most heat is deposited [K], the highest dose [min] and the lesion [mm^3]."""
+    and where most heat is deposited [K], the highest dose and the dose at the target [min]
+    and the lesion [mm^3]."""
     data = heat.data
     fi = tuple(int(v) for v in data["focus"])
     in_skull = labels >= TRABECULAR  # trabecular and cortical bone
@@ -118,6 +121,7 @@ def heat_summary(
         "rise_at_heat_peak_K": float(data["T_heated"][fi] - T0),
         "heat_peak_mm": grid.world(fi).tolist(),
         "cem43_max_min": float(data["cem43"].max()),
+        "cem43_at_target_min": float(data["cem43"][grid.target_index]),
         "lesion_volume_mm3": float(np.count_nonzero(data["lesion_map"])) * grid.spacing_mm**3,
     }
 

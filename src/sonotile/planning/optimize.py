@@ -34,6 +34,7 @@ from sonotile.model.problem import ProblemError
 from sonotile.planning import hotspots
 from sonotile.planning.aberration import steering_phase
 from sonotile.planning.acoustics import Focus, find_focus, focal_region
+from sonotile.planning.dose_goal import power_scale, target_rise
 from sonotile.planning.drive_basis import (
     Basis,
     FieldRun,
@@ -115,6 +116,10 @@ BOUND_TOLERANCE = 1e-3
 HALF_LEVEL = 0.49
 #: bounded points taken into the program per round
 POINTS_PER_ROUND = 300
+#: a dose goal is met when the predicted heating's factor to it is within this of 1
+DOSE_TOLERANCE = 1e-4
+#: the most solves at a new focal pressure for a dose goal (one where no limit binds)
+DOSE_ROUNDS = 4
 
 
 @dataclass
@@ -440,11 +445,35 @@ def _solve_rounds(prob: DriveProblem, s: OptimizeSettings, basis: Basis, st: Sta
     return c, t, heat, r
 
 
+def _solve_for_goal(prob: DriveProblem, s: OptimizeSettings, basis: Basis, st: State,
+                    limits: dict[str, float | None], goal: float, conj: dict[str, float],
+                    dose: float | None, aims: list[np.ndarray], conj_focus: Focus,
+                    say: Progress) -> tuple[np.ndarray, float, HeatRun, int, float]:  # fmt: skip
+    """:func:`_solve_rounds` at the focal pressure ``goal`` [Pa]; with a ``dose`` goal at the
+    target [CEM43 min], again at the pressure where the drive's heating reaches that dose
+    (:func:`~sonotile.planning.dose_goal.power_scale`: exact in one step unless a limit
+    binds). Also returns the focal pressure the drive was solved for."""
+    for i in range(DOSE_ROUNDS):
+        t_ref = max(conj["skull_rise_K"] * (goal / conj["focal_pressure_pa"]) ** 2, 1e-6)
+        c, t, heat, rounds = _solve_rounds(prob, s, basis, st, limits, goal, t_ref, say)
+        if dose is None:
+            break
+        k = power_scale(target_rise(heat, prob.T0), prob.T0, heat.dt, dose)
+        if abs(k - 1) <= DOSE_TOLERANCE or i == DOSE_ROUNDS - 1:
+            break
+        goal *= float(np.sqrt(k))
+        st.goals = goals(prob, s, goal, conj_focus, basis, aims)
+        say(f"dose goal {dose:g} min at the target: focal pressure goal {goal:.4g} Pa")
+    return c, t, heat, rounds, goal
+
+
 def optimize_drive(prob: DriveProblem, s: OptimizeSettings | None = None,
                    goal: float | None = None, progress: Progress | None = None,
-                   ) -> OptimizedPlan:  # fmt: skip
+                   dose: float | None = None) -> OptimizedPlan:  # fmt: skip
     """The drive with the least peak skull rise for the focal pressure ``goal`` [Pa] (None:
-    the conjugated plan's), within the limits of ``s`` (the module's docstring)."""
+    the conjugated plan's), or for the thermal ``dose`` at the target [CEM43 min] (then
+    ``goal`` is where the search starts), within the limits of ``s`` (the module's
+    docstring)."""
     say, s = progress or (lambda _msg: None), s or OptimizeSettings()
     s.check()
     if prob.amplitude.size < 2:
@@ -465,8 +494,9 @@ def optimize_drive(prob: DriveProblem, s: OptimizeSettings | None = None,
     st = State([], [], goals(prob, s, goal, conj_focus, basis, aims))
     _add_hotspots(prob, basis, st, first,
                   hotspots.box_halfwidth(prob.duration, prob.grid.spacing_mm))  # fmt: skip
+    c, t, heat_p, rounds, goal = _solve_for_goal(prob, s, basis, st, limits, goal, conj, dose,
+                                                 aims, conj_focus, say)  # fmt: skip
     t_ref = max(conj["skull_rise_K"] * (goal / conj["focal_pressure_pa"]) ** 2, 1e-6)
-    c, t, heat_p, rounds = _solve_rounds(prob, s, basis, st, limits, goal, t_ref, say)
     timings["program"] = time.perf_counter() - clock - timings["basis"]
     predicted = basis.field(c)
     drive = basis.drive(c)
@@ -479,17 +509,18 @@ def optimize_drive(prob: DriveProblem, s: OptimizeSettings | None = None,
     curve = trade_off(prob, basis, st, limits, goal, t_ref, conj, s.trade_off_points)
     timings["trade_off"] = time.perf_counter() - clock - sum(timings.values())
     out = OptimizedPlan(np.abs(drive), np.angle(drive), p_amp, focus, heat)
-    out.summary = _summary(prob, s, out, basis, predicted, heat_p, t, conj, limits, goal,
-                           curve, rounds, len(st.hot), st.goals.side_lobe, timings)  # fmt: skip
+    out.summary = _summary(prob, s, out, basis, predicted, heat_p, t, conj, limits, goal, curve,
+                           rounds, len(st.hot), st.goals.side_lobe, timings, dose)  # fmt: skip
     return out
 
 
 def _summary(prob: DriveProblem, s: OptimizeSettings, out: OptimizedPlan, basis: Basis,
              predicted: np.ndarray, heat_p: HeatRun, t: float, conj: dict[str, float],
              limits: dict[str, float | None], goal: float, curve: dict[str, Any],
-             rounds: int, n_hot: int, side_lobe: float,
-             timings: dict[str, float]) -> dict[str, Any]:  # fmt: skip
-    """Every number of an optimised drive (JSON-able)."""
+             rounds: int, n_hot: int, side_lobe: float, timings: dict[str, float],
+             dose: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every number of an optimised drive (JSON-able); the conjugated plan's skull rise is
+    compared at the same focal pressure, or with a ``dose`` goal at the same dose."""
     g, target = prob.grid, prob.grid.world(prob.grid.target_index)
     pred = find_focus(np.abs(predicted), g, target, prob.search_mm)
     heat = heat_summary(out.heat, prob.labels, g, prob.T0)
@@ -499,21 +530,26 @@ def _summary(prob: DriveProblem, s: OptimizeSettings, out: OptimizedPlan, basis:
     binding = [n for n, v, cap in (("max_amplitude", top, limits["max_amplitude"]),
                                    ("max_power", power, limits["max_power"]))
                if cap is not None and v >= cap * (1 - 1e-3)]  # fmt: skip
-    conj_at_goal = conj["skull_rise_K"] * (goal / conj["focal_pressure_pa"]) ** 2
+    conj_at_goal = conj["skull_rise_K"] * (
+        (goal / conj["focal_pressure_pa"]) ** 2 if dose is None
+        else power_scale(target_rise(prob.conjugated_heat, prob.T0), prob.T0,
+                         prob.conjugated_heat.dt, dose))  # fmt: skip
     first = basis.fields[basis.aim == 0].sum(axis=0)
     rise = heat["skull_rise_K"] or 0.0
     return {
         "focus": out.focus.as_dict(), "heat": heat,
         "drive": {"amplitude_pa": out.amplitude.tolist(), "phase_rad": out.phase.tolist(),
                   "power_w": power, "max_amplitude_pa": top},
-        "goal": {"focal_pressure_pa": goal, "targets_mm": [target.tolist(), *map(list, s.targets)],
+        "goal": {"focal_pressure_pa": goal, "dose_min": dose,
+                 "targets_mm": [target.tolist(), *map(list, s.targets)],
                  "volume_mm": s.volume_mm, "uniformity": s.uniformity},
         "limits": {**limits, "focus_mm": s.focus_mm, "volume_ratio": s.volume_ratio,
                    "side_lobe": s.side_lobe, "side_lobe_kept": side_lobe, "binding": binding},
         "predicted": {"focal_pressure_pa": pred.peak_pa, "at_target_pa": pred.at_target_pa,
                       "error_mm": pred.error_mm, "volume_mm3": pred.volume_mm3,
                       "skull_rise_K": float(rise_p[prob.skull].max()),
-                      "program_skull_rise_K": t},
+                      "program_skull_rise_K": t,
+                      "cem43_at_target_min": float(heat_p.data["cem43"][g.target_index])},
         "resimulated": {"max_field_difference": float(np.max(np.abs(out.p_amp - np.abs(predicted)))
                                                       / np.max(np.abs(predicted))),
                         "focal_pressure_pa": out.focus.peak_pa, "skull_rise_K": rise},

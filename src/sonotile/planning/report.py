@@ -113,7 +113,8 @@ def position_text(xyz: Any, uncertainty_mm: list[float]) -> str:
 def plan_figures(s: dict[str, Any], focus: dict[str, Any], heat: dict[str, Any],
                  exposure: dict[str, Any]) -> list[tuple[str, str]]:  # fmt: skip
     """One plan's figures as (label, value) rows: focal pressure, position and distance from
-    the target, -6 dB volume, skull heating, side lobe, MI, intensities and power."""
+    the target, -6 dB volume, the dose at the target, skull heating, side lobe, MI,
+    intensities and power."""
     unc = exposure["focus_uncertainty_mm"]
     ratio = _volume_ratio(s, focus)
     lobe = exposure["side_lobe_ratio"]
@@ -124,6 +125,8 @@ def plan_figures(s: dict[str, Any], focus: dict[str, Any], heat: dict[str, Any],
         ("distance from target", f"{focus['error_mm']:.{decimals(unc)}f} mm"),
         ("-6 dB focal volume", f"{sig3(focus['volume_mm3'])} mm^3"
          + ("" if ratio is None else f" ({ratio:.2f}x water)")),
+        ("thermal dose at target", "-" if heat.get("cem43_at_target_min") is None else
+         f"{sig3(heat['cem43_at_target_min'])} CEM43 min"),
         ("peak skull temperature", "-" if skull is None else
          f"{skull:.1f} degC (rise {heat['skull_rise_K']:.1f} K) at "
          f"{_v(heat['skull_peak_mm'])} mm"),
@@ -177,6 +180,7 @@ def report_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("tissue mapping", _mapping(s["tissue"], st["mapping"])),
         ("target / entry [mm]", f"{_v(s['target_mm'])} / {_v(s['entry_mm'])}"),
         ("drive per element", f"{sig3(s['drive']['source_pressure_pa'] / 1e3)} kPa"),
+        ("goal", _goal(st)),
     ]
     if not s.get("optimized") and "exposure" in s:
         rows += plan_figures(s, f, s["heat"], s["exposure"])
@@ -232,6 +236,15 @@ def _heat_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("thermal dose", f"max CEM43 {sig3(h['cem43_max_min'])} min, lesion "
          f"{sig3(h['lesion_volume_mm3'])} mm^3"),
     ]  # fmt: skip
+
+
+def _goal(st: dict[str, Any]) -> str:
+    """What the plan's drive was scaled to, in a few words."""
+    if st.get("target_dose") is not None:
+        return f"thermal dose {st['target_dose']:g} CEM43 min at the target"
+    if st.get("focal_pressure") is not None:
+        return f"focal pressure {sig3(st['focal_pressure'] / 1e6)} MPa"
+    return "none: the drive per element as given"
 
 
 def _mapping(tissue: dict[str, Any], default: str) -> str:

@@ -33,6 +33,7 @@ FORMAT = "sonotile-heat"
 UNITS = {
     "T": "degC", "T_heated": "degC", "T_max": "degC", "cem43": "min", "lesion_map": "",
     "Q": "W/m^3", "T_focus": "degC", "t": "s", "focus": "grid index (0-based)",
+    "T_points": "degC", "points": "grid index (0-based)",
     "p_amp": "Pa",
 }  # fmt: skip
 
@@ -68,7 +69,8 @@ class HeatRun:
 
     ``data``: ``T`` (end) and ``T_heated`` (end of the on-time) [degC], ``T_max`` [degC],
     ``cem43`` [min], ``lesion_map``, ``Q`` [W/m^3], ``T_focus`` [degC] at ``t`` [s] (the
-    point of largest ``Q``, ``focus``); ``spacing`` [m], ``dt`` [s].
+    point of largest ``Q``, ``focus``), and where asked ``T_points`` [degC] ``(steps,
+    points)`` at the grid indices ``points``; ``spacing`` [m], ``dt`` [s].
     """
 
     data: dict[str, np.ndarray]
@@ -270,6 +272,20 @@ def heat_from_result(path: str, duration: float, on: float | None = None, dt: fl
     return run
 
 
+def _points(points: Sequence[Sequence[int]], shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """``points`` (grid indices) as one index array per axis, each checked inside ``shape``."""
+    try:
+        where = np.asarray(points, dtype=np.int64).reshape(len(points), -1)
+    except (TypeError, ValueError):
+        where = np.zeros((1, 0), np.int64)  # not whole indices: refused below
+    if where.shape[1:] != (len(shape),) and len(points):
+        raise ProblemError(f"points: one grid index of {len(shape)} numbers each, got {points}")
+    where = where.reshape(-1, len(shape))
+    if np.any(where < 0) or np.any(where >= np.asarray(shape)):
+        raise ProblemError(f"points: grid indices within {shape}, got {where.tolist()}")
+    return tuple(where[:, a] for a in range(len(shape)))
+
+
 def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | float,
              duration: float, on: float | None = None, dt: float = 0.1, *,
              tissue: Tissue | None = None, T0: float = 37.0,  # noqa: N803
@@ -277,14 +293,17 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
              dtype: str = "float64", decomposition: Decomposition | str = SINGLE,
              mesh: tuple[int, ...] | None = None, progress: bool | None = False,
              checkpoint: Checkpoint | None = None,
-             mesh_shape: tuple[int, ...] | None = None) -> HeatRun:  # fmt: skip
+             mesh_shape: tuple[int, ...] | None = None,
+             points: Sequence[Sequence[int]] = ()) -> HeatRun:  # fmt: skip
     """Heat a grid for ``duration`` [s] in steps of ``dt`` [s] with the heat source ``q``
     [W/m^3] (grid spacing ``spacing`` [m], tissue ``density`` [kg/m^3]) on for the first
     ``on`` seconds (None: throughout), pulsed with ``period`` [s] at ``duty`` if given;
     ``decomposition``, ``mesh`` (``mesh_shape``), ``progress``: see :func:`heat_from_result`;
     ``checkpoint``: save and stop, and resume (:class:`~sonotile.api.heating.Checkpoint`;
-    raises :class:`~sonotile.api.heating.RunStopped` when it stops the run)."""
+    raises :class:`~sonotile.api.heating.RunStopped` when it stops the run). ``points``: grid
+    indices whose temperature histories are kept too (``T_points``, one column each)."""
     nt = check_settings(duration, on, dt, period, duty, T0, tissue)
+    where = _points(points, tuple(q.shape))
     if mesh is None:
         mesh = renamed({"mesh_shape": mesh_shape}, "mesh_shape", "mesh", "sonicate")
     how = RunOptions.of(None, decomposition=decomposition, mesh=mesh, progress=progress,
@@ -296,7 +315,7 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
     focus = np.unravel_index(int(np.argmax(q)), q.shape)
     medium = thermal_medium(tissue or Tissue(), density)
     problem = heat_problem(tuple(q.shape), tuple(spacing), medium, {"T0": T0, "Q": q}, nt, dt,
-                           on=switch, sensor=tuple(np.array([i]) for i in focus),
+                           on=switch, sensor=tuple(np.array([i, *w]) for i, w in zip(focus, where)),
                            dtype=dtype, fft="auto")  # fmt: skip
     check_decomposition(problem.co, how.decomposition)
     with x64_for(dtype):
@@ -308,6 +327,9 @@ def sonicate(q: np.ndarray, spacing: tuple[float, ...], density: np.ndarray | fl
             "T_max": np.asarray(final["T_max_final"]), "cem43": cem43, "lesion_map": lesion,
             "Q": q, "T_focus": np.asarray(raw["T"])[:, 0], "t": (np.arange(nt) + 1) * dt,
             "focus": np.asarray(focus)}  # fmt: skip
+    if len(points):
+        data["T_points"] = np.asarray(raw["T"])[:, 1:]
+        data["points"] = np.stack(where, axis=1)
     attrs = {"duration": nt * dt, "on": n_on * dt,
              "lesion_size": float(np.sum(lesion) * np.prod(spacing))}  # fmt: skip
     return HeatRun(data, spacing, dt, attrs)
