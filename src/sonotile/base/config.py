@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 PLAN_EFFORTS = ("estimate", "measure", "patient")
-FFT_BACKENDS = ("auto", "xla", "fftw")
+FFT_BACKENDS = ("auto", "xla", "fftw", "cufft")
 TRANSPORTS = ("auto", "mpi", "xla")
 
 #: What ``sonotile launch`` sets for each process it starts (read by :meth:`Settings.from_env`)
@@ -42,8 +42,11 @@ class Settings:
     """How sonotile runs (not what it simulates). docs/settings.md is the reference table.
 
     Attributes:
-        fft: FFT backend, ``"auto"`` (FFTW on a CPU for float32 when its extension builds, XLA's
-            FFT otherwise and on GPUs), ``"xla"`` or ``"fftw"``. Env: ``SONOTILE_FFT``.
+        fft: FFT backend, ``"auto"`` (FFTW on a CPU for float32 when its extension builds; on a
+            GPU sonotile's cuFFT calls where ``cufft_lib`` names their library; XLA's FFT
+            otherwise), ``"xla"``, ``"fftw"`` or ``"cufft"``. Env: ``SONOTILE_FFT``.
+        cufft_lib: the library of sonotile's cuFFT calls (built by
+            ``benchmarks/gpu/build_cufft.sh``; ``""``: none). Env: ``SONOTILE_CUFFT_LIB``.
         fftw_plan: FFTW planning effort, ``estimate`` | ``measure`` | ``patient``
             (``measure`` plans the operators' batched 1-D transforms of planes of 128 x 128
             points and more with FFTW_PATIENT). Env: ``SONOTILE_FFTW_PLAN``.
@@ -106,6 +109,7 @@ class Settings:
     """
 
     fft: str = "auto"
+    cufft_lib: str = ""
     fftw_plan: str = "measure"
     fftw_updates: bool = True
     fftw_native: bool = True
@@ -204,6 +208,7 @@ INT_MAX = 2**63 - 1
 #: ``tuple`` (comma-separated ids >= 0), :data:`HOST_PORT`.
 VARIABLES: tuple[tuple[str, str, object], ...] = (
     ("SONOTILE_FFT", "fft", FFT_BACKENDS),
+    ("SONOTILE_CUFFT_LIB", "cufft_lib", str),
     ("SONOTILE_FFTW_PLAN", "fftw_plan", PLAN_EFFORTS),
     ("SONOTILE_FFTW_UPDATES", "fftw_updates", bool),
     ("SONOTILE_FFTW_NATIVE", "fftw_native", bool),
