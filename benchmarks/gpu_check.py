@@ -1007,14 +1007,22 @@ def _kernel_times_of(steps: int) -> Any:
     return lambda run: kernel_times(run, steps)
 
 
-def _wait_for_lib(wait_s: float) -> None:
-    """Up to ``wait_s`` for the cuFFT library that gpu_check.sh builds alongside."""
-    path = os.environ.get("SONOTILE_CUFFT_LIB")
+def cufft_lib() -> str | None:
+    """The cuFFT library gpu_check.sh builds alongside (``GPU_CHECK_CUFFT_LIB``), else the
+    caller's ``SONOTILE_CUFFT_LIB``."""
+    return os.environ.get("GPU_CHECK_CUFFT_LIB") or os.environ.get("SONOTILE_CUFFT_LIB")
+
+
+def _lib_env(ctx: dict, wait_s: float) -> dict:
+    """The workers' environment with ``SONOTILE_CUFFT_LIB`` (only the parts of the stacked step
+    get it), after up to ``wait_s`` for the library to be built."""
+    path = cufft_lib()
     t_end = time.perf_counter() + wait_s
     while path and not os.path.exists(path) and time.perf_counter() < t_end:
         if os.path.exists(path + ".failed"):
             break
         time.sleep(1)
+    return {**ctx["env"], "SONOTILE_CUFFT_LIB": path} if path else ctx["env"]
 
 
 def part_step_compare(ctx: dict) -> None:
@@ -1027,10 +1035,10 @@ def part_step_compare(ctx: dict) -> None:
         ctx["res"].put("step_compare", {"status": "skipped", "why": "time budget spent"})
         return
     ctx["res"].put("step_compare", {"status": "running"})
-    _wait_for_lib(cfg["lib_wait_s"])
+    env = _lib_env(ctx, cfg["lib_wait_s"])
     cap = ctx["clock"].cap(ctx["cfg"]["caps"]["step_compare"]) or cap
     spec = {"rows": cfg["rows"], "profile": cfg["profile"]}
-    r = run_worker("step_compare", spec, cap, ctx["env"])
+    r = run_worker("step_compare", spec, cap, env)
     if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
         r["rows"] = r["partial"].get("rows", [])
     prior = ctx.get("prior", {})
@@ -1277,9 +1285,9 @@ def part_whole_step(ctx: dict) -> None:
         ctx["res"].put("whole_step", {"status": "skipped", "why": "time budget spent"})
         return
     ctx["res"].put("whole_step", {"status": "running"})
-    _wait_for_lib(ctx["cfg"]["whole_step"]["lib_wait_s"])
+    env = _lib_env(ctx, ctx["cfg"]["whole_step"]["lib_wait_s"])
     cap = ctx["clock"].cap(ctx["cfg"]["caps"]["whole_step"]) or cap
-    r = run_worker("whole_step", {"rows": ctx["cfg"]["whole_step"]["rows"]}, cap, ctx["env"])
+    r = run_worker("whole_step", {"rows": ctx["cfg"]["whole_step"]["rows"]}, cap, env)
     if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
         r["rows"] = r["partial"].get("rows", [])
     parts, prior = ctx["res"].data["parts"], ctx.get("prior", {})

@@ -77,7 +77,7 @@ def test_dry_run_whole_step(tmp_path):
     out = tmp_path / "results.json"
     cmd = [sys.executable, str(SCRIPT), str(out), "--dry-run", "--inline", "--parts",
            "whole_step"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "SONOTILE_CUFFT_LIB"}
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_CUFFT_LIB")}
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     part = json.loads(out.read_text())["parts"]["whole_step"]
@@ -127,3 +127,26 @@ def test_whole_step_variants_and_kwave_ratio(monkeypatch, tmp_path):
                         "prior": prior})  # fmt: skip
     (got,) = res.data["parts"]["whole_step"]["rows"]
     assert got["kwave_over"] == {"plain": pytest.approx(2.2 / 2.5), "stacked": pytest.approx(1.1)}
+
+
+def test_only_the_stacked_step_parts_get_the_cufft_library(monkeypatch, tmp_path):
+    """gpu_check.sh's library (``GPU_CHECK_CUFFT_LIB``) reaches the workers of step_compare and
+    whole_step as ``SONOTILE_CUFFT_LIB``; the workers' common environment does not carry it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    gc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc)
+    lib = tmp_path / "libsonotile_cufft.so"
+    monkeypatch.delenv("SONOTILE_CUFFT_LIB", raising=False)
+    monkeypatch.setenv("GPU_CHECK_CUFFT_LIB", str(lib))
+    ctx = {"env": gc.worker_env(dry=True)}
+    assert "SONOTILE_CUFFT_LIB" not in ctx["env"]
+    assert gc._lib_env(ctx, 0)["SONOTILE_CUFFT_LIB"] == str(lib)
+    seen = []
+    monkeypatch.setattr(gc, "run_worker", lambda name, spec, cap, env: seen.append(env) or {})
+    res = gc.Results(tmp_path / "r.json", {})
+    ctx = {"res": res, "cfg": gc.DRY, "clock": gc.Clock(100), "env": ctx["env"]}
+    gc.part_whole_step(ctx)
+    gc.part_step_compare(ctx)
+    assert [e.get("SONOTILE_CUFFT_LIB") for e in seen] == [str(lib)] * 2
