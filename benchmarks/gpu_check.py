@@ -28,6 +28,10 @@ Parts, in the order they run:
 * ``step_compare``: the unstacked step (XLA's FFT) and the stacked step on cuFFT through XLA's
   FFI (:mod:`sonotile.bench.step_compare`; the library built alongside by ``gpu_check.sh``) on
   the same input at 256^3 and 512^3: ms/step, bytes per point, drift between them, k-Wave CUDA.
+* ``whole_step``: ``sonotile-kwave`` as whole processes on the throughput part's lossless and
+  absorbing inputs at 256^3 with ``SONOTILE_STEP=plain`` and ``stacked``, each on XLA's FFT and
+  (where the library is built) ``SONOTILE_FFT=cufft`` (:mod:`sonotile.bench.step_runs`): wall
+  and loop time, cold and warm compilation cache, what ran, drift from the plain step's output.
 * ``largest``: the largest cubic grid that runs, per case, for sonotile (in-memory problems) and
   k-Wave CUDA: a prediction from the measured peak memory per point, then 10 % steps up to the
   first size that fails and bisection between, until the part's time cap.
@@ -1003,14 +1007,22 @@ def _kernel_times_of(steps: int) -> Any:
     return lambda run: kernel_times(run, steps)
 
 
-def _wait_for_lib(wait_s: float) -> None:
-    """Up to ``wait_s`` for the cuFFT library that gpu_check.sh builds alongside."""
-    path = os.environ.get("SONOTILE_CUFFT_LIB")
+def cufft_lib() -> str | None:
+    """The cuFFT library gpu_check.sh builds alongside (``GPU_CHECK_CUFFT_LIB``), else the
+    caller's ``SONOTILE_CUFFT_LIB``."""
+    return os.environ.get("GPU_CHECK_CUFFT_LIB") or os.environ.get("SONOTILE_CUFFT_LIB")
+
+
+def _lib_env(ctx: dict, wait_s: float) -> dict:
+    """The workers' environment with ``SONOTILE_CUFFT_LIB`` (only the parts of the stacked step
+    get it), after up to ``wait_s`` for the library to be built."""
+    path = cufft_lib()
     t_end = time.perf_counter() + wait_s
     while path and not os.path.exists(path) and time.perf_counter() < t_end:
         if os.path.exists(path + ".failed"):
             break
         time.sleep(1)
+    return {**ctx["env"], "SONOTILE_CUFFT_LIB": path} if path else ctx["env"]
 
 
 def part_step_compare(ctx: dict) -> None:
@@ -1023,10 +1035,10 @@ def part_step_compare(ctx: dict) -> None:
         ctx["res"].put("step_compare", {"status": "skipped", "why": "time budget spent"})
         return
     ctx["res"].put("step_compare", {"status": "running"})
-    _wait_for_lib(cfg["lib_wait_s"])
+    env = _lib_env(ctx, cfg["lib_wait_s"])
     cap = ctx["clock"].cap(ctx["cfg"]["caps"]["step_compare"]) or cap
     spec = {"rows": cfg["rows"], "profile": cfg["profile"]}
-    r = run_worker("step_compare", spec, cap, ctx["env"])
+    r = run_worker("step_compare", spec, cap, env)
     if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
         r["rows"] = r["partial"].get("rows", [])
     prior = ctx.get("prior", {})
@@ -1214,6 +1226,7 @@ def print_summary(data: dict) -> None:
             f"k-Wave CUDA {k.get('ms_per_step') or 0:8.2f} ms/step  {s.get('status')}"
         )
     summary_step_compare(parts.get("step_compare", {}))
+    summary_whole_step(parts.get("whole_step", {}))
     kref = parts.get("kwave_reference", {}).get("cases", [])
     n_in = sum(bool(c.get("within_sonotile_rule")) for c in kref)
     print(f"k-Wave CUDA vs OMP: {n_in}/{len(kref)} within the same rule")
@@ -1231,6 +1244,80 @@ def print_summary(data: dict) -> None:
 # the stacked step's part (its functions: the section "stacked step" above)
 WORKERS["step_compare"] = w_step_compare
 PARTS += (("step_compare", part_step_compare),)
+
+
+# --------------------------------------------------------------------------- whole program
+
+#: sonotile-kwave as whole processes with SONOTILE_STEP / SONOTILE_FFT variants
+#: (sonotile.bench.step_runs) on the bench inputs the throughput part writes
+FULL["whole_step"] = {"rows": [["lossless", 256, 300], ["absorbing_nonlinear", 256, 300]],
+                      "lib_wait_s": 60}  # fmt: skip
+DRY["whole_step"] = {"rows": [["lossless", 12, 8], ["absorbing_nonlinear", 16, 8]],
+                     "lib_wait_s": 0}  # fmt: skip
+FULL["caps"]["whole_step"], DRY["caps"]["whole_step"] = 240, 240
+
+
+def w_whole_step(spec: dict) -> dict:
+    """Each row's input written, then every variant on it, cold and warm."""
+    from sonotile.bench import step_runs
+    from sonotile.bench.inprocess import write_input
+
+    lib = os.environ.get("SONOTILE_CUFFT_LIB")
+    names = step_runs.variants(lib)
+    r: dict[str, Any] = {"cufft_lib": lib, "variants": names, "rows": []}
+    for case, n, steps in spec["rows"]:
+        row: dict[str, Any] = {"case": case, "n": n, "steps": steps}
+        r["rows"].append(row)
+        with tempfile.TemporaryDirectory(prefix="gpu_check_whole_") as work:
+            path = os.path.join(work, "input.h5")
+            write_input(path, case, n, steps)
+            row.update(step_runs.sweep(path, steps, names, work, dict(os.environ),
+                                       on_row=lambda _: partial(r)))  # fmt: skip
+        partial(r)
+    return r
+
+
+def part_whole_step(ctx: dict) -> None:
+    """The worker's rows, each with k-Wave CUDA's loop time at that case and size (this run's
+    ``throughput`` part, else ``--prior``'s) over each variant's warm loop time."""
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["whole_step"])
+    if cap is None:
+        ctx["res"].put("whole_step", {"status": "skipped", "why": "time budget spent"})
+        return
+    ctx["res"].put("whole_step", {"status": "running"})
+    env = _lib_env(ctx, ctx["cfg"]["whole_step"]["lib_wait_s"])
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["whole_step"]) or cap
+    r = run_worker("whole_step", {"rows": ctx["cfg"]["whole_step"]["rows"]}, cap, env)
+    if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
+        r["rows"] = r["partial"].get("rows", [])
+    parts, prior = ctx["res"].data["parts"], ctx.get("prior", {})
+    kw_rows = parts.get("throughput", {}).get("rows") or prior.get("throughput", {}).get("rows", [])
+    for row in r.get("rows", []):
+        kw = [t.get("kwave_cuda", {}).get("ms_per_step") for t in kw_rows
+              if t.get("case") == row.get("case") and t.get("n") == row.get("n")]  # fmt: skip
+        for v, runs in row.get("runs", {}).items():
+            ms = runs.get("warm", {}).get("loop_ms_per_step")
+            if kw and kw[0] and ms:
+                row.setdefault("kwave_over", {})[v] = kw[0] / ms
+    ctx["res"].put("whole_step", r)
+
+
+def summary_whole_step(part: dict) -> None:
+    """Per row and variant: the warm loop's ms/step, k-Wave's over it, the drift of p."""
+    for row in part.get("rows", []):
+        for v, runs in row.get("runs", {}).items():
+            warm, cold = runs.get("warm", {}), runs.get("cold", {})
+            drift = row.get("max_rel_diff_vs_plain", {}).get(v, {}).get("p")
+            print(f"whole {row['case'][:20]:20s} {row['n']:4d}^3 {v:14s} "
+                  f"{warm.get('loop_ms_per_step') or 0:8.2f} ms/step warm, wall "
+                  f"{cold.get('wall_s') or 0:6.1f} s cold {warm.get('wall_s') or 0:6.1f} s warm, "
+                  f"k-Wave/this {row.get('kwave_over', {}).get(v) or 0:.2f}x, "
+                  f"drift p {drift if drift is not None else float('nan'):.1e}, "
+                  f"{warm.get('decomposition') or warm.get('error', '')[:60]}")  # fmt: skip
+
+
+WORKERS["whole_step"] = w_whole_step
+PARTS += (("whole_step", part_whole_step),)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,13 +16,14 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$here/src${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-# sonotile's cuFFT custom calls for the step_compare part (benchmarks/gpu/build_cufft.sh;
-# its log: OUT/cufft_build.log)
+# sonotile's cuFFT custom calls for the parts step_compare and whole_step, which hand it to their
+# workers as SONOTILE_CUFFT_LIB; the other parts run as a user without the library does
+# (benchmarks/gpu/build_cufft.sh; its log: OUT/cufft_build.log)
 lib=/tmp/sonotile-cufft/libsonotile_cufft.so
 rm -rf "$(dirname "$lib")"
 ( PYTHON="$py" bash "$here/benchmarks/gpu/build_cufft.sh" "$lib" > "$out/cufft_build.log" 2>&1 \
     || { mkdir -p "$(dirname "$lib")"; touch "$lib.failed"; } ) &
-export SONOTILE_CUFFT_LIB="$lib"
+export GPU_CHECK_CUFFT_LIB="$lib"
 kw=()
 build=/tmp/kwave-cuda-build
 if [ -d "$here/.gpu-carry/kwave-cuda-src" ]; then

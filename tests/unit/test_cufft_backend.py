@@ -6,6 +6,8 @@ import jax
 import numpy as np
 import pytest
 
+from sonotile.base import config
+from sonotile.base.config import Settings
 from sonotile.fft import batched, cufft, xla
 
 
@@ -37,9 +39,15 @@ def test_inverse_refuses_a_spectrum_of_another_grid():
 
 
 def test_load_says_why_not(monkeypatch, tmp_path):
+    """The library comes from the setting (``SONOTILE_CUFFT_LIB``); each path is tried once."""
     monkeypatch.setattr(cufft, "_loaded", {})
-    monkeypatch.delenv(cufft.ENV, raising=False)
-    assert "SONOTILE_CUFFT_LIB is not set" in cufft.load()
-    monkeypatch.setattr(cufft, "_loaded", {})
-    monkeypatch.setenv(cufft.ENV, str(tmp_path / "missing.so"))
-    assert "no such file" in cufft.load()
+    saved = config.current()
+    try:
+        config.configure(cufft_lib="")
+        assert "SONOTILE_CUFFT_LIB is not set" in cufft.load()
+        assert not cufft.named() and not cufft.available()
+        config.configure(cufft_lib=str(tmp_path / "missing.so"))
+        assert cufft.named() and "missing.so: no such file" in cufft.load()
+        assert Settings.from_env({cufft.ENV: "/x/lib.so"}).cufft_lib == "/x/lib.so"
+    finally:
+        config.configure(saved)

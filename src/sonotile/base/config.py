@@ -19,7 +19,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 PLAN_EFFORTS = ("estimate", "measure", "patient")
-FFT_BACKENDS = ("auto", "xla", "fftw")
+FFT_BACKENDS = ("auto", "xla", "fftw", "cufft")
+STEPS = ("auto", "stacked", "plain")
 TRANSPORTS = ("auto", "mpi", "xla")
 
 #: What ``sonotile launch`` sets for each process it starts (read by :meth:`Settings.from_env`)
@@ -42,8 +43,15 @@ class Settings:
     """How sonotile runs (not what it simulates). docs/settings.md is the reference table.
 
     Attributes:
-        fft: FFT backend, ``"auto"`` (FFTW on a CPU for float32 when its extension builds, XLA's
-            FFT otherwise and on GPUs), ``"xla"`` or ``"fftw"``. Env: ``SONOTILE_FFT``.
+        fft: FFT backend, ``"auto"`` (FFTW on a CPU for float32 when its extension builds; on a
+            GPU sonotile's cuFFT calls where ``cufft_lib`` names their library; XLA's FFT
+            otherwise), ``"xla"``, ``"fftw"`` or ``"cufft"``. Env: ``SONOTILE_FFT``.
+        cufft_lib: the library of sonotile's cuFFT calls (built by
+            ``benchmarks/gpu/build_cufft.sh``; ``""``: none). Env: ``SONOTILE_CUFFT_LIB``.
+        step: the acoustic step of a single-device run: ``"auto"`` (``stacked`` on a GPU where
+            the problem allows it, else ``plain``), ``"stacked"`` (split density and velocity
+            each one ``(ndim, *grid)`` buffer inside the time loop, batched transforms; refused
+            for velocity sources and transducers) or ``"plain"``. Env: ``SONOTILE_STEP``.
         fftw_plan: FFTW planning effort, ``estimate`` | ``measure`` | ``patient``
             (``measure`` plans the operators' batched 1-D transforms of planes of 128 x 128
             points and more with FFTW_PATIENT). Env: ``SONOTILE_FFTW_PLAN``.
@@ -106,6 +114,8 @@ class Settings:
     """
 
     fft: str = "auto"
+    cufft_lib: str = ""
+    step: str = "auto"
     fftw_plan: str = "measure"
     fftw_updates: bool = True
     fftw_native: bool = True
@@ -132,6 +142,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("fft", self.fft, FFT_BACKENDS),
+                                     ("step", self.step, STEPS),
                                      ("fftw_plan", self.fftw_plan, PLAN_EFFORTS),
                                      ("transport", self.transport, TRANSPORTS)):  # fmt: skip
             if value not in allowed:
@@ -204,6 +215,8 @@ INT_MAX = 2**63 - 1
 #: ``tuple`` (comma-separated ids >= 0), :data:`HOST_PORT`.
 VARIABLES: tuple[tuple[str, str, object], ...] = (
     ("SONOTILE_FFT", "fft", FFT_BACKENDS),
+    ("SONOTILE_CUFFT_LIB", "cufft_lib", str),
+    ("SONOTILE_STEP", "step", STEPS),
     ("SONOTILE_FFTW_PLAN", "fftw_plan", PLAN_EFFORTS),
     ("SONOTILE_FFTW_UPDATES", "fftw_updates", bool),
     ("SONOTILE_FFTW_NATIVE", "fftw_native", bool),

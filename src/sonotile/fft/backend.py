@@ -2,10 +2,11 @@
 
 A backend is a sibling module of this package holding objects that satisfy :class:`Backend`
 (:mod:`~sonotile.fft.xla`: XLA's FFT, DUCC on CPUs and cuFFT on GPUs; :mod:`~sonotile.fft.fftw`:
-FFTW as XLA custom calls on CPUs), registered here as a :class:`Sibling`: its name (a value of
-``SONOTILE_FFT``), the runs it takes (platform and dtype), whether it works in this process,
-and its priority per platform for ``auto``. The choice is made once, when operators are built
-(:func:`resolve`, from :attr:`sonotile.base.config.Settings.fft`), and recorded by name in the
+FFTW as XLA custom calls on CPUs; :mod:`~sonotile.fft.cufft`: cuFFT as XLA custom calls on GPUs, the
+inverse's ``1/N`` folded into the spectrum's multiply), registered here as a :class:`Sibling`: its
+name (a value of ``SONOTILE_FFT``), the runs it takes (platform and dtype), whether it works in this
+process, and its priority per platform for ``auto``. The choice is made once, when operators are
+built (:func:`resolve`, from :attr:`sonotile.base.config.Settings.fft`), and recorded by name in the
 operators' static part; :func:`get` gives the object back from the name. The operators
 (:mod:`sonotile.spectral.operators`), the models and the decompositions (:mod:`sonotile.parallel`)
 call the objects' methods and ask their capabilities (``fuses_updates``, ``slab_kernels``,
@@ -32,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sonotile.fft import fftw, xla
+from sonotile.fft import cufft, fftw, xla
 from sonotile.fft.interface import AxisVec, Backend, Epilogue, SlabKernels
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class Sibling:
         recorded: ``Settings -> name`` the operators record (a variant by setting).
         available: whether it works in this process (built, loaded); checked only when it
             would be chosen.
+        auto_when: whether ``auto`` considers it at all (cuFFT: only where a library is named,
+            since it is built by hand); a name chooses it regardless.
         reason: why not, when it is unavailable.
         details: ``() -> {key: value}``: where it ran, for an output's provenance.
         summary: ``() -> str``: what an output file's ``fft`` attribute says of it.
@@ -87,6 +90,7 @@ class Sibling:
     priority: Mapping[str, int]
     recorded: Callable[[Any], str] = lambda settings: ""
     available: Callable[[], bool] = _always
+    auto_when: Callable[[], bool] = _always
     reason: Callable[[], str | None] = _no_reason
     details: Callable[[], dict[str, str]] = dict
     summary: Callable[[], str] = _nothing
@@ -121,12 +125,20 @@ register(Sibling(
     available=fftw.available, reason=fftw.reason, details=fftw.details,
     summary=fftw.summary, versions=fftw.versions,
 ))  # fmt: skip
+register(Sibling(
+    name="cufft", title="cuFFT calls", objects={"cufft": cufft.BACKEND},
+    takes=lambda platform, dtype: platform in cufft.PLATFORMS
+    and str(dtype) in ("float32", "float64"),
+    priority={p: 10 for p in cufft.PLATFORMS},
+    recorded=lambda settings: "cufft", available=cufft.available, auto_when=cufft.named,
+    reason=cufft.unavailable, details=cufft.details,
+))  # fmt: skip
 
 
 def get(name: str) -> Any:
     """The backend object of ``name`` (as :func:`resolve` returns it and operators record it):
-    ``xla``, ``fftw``, or ``fftw-separate-updates`` (FFTW, derivative outputs without fused
-    updates: ``Settings.fftw_updates`` off)."""
+    ``xla``, ``cufft``, ``fftw``, or ``fftw-separate-updates`` (FFTW, derivative outputs
+    without fused updates: ``Settings.fftw_updates`` off)."""
     for sib in SIBLINGS.values():
         if name in sib.objects:
             return sib.objects[name]
@@ -175,7 +187,8 @@ def _choose(choice: str, dtype: str, settings: Any) -> Sibling:
         return SIBLINGS[PORTABLE]
     platform = _platform()
     if choice == "auto":
-        ranked = [s for s in SIBLINGS.values() if platform in s.priority or "*" in s.priority]
+        ranked = [s for s in SIBLINGS.values()
+                  if (platform in s.priority or "*" in s.priority) and s.auto_when()]  # fmt: skip
         ranked.sort(key=lambda s: -s.priority.get(platform, s.priority.get("*", 0)))
     else:
         ranked = [SIBLINGS[choice]]
@@ -201,7 +214,8 @@ def resolve(fft: str | None, dtype: str, settings: Any = None) -> str:
     """The name of the backend to use, chosen once per set of operators (``fft`` ``"auto"`` /
     None: ``settings.fft`` decides; ``settings`` default :func:`sonotile.base.config.current`).
     ``auto``: the registered backend of highest priority on this platform that takes the dtype
-    and works here (on the CPU for float32: FFTW when its extension works), else XLA's FFT; a
+    and works here (on the CPU for float32: FFTW when its extension works; on a GPU: the cuFFT
+    calls where ``Settings.cufft_lib`` names their library), else XLA's FFT; a
     name: that backend where it takes the run, else XLA's FFT. In deterministic mode
     (``Settings.deterministic``) a run that would use an unavailable backend raises
     :class:`RuntimeError` instead of falling back. FFTW's name carries

@@ -2,8 +2,9 @@
 
 The custom calls (``csrc/cufft_ffi.cu``: ``sonotile_cufft_forward`` / ``sonotile_cufft_inverse``,
 platform CUDA) are built by ``benchmarks/gpu/build_cufft.sh`` with the machine's nvcc and JAX's
-FFI headers; this module loads the library named by the environment variable
-``SONOTILE_CUFFT_LIB`` and registers them once per process. Nothing is compiled on import.
+FFI headers; this module loads the library named by the setting ``cufft_lib``
+(``SONOTILE_CUFFT_LIB``, :class:`sonotile.base.config.Settings`) and registers them once per
+process. Nothing is compiled or loaded on import.
 
 Two faces:
 
@@ -28,28 +29,35 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.base import config
 from sonotile.fft.interface import Epilogue
 from sonotile.fft.xla import XlaBackend
 
-#: the environment variable naming the built library
+#: the environment variable naming the built library (read as ``Settings.cufft_lib``)
 ENV = "SONOTILE_CUFFT_LIB"
 _TARGETS = ("sonotile_cufft_forward", "sonotile_cufft_inverse")
+#: JAX's names of the platforms the calls run on
+PLATFORMS = ("gpu", "cuda")
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}
 
 
 def library_path() -> str | None:
-    """The library ``SONOTILE_CUFFT_LIB`` names, or None when it is unset."""
-    return os.environ.get(ENV) or None
+    """The library ``Settings.cufft_lib`` (``SONOTILE_CUFFT_LIB``) names, or None."""
+    return config.current().cufft_lib or None
 
 
 def load() -> str | None:
-    """Load the library and register its custom calls once; None when that worked, else why
-    not (no path set, no such file, the library does not load)."""
+    """Load the library and register its custom calls once per process; None when that
+    worked, else why not (no path set, no such file, the library does not load; a library of
+    another path loaded already)."""
     with _lock:
-        if "why" in _loaded:
+        path = library_path()
+        if "lib" in _loaded and _loaded["path"] != path:
+            return f"{ENV}={path}: the library {_loaded['path']} is loaded in this process"
+        if _loaded.get("path", False) == path:
             return _loaded["why"]  # type: ignore[return-value]
-        path, why = library_path(), None
+        why = None
         if path is None:
             why = f"{ENV} is not set (build with benchmarks/gpu/build_cufft.sh)"
         elif not os.path.exists(path):
@@ -64,16 +72,31 @@ def load() -> str | None:
                 _loaded["lib"] = lib
             except (OSError, AttributeError) as e:
                 why = f"{ENV}={path}: {e}"
-        _loaded["why"] = why
+        _loaded["path"], _loaded["why"] = path, why
         return why
 
 
 def unavailable() -> str | None:
     """None where the cuFFT calls can run (a GPU is JAX's default backend and the library
     loaded), else why not."""
-    if jax.default_backend() != "gpu":
+    if jax.default_backend() not in PLATFORMS:
         return f"JAX's default backend is {jax.default_backend()!r}, not a GPU"
     return load()
+
+
+def available() -> bool:
+    """Whether the cuFFT calls can run in this process (:func:`unavailable`)."""
+    return unavailable() is None
+
+
+def named() -> bool:
+    """Whether a library is named (``SONOTILE_CUFFT_LIB``): ``auto`` considers cuFFT only then."""
+    return library_path() is not None
+
+
+def details() -> dict[str, str]:
+    """Where the transforms ran, for an output's provenance: ``cufft`` (the library, plans)."""
+    return BACKEND.describe()
 
 
 def plans() -> int:

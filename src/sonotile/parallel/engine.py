@@ -43,7 +43,7 @@ from sonotile.parallel.mesh import (
 )
 from sonotile.parallel.shard_consts import ShardParts, carry_spec_tree, place_args, shard_parts
 from sonotile.physics import Model, model_for
-from sonotile.solver import runner
+from sonotile.solver import runner, stepping
 from sonotile.solver import sensors as sens
 
 
@@ -140,6 +140,7 @@ def decomposed_engine(
     layout = sens.layout_of(problem.sensor, g.shape, g.nt, g.dt, phys.records())
     mesh = make_mesh(mesh_shape, devs)
     validate(problem, decomposition, blocks, overlap)
+    stepping.single_device_only(f"a {decomposition} run on {len(devs)} device(s)")
     check_processes(mesh)
     dtype = jnp.dtype(problem.dtype)
     parts = shard_parts(problem, phys, decomposition, blocks, overlap, bell_width, layout)

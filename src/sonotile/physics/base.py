@@ -169,6 +169,34 @@ class Model(Protocol):
         temporaries, constants, operators, whole-field sensor aggregates)."""
         ...
 
+    def stacked(self, ops: Any) -> LoopStep | str:
+        """Its step on stacked fields for the single-device operators ``ops``
+        (:class:`LoopStep`), or a sentence saying why this problem has none."""
+        ...
+
+
+class LoopStep(Protocol):
+    """A model's step on another layout of its state, run inside a chunk's scan.
+
+    The loop converts the state on entering and leaving each chunk, so that everything outside
+    the scan (checkpoints, the checks between chunks, final fields) sees the model's own state;
+    sensors read the loop's state through its ``fields()``. Hashable: a static argument of the
+    chunk's program.
+    """
+
+    def enter(self, state: Any, c: dict, ops: Any) -> tuple[Any, dict, Any]:
+        """The loop's state, constants and operators from the model's ``state``, constants
+        ``c`` (after :meth:`Model.prepare`) and operators ``ops``, inside the chunk's program."""
+        ...
+
+    def step(self, state: Any, x: dict, c: dict, ops: Any) -> Any:
+        """:meth:`Model.step` on the loop's state, constants and operators."""
+        ...
+
+    def leave(self, state: Any) -> Any:
+        """The model's state from the loop's."""
+        ...
+
 
 #: record name -> ``(kind, field names)`` (see the module's docstring)
 Records = dict[str, tuple[str, tuple[str, ...]]]

@@ -25,7 +25,8 @@ from numpy.typing import ArrayLike
 from sonotile.base import config
 from sonotile.model.problem import Problem
 from sonotile.physics import Model, model_for
-from sonotile.solver import finite, growth, programs
+from sonotile.physics.base import LoopStep
+from sonotile.solver import finite, growth, programs, stepping
 from sonotile.solver import sensors as sens
 from sonotile.solver.chunks import ChunkSizer, make_sizer
 from sonotile.solver.chunks import default_chunk as default_chunk  # re-exported for callers
@@ -130,14 +131,19 @@ def compile_problem(
 
 
 def single_engine(problem: Problem) -> Engine:
-    """The single-device engine: global FFTs on the default device."""
+    """The single-device engine: global FFTs on the default device; the model's step, or its
+    step on stacked fields where ``Settings.step`` picks it (:func:`.stepping.choose`)."""
     cp = compile_problem(problem)
     layout, phys = cp.layout, cp.phys
     dtype = jnp.dtype(problem.dtype)
 
     statics = {"phys": phys, "layout": layout}
     first = programs.cached(start_ivp, "start", statics)  # kept on disk: no trace when warm
-    run = programs.cached(run_chunk, "chunk", statics)
+    loop = stepping.choose(phys, cp.ops)
+    if loop is not None:  # the stacked step: its own chunk program
+        statics = {**statics, "loop": loop}
+    chunk_fn: Any = run_chunk if loop is None else run_stacked_chunk
+    run = programs.cached(chunk_fn, "chunk" if loop is None else "chunk-stacked", statics)
 
     def start() -> tuple[RunState, dict[str, np.ndarray]]:
         agg = sens.init_aggregates(layout, problem.grid.shape, dtype, eager=True)
@@ -160,7 +166,7 @@ def single_engine(problem: Problem) -> Engine:
         return jax.tree_util.tree_map(put, carry)
 
     def lower(carry: Carry, xs: dict) -> jax.stages.Lowered:
-        return run_chunk.lower(carry, xs, cp.consts, cp.ops, cp.index, phys, layout)
+        return chunk_fn.lower(carry, xs, cp.consts, cp.ops, cp.index, **statics)
 
     dev = jax.devices()[0]
     div = getattr(cp.ops, "div", None)  # a wave model's (k-Wave checkpoints)
@@ -172,7 +178,7 @@ def single_engine(problem: Problem) -> Engine:
         chunk,
         None if div is None else jax.jit(div),
         place,
-        f"single device ({dev.platform}:{dev.id})",
+        f"single device ({dev.platform}:{dev.id})" + ("" if loop is None else ", stacked step"),
         lower,
     )
 
@@ -188,6 +194,15 @@ def scan_body(
 ) -> tuple[Carry, dict[str, jax.Array]]:
     state, agg = carry
     state = phys.step(state, x, c, ops)
+    return record(state, agg, x, c, ops, index, phys, layout)
+
+
+def record(
+    state: Any, agg: dict[str, jax.Array], x: dict, c: dict, ops: SpectralOps,
+    index: PointIndex | sens.PointGather, phys: Model, layout: sens.SensorLayout,
+) -> tuple[Carry, dict[str, jax.Array]]:  # fmt: skip
+    """The sensors' part of a step: ``state`` (after step ``x["n"]``) sampled, the running
+    aggregates updated; the carry and this step's raw samples."""
     fields, samples = sens.sample(phys.observed(state, c), ops, layout, index)
     agg = sens.update(agg, fields, samples, x["n"] >= layout.start, layout, x["n"])
     raw = {f: samples[f] for f in layout.raw}
@@ -209,6 +224,33 @@ def run_chunk(
     c = phys.prepare(c, ops, carry[0])
     body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
     return scan_steps(body, carry, xs)
+
+
+def stacked_body(
+    carry: Carry, x: dict, c: dict, ops: SpectralOps, index: PointIndex | sens.PointGather,
+    phys: Model, layout: sens.SensorLayout, loop: LoopStep, lc: dict, lops: Any,
+) -> tuple[Carry, dict[str, jax.Array]]:  # fmt: skip
+    """:func:`scan_body` with ``loop``'s step on its state, constants ``lc`` and operators
+    ``lops``; the sensors sample that state with the model's ``c`` and ``ops``."""
+    state, agg = carry
+    state = loop.step(state, x, lc, lops)
+    return record(state, agg, x, c, ops, index, phys, layout)
+
+
+@partial(jax.jit, static_argnames=("phys", "layout", "loop"), donate_argnums=(0,))
+def run_stacked_chunk(
+    carry: Carry, xs: dict, c: dict, ops: SpectralOps, index: PointIndex | sens.PointGather,
+    phys: Model, layout: sens.SensorLayout, loop: LoopStep,
+) -> tuple[Carry, dict[str, jax.Array]]:  # fmt: skip
+    """:func:`run_chunk` on the state of a model's stacked step ``loop``
+    (:func:`.stepping.choose`): entered after the model's ``prepare``, left after the last step
+    of ``xs``, so the carry between chunks holds the model's own state."""
+    c = phys.prepare(c, ops, carry[0])
+    state, lc, lops = loop.enter(carry[0], c, ops)
+    body = partial(stacked_body, c=c, ops=ops, index=index, phys=phys, layout=layout, loop=loop,
+                   lc=lc, lops=lops)  # fmt: skip
+    (state, agg), raw = scan_steps(body, (state, carry[1]), xs)
+    return (loop.leave(state), agg), raw
 
 
 def scan_steps(body: Callable, carry: Any, xs: dict) -> tuple[Any, Any]:

@@ -8,6 +8,7 @@ operators)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,10 @@ class AxisymmetricModel(AcousticModel):
             source_filter=additive,
             unstagger=unstagger,
         )
+
+    def stacked(self, ops: Any) -> str:
+        """Why there is no step on stacked fields: the radial transforms."""
+        return f"the {self.describe} has no stacked step (its radial transforms)"
 
     def memory_estimate(self, problem: Problem) -> int:
         """The acoustic estimate plus the continued grids of the radial transforms (a few

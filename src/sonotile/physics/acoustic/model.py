@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from sonotile.model.problem import Problem
-from sonotile.physics.acoustic import checks, constants, step
+from sonotile.physics.acoustic import checks, constants, stacked_step, step
 from sonotile.physics.base import GrowthProxy, Records, wave_records
 from sonotile.spectral.operators import FourierOps, SpectralOps
 
@@ -136,6 +136,10 @@ class AcousticModel:
 
     def memory_estimate(self, problem: Problem) -> int:
         return checks.memory_estimate(problem)
+
+    def stacked(self, ops: Any) -> stacked_step.StackedLoop | str:
+        """The step on stacked fields (:func:`.stacked_step.loop_for`), or why not."""
+        return stacked_step.loop_for(self, ops)
 
 
 def step_inputs(problem: Problem, n0: int, n1: int) -> dict[str, Any]:

@@ -15,6 +15,10 @@ step), with the split density and the staggered velocity each stored as ONE buff
 The inverse is unnormalised: ``1/N`` is folded into ``kappa`` and the power-law operators
 (:meth:`StackedOps.of`), so no scaling pass follows a transform. Takes initial pressure and
 pressure (mass) sources; velocity sources and transducers are not supported (:func:`check`).
+
+The time loop runs it through :class:`StackedLoop` (the model's :meth:`~sonotile.physics.
+acoustic.model.AcousticModel.stacked`), which stacks the state on entering each chunk of steps
+and splits it on leaving (``Settings.step``, ``SONOTILE_STEP``).
 """
 
 from __future__ import annotations
@@ -30,16 +34,17 @@ from jax import lax
 
 from sonotile.fft import batched
 from sonotile.fft.backend import real_scale
+from sonotile.model.grid import AXES
 from sonotile.physics.acoustic.step import (
     State,
     dt_over_rho0_sg,
     in_step,
     pressure_from_density,
 )
+from sonotile.spectral.operators import FourierOps
 
 if TYPE_CHECKING:
     from sonotile.physics.acoustic.model import AcousticModel as Physics
-    from sonotile.spectral.operators import FourierOps
 
 
 class StackedState(NamedTuple):
@@ -49,12 +54,18 @@ class StackedState(NamedTuple):
     rho: jax.Array
     u: jax.Array
 
+    def fields(self) -> dict[str, jax.Array]:
+        """What sensors read (as :meth:`State.fields`): ``p`` [Pa], ``ux``... [m/s]."""
+        return {"p": self.p, **{f"u{AXES[a]}": self.u[a] for a in range(self.u.shape[0])}}
+
 
 def stack_state(s: State) -> StackedState:
+    """``s`` with its split density and velocity each stacked ``(ndim, *grid)``."""
     return StackedState(s.p, jnp.stack(s.rho), jnp.stack(s.u))
 
 
 def unstack_state(s: StackedState) -> State:
+    """``s`` with its split density and velocity as tuples of grids again."""
     nd = s.rho.shape[0]
     return State(s.p, tuple(s.rho[a] for a in range(nd)), tuple(s.u[a] for a in range(nd)))
 
@@ -234,3 +245,42 @@ def step(state: StackedState, x: dict, c: dict, ops: StackedOps, phys: Physics) 
     dus = tuple(du[a] for a in range(nd))
     p = pressure_from_density(parts, dus, c, ops, phys)  # type: ignore[arg-type]
     return StackedState(p, rho, u)
+
+
+@dataclass(frozen=True)
+class StackedLoop:
+    """The stacked step as the time loop runs it (:class:`sonotile.physics.base.LoopStep`).
+
+    Attributes: ``phys``: the model's switches; ``fft``: the batched FFT (``cufft`` where the
+    operators' backend is cuFFT, else ``xla``)."""
+
+    phys: Physics
+    fft: str = "xla"
+
+    def enter(
+        self, state: State, c: dict, ops: FourierOps
+    ) -> tuple[StackedState, dict, StackedOps]:
+        """The stacked state, :func:`stacked_constants` and :class:`StackedOps` (once per chunk
+        of steps, inside its program)."""
+        shape = tuple(state.p.shape)
+        return (stack_state(state), stacked_constants(c, len(shape)),
+                StackedOps.of(ops, shape, self.fft))  # fmt: skip
+
+    def step(self, state: StackedState, x: dict, c: dict, ops: StackedOps) -> StackedState:
+        return step(state, x, c, ops, self.phys)
+
+    def leave(self, state: StackedState) -> State:
+        return unstack_state(state)
+
+
+def loop_for(phys: Physics, ops: Any) -> StackedLoop | str:
+    """The :class:`StackedLoop` of ``phys`` on the single-device operators ``ops``, or why
+    there is none (a velocity source or transducer; operators without the k-space
+    correction)."""
+    try:
+        check(phys)
+    except ValueError as e:
+        return str(e)
+    if type(ops) is not FourierOps or ops.kappa is None:
+        return "the stacked step needs one device's Fourier operators with the k-space correction"
+    return StackedLoop(phys, "cufft" if ops.fft == "cufft" else "xla")

@@ -215,6 +215,10 @@ class ElasticModel:
     def joined(self, others: Sequence[Any]) -> ElasticModel | None:
         return self if all(o == self for o in others) else None
 
+    def stacked(self, ops: Any) -> str:
+        """Why there is no step on stacked fields: the acoustic model's alone has one."""
+        return f"the {self.describe} has no stacked step"
+
     def memory_estimate(self, run: ElasticRun) -> int:
         """Device memory of a single-device run [bytes], following the compiled chunk
         program's accounting (``benchmarks/elastic/elastic_memory.py``, docs/elastic.md): the state

@@ -234,6 +234,10 @@ class HeatModel:
     def joined(self, others: Sequence[Any]) -> HeatModel | None:
         return self if all(o == self for o in others) else None
 
+    def stacked(self, ops: Any) -> str:
+        """Why there is no step on stacked fields: the acoustic model's alone has one."""
+        return f"the {self.describe} has no stacked step"
+
     def memory_estimate(self, problem: HeatProblem) -> int:
         """State (3 fields), step temporaries (~4 fields; 2 more for a DCT-I / DST-I, whose
         field is extended to twice its length along an axis), constant fields, operators."""
