@@ -117,13 +117,17 @@ def _velocity_source(problem):
     return dataclasses.replace(problem, sources=Sources(u=(src, None, None)))
 
 
-def test_auto_on_a_gpu_takes_the_stacked_step_where_the_problem_has_one(monkeypatch):
-    """``auto`` on a GPU (the platform's name faked): the stacked step on XLA's FFT where no
-    cuFFT library is named; the plain step for a velocity source, which ``stacked`` refuses."""
+def test_auto_on_a_gpu_takes_the_stacked_step_on_the_cufft_calls(monkeypatch):
+    """``auto`` on a GPU (the platform's name faked): the plain step on XLA's FFT, the stacked
+    step where the operators' FFT is the cuFFT calls (named, as a resolved run records it);
+    the plain step for a velocity source, which ``stacked`` refuses."""
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     auto, forced = config.Settings(step="auto"), config.Settings(step="stacked")
     cp = runner.compile_problem(bench_problem("lossless", 12, 4))
-    assert stepping.choose(cp.phys, cp.ops, auto) == StackedLoop(cp.phys, "xla")
+    assert stepping.choose(cp.phys, cp.ops, auto) is None  # XLA's FFT: not measured
+    assert stepping.choose(cp.phys, cp.ops, forced) == StackedLoop(cp.phys, "xla")
+    on_cufft = dataclasses.replace(cp.ops, fft="cufft")
+    assert stepping.choose(cp.phys, on_cufft, auto) == StackedLoop(cp.phys, "cufft")
     assert stepping.choose(cp.phys, cp.ops, config.Settings(step="plain")) is None
     vel = runner.compile_problem(_velocity_source(bench_problem("lossless", 12, 4)))
     assert stepping.choose(vel.phys, vel.ops, auto) is None

@@ -48,10 +48,11 @@ class Settings:
             otherwise), ``"xla"``, ``"fftw"`` or ``"cufft"``. Env: ``SONOTILE_FFT``.
         cufft_lib: the library of sonotile's cuFFT calls (built by
             ``benchmarks/gpu/build_cufft.sh``; ``""``: none). Env: ``SONOTILE_CUFFT_LIB``.
-        step: the acoustic step of a single-device run: ``"auto"`` (``stacked`` on a GPU where
-            the problem allows it, else ``plain``), ``"stacked"`` (split density and velocity
-            each one ``(ndim, *grid)`` buffer inside the time loop, batched transforms; refused
-            for velocity sources and transducers) or ``"plain"``. Env: ``SONOTILE_STEP``.
+        step: the acoustic step of a single-device run: ``"auto"`` (``stacked`` on a GPU on
+            sonotile's cuFFT calls where the problem allows it, else ``plain``), ``"stacked"``
+            (split density and velocity each one ``(ndim, *grid)`` buffer inside the time
+            loop, batched transforms; refused for velocity sources and transducers) or
+            ``"plain"``. Env: ``SONOTILE_STEP``.
         fftw_plan: FFTW planning effort, ``estimate`` | ``measure`` | ``patient``
             (``measure`` plans the operators' batched 1-D transforms of planes of 128 x 128
             points and more with FFTW_PATIENT). Env: ``SONOTILE_FFTW_PLAN``.

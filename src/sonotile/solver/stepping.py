@@ -5,8 +5,10 @@
 (:meth:`sonotile.physics.Model.stacked`: the acoustic model's split density and velocity each
 one ``(ndim, *grid)`` buffer, transformed in batched calls;
 :func:`sonotile.solver.runner.run_stacked_chunk`) and refuses, before any work, a problem that
-has none; ``auto`` takes the stacked step on a GPU where the problem has one, the model's step
-elsewhere. Decomposed runs take the model's step (``stacked`` asked for there is refused).
+has none; ``auto`` takes the stacked step on a GPU where the operators' FFT is sonotile's cuFFT
+calls (``SONOTILE_FFT`` resolved to ``cufft``) and the problem has one, the model's step
+elsewhere (on XLA's FFT the stacked step is not measured against the plain one). Decomposed runs
+take the model's step (``stacked`` asked for there is refused).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def choose(phys: Model, ops: Any, settings: config.Settings | None = None) -> Lo
     Raises ValueError naming ``SONOTILE_STEP`` where ``stacked`` is asked for and the problem
     has none."""
     choice = (settings or config.current()).step
-    if choice == "plain" or (choice == "auto" and jax.default_backend() not in GPU_PLATFORMS):
+    on_cufft = jax.default_backend() in GPU_PLATFORMS and getattr(ops, "fft", None) == "cufft"
+    if choice == "plain" or (choice == "auto" and not on_cufft):
         return None
     loop = phys.stacked(ops)
     if not isinstance(loop, str):
