@@ -341,14 +341,15 @@ def program(prob: DriveProblem, basis: Basis, st: State, limits: dict[str, float
 
 def _round(prob: DriveProblem, basis: Basis, st: State, c: np.ndarray, t: float,
            half: int, per_round: int) -> tuple[bool, HeatRun]:  # fmt: skip
-    """Heat the whole grid with the field of ``c``; add up to ``per_round`` hotspots hotter
-    than the program's peak ``t`` [K] and the most exceeded bounds. True when nothing was
-    added."""
+    """Heat the whole grid with the field of ``c``; rescale the hotspots' forms to it
+    (:func:`_recalibrate`); add up to ``per_round`` hotspots hotter than the program's peak
+    ``t`` [K] and the most exceeded bounds. True when nothing was added or changed."""
     p = basis.field(c)
     amp = np.abs(p)
     heat = prob.heat_run(prob.heat_coefficient * amp**2)
     rise = prob.rise(heat)
     top = float(rise[prob.skull].max()) if prob.skull.any() else 0.0
+    recalibrated = _recalibrate(st, c, rise, t)
     new: list[hotspots.Index] = []
     if top > t * (1 + TOLERANCE):
         new = hotspots.select(rise, prob.skull, per_round, fraction=t * (1 + TOLERANCE) / top,
@@ -363,7 +364,22 @@ def _round(prob: DriveProblem, basis: Basis, st: State, c: np.ndarray, t: float,
     if len(gs.index) > 1:
         gs.theta = np.angle(p.reshape(-1)[gs.index])
     turned = bool(np.max(np.abs(np.angle(np.exp(1j * (gs.theta - old))))) > 0.05)
-    return not (new or fresh.size or turned), heat
+    return not (new or fresh.size or turned or recalibrated), heat
+
+
+def _recalibrate(st: State, c: np.ndarray, rise: np.ndarray, t: float) -> bool:
+    """Scale each hotspot's form to the whole grid's rise there [K] where they differ by more
+    than :data:`TOLERANCE` (the box a form is made on misses what the spectral heat model
+    carries from farther away: a few percent through the skull). True when a hotspot that
+    binds the program's peak ``t`` [K], or exceeds it on the whole grid, was changed."""
+    changed = False
+    for j, (ijk, m) in enumerate(zip(st.hot, st.forms)):
+        prog, true = float(np.real(np.conj(c) @ m @ c)), float(rise[ijk])
+        if prog <= 0 or abs(true / prog - 1) <= TOLERANCE:
+            continue
+        st.forms[j] = m * (true / prog)
+        changed = changed or true > t * (1 + TOLERANCE) or prog >= t * (1 - TOLERANCE)
+    return changed
 
 
 def _limits(prob: DriveProblem, s: OptimizeSettings) -> dict[str, float | None]:
