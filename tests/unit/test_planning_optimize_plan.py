@@ -150,7 +150,10 @@ def _check_optimized(o: dict, conj_focus: dict, spacing_mm: float, amplitude: np
     np.testing.assert_allclose(sim["focal_pressure_pa"], pred["focal_pressure_pa"], rtol=1e-3)
     np.testing.assert_allclose(sim["skull_rise_K"], pred["skull_rise_K"], rtol=1e-3)
     assert sim["max_field_difference"] < 1e-3
-    np.testing.assert_allclose(pred["program_skull_rise_K"], pred["skull_rise_K"], rtol=0.02)
+    # the hotspots' forms rescaled to the whole grid's heating: the program's own peak is the
+    # whole grid's within the rounds' 1 % (optimize.TOLERANCE)
+    assert o["converged"]
+    np.testing.assert_allclose(pred["program_skull_rise_K"], pred["skull_rise_K"], rtol=0.0101)
     curve = o["trade_off"]
     pairs = zip(curve["optimized_skull_rise_K"], curve["conjugated_skull_rise_K"])
     both = [(a, b) for a, b in pairs if a is not None and b is not None]
