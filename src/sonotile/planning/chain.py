@@ -36,6 +36,7 @@ from sonotile.planning.geometry import (
 )
 from sonotile.planning.heating import (
     Sonication,
+    boiling,
     heat_coefficient,
     heat_summary,
     sonication_heat,
@@ -49,7 +50,12 @@ from sonotile.planning.imagecheck import (
 )
 from sonotile.planning.images import CTImage, read_ct
 from sonotile.planning.memory import GRID_BYTES_PER_POINT, check_memory
-from sonotile.planning.optimize import OptimizedPlan, OptimizeSettings, optimize_drive
+from sonotile.planning.optimize import (
+    OptimizedPlan,
+    OptimizeSettings,
+    optimize_drive,
+    warnings_of,
+)
 from sonotile.planning.skullpath import skull_path
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
@@ -496,13 +502,15 @@ def plan(
     lap("heat")
     p = Plan(image, t, e, tr, s, pose, grid, on_grid, thermal, beams, scale, p_amp, heat, {},
              timings, elastic, ready.warnings)  # fmt: skip
+    _warn(p, boiling(heat, "the plan"), say)
     p.summary = _summary(p)
     if opt is not None:
         p.optimized = optimize_drive(
             drive_problem(p, run), opt, s.focal_pressure, say, dose=s.target_dose
         )
         lap("optimize")
-        _unconverged(p, say)
+        for w in warnings_of(p.optimized):
+            _warn(p, w, say)
         p.summary = _summary(p)
     return p
 
@@ -510,10 +518,10 @@ def plan(
 def _heating(ready: Setup, s: PlanSettings, run: RunSettings, thermal: ThermalMaps,
              p_amp: np.ndarray, peak: float, checkpoint: Checkpoint | None,
              say: Progress) -> tuple[float, np.ndarray, HeatRun]:  # fmt: skip
-    """The plan's factor on the drive, its pressure amplitude [Pa] and its heating: scaled to
-    ``s.focal_pressure`` (``peak``: the unscaled focal peak [Pa]), or to ``s.target_dose`` at
-    the target (a first heat run of the unscaled drive gives the target's rise history,
-    :mod:`.dose_goal`; only the final run is checkpointed)."""
+    """The plan's factor on the drive, its pressure amplitude [Pa] and heating: scaled to
+    ``s.focal_pressure`` (``peak``: the unscaled focal peak [Pa]) or to ``s.target_dose`` (a
+    first heat run gives the target's rise history, :mod:`.dose_goal`; only the last run is
+    checkpointed)."""
     grid = ready.grid
     coefficient = heat_coefficient(ready.maps, s.frequency, s.sonication)
 
@@ -531,17 +539,11 @@ def _heating(ready: Setup, s: PlanSettings, run: RunSettings, thermal: ThermalMa
     return scale, p_amp * scale, heat(scale, checkpoint)
 
 
-def _unconverged(p: Plan, say: Progress) -> None:
-    """A warning when the optimiser's rounds ended before its program knew every hotspot."""
-    if p.optimized is None or p.optimized.summary["converged"]:
-        return
-    o = p.optimized.summary
-    w = (f"the optimised drive's program ended after {o['rounds']} rounds with its own peak "
-         f"skull rise {o['predicted']['program_skull_rise_K']:.3g} K below the whole grid's "
-         f"{o['predicted']['skull_rise_K']:.3g} K: more rounds (OptimizeSettings.rounds) may "
-         "lower it further")  # fmt: skip
-    p.warnings.append(w)
-    say(f"warning: {w}")
+def _warn(p: Plan, w: str | None, say: Progress) -> None:
+    """Keep the warning ``w`` (if any) with the plan and say it."""
+    if w:
+        p.warnings.append(w)
+        say(f"warning: {w}")
 
 
 def _beams(ready: Setup, s: PlanSettings, run: RunSettings,

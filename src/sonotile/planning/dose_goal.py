@@ -19,11 +19,10 @@ import numpy as np
 from sonotile.api.heating.sonication import HeatRun
 from sonotile.model.problem import ProblemError
 from sonotile.physics.heat.dose import cem43_of_history
+from sonotile.planning.heating import BOILING
 
 #: bisection steps on log k (to well below 1e-12 relative for any bracket found)
 STEPS = 100
-#: the highest temperature a dose goal may ask of the target [degC]: water boils
-BOILING = 100.0
 
 
 def target_rise(heat: HeatRun, T0: float, column: int = 0) -> np.ndarray:  # noqa: N803

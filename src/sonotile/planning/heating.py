@@ -94,6 +94,23 @@ def sonication_heat(
                     mesh=mesh, checkpoint=checkpoint, points=points)  # fmt: skip
 
 
+#: the temperature [degC] above which the heat model's tissue no longer exists as modelled
+#: (water boils; coagulated, vaporised tissue has other properties)
+BOILING = 100.0
+
+
+def boiling(heat: HeatRun, what: str) -> str | None:
+    """A sentence when the heating of ``what`` (``"the plan"``) passes :data:`BOILING`."""
+    t = float(np.max(heat.data["T_max"]))
+    if t <= BOILING:
+        return None
+    return (
+        f"{what} heats tissue to {t:.0f} degC, above {BOILING:.0f} degC: tissue boils "
+        "there and the bioheat model (constant properties, no phase change) does not hold; "
+        "lower the focal pressure, the dose or the sonication time"
+    )
+
+
 def heat_summary(
     heat: HeatRun,
     labels: np.ndarray,

@@ -44,7 +44,7 @@ from sonotile.planning.drive_basis import (
 )
 from sonotile.planning.drive_program import Program, solve
 from sonotile.planning.geometry import SimulationGrid
-from sonotile.planning.heating import heat_summary
+from sonotile.planning.heating import boiling, heat_summary
 from sonotile.planning.tissue import BRAIN, TRABECULAR
 
 Progress = Callable[[str], None]
@@ -380,6 +380,18 @@ def _recalibrate(st: State, c: np.ndarray, rise: np.ndarray, t: float) -> bool:
         st.forms[j] = m * (true / prog)
         changed = changed or true > t * (1 + TOLERANCE) or prog >= t * (1 - TOLERANCE)
     return changed
+
+
+def warnings_of(o: OptimizedPlan) -> list[str]:
+    """What a plan's warnings say of the optimised drive ``o``: rounds that ended before the
+    program knew every hotspot, and tissue it boils."""
+    s, out = o.summary, [boiling(o.heat, "the optimised drive")]
+    if not s["converged"]:
+        out.insert(0, f"the optimised drive's program ended after {s['rounds']} rounds with its "
+                   f"own peak skull rise {s['predicted']['program_skull_rise_K']:.3g} K below "
+                   f"the whole grid's {s['predicted']['skull_rise_K']:.3g} K: more rounds "
+                   "(OptimizeSettings.rounds) may lower it further")  # fmt: skip
+    return [w for w in out if w]
 
 
 def _limits(prob: DriveProblem, s: OptimizeSettings) -> dict[str, float | None]:

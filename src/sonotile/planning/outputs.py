@@ -27,12 +27,16 @@ from sonotile.planning.report import OPTIMIZED, write_report
 VOLUMES = {
     "pressure_amplitude": ("pressure amplitude [Pa]", 0.0, 1),
     "temperature_max": ("maximum temperature [degC]", None, 1),
-    "cem43": ("thermal dose CEM43 [min]", 0.0, 1),
+    "cem43": ("thermal dose CEM43 [min], at most 1e30", 0.0, 1),
     "lesion": ("lesion (CEM43 >= 240 min) [0/1]", 0.0, 0),
 }
 FILES = [f"{n}.nii.gz" for n in VOLUMES] + ["plan.json", "report.png", "report.html"]
 #: the optimised drive's volumes, written when the plan has one
 OPTIMIZED_FILES = [f"{n}{OPTIMIZED}.nii.gz" for n in VOLUMES]
+#: The largest dose a CEM43 volume holds [min]: a float32 volume cannot hold the doses of
+#: boiling tissue (1e66 min at 270 degC for 5 s), and every dose above it is far past any
+#: lesion threshold (240 min); plan.json keeps the dose itself.
+CEM43_CEILING = 1e30
 #: Room kept for plan.json and the report (the PNG, and in the HTML page again) [bytes].
 REPORT_BYTES = 8 * 2**20
 
@@ -61,7 +65,8 @@ def _fields(p_amp: np.ndarray, heat: HeatRun) -> dict[str, np.ndarray]:
     """A drive's fields on the plan's grid, by the names of :data:`VOLUMES`."""
     return {
         "pressure_amplitude": p_amp, "temperature_max": heat.data["T_max"],
-        "cem43": heat.data["cem43"], "lesion": heat.data["lesion_map"].astype(np.uint8),
+        "cem43": np.minimum(heat.data["cem43"], CEM43_CEILING),
+        "lesion": heat.data["lesion_map"].astype(np.uint8),
     }  # fmt: skip
 
 
@@ -96,6 +101,11 @@ def write_plan(p: Plan, out_dir: str, force: bool = False) -> list[str]:
                                             "transducer", "settings", "tissue")}  # fmt: skip
     inputs = [("the CT", p.ct.source)]
     paths, vols = [], volumes_on_ct(p)
+    for name, v in vols.items():  # a NaN or Inf result is not written (exit status 1)
+        try:
+            files.check_finite(name, v, f"plan volumes in {out_dir!r}")
+        except ValueError as e:
+            raise files.OutputWriteError(str(e)) from None
     need = sum(v.nbytes + 2**16 for v in vols.values()) + REPORT_BYTES
     files.check_room(os.path.join(out_dir, "plan.json"), need, "plan files")  # before any
     for name, v in vols.items():
