@@ -250,6 +250,7 @@ BAD_NUMBERS = {
     "--ppw": ["0", "1", "nan", "1e6"],
     "--pressure": ["0", "-1", "nan", "inf"],
     "--focal_pressure": ["0", "nan", "inf"],
+    "--target_dose": ["0", "-1", "nan", "inf", "1e7"],
     "--duration": ["0", "-1", "nan", "1e9"],
     "--cooling": ["-1", "nan", "inf"],
     "--duty": ["0", "1.5", "nan"],
