@@ -4,6 +4,7 @@ and the memory check before a run (:mod:`sonotile.solver.runner`)."""
 from __future__ import annotations
 
 import io
+import threading
 
 import pytest
 
@@ -63,12 +64,57 @@ def test_chunk_sizer_follows_measured_time():
         assert far.length == length
 
 
-def test_chunk_sizer_processes_agree():
-    """The length after timing goes through ``agree`` (the minimum over processes)."""
-    s = rn.ChunkSizer(cells=10**6, limit=1000, agree=lambda n: min(n, 16), seconds=0.5)
-    s.observe(4, 1.0)
-    s.observe(4, 0.004)
-    assert s.length == 16
+class Job:
+    """``agree`` of ``n`` processes run as threads: each gets the smallest value of the round."""
+
+    def __init__(self, n: int) -> None:
+        self.values: list[int] = []
+        self.lock = threading.Lock()
+        self.gathered = threading.Barrier(n, action=self._close_round)
+        self.read = threading.Barrier(n)
+        self.result = 0
+
+    def _close_round(self) -> None:
+        self.result, self.values = min(self.values), []
+
+    def agree(self, value: int) -> int:
+        with self.lock:
+            self.values.append(value)
+        self.gathered.wait(timeout=10)
+        out = self.result
+        self.read.wait(timeout=10)  # everyone has read it before the next round
+        return out
+
+
+@pytest.mark.parametrize(
+    "fast, slow",
+    [
+        (0.004, 0.02),  # lengths from the time per step differ (128 and 16 steps)
+        (0.02, 0.03),  # one process's steps reach the progress lines' pace, the other's not
+    ],
+)
+def test_chunk_sizer_processes_agree(fast, slow):
+    """Two processes that time their chunks differently choose the same lengths (the slower
+    one's): their collectives pair up step by step, a different length deadlocks the job."""
+    job = Job(2)
+    sizers = [
+        rn.ChunkSizer(cells=10**6, limit=1000, agree=job.agree, seconds=0.5, pace=10)
+        for _ in range(2)
+    ]
+
+    def run(sizer, per_step):
+        sizer.observe(sizer.length, 1.0)
+        sizer.observe(sizer.length, per_step * sizer.length, remaining=10**4)
+
+    threads = [threading.Thread(target=run, args=a) for a in zip(sizers, (fast, slow))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    alone = rn.ChunkSizer(cells=10**6, limit=1000, seconds=0.5, pace=10)
+    run(alone, slow)
+    lengths = {(s.length, s.rows) for s in sizers}
+    assert lengths == {(alone.length, alone.rows)}, lengths
 
 
 def test_chunks_end_on_progress_lines_only_while_they_are_far_apart():

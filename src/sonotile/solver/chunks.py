@@ -78,8 +78,9 @@ class ChunkSizer:
     them is taken only when more than ``seconds`` of steps remain. ``pace``: steps between
     progress lines; chunks end
     on them while those steps take at least :data:`PACE_SECONDS` (the rows stay those of the
-    length without it: no program of its own). ``fixed`` turns sizing off. ``agree(n)`` makes
-    the processes of a job use the same length (the minimum).
+    length without it: no program of its own). ``fixed`` turns sizing off. ``agree(n)``: the
+    smallest ``n`` over the processes of a job; the measured time per step is agreed through it
+    (the largest), so that all processes choose the same lengths.
     """
 
     cells: int
@@ -125,13 +126,15 @@ class ChunkSizer:
         self.compiled = max(self.compiled, self.rows)
         if self.fixed or self.calls != 2 or steps != self.length:
             return
-        per_step = max(seconds, 1e-9) / steps
+        # every choice below follows from the slowest process's time per step: the processes
+        # of a job must run chunks of the same length (their collectives pair up step by step)
+        per_step = -self.agree(-max(1, round(seconds / steps * 1e9))) * 1e-9
         new = self._floored()  # within a factor 2 of the target: kept
         if not self.seconds / 2 <= per_step * self.free <= 2 * self.seconds:
             new = _pow2_floor(self.seconds / per_step, self.least, self.limit)
         if remaining is not None and remaining * per_step <= self.seconds:
             new = min(new, self._floored())  # a longer program would not pay for itself
-        self.free = self.agree(new)
+        self.free = new
         paced = self.pace and per_step * self.pace >= PACE_SECONDS
         self.length = min(self.free, self.pace) if paced else self.free
 
