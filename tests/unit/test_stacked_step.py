@@ -10,7 +10,7 @@ import pytest
 from sonotile.bench import stacked_run as sr
 from sonotile.bench.inprocess import bench_problem
 from sonotile.fft import batched
-from sonotile.model.problem import MaskSource, Sources
+from sonotile.model.problem import MaskSource, Sources, TransducerSource
 from sonotile.physics.acoustic import stacked_step as ss
 
 N, STEPS = 16, 10
@@ -75,11 +75,35 @@ def test_inverse_is_unnormalised():
     np.testing.assert_allclose(back, x * 120, rtol=1e-5, atol=1e-4)
 
 
-def test_velocity_sources_are_refused():
-    phys = dataclasses.replace(sr.setup(bench_problem("lossless", 8, 2), 2).phys,
-                               u_modes=("additive", None, None))  # fmt: skip
-    with pytest.raises(ValueError, match="velocity source"):
-        ss.check(phys)
+def _velocity_sources(problem, mode):
+    """A source on each velocity component: two points with signals of their own on ``ux``,
+    one signal shared by two points on ``uy`` (additive: its filtered mask made once), one
+    point on ``uz``; all in ``mode``."""
+    t = np.arange(STEPS)
+    own = 1e-2 * np.stack([np.sin(0.7 * t), np.cos(0.4 * t)], axis=1)  # [m/s]
+    shared = 1e-2 * np.sin(0.5 * t)
+    sources = (
+        MaskSource(np.array([[4, 8, 8], [9, 6, 7]]), own, mode),
+        MaskSource(np.array([[7, 7, 9], [7, 8, 9]]), shared, mode),
+        MaskSource(np.array([[10, 5, 6]]), shared[:6], mode),  # stops after 6 steps
+    )
+    return dataclasses.replace(problem, sources=Sources(u=sources))
+
+
+@pytest.mark.parametrize("mode", ["additive", "additive_no_correction", "dirichlet"])
+def test_stacked_step_with_velocity_sources(mode):
+    ref, got = _both(_velocity_sources(bench_problem("absorbing_nonlinear", N, STEPS), mode))
+    _assert_close(ref, got)
+
+
+def test_stacked_step_with_a_transducer():
+    """k-Wave's transducer: one signal, delayed per point, added to ``ux``."""
+    t = np.arange(STEPS + 4)
+    points = np.array([[5, y, z] for y in range(6, 10) for z in (7, 8)])
+    tr = TransducerSource(points, 1e-2 * np.sin(0.6 * t), np.arange(len(points)) % 4)
+    problem = bench_problem("lossless", N, STEPS)
+    ref, got = _both(dataclasses.replace(problem, sources=Sources(transducer=tr)))
+    _assert_close(ref, got)
 
 
 def test_cufft_refused_without_a_gpu():

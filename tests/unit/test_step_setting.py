@@ -119,8 +119,8 @@ def _velocity_source(problem):
 
 def test_auto_on_a_gpu_takes_the_stacked_step_on_the_cufft_calls(monkeypatch):
     """``auto`` on a GPU (the platform's name faked): the plain step on XLA's FFT, the stacked
-    step where the operators' FFT is the cuFFT calls (named, as a resolved run records it);
-    the plain step for a velocity source, which ``stacked`` refuses."""
+    step where the operators' FFT is the cuFFT calls (named, as a resolved run records it),
+    for a velocity source as for a pressure source."""
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     auto, forced = config.Settings(step="auto"), config.Settings(step="stacked")
     cp = runner.compile_problem(bench_problem("lossless", 12, 4))
@@ -130,24 +130,27 @@ def test_auto_on_a_gpu_takes_the_stacked_step_on_the_cufft_calls(monkeypatch):
     assert stepping.choose(cp.phys, on_cufft, auto) == StackedLoop(cp.phys, "cufft")
     assert stepping.choose(cp.phys, cp.ops, config.Settings(step="plain")) is None
     vel = runner.compile_problem(_velocity_source(bench_problem("lossless", 12, 4)))
-    assert stepping.choose(vel.phys, vel.ops, auto) is None
-    with pytest.raises(ValueError, match="SONOTILE_STEP=stacked: .*velocity source"):
-        stepping.choose(vel.phys, vel.ops, forced)
+    vel_cufft = dataclasses.replace(vel.ops, fft="cufft")
+    assert stepping.choose(vel.phys, vel_cufft, auto) == StackedLoop(vel.phys, "cufft")
 
 
-def test_a_velocity_source_is_refused_before_any_step(step_setting, monkeypatch):
-    """``stacked`` forced on a problem it cannot take: ValueError naming the setting and why,
-    raised while the engine is made (no step traced)."""
+def _axisymmetric_run() -> None:
+    grid = st.KWaveGrid((32, 16), 1e-4, dt=2e-8, nt=8)
+    p0 = np.zeros((32, 16))
+    p0[14:18, :3] = 1e5
+    st.simulate(grid, st.KWaveMedium(1500.0, 1000.0), st.KSource(p0=p0),
+                st.KSensor(mask=p0 > 0), pml_size=4, axisymmetric=True, quiet=True)  # fmt: skip
+
+
+def test_an_axisymmetric_run_is_refused_before_any_step(step_setting, monkeypatch):
+    """``stacked`` forced on a problem it cannot take (the radial transforms of an axisymmetric
+    grid): ValueError naming the setting and why, raised while the engine is made (no step
+    traced)."""
     traced = []
     monkeypatch.setattr(runner, "scan_body", lambda *a, **k: traced.append(1))
     step_setting.set("stacked")
-    mask = np.zeros((N, N, N), bool)
-    mask[9, 11, 12] = True
-    src = st.KSource(ux=np.sin(0.4 * np.arange(NT)), u_mask=mask)
-    sensor = st.KSensor(mask=mask, record=("p",))
-    with pytest.raises(ValueError, match="SONOTILE_STEP=stacked: .*velocity source"):
-        st.simulate(st.KWaveGrid((N, N, N), 1e-4, dt=2e-8, nt=NT), _medium(False), src, sensor,
-                    pml_size=4, progress=False)  # fmt: skip
+    with pytest.raises(ValueError, match="SONOTILE_STEP=stacked: .*radial transforms"):
+        _axisymmetric_run()
     assert traced == []
 
 
@@ -183,6 +186,8 @@ def _datasets(path) -> dict[str, np.ndarray]:
     "3d_het_absorb15_nonlin_hetbona_p0_index",  # initial value, heterogeneous, absorbing
     "3d_homog_nonlin_psrc_addnocorr_single_cuboid_s40",  # a point pressure source, lossless
     "2d_het_nonlin_psrc_additive_many_index",  # k-space filtered sources, a signal per point
+    "3d_homog_absorb11_usrc_xyz_addnocorr_many_index",  # velocity sources on ux, uy and uz
+    "2d_homog_absorb11_usrc_xy_additive_index",  # velocity sources, k-space filtered
 ])  # fmt: skip
 def test_sonotile_kwave_stacked_equals_plain(step_setting, tmp_path, case):
     """Every dataset of k-Wave reference inputs' outputs; the stacked run's provenance says
@@ -203,10 +208,10 @@ def test_sonotile_kwave_stacked_equals_plain(step_setting, tmp_path, case):
         assert f.attrs["sonotile_decomposition"].decode().endswith(", stacked step")
 
 
-def test_sonotile_kwave_refuses_a_velocity_source(step_setting, tmp_path, capsys):
+def test_sonotile_kwave_refuses_an_axisymmetric_input(step_setting, tmp_path, capsys):
     step_setting.set("stacked")
     out = tmp_path / "out.h5"
-    assert _kwave("3d_homog_absorb11_usrc_xyz_addnocorr_many_index", out) == 1
+    assert _kwave("2d_axisym_homog_lossless_p0_index", out) == 1
     err = capsys.readouterr().err
-    assert "sonotile-kwave: error: SONOTILE_STEP=stacked" in err and "velocity source" in err
+    assert "sonotile-kwave: error: SONOTILE_STEP=stacked" in err and "radial transforms" in err
     assert not out.exists()

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import jax
 
 from sonotile.model.problem import Problem
 from sonotile.physics.acoustic import stacked_step as ss
 from sonotile.physics.acoustic.step import State
-
-if TYPE_CHECKING:
-    from sonotile.physics.acoustic.stacked_step import Physics
 
 
 @dataclass
@@ -42,7 +39,9 @@ def setup(problem: Problem, steps: int) -> Setup:
     from sonotile.solver import runner as rn
 
     cp = rn.compile_problem(problem)
-    ss.check(cast("Physics", cp.phys))
+    why = cp.phys.stacked(cp.ops)
+    if isinstance(why, str):
+        raise ValueError(why)
     g = problem.grid
     start = (cp.phys.initial_state(cp.consts, cp.ops) if cp.phys.ivp else
              cp.phys.zero_state(g.shape, jax.numpy.dtype(problem.dtype)))  # fmt: skip

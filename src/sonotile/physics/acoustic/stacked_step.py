@@ -13,8 +13,9 @@ step), with the split density and the staggered velocity each stored as ONE buff
   batched forward, the two operators ``nabla1/N``, ``nabla2/N`` in one multiply, one inverse.
 
 The inverse is unnormalised: ``1/N`` is folded into ``kappa`` and the power-law operators
-(:meth:`StackedOps.of`), so no scaling pass follows a transform. Takes initial pressure and
-pressure (mass) sources; velocity sources and transducers are not supported (:func:`check`).
+(:meth:`StackedOps.of`), so no scaling pass follows a transform. Takes every source of the
+acoustic model: initial pressure, pressure (mass) and velocity sources in each mode, and
+transducers.
 
 The time loop runs it through :class:`StackedLoop` (the model's :meth:`~sonotile.physics.
 acoustic.model.AcousticModel.stacked`), which stacks the state on entering each chunk of steps
@@ -164,13 +165,6 @@ class StackedOps:
         return self._apply(self.transforms.forward(s, s.ndim), self.source_kappa_n, s.shape)
 
 
-def check(phys: Physics) -> None:
-    """Raise ValueError where the stacked step cannot run this model's problem."""
-    if any(m is not None for m in phys.u_modes) or phys.transducer:
-        raise ValueError("the stacked GPU step takes initial pressure and pressure sources; "
-                         "this problem has a velocity source or a transducer")  # fmt: skip
-
-
 def stacked_constants(c: dict, nd: int) -> dict:
     """``c`` with the PML profiles as :func:`per_component` factors (``"pml_k"``,
     ``"pml_sg_k"``) and stored ``dt / rho0_sg`` grids stacked ``(ndim, ...)`` once, outside the
@@ -199,26 +193,49 @@ def _dt_rho0_sg(c: dict, anchor: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.stack([dt_over_rho0_sg(c, a, rho0) for a in range(nd)]), anchor
 
 
-def _inject(rho: jax.Array, x: dict, c: dict, ops: StackedOps, phys: Physics) -> jax.Array:
-    """The pressure (mass) source of this step into every split density component."""
-    active = x["n"] < x["p_len"]
-    index, values, mode = (slice(None), *c["p_index"]), x["p"], phys.p_mode
+def _inject(
+    buf: jax.Array, comp: int | slice, index: Any, values: jax.Array, mode: str,
+    active: jax.Array, ops: StackedOps, pattern: jax.Array | None = None,
+) -> jax.Array:  # fmt: skip
+    """One mask source (``values`` per point or one shared value, at the grid points ``index``)
+    into component ``comp`` of the stacked buffer ``buf``: a velocity source into its own
+    component, a pressure source into every split density component (``slice(None)``). In
+    additive mode the source grid is k-space filtered (one transform pair), or, given the
+    filtered mask ``pattern`` of a source whose points share one signal, is that signal's value
+    times the pattern (as :func:`sonotile.physics.acoustic.step.step` adds them)."""
+    at = (comp, *index)
     if mode == "dirichlet":
-        current = rho[index]
+        current = buf[at]
         new = jnp.where(active, jnp.broadcast_to(values, current.shape), current)
-        return rho.at[index].set(new, mode="drop")
+        return buf.at[at].set(new, mode="drop")
     if mode == "additive_no_correction":
-        return rho.at[index].add(jnp.where(active, values, 0).astype(rho.dtype), mode="drop")
-    if "p_pattern" in c:
-        amp = jnp.where(active, jnp.ravel(values)[0], 0).astype(rho.dtype)
-        return rho + (amp * c["p_pattern"])[None]
+        return buf.at[at].add(jnp.where(active, values, 0).astype(buf.dtype), mode="drop")
+    if pattern is not None:
+        add = jnp.where(active, jnp.ravel(values)[0], 0).astype(buf.dtype) * pattern
+    else:
 
-    def filtered(f: jax.Array) -> jax.Array:
-        s = jnp.zeros_like(f).at[c["p_index"]].set(
-            jnp.broadcast_to(values, c["p_index"][0].shape), mode="drop")  # fmt: skip
-        return ops.filter_source(s)
+        def filtered(f: jax.Array) -> jax.Array:
+            s = jnp.zeros_like(f).at[index].set(
+                jnp.broadcast_to(values, index[0].shape), mode="drop")  # fmt: skip
+            return ops.filter_source(s)
 
-    return rho + lax.cond(active, filtered, jnp.zeros_like, rho[0])[None]
+        add = lax.cond(active, filtered, jnp.zeros_like, buf[0])
+    return buf + add[None] if comp == slice(None) else buf.at[comp].add(add)
+
+
+def _velocity_sources(u: jax.Array, x: dict, c: dict, ops: StackedOps, phys: Physics) -> jax.Array:
+    """The velocity sources and the transducer of step ``x["n"]`` into their components."""
+    n = x["n"]
+    patterns = c.get("u_pattern", (None,) * len(phys.u_modes))
+    for ax, mode in enumerate(phys.u_modes):
+        if mode is not None:
+            active = n < x["u_len"][ax]
+            u = _inject(u, ax, c["u_index"][ax], x["u"][ax], mode, active, ops, patterns[ax])
+    if phys.transducer:
+        last = c["tr_signal"].shape[0] - 1
+        values = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, last)]
+        u = _inject(u, 0, c["tr_index"], values, "additive_no_correction", n < x["tr_len"], ops)
+    return u
 
 
 def step(state: StackedState, x: dict, c: dict, ops: StackedOps, phys: Physics) -> StackedState:
@@ -229,6 +246,9 @@ def step(state: StackedState, x: dict, c: dict, ops: StackedOps, phys: Physics) 
     coef, dp = _dt_rho0_sg(c, dp)
     m = _product(c["pml_sg_k"])
     u = m * (m * state.u - coef * dp)
+    # 3. velocity sources and transducer
+    if phys.transducer or any(mode is not None for mode in phys.u_modes):
+        u = _velocity_sources(u, x, c, ops, phys)
     # 4-5. divergence, split mass conservation with PML (the nonlinear factor from the old rho)
     rho_old = [state.rho[a] for a in range(nd)]
     factor = c["rho0"]
@@ -239,7 +259,9 @@ def step(state: StackedState, x: dict, c: dict, ops: StackedOps, phys: Physics) 
     rho = mc * (mc * state.rho - c["dt"] * jnp.asarray(factor)[None] * du)
     # 6. pressure (mass) source
     if phys.p_mode is not None:
-        rho = _inject(rho, x, c, ops, phys)
+        active = x["n"] < x["p_len"]
+        rho = _inject(rho, slice(None), c["p_index"], x["p"], phys.p_mode, active, ops,
+                      c.get("p_pattern"))  # fmt: skip
     # 7. equation of state (the same function as the unstacked step; ops: the stacked ones)
     parts = tuple(rho[a] for a in range(nd))
     dus = tuple(du[a] for a in range(nd))
@@ -275,12 +297,7 @@ class StackedLoop:
 
 def loop_for(phys: Physics, ops: Any) -> StackedLoop | str:
     """The :class:`StackedLoop` of ``phys`` on the single-device operators ``ops``, or why
-    there is none (a velocity source or transducer; operators without the k-space
-    correction)."""
-    try:
-        check(phys)
-    except ValueError as e:
-        return str(e)
+    there is none (operators without the k-space correction)."""
     if type(ops) is not FourierOps or ops.kappa is None:
         return "the stacked step needs one device's Fourier operators with the k-space correction"
     return StackedLoop(phys, "cufft" if ops.fft == "cufft" else "xla")
