@@ -33,6 +33,19 @@ def test_inverse_hands_its_spectrum_over():
     assert "tensor<3x8x6x8xf32>" in text and "rank = 3" in text
 
 
+def test_vmapped_transforms_are_one_call():
+    """Under ``jax.vmap`` (``simulate_many(vectorize="vmap")``) the mapped axis joins the batch
+    of the call: one cuFFT call for every run, not one call per run in a loop."""
+    x = jax.ShapeDtypeStruct((4, 3, 8, 6, 8), np.float32)
+    text = jax.jit(jax.vmap(lambda x: cufft.BATCHED.forward(x, 3))).lower(x).as_text()
+    assert text.count("@sonotile_cufft_forward") == 1 and "while" not in text
+    assert "tensor<4x3x8x6x5xcomplex<f32>>" in text
+    X = jax.ShapeDtypeStruct((4, 3, 8, 6, 5), np.complex64)
+    text = jax.jit(jax.vmap(lambda X: cufft.BATCHED.inverse(X, (8, 6, 8)))).lower(X).as_text()
+    assert text.count("@sonotile_cufft_inverse") == 1 and "while" not in text
+    assert "tensor<4x3x8x6x8xf32>" in text and "output_operand_alias" in text
+
+
 def test_inverse_refuses_a_spectrum_of_another_grid():
     with pytest.raises(ValueError, match="half spectrum"):
         cufft.BATCHED.inverse(np.zeros((8, 6, 4), np.complex64), (8, 6, 8))

@@ -103,6 +103,39 @@ def test_simulate_stacked_equals_plain(step_setting, kind, absorbing):
         assert np.abs(got[name] - a).max() <= TOL * peak, name
 
 
+def test_simulate_many_vmapped_stacked_equals_plain(step_setting, monkeypatch):
+    """``simulate_many(vectorize="vmap")``: two runs (media and k-space filtered velocity
+    sources of their own) as one vectorised program take the stacked step, each equal to the
+    plain step's run."""
+    mask = np.zeros((N, N, N), bool)
+    mask[9, 11, 12] = True
+    t = np.arange(NT)
+    sources = [st.KSource(ux=a * np.sin(w * t) * (t < 25), u_mask=mask, u_mode="additive")
+               for a, w in ((0.1, 0.4), (0.05, 0.3))]  # fmt: skip
+    sensor = st.KSensor(mask=np.roll(mask, 3, axis=0), record=("p", "u", "p_max_all"))
+    grid = st.KWaveGrid((N, N, N), 1e-4, dt=2e-8, nt=NT)
+    x = np.linspace(0, 1, N)[:, None, None] * np.ones((N, N, N))
+    media = [_medium(True), st.KWaveMedium(1500.0 - 80 * x, 1000.0 - 90 * x, alpha_coeff=0.5,
+                                           alpha_power=1.5, BonA=6.0)]  # fmt: skip
+    stacked_chunks = []
+    real = runner.run_stacked_chunk
+    monkeypatch.setattr(runner, "run_stacked_chunk",
+                        lambda *a: stacked_chunks.append(1) or real(*a))  # fmt: skip
+    runs = {}
+    for choice in ("plain", "stacked"):
+        step_setting.set(choice)
+        runs[choice] = st.simulate_many(grid, media, sources, sensor, vectorize="vmap",
+                                        pml_size=4, dtype="float32")  # fmt: skip
+    assert step_setting.chosen[0] is None
+    assert type(step_setting.chosen[-1]).__name__ == "StackedLoop" and stacked_chunks
+    for ref, got in zip(runs["plain"], runs["stacked"], strict=True):
+        for name in ("p", "ux", "p_max_all"):
+            a = np.asarray(ref.data[name])
+            peak = np.abs(a).max()
+            assert peak > 0, name
+            assert np.abs(np.asarray(got.data[name]) - a).max() <= TOL * peak, name
+
+
 def test_auto_keeps_the_plain_step_on_a_cpu(step_setting):
     step_setting.set("auto")
     engine = runner.single_engine(bench_problem("lossless", 12, 4))

@@ -47,7 +47,7 @@ from sonotile.base import config
 from sonotile.model.grid import make_time
 from sonotile.model.problem import Problem, ProblemError
 from sonotile.physics.elastic import ElasticMedium
-from sonotile.solver import finite, growth, runner
+from sonotile.solver import finite, growth, runner, stepping
 from sonotile.solver import sensors as sens
 from sonotile.solver.finite import SimulationDiverged
 
@@ -347,10 +347,14 @@ def run_vmapped(problems: list[Problem], check_finite: bool = True) -> list[tupl
     carry = _stack([rs.carry for rs, _ in starts])
     nt = problems[0].grid.nt
 
+    loop = stepping.choose(phys, first.ops)  # the stacked step where Settings.step picks it
+
     def chunk(
         carry: tuple[Any, dict[str, jax.Array]], xs: dict[str, jax.Array], c: dict[str, Any],
         ops: FourierOps,
     ) -> tuple[tuple[Any, dict[str, jax.Array]], dict[str, jax.Array]]:  # fmt: skip
+        if loop is not None:
+            return runner.run_stacked_chunk(carry, xs, c, ops, index, phys, layout, loop)
         c = phys.prepare(c, ops, carry[0])
         body = partial(runner.scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return lax.scan(body, carry, xs)

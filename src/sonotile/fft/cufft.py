@@ -9,8 +9,8 @@ process. Nothing is compiled or loaded on import.
 Two faces:
 
 * :data:`BATCHED` (:class:`sonotile.fft.batched.BatchedFFT`): ``forward`` / ``inverse`` over
-  the last 1-3 axes of a buffer, the leading axes a batch of fields transformed in one call;
-  the inverse leaves out ``1/N``.
+  the last 1-3 axes of a buffer, the leading axes a batch of fields transformed in one call
+  (under ``jax.vmap`` the mapped axis joins that batch); the inverse leaves out ``1/N``.
 * :data:`BACKEND` (:class:`sonotile.fft.interface.Backend`): the operators' backend; XLA's
   backend with its whole-grid transforms replaced by cuFFT's (the ``1/N`` folded into the
   spectrum's multiply, a gradient's components inverted in one batched call); 1-D transforms
@@ -128,7 +128,7 @@ class CufftBatched:
         _check_rank(rank, x.ndim)
         half = (*x.shape[:-1], x.shape[-1] // 2 + 1)
         out = jax.ShapeDtypeStruct(half, _complex(x.dtype))
-        call = jax.ffi.ffi_call("sonotile_cufft_forward", out, vmap_method="sequential")
+        call = jax.ffi.ffi_call("sonotile_cufft_forward", out, vmap_method="broadcast_all")
         return call(x, rank=np.int32(rank))
 
     def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
@@ -140,8 +140,10 @@ class CufftBatched:
             raise ValueError(f"spectrum {X.shape} is not the half spectrum of a {shape} grid")
         real = jax.ShapeDtypeStruct((*X.shape[: X.ndim - rank], *shape), _real(X.dtype))
         spent = jax.ShapeDtypeStruct(X.shape, X.dtype)  # X's buffer, overwritten by cuFFT
-        call = jax.ffi.ffi_call("sonotile_cufft_inverse", (real, spent),
-                                vmap_method="sequential", input_output_aliases={0: 1})  # fmt: skip
+        call = jax.ffi.ffi_call(
+            "sonotile_cufft_inverse", (real, spent), vmap_method="broadcast_all",
+            input_output_aliases={0: 1},
+        )  # fmt: skip
         return call(X, rank=np.int32(rank))[0]
 
 
