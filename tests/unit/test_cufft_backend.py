@@ -46,6 +46,65 @@ def test_vmapped_transforms_are_one_call():
     assert "tensor<4x3x8x6x8xf32>" in text and "output_operand_alias" in text
 
 
+def _numpy_call(kind):
+    """A transform of the batched convention with no derivative rules (as a custom call)."""
+
+    def call(x, static):
+        if kind == "forward":
+            shape = (*x.shape[:-1], x.shape[-1] // 2 + 1)
+            out = jax.ShapeDtypeStruct(shape, np.complex64)
+            axes = tuple(range(-static, 0))
+            return jax.pure_callback(lambda a: np.fft.rfftn(a, axes=axes).astype(np.complex64),
+                                     out, x, vmap_method="broadcast_all")  # fmt: skip
+        out = jax.ShapeDtypeStruct((*x.shape[: x.ndim - len(static)], *static), np.float32)
+        axes = tuple(range(-len(static), 0))
+        n = int(np.prod(static))
+        return jax.pure_callback(
+            lambda a: (np.fft.irfftn(a, s=static, axes=axes) * n).astype(np.float32), out, x,
+            vmap_method="broadcast_all")  # fmt: skip
+
+    return call
+
+
+def test_derivatives_of_the_calls_go_through_xla():
+    """A call without derivative rules, wrapped: gradients (reverse), tangents (forward) and a
+    vmapped gradient equal those of XLA's transforms to float32 round-off."""
+    fwd = cufft.with_portable_derivatives(_numpy_call("forward"), batched.XLA.forward)
+    inv = cufft.with_portable_derivatives(_numpy_call("inverse"), batched.XLA.inverse)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 8, 6, 10)).astype(np.float32)
+    op = rng.standard_normal((8, 6, 6)).astype(np.float32)
+
+    def loss(f, g):
+        return lambda x: jax.numpy.sum(g(f(x, 3) * op, (8, 6, 10)) ** 3) * 1e-4
+
+    ours, ref = loss(fwd, inv), loss(batched.XLA.forward, batched.XLA.inverse)
+    np.testing.assert_allclose(ours(x), ref(x), rtol=1e-5)
+    g, g_ref = jax.grad(ours)(x), jax.grad(ref)(x)
+    assert np.abs(g_ref).max() > 0
+    np.testing.assert_allclose(g, g_ref, rtol=1e-4, atol=1e-4 * np.abs(g_ref).max())
+    t = rng.standard_normal(x.shape).astype(np.float32)
+    _, d = jax.jvp(ours, (x,), (t,))
+    _, d_ref = jax.jvp(ref, (x,), (t,))
+    np.testing.assert_allclose(d, d_ref, rtol=1e-4)
+    gv = jax.vmap(jax.grad(ours))(np.stack([x, 2 * x]))
+    np.testing.assert_allclose(gv[0], g_ref, rtol=1e-4, atol=1e-4 * np.abs(g_ref).max())
+
+
+def test_gradients_through_the_cufft_calls_trace():
+    """``jax.grad`` through the cuFFT calls (the operators of ``make_simulator`` on a GPU): the
+    primal on the calls, the derivatives on XLA's FFT."""
+    x = jax.ShapeDtypeStruct((3, 8, 6, 8), np.float32)
+
+    def loss(x):
+        X = cufft.BATCHED.forward(x, 3)
+        return jax.numpy.sum(cufft.BATCHED.inverse(X * 0.5, (8, 6, 8)) ** 2)
+
+    text = jax.jit(jax.grad(loss)).lower(x).as_text()
+    assert "@sonotile_cufft_forward" in text and "@sonotile_cufft_inverse" in text
+    assert "stablehlo.fft" in text
+
+
 def test_inverse_refuses_a_spectrum_of_another_grid():
     with pytest.raises(ValueError, match="half spectrum"):
         cufft.BATCHED.inverse(np.zeros((8, 6, 4), np.complex64), (8, 6, 8))

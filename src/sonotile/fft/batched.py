@@ -12,11 +12,11 @@ stand-in, and what tests check the step's algebra with) and :data:`sonotile.fft.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import jax
-import jax.numpy as jnp
+
+from sonotile.fft.xla import UNNORMALISED
 
 
 class BatchedFFT(Protocol):
@@ -30,24 +30,8 @@ class BatchedFFT(Protocol):
     def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array: ...
 
 
-@dataclass(frozen=True)
-class XlaUnnormalised:
-    """``jnp.fft`` with the unnormalised inverse (``norm="forward"``: the forward unscaled,
-    the inverse without its ``1/N``)."""
-
-    name: str = "xla"
-
-    def forward(self, x: jax.Array, rank: int) -> jax.Array:
-        return jnp.fft.rfftn(x, axes=tuple(range(x.ndim - rank, x.ndim)))
-
-    def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
-        axes = tuple(range(X.ndim - len(shape), X.ndim))
-        real = jnp.float32 if X.dtype == jnp.complex64 else jnp.float64
-        return jnp.fft.irfftn(X, s=tuple(shape), axes=axes, norm="forward").astype(real)
-
-
 #: ``jnp.fft`` as a :class:`BatchedFFT`
-XLA = XlaUnnormalised()
+XLA = UNNORMALISED
 
 
 def get(name: str) -> BatchedFFT:

@@ -11,6 +11,7 @@ Two faces:
 * :data:`BATCHED` (:class:`sonotile.fft.batched.BatchedFFT`): ``forward`` / ``inverse`` over
   the last 1-3 axes of a buffer, the leading axes a batch of fields transformed in one call
   (under ``jax.vmap`` the mapped axis joins that batch); the inverse leaves out ``1/N``.
+  Differentiable: derivatives go through XLA's FFT (:func:`with_portable_derivatives`).
 * :data:`BACKEND` (:class:`sonotile.fft.interface.Backend`): the operators' backend; XLA's
   backend with its whole-grid transforms replaced by cuFFT's (the ``1/N`` folded into the
   spectrum's multiply, a gradient's components inverted in one batched call); 1-D transforms
@@ -22,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import jax
@@ -31,7 +32,7 @@ import numpy as np
 
 from sonotile.base import config
 from sonotile.fft.interface import Epilogue
-from sonotile.fft.xla import XlaBackend
+from sonotile.fft.xla import UNNORMALISED, XlaBackend
 
 #: the environment variable naming the built library (read as ``Settings.cufft_lib``)
 ENV = "SONOTILE_CUFFT_LIB"
@@ -118,6 +119,39 @@ def _check_rank(rank: int, ndim: int) -> None:
         raise ValueError(f"cuFFT transform rank {rank}: expected 1-3 and at most {ndim}")
 
 
+def with_portable_derivatives(call: Callable, portable: Callable) -> Callable:
+    """``call(x, static)`` (a custom call: no derivative rules of its own) made differentiable
+    as the linear map it is: its tangents, and by transposition its cotangents, go through
+    ``portable(t, static)``, XLA's transform of the same convention. Gradients through the
+    cuFFT calls (``make_simulator``) thus run the primal on cuFFT and the derivatives on XLA's
+    FFT."""
+    f = jax.custom_jvp(call, nondiff_argnums=(1,))
+    f.defjvp(lambda static, xs, ts: (call(xs[0], static), portable(ts[0], static)))
+    return f
+
+
+def _forward_call(x: jax.Array, rank: int) -> jax.Array:
+    half = (*x.shape[:-1], x.shape[-1] // 2 + 1)
+    out = jax.ShapeDtypeStruct(half, _complex(x.dtype))
+    call = jax.ffi.ffi_call("sonotile_cufft_forward", out, vmap_method="broadcast_all")
+    return call(x, rank=np.int32(rank))
+
+
+def _inverse_call(X: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    rank = len(shape)
+    real = jax.ShapeDtypeStruct((*X.shape[: X.ndim - rank], *shape), _real(X.dtype))
+    spent = jax.ShapeDtypeStruct(X.shape, X.dtype)  # X's buffer, overwritten by cuFFT
+    call = jax.ffi.ffi_call(
+        "sonotile_cufft_inverse", (real, spent), vmap_method="broadcast_all",
+        input_output_aliases={0: 1},
+    )  # fmt: skip
+    return call(X, rank=np.int32(rank))[0]
+
+
+_forward = with_portable_derivatives(_forward_call, UNNORMALISED.forward)
+_inverse = with_portable_derivatives(_inverse_call, UNNORMALISED.inverse)
+
+
 @dataclass(frozen=True)
 class CufftBatched:
     """cuFFT's batched transforms (see the module docstring)."""
@@ -126,10 +160,7 @@ class CufftBatched:
 
     def forward(self, x: jax.Array, rank: int) -> jax.Array:
         _check_rank(rank, x.ndim)
-        half = (*x.shape[:-1], x.shape[-1] // 2 + 1)
-        out = jax.ShapeDtypeStruct(half, _complex(x.dtype))
-        call = jax.ffi.ffi_call("sonotile_cufft_forward", out, vmap_method="broadcast_all")
-        return call(x, rank=np.int32(rank))
+        return _forward(x, rank)
 
     def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
         rank = len(shape)
@@ -138,13 +169,7 @@ class CufftBatched:
             X.shape[-1] != shape[-1] // 2 + 1
         ):
             raise ValueError(f"spectrum {X.shape} is not the half spectrum of a {shape} grid")
-        real = jax.ShapeDtypeStruct((*X.shape[: X.ndim - rank], *shape), _real(X.dtype))
-        spent = jax.ShapeDtypeStruct(X.shape, X.dtype)  # X's buffer, overwritten by cuFFT
-        call = jax.ffi.ffi_call(
-            "sonotile_cufft_inverse", (real, spent), vmap_method="broadcast_all",
-            input_output_aliases={0: 1},
-        )  # fmt: skip
-        return call(X, rank=np.int32(rank))[0]
+        return _inverse(X, tuple(int(n) for n in shape))
 
 
 #: cuFFT as a :class:`sonotile.fft.batched.BatchedFFT`

@@ -160,3 +160,23 @@ class XlaBackend:
 
 #: The backend object (:func:`sonotile.fft.backend.get`)
 BACKEND = XlaBackend()
+
+
+@dataclass(frozen=True)
+class XlaUnnormalised:
+    """``jnp.fft`` with the unnormalised inverse (``norm="forward"``: the forward unscaled,
+    the inverse without its ``1/N``)."""
+
+    name: str = "xla"
+
+    def forward(self, x: jax.Array, rank: int) -> jax.Array:
+        return jnp.fft.rfftn(x, axes=tuple(range(x.ndim - rank, x.ndim)))
+
+    def inverse(self, X: jax.Array, shape: Sequence[int]) -> jax.Array:
+        axes = tuple(range(X.ndim - len(shape), X.ndim))
+        real = jnp.float32 if X.dtype == jnp.complex64 else jnp.float64
+        return jnp.fft.irfftn(X, s=tuple(shape), axes=axes, norm="forward").astype(real)
+
+
+#: ``jnp.fft`` with the unnormalised inverse (:data:`sonotile.fft.batched.XLA`)
+UNNORMALISED = XlaUnnormalised()
