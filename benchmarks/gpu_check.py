@@ -854,14 +854,21 @@ def w_gradients(spec: dict) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from gradient_cost import make_case
 
+    from sonotile.base import config
+    from sonotile.fft import backend as fft_backend
+
     n, nt = spec["n"], spec["nt"]
     sim = st.make_simulator(*make_case(n, nt))
     params = {k: sim.params[k] for k in ("sound_speed", "density")}
+    # the FFT the operators resolve to and the step setting (auto: the stacked step on one
+    # GPU on sonotile's cuFFT calls)
+    fft = fft_backend.resolve(None, "float32")
 
     def loss(p: dict) -> jax.Array:
         return jnp.sum(sim(p)["p"] ** 2)
 
-    r: dict[str, Any] = {"n": n, "nt": nt, "chunk": sim.static.chunk}
+    r: dict[str, Any] = {"n": n, "nt": nt, "chunk": sim.static.chunk, "fft": fft,
+                         "step_setting": config.current().step}  # fmt: skip
     for name, f in (("forward", jax.jit(loss)), ("gradient", jax.jit(jax.value_and_grad(loss)))):
         t0 = time.perf_counter()
         comp = f.lower(params).compile()
@@ -1237,6 +1244,11 @@ def print_summary(data: dict) -> None:
                 f"{v.get('smallest_n_failed')}  predicted {v.get('predicted_n')}"
             )
     summary_cpu_scaling(parts.get("cpu_scaling", {}))
+    for name in ("gradients", "gradients_cufft"):
+        g = parts.get(name, {})
+        if "gradient_s" in g:
+            print(f"{name:16s} fft {g.get('fft')}  value_and_grad {g['gradient_s']:.2f} s = "
+                  f"{g.get('gradient_over_forward') or 0:.2f}x forward")  # fmt: skip
     for name, p in parts.items():
         print(f"part {name:16s} {p.get('status', 'ok'):8s} {p.get('seconds') or 0:7.1f} s")
 
@@ -1318,6 +1330,26 @@ def summary_whole_step(part: dict) -> None:
 
 WORKERS["whole_step"] = w_whole_step
 PARTS += (("whole_step", part_whole_step),)
+
+
+def part_gradients_cufft(ctx: dict) -> None:
+    """The ``gradients`` worker with sonotile's cuFFT calls (``SONOTILE_CUFFT_LIB``): on one
+    GPU ``make_simulator`` takes the stacked step, its primal on the calls and its derivatives
+    on XLA's FFT; ``gradient_over_forward`` beside the ``gradients`` part's (XLA's FFT, plain
+    step)."""
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["gradients_cufft"])
+    if cap is None:
+        ctx["res"].put("gradients_cufft", {"status": "skipped", "why": "time budget spent"})
+        return
+    ctx["res"].put("gradients_cufft", {"status": "running"})
+    env = _lib_env(ctx, ctx["cfg"]["whole_step"]["lib_wait_s"])
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["gradients_cufft"]) or cap
+    spec = {"n": ctx["cfg"]["grad_n"], "nt": ctx["cfg"]["grad_nt"]}
+    ctx["res"].put("gradients_cufft", run_worker("gradients", spec, cap, env))
+
+
+FULL["caps"]["gradients_cufft"], DRY["caps"]["gradients_cufft"] = 90, 90
+PARTS += (("gradients_cufft", part_gradients_cufft),)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -85,6 +85,9 @@ def test_dry_run_every_part(tmp_path):
         assert parts["parallel"][dec]["agree"], parts["parallel"][dec]
     g = parts["gradients"]
     assert g["status"] == "ok" and g["gradient_finite"] and g["gradient_s"] > 0
+    assert g["fft"] in ("fftw", "fftw-separate-updates", "xla")  # a CPU's FFTs
+    g = parts["gradients_cufft"]  # no cuFFT library on a CPU: the same run
+    assert g["status"] == "ok" and g["gradient_finite"] and g["step_setting"] == "auto"
 
 
 def test_comparison_fails_a_perturbed_output(tmp_path):

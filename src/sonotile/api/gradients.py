@@ -47,6 +47,7 @@ from sonotile.api.types import (
     Options,
     model_of,
 )
+from sonotile.base import config
 from sonotile.model.filters import smooth
 from sonotile.model.grid import AXES
 from sonotile.model.problem import Problem, ProblemError
@@ -56,7 +57,7 @@ from sonotile.physics.acoustic import AcousticModel, State
 from sonotile.physics.acoustic.constants import source_constants, traced_medium_constants
 from sonotile.physics.acoustic.model import scan_inputs
 from sonotile.physics.acoustic.sources import pressure_source_scale, velocity_source_scale
-from sonotile.solver import adjoint, finite, runner
+from sonotile.solver import adjoint, finite, runner, stepping
 from sonotile.solver import sensors as sens
 from sonotile.solver.tape import Tape, as_tape
 
@@ -224,8 +225,10 @@ def local_run(
         state = phys.zero_state(shape, dtype)
     # no phys.prepare here (the source patterns): the signals are parameters (per point, scaled
     # by the traced sound speed), so whether the points share one is not known when this is traced
+    # the stacked step where Settings.step picks it: on one device, without a tape
+    loop = None if st.mesh or st.tape is not None else stepping.choose(phys, ops)
     (state, agg), raw = runner.loop_scan(phys, layout, c, ops, index, (state, agg), xs, st.chunk,
-                                         st.tape, st.axes, st.remat_step)  # fmt: skip
+                                         st.tape, st.axes, st.remat_step, loop)  # fmt: skip
     if raw0:
         raw = {k: jnp.concatenate([raw0[k], v]) for k, v in raw.items()}
     return {k: v[layout.start :] for k, v in raw.items()}, agg, state
@@ -405,6 +408,11 @@ def _acoustic(
         pad, mapping["crop"], shape, srcc, smooth_p0, chunk, remat_step, tape,
     )  # fmt: skip
     mesh_t = mesh_of(decomposition, how.mesh)
+    if mesh_t:
+        stepping.single_device_only("a decomposed differentiable run")
+    if tape is not None and config.current().step == "stacked":
+        raise ValueError("SONOTILE_STEP=stacked: a differentiable run with a tape takes the "
+                         "model's step; use SONOTILE_STEP=plain or auto")  # fmt: skip
     st = replace(st, axes=axes_of(mesh_t), mesh=mesh_t)
     overlap = 16 if how.overlap is None else how.overlap
     tr = traced_runner(st.phys, problem, st.layout, decomposition, mesh_t, overlap, how.bell_width,

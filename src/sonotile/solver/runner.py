@@ -315,16 +315,25 @@ def _taped_body(
 def loop_scan(
     phys: Model, layout: sens.SensorLayout, c: dict, ops: SpectralOps, index: Any,
     carry: Carry, xs: dict, chunk: int | None, tape: Tape | None = None, axes: tuple[str, ...] = (),
-    remat_step: bool = False,
+    remat_step: bool = False, loop: LoopStep | None = None,
 ) -> tuple[Carry, dict[str, jax.Array]]:  # fmt: skip
     """The traceable loop of :func:`scan_body` over ``xs`` from ``carry``: each ``chunk`` of
     steps rematerialised in a derivative (:func:`sonotile.solver.adjoint.checkpointed_scan`),
     or with a ``tape`` the state every ``chunk`` steps kept there
     (:func:`sonotile.solver.adjoint.taped_scan`; ``axes``: inside ``shard_map``, the mesh axes
     the state is split over). ``remat_step``: each step rematerialised too. ``index``: the
-    sensor's points (a shard's on a mesh)."""
+    sensor's points (a shard's on a mesh). ``loop``: a model's step on stacked fields
+    (:func:`.stepping.choose`; without a tape), entered before the first step and left after
+    the last."""
     from sonotile.solver import adjoint  # not at import: a plain run needs no derivative rules
 
+    if loop is not None and tape is None:
+        state, lc, lops = loop.enter(carry[0], c, ops)
+        body = partial(stacked_body, c=c, ops=ops, index=index, phys=phys, layout=layout,
+                       loop=loop, lc=lc, lops=lops)  # fmt: skip
+        (state, agg), raw = adjoint.checkpointed_scan(body, (state, carry[1]), xs, chunk,
+                                                      remat_step)  # fmt: skip
+        return (loop.leave(state), agg), raw
     if tape is None:
         body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return adjoint.checkpointed_scan(body, carry, xs, chunk, remat_step)

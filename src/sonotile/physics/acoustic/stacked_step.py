@@ -42,6 +42,7 @@ from sonotile.physics.acoustic.step import (
     in_step,
     pressure_from_density,
 )
+from sonotile.spectral.linear import AdjointOps
 from sonotile.spectral.operators import FourierOps
 
 if TYPE_CHECKING:
@@ -286,7 +287,7 @@ class StackedLoop:
         of steps, inside its program)."""
         shape = tuple(state.p.shape)
         return (stack_state(state), stacked_constants(c, len(shape)),
-                StackedOps.of(ops, shape, self.fft))  # fmt: skip
+                StackedOps.of(fourier(ops), shape, self.fft))  # fmt: skip
 
     def step(self, state: StackedState, x: dict, c: dict, ops: StackedOps) -> StackedState:
         return step(state, x, c, ops, self.phys)
@@ -295,9 +296,17 @@ class StackedLoop:
         return unstack_state(state)
 
 
+def fourier(ops: Any) -> Any:
+    """The Fourier operators of ``ops``: themselves, or those a differentiable run's
+    :class:`~sonotile.spectral.linear.AdjointOps` wrap (the stacked step takes its operators'
+    arrays, its derivatives come from JAX through its transforms)."""
+    return ops.inner if isinstance(ops, AdjointOps) else ops
+
+
 def loop_for(phys: Physics, ops: Any) -> StackedLoop | str:
     """The :class:`StackedLoop` of ``phys`` on the single-device operators ``ops``, or why
     there is none (operators without the k-space correction)."""
+    ops = fourier(ops)
     if type(ops) is not FourierOps or ops.kappa is None:
         return "the stacked step needs one device's Fourier operators with the k-space correction"
     return StackedLoop(phys, "cufft" if ops.fft == "cufft" else "xla")
