@@ -1244,6 +1244,7 @@ def print_summary(data: dict) -> None:
                 f"{v.get('smallest_n_failed')}  predicted {v.get('predicted_n')}"
             )
     summary_cpu_scaling(parts.get("cpu_scaling", {}))
+    summary_plan(parts.get("plan", {}))
     for name in ("gradients", "gradients_cufft"):
         g = parts.get(name, {})
         if "gradient_s" in g:
@@ -1350,6 +1351,89 @@ def part_gradients_cufft(ctx: dict) -> None:
 
 FULL["caps"]["gradients_cufft"], DRY["caps"]["gradients_cufft"] = 90, 90
 PARTS += (("gradients_cufft", part_gradients_cufft),)
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def w_plan(spec: dict) -> dict:
+    """``sonotile plan`` end to end on the synthetic head, one row per resolution: the CT
+    written as NIfTI, then the command in this process (``--optimize`` where the row asks),
+    its wall time and ``plan.json``'s ``timings_s`` (per stage) and figures."""
+    import tempfile
+
+    import numpy as np
+
+    from sonotile.commands.cli import main as cli
+    from sonotile.planning.images import write_nifti
+    from sonotile.planning.phantom import head_phantom
+
+    target, direction = np.array([0.0, 10.0, 30.0]), np.array([0.2, 0.1, 1.0])
+    entry = target + 70 * direction / np.linalg.norm(direction)
+    r: dict[str, Any] = {"rows": []}
+    for row in spec["rows"]:
+        folder = tempfile.mkdtemp(prefix="gpu-check-plan-")
+        mm, f0, ppw = row["ct_mm"], row["f0"], row["ppw"]
+        t0 = time.perf_counter()
+        n = [int(np.ceil(2 * s / mm)) for s in (80.0, 96.0, 84.0)]
+        ct = head_phantom(tuple(n), mm, seed=0)
+        path = os.path.join(folder, "head.nii.gz")
+        write_nifti(path, ct.hu, ct)
+        out: dict[str, Any] = {**row, "ct_shape": n, "phantom_s": time.perf_counter() - t0}
+        argv = ["plan", path, "--target", *map(str, target), "--entry", *map(str, entry),
+                "--transducer", spec["transducer"], "--frequency", str(f0), "--ppw", str(ppw),
+                "--focal_pressure", "1e6", "--duration", "10", "-o",
+                os.path.join(folder, "plan")]  # fmt: skip
+        if row.get("optimize"):
+            argv += ["--optimize", "--groups", str(row["groups"])]
+        t0 = time.perf_counter()
+        out["status"] = cli(argv)
+        out["plan_s"] = time.perf_counter() - t0
+        plan_json = os.path.join(folder, "plan", "plan.json")
+        if os.path.exists(plan_json):
+            with open(plan_json) as f:
+                done = json.load(f)
+            out["timings_s"] = done.get("timings_s")
+            out["grid"] = done.get("grid")
+            out["optimized_timings_s"] = (done.get("optimized") or {}).get("timings_s")
+        out["peak_device_bytes"] = peak_device_bytes()
+        r["rows"].append(out)
+        partial(r)
+    return r
+
+
+def part_plan(ctx: dict) -> None:
+    """``sonotile plan`` on the GPU (see :func:`w_plan`)."""
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["plan"])
+    if cap is None:
+        ctx["res"].put("plan", {"status": "skipped", "why": "time budget spent"})
+        return
+    ctx["res"].put("plan", {"status": "running"})
+    r = run_worker("plan", ctx["cfg"]["plan"], cap, ctx["env"])
+    if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
+        r["rows"] = r["partial"].get("rows", [])
+    ctx["res"].put("plan", r)
+
+
+def summary_plan(part: dict) -> None:
+    for row in part.get("rows", []):
+        print(f"plan {row['ct_mm']} mm{' --optimize' if row.get('optimize') else '':11s} "
+              f"status {row.get('status')}  {row.get('plan_s') or 0:7.1f} s  stages "
+              f"{row.get('timings_s')}")  # fmt: skip
+
+
+#: the 0.5 mm plan (6 points per wavelength at 500 kHz) and the optimised 1 mm plan
+FULL["plan"] = {"transducer": "array:128:64:64:4", "rows": [
+    {"ct_mm": 0.5, "f0": 500e3, "ppw": 6},
+    {"ct_mm": 1.0, "f0": 500e3, "ppw": 3, "optimize": True, "groups": 16},
+]}  # fmt: skip
+DRY["plan"] = {"transducer": "array:32:64:64:8", "rows": [
+    {"ct_mm": 4.0, "f0": 150e3, "ppw": 2.5},
+    {"ct_mm": 4.0, "f0": 150e3, "ppw": 2.5, "optimize": True, "groups": 4},
+]}  # fmt: skip
+FULL["caps"]["plan"], DRY["caps"]["plan"] = 300, 300
+WORKERS["plan"] = w_plan
+PARTS += (("plan", part_plan),)
 
 if __name__ == "__main__":
     sys.exit(main())

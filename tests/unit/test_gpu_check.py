@@ -88,6 +88,10 @@ def test_dry_run_every_part(tmp_path):
     assert g["fft"] in ("fftw", "fftw-separate-updates", "xla")  # a CPU's FFTs
     g = parts["gradients_cufft"]  # no cuFFT library on a CPU: the same run
     assert g["status"] == "ok" and g["gradient_finite"] and g["step_setting"] == "auto"
+    plans = parts["plan"]["rows"]  # the plan, and the optimised plan, end to end
+    assert [(r["status"], bool(r.get("optimize"))) for r in plans] == [(0, False), (0, True)]
+    assert {"acoustics", "heat"} <= set(plans[0]["timings_s"])
+    assert "optimize" in plans[1]["timings_s"]
 
 
 def test_comparison_fails_a_perturbed_output(tmp_path):
