@@ -1290,17 +1290,26 @@ def w_whole_step(spec: dict) -> dict:
     return r
 
 
+def run_on_cufft(ctx: dict, part: str, worker: str, spec: dict) -> dict | None:
+    """``worker`` for ``part`` with the cuFFT library in its environment (:func:`_lib_env`,
+    waiting as ``whole_step`` does), within the part's cap; None, recorded as skipped, where
+    the budget is spent."""
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"][part])
+    if cap is None:
+        ctx["res"].put(part, {"status": "skipped", "why": "time budget spent"})
+        return None
+    ctx["res"].put(part, {"status": "running"})
+    env = _lib_env(ctx, ctx["cfg"]["whole_step"]["lib_wait_s"])
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"][part]) or cap
+    return run_worker(worker, spec, cap, env)
+
+
 def part_whole_step(ctx: dict) -> None:
     """The worker's rows, each with k-Wave CUDA's loop time at that case and size (this run's
     ``throughput`` part, else ``--prior``'s) over each variant's warm loop time."""
-    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["whole_step"])
-    if cap is None:
-        ctx["res"].put("whole_step", {"status": "skipped", "why": "time budget spent"})
+    r = run_on_cufft(ctx, "whole_step", "whole_step", {"rows": ctx["cfg"]["whole_step"]["rows"]})
+    if r is None:
         return
-    ctx["res"].put("whole_step", {"status": "running"})
-    env = _lib_env(ctx, ctx["cfg"]["whole_step"]["lib_wait_s"])
-    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["whole_step"]) or cap
-    r = run_worker("whole_step", {"rows": ctx["cfg"]["whole_step"]["rows"]}, cap, env)
     if "rows" not in r and isinstance(r.get("partial"), dict):  # cut off: the rows it had
         r["rows"] = r["partial"].get("rows", [])
     parts, prior = ctx["res"].data["parts"], ctx.get("prior", {})
@@ -1338,15 +1347,10 @@ def part_gradients_cufft(ctx: dict) -> None:
     GPU ``make_simulator`` takes the stacked step, its primal on the calls and its derivatives
     on XLA's FFT; ``gradient_over_forward`` beside the ``gradients`` part's (XLA's FFT, plain
     step)."""
-    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["gradients_cufft"])
-    if cap is None:
-        ctx["res"].put("gradients_cufft", {"status": "skipped", "why": "time budget spent"})
-        return
-    ctx["res"].put("gradients_cufft", {"status": "running"})
-    env = _lib_env(ctx, ctx["cfg"]["whole_step"]["lib_wait_s"])
-    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["gradients_cufft"]) or cap
     spec = {"n": ctx["cfg"]["grad_n"], "nt": ctx["cfg"]["grad_nt"]}
-    ctx["res"].put("gradients_cufft", run_worker("gradients", spec, cap, env))
+    r = run_on_cufft(ctx, "gradients_cufft", "gradients", spec)
+    if r is not None:
+        ctx["res"].put("gradients_cufft", r)
 
 
 FULL["caps"]["gradients_cufft"], DRY["caps"]["gradients_cufft"] = 90, 90
