@@ -42,7 +42,6 @@ from sonotile.physics.acoustic.step import (
     in_step,
     pressure_from_density,
 )
-from sonotile.spectral.linear import AdjointOps
 from sonotile.spectral.operators import FourierOps
 
 if TYPE_CHECKING:
@@ -300,7 +299,8 @@ def fourier(ops: Any) -> Any:
     """The Fourier operators of ``ops``: themselves, or those a differentiable run's
     :class:`~sonotile.spectral.linear.AdjointOps` wrap (the stacked step takes its operators'
     arrays, its derivatives come from JAX through its transforms)."""
-    return ops.inner if isinstance(ops, AdjointOps) else ops
+    inner = getattr(ops, "inner", None)  # not imported: a plain run does not load it
+    return inner if isinstance(inner, FourierOps) else ops
 
 
 def loop_for(phys: Physics, ops: Any) -> StackedLoop | str:
