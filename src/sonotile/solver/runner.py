@@ -246,10 +246,19 @@ def run_stacked_chunk(
     (:func:`.stepping.choose`): entered after the model's ``prepare``, left after the last step
     of ``xs``, so the carry between chunks holds the model's own state."""
     c = phys.prepare(c, ops, carry[0])
+    return stacked_scan(scan_steps, carry, xs, c, ops, index, phys, layout, loop)
+
+
+def stacked_scan(
+    scan: Callable[[Callable, Any, dict], tuple[Any, Any]], carry: Carry, xs: dict, c: dict,
+    ops: SpectralOps, index: Any, phys: Model, layout: sens.SensorLayout, loop: LoopStep,
+) -> tuple[Carry, dict[str, jax.Array]]:  # fmt: skip
+    """``scan(body, carry, xs)`` of :func:`stacked_body`: the model's state in ``carry`` enters
+    ``loop``'s layout before the first step and leaves it after the last."""
     state, lc, lops = loop.enter(carry[0], c, ops)
     body = partial(stacked_body, c=c, ops=ops, index=index, phys=phys, layout=layout, loop=loop,
                    lc=lc, lops=lops)  # fmt: skip
-    (state, agg), raw = scan_steps(body, (state, carry[1]), xs)
+    (state, agg), raw = scan(body, (state, carry[1]), xs)
     return (loop.leave(state), agg), raw
 
 
@@ -328,12 +337,8 @@ def loop_scan(
     from sonotile.solver import adjoint  # not at import: a plain run needs no derivative rules
 
     if loop is not None and tape is None:
-        state, lc, lops = loop.enter(carry[0], c, ops)
-        body = partial(stacked_body, c=c, ops=ops, index=index, phys=phys, layout=layout,
-                       loop=loop, lc=lc, lops=lops)  # fmt: skip
-        (state, agg), raw = adjoint.checkpointed_scan(body, (state, carry[1]), xs, chunk,
-                                                      remat_step)  # fmt: skip
-        return (loop.leave(state), agg), raw
+        scan = partial(adjoint.checkpointed_scan, chunk=chunk, remat_step=remat_step)
+        return stacked_scan(scan, carry, xs, c, ops, index, phys, layout, loop)
     if tape is None:
         body = partial(scan_body, c=c, ops=ops, index=index, phys=phys, layout=layout)
         return adjoint.checkpointed_scan(body, carry, xs, chunk, remat_step)
