@@ -49,6 +49,7 @@ import h5py
 import numpy as np
 
 import sonotile.planning as sp
+from sonotile.api.heating.checkpoint import Checkpoint, RunStopped
 from sonotile.planning.acoustics import RunSettings, find_focus
 from sonotile.planning.chain import Plan
 from sonotile.planning.export import write_kwave_input
@@ -332,6 +333,10 @@ def main() -> None:
                     help="run the exported drive this many periods longer")  # fmt: skip
     ap.add_argument("--out", default="planning-optimize.json", metavar="FILE.json")
     ap.add_argument("--figure", metavar="FILE.png", help="the trade-off curves as a PNG")
+    ap.add_argument("--checkpoint", metavar="FILE.npz",
+                    help="stop on SIGINT/SIGTERM keeping the finished runs (one FILE per head: "
+                    "FILE-<head>.npz); the same command goes on from there (then timings_s "
+                    "are the last call's only)")  # fmt: skip
     args = ap.parse_args()
     folder = os.path.splitext(args.out)[0] + "-files"
     os.makedirs(folder, exist_ok=True)
@@ -343,9 +348,16 @@ def main() -> None:
         ct = sp.head_phantom(tuple(n), args.ct_mm, seed=seed, head=head)
         settings = sp.PlanSettings(frequency=args.f0, points_per_wavelength=args.ppw,
                                    focal_pressure=1e6, duration=10.0)  # fmt: skip
-        p = sp.plan(ct, TARGET, TARGET + 70 * DIRECTION, TRANSDUCER, settings, run=run,
-                    optimize=OptimizeSettings(groups=args.groups),
-                    progress=stamped(time.perf_counter()))  # fmt: skip
+        cp = None
+        if args.checkpoint:
+            cp = Checkpoint(os.path.splitext(args.checkpoint)[0] + f"-{name}.npz")
+        try:
+            p = sp.plan(ct, TARGET, TARGET + 70 * DIRECTION, TRANSDUCER, settings, run=run,
+                        optimize=OptimizeSettings(groups=args.groups), checkpoint=cp,
+                        progress=stamped(time.perf_counter()))  # fmt: skip
+        except RunStopped as e:
+            print(f"{name}: stopped: {e}")
+            return
         f = figures(p)
         f["head"] = {"seed": seed, **dataclasses.asdict(head)}
         result[name] = f

@@ -1,12 +1,14 @@
 """How a plan's CW runs are stepped and spread (``RunSettings``): the time step from the
 k-space scheme's phase-speed error, checked against a simulated plane wave; the run's length
-from the beam path; the decomposition, mesh and heating checkpoint through ``plan`` and
-``sonotile plan``: the same plan on 2 virtual CPU devices as on one, a heating stopped and
-resumed as one uninterrupted, bad options refused before any work."""
+from the beam path; the decomposition, mesh and checkpoint through ``plan`` and
+``sonotile plan``: the same plan on 2 virtual CPU devices as on one, a plan stopped between its
+acoustic runs or in its heating and resumed as one uninterrupted, bad options refused before
+any work."""
 
 from __future__ import annotations
 
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from sonotile.model.signals import create_cw_signals
 from sonotile.planning.acoustics import RunSettings, make_kgrid, stable_step
 from sonotile.planning.chain import PlanSettings, plan
 from sonotile.planning.geometry import Pose, beam_grid
+from sonotile.planning.saved_runs import PlanStopped, SavedRuns, digest, runs_folder
 
 TARGET = [0.0, 10.0, 45.0]
 ENTRY = (np.array(TARGET) + 60 * np.array([0.3, 0.1, 1.0]) / np.linalg.norm([0.3, 0.1, 1])).tolist()
@@ -152,6 +155,115 @@ def test_plan_command_stops_and_resumes_heating(ct_path, tmp_path, capsys):
     assert "wrote 7 files" in capsys.readouterr().out and not os.path.exists(cp)
 
 
+def _same_plan(a, b):
+    """Two plans with the same fields and heating (a resumed plan reads its runs back)."""
+    np.testing.assert_array_equal(a.p_amp, b.p_amp)
+    for name, field in b.beams.fields.items():
+        np.testing.assert_array_equal(a.beams.fields[name], field)
+    for name in ("T_max", "cem43"):
+        np.testing.assert_allclose(a.heat.data[name], b.heat.data[name], rtol=1e-12)
+
+
+def test_plan_stops_between_acoustic_runs_and_goes_on(ct_path, tmp_path):
+    """Each call with an interval shorter than any run does one more acoustic run, keeps it
+    and stops; the plan pieced together equals the uninterrupted one."""
+    whole = plan(ct_path, TARGET, ENTRY, "bowl:50:50", PlanSettings(**TINY))
+    cp = Checkpoint(str(tmp_path / "plan.npz"), interval=1e-6)
+    folder = runs_folder(cp.path)
+    stops = 0
+    while True:
+        with pytest.raises(RunStopped) as stop:
+            plan(ct_path, TARGET, ENTRY, "bowl:50:50", PlanSettings(**TINY), checkpoint=cp)
+        if not isinstance(stop.value, PlanStopped):
+            break  # all acoustic runs kept: the heating stopped
+        stops += 1
+        assert stop.value.step == 1 and stop.value.path == folder
+        assert len([f for f in os.listdir(folder) if f.startswith("run-")]) == stops
+    assert stops == 2  # the bowl through water and through the skull
+    resumed = plan(ct_path, TARGET, ENTRY, "bowl:50:50", PlanSettings(**TINY),
+                   checkpoint=Checkpoint(cp.path))  # fmt: skip
+    assert not os.path.exists(folder) and not os.path.exists(cp.path)
+    _same_plan(resumed, whole)
+
+
+def test_plan_stops_on_a_signal_after_the_run_under_way(ct_path, tmp_path):
+    """SIGINT during the first acoustic run: the run is finished and kept, then the plan
+    stops; the same call goes on and reads it back."""
+    whole = plan(ct_path, TARGET, ENTRY, "bowl:50:50", PlanSettings(**TINY))
+    cp = Checkpoint(str(tmp_path / "plan.npz"))
+    said: list[str] = []
+
+    def say(msg: str) -> None:
+        said.append(msg)
+        if len(said) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(PlanStopped) as stop:
+        plan(ct_path, TARGET, ENTRY, "bowl:50:50", PlanSettings(**TINY), checkpoint=cp,
+             progress=say)  # fmt: skip
+    assert stop.value.step == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    resumed = plan(ct_path, TARGET, ENTRY, "bowl:50:50", PlanSettings(**TINY), checkpoint=cp)
+    assert not os.path.exists(runs_folder(cp.path))
+    _same_plan(resumed, whole)
+
+
+def test_plan_refuses_a_runs_folder_it_did_not_make(ct_path, tmp_path):
+    cp = Checkpoint(str(tmp_path / "plan.npz"))
+    folder = runs_folder(cp.path)
+    os.mkdir(folder)
+    mine = os.path.join(folder, "notes.txt")
+    with open(mine, "w") as f:
+        f.write("keep")
+    with pytest.raises(ProblemError, match="not one a plan made"):
+        plan(ct_path, TARGET, ENTRY, "bowl:50:50", PlanSettings(**TINY), checkpoint=cp)
+    assert os.listdir(folder) == ["notes.txt"]
+
+
+def test_saved_run_digest_names_every_input():
+    medium = KWaveMedium(sound_speed=np.full((4, 4), 1500.0), density=1000.0)
+    same = KWaveMedium(sound_speed=np.full((4, 4), 1500.0), density=1000.0)
+    other = KWaveMedium(sound_speed=np.full((4, 4), 1500.0), density=1000.0)
+    other.sound_speed[1, 2] = 1500.5
+    assert digest(medium, RunSettings()) == digest(same, RunSettings())
+    assert digest(medium, RunSettings()) != digest(other, RunSettings())
+    assert digest(medium, RunSettings()) != digest(medium, RunSettings(settle_periods=13))
+    assert digest(np.zeros(2, np.float32)) != digest(np.zeros(1, np.float64))
+    assert digest((1, 2)) != digest(((1, 2),))
+
+
+def test_a_damaged_saved_run_is_run_again(tmp_path):
+    runs = SavedRuns(str(tmp_path / "r-runs"))
+    calls = []
+
+    def go():
+        calls.append(1)
+        return {"p": np.arange(3.0)}
+
+    first = runs.run(("x",), go)
+    (path,) = [os.path.join(runs.folder, f) for f in os.listdir(runs.folder) if f[:4] == "run-"]
+    np.testing.assert_array_equal(runs.run(("x",), go)["p"], first["p"])
+    assert len(calls) == 1  # read back
+    with open(path, "r+b") as f:
+        f.truncate(40)
+    np.testing.assert_array_equal(runs.run(("x",), go)["p"], np.arange(3.0))
+    assert len(calls) == 2
+
+
+def test_plan_command_stops_in_the_acoustics_and_goes_on(ct_path, tmp_path, capsys):
+    out, cp = str(tmp_path / "o"), str(tmp_path / "plan.npz")
+    args = ["plan", ct_path, "--target", *map(str, TARGET), "--entry", *map(str, ENTRY),
+            "--transducer", "bowl:50:50", "--frequency", "200e3", "--ppw", "2.4",
+            "--margin", "2", "--beyond", "6", "--duration", "2", "-o", out,
+            "--checkpoint", cp]  # fmt: skip
+    assert cli([*args, "--checkpoint_interval", "1e-6"]) == 0
+    assert "plan stopped: 1 acoustic run(s)" in capsys.readouterr().out
+    assert os.path.isdir(runs_folder(cp)) and not os.path.exists(out)
+    assert cli(args) == 0
+    assert "wrote 7 files" in capsys.readouterr().out
+    assert not os.path.exists(runs_folder(cp)) and not os.path.exists(cp)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -176,7 +288,7 @@ def test_plan_command_refuses_bad_run_options(ct_path, tmp_path, capsys, change,
 
 
 def test_run_settings_are_checked():
-    from sonotile.planning.chain import check_run
+    from sonotile.planning.acoustics import check_run
 
     for bad, message in ((RunSettings(cfl=0.6), "above cfl_max"),
                          (RunSettings(settle_periods=0), "settle_periods"),

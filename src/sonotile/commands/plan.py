@@ -195,14 +195,15 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint",
         metavar="FILE",
-        help="the heating saves its state here when stopped (SIGINT/SIGTERM or the "
-        "limits below); the same command with this file goes on from it",
+        help="the plan stops when told (SIGINT/SIGTERM or the limits below), keeping each "
+        "finished acoustic run in the folder FILE-runs (FILE without .npz) and the heating's "
+        "state in FILE; the same command with this file goes on from there",
     )
     p.add_argument(
         "--checkpoint_interval",
         type=float,
         metavar="S",
-        help="save and stop the heating after S seconds of stepping",
+        help="stop after the run that passes S seconds of stepping (acoustic runs and heating)",
     )
     p.add_argument(
         "--checkpoint_steps",
@@ -225,8 +226,7 @@ def _mesh(text: str | None) -> tuple[int, ...] | None:
 def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
     """The acoustic runs' settings and the heating's checkpoint from the options, checked."""
     from sonotile.api.heating.checkpoint import Checkpoint
-    from sonotile.planning.acoustics import RunSettings
-    from sonotile.planning.chain import check_run
+    from sonotile.planning.acoustics import RunSettings, check_run
 
     run = RunSettings(decomposition=a.decomposition, mesh=_mesh(a.mesh),
                       elastic_interface=a.elastic_interface)  # fmt: skip
@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     from sonotile.base.files import OutputWriteError
     from sonotile.planning.chain import PlanSettings, plan
     from sonotile.planning.outputs import prepare_output, write_plan
+    from sonotile.planning.saved_runs import PlanStopped
 
     a = parser().parse_args(argv)
     out = a.output or os.path.basename(os.path.normpath(a.ct)).split(".")[0] + "-plan"
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.kwave_input:
             paths += _write_kwave(result, out, say)
     except RunStopped as e:
-        say(f"heating stopped: {e}")
+        say(f"{'plan' if isinstance(e, PlanStopped) else 'heating'} stopped: {e}")
         return 0
     except (ProblemError, OSError) as e:  # a failed write: 1; bad input: 2
         print(f"sonotile plan: error: {e}", file=sys.stderr)

@@ -11,16 +11,20 @@ last periods.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import ndimage
 
 from sonotile.api.types import KSensor, KSource, KWaveGrid, KWaveMedium, Options
 from sonotile.model.array import KWaveArray
+from sonotile.model.problem import ProblemError
 from sonotile.model.signals import create_cw_signals
 from sonotile.planning.geometry import SimulationGrid
+
+if TYPE_CHECKING:
+    from sonotile.planning.saved_runs import SavedRuns
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class RunSettings:
         elastic_interface: the elastic runs' fluid-solid interfaces: ``"kwave"`` (k-Wave's
             scheme) or ``"slip"`` (the water slips along the bone; one device:
             :mod:`sonotile.physics.elastic.slip`, docs/elastic.md).
+        saved: where finished runs are kept and read back (a plan with a checkpoint,
+            :mod:`sonotile.planning.saved_runs`); None: every run is run.
     """
 
     cfl: float = 0.3
@@ -64,6 +70,7 @@ class RunSettings:
     mesh: tuple[int, ...] | None = None
     elastic_cfl: float = 0.3
     elastic_interface: str = "kwave"
+    saved: SavedRuns | None = field(default=None, compare=False, repr=False)
 
     def courant(self, dx: float, frequency: float, c_min: float, c_max: float) -> float:
         """The Courant number (at ``c_max``) of a fluid run on spacing ``dx`` [m] at
@@ -74,6 +81,38 @@ class RunSettings:
         x = np.sqrt(24.0 * self.phase_error / spread)  # c_max k dt at the error allowed
         k_dx = 2 * np.pi * frequency * dx / c_min
         return float(min(self.cfl_max, max(self.cfl, x / k_dx)))
+
+
+#: the decompositions a plan's runs take (``sonotile.api.simulate``'s)
+DECOMPOSITIONS = ("single", "pencil", "lfb", "auto")
+
+
+def check_run(run: RunSettings) -> None:
+    """A :class:`ProblemError` naming the first setting of ``run`` out of range."""
+    for name in ("cfl", "cfl_max", "phase_error", "crossings", "settle_periods", "cw_periods",
+                 "elastic_cfl"):  # fmt: skip
+        v = getattr(run, name)
+        if not (np.isfinite(v) and v > 0):
+            raise ProblemError(f"{name} must be positive, got {v}")
+    if run.cfl > run.cfl_max:
+        raise ProblemError(f"cfl {run.cfl} is above cfl_max {run.cfl_max}")
+    if not run.reach_mm >= 0:
+        raise ProblemError(f"reach_mm must be >= 0, got {run.reach_mm}")
+    if run.decomposition not in DECOMPOSITIONS:
+        raise ProblemError(f"decomposition must be one of {DECOMPOSITIONS}, "
+                           f"got {run.decomposition!r}")  # fmt: skip
+    if run.mesh is not None and (
+        len(run.mesh) not in (1, 2) or any(int(m) != m or m < 1 for m in run.mesh)
+    ):
+        raise ProblemError(f"mesh must be one or two whole numbers >= 1, got {run.mesh}")
+    if run.mesh is not None and run.decomposition == "single":
+        raise ProblemError("a mesh needs a decomposition (pencil, lfb or auto)")
+    if run.elastic_interface not in ("kwave", "slip"):
+        raise ProblemError(f"elastic_interface must be 'kwave' or 'slip', "
+                           f"got {run.elastic_interface!r}")  # fmt: skip
+    if run.elastic_interface == "slip" and run.decomposition in ("pencil", "lfb"):
+        raise ProblemError(f"elastic_interface 'slip' runs on one device: not with "
+                           f"decomposition {run.decomposition!r}")  # fmt: skip
 
 
 #: the fraction of the solver's stability limit a fluid run's time step stays within
@@ -133,19 +172,18 @@ def make_kgrid(
 
 def _simulate(kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KSensor,
               grid: SimulationGrid, run: RunSettings) -> Any:  # fmt: skip
-    from sonotile.api.simulation import simulate  # JAX, imported when a run starts
+    """One fluid run of the plan (read back when ``run.saved`` holds it)."""
 
-    return simulate(
-        kgrid,
-        medium,
-        source,
-        sensor,
-        progress=False,
-        quiet=True,
-        decomposition=run.decomposition,
-        mesh=run.mesh,
-        **grid.options(),
-    )
+    def go() -> Any:
+        from sonotile.api.simulation import simulate  # JAX, imported when a run starts
+
+        return simulate(kgrid, medium, source, sensor, progress=False, quiet=True,
+                        decomposition=run.decomposition, mesh=run.mesh,
+                        **grid.options())  # fmt: skip
+
+    if run.saved is None:
+        return go()
+    return run.saved.run((kgrid, medium, source, sensor, grid.options(), run), go)
 
 
 def cw_source_signals(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from sonotile.api.heating.sonication import HeatRun
 from sonotile.base.version import __version__
 from sonotile.model.problem import ProblemError
 from sonotile.planning.aberration import BeamComparison, compare_beams
-from sonotile.planning.acoustics import RunSettings
+from sonotile.planning.acoustics import RunSettings, check_run
 from sonotile.planning.dose_goal import power_scale, target_rise
 from sonotile.planning.drive_problem import drive_problem
 from sonotile.planning.elastic import ElasticBeams, elastic_beams
@@ -56,6 +56,7 @@ from sonotile.planning.optimize import (
     optimize_drive,
     warnings_of,
 )
+from sonotile.planning.saved_runs import check_runs_folder, runs_folder, saved_runs
 from sonotile.planning.skullpath import skull_path
 from sonotile.planning.thermal import ThermalMaps, thermal_properties
 from sonotile.planning.tissue import (
@@ -292,43 +293,13 @@ def check_inputs(
     return t, e, tr
 
 
-DECOMPOSITIONS = ("single", "pencil", "lfb", "auto")
-
-
-def check_run(run: RunSettings) -> None:
-    """A :class:`ProblemError` naming the first setting of ``run`` out of range."""
-    for name in ("cfl", "cfl_max", "phase_error", "crossings", "settle_periods", "cw_periods",
-                 "elastic_cfl"):  # fmt: skip
-        v = getattr(run, name)
-        if not (np.isfinite(v) and v > 0):
-            raise ProblemError(f"{name} must be positive, got {v}")
-    if run.cfl > run.cfl_max:
-        raise ProblemError(f"cfl {run.cfl} is above cfl_max {run.cfl_max}")
-    if not run.reach_mm >= 0:
-        raise ProblemError(f"reach_mm must be >= 0, got {run.reach_mm}")
-    if run.decomposition not in DECOMPOSITIONS:
-        raise ProblemError(f"decomposition must be one of {DECOMPOSITIONS}, "
-                           f"got {run.decomposition!r}")  # fmt: skip
-    if run.mesh is not None and (
-        len(run.mesh) not in (1, 2) or any(int(m) != m or m < 1 for m in run.mesh)
-    ):
-        raise ProblemError(f"mesh must be one or two whole numbers >= 1, got {run.mesh}")
-    if run.mesh is not None and run.decomposition == "single":
-        raise ProblemError("a mesh needs a decomposition (pencil, lfb or auto)")
-    if run.elastic_interface not in ("kwave", "slip"):
-        raise ProblemError(f"elastic_interface must be 'kwave' or 'slip', "
-                           f"got {run.elastic_interface!r}")  # fmt: skip
-    if run.elastic_interface == "slip" and run.decomposition in ("pencil", "lfb"):
-        raise ProblemError(f"elastic_interface 'slip' runs on one device: not with "
-                           f"decomposition {run.decomposition!r}")  # fmt: skip
-
-
 def _check_settings(s: PlanSettings, run: RunSettings, checkpoint: Checkpoint | None) -> None:
     """Each setting of a plan, or a :class:`ProblemError` naming the first one out of range."""
     s.check()
     check_run(run)
     if checkpoint is not None:
         checkpoint.check()
+        check_runs_folder(runs_folder(checkpoint.path))
 
 
 def _check_coupling(maps: TissueMaps, grid: SimulationGrid, tr: Transducer, pose: Pose) -> None:
@@ -468,16 +439,27 @@ def plan(
     :class:`CTImage` or a NIfTI / DICOM path), and the heating it causes. ``progress``
     receives one line per stage. ``run``: how the acoustic runs are stepped and spread over
     devices (:class:`RunSettings`; the heating takes the same devices). ``checkpoint``: the
-    heating saves its state there when stopped (raising
-    :class:`~sonotile.api.heating.RunStopped`) and the same call resumes it. ``optimize``
+    finished acoustic runs are kept beside it (:mod:`sonotile.planning.saved_runs`) and the
+    heating saves its state there; the plan stops between runs or in the heating (raising
+    :class:`~sonotile.api.heating.RunStopped`) and the same call goes on from there. ``optimize``
     (True or an :class:`OptimizeSettings`): after the phase-conjugated plan, the drive with
     the least skull heating at the same focal pressure (:mod:`sonotile.planning.optimize`),
     as ``Plan.optimized``. Write the results with
     :func:`sonotile.planning.outputs.write_plan`."""
-    say = progress or (lambda _msg: None)
     s, run = settings or PlanSettings(), run or RunSettings()
     _check_settings(s, run, checkpoint)
     opt = _optimize_settings(optimize, s, transducer)
+    with saved_runs(checkpoint) as kept:
+        if kept is not None:
+            run = replace(run, saved=kept)
+        return _plan(ct, target, entry, transducer, s, run, progress or (lambda _msg: None),
+                     checkpoint, opt)  # fmt: skip
+
+
+def _plan(ct: CTImage | str | os.PathLike, target: Sequence[float], entry: Sequence[float],
+          transducer: Transducer | str, s: PlanSettings, run: RunSettings, say: Progress,
+          checkpoint: Checkpoint | None, opt: OptimizeSettings | None) -> Plan:  # fmt: skip
+    """:func:`plan` with its settings checked (``run.saved``: the finished runs kept)."""
     clock, timings = time.perf_counter(), {}
 
     def lap(name: str) -> None:
@@ -498,6 +480,9 @@ def plan(
     say(f"heating: {s.duration:g} s on at duty {s.duty:g}, {s.cooling:g} s cooling")
     thermal = thermal_properties(on_grid, specific_heat=s.specific_heat,
                                  conductivity=s.conductivity, perfusion=s.perfusion)  # fmt: skip
+    if run.saved is not None and checkpoint is not None:
+        run.saved.check_stop()  # a signal after the last acoustic run
+        checkpoint = run.saved.heating(checkpoint)
     scale, p_amp, heat = _heating(ready, s, run, thermal, p_amp, peak, checkpoint, say)
     lap("heat")
     p = Plan(image, t, e, tr, s, pose, grid, on_grid, thermal, beams, scale, p_amp, heat, {},

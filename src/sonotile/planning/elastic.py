@@ -79,10 +79,18 @@ def _elastic_grid(
 
 def _run(maps: TissueMaps, kgrid: KWaveGrid, pad: tuple[int, int, int], source: Any,
          sensor: KSensor, run: RunSettings) -> dict[str, Any]:  # fmt: skip
-    """One elastic run of the plan on the padded grid, on ``run``'s devices."""
-    return pstd_elastic_3d(kgrid, elastic_medium(maps, pad), source, sensor, pml_size=list(pad),
-                           decomposition=run.decomposition, mesh=run.mesh,
-                           interface=run.elastic_interface)  # fmt: skip
+    """One elastic run of the plan on the padded grid, on ``run``'s devices (read back when
+    ``run.saved`` holds it)."""
+    medium = elastic_medium(maps, pad)
+
+    def go() -> dict[str, Any]:
+        return pstd_elastic_3d(kgrid, medium, source, sensor, pml_size=list(pad),
+                               decomposition=run.decomposition, mesh=run.mesh,
+                               interface=run.elastic_interface)  # fmt: skip
+
+    if run.saved is None:
+        return go()
+    return run.saved.run(("elastic", kgrid, medium, source, sensor, pad, run), go)
 
 
 def elastic_field(
