@@ -39,6 +39,10 @@ Parts, in the order they run:
   run time, peak device memory.
 * ``parallel``: the pencil and lfb code paths on a mesh of one device against the single-device
   run of the same problem.
+* ``models``: the elastic step (Kelvin-Voigt, lossless, slip interface) and the heat step
+  (homogeneous, one conductivity, heterogeneous, insulating and conducting faces) against the
+  acoustic absorbing step on the same grid (``benchmarks/elastic/elastic_step.py``,
+  ``benchmarks/heat/heat_step.py``): ms/step and the ratio.
 * ``cpu_scaling``: the host's CPU cores: sonotile-kwave and k-Wave's OMP solver (built from
   ``.gpu-carry/`` by ``kwave_omp_build.sh``) at 1-16 threads on the same inputs, alternating:
   loop time per step, whole run, peak RSS, parallel efficiency (:mod:`sonotile.bench.threads`);
@@ -1245,6 +1249,7 @@ def print_summary(data: dict) -> None:
             )
     summary_cpu_scaling(parts.get("cpu_scaling", {}))
     summary_plan(parts.get("plan", {}))
+    summary_models(parts.get("models", {}))
     for name in ("gradients", "gradients_cufft"):
         g = parts.get(name, {})
         if "gradient_s" in g:
@@ -1438,6 +1443,87 @@ DRY["plan"] = {"transducer": "array:32:64:64:8", "rows": [
 FULL["caps"]["plan"], DRY["caps"]["plan"] = 300, 300
 WORKERS["plan"] = w_plan
 PARTS += (("plan", part_plan),)
+
+
+# --------------------------------------------------------------------------- other models
+
+#: ``benchmarks/elastic/elastic_step.py``'s line per variant
+ELASTIC_ROW = re.compile(r"^\s+(\S+)\s+([\d.]+) ms/step \(min\s+([\d.]+)\)\s+x([\d.]+)\s+"
+                         r"memory\s+([\d.]+) B/pt")  # fmt: skip
+#: ``benchmarks/heat/heat_step.py``'s line per variant
+HEAT_ROW = re.compile(r"^\s+(\S+)\s+wall\s+([\d.]+) ms/step \(min\s+([\d.]+)\)\s+([\d.]+) x")
+
+
+def _step_script(script: str, args: list[str], pattern: re.Pattern, keys: tuple[str, ...],
+                 timeout: float) -> dict:  # fmt: skip
+    """Run a step benchmark of ``benchmarks/`` on the default device: its rows by variant
+    (the numbers its ``pattern`` takes, named ``keys``) and the end of its output."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                             cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired as e:
+        text = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
+        return {"status": "timeout", "output_tail": text[-3000:]}
+    rows = {}
+    for line in out.stdout.splitlines():
+        m = pattern.match(line)
+        if m:
+            rows[m.group(1)] = dict(zip(keys, map(float, m.groups()[1:])))
+    return {"status": "ok" if out.returncode == 0 else "failed", "returncode": out.returncode,
+            "rows": rows, "output_tail": (out.stdout + out.stderr)[-3000:]}  # fmt: skip
+
+
+def w_models(spec: dict) -> dict:
+    """The elastic and heat steps against the acoustic absorbing step on the same grid, on the
+    default device (the issue's bounds: elastic <= 2.0x, heat <= 0.3x the acoustic step):
+    ``elastic_step.py`` (Kelvin-Voigt, lossless, slip) and ``heat_step.py`` (homogeneous, one
+    conductivity, heterogeneous, insulating and conducting faces)."""
+    e, h = spec["elastic"], spec["heat"]
+    r: dict[str, Any] = {}
+    r["elastic"] = _step_script(
+        "elastic/elastic_step.py",
+        ["--size", str(e["n"]), "--steps", str(e["steps"]), "--rounds", str(e["rounds"]),
+         "--variants", e["variants"]],
+        ELASTIC_ROW, ("ms_per_step", "min_ms_per_step", "over_acoustic", "bytes_per_point"),
+        spec["timeout_s"],
+    )  # fmt: skip
+    partial(r)
+    r["heat"] = _step_script(
+        "heat/heat_step.py",
+        ["--size", str(h["n"]), "--steps", str(h["steps"]), "--rounds", str(h["rounds"])],
+        HEAT_ROW, ("ms_per_step", "min_ms_per_step", "over_acoustic"), spec["timeout_s"],
+    )  # fmt: skip
+    return r
+
+
+def part_models(ctx: dict) -> None:
+    """The elastic and heat steps on the GPU (see :func:`w_models`)."""
+    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["models"])
+    if cap is None:
+        ctx["res"].put("models", {"status": "skipped", "why": "time budget spent"})
+        return
+    ctx["res"].put("models", {"status": "running"})
+    spec = {**ctx["cfg"]["models"], "timeout_s": cap / 2}
+    ctx["res"].put("models", run_worker("models", spec, cap, ctx["env"]))
+
+
+def summary_models(part: dict) -> None:
+    for model in ("elastic", "heat"):
+        for name, row in part.get(model, {}).get("rows", {}).items():
+            print(f"{model:8s} {name:18s} {row['ms_per_step']:8.2f} ms/step "
+                  f"{row['over_acoustic']:5.2f}x the acoustic step")  # fmt: skip
+
+
+_ELASTIC_VARIANTS = "acoustic,acoustic-xla,elastic,elastic-lossless,elastic-slip"
+FULL["models"] = {"elastic": {"n": 256, "steps": 10, "rounds": 2, "variants": _ELASTIC_VARIANTS},
+                  "heat": {"n": 256, "steps": 20, "rounds": 2}}  # fmt: skip
+DRY["models"] = {"elastic": {"n": 24, "steps": 2, "rounds": 1, "variants": _ELASTIC_VARIANTS},
+                 "heat": {"n": 24, "steps": 2, "rounds": 1}}  # fmt: skip
+FULL["caps"]["models"], DRY["caps"]["models"] = 180, 180
+WORKERS["models"] = w_models
+PARTS += (("models", part_models),)
 
 if __name__ == "__main__":
     sys.exit(main())

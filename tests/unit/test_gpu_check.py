@@ -92,6 +92,10 @@ def test_dry_run_every_part(tmp_path):
     assert [(r["status"], bool(r.get("optimize"))) for r in plans] == [(0, False), (0, True)]
     assert {"acoustics", "heat"} <= set(plans[0]["timings_s"])
     assert "optimize" in plans[1]["timings_s"]
+    models = parts["models"]  # the elastic and heat steps beside the acoustic one
+    assert {"acoustic", "elastic", "elastic-slip"} <= set(models["elastic"]["rows"])
+    assert {"acoustic", "heat-homog", "heat-hetero"} <= set(models["heat"]["rows"])
+    assert models["heat"]["rows"]["acoustic"]["over_acoustic"] == 1.0
 
 
 def test_comparison_fails_a_perturbed_output(tmp_path):
