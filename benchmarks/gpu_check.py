@@ -1498,15 +1498,9 @@ def w_models(spec: dict) -> dict:
     return r
 
 
-def part_models(ctx: dict) -> None:
-    """The elastic and heat steps on the GPU (see :func:`w_models`)."""
-    cap = ctx["clock"].cap(ctx["cfg"]["caps"]["models"])
-    if cap is None:
-        ctx["res"].put("models", {"status": "skipped", "why": "time budget spent"})
-        return
-    ctx["res"].put("models", {"status": "running"})
-    spec = {**ctx["cfg"]["models"], "timeout_s": cap / 2}
-    ctx["res"].put("models", run_worker("models", spec, cap, ctx["env"]))
+#: the elastic and heat steps on the GPU (see :func:`w_models`); each script within half the cap
+part_models = part_simple("models", lambda ctx: {
+    **ctx["cfg"]["models"], "timeout_s": ctx["cfg"]["caps"]["models"] / 2})  # fmt: skip
 
 
 def summary_models(part: dict) -> None:

@@ -142,19 +142,6 @@ def test_heating_stops_and_resumes_as_one_run(ct_path, tmp_path):
     assert whole.summary["heat"]["T_max_degC"] > 38.0
 
 
-def test_plan_command_stops_and_resumes_heating(ct_path, tmp_path, capsys):
-    out, cp = str(tmp_path / "o"), str(tmp_path / "heat.npz")
-    args = ["plan", ct_path, "--target", *map(str, TARGET), "--entry", *map(str, ENTRY),
-            "--transducer", "bowl:50:50", "--frequency", "200e3", "--ppw", "2.4",
-            "--margin", "2", "--beyond", "6", "--duration", "2", "-o", out,
-            "--checkpoint", cp]  # fmt: skip
-    assert cli([*args, "--checkpoint_steps", "5"]) == 0
-    assert "heating stopped" in capsys.readouterr().out
-    assert os.path.exists(cp) and not os.path.exists(out)
-    assert cli(args) == 0
-    assert "wrote 7 files" in capsys.readouterr().out and not os.path.exists(cp)
-
-
 def _same_plan(a, b):
     """Two plans with the same fields and heating (a resumed plan reads its runs back)."""
     np.testing.assert_array_equal(a.p_amp, b.p_amp)
@@ -250,15 +237,22 @@ def test_a_damaged_saved_run_is_run_again(tmp_path):
     assert len(calls) == 2
 
 
-def test_plan_command_stops_in_the_acoustics_and_goes_on(ct_path, tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("limit", "said", "kept"),
+    [
+        (["--checkpoint_steps", "5"], "heating stopped", "plan.npz"),  # the heating's state
+        (["--checkpoint_interval", "1e-6"], "plan stopped: 1 acoustic run(s)", "plan-runs"),
+    ],
+)
+def test_plan_command_stops_and_goes_on(ct_path, tmp_path, capsys, limit, said, kept):
     out, cp = str(tmp_path / "o"), str(tmp_path / "plan.npz")
     args = ["plan", ct_path, "--target", *map(str, TARGET), "--entry", *map(str, ENTRY),
             "--transducer", "bowl:50:50", "--frequency", "200e3", "--ppw", "2.4",
             "--margin", "2", "--beyond", "6", "--duration", "2", "-o", out,
             "--checkpoint", cp]  # fmt: skip
-    assert cli([*args, "--checkpoint_interval", "1e-6"]) == 0
-    assert "plan stopped: 1 acoustic run(s)" in capsys.readouterr().out
-    assert os.path.isdir(runs_folder(cp)) and not os.path.exists(out)
+    assert cli([*args, *limit]) == 0
+    assert said in capsys.readouterr().out
+    assert os.path.exists(tmp_path / kept) and not os.path.exists(out)
     assert cli(args) == 0
     assert "wrote 7 files" in capsys.readouterr().out
     assert not os.path.exists(runs_folder(cp)) and not os.path.exists(cp)
