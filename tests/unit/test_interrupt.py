@@ -61,6 +61,25 @@ def test_sonotile_command_stopped_by_a_signal(command, delay, tmp_path):
     assert leftover == [], leftover
 
 
+def test_a_signal_that_ends_the_process_removes_its_temporary_files(tmp_path):
+    """Outside an unwinding command a signal ends the process at once (no ``finally`` runs):
+    the temporary file being written is removed first, the output path is left as it was."""
+    out = tmp_path / "figure.png"
+    code = (
+        "import os, signal, sys, time; sys.argv[0] = 'sonotile'; import sonotile; "
+        "from sonotile.base import files; "
+        f"block = files.partial_file({str(out)!r}, 'figure'); tmp = block.__enter__(); "
+        "open(tmp, 'wb').write(b'half'); print(tmp, flush=True); "
+        "os.kill(os.getpid(), signal.SIGINT); time.sleep(30)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert "stopped by signal 2 (SIGINT)" in proc.stderr
+    assert "sonotile-partial" in proc.stdout  # it was there while the block ran
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_signal_ignored_at_start_stays_ignored():
     code = (
         "import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "

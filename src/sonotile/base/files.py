@@ -27,6 +27,8 @@ from types import TracebackType
 import h5py
 import numpy as np
 
+from sonotile.base import interrupt
+
 #: Suffix of every temporary file of sonotile's (the tests look for it).
 PARTIAL = "sonotile-partial"
 #: Bytes of a dataset hashed at a time (slabs along its first axis).
@@ -249,6 +251,7 @@ def create_exclusive(tmp: str) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except FileExistsError:
         raise OSError(f"temporary file '{tmp}' exists already: not overwritten") from None
+    interrupt.OWN_TEMPORARY.add(tmp)  # a signal that ends the process removes it
     os.close(fd)
 
 
@@ -324,6 +327,7 @@ def commit(tmp: str, path: str, what: str) -> None:
         fsync_path(tmp)
         check_output_path(path, what)
         os.replace(tmp, path)
+        interrupt.OWN_TEMPORARY.discard(tmp)
         with contextlib.suppress(OSError):  # not every filesystem syncs folders
             fsync_path(os.path.dirname(os.path.abspath(path)) or ".")
 
@@ -333,6 +337,7 @@ def remove_own(tmp: str | None) -> None:
     if tmp is not None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+        interrupt.OWN_TEMPORARY.discard(tmp)
 
 
 @contextlib.contextmanager

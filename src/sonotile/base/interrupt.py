@@ -53,9 +53,26 @@ class Interrupted(KeyboardInterrupt):
 _guarded = [False]
 
 
+#: The temporary files this process has created and not yet renamed into place or removed
+#: (:func:`sonotile.base.files.create_exclusive`, ``commit``, ``remove_own``): a signal that
+#: ends the process at once removes them first, so no half-written file is left.
+OWN_TEMPORARY: set[str] = set()
+
+
+def remove_own_temporary() -> None:
+    """Remove every file of :data:`OWN_TEMPORARY` (one already gone is no error)."""
+    for path in list(OWN_TEMPORARY):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        OWN_TEMPORARY.discard(path)
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     if not _guarded[0]:
         prog = os.path.basename(sys.argv[0]) if sys.argv else "sonotile"
+        remove_own_temporary()
         os._exit(report(prog, Interrupted(signum)))
     raise Interrupted(signum)
 
