@@ -258,6 +258,15 @@ def test_plan_command_stops_and_goes_on(ct_path, tmp_path, capsys, limit, said, 
     assert not os.path.exists(runs_folder(cp)) and not os.path.exists(cp)
 
 
+def test_plan_command_refuses_runs_kept_in_its_output_folder(ct_path, tmp_path, capsys):
+    argv = ["plan", ct_path, "--target", *map(str, TARGET), "--entry", *map(str, ENTRY),
+            "--transducer", "bowl:50:50", "-o", str(tmp_path / "p-runs"),
+            "--checkpoint", str(tmp_path / "p.npz")]  # fmt: skip
+    assert cli(argv) == 2
+    assert "the output folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -223,10 +223,12 @@ def _mesh(text: str | None) -> tuple[int, ...] | None:
         raise ProblemError(f"--mesh {text!r}: give devices per axis, e.g. 4 or 2x2") from None
 
 
-def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
-    """The acoustic runs' settings and the heating's checkpoint from the options, checked."""
+def _run_options(a: argparse.Namespace, out: str) -> tuple[Any, Any]:
+    """The acoustic runs' settings and the checkpoint from the options, checked (``out``: the
+    output folder)."""
     from sonotile.api.heating.checkpoint import Checkpoint
     from sonotile.planning.acoustics import RunSettings, check_run
+    from sonotile.planning.saved_runs import runs_folder
 
     run = RunSettings(decomposition=a.decomposition, mesh=_mesh(a.mesh),
                       elastic_interface=a.elastic_interface)  # fmt: skip
@@ -243,6 +245,10 @@ def _run_options(a: argparse.Namespace) -> tuple[Any, Any]:
         return run, None
     cp = Checkpoint(a.checkpoint, a.checkpoint_interval, a.checkpoint_steps)
     cp.check((a.ct,))
+    if os.path.abspath(runs_folder(cp.path)) == os.path.abspath(out):
+        raise ProblemError(f"--checkpoint {cp.path!r} keeps the finished runs in "
+                           f"{runs_folder(cp.path)!r}, the output folder: give another "
+                           "checkpoint file or -o")  # fmt: skip
     return run, cp
 
 
@@ -314,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             allow_target_in=tuple(a.allow_target_in),
         )  # fmt: skip
         settings.check(_flags())
-        run, checkpoint = _run_options(a)
+        run, checkpoint = _run_options(a, out)
         optimize = _optimize(a)
         prepare_output(out, a.force, (a.ct,), _kwave_files(a))
         if not os.path.exists(a.ct):
