@@ -344,21 +344,53 @@ ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpirun or mpi4jax not installed")
 
 
-def mpirun(*cmd, n=2, timeout=300):
-    return run(["mpirun", "-n", n, "--oversubscribe", "-x", "JAX_PLATFORMS", *cmd],
+#: run first in every MPI rank: XLA's collectives between processes switched off (JAX then
+#: refuses any program that spans processes), so that every test of the MPI transport also
+#: shows that it needs none of them, as on one GPU shared by two processes, where NCCL has none
+NO_XLA_COLLECTIVES = (
+    "import jax; _set = jax.config.update; jax.config.update = lambda n, v: _set(n, None "
+    "if n == 'jax_cpu_collectives_implementation' else v); "
+)
+
+
+#: run first in every MPI rank of a test that sends the MPI transport's messages through host
+#: memory (``MpiTransport(staged=True)``), as it does on a GPU
+STAGED = (
+    "from sonotile.parallel import mpi; _init = mpi.MpiTransport.__init__; "
+    "mpi.MpiTransport.__init__ = lambda self, mesh, staged=None: _init(self, mesh, True); "
+)
+
+
+def mpirun(*cmd, n=2, timeout=300, prelude=""):
+    """``cmd`` (``sonotile-kwave`` or a script) on ``n`` MPI ranks, without XLA's collectives,
+    after ``prelude`` (Python statements)."""
+    cmd = [str(c) for c in cmd]
+    if cmd[:3] == [str(c) for c in KWAVE]:
+        main = "from sonotile.kwave.cli import entry; entry()"
+    else:
+        assert cmd[0] == sys.executable and cmd[1].endswith(".py"), cmd
+        main = f"import runpy; runpy.run_path({cmd[1]!r}, run_name='__main__')"
+    rest = cmd[3:] if main.startswith("from") else cmd[2:]
+    wrapped = [sys.executable, "-c", NO_XLA_COLLECTIVES + prelude + main, *rest]
+    return run(["mpirun", "-n", n, "--oversubscribe", "-x", "JAX_PLATFORMS", *wrapped],
                timeout=timeout, extra_env=ROOT_OK)  # fmt: skip
 
 
 @needs_mpi
-def test_mpi_transport_equals_single(tmp_path, single):
+@pytest.mark.parametrize("staged", [False, True])
+def test_mpi_transport_equals_single(tmp_path, single, staged):
     """pencil and lfb on 2 MPI ranks: the step's collectives are MPI calls (said with
     --verbose), the output equals the single-process run (pencil to round-off, LFB within its
-    documented error), written in the same layout."""
+    documented error), written in the same layout; also with the messages staged through host
+    memory, as on a GPU."""
     for dec, tol in (("pencil", 1e-5), ("lfb", 1e-3)):
         out = tmp_path / f"{dec}.h5"
-        r = ok(mpirun(*base(out), "--decomposition", dec, "--transport", "mpi", "--verbose", 2))
+        r = ok(mpirun(*base(out), "--decomposition", dec, "--transport", "mpi", "--verbose", 2,
+                      prelude=STAGED if staged else ""))  # fmt: skip
         assert "through MPI" in r.stderr, r.stderr[-2000:]
-        if dec == "lfb":  # the halos of a group of fields in one call (sonotile_mpi_halos)
+        if staged:
+            assert "staged through host memory" in r.stderr, r.stderr[-2000:]
+        elif dec == "lfb":  # the halos of a group of fields in one call (sonotile_mpi_halos)
             assert "one MPI call per group of fields" in r.stderr, r.stderr[-2000:]
         err = compare(out, single)
         assert max(v for k, v in err.items() if k != "p_final") <= tol, (dec, err)
@@ -460,7 +492,7 @@ from sonotile.parallel.mpi import MpiTransport
 
 shape = tuple(json.loads(MESH))
 names = AXIS_NAMES[: len(shape)]
-t = MpiTransport(make_mesh(shape))
+t = MpiTransport(make_mesh(shape), staged=STAGED)
 me = np.array(t.coords)
 n0 = shape[0]
 base = np.arange(6 * n0 * 5, dtype=np.float32).reshape(6 * n0, 5)
@@ -483,8 +515,8 @@ def f(v):
     k = collectives.kept_piece(names[0])
     P = v.reshape(n0, 6, 5)
     pairs = [(jnp.where((jnp.arange(n0) == k)[:, None, None], Q, -1.0), jnp.delete(Q, k, axis=0))
-             for Q in (P, lax.complex(P, 3 * P))]
-    kept = collectives.transpose_kept(pairs, names[0])
+             for Q in (P, lax.complex(P, 3 * P))] if k is not None else None
+    kept = None if k is None else collectives.transpose_kept(pairs, names[0])
     return right, cright, a2a, total, collectives.axis_index(names[0]), group, short, cols, kept
 
 ENDS = [6 * n0 - (c % 2) for c in range(n0)]
@@ -505,7 +537,7 @@ ok = {
     "all_to_all": bool(np.array_equal(a2a, np.concatenate(pieces, axis=1))),
     "sum_over": bool(np.allclose(total, np.sum(all_, axis=0), rtol=1e-6)),
     "axis_index": int(idx) == int(me[0]),
-    "transpose_kept": t.kept_piece(names[0]) == int(me[0])
+    "transpose_kept": (STAGED and kept is None) or t.kept_piece(names[0]) == int(me[0])
     and bool(np.array_equal(kept[0], np.stack(pieces)))
     and kept[1].dtype == np.complex64
     and bool(np.array_equal(kept[1], np.stack(pieces) + 3j * np.stack(pieces))),
@@ -527,13 +559,15 @@ with open(OUT + f"/rank{jax.process_index()}.json", "w") as fh:
 
 @needs_mpi
 @pytest.mark.parametrize("mesh", [[3], [2, 2]])
-def test_mpi_collectives_match_their_definitions(tmp_path, mesh):
+@pytest.mark.parametrize("staged", [False, True])
+def test_mpi_collectives_match_their_definitions(tmp_path, mesh, staged):
     """The MPI transport's ppermute (ring; float32 and complex64, LFB's plane halos), tiled
     all_to_all (along x, on every row of a 2-D mesh) and the one that keeps each rank's piece in
-    place, sensor sum (ring on 3 ranks, butterfly on 2x2) and axis_index against numpy."""
+    place, sensor sum (ring on 3 ranks, butterfly on 2x2) and axis_index against numpy; and the
+    same through host memory (``staged``, as on a GPU; it keeps no piece in place)."""
     script = tmp_path / "c.py"
-    script.write_text(MPI_COLLECTIVES.replace("MESH", repr(json.dumps(mesh)))
-                      .replace("OUT", repr(str(tmp_path))))  # fmt: skip
+    text = MPI_COLLECTIVES.replace("MESH", repr(json.dumps(mesh))).replace("STAGED", repr(staged))
+    script.write_text(text.replace("OUT", repr(str(tmp_path))))
     r = ok(mpirun(sys.executable, script, n=int(np.prod(mesh)), timeout=240))
     res = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
     assert len(res) == int(np.prod(mesh)), r.stdout[-2000:]

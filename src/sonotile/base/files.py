@@ -216,11 +216,12 @@ def token() -> str:
 
     words = np.frombuffer(os.urandom(8), np.uint32) & 0x7FFFFFFF
     mine = np.array([os.getpid() & 0x7FFFFFFF, *words], np.int32)
+    tok = f"{int(mine[0])}-{int(mine[1]):08x}{int(mine[2]):08x}"
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
+        from sonotile.base.processes import allgather
 
-        mine = np.asarray(multihost_utils.broadcast_one_to_all(mine))
-    return f"{int(mine[0])}-{int(mine[1]):08x}{int(mine[2]):08x}"
+        tok = allgather(tok)[0]
+    return tok
 
 
 def temp_name(path: str, tok: str, suffix: str = "") -> str:

@@ -17,6 +17,7 @@ import numpy as np
 
 from sonotile.base import config, files, interrupt, runtime
 from sonotile.base.files import check_input_path, file_digest, hdf5_cleanup_errors
+from sonotile.base.processes import agree_any, barrier
 from sonotile.base.runtime import install_stop_handlers, restore_handlers
 from sonotile.base.version import __version__
 from sonotile.kwave.checkpoint import Fingerprint, load_checkpoint, save_checkpoint
@@ -24,7 +25,6 @@ from sonotile.kwave.output import OutputFile
 from sonotile.kwave.provenance import provenance
 from sonotile.kwave.reader import KwaveFileError, read_input
 from sonotile.parallel.decomposition import AUTO, SINGLE, Decomposition
-from sonotile.parallel.distributed import agree_any, barrier
 from sonotile.physics.acoustic import checks, release_host_medium
 from sonotile.solver import runner as rn
 from sonotile.solver import sensors as sens

@@ -19,8 +19,10 @@ variables through :class:`sonotile.base.config.Settings`):
 * SLURM's ``srun`` (``SLURM_STEP_NUM_TASKS`` / ``SLURM_PROCID``, set by ``srun`` and not in a
   batch script itself; JAX's SLURM detection picks the first node of the job as coordinator).
 
-On CPUs the collectives go through gloo; on GPUs through NCCL (one process per GPU is what
-``mpirun``/``srun`` give by default). Nothing here is CPU specific.
+On CPUs the step's collectives go through gloo; on GPUs through NCCL (one process per GPU is
+what ``mpirun``/``srun`` give by default), or through MPI (:mod:`.mpi`). What the processes
+exchange outside the step (barriers, small agreed values) goes through JAX's coordination
+service (:mod:`sonotile.base.processes`). Nothing here is CPU specific.
 
 Failure policy: a process that fails must not leave the others waiting in a collective. The
 launchers kill the job when one process exits non-zero (``sonotile launch`` does; ``mpirun``
@@ -40,6 +42,7 @@ from typing import Any, TypedDict
 
 from sonotile.base import config
 from sonotile.base.config import ENV_COORDINATOR, ENV_NUM_PROCESSES
+from sonotile.base.processes import barrier
 
 
 class JobInfo(TypedDict):
@@ -180,14 +183,6 @@ def _count() -> int:
     return jax.process_count()
 
 
-def barrier(name: str) -> None:
-    """Wait until every process gets here (no-op in a single process)."""
-    if _count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
 def in_turns(fn: Callable[[], object], name: str) -> None:
     """Call ``fn()`` on each process in turn, process 0 first (serialised file writes)."""
     import jax
@@ -201,16 +196,6 @@ def in_turns(fn: Callable[[], object], name: str) -> None:
         if r == me:
             fn()
         barrier(f"{name}:{r}")
-
-
-def agree_any(flag: bool) -> bool:
-    """True on every process when ``flag`` is true on any (e.g. a stop request)."""
-    if _count() == 1:
-        return bool(flag)
-    import numpy as np
-    from jax.experimental import multihost_utils
-
-    return bool(np.asarray(multihost_utils.process_allgather(np.int32(bool(flag)))).any())
 
 
 def _fail_fast_on_uncaught_exceptions() -> None:

@@ -216,6 +216,8 @@ def _via(carrier: collectives.Transport | None) -> str:
     """How the step's collectives travel, for the engine's description (``--verbose 2``)."""
     if not isinstance(carrier, mpimod.MpiTransport):
         return ""
+    if carrier.staged:
+        return ", halos and transposes through MPI, staged through host memory"
     if carrier.own_calls:
         return (", halos (one MPI call per group of fields) and transposes (own pieces kept in "
                 "place) through MPI")  # fmt: skip

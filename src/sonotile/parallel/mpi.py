@@ -9,8 +9,9 @@ crosses the TCP loopback and XLA's rendezvous.
 
 JAX's distributed runtime still joins the processes (one mesh over all devices, the global
 arrays the writers and checkpoints take shard by shard); only the step's own communication
-moves to MPI. The processes must be MPI ranks (``mpirun``, ``srun --mpi=pmix``), one CPU device
-each; :func:`unavailable` says why not when they are not.
+moves to MPI. The processes must be MPI ranks (``mpirun``, ``srun --mpi=pmix``), one device
+each (on a GPU the messages pass through host memory: :mod:`.staged`); :func:`unavailable`
+says why not when they are not.
 
 mpi4jax compiles the communicators' handles (Open MPI: addresses) into the program, so they are
 part of the persistent compilation cache's key; the communicators are created in one fixed
@@ -27,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.base import config
+from sonotile.parallel import staged
 from sonotile.parallel.distributed import detect
 
 if TYPE_CHECKING:
@@ -42,17 +44,17 @@ def unavailable(mesh: Mesh) -> str | None:
         return "one process (the devices of one process talk without MPI)"
     if len(jax.local_devices()) != 1:
         return f"{len(jax.local_devices())} devices in this process (MPI needs one per process)"
-    if jax.local_devices()[0].platform != "cpu":
-        return "GPU devices (XLA's NCCL collectives are the transport there)"
     job = detect()
     if job is None or job["launcher"] not in ("mpirun", "srun"):
         launcher = "an unknown launcher" if job is None else job["launcher"]
         return f"processes started by {launcher}, not MPI ranks: start the job with mpirun or srun"
     try:
-        import mpi4jax  # noqa: F401
         from mpi4py import MPI
+
+        if not stages_through_host():  # on a CPU, mpi4jax's calls join the compiled step
+            import mpi4jax  # noqa: F401
     except ImportError as e:
-        return f"mpi4jax is not installed ({e}); scripts/setup.sh installs it where MPI is"
+        return f"{e.name} is not installed ({e}); scripts/setup.sh installs it where MPI is"
     size = MPI.COMM_WORLD.Get_size()
     if size != jax.process_count():
         return (
@@ -61,6 +63,13 @@ def unavailable(mesh: Mesh) -> str | None:
         )
     del mesh
     return None
+
+
+def stages_through_host() -> bool:
+    """Whether this process's messages pass through host memory (:mod:`.staged`): where its
+    device is not a CPU, whose arrays neither sonotile's MPI calls nor an mpi4jax built
+    without CUDA can send."""
+    return jax.local_devices()[0].platform != "cpu"
 
 
 def choose(asked: str | None, mesh: Mesh) -> str:
@@ -86,7 +95,7 @@ class MpiTransport:
     device at each coordinate; the MPI rank of each JAX process is exchanged once).
     """
 
-    def __init__(self, mesh: Mesh) -> None:
+    def __init__(self, mesh: Mesh, staged: bool | None = None) -> None:
         from mpi4py import MPI
 
         self.comm = MPI.COMM_WORLD
@@ -110,10 +119,14 @@ class MpiTransport:
         self._halo_comm = self.comm.Dup()
         from sonotile.parallel import mpi_ffi
 
-        # sonotile's own MPI calls (mpi_ffi), decided by all ranks together: a rank whose build
-        # failed while another's worked would send its halos one by one to a partner waiting
-        # for them in one call
-        self.own_calls = bool(self.comm.allreduce(int(mpi_ffi.available()), op=MPI.MIN))
+        #: whether the messages pass through host memory (:func:`stages_through_host`; the
+        #: same on every rank of a job: one kind of device)
+        self.staged = stages_through_host() if staged is None else staged
+        # sonotile's own MPI calls (mpi_ffi; host buffers only), decided by all ranks together:
+        # a rank whose build failed while another's worked would send its halos one by one to
+        # a partner waiting for them in one call
+        mine = 0 if self.staged else int(mpi_ffi.available())
+        self.own_calls = bool(self.comm.allreduce(mine, op=MPI.MIN))
         #: ``(kind, bytes)`` of every collective traced so far (the exchange benchmark's list)
         self.traced: list[tuple[str, int]] = []
 
@@ -134,8 +147,6 @@ class MpiTransport:
     def ppermute(self, x: jax.Array, name: str, perm: Sequence[tuple[int, int]]) -> jax.Array:
         """Send ``x`` to this shard's destination in ``perm``, receive from its source (a
         ``sendrecv``; ``perm`` must be a permutation of the axis)."""
-        import mpi4jax
-
         a = self._axis(name)
         me = self.coords[a]
         dest = [j for i, j in perm if i == me]
@@ -145,6 +156,11 @@ class MpiTransport:
         if dest[0] == me and src[0] == me:
             return x
         self.traced.append(("collective-permute", x.size * x.dtype.itemsize))
+        if self.staged:
+            return staged.sendrecv(x, self._halo_comm, self._rank_at(a, src[0]),
+                                   self._rank_at(a, dest[0]))  # fmt: skip
+        import mpi4jax
+
         return mpi4jax.sendrecv(
             x, x, source=self._rank_at(a, src[0]), dest=self._rank_at(a, dest[0]), comm=self.comm
         )
@@ -158,8 +174,9 @@ class MpiTransport:
         axis: int = 0,
     ) -> list[tuple[jax.Array, jax.Array]] | None:
         """:func:`sonotile.parallel.collectives.halos` as one MPI call for the group
-        (:mod:`.mpi_ffi`), or None when that is unavailable or a neighbour's block is thinner
-        than ``width`` (the halo then spans several blocks: ``ppermute`` hop by hop)."""
+        (:mod:`.mpi_ffi`; staged: one host call, :func:`.staged.halos`), or None when that is
+        unavailable or a neighbour's block is thinner than ``width`` (the halo then spans
+        several blocks: ``ppermute`` hop by hop)."""
         from mpi4py import MPI
 
         from sonotile.parallel import mpi_ffi
@@ -167,15 +184,15 @@ class MpiTransport:
         a = self._axis(name)
         n, me = self.shape[a], self.coords[a]
         real = [xs[0].shape[axis]] * n if ends is None else [int(e) for e in ends]
-        if n == 1 or min(real) < width or not self.own_calls:
+        if n == 1 or min(real) < width or not (self.own_calls or self.staged):
             return None
         for x in xs:
             halo = width * x.size // x.shape[axis] * x.dtype.itemsize
             self.traced += [("collective-permute", halo)] * 2
-        return mpi_ffi.halos(
-            xs, MPI._handleof(self._halo_comm), self._rank_at(a, (me - 1) % n),
-            self._rank_at(a, (me + 1) % n), width, real[me], axis,
-        )  # fmt: skip
+        left, right = self._rank_at(a, (me - 1) % n), self._rank_at(a, (me + 1) % n)
+        if self.staged:
+            return staged.halos(xs, self._halo_comm, left, right, width, real[me], axis)
+        return mpi_ffi.halos(xs, MPI._handleof(self._halo_comm), left, right, width, real[me], axis)
 
     def kept_piece(self, name: str) -> int | None:
         """This rank's coordinate along ``name`` when :meth:`transpose_kept` can carry the
@@ -200,13 +217,17 @@ class MpiTransport:
     def all_to_all(self, x: jax.Array, name: str, split_axis: int, concat_axis: int) -> jax.Array:
         """``lax.all_to_all(tiled=True)``: piece ``k`` of ``split_axis`` goes to shard ``k``,
         the pieces received are joined along ``concat_axis`` in shard order."""
-        import mpi4jax
-
         n = self.axis_size(name)
         if n == 1:
             return x
         self.traced.append(("all-to-all", x.size * x.dtype.itemsize * (n - 1) // n))  # sent
-        got = mpi4jax.alltoall(pieces_first(x, n, split_axis), comm=self._sub(name))
+        pieces = pieces_first(x, n, split_axis)
+        if self.staged:
+            got = staged.alltoall(pieces, self._sub(name))
+        else:
+            import mpi4jax
+
+            got = mpi4jax.alltoall(pieces, comm=self._sub(name))
         return joined(got, concat_axis)
 
     def _sub(self, name: str) -> Any:

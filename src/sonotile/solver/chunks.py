@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import jax
 import numpy as np
 
+from sonotile.base.processes import agree_min
 from sonotile.model.problem import Problem
 from sonotile.solver import sensors as sens
 
@@ -137,15 +137,6 @@ class ChunkSizer:
         self.free = new
         paced = self.pace and per_step * self.pace >= PACE_SECONDS
         self.length = min(self.free, self.pace) if paced else self.free
-
-
-def agree_min(n: int) -> int:
-    """The smallest ``n`` over the processes of a job (``n`` itself with one process)."""
-    if jax.process_count() == 1:
-        return n
-    from jax.experimental import multihost_utils
-
-    return int(np.min(multihost_utils.process_allgather(np.int64(n))))
 
 
 def make_sizer(

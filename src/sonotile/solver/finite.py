@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sonotile.base.processes import agree_any
 from sonotile.physics.base import NONFINITE_HINT
 from sonotile.spectral.device import in_host_memory
 
@@ -72,10 +73,30 @@ def state_finite(state: Any) -> jax.Array:
     return jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]).all()
 
 
+def _held_here(x: Any) -> list[Any]:
+    """The parts of the array ``x`` that this process holds (its shards, or ``x`` itself)."""
+    if getattr(x, "is_fully_addressable", True):
+        return [x]
+    return [s.data for s in x.addressable_shards]
+
+
+def finite_everywhere(tree: Any) -> bool:
+    """Whether every value of every array of ``tree`` is finite, on every process: an array
+    spread over several processes is checked shard by shard where each lives, and the processes
+    agree through the host (:func:`sonotile.base.processes.agree_any`), so that no collective
+    of XLA's takes part (on a GPU shared by two processes NCCL has none). Every process of a
+    job must call it with the same arrays."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    if all(getattr(x, "is_fully_addressable", True) for x in leaves):
+        return bool(state_finite(tree))
+    mine = all(bool(state_finite(part)) for x in leaves for part in _held_here(x))
+    return not agree_any(not mine)
+
+
 def bad_fields(state: Any) -> list[str]:
     """The names of ``state.fields()`` holding NaN or Inf (empty: the state has no names)."""
     fields: Mapping[str, Any] = state.fields() if hasattr(state, "fields") else {}
-    return [k for k, v in fields.items() if not bool(state_finite(v))]
+    return [k for k, v in fields.items() if not finite_everywhere(v)]
 
 
 def first_bad_sample(raw: Mapping[str, Any], rows: int) -> int | None:
@@ -101,7 +122,7 @@ def check_state(state: Any, model: Any, problem: Any, first: int, last: int,
     k-Wave's numbering) holds NaN or Inf; the model (:class:`sonotile.physics.Model`) names
     itself and the likely cause for ``problem``; ``raw``: the chunk's sensor samples, one row
     per time step from ``first`` (to name the first step they show it)."""
-    if bool(state_finite(state)):
+    if finite_everywhere(state):
         return
     hint = _hint(model, problem)
     hint += "; check_finite=False lets a run go on through NaN/Inf (to study an instability)"
@@ -130,7 +151,7 @@ def all_finite(v: Any) -> bool:
     """Whether every value of ``v`` (a host or device array) is finite (an array outside host
     memory is reduced where it lives)."""
     if not in_host_memory(v):
-        return bool(state_finite(v))
+        return finite_everywhere(v)
     # in host memory: numpy's minimum and maximum (NaN propagates through both, an infinity is
     # one of them): no program to load, no temporary the size of the grid
     a = np.asarray(v)
