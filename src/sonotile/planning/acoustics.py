@@ -11,6 +11,7 @@ last periods.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,11 @@ class RunSettings:
         x = np.sqrt(24.0 * self.phase_error / spread)  # c_max k dt at the error allowed
         k_dx = 2 * np.pi * frequency * dx / c_min
         return float(min(self.cfl_max, max(self.cfl, x / k_dx)))
+
+    def run_or_read(self, inputs: tuple[Any, ...], go: Callable[[], Any]) -> Any:
+        """``go()``'s records, or (a plan that keeps its runs) those kept in :attr:`saved` for
+        the run that ``inputs`` describe, run and kept first when there are none."""
+        return go() if self.saved is None else self.saved.run(inputs, go)
 
 
 #: the decompositions a plan's runs take (``sonotile.api.simulate``'s)
@@ -181,9 +187,7 @@ def _simulate(kgrid: KWaveGrid, medium: KWaveMedium, source: KSource, sensor: KS
                         decomposition=run.decomposition, mesh=run.mesh,
                         **grid.options())  # fmt: skip
 
-    if run.saved is None:
-        return go()
-    return run.saved.run((kgrid, medium, source, sensor, grid.options(), run), go)
+    return run.run_or_read((kgrid, medium, source, sensor, grid.options(), run), go)
 
 
 def cw_source_signals(

@@ -88,9 +88,7 @@ def _run(maps: TissueMaps, kgrid: KWaveGrid, pad: tuple[int, int, int], source: 
                                decomposition=run.decomposition, mesh=run.mesh,
                                interface=run.elastic_interface)  # fmt: skip
 
-    if run.saved is None:
-        return go()
-    return run.saved.run(("elastic", kgrid, medium, source, sensor, pad, run), go)
+    return run.run_or_read(("elastic", kgrid, medium, source, sensor, pad, run), go)
 
 
 def elastic_field(
