@@ -1455,7 +1455,7 @@ PARTS += (("plan", part_plan),)
 
 #: ``benchmarks/elastic/elastic_step.py``'s line per variant
 ELASTIC_ROW = re.compile(r"^\s+(\S+)\s+([\d.]+) ms/step \(min\s+([\d.]+)\)\s+x([\d.]+)\s+"
-                         r"memory\s+([\d.]+) B/pt")  # fmt: skip
+                         r"memory\s+([\d.]+) B/pt.*XLA\s+([\d.]+|nan) B/pt/step")  # fmt: skip
 #: ``benchmarks/heat/heat_step.py``'s line per variant
 HEAT_ROW = re.compile(r"^\s+(\S+)\s+wall\s+([\d.]+) ms/step \(min\s+([\d.]+)\)\s+([\d.]+) x")
 
@@ -1492,7 +1492,8 @@ def w_models(spec: dict) -> dict:
         "elastic/elastic_step.py",
         ["--size", str(e["n"]), "--steps", str(e["steps"]), "--rounds", str(e["rounds"]),
          "--variants", e["variants"]],
-        ELASTIC_ROW, ("ms_per_step", "min_ms_per_step", "over_acoustic", "bytes_per_point"),
+        ELASTIC_ROW, ("ms_per_step", "min_ms_per_step", "over_acoustic", "bytes_per_point",
+                      "xla_bytes_per_point_step"),
         spec["timeout_s"],
     )  # fmt: skip
     partial(r)

@@ -18,8 +18,10 @@ Variants, each a jitted ``lax.scan`` over ``--steps`` steps (no sensors), state 
   the ``ops.diffs`` path, the continued fields).
 
 Prints the median wall time per step over round-robin rounds, the compiled program's memory
-(arguments + temporaries) per grid point and the process's peak resident memory above what it
-held once JAX and the FFT were loaded (run one variant per process to compare models by it).
+(arguments + temporaries) per grid point, XLA's count of the bytes one step moves per grid point
+(with the time, the bandwidth the step reaches) and the process's peak resident memory above
+what it held once JAX and the FFT were loaded (run one variant per process to compare models by
+it).
 ``--threads``: CPU threads of XLA and FFTW (as ``sonotile-kwave -t``; default all).
 """
 
@@ -67,6 +69,18 @@ def elastic_case(n: int, dtype: str, absorbing: bool, interface: str = "kwave") 
     run = build(medium, (dx,) * 3, dt, 8, p0=p0, dtype=dtype, interface=interface)
     c = ElasticModel.of(run).constants(run, (0, 1, 2))  # what a run's time loop takes
     return c, run.ops, run.statics, run.xs
+
+
+def step_bytes(body: Any, state: Any, xs: dict, c: dict, ops: Any) -> float:
+    """XLA's count of the bytes one step reads and writes (its cost analysis of the step
+    compiled alone; nan where the backend gives none): with the time per step, the bandwidth
+    the step reaches."""
+    import jax
+
+    one = jax.tree_util.tree_map(lambda v: v[0], xs)
+    cost = jax.jit(body).lower(state, one, c, ops).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return float((cost or {}).get("bytes accessed", float("nan")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
 
         comp = jax.jit(scan, donate_argnums=0).lower(state, xs, c, ops).compile()
         ma = comp.memory_analysis()
-        mem = (ma.argument_size_in_bytes / n**3, ma.temp_size_in_bytes / n**3)
+        mem = (ma.argument_size_in_bytes / n**3, ma.temp_size_in_bytes / n**3,
+               step_bytes(body, state, xs, c, ops) / n**3)  # fmt: skip
         state = jax.block_until_ready(comp(state, xs, c, ops))
         compiled[name] = [comp, state, mem]
     times: dict[str, list[float]] = {k: [] for k in compiled}
@@ -146,10 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     base = statistics.median(times.get("acoustic", [float("nan")]))
     for name, ts in times.items():
         med = statistics.median(ts)
-        args, temp = compiled[name][2]
+        args, temp, moved = compiled[name][2]
         print(f"  {name:17s} {med:8.1f} ms/step (min {min(ts):7.1f})  x{med / base:4.2f}  "
               f"memory {args + temp:6.1f} B/pt (arguments {args:5.1f}, temporaries "
-              f"{temp:5.1f})")  # fmt: skip
+              f"{temp:5.1f})  XLA {moved:6.0f} B/pt/step")  # fmt: skip
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"  peak resident memory {peak / 1e9:.2f} GB, {(peak - base_rss) / n**3:.0f} B/pt above "
           f"the {base_rss / 1e9:.2f} GB held before the first case")  # fmt: skip
