@@ -601,6 +601,36 @@ def test_transport_choice_and_its_errors():
         choose("nccl", mesh)
 
 
+GPU_CHOICE = r"""
+import sonotile.parallel.distributed as dist
+dist.initialize()
+import jax
+from sonotile.parallel import mpi
+from sonotile.parallel.mesh import make_mesh
+
+mesh = make_mesh((2,))
+got = [mpi.shares_a_device(), mpi.choose("auto", mesh)]  # CPU ranks: MPI
+mpi.stages_through_host = lambda: True  # as on GPUs: ranks sharing one take MPI (staged) ...
+got.append(mpi.choose("auto", mesh))
+mpi.shares_a_device = lambda: False  # ... ranks with a GPU each XLA's collectives (NCCL)
+got += [mpi.choose("auto", mesh), mpi.choose("mpi", mesh)]
+print(f"CHOICE{jax.process_index()} {got}")
+"""
+
+
+@needs_mpi
+def test_transport_choice_on_gpus(tmp_path):
+    """``auto`` on GPUs: the MPI transport (staged through host memory) only where processes
+    share a device, which NCCL refuses; a GPU per process keeps XLA's collectives (NCCL, device
+    to device); ``mpi`` asked for is taken either way. Two CPU ranks on one host share theirs."""
+    script = tmp_path / "choice.py"
+    script.write_text(GPU_CHOICE)
+    r = ok(mpirun(sys.executable, script, timeout=120))
+    for rank in (0, 1):
+        line = next(ln for ln in r.stdout.splitlines() if ln.startswith(f"CHOICE{rank} "))
+        assert line.split(" ", 1)[1] == "[True, 'mpi', 'mpi', 'xla', 'mpi']", r.stdout
+
+
 @needs_mpi
 def test_mpi_rank_that_dies_stops_the_job(tmp_path):
     """Under mpirun, rank 1 raises while rank 0 is inside the step's MPI exchange: the job ends

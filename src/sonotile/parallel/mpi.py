@@ -20,6 +20,7 @@ order when the transport is made, so a cached step is only ever reused with the 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sonotile.base import config
+from sonotile.base.processes import allgather
 from sonotile.parallel import staged
 from sonotile.parallel.distributed import detect
 
@@ -72,15 +74,28 @@ def stages_through_host() -> bool:
     return jax.local_devices()[0].platform != "cpu"
 
 
+def shares_a_device() -> bool:
+    """Whether another process of the job drives this process's device (two processes on one
+    GPU, which NCCL refuses): every process's host name and local device compared (a
+    collective: every process calls it)."""
+    d = jax.local_devices()[0]
+    mine = f"{socket.gethostname()}/{d.platform}/{d.local_hardware_id}"
+    return allgather(mine).count(mine) > 1
+
+
 def choose(asked: str | None, mesh: Mesh) -> str:
     """``"mpi"`` or ``"xla"``: what the user asked for (argument, else ``Settings.transport``:
-    ``auto``, MPI wherever it can carry the mesh, unless ``SONOTILE_TRANSPORT`` says otherwise)."""
+    ``auto``, unless ``SONOTILE_TRANSPORT`` says otherwise). ``auto`` takes MPI wherever it can
+    carry the mesh, except between GPUs of their own, where NCCL moves the messages from device
+    to device and MPI would stage them through the host; processes sharing a GPU take MPI."""
     asked = asked or config.current().transport
     if asked not in TRANSPORTS:
         raise ValueError(f"transport = {asked!r}: expected one of {TRANSPORTS}")
     if asked == "xla":
         return "xla"
     why = unavailable(mesh)
+    if why is None and asked == "auto" and stages_through_host() and not shares_a_device():
+        return "xla"
     if why is None:
         return "mpi"
     if asked == "mpi":
