@@ -6,6 +6,7 @@ forward run of a drive at most once (:func:`_cached`)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import replace
@@ -21,7 +22,12 @@ from sonotile.planning.dose_goal import power_scale, target_rise
 from sonotile.planning.drive_basis import basis_drives, element_groups, run_basis
 from sonotile.planning.drive_problem import drive_problem
 from sonotile.planning.images import read_nifti
-from sonotile.planning.optimize import DriveProblem, OptimizeSettings, optimize_drive
+from sonotile.planning.optimize import (
+    DriveProblem,
+    OptimizeSettings,
+    optimize_drive,
+    warnings_of,
+)
 from sonotile.planning.outputs import FILES, OPTIMIZED_FILES
 from sonotile.planning.phantom import HeadShape, head_phantom
 from sonotile.planning.tissue import BRAIN
@@ -179,6 +185,16 @@ def test_optimized_drive_spares_the_skull(conjugated, optimized):
                       o["focus"]["peak_pa"])  # fmt: skip
     rise = prob.rise(optimized.heat)
     assert np.isclose(rise[prob.skull].max(), o["resimulated"]["skull_rise_K"])
+
+
+def test_an_inaccurate_program_is_a_warning(optimized):
+    """The convex solver's status is in the summary; a program it solved only to a reduced
+    accuracy is one of the plan's warnings (not a library warning on stderr)."""
+    assert optimized.summary["solver_status"] == "optimal"
+    assert not any("accuracy" in w for w in warnings_of(optimized))
+    worse = copy.copy(optimized)
+    worse.summary = {**optimized.summary, "solver_status": "optimal_inaccurate"}
+    assert "reduced accuracy" in warnings_of(worse)[0]
 
 
 def test_optimized_drive_on_a_second_skull(second_head):

@@ -21,6 +21,7 @@ from the last solution (a convex-concave iteration).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,10 +131,12 @@ def solve(prog: Program) -> tuple[np.ndarray, float]:
     re, im = _real_rows(np.exp(-1j * prog.goal_theta)[:, None] * prog.goal_rows / ps)
     cons += [re @ x >= prog.goal_lo / ps, *_limits(prog, x)]
     problem = cp.Problem(cp.Minimize(t + prog.regularisation * cp.sum_squares(x)), cons)
-    try:
-        problem.solve(solver=cp.CLARABEL)
-    except cp.error.SolverError:  # a numerical failure of the interior point: a second solver
-        problem.solve(solver=cp.SCS, eps=1e-7, max_iters=200000)
+    with warnings.catch_warnings():  # an inaccurate solution: prog.status says so
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        try:
+            problem.solve(solver=cp.CLARABEL)
+        except cp.error.SolverError:  # a numerical failure of the interior point: another
+            problem.solve(solver=cp.SCS, eps=1e-7, max_iters=200000)
     prog.status = str(problem.status)
     if problem.status not in ("optimal", "optimal_inaccurate") or x.value is None:
         raise ProblemError(f"no drive reaches the goal: {_why(prog)}")

@@ -308,6 +308,7 @@ class State:
     hot: list[hotspots.Index]
     forms: list[np.ndarray]
     goals: Goals
+    status: str = "optimal"  # the convex solver's on the last program (cvxpy's name)
 
 
 def _add_hotspots(prob: DriveProblem, basis: Basis, st: State, new: list[hotspots.Index],
@@ -383,9 +384,17 @@ def _recalibrate(st: State, c: np.ndarray, rise: np.ndarray, t: float) -> bool:
 
 
 def warnings_of(o: OptimizedPlan) -> list[str]:
-    """What a plan's warnings say of the optimised drive ``o``: rounds that ended before the
-    program knew every hotspot, and tissue it boils."""
+    """What a plan's warnings say of the optimised drive ``o``: a program solved only to a
+    reduced accuracy, rounds that ended before the program knew every hotspot, and tissue it
+    boils."""
     s, out = o.summary, [boiling(o.heat, "the optimised drive")]
+    if s.get("solver_status") == "optimal_inaccurate":
+        out.insert(
+            0,
+            "the convex solver found the optimised drive's last program only to "
+            "a reduced accuracy (cvxpy: optimal_inaccurate); the figures reported are "
+            "the forward re-simulation's of that drive, but a better drive may exist",
+        )
     if not s["converged"]:
         out.insert(0, f"the optimised drive's program ended after {s['rounds']} rounds with its "
                    f"own peak skull rise {s['predicted']['program_skull_rise_K']:.3g} K below "
@@ -464,7 +473,9 @@ def _solve_rounds(prob: DriveProblem, s: OptimizeSettings, basis: Basis, st: Sta
     the coefficients, the program's peak rise [K], the whole-grid heating, the rounds."""
     half = hotspots.box_halfwidth(prob.duration, prob.grid.spacing_mm)
     for r in range(1, s.rounds + 1):
-        c, t = solve(program(prob, basis, st, limits, goal, t_ref))
+        prog = program(prob, basis, st, limits, goal, t_ref)
+        c, t = solve(prog)
+        st.status = prog.status
         done, heat = _round(prob, basis, st, c, t, half, s.hotspots)
         say(f"round {r}: skull rise {t:.3g} K by the program ({len(st.hot)} hotspots, "
             f"{st.goals.active.size} bounded points)")  # fmt: skip
@@ -538,7 +549,8 @@ def optimize_drive(prob: DriveProblem, s: OptimizeSettings | None = None,
     timings["trade_off"] = time.perf_counter() - clock - sum(timings.values())
     out = OptimizedPlan(np.abs(drive), np.angle(drive), p_amp, focus, heat)
     out.summary = _summary(prob, s, out, basis, predicted, heat_p, t, conj, limits, goal, curve,
-                           rounds, len(st.hot), st.goals.side_lobe, timings, dose)  # fmt: skip
+                           rounds, len(st.hot), st.goals.side_lobe, timings, dose,
+                           st.status)  # fmt: skip
     return out
 
 
@@ -546,7 +558,7 @@ def _summary(prob: DriveProblem, s: OptimizeSettings, out: OptimizedPlan, basis:
              predicted: np.ndarray, heat_p: HeatRun, t: float, conj: dict[str, float],
              limits: dict[str, float | None], goal: float, curve: dict[str, Any],
              rounds: int, n_hot: int, side_lobe: float, timings: dict[str, float],
-             dose: float | None = None) -> dict[str, Any]:  # fmt: skip
+             dose: float | None = None, status: str = "optimal") -> dict[str, Any]:  # fmt: skip
     """Every number of an optimised drive (JSON-able); the conjugated plan's skull rise is
     compared at the same focal pressure, or with a ``dose`` goal at the same dose."""
     g, target = prob.grid, prob.grid.world(prob.grid.target_index)
@@ -590,7 +602,7 @@ def _summary(prob: DriveProblem, s: OptimizeSettings, out: OptimizedPlan, basis:
                   "runs": int(basis.fields.shape[0]),
                   "linearity_error": float(np.max(np.abs(np.abs(first) - prob.conjugated))
                                            / np.max(prob.conjugated))},
-        "hotspots": n_hot, "rounds": rounds, "settings": asdict(s),
+        "hotspots": n_hot, "rounds": rounds, "solver_status": status, "settings": asdict(s),
         "converged": bool(float(rise_p[prob.skull].max()) <= t * (1 + TOLERANCE)),
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
     }  # fmt: skip
