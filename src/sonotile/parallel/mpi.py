@@ -56,7 +56,8 @@ def unavailable(mesh: Mesh) -> str | None:
         if not stages_through_host():  # on a CPU, mpi4jax's calls join the compiled step
             import mpi4jax  # noqa: F401
     except ImportError as e:
-        return f"{e.name} is not installed ({e}); scripts/setup.sh installs it where MPI is"
+        name = e.name or "mpi4py"
+        return f"{name} is not installed ({e}); scripts/setup.sh installs it where MPI is"
     size = MPI.COMM_WORLD.Get_size()
     if size != jax.process_count():
         return (
