@@ -1563,7 +1563,14 @@ def _ranks(mpi: dict, cmd: list[str], timeout: float) -> subprocess.CompletedPro
     """``cmd`` on 2 MPI ranks sharing the device, each allowed under half of its memory."""
     env = {**mpi["env"], "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
            "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.45"}  # fmt: skip
-    full = [mpi["mpirun"], "-n", "2", "--oversubscribe", "--bind-to", "none", *cmd]
+    passed = (
+        "PATH",
+        "PYTHONPATH",
+        "XLA_PYTHON_CLIENT_PREALLOCATE",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    )  # each rank's environment, said outright
+    full = [mpi["mpirun"], "-n", "2", "--oversubscribe", "--bind-to", "none",
+            *[a for name in passed for a in ("-x", name)], *cmd]  # fmt: skip
     return subprocess.run(full, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
 
