@@ -31,9 +31,13 @@ def jax_float64() -> Iterator[None]:
 @pytest.fixture
 def no_program_cache() -> Iterator[None]:
     """Programs traced and compiled through jit, not loaded whole from the program cache
-    (:mod:`sonotile.solver.programs`): for tests that count traces or jit's own cache."""
+    (:mod:`sonotile.solver.programs`), with jit's in-memory caches emptied first (an earlier
+    test may have traced the same program): for tests that count traces or jit's own cache."""
+    import jax
+
     from sonotile.base import config
 
+    jax.clear_caches()
     saved = config.current()
     config.configure(program_cache=False)
     yield
