@@ -124,6 +124,22 @@ def test_whole_run_thread_counts(capsys):
     assert e.value.code == 2 and "1,two" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mode", [[], ["--whole-run", "--kwave-binary", "/bin/true"]])
+def test_bench_refuses_a_workdir_it_cannot_use(mode, tmp_path, capsys):
+    """``--workdir`` must be an existing folder: a missing one or a file is refused by name
+    before any input is written (it used to end in a traceback from ``tempfile``)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("kept")
+    out = tmp_path / "report.json"
+    for bad, why in ((tmp_path / "missing", "does not exist"), (a_file, "is not a folder")):
+        with pytest.raises(SystemExit) as e:
+            main(["bench", *mode, "--json", str(out), "--workdir", str(bad)])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and str(bad) in err and why in err, err
+    assert a_file.read_text() == "kept" and not out.exists()
+    assert sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
 def test_whole_run_arithmetic():
     """Runs of N and 3N steps with a fixed cost F and a per-step cost s (t = F + n s): the
     differences give s and F back for each tool and measure, the ratios are per round."""

@@ -102,6 +102,17 @@ def utf8_path(text: str) -> str:
     return text
 
 
+def writable_dir(text: str) -> str:
+    """An argparse type: an existing folder this process may write into (files are made in
+    it), refused with what is wrong before any work starts."""
+    if not os.path.isdir(text):
+        what = "is not a folder" if os.path.exists(text) else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {what}")
+    if not os.access(text, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: no permission to write in it")
+    return text
+
+
 def closest(word: str, choices: list[str]) -> str:
     """`` (did you mean --x?)`` for the closest of ``choices``, or ``""``."""
     match = difflib.get_close_matches(word.split("=")[0], choices, n=1, cutoff=0.7)

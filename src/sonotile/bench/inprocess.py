@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sonotile.base import runtime
-from sonotile.base.cliargs import Parser, integer, positive_int
+from sonotile.base.cliargs import Parser, integer, positive_int, writable_dir
 from sonotile.bench.cases import MEDIA, bench_case_problem
 from sonotile.model.problem import Problem
 
@@ -344,7 +344,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default="bench.json", help="output JSON file (default bench.json)")
     p.add_argument("--kwave_binary", default=None, help="k-Wave binary to compare against")
     p.add_argument("--no_breakdown", action="store_true", help="skip the FFT-only timing")
-    p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
+    p.add_argument("--workdir", type=writable_dir, default=None,
+                   help="an existing folder for the input files (default a temp dir)")  # fmt: skip
     return p
 
 

@@ -39,7 +39,7 @@ import sys
 import tempfile
 
 from sonotile.base import runtime
-from sonotile.base.cliargs import INT_MAX, Parser, integer, positive_int
+from sonotile.base.cliargs import INT_MAX, Parser, integer, positive_int, writable_dir
 from sonotile.bench.cases import WHOLE_RUN_CASES
 from sonotile.bench.inprocess import CASES, SOURCE_MODES, run_cases, spread, write_input
 
@@ -265,7 +265,8 @@ def parser() -> Parser:
     p.add_argument("--out", "--json", dest="json", default=os.path.join(*DEFAULT_OUT),
                    help="output JSON file, its folder made if need be (default "
                    f"{'/'.join(DEFAULT_OUT)} under the current folder)")  # fmt: skip
-    p.add_argument("--workdir", default=None, help="where input files go (default a temp dir)")
+    p.add_argument("--workdir", type=writable_dir, default=None,
+                   help="an existing folder for the input files (default a temp dir)")  # fmt: skip
     return p
 
 
