@@ -124,7 +124,25 @@ def test_whole_run_thread_counts(capsys):
     assert e.value.code == 2 and "1,two" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("mode", [[], ["--whole-run", "--kwave-binary", "/bin/true"]])
+BENCH_MODES = {
+    "inprocess": [],
+    "whole_run": ["--whole-run", "--kwave-binary", "/bin/true"],
+    "profile": ["--profile"],
+    "scaling": ["--scaling"],
+    "decompositions": ["--decompositions"],
+}
+
+
+def refused(argv: list[str], capsys) -> str:
+    """``sonotile bench ARGV`` exits 2 while parsing; its message."""
+    with pytest.raises(SystemExit) as e:
+        main(["bench", *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    return err
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "whole_run"])
 def test_bench_refuses_a_workdir_it_cannot_use(mode, tmp_path, capsys):
     """``--workdir`` must be an existing folder: a missing one or a file is refused by name
     before any input is written (it used to end in a traceback from ``tempfile``)."""
@@ -132,12 +150,41 @@ def test_bench_refuses_a_workdir_it_cannot_use(mode, tmp_path, capsys):
     a_file.write_text("kept")
     out = tmp_path / "report.json"
     for bad, why in ((tmp_path / "missing", "does not exist"), (a_file, "is not a folder")):
-        with pytest.raises(SystemExit) as e:
-            main(["bench", *mode, "--json", str(out), "--workdir", str(bad)])
-        err = capsys.readouterr().err
-        assert e.value.code == 2 and str(bad) in err and why in err, err
+        err = refused([*BENCH_MODES[mode], "--json", str(out), "--workdir", str(bad)], capsys)
+        assert str(bad) in err and why in err, err
     assert a_file.read_text() == "kept" and not out.exists()
     assert sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
+@pytest.mark.parametrize("mode", sorted(BENCH_MODES))
+def test_bench_refuses_a_report_path_before_any_run(mode, tmp_path, capsys):
+    """Every bench mode checks where its JSON report goes while parsing: a folder two levels
+    missing, a folder, or someone's file that is not JSON (kept as it was) is refused by name;
+    these modes used to run every case first and end in a traceback, or overwrite the file."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a report")
+    bad = {
+        str(tmp_path / "no" / "such" / "r.json"): "is not a writable folder",
+        str(tmp_path): "is a directory",
+        str(notes): "not in JSON format",
+    }
+    for path, why in bad.items():
+        err = refused([*BENCH_MODES[mode], "--json", path], capsys)
+        assert path in err and why in err, err
+    assert notes.read_text() == "not a report"
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_bench_report_replaces_a_report_and_makes_its_folder(tmp_path):
+    """A report replaces an earlier one (JSON) and its one missing folder is made."""
+    from sonotile.bench.report import json_file, write_json
+
+    path = tmp_path / "new" / "r.json"
+    assert json_file(str(path)) == str(path)
+    write_json(str(path), {"a": 1})
+    assert json_file(str(path)) == str(path)  # an existing report may be replaced
+    write_json(str(path), {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 2}
 
 
 def test_whole_run_arithmetic():

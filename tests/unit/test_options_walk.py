@@ -14,7 +14,7 @@ import pytest
 
 from sonotile.base import cliargs, config
 from sonotile.batch import cli as batch_cli
-from sonotile.bench import inprocess, processes, scaling, whole
+from sonotile.bench import inprocess, processes, report, scaling, whole
 from sonotile.commands import cli as sonotile_cli
 from sonotile.commands import demo, heat, plan, plot, validate
 from sonotile.kwave import cli as kwave_cli
@@ -69,7 +69,8 @@ _POSITIVE = (*_SIGNED, "-1", "0")
 #: (command, option) -> the values ``sonotile heat`` and ``sonotile plan`` do not refuse yet
 def _numeric(action: argparse.Action) -> bool:
     """Whether an option takes a number (not a name, a path or a switch)."""
-    texts = (None, str, Path, cliargs.utf8_path)
+    texts = (None, str, Path, cliargs.utf8_path, cliargs.writable_dir, report.json_file,
+             report.png_file)  # fmt: skip
     return bool(action.option_strings) and action.type not in texts
 
 

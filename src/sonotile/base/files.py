@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import math
 import os
 import re
@@ -171,12 +172,19 @@ SIGNATURES = {"PNG": b"\x89PNG\r\n\x1a\n"}
 
 def check_replaces(path: str, what: str = "output file", kind: str = "HDF5") -> None:
     """Refuse an output path naming an existing file that is not a ``kind`` file ("HDF5",
-    "PNG"): a mistyped name for someone's document is not overwritten. Call after
+    "PNG", "JSON"): a mistyped name for someone's document is not overwritten. Call after
     :func:`check_output_path` (a regular file is read, never a FIFO)."""
     if not os.path.isfile(path) or os.path.islink(path):
         return
     if kind == "HDF5":
         ok = h5py.is_hdf5(path)
+    elif kind == "JSON":
+        try:
+            with open(path, "rb") as f:
+                json.load(f)
+            ok = True
+        except (ValueError, UnicodeDecodeError):
+            ok = False
     else:
         with open(path, "rb") as f:
             ok = f.read(len(SIGNATURES[kind])) == SIGNATURES[kind]

@@ -26,7 +26,6 @@ Thread count (``--threads``) is applied before JAX is imported, as in ``sonotile
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -43,6 +42,7 @@ import numpy as np
 from sonotile.base import runtime
 from sonotile.base.cliargs import Parser, integer, positive_int, writable_dir
 from sonotile.bench.cases import MEDIA, bench_case_problem
+from sonotile.bench.report import json_file, write_json
 from sonotile.model.problem import Problem
 
 if TYPE_CHECKING:  # JAX is imported after the thread count is set
@@ -341,7 +341,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--repeats", type=positive_int, default=3, help="timed runs per case (default 3)"
     )
-    p.add_argument("--json", default="bench.json", help="output JSON file (default bench.json)")
+    p.add_argument("--json", type=json_file, default="bench.json",
+                   help="output JSON file (default bench.json)")  # fmt: skip
     p.add_argument("--kwave_binary", default=None, help="k-Wave binary to compare against")
     p.add_argument("--no_breakdown", action="store_true", help="skip the FFT-only timing")
     p.add_argument("--workdir", type=writable_dir, default=None,
@@ -541,8 +542,7 @@ def run_cases(
             report["cases"].append(res)
     if finish is not None:
         finish(report)
-    with open(args.json, "w") as fh:
-        json.dump(report, fh, indent=1)
+    write_json(args.json, report)
     print(f"wrote {args.json}")
     return 0
 

@@ -32,6 +32,7 @@ import time
 from sonotile.base import config
 from sonotile.base.cliargs import Parser, index, integer, positive_int
 from sonotile.bench.breakdown import PARTS
+from sonotile.bench.report import json_file, png_file, write_json
 
 
 def _worker(spec: dict) -> dict:
@@ -230,8 +231,8 @@ def parser() -> Parser:
         help="coupled runs' transports: mpi (mpirun), xla (gloo through sonotile launch); "
         "default mpi,xla where mpirun and mpi4jax are installed",
     )  # fmt: skip
-    ap.add_argument("--json", default="bench-scaling.json")
-    ap.add_argument("--png", default="bench-scaling.png")
+    ap.add_argument("--json", type=json_file, default="bench-scaling.json")
+    ap.add_argument("--png", type=png_file, default="bench-scaling.png")
     return ap
 
 
@@ -257,10 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in sorted(rounds.items()):
         what = "efficiency vs control" if k.startswith("weak") else "speed-up"
         print(f"{k:16s} {what} per round: " + " ".join(f"{x:.2f}" for x in v))
-    with open(a.json, "w") as f:
-        json.dump({"command": "sonotile bench --scaling " + " ".join(argv), "rows": rows,
-                   "summary": summary, "per_round": rounds, "load": os.getloadavg()}, f,
-                  indent=1)  # fmt: skip
+    report = {"command": "sonotile bench --scaling " + " ".join(argv), "rows": rows,
+              "summary": summary, "per_round": rounds, "load": os.getloadavg()}  # fmt: skip
+    write_json(a.json, report)
     _plot(summary, a.png)
     print(f"written {a.json}, {a.png}")
     return 0

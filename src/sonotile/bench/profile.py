@@ -29,6 +29,7 @@ import tempfile
 from typing import Any
 
 from sonotile.base.cliargs import Parser
+from sonotile.bench.report import json_file, write_json
 from sonotile.bench.whole import KNOWN_CASES, thread_counts
 
 #: executor events that hold other events, not passes of their own
@@ -124,7 +125,7 @@ def main(argv: list[str]) -> int:
         "--threads", type=thread_counts, default=[1, 2],
         help="comma-separated thread counts, one process each (default 1,2)",
     )  # fmt: skip
-    p.add_argument("--json", default="bench_profile.json", help="output JSON file")
+    p.add_argument("--json", type=json_file, default="bench_profile.json", help="output JSON file")
     p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     least = (("size", a.size, 8), ("steps", a.steps, 1), ("rounds", a.rounds, 1))
@@ -153,9 +154,8 @@ def main(argv: list[str]) -> int:
         by_threads[t] = json.loads(found[-1][len("PROFILE ") :])
     print(f"{a.case} {a.size}^3, {a.steps} steps x {a.rounds} profiled runs, ms per step:")
     print("\n".join(table(by_threads)))
-    with open(a.json, "w") as fh:
-        report = {"argv": argv, "case": a.case, "size": a.size, "steps": a.steps,
-                  "threads": {str(t): v for t, v in by_threads.items()}}  # fmt: skip
-        json.dump(report, fh, indent=1)
+    report = {"argv": argv, "case": a.case, "size": a.size, "steps": a.steps,
+              "threads": {str(t): v for t, v in by_threads.items()}}  # fmt: skip
+    write_json(a.json, report)
     print(f"wrote {a.json}")
     return 0

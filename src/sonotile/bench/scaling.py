@@ -16,7 +16,6 @@ and writes a model of the bytes per device per step for 8 ... 512 devices (:func
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -26,6 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from sonotile.base.cliargs import Parser, integer, positive_int
+from sonotile.bench.report import json_file, write_json
 from sonotile.parallel.decomposition import Decomposition
 
 if TYPE_CHECKING:  # JAX and the solver are imported where used (after the XLA flags are set)
@@ -465,7 +465,7 @@ def parser() -> Parser:
         help="comma-separated decomposition:mesh list",
     )
     ap.add_argument("--overlap", type=integer(2, 32), default=16)
-    ap.add_argument("--json", default="bench-decompositions.json")
+    ap.add_argument("--json", type=json_file, default="bench-decompositions.json")
     ap.add_argument("--bytes_only", action="store_true", help="skip the timings")
     return ap
 
@@ -499,13 +499,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['bytes_predicted'] / 1e6:8.2f}")  # fmt: skip
     model = model_rows(overlap=a.overlap)
     _print_model(model)
-    with open(a.json, "w") as f:
-        json.dump(
-            {"size": a.size, "devices": len(jax.devices()), "runs": rows, "model": model},
-            f,
-            indent=1,
-            default=str,
-        )
+    write_json(
+        a.json,
+        {"size": a.size, "devices": len(jax.devices()), "runs": rows, "model": model},
+        default=str,
+    )
     print(f"written {a.json}")
     return 0
 

@@ -42,6 +42,7 @@ from sonotile.base import runtime
 from sonotile.base.cliargs import INT_MAX, Parser, integer, positive_int, writable_dir
 from sonotile.bench.cases import WHOLE_RUN_CASES
 from sonotile.bench.inprocess import CASES, SOURCE_MODES, run_cases, spread, write_input
+from sonotile.bench.report import json_file
 
 #: every case name ``--cases`` takes: the named cases, and the two media driven by one point in
 #: the mode ``--source_mode`` gives
@@ -262,7 +263,8 @@ def parser() -> Parser:
     p.add_argument(
         "--first-step", action="store_true", help="also time sonotile-kwave --benchmark 1"
     )
-    p.add_argument("--out", "--json", dest="json", default=os.path.join(*DEFAULT_OUT),
+    p.add_argument("--out", "--json", dest="json", type=json_file,
+                   default=os.path.join(*DEFAULT_OUT),
                    help="output JSON file, its folder made if need be (default "
                    f"{'/'.join(DEFAULT_OUT)} under the current folder)")  # fmt: skip
     p.add_argument("--workdir", type=writable_dir, default=None,
@@ -286,7 +288,6 @@ def main(argv: list[str]) -> int:
         print(f"sonotile bench --whole_run: {args.kwave_binary} is not an executable file",
               file=sys.stderr)  # fmt: skip
         return 2
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     report = {"argv": argv, "threads": args.threads, "cases": []}
     jobs = {f"{c} -t {t}": (c, t) for t in (args.threads or [None]) for c in cases}
     return run_cases(
