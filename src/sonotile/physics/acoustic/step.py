@@ -371,10 +371,6 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     if phys.p_mode is not None:
         active = n < x["p_len"]
         rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops, c.get("p_pattern"))
-    # each component materialised here: otherwise XLA fused the density updates into the
-    # equation of state's sum as well (reading the old fields and the divergence again, 7 grids
-    # for 3) and kept a copy of every old component for it (docs/performance.md)
-    rho = tuple(_keep(ops, r) for r in rho)
     # 7. equation of state
     p = pressure_from_density(rho, du, c, ops, phys)
     return State(p, rho, u)
