@@ -229,6 +229,30 @@ def test_temporary_name_of_a_long_file_name_fits(tmp_path):
     assert sorted(os.listdir(tmp_path)) == [long.name]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_own_temporary_hdf5_file_reopens_while_a_child_process_holds_it(tmp_path):
+    """A child process started while a run's temporary HDF5 file is open (``git`` for the
+    provenance, in another run's thread) holds the open file until it ends: the run closing
+    and reopening its file (as every HDF5 writer here does) must not find it locked."""
+    import subprocess
+
+    tmp = str(tmp_path / "own.h5")
+    f = files.open_own_hdf5(tmp, "w")
+    fds = [int(n) for n in os.listdir("/proc/self/fd")
+           if os.path.realpath(f"/proc/self/fd/{n}") == tmp]  # fmt: skip
+    assert fds
+    child = subprocess.Popen(["sleep", "5"], pass_fds=fds)
+    try:
+        f.close()
+        with files.open_own_hdf5(tmp, "r+") as g:
+            g["x"] = np.arange(3.0)
+        with h5py.File(tmp, "r") as g:
+            assert g["x"][2] == 2.0
+    finally:
+        child.kill()
+        child.wait()
+
+
 @pytest.mark.parametrize(
     "argv, flag",
     [

@@ -372,6 +372,14 @@ def partial_file(
         remove_own(tmp)  # gone once committed: renamed into place
 
 
+def open_own_hdf5(tmp: str, mode: str) -> h5py.File:
+    """``tmp``, a temporary file of this run (:func:`partial_file`; no other program opens
+    it), opened in ``mode`` without HDF5's file lock. That lock (``flock``) belongs to the open
+    file, which a child process forked meanwhile (``git`` for the provenance, a compiler, in
+    any thread) holds until it execs: reopening the file just closed would find it locked."""
+    return h5py.File(tmp, mode, locking=False)
+
+
 @contextlib.contextmanager
 def hdf5_output(path: str, what: str, nbytes: int,
                 inputs: Sequence[tuple[str, str | None]] = ()) -> Iterator[h5py.File]:  # fmt: skip
@@ -381,10 +389,10 @@ def hdf5_output(path: str, what: str, nbytes: int,
     (a full disk, an I/O error) ends as one :class:`OutputWriteError` naming ``path``."""
     label = f"{what} '{path}'"
     with partial_file(path, what, inputs=inputs) as tmp, write_errors(label, path):
-        with h5py.File(tmp, "w"):
+        with open_own_hdf5(tmp, "w"):
             pass
         reserve(tmp, nbytes + MARGIN, label)
-        with h5py.File(tmp, "r+") as f:
+        with open_own_hdf5(tmp, "r+") as f:
             yield f
 
 

@@ -130,7 +130,7 @@ def _seal(tmp: str, fp: Fingerprint, t_index: int, output_path: str | None, seri
     """The manifest: input and settings fingerprints, ``t_index``, every dataset's SHA-256
     and those of the partial output's time series up to ``t_index``."""
     out_sums = None if output_path is None else _output_digests(output_path, series, t_index)
-    with h5py.File(tmp, "r+") as f:
+    with files.open_own_hdf5(tmp, "r+") as f:
         manifest = {
             "input_sha256": fp.input_sha256, "settings": fp.settings, "t_index": t_index,
             "sha256": _digests(f), "output_sha256": out_sums,
@@ -174,7 +174,7 @@ def _write_checkpoint(
     zyx = (nz, ny, nx)
     leader = jax.process_index() == 0
     if leader:
-        with h5py.File(tmp, "w") as f:
+        with files.open_own_hdf5(tmp, "w") as f:
             set_str(f, "file_type", "checkpoint")
             set_str(f, "created_by", f"sonotile v{__version__}")
             set_str(f, "creation_date", time.strftime("%d/%m/%y, %H:%M:%S"))
@@ -198,7 +198,7 @@ def _write_checkpoint(
         files.reserve(tmp, size + files.MARGIN, "checkpoint file")  # a full disk fails here
 
     def mine() -> None:
-        with h5py.File(tmp, "r+") as f:
+        with files.open_own_hdf5(tmp, "r+") as f:
             for name, v in fields.items():
                 write_shards(f[name], v, zyx=True, blocks=blocks)
             for name, v in agg.items():

@@ -137,14 +137,14 @@ class OutputFile:
                 # ended: the leg writes a copy (a kill at any moment leaves a resumable file)
                 shutil.copyfile(path, self.tmp)
             else:
-                with h5py.File(self.tmp, "w") as f:
+                with files.open_own_hdf5(self.tmp, "w") as f:
                     self.f = f
                     self._create()
                 self.f = None
         if self.reserve:
             self.reserved = files.reserve(self.tmp, self.reserve, "output file")
         try:
-            self.f = h5py.File(self.tmp, "r+")
+            self.f = files.open_own_hdf5(self.tmp, "r+")
         except OSError as e:
             raise OSError(f"{path}: output file cannot be reopened for writing ({e})") from None
 
@@ -332,13 +332,13 @@ class OutputFile:
         def mine() -> None:
             if self.leader:
                 return
-            with h5py.File(self.tmp, "r+") as f:
+            with files.open_own_hdf5(self.tmp, "r+") as f:
                 for name, v in sharded:
                     write_shards(f[name], v, zyx=True, blocks=blocks)
 
         in_turns(mine, "sonotile-output-fields")
         if self.leader:
-            self.f = h5py.File(self.tmp, "r+")
+            self.f = files.open_own_hdf5(self.tmp, "r+")
 
     def _replace(self, name: str, data: np.ndarray, chunks: tuple[int, ...] | None) -> None:
         if name in self.f:

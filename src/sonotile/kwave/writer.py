@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 
+from sonotile.base.files import open_own_hdf5
 from sonotile.kwave.layout import grid_to_linear, to_zyx
 from sonotile.kwave.output import partial_file
 from sonotile.model.grid import AXES
@@ -165,7 +166,7 @@ def write_input(path: str, problem: Problem, description: str = "written by sono
     """
     if problem.grid.ndim not in (2, 3):
         raise ProblemError(f"k-Wave input files are 2-D or 3-D; this grid is {problem.grid.ndim}-D")
-    with partial_file(path) as tmp, h5py.File(tmp, "w") as f:
+    with partial_file(path) as tmp, open_own_hdf5(tmp, "w") as f:
         _write_header(f, description)
         _write_grid_medium(f, problem)
         _write_sources(f, problem)
