@@ -152,8 +152,12 @@ class FftwBackend:
             spec = r2c(f)
             return tuple(c2r(spec, f.shape, op, v, axis=a) for a, v in enumerate(vecs))
         # the x component and the spectrum after the pass along x in one call, then each
-        # other component from that spectrum: one derivative exists at a time
-        first, spec = conv([f], op, [(0, 0, vecs[0]), (0, "spectrum", None)], [epi[0], None])
+        # other component from that spectrum: one derivative exists at a time; each update
+        # over its old field
+        outs: list[ConvOut] = [(0, 0, vecs[0]), (0, "spectrum", None)]
+        apart = [epi[0] is not None, False]
+        first, spec, *update = conv([f], op, outs, [epi[0], None], apart=apart)
+        first = update[0] if update else first
         rest = [planes_c2r(spec, f.shape, a, v, epilogue=epi[a]) for a, v in enumerate(vecs) if a]
         return (first, *rest)
 
@@ -161,8 +165,9 @@ class FftwBackend:
         self, f: jax.Array, op: jax.Array | None, axis: int | None = None,
         vec: jax.Array | None = None, epilogue: Epilogue | None = None,
     ) -> jax.Array:  # fmt: skip
-        if self.fused(f):
-            return conv([f], op, [(0, axis if vec is not None else None, vec)], [epilogue])[0]
+        if self.fused(f):  # an update over its old field
+            out = (0, axis if vec is not None else None, vec)
+            return conv([f], op, [out], [epilogue], apart=[epilogue is not None])[-1]
         assert epilogue is None, "fftw: updates on 2-D / 3-D grids only"
         return c2r(r2c(f), f.shape, op, vec, axis=axis or 0)
 

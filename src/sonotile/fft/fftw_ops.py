@@ -36,6 +36,7 @@ def conv(
     outs: Sequence[ConvOut] = ((0, None, None),),
     epilogues: Sequence[Epilogue | None] | None = None,
     op2: jax.Array | None = None,
+    apart: Sequence[bool] | None = None,
 ) -> list[jax.Array]:
     """Spectral operators on 2-D / 3-D float32 grids of one shape, in one custom call.
 
@@ -51,6 +52,9 @@ def conv(
     operator (even along axis 0, as ``op``) from the same forward transform.
     ``epilogues[o]``: an :data:`Epilogue` applied to output ``o`` (a real output along a grid
     axis), or None; its ``old`` field must not be that output's buffer (not donated).
+    ``apart[o]``: output ``o`` stays the operator's result and its epilogue's update is an
+    extra result, after the outputs in their order, written over the update's ``old`` field
+    (aliased: XLA copies ``old`` first only if it is read later).
     """
     import jax
     import jax.numpy as jnp
@@ -71,7 +75,13 @@ def conv(
             args.append(jnp.reshape(v, (-1,)).astype(jnp.complex64))
     epis = list(epilogues) if epilogues is not None else [None] * len(outs)
     assert len(epis) == len(outs), "conv: one epilogue (or None) per output"
-    for e in epis:
+    sep = [bool(b) for b in apart] if apart is not None else [False] * len(outs)
+    assert len(sep) == len(outs), "conv: one apart flag per output"
+    assert all(e is not None for e, b in zip(epis, sep) if b), "conv: apart needs an epilogue"
+    aliases: dict[int, int] = {}
+    for e, b in zip(epis, sep):
+        if b:  # the update over its old field (the first epilogue operand)
+            aliases[len(args)] = len(outs) + len(aliases)
         args += epilogue_args(e) if e is not None else []
     out = [
         jax.ShapeDtypeStruct(half, jnp.complex64)
@@ -79,14 +89,19 @@ def conv(
         else jax.ShapeDtypeStruct(shape, jnp.float32)
         for _, a, _ in outs
     ]
+    out += [jax.ShapeDtypeStruct(shape, jnp.float32) for b in sep if b]
     codes: dict[int | str | None, int] = {None: -1, "spectrum": -2, "op2": -3}
+    call = jax.ffi.ffi_call(
+        "sonotile_fftw_conv", out, vmap_method="sequential", input_output_aliases=aliases
+    )
     return list(
-        jax.ffi.ffi_call("sonotile_fftw_conv", out, vmap_method="sequential")(
+        call(
             *args,
             has_op=int(op is not None),
             src=np.array([s for s, _, _ in outs], np.int64),
             axis=np.array([codes.get(a, a) for _, a, _ in outs], np.int64),
             epi=np.array([0 if e is None else e[0] for e in epis], np.int64),
+            apart=np.array(sep, np.int64),
         )
     )
 

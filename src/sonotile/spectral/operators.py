@@ -400,8 +400,7 @@ def grad_update(
     """``updates[a]`` applied with ``ops.grad(p)[a]``, inside the gradient's FFTW calls
     (:func:`fuses_updates` must hold): each component's update is done on each plane as the
     plane is transformed, on all threads, and no gradient component is written to memory.
-    The y and z components overwrite their old fields (XLA copies one first if it is still
-    needed)."""
+    Each component overwrites its old field (XLA copies one first if it is still needed)."""
     assert fuses_updates(ops, p) and len(updates) == p.ndim
     assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
     if type(ops) is not FourierOps:  # operators with their own way (LFB's planes first)
@@ -414,7 +413,8 @@ def div_update(
     ops: SpectralOps, u: Sequence[jax.Array], updates: Sequence[SplitUpdate]
 ) -> tuple[jax.Array, ...]:
     """``updates[a]`` applied with ``ops.div(u)[a]``, inside the divergence's FFTW calls
-    (:func:`fuses_updates` must hold; one call per component, as :meth:`FourierOps.div`)."""
+    (:func:`fuses_updates` must hold; one call per component, as :meth:`FourierOps.div`), each
+    over its old field as in :func:`grad_update`."""
     assert fuses_updates(ops, u[0]) and len(updates) == len(u)
     assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
     if type(ops) is not FourierOps:  # operators with their own way (LFB's planes first)

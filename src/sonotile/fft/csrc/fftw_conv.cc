@@ -138,14 +138,27 @@ struct Prod {
   const float* op;    // the operator applied in the pass along x (op, or op2), or nullptr
 };
 
+// `apart[o]` 1: output o keeps the operator's result d and its epilogue's update goes to a
+// result of its own, after the m outputs in output order. That result may be the update's old
+// field (each value is read before it is written), which output o itself cannot be (it holds
+// a spectrum between the passes): an update in place, so a time loop carrying the field needs
+// no copy of it.
 ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_t> src,
                     ffi::Span<const int64_t> axis, ffi::Span<const int64_t> epi,
-                    ffi::RemainingArgs args, ffi::RemainingRets rets) {
+                    ffi::Span<const int64_t> apart, ffi::RemainingArgs args,
+                    ffi::RemainingRets rets) {
   PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
-  const int m = int(rets.size());
-  if (m == 0 || int(src.size()) != m || int(axis.size()) != m) return bad("conv: src/axis per output");
-  if (int(epi.size()) != m) return bad("conv: epi per output");
+  const int m = int(src.size());
+  if (m == 0 || int(axis.size()) != m) return bad("conv: src/axis per output");
+  if (int(epi.size()) != m || int(apart.size()) != m) return bad("conv: epi/apart per output");
+  int n_apart = 0;
+  for (int o = 0; o < m; ++o) {
+    if (apart[o] != 0 && (apart[o] != 1 || epi[o] == kEpiNone))
+      return bad("conv: apart 0, or 1 for an output with an epilogue");
+    n_apart += int(apart[o]);
+  }
+  if (int(rets.size()) != m + n_apart) return bad("conv: one result per output and update apart");
   int k = 0, n_vec = 0, n_epi = 0;
   bool has_op2 = false;
   for (int o = 0; o < m; ++o) {
@@ -203,11 +216,18 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
     vec[o] = reinterpret_cast<const float*>(x->typed_data());
   }
   std::vector<Epilogue> epis(m);
-  for (int o = 0; o < m; ++o) {
+  std::vector<float*> upd(m);  // where output o's update goes: out[o] itself, or a result apart
+  for (int o = 0, r = m; o < m; ++o) {
     ffi::Error e = epilogue_args(g, epi[o], int(axis[o]), args, &a, &epis[o]);
     if (e.failure()) return e;
     // the output holds a spectrum between the passes: its old field must be another buffer
     if (epis[o].old == out[o] || epis[o].G == out[o]) return bad("conv: epilogue aliases out");
+    upd[o] = out[o];
+    if (apart[o] == 0) continue;
+    auto y = rets.get<ffi::Buffer<ffi::F32>>(r++);
+    if (y.has_error() || (*y)->element_count() != g.nr) return bad("conv: update shape");
+    upd[o] = (*y)->typed_data();
+    if (epis[o].G == upd[o]) return bad("conv: epilogue field aliases its update");
   }
   bool aligned = true;
   for (const float* p : in) aligned = aligned && is_aligned(p) && is_aligned(p + g.pr);
@@ -292,7 +312,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
           store[q].get(x, 0, 2 * g.pc, pb);
           plane_c2r(P->plane, pb, out[o] + x * g.pr, ws);
           if (epis[o].mode != kEpiNone)
-            apply_epilogue(g, epis[o], x, out[o] + x * g.pr, out[o] + x * g.pr);
+            apply_epilogue(g, epis[o], x, out[o] + x * g.pr, upd[o] + x * g.pr);
           continue;
         }
         if (shared_users.empty()) continue;  // returned as a spectrum only
@@ -302,7 +322,7 @@ ffi::Error ConvImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int64_
           if (keep_shared || v != nullptr) plane_times(g, keep_shared ? sp : pb, v, int(axis[o]), pb);
           plane_c2r(P->plane, pb, out[o] + x * g.pr, ws);
           if (epis[o].mode != kEpiNone)
-            apply_epilogue(g, epis[o], x, out[o] + x * g.pr, out[o] + x * g.pr);
+            apply_epilogue(g, epis[o], x, out[o] + x * g.pr, upd[o] + x * g.pr);
         }
       }
     });

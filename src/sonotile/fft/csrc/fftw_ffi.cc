@@ -108,6 +108,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConv, ConvImpl,
                                   .Attr<ffi::Span<const int64_t>>("src")
                                   .Attr<ffi::Span<const int64_t>>("axis")
                                   .Attr<ffi::Span<const int64_t>>("epi")
+                                  .Attr<ffi::Span<const int64_t>>("apart")
                                   .RemainingArgs()
                                   .RemainingRets());
 
