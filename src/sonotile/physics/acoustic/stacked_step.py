@@ -219,7 +219,8 @@ def _inject(
                 jnp.broadcast_to(values, index[0].shape), mode="drop")  # fmt: skip
             return ops.filter_source(s)
 
-        add = lax.cond(active, filtered, jnp.zeros_like, buf[0])
+        # a step whose values are all zero filters nothing (as the unstacked step)
+        add = lax.cond(active & jnp.any(values != 0), filtered, jnp.zeros_like, buf[0])
     return buf + add[None] if comp == slice(None) else buf.at[comp].add(add)
 
 

@@ -109,8 +109,9 @@ def _inject(
 
     # only the filtered source comes out of the branch (zeros when inactive): the additions
     # fuse into the updates that made ``fields``; a branch returning the fields copied every
-    # one of them (the untaken branch) or added in passes of their own
-    add = lax.cond(active, filtered, jnp.zeros_like, fields[0])
+    # one of them (the untaken branch) or added in passes of their own. A step whose values
+    # are all zero (a pulse's silent steps) filters nothing: its filtered grid is exactly zero
+    add = lax.cond(active & jnp.any(values != 0), filtered, jnp.zeros_like, fields[0])
     return tuple(f + add for f in fields)
 
 
