@@ -17,6 +17,7 @@ from paths import REFERENCE
 import sonotile as st
 from sonotile.base import config
 from sonotile.bench.inprocess import bench_problem
+from sonotile.kwave.compare import tolerances
 from sonotile.model.problem import MaskSource, Sources
 from sonotile.parallel.decomposition import Decomposition
 from sonotile.physics.acoustic.stacked_step import StackedLoop
@@ -25,6 +26,11 @@ from sonotile.solver import runner, stepping
 N, NT = 24, 40
 #: float32 round-off of sums taken in another order, relative to each quantity's peak
 TOL = 2e-5
+#: on k-Wave's reference inputs, at least this many times k-Wave's own run-to-run spread of each
+#: dataset (``case.json``): two float32 programs whose FFT plans each move their output by that
+#: much differ by up to twice it (the velocity-source case's ux and uy series: 2.0-2.3e-5, so
+#: the plain step alone lands either side of TOL with the plans a process has made before)
+SPREADS = 2.0
 #: the same for a final field that is a small residue of the wave (3d_het_absorb15...: 1.1e-4,
 #: as far as the plain step on FFTW lands from the plain step on XLA's FFT, 1.3e-4)
 FINAL_TOL = 3e-4
@@ -231,11 +237,13 @@ def test_sonotile_kwave_stacked_equals_plain(step_setting, tmp_path, case):
     assert _kwave(case, tmp_path / "stacked.h5") == 0
     ref, got = _datasets(tmp_path / "plain.h5"), _datasets(tmp_path / "stacked.h5")
     assert {"p", "p/1"} & set(ref) and set(got) == set(ref)
+    _, spread = tolerances(json.loads((REFERENCE / case / "case.json").read_text()))
     for name, a in ref.items():
         peak = np.abs(a).max()
         if peak == 0:
             continue
         tol = FINAL_TOL if name.endswith("_final") else TOL
+        tol = max(tol, SPREADS * spread.get(name.split("/")[0], 0.0))
         assert np.abs(got[name] - a).max() <= tol * peak, name
     with h5py.File(tmp_path / "stacked.h5", "r") as f:
         assert f.attrs["sonotile_decomposition"].decode().endswith(", stacked step")
