@@ -1,7 +1,8 @@
 """Split-field updates inside the FFTW operator calls (``epilogues`` of ``fftw.conv`` and
-``fftw.planes_c2r``; ``operators.grad_update`` / ``div_update``): the same values as the
-derivative followed by ``m (m old - coef d)`` in numpy, for every coefficient kind and axis,
-each written over its old field (a time loop carrying the fields copies none of them)."""
+``fftw.planes_c2r``; ``operators.grad_update`` / ``div_update`` / ``div_and_update``): the
+same values as the derivative followed by ``m (m old - coef d)`` in numpy, for every
+coefficient kind and axis, each written over its old field (a time loop carrying the fields
+copies none of them)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from sonotile.fft import fftw, fftw_ops
 from sonotile.spectral.operators import (
     FourierOps,
     SplitUpdate,
+    div_and_update,
     div_update,
     fuses_updates,
+    fuses_updates_apart,
     grad_update,
 )
 
@@ -86,6 +89,11 @@ def test_grad_and_div_updates_equal_the_separate_update(shape, kind):
     assert_updated(grad_update(ops, p, splits), ops.grad(p), ups)
     u = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in shape]
     assert_updated(div_update(ops, u, splits), ops.div(u), ups)
+    assert fuses_updates_apart(ops, u[0])
+    du, updated = div_and_update(ops, u, splits)
+    assert_updated(updated, ops.div(u), ups)
+    for a, (got, ref) in enumerate(zip(du, ops.div(u))):  # the derivatives themselves, kept
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(ref), err_msg=str(a))
 
 
 def assert_updated(got, derivs, ups) -> None:

@@ -171,6 +171,15 @@ class FftwBackend:
         assert epilogue is None, "fftw: updates on 2-D / 3-D grids only"
         return c2r(r2c(f), f.shape, op, vec, axis=axis or 0)
 
+    def operator_updated(
+        self, f: jax.Array, op: jax.Array | None, axis: int | None, vec: jax.Array | None,
+        epilogue: Epilogue,
+    ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+        assert self.fused(f), "fftw: updates on 2-D / 3-D grids only"
+        out = (0, axis if vec is not None else None, vec)
+        d, updated = conv([f], op, [out], [epilogue], apart=[True])
+        return d, updated
+
     def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
         from sonotile.fft import dtt
 

@@ -53,6 +53,14 @@ class Backend(Protocol):
         """``irfftn(rfftn(f) * op * vec[k_axis])`` (``op`` / ``vec`` None: left out)."""
         ...
 
+    def operator_updated(
+        self, f: jax.Array, op: jax.Array | None, axis: int | None, vec: jax.Array | None,
+        epilogue: Epilogue,
+    ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+        """``d = operator(f, op, axis, vec)`` and ``epilogue`` applied with it, both kept (only
+        backends with ``fuses_updates``)."""
+        ...
+
     def operator_sum(
         self, xs: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array]
     ) -> jax.Array:  # fmt: skip

@@ -75,6 +75,12 @@ class XlaBackend:
         F = self._scaled(self.rfftn(f), op)
         return self.irfftn(F if vec is None else F * vec, f.shape).astype(f.dtype)
 
+    def operator_updated(
+        self, f: jax.Array, op: jax.Array | None, axis: int | None, vec: jax.Array | None,
+        epilogue: Epilogue,
+    ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+        raise AssertionError("xla: no fused updates")
+
     def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
         return dtt.inverse(op * dtt.forward(f, kind), kind)
 

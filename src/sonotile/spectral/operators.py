@@ -427,6 +427,31 @@ def div_update(
     )
 
 
+def fuses_updates_apart(ops: Any, like: jax.Array) -> bool:
+    """True when :func:`div_and_update` can run on ``ops`` for fields like ``like``: a plain
+    single-device :class:`FourierOps` whose backend fuses updates (:func:`fuses_updates`)."""
+    return type(ops) is FourierOps and fuses_updates(ops, like)
+
+
+def div_and_update(
+    ops: SpectralOps, u: Sequence[jax.Array], updates: Sequence[SplitUpdate]
+) -> tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]:  # fmt: skip
+    """``(ops.div(u), updated)``: each component's derivative and ``updates[a]`` applied with
+    it, both made in the divergence's FFTW calls (:func:`fuses_updates_apart` must hold), so no
+    separate pass reads the derivatives to update the fields (the absorbing step needs both:
+    the densities and ``rho0 div u``). Each update overwrites its old field (XLA copies it
+    first if it is still needed)."""
+    assert fuses_updates_apart(ops, u[0]) and len(updates) == len(u)
+    assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
+    assert isinstance(ops, FourierOps)
+    be = ops.backend
+    pairs = [
+        be.operator_updated(ua, ops.kappa, a, s, up.epilogue())
+        for a, (ua, s, up) in enumerate(zip(u, ops.shift_neg, updates))
+    ]
+    return tuple(d for d, _ in pairs), tuple(r for _, r in pairs)
+
+
 def fuses_axis_updates(ops: Any, like: Any) -> bool:
     """True when :func:`axis_update` can run on ``ops`` for fields like ``like``: a plain
     single-device :class:`FourierOps` whose backend fuses updates (:func:`fuses_updates`) and

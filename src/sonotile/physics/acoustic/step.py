@@ -29,10 +29,12 @@ from sonotile.spectral import device
 from sonotile.spectral.operators import (
     SpectralOps,
     SplitUpdate,
+    div_and_update,
     div_update,
     filter_source_on,
     fractional_pair,
     fuses_updates,
+    fuses_updates_apart,
     grad_update,
 )
 
@@ -357,13 +359,14 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
         factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"])
     else:
         factor = c["rho0"]
-    # inside the divergence's FFTW calls where they can, when nothing else needs du
-    d_ups = None
-    if fuse and phys.absorption == "lossless":
-        d_ups = density_updates(state.rho, c, factor)
-    if d_ups is not None:
-        du: tuple[jax.Array, ...] = ()
+    # inside the divergence's FFTW calls where they can (du kept where the absorption needs it:
+    # the equation of state then reads the densities, not their update again)
+    d_ups = density_updates(state.rho, c, factor) if fuse else None
+    du: tuple[jax.Array, ...] = ()
+    if d_ups is not None and phys.absorption == "lossless":
         rho = div_update(ops, u, d_ups)
+    elif d_ups is not None and fuses_updates_apart(ops, state.p):
+        du, rho = div_and_update(ops, u, d_ups)
     else:
         du = ops.div(u)
         dt = c["dt"]
