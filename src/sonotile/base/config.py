@@ -57,9 +57,10 @@ class Settings:
             (``measure`` plans the operators' batched 1-D transforms of planes of 128 x 128
             points and more with FFTW_PATIENT). Env: ``SONOTILE_FFTW_PLAN``.
         fftw_updates: on one device (and on LFB blocks split along x only) with FFTW on 2-D /
-            3-D grids, the velocity update (and, lossless, the density update) is done inside
-            the gradient's (divergence's) FFTW calls, plane by plane on all threads, instead of
-            by XLA after them. Env: ``SONOTILE_FFTW_UPDATES`` (1/0).
+            3-D grids, the velocity and density updates are done inside the gradient's
+            (divergence's) FFTW calls, plane by plane on all threads, instead of by XLA after
+            them (on LFB blocks the density update of lossless media only).
+            Env: ``SONOTILE_FFTW_UPDATES`` (1/0).
         fftw_native: the FFTW extension is compiled for the CPU it runs on (``-march=native``:
             its loops use every vector instruction the CPU has; the build is kept per CPU model
             and feature set, so a cache directory shared by different nodes holds one build for
