@@ -165,9 +165,10 @@ class FftwBackend:
         self, f: jax.Array, op: jax.Array | None, axis: int | None = None,
         vec: jax.Array | None = None, epilogue: Epilogue | None = None,
     ) -> jax.Array:  # fmt: skip
-        if self.fused(f):  # an update over its old field
-            out = (0, axis if vec is not None else None, vec)
-            return conv([f], op, [out], [epilogue], apart=[epilogue is not None])[-1]
+        if self.fused(f) and epilogue is not None:  # an update over its old field
+            return self.operator_updated(f, op, axis, vec, epilogue)[1]
+        if self.fused(f):
+            return conv([f], op, [(0, axis if vec is not None else None, vec)])[0]
         assert epilogue is None, "fftw: updates on 2-D / 3-D grids only"
         return c2r(r2c(f), f.shape, op, vec, axis=axis or 0)
 

@@ -419,12 +419,7 @@ def div_update(
     assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
     if type(ops) is not FourierOps:  # operators with their own way (LFB's planes first)
         return ops.div_update(u, updates)  # type: ignore[attr-defined]
-    assert isinstance(ops, FourierOps)
-    be = ops.backend
-    return tuple(
-        be.operator(ua, ops.kappa, a, s, up.epilogue())
-        for a, (ua, s, up) in enumerate(zip(u, ops.shift_neg, updates))
-    )
+    return div_and_update(ops, u, updates)[1]  # each call's derivative left unread
 
 
 def fuses_updates_apart(ops: Any, like: jax.Array) -> bool:
