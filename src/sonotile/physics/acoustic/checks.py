@@ -200,7 +200,7 @@ def size_warnings(
 def memory_estimate(problem: Problem) -> int:
     """Device memory of a single-device run [bytes], from the compiled program's measured
     accounting (docs/performance.md): state, step temporaries, medium fields, half-spectrum
-    operators and whole-field aggregates. 3-D float32: 40 B/point homogeneous lossless, 68
+    operators and whole-field aggregates. 3-D float32: 40 B/point homogeneous lossless, 64
     B/point heterogeneous absorbing nonlinear. A rough figure for decompositions (halos,
     transposes and stored dt/rho0_sg come on top). Exact in Python integers at any size."""
     g, m = problem.grid, problem.medium
@@ -213,20 +213,22 @@ def memory_estimate(problem: Problem) -> int:
 
     state = 1 + 2 * d
     # the compiled step's peak temporaries, in half fields: XLA keeps 2-3 fields lossless and
-    # 4-5 absorbing, depending on the source (docs/performance.md): the middle
-    temp_halves = 9 if absorbing else 5
+    # 3-4 absorbing, depending on the source and the CPU (docs/performance.md): the middle
+    temp_halves = 7 if absorbing else 5
     medium = sum(field(v) for v in (m.c0, m.rho0))  # c0^2, rho0
     medium += m.nonlinear and (field(m.bona) or field(m.rho0))  # B/A / (2 rho0)
     medium += absorbing and (field(m.c0) or field(m.alpha_coeff))  # tau
     # dt/rho0_sg: assumed derived from rho0 in the step (staggered densities that are k-Wave's
     # interpolation of rho0, the usual case); other given ones add d fields
     half_spectra = 1 + (2 if absorbing else 0)  # kappa (and two nablas), half a field each
-    # additive sources: the filtered grid (a temporary), and the filtered mask of those whose
-    # points share one signal (step.with_source_patterns)
+    # additive sources: the filtered grid (a temporary that shares the step's others: half a
+    # field), and the filtered mask of those whose points share one signal
+    # (step.with_source_patterns)
     additive = [
         v for v in (problem.sources.p, *problem.sources.u) if v is not None and v.mode == "additive"
     ]
-    sources = len(additive) + sum(v.common_signal is not None for v in additive)
+    temp_halves += len(additive)
+    sources = sum(v.common_signal is not None for v in additive)
     rec = problem.sensor.record
     whole = sum(q.endswith("_all") for q in rec) * (1 if any(q.startswith("p") for q in rec) else d)
     fields = state + int(medium) + whole + sources
