@@ -54,6 +54,7 @@ from sonotile.fft.fftw_slabs import (
     irfft_join,
     keep,
     keep_all,
+    plane_source,
     planes_c2r,
     prepare,
     r2c,
@@ -102,6 +103,7 @@ __all__ = [
     "load",
     "main",
     "plan_effort",
+    "plane_source",
     "planes_c2r",
     "prepare",
     "r2c",
@@ -305,6 +307,9 @@ class FftwBackend:
 
     def rfft_axes(self, x: jax.Array, axes: Sequence[int]) -> jax.Array:
         return rfft_axes(x, axes)
+
+    def plane_source(self, kernel: jax.Array, plane: jax.Array, shape: Sequence[int]) -> jax.Array:
+        return plane_source(kernel, plane, shape)
 
 
 def _operators(xs: list, op: Any, outs: list) -> list:

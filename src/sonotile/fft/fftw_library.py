@@ -254,6 +254,7 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_axis_diff", "SonotileFftwAxisDiff"),
                 ("sonotile_fftw_axis_update", "SonotileFftwAxisUpdate"),
                 ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),
+                ("sonotile_fftw_plane_source", "SonotileFftwPlaneSource"),
                 ("sonotile_fftw_xpass", "SonotileFftwXPass"),
                 ("sonotile_keep", "SonotileKeep"),
                 ("sonotile_fftw_rfft_axes", "SonotileFftwRfftAxes"),

@@ -1,7 +1,8 @@
-"""FFTW's custom calls for the transforms of planes and slabs (:func:`planes_c2r`, the pass
-along x :func:`xpass`, :func:`rfft_split` / :func:`irfft_join` of the distributed FFT), whole
-grids of rank 1-3 (:func:`r2c`, :func:`c2r`, :func:`r2r_operator`), planning and fusion
-boundaries (:func:`prepare`, :func:`keep`)."""
+"""FFTW's custom calls for the transforms of planes and slabs (:func:`planes_c2r`, a source's
+filtered grid from its plane :func:`plane_source`, the pass along x :func:`xpass`,
+:func:`rfft_split` / :func:`irfft_join` of the distributed FFT), whole grids of rank 1-3
+(:func:`r2c`, :func:`c2r`, :func:`r2r_operator`), planning and fusion boundaries
+(:func:`prepare`, :func:`keep`)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,22 @@ def planes_c2r(
         epi=0 if epilogue is None else int(epilogue[0]),
         epi_axis=-1 if epi_axis is None else int(epi_axis),
     )
+
+
+def plane_source(kernel: jax.Array, plane: jax.Array, shape: Sequence[int]) -> jax.Array:
+    """The k-space filtered grid (``shape``, rank 2-3) of a source on one plane ``x = x0``,
+    ``irfft`` over the plane's axes of ``kernel[x] * rfft(plane)`` for every ``x``: ``kernel``
+    real on the planes' half spectra (:meth:`~sonotile.spectral.operators.FourierOps.
+    plane_source_kernel`), ``plane`` the source's real values on ``x = x0``. One plane R2C and
+    ``shape[0]`` plane C2Rs (``sonotile_fftw_plane_source`` in the C++ source)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    out = jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+    call = jax.ffi.ffi_call("sonotile_fftw_plane_source", out, vmap_method="sequential")
+    scale = 1.0 / float(np.prod(shape[1:]))
+    return call(kernel.astype(jnp.float32), plane.astype(jnp.float32), scale=np.float32(scale))
 
 
 def _x_operands(

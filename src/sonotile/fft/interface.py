@@ -151,7 +151,8 @@ class Backend(Protocol):
 class SlabKernels(Protocol):
     """The plane-by-plane kernels the slab decompositions use where a backend has them
     (``Backend.slab_kernels`` True: FFTW's ``rfft_split``, ``irfft_join``, ``xpass``,
-    ``xpass_halo``, ``planes_c2r``, ``rfft_axes``; see :mod:`sonotile.fft.fftw`)."""
+    ``xpass_halo``, ``planes_c2r``, ``rfft_axes``, ``plane_source``; see
+    :mod:`sonotile.fft.fftw`)."""
 
     slab_kernels: bool
 
@@ -172,3 +173,6 @@ class SlabKernels(Protocol):
                    **kw: Any) -> jax.Array: ...  # fmt: skip
 
     def rfft_axes(self, x: jax.Array, axes: Sequence[int]) -> jax.Array: ...
+
+    def plane_source(self, kernel: jax.Array, plane: jax.Array,
+                     shape: Sequence[int]) -> jax.Array: ...  # fmt: skip

@@ -269,6 +269,37 @@ class FourierOps:
             return self.backend.operator(s, self.source_kappa)
         return self._back(self._scaled(s, self.source_kappa), s)
 
+    def plane_sources(self, like: jax.Array) -> bool:
+        """True when :meth:`filter_plane_source` takes a source on one plane ``x = const`` of
+        grids like ``like`` (the single-device FFTW kernels, float32, rank 2-3); else the
+        source's grid is filtered by :meth:`filter_source`."""
+        be = self.backend
+        return (
+            type(self) is FourierOps
+            and self.source_kappa is not None
+            and like.ndim in (2, 3)
+            and self.fused(like)
+            and be.slab_kernels
+        )
+
+    def plane_source_kernel(self, x0: jax.typing.ArrayLike) -> jax.Array:
+        """The kernel of :meth:`filter_plane_source` for a source on the plane ``x = x0``:
+        ``ifft_x(cos(c_ref |k| dt / 2) exp(-i k_x x0 dx))``, real (the filter is even in
+        ``k_x``) on the planes' half spectra, ``[X, *plane bins]``. Made once per run: the
+        inverse transform of the filter along x, rolled by ``x0``."""
+        op = self.source_kappa
+        assert op is not None  # built with the source filter
+        along_x = jnp.real(jnp.fft.ifft(op, axis=0)).astype(op.dtype)
+        return jnp.roll(along_x, x0, axis=0)
+
+    def filter_plane_source(self, kernel: jax.Array, plane: jax.Array) -> jax.Array:
+        """:meth:`filter_source` of a grid that is zero outside one plane ``x = x0`` whose
+        values are ``plane``: ``irfft`` over the plane axes of ``kernel[x] * rfft(plane)``
+        (``kernel``: :meth:`plane_source_kernel` of ``x0``), one plane transform forward and
+        one per plane back (:meth:`plane_sources` must hold)."""
+        shape = (kernel.shape[0], *plane.shape)
+        return self.backend.plane_source(kernel, plane, shape)  # type: ignore[attr-defined]
+
     def keep(self, f: jax.Array) -> jax.Array:
         """``f`` materialised here (a fusion boundary) where the backend needs one; ``f``
         otherwise.

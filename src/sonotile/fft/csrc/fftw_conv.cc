@@ -1,5 +1,6 @@
-// The fused operators: sonotile_fftw_conv, sonotile_fftw_conv_sum, sonotile_fftw_xpass and
-// sonotile_fftw_planes_c2r (split-field updates applied as each plane is made); their design is
+// The fused operators: sonotile_fftw_conv, sonotile_fftw_conv_sum, sonotile_fftw_xpass,
+// sonotile_fftw_planes_c2r (split-field updates applied as each plane is made) and
+// sonotile_fftw_plane_source (the filtered grid of a source in one plane); their design is
 // described in fftw_plans.cc.
 // Part of the FFTW extension: compiled as one translation unit with the other parts, in the
 // order of SOURCES in sonotile/fft/fftw_library.py, after fftw_common.h.
@@ -700,6 +701,47 @@ ffi::Error PlanesC2RImpl(ffi::ThreadPool pool, int64_t axis, int64_t lo, int64_t
     }
     plane_c2r(P->plane, pb, pb + pp, pb + pp + rp);
     apply_epilogue(g, e, x, pb + pp, o + x * g.pr);
+  });
+  if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  return ffi::Error::Success();
+}
+
+// sonotile_fftw_plane_source: the k-space filtered grid of a source that lies in one plane
+// x = x0, without its 3-D transforms: rfftn(s) = exp(-i k_x x0) R2C(plane) along x, so
+//
+//   out[x] = scale * C2R(K[x] * R2C(plane)),   K[x] = ifft_x(op exp(-i k_x x0))[x],
+//
+// K real [X, plane bins] when op is even along x (cos(c_ref |k| dt / 2)), made once per run
+// (sonotile.spectral.operators.FourierOps.plane_source_kernel). The plane's transform runs once;
+// each output plane is then one plane C2R of a product made in cache: the pass along x and the
+// planes forward of sonotile_fftw_conv left out.
+ffi::Error PlaneSourceImpl(ffi::ThreadPool pool, float scale, ffi::Buffer<ffi::F32> kernel,
+                           ffi::Buffer<ffi::F32> plane, ffi::Result<ffi::Buffer<ffi::F32>> out) {
+  PoolScope scope(&pool);
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  Grid g;
+  if (!grid_of(out->dimensions(), &g)) return bad("plane_source: rank 2-3 only");
+  if (int64_t(kernel.element_count()) != g.X * g.pc) return bad("plane_source: kernel shape");
+  if (int64_t(plane.element_count()) != g.pr) return bad("plane_source: plane shape");
+  float* o = out->typed_data();
+  const ConvPlans* P = get_conv_plans(g, is_aligned(o) && is_aligned(o + g.pr));
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+  const size_t pp = pad16(size_t(2 * g.pc)), extra = plane_extra(P->plane);
+  FBuf spec(pp + pad16(size_t(g.pr)) + extra);  // the plane's spectrum, its copy, scratch
+  if (spec.p == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+  float* S = spec.p;
+  float* real = S + pp;
+  std::memcpy(real, plane.typed_data(), sizeof(float) * size_t(g.pr));
+  plane_r2c(P->plane, real, S, real + pad16(size_t(g.pr)));
+  for (int64_t j = 0; j < 2 * g.pc; ++j) S[j] *= scale;
+  const float* K = kernel.typed_data();
+  const bool ok = parallel_items(g.X, g_threads, pp + extra, [&](float* pb, int64_t x) {
+    const float* k = K + x * g.pc;
+    for (int64_t j = 0; j < g.pc; ++j) {
+      pb[2 * j] = S[2 * j] * k[j];
+      pb[2 * j + 1] = S[2 * j + 1] * k[j];
+    }
+    plane_c2r(P->plane, pb, o + x * g.pr, pb + pp);
   });
   if (!ok) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
   return ffi::Error::Success();

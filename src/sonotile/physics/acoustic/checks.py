@@ -15,6 +15,7 @@ from sonotile.fft import sizes
 from sonotile.model.grid import Grid
 from sonotile.model.lazy import is_lazy
 from sonotile.model.problem import Problem
+from sonotile.physics.acoustic import constants
 from sonotile.physics.acoustic.absorption import absorption_factors
 from sonotile.physics.base import NONFINITE_HINT
 
@@ -229,6 +230,9 @@ def memory_estimate(problem: Problem) -> int:
     ]
     temp_halves += len(additive)
     sources = sum(v.common_signal is not None for v in additive)
+    # and the plane kernels of those on one plane x = const: real half spectra (FFTW's
+    # operators make them; elsewhere the estimate is that much too high)
+    half_spectra += sum(constants.on_one_plane(v) for v in additive)
     rec = problem.sensor.record
     whole = sum(q.endswith("_all") for q in rec) * (1 if any(q.startswith("p") for q in rec) else d)
     fields = state + int(medium) + whole + sources

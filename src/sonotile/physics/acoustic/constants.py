@@ -244,6 +244,17 @@ def shared_signal(src: MaskSource | None) -> np.ndarray | None:
     return src.common_signal
 
 
+def on_one_plane(src: MaskSource | None) -> bool:
+    """True for an ``additive`` source whose points carry signals of their own (not
+    :func:`shared_signal`) and all lie on one plane ``x = const`` of a 2-D / 3-D grid: its
+    filtered grid is one plane transform forward and one per plane back
+    (:meth:`sonotile.spectral.operators.FourierOps.filter_plane_source`)."""
+    if src is None or src.mode != "additive" or src.common_signal is not None:
+        return False
+    idx = np.asarray(src.index)
+    return idx.ndim == 2 and idx.shape[1] in (2, 3) and bool(np.all(idx[:, 0] == idx[0, 0]))
+
+
 def spectral_ops(problem: Problem, unstagger: bool) -> FourierOps:
     """Single-device operators for the problem."""
     g, m, s = problem.grid, problem.medium, problem.sources

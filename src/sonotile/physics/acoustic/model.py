@@ -29,6 +29,9 @@ class AcousticModel:
     #: additive sources whose points share one signal (pressure; velocity per axis)
     p_shared: bool = False
     u_shared: tuple[bool, ...] = ()
+    #: additive sources with signals of their own on one plane x = const (pressure; velocity)
+    p_plane: bool = False
+    u_plane: tuple[bool, ...] = ()
 
     @classmethod
     def of(cls, problem: Problem) -> AcousticModel:
@@ -45,6 +48,8 @@ class AcousticModel:
             p0=s.p0 is not None,
             p_shared=constants.shared_signal(s.p) is not None,
             u_shared=tuple(constants.shared_signal(u) is not None for u in s.u),
+            p_plane=constants.on_one_plane(s.p),
+            u_plane=tuple(constants.on_one_plane(u) for u in s.u),
         )
 
     @property
@@ -125,14 +130,20 @@ class AcousticModel:
 
     def joined(self, others: Sequence[Any]) -> AcousticModel | None:
         """Filtered source masks (:meth:`prepare`) only where every run's source points share
-        one signal (the runs may differ in that); None when anything else differs."""
-        out = replace(
-            self,
-            p_shared=all(o.p_shared for o in others),
-            u_shared=tuple(all(s) for s in zip(*(o.u_shared for o in others))),
-        )
-        same = all(replace(o, p_shared=out.p_shared, u_shared=out.u_shared) == out for o in others)
-        return out if same else None
+        one signal, plane kernels only where every run's source lies on one plane (the runs
+        may differ in that); None when anything else differs."""
+
+        def folded(m: AcousticModel) -> AcousticModel:
+            return replace(
+                m,
+                p_shared=all(o.p_shared for o in others),
+                u_shared=tuple(all(s) for s in zip(*(o.u_shared for o in others))),
+                p_plane=all(o.p_plane for o in others),
+                u_plane=tuple(all(s) for s in zip(*(o.u_plane for o in others))),
+            )
+
+        out = folded(self)
+        return out if all(folded(o) == out for o in others) else None
 
     def memory_estimate(self, problem: Problem) -> int:
         return checks.memory_estimate(problem)

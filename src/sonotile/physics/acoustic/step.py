@@ -74,6 +74,7 @@ def _inject(
     ops: SpectralOps,
     pattern: jax.Array | None = None,
     axis: int | None = None,
+    plane: jax.Array | None = None,
 ) -> tuple[jax.Array, ...]:
     """Apply one mask source to one or more fields (values per point or one shared value;
     ``axis``: the velocity component a velocity source drives, None for a pressure source).
@@ -81,7 +82,9 @@ def _inject(
     A pressure source enters every split density component with the same value; in additive
     mode the k-space filtered source grid is computed once and added to each (one FFT pair),
     or, given the filtered mask ``pattern`` of a source whose points share one signal
-    (:func:`with_source_patterns`), is that signal's value times the pattern.
+    (:func:`with_source_patterns`), is that signal's value times the pattern, or, given the
+    ``plane`` kernel of a source on one plane ``x = const``, is made from that plane's values
+    (:meth:`~sonotile.spectral.operators.FourierOps.filter_plane_source`).
     """
     if mode == "dirichlet":
 
@@ -106,7 +109,11 @@ def _inject(
         return tuple(f + add for f in fields)
 
     def filtered(f: jax.Array) -> jax.Array:
-        s = jnp.zeros_like(f).at[index].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
+        at = index if plane is None else index[1:]
+        like = f if plane is None else f[0]
+        s = jnp.zeros_like(like).at[at].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
+        if plane is not None:
+            return ops.filter_plane_source(plane, s)  # type: ignore[attr-defined]
         return filter_source_on(ops, s, axis)
 
     # only the filtered source comes out of the branch (zeros when inactive): the additions
@@ -119,13 +126,19 @@ def _inject(
 
 def with_source_patterns(c: dict, ops: SpectralOps, phys: Physics, like: jax.Array) -> dict:
     """``c`` plus the k-space filtered masks of the additive sources whose points share one
-    signal (``"p_pattern"``, ``"u_pattern"`` per axis), made once per chunk of steps.
+    signal (``"p_pattern"``, ``"u_pattern"`` per axis), and the plane kernels of those whose
+    points lie on one plane ``x = const`` (``"p_plane"``, ``"u_plane"``), made once per chunk
+    of steps.
 
-    Filtering is linear: such a source's filtered grid at step ``n`` is ``s(n)`` times its
-    filtered mask, so :func:`step` adds that instead of transforming the source grid forwards
-    and back in every step (one FFT pair per source and step fewer; one grid-sized field more
-    while the chunk runs). ``like``: a state field (shape and dtype of the masks).
+    Filtering is linear: a source's filtered grid at step ``n`` is ``s(n)`` times its filtered
+    mask where its points share one signal, so :func:`step` adds that instead of transforming
+    the source grid forwards and back in every step (one FFT pair per source and step fewer;
+    one grid-sized field more while the chunk runs). On one plane its 3-D transform is the
+    plane's times a phase along x, so the step transforms that plane and goes back plane by
+    plane (where the operators can: :meth:`~sonotile.spectral.operators.FourierOps.
+    plane_sources`; half a field more). ``like``: a state field (shape and dtype).
     """
+    c = with_plane_kernels(c, ops, phys, like)
     if not (phys.p_shared or any(phys.u_shared)):
         return c
 
@@ -140,6 +153,29 @@ def with_source_patterns(c: dict, ops: SpectralOps, phys: Physics, like: jax.Arr
         out["u_pattern"] = tuple(
             pattern(c["u_index"][a], a) if shared else None
             for a, shared in enumerate(phys.u_shared)
+        )
+    return out
+
+
+def with_plane_kernels(c: dict, ops: SpectralOps, phys: Physics, like: jax.Array) -> dict:
+    """``c`` plus ``"p_plane"`` / ``"u_plane"`` (per axis, None where not): the kernels of
+    :meth:`~sonotile.spectral.operators.FourierOps.filter_plane_source` for the additive sources
+    on one plane ``x = const``, where the operators have it (see :func:`with_source_patterns`)."""
+    plane_sources = getattr(ops, "plane_sources", None)
+    if not (phys.p_plane or any(phys.u_plane)) or plane_sources is None:
+        return c
+    if not plane_sources(like):
+        return c
+
+    def kernel(index: PointIndex) -> jax.Array:
+        return ops.plane_source_kernel(index[0][0])  # type: ignore[attr-defined]
+
+    out = dict(c)
+    if phys.p_plane:
+        out["p_plane"] = kernel(c["p_index"])
+    if any(phys.u_plane):
+        out["u_plane"] = tuple(
+            kernel(c["u_index"][a]) if on else None for a, on in enumerate(phys.u_plane)
         )
     return out
 
@@ -339,8 +375,9 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
         if mode is not None:
             active = n < x["u_len"][ax]
             pattern = c["u_pattern"][ax] if "u_pattern" in c else None
+            plane = c["u_plane"][ax] if "u_plane" in c else None
             (u_list[ax],) = _inject(
-                (u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops, pattern, ax
+                (u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops, pattern, ax, plane
             )
     if phys.transducer:
         active = n < x["tr_len"]
@@ -374,7 +411,8 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     # 6. pressure (mass) source, into every split component
     if phys.p_mode is not None:
         active = n < x["p_len"]
-        rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops, c.get("p_pattern"))
+        rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops, c.get("p_pattern"),
+                      plane=c.get("p_plane"))  # fmt: skip
     # 7. equation of state
     p = pressure_from_density(rho, du, c, ops, phys)
     return State(p, rho, u)
