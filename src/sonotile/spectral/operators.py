@@ -286,10 +286,12 @@ class FourierOps:
         """The kernel of :meth:`filter_plane_source` for a source on the plane ``x = x0``:
         ``ifft_x(cos(c_ref |k| dt / 2) exp(-i k_x x0 dx))``, real (the filter is even in
         ``k_x``) on the planes' half spectra, ``[X, *plane bins]``. Made once per run: the
-        inverse transform of the filter along x, rolled by ``x0``."""
+        inverse transform of the filter along x (a real one: the filter is real and even in
+        ``k_x``, so its rows ``0 .. X // 2`` are its half spectrum), rolled by ``x0``."""
         op = self.source_kappa
         assert op is not None  # built with the source filter
-        along_x = jnp.real(jnp.fft.ifft(op, axis=0)).astype(op.dtype)
+        n = op.shape[0]
+        along_x = jnp.fft.irfft(op[: n // 2 + 1], n, axis=0).astype(op.dtype)
         return jnp.roll(along_x, x0, axis=0)
 
     def filter_plane_source(self, kernel: jax.Array, plane: jax.Array) -> jax.Array:
