@@ -109,11 +109,11 @@ def _inject(
         return tuple(f + add for f in fields)
 
     def filtered(f: jax.Array) -> jax.Array:
-        at = index if plane is None else index[1:]
-        like = f if plane is None else f[0]
-        s = jnp.zeros_like(like).at[at].set(jnp.broadcast_to(values, index[0].shape), mode="drop")
-        if plane is not None:
+        v = jnp.broadcast_to(values, index[0].shape)
+        if plane is not None:  # the source's plane x = const only
+            s = jnp.zeros_like(f[0]).at[index[1:]].set(v, mode="drop")
             return ops.filter_plane_source(plane, s)  # type: ignore[attr-defined]
+        s = jnp.zeros_like(f).at[index].set(v, mode="drop")
         return filter_source_on(ops, s, axis)
 
     # only the filtered source comes out of the branch (zeros when inactive): the additions
@@ -162,9 +162,7 @@ def with_plane_kernels(c: dict, ops: SpectralOps, phys: Physics, like: jax.Array
     :meth:`~sonotile.spectral.operators.FourierOps.filter_plane_source` for the additive sources
     on one plane ``x = const``, where the operators have it (see :func:`with_source_patterns`)."""
     plane_sources = getattr(ops, "plane_sources", None)
-    if not (phys.p_plane or any(phys.u_plane)) or plane_sources is None:
-        return c
-    if not plane_sources(like):
+    if not (phys.p_plane or any(phys.u_plane)) or plane_sources is None or not plane_sources(like):
         return c
 
     def kernel(index: PointIndex) -> jax.Array:
