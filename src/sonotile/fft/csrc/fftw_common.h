@@ -39,6 +39,7 @@
 #define SONOTILE_FFTW_COMMON_H_
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
 #include <atomic>
@@ -166,9 +167,11 @@ unsigned batched_effort(int64_t points) {
 
 // Every FFTW-aligned allocation. A null result (out of memory) becomes an XLA error of the call,
 // never a crash. sonotile_fftw_fail_allocations(1) makes every allocation fail from then on
-// (for tests of these error paths).
+// (for tests of these error paths); sonotile_fftw_allocations() counts them.
+std::atomic<int64_t> g_allocs{0};
 void* fft_alloc(size_t bytes) {
   if (g_fail_alloc) return nullptr;
+  g_allocs.fetch_add(1, std::memory_order_relaxed);
   return fftwf_malloc(bytes);
 }
 

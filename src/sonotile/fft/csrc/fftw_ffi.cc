@@ -76,6 +76,9 @@ extern "C" int sonotile_fftw_vector_width() {
 // `fail` != 0: every FFTW-aligned allocation fails from now on (tests of the error paths).
 extern "C" void sonotile_fftw_fail_allocations(int fail) { g_fail_alloc = fail != 0; }
 
+// FFTW-aligned allocations made so far (tests: the calls of a warm loop make none).
+extern "C" int64_t sonotile_fftw_allocations() { return g_allocs.load(); }
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwR2C, R2CImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
