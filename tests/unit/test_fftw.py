@@ -585,9 +585,9 @@ def test_allocation_or_plan_failure_is_an_xla_error_not_a_crash(tmp_path):
 def test_a_warm_loop_of_transforms_allocates_nothing_per_step():
     """The custom calls' worker scratch is kept between calls: a compiled loop of 128^3
     gradients (a conv and two plane C2Rs per step, ~150 KB of scratch per worker and pass)
-    makes no FFTW-aligned allocation in 20 more steps. (Scratch freed after every call was
-    trimmed from glibc's heap and faulted in again by the next: ~400 page faults per 128^3
-    absorbing step, and as many TLB flushes on the other cores.)"""
+    makes no FFTW-aligned allocation in 4 or 24 steps. (Scratch freed after each call would be
+    trimmed from glibc's heap and faulted in again by the next: ~300 page faults per 128^3
+    absorbing step, and TLB flushes of the other cores.)"""
     import ctypes
 
     lib = fftw.load()

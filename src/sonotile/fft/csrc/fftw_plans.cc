@@ -517,10 +517,10 @@ void plane_c2r(const PlanePlans* P, float* in, float* out, float* ws) {
 }
 
 // FFTW-aligned, zeroed scratch for one worker: one of the thread's own blocks, kept for the
-// thread's life and grown as needed (a block freed after every call was trimmed from glibc's
-// heap and faulted in again by the next: ~14 trims, ~400 page faults and TLB flushes on the
-// other cores per 128^3 absorbing step). Two per thread (a call's own buffer and its workers'
-// on the calling thread); a block of its own beyond that.
+// thread's life and grown as needed (a block freed after each call would be trimmed from
+// glibc's heap and faulted in again by the next: ~14 trims, ~300 page faults and as many TLB
+// flushes of the other cores per 128^3 absorbing step). Two per thread (a call's own buffer
+// and its workers' on the calling thread); a block of its own beyond that.
 class FBuf {
  public:
   float* p = nullptr;
