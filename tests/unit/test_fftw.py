@@ -585,8 +585,8 @@ def test_allocation_or_plan_failure_is_an_xla_error_not_a_crash(tmp_path):
 def test_a_warm_loop_of_transforms_allocates_nothing_per_step():
     """The custom calls' worker scratch is kept between calls: a warm compiled loop of 128^3
     gradients (a conv and two plane C2Rs per step, ~150 KB of scratch per worker and pass)
-    makes fewer FFTW-aligned allocations than steps (none once every pool thread has taken
-    part; a thread's first part grows its blocks). Scratch freed after each call would be
+    makes fewer FFTW-aligned allocations than steps (none once the kept blocks suffice; a call
+    with more workers at once than before adds theirs). Scratch freed after each call would be
     trimmed from glibc's heap and faulted in again by the next: ~10 allocations per step here,
     ~300 page faults per 128^3 absorbing step, and TLB flushes of the other cores."""
     import ctypes

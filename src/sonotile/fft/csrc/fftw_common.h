@@ -39,7 +39,6 @@
 #define SONOTILE_FFTW_COMMON_H_
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <complex>
 #include <atomic>

@@ -516,53 +516,21 @@ void plane_c2r(const PlanePlans* P, float* in, float* out, float* ws) {
                       reinterpret_cast<fftwf_complex*>(out));
 }
 
-// FFTW-aligned, zeroed scratch for one worker: one of the thread's own blocks, kept for the
-// thread's life and grown as needed (a block freed after each call would be trimmed from
-// glibc's heap and faulted in again by the next: ~14 trims, ~300 page faults and as many TLB
-// flushes of the other cores per 128^3 absorbing step). Two per thread (a call's own buffer
-// and its workers' on the calling thread); a block of its own beyond that.
-class FBuf {
- public:
+// FFTW-aligned, zeroed scratch for one worker, from the kept blocks of take_scratch (a block
+// freed after each call would be trimmed from glibc's heap and faulted in again by the next:
+// ~14 trims, ~300 page faults and as many TLB flushes of the other cores per 128^3 absorbing
+// step).
+struct FBuf {
   float* p = nullptr;
-  explicit FBuf(size_t floats) {
-    if (floats == 0 || g_fail_alloc) return;  // (the tests' failing allocations: no scratch)
-    for (Held& h : held()) {
-      if (h.busy || (h.floats < floats && !grow(&h, floats))) continue;
-      h.busy = true;
-      mine_ = &h;
-      p = h.p;
-      break;
-    }
-    if (mine_ == nullptr) p = static_cast<float*>(fft_alloc(sizeof(float) * floats));
-    if (p != nullptr) std::memset(p, 0, sizeof(float) * floats);
+  size_t floats = 0;
+  explicit FBuf(size_t n) : floats(n) {
+    if (n == 0 || g_fail_alloc) return;  // (the tests' failing allocations: no scratch)
+    p = take_scratch(n);
+    if (p != nullptr) std::memset(p, 0, sizeof(float) * n);
   }
-  ~FBuf() {
-    if (mine_ != nullptr) mine_->busy = false;
-    else fftwf_free(p);
-  }
+  ~FBuf() { give_scratch(p, floats); }
   FBuf(const FBuf&) = delete;
   FBuf& operator=(const FBuf&) = delete;
-
- private:
-  struct Held {
-    float* p = nullptr;
-    size_t floats = 0;
-    bool busy = false;
-    ~Held() { fftwf_free(p); }
-  };
-  static std::array<Held, 2>& held() {
-    thread_local std::array<Held, 2> h;
-    return h;
-  }
-  static bool grow(Held* h, size_t floats) {
-    float* q = static_cast<float*>(fft_alloc(sizeof(float) * floats));
-    if (q == nullptr) return false;
-    fftwf_free(h->p);
-    h->p = q;
-    h->floats = floats;
-    return true;
-  }
-  Held* mine_ = nullptr;
 };
 
 // body(scratch, i) for i in [0, n) on up to `threads` workers, each with its own scratch of
