@@ -104,14 +104,14 @@ def available() -> bool:
 
 
 def _setup() -> bool:
+    so = _build()  # first: compiling needs no MPI runtime, and its error is the actionable one
+    if so is None:
+        return False
     try:  # mpi4jax's ordered effect and token helpers (private names: checked here)
         from mpi4jax._src.jax_compat import abstract_token, get_token_effect, set_token_effect
         from mpi4jax._src.utils import ordered_effect
     except ImportError as e:
         _state["reason"] = f"this mpi4jax has no ordered-effect helpers ({e})"
-        return False
-    so = _build()
-    if so is None:
         return False
     lib = ctypes.CDLL(so)
     for name, symbol in (("sonotile_mpi_halos", lib.SonotileMpiHalos),
