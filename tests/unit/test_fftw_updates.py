@@ -18,6 +18,7 @@ from sonotile.spectral.operators import (
     SplitUpdate,
     div_and_update,
     div_update,
+    divergence_density,
     fuses_updates,
     fuses_updates_apart,
     grad_update,
@@ -94,6 +95,33 @@ def test_grad_and_div_updates_equal_the_separate_update(shape, kind):
     assert_updated(updated, ops.div(u), ups)
     for a, (got, ref) in enumerate(zip(du, ops.div(u))):  # the derivatives themselves, kept
         np.testing.assert_array_equal(np.asarray(got), np.asarray(ref), err_msg=str(a))
+
+
+@pytest.mark.parametrize("shape", [(24, 20, 16), (18, 22)])
+@pytest.mark.parametrize("kind", ["scalar", "field"])
+@pytest.mark.parametrize("rho0_grid", [False, True])
+def test_divergence_density_is_the_update_and_its_two_sums(shape, kind, rho0_grid):
+    """One call: each density's update from its derivative, ``rho0 * sum_a d_a`` and the sum of
+    the updated densities (what the absorbing equation of state reads), as numpy makes them
+    from the separate divergence."""
+    rng = np.random.default_rng(4)
+    ops = FourierOps.build(shape, (1e-4,) * len(shape), 1500.0, 2e-8, fft="fftw")
+    u = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in shape]
+    assert fuses_updates_apart(ops, u[0])
+    first = make_update(kind, shape, 0, rng)
+    ups = [dict(make_update("scalar", shape, a, rng), kind=kind, field=first["field"])
+           for a in range(len(shape))]  # fmt: skip
+    rho0 = (1000.0 + 500.0 * rng.random(shape)).astype(np.float32) if rho0_grid else 998.0
+    G = None if first["field"] is None else jnp.asarray(first["field"])  # one field for all
+    splits = [SplitUpdate(jnp.asarray(up["old"]), jnp.asarray(up["m"]), a, 0.37, G)
+              for a, up in enumerate(ups)]  # fmt: skip
+    div_u, rho_sum, updated = divergence_density(ops, u, splits, jnp.asarray(rho0))
+    derivs = [np.asarray(d, np.float64) for d in ops.div(u)]
+    assert_updated(updated, derivs, ups)
+    refs = [expected(d, up, a) for a, (d, up) in enumerate(zip(derivs, ups))]
+    for got, ref in ((rho_sum, sum(refs)), (div_u, np.float64(rho0) * sum(derivs))):
+        err = np.abs(np.asarray(got, np.float64) - ref).max() / np.abs(ref).max()
+        assert err < 4e-6, err
 
 
 def assert_updated(got, derivs, ups) -> None:

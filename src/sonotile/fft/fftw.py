@@ -45,6 +45,7 @@ from sonotile.fft.fftw_ops import (
     axis_update,
     conv,
     conv_sum,
+    div_density,
     hermitian,
 )
 from sonotile.fft.fftw_slabs import (
@@ -90,6 +91,7 @@ __all__ = [
     "conv",
     "conv_sum",
     "cpu_signature",
+    "div_density",
     "default_threads",
     "details",
     "fft_axis",
@@ -182,6 +184,16 @@ class FftwBackend:
         out = (0, axis if vec is not None else None, vec)
         d, updated = conv([f], op, [out], [epilogue], apart=[True])
         return d, updated
+
+    def divergence_updated(
+        self, u: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array],
+        epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike,
+    ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
+        """``(rho0 * sum_a d_a, sum_a updated_a, updated)``: each component's derivative
+        ``d_a`` with its update (one scale and field for all), in one call (:func:`div_density`;
+        only with ``fuses_updates``)."""
+        assert self.fused(u[0]), "fftw: updates on 2-D / 3-D grids only"
+        return div_density(u, op, vecs, epilogues, rho0)
 
     def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
         from sonotile.fft import dtt

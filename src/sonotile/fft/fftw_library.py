@@ -251,6 +251,7 @@ def load() -> ctypes.CDLL | None:
                 ("sonotile_fftw_r2r_op", "SonotileFftwR2ROp"),
                 ("sonotile_fftw_conv", "SonotileFftwConv"),
                 ("sonotile_fftw_conv_sum", "SonotileFftwConvSum"),
+                ("sonotile_fftw_div_density", "SonotileFftwDivDensity"),
                 ("sonotile_fftw_axis_diff", "SonotileFftwAxisDiff"),
                 ("sonotile_fftw_axis_update", "SonotileFftwAxisUpdate"),
                 ("sonotile_fftw_planes_c2r", "SonotileFftwPlanesC2R"),

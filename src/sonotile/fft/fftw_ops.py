@@ -106,6 +106,57 @@ def conv(
     )
 
 
+def div_density(
+    u: Sequence[jax.Array],
+    op: jax.Array | None,
+    vecs: Sequence[jax.Array],
+    updates: Sequence[Epilogue],
+    rho0: jax.typing.ArrayLike,
+) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:
+    """The divergence of ``u`` with the split-field density update, in one custom call
+    (``sonotile_fftw_div_density`` in the C++ source), on a 2-D / 3-D float32 grid:
+    ``d_a = irfftn(rfftn(u[a]) * op * vecs[a][k_a])`` (``vecs[a]`` as :func:`conv`'s vector
+    along axis ``a``), ``updates[a]`` applied with ``d_a`` (kEpiScalar or kEpiField, the same
+    scale and field for every component, ``m`` along axis ``a``), each written over its old
+    field. Returns ``(rho0 * sum_a d_a, sum_a updated_a, updated)``; ``rho0`` a grid or one
+    value [kg/m^3]. No derivative is written to memory."""
+    import jax
+    import jax.numpy as jnp
+
+    shape = u[0].shape
+    rank = len(shape)
+    assert len(u) == len(vecs) == len(updates) == rank, "div_density: one of each per axis"
+    half = (*shape[:-1], shape[-1] // 2 + 1)
+    modes = {e[0] for e in updates}
+    assert len(modes) == 1 and modes <= {1, 2}, "div_density: one scalar or field mode"
+    s, G = updates[0][3], updates[0][4]
+    assert all(e[3] is s and e[4] is G for e in updates), "div_density: one coefficient"
+    args = list(u)
+    if op is not None:
+        args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
+    args += [jnp.reshape(v, (-1,)).astype(jnp.complex64) for v in vecs]
+    first_old = len(args)
+    args += [e[1] for e in updates]
+    args += [jnp.reshape(e[2], (-1,)).astype(jnp.float32) for e in updates]
+    args.append(jnp.reshape(s, (1,)).astype(jnp.float32))
+    if G is not None:
+        args.append(G.astype(jnp.float32))
+    r0 = jnp.asarray(rho0, jnp.float32)
+    field = r0.shape == shape
+    assert field or r0.size == 1, "div_density: rho0 a grid or one value"
+    args.append(r0 if field else jnp.reshape(r0, (1,)))
+    grid = jax.ShapeDtypeStruct(shape, jnp.float32)
+    n_spare = rank - 2  # the third spectrum's storage (dropped)
+    aliases = {first_old + a: 2 + n_spare + a for a in range(rank)}
+    call = jax.ffi.ffi_call(
+        "sonotile_fftw_div_density", [grid] * (2 + n_spare + rank),
+        vmap_method="sequential", input_output_aliases=aliases,
+    )  # fmt: skip
+    got = call(*args, has_op=int(op is not None), field=int(G is not None),
+               rho0_field=int(field))  # fmt: skip
+    return got[0], got[1], tuple(got[2 + n_spare :])
+
+
 def conv_sum(
     xs: Sequence[jax.Array],
     op: jax.Array | None,

@@ -61,6 +61,15 @@ class Backend(Protocol):
         backends with ``fuses_updates``)."""
         ...
 
+    def divergence_updated(
+        self, u: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array],
+        epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike,
+    ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
+        """``(rho0 * sum_a d_a, sum_a updated_a, updated)``, ``d_a = operator(u[a], op, a,
+        vecs[a])`` and ``updated_a`` its epilogue (one scale and field for all; only backends
+        with ``fuses_updates``)."""
+        ...
+
     def operator_sum(
         self, xs: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array]
     ) -> jax.Array:  # fmt: skip

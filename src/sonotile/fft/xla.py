@@ -81,6 +81,12 @@ class XlaBackend:
     ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
         raise AssertionError("xla: no fused updates")
 
+    def divergence_updated(
+        self, u: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array],
+        epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike,
+    ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
+        raise AssertionError("xla: no fused updates")
+
     def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
         return dtt.inverse(op * dtt.forward(f, kind), kind)
 

@@ -456,8 +456,9 @@ def div_update(
 
 
 def fuses_updates_apart(ops: Any, like: jax.Array) -> bool:
-    """True when :func:`div_and_update` can run on ``ops`` for fields like ``like``: a plain
-    single-device :class:`FourierOps` whose backend fuses updates (:func:`fuses_updates`)."""
+    """True when :func:`div_and_update` and :func:`divergence_density` can run on ``ops`` for
+    fields like ``like``: a plain single-device :class:`FourierOps` whose backend fuses updates
+    (:func:`fuses_updates`)."""
     return type(ops) is FourierOps and fuses_updates(ops, like)
 
 
@@ -478,6 +479,21 @@ def div_and_update(
         for a, (ua, s, up) in enumerate(zip(u, ops.shift_neg, updates))
     ]
     return tuple(d for d, _ in pairs), tuple(r for _, r in pairs)
+
+
+def divergence_density(
+    ops: SpectralOps, u: Sequence[jax.Array], updates: Sequence[SplitUpdate],
+    rho0: jax.typing.ArrayLike,
+) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
+    """``(rho0 div u, sum_a updated_a, updated)``: the density updates of
+    :func:`div_and_update` (one scale and field for all components) with the two sums the
+    absorbing equation of state reads, in one backend call that writes no derivative
+    (:func:`fuses_updates_apart` must hold). Each update overwrites its old field."""
+    assert fuses_updates_apart(ops, u[0]) and len(updates) == len(u)
+    assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
+    assert isinstance(ops, FourierOps)
+    epis = [up.epilogue() for up in updates]
+    return ops.backend.divergence_updated(u, ops.kappa, ops.shift_neg, epis, rho0)
 
 
 def fuses_axis_updates(ops: Any, like: Any) -> bool:

@@ -482,6 +482,225 @@ ffi::Error ConvSumImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int
   return ok ? ffi::Error::Success() : ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
 }
 
+// sonotile_fftw_div_density: the divergence and the split-field density update of the
+// absorbing step in one call, for a grid of rank R (R inputs u_a):
+//
+//   d_a = C2R(op * vec_a * R2C(u_a)) / N,   rho_a = m_a (m_a rho_a - coef d_a)   (a = 0 .. R-1)
+//   rho0_div_u = rho0 ((d_0 + d_1) + d_2),   rho_sum = (rho_0 + rho_1) + rho_2
+//
+// coef = s, or s G (a field: the nonlinear 2 rho + rho0); rho0 a field or one value. Stage 1 and
+// 2 are conv's, input by input, each spectrum waiting in an output of its own (rho0_div_u,
+// rho_sum, then `spare`, a grid the caller drops); stage 3 makes every d_a of a plane in cache
+// and writes the updates (over the old densities) and both sums from it. Against one conv per
+// component and two sums, no derivative grid is written and read back and G is read once:
+// 11 passes over a grid fewer at R = 3. The same arithmetic in the same order as
+// sonotile/physics/acoustic/step.py.
+// One row of n values of div_density's stage 3, in place over the densities y_a (plain loops
+// per rank and kind of coefficient, so that the compiler vectorises them): the updates
+// y_a = m_a (m_a y_a - coef d_a), div = rho0 ((d_0 + d_1) + d_2), sum = (y_0 + y_1) + y_2;
+// coef = s G (HasG) or s, rho0 along the row (HasRho0) or the value r0.
+struct DensityRow {
+  int64_t n;
+  float s, r0;
+  const float* G;
+  const float* rho0;
+  float* div;
+  float* sum;
+};
+
+template <bool HasG, bool HasRho0>
+void density_row3(const DensityRow& w, float mx, float my, const float* __restrict mz,
+                  const float* __restrict d0, const float* __restrict d1,
+                  const float* __restrict d2, float* __restrict y0, float* __restrict y1,
+                  float* __restrict y2) {
+  float* __restrict div = w.div;
+  float* __restrict sum = w.sum;
+  const float* __restrict G = w.G;
+  const float* __restrict rho0 = w.rho0;
+  const float s = w.s;
+  for (int64_t c = 0; c < w.n; ++c) {
+    const float coef = HasG ? s * G[c] : s;
+    const float a = mx * (mx * y0[c] - coef * d0[c]);
+    const float b = my * (my * y1[c] - coef * d1[c]);
+    const float e = mz[c] * (mz[c] * y2[c] - coef * d2[c]);
+    y0[c] = a;
+    y1[c] = b;
+    y2[c] = e;
+    sum[c] = (a + b) + e;
+    div[c] = (HasRho0 ? rho0[c] : w.r0) * ((d0[c] + d1[c]) + d2[c]);
+  }
+}
+
+template <bool HasG, bool HasRho0>
+void density_row2(const DensityRow& w, float mx, const float* __restrict mz,
+                  const float* __restrict d0, const float* __restrict d1, float* __restrict y0,
+                  float* __restrict y1) {
+  float* __restrict div = w.div;
+  float* __restrict sum = w.sum;
+  const float* __restrict G = w.G;
+  const float* __restrict rho0 = w.rho0;
+  const float s = w.s;
+  for (int64_t c = 0; c < w.n; ++c) {
+    const float coef = HasG ? s * G[c] : s;
+    const float a = mx * (mx * y0[c] - coef * d0[c]);
+    const float b = mz[c] * (mz[c] * y1[c] - coef * d1[c]);
+    y0[c] = a;
+    y1[c] = b;
+    sum[c] = a + b;
+    div[c] = (HasRho0 ? rho0[c] : w.r0) * (d0[c] + d1[c]);
+  }
+}
+
+template <bool HasG, bool HasRho0>
+void density_row(int R, const DensityRow& w, const float* const* m, int64_t x, int64_t r,
+                 float* const* d, float* const* y) {
+  if (R == 3)
+    density_row3<HasG, HasRho0>(w, m[0][x], m[1][r], m[2], d[0], d[1], d[2], y[0], y[1], y[2]);
+  else
+    density_row2<HasG, HasRho0>(w, m[0][x], m[1], d[0], d[1], y[0], y[1]);
+}
+
+ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t field, int64_t rho0_field,
+                          ffi::RemainingArgs args, ffi::RemainingRets rets) {
+  PoolScope scope(&pool);
+  auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
+  Grid g;
+  auto u0 = args.get<ffi::Buffer<ffi::F32>>(0);
+  if (u0.has_error() || !grid_of(u0->dimensions(), &g)) return bad("div_density: rank 2-3 only");
+  const int R = g.rank;
+  // u (R), [op], vec (R), old (R), m (R), s, [G], rho0
+  const int n_args = 4 * R + (has_op ? 1 : 0) + 1 + (field ? 1 : 0) + 1;
+  if (int(args.size()) != n_args) return bad("div_density: argument count");
+  if (int(rets.size()) != 2 + (R - 2) + R) return bad("div_density: result count");
+  int a = 0;
+  std::vector<const float*> in(R), vec(R), old(R), m(R);
+  for (int j = 0; j < R; ++j, ++a) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a);
+    if (x.has_error() || x->element_count() != g.nr) return bad("div_density: input shapes differ");
+    in[j] = x->typed_data();
+  }
+  const float* op = nullptr;
+  if (has_op) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (x.has_error() || x->element_count() != g.nc) return bad("div_density: operator shape");
+    op = x->typed_data();
+  }
+  for (int j = 0; j < R; ++j, ++a) {
+    auto x = args.get<ffi::Buffer<ffi::C64>>(a);
+    const int64_t len = j == R - 1 ? g.cols : g.d[j];
+    if (x.has_error() || int64_t(x->element_count()) != len) return bad("div_density: vector length");
+    vec[j] = reinterpret_cast<const float*>(x->typed_data());
+  }
+  for (int j = 0; j < R; ++j, ++a) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a);
+    if (x.has_error() || x->element_count() != g.nr) return bad("div_density: old density shape");
+    old[j] = x->typed_data();
+  }
+  for (int j = 0; j < R; ++j, ++a) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a);
+    if (x.has_error() || int64_t(x->element_count()) != g.d[j]) return bad("div_density: m length");
+    m[j] = x->typed_data();
+  }
+  auto sb = args.get<ffi::Buffer<ffi::F32>>(a++);
+  if (sb.has_error() || sb->element_count() != 1) return bad("div_density: one scale");
+  const float s = sb->typed_data()[0];
+  const float* G = nullptr;
+  if (field) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (x.has_error() || x->element_count() != g.nr) return bad("div_density: field shape");
+    G = x->typed_data();
+  }
+  auto rb = args.get<ffi::Buffer<ffi::F32>>(a++);
+  if (rb.has_error() || rb->element_count() != (rho0_field ? g.nr : 1))
+    return bad("div_density: rho0 shape");
+  const float* rho0 = rb->typed_data();
+  std::vector<float*> spec(R), upd(R);  // the spectra's storage; the updated densities
+  for (int j = 0; j < R; ++j) {
+    auto y = rets.get<ffi::Buffer<ffi::F32>>(j);
+    if (y.has_error() || (*y)->element_count() != g.nr) return bad("div_density: output shape");
+    spec[j] = (*y)->typed_data();
+    auto r = rets.get<ffi::Buffer<ffi::F32>>(R + j);
+    if (r.has_error() || (*r)->element_count() != g.nr) return bad("div_density: update shape");
+    upd[j] = (*r)->typed_data();
+  }
+  for (int j = 0; j < R; ++j)
+    for (int i = 0; i < R; ++i)
+      if (spec[j] == old[i] || spec[j] == G || spec[j] == rho0 || spec[j] == in[i])
+        return bad("div_density: an output aliases an operand");
+  bool aligned = true;
+  for (int j = 0; j < R; ++j)
+    aligned = aligned && is_aligned(in[j]) && is_aligned(in[j] + g.pr) && is_aligned(spec[j]) &&
+              is_aligned(spec[j] + g.pr);
+  const ConvPlans* P = get_conv_plans(g, aligned);
+  if (P == nullptr) return ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoPlan);
+
+  const float scale = float(1.0 / double(g.nr));
+  const int T = g_threads;
+  const int64_t nblocks = (g.pc + g.blk - 1) / g.blk;
+  const int64_t ov = 2 * g.pc - g.pr;
+  const size_t plane = size_t(2 * g.pc), blk = P->x->floats(g.X);
+  const int64_t rs = P->x->rs;
+  const size_t pp = pad16(plane), rp = pad16(size_t(g.pr)), extra = plane_extra(P->plane);
+  std::vector<float*> sides;
+  std::vector<Store> store;
+  bool ok = true;
+  for (int j = 0; ok && j < R; ++j) {
+    sides.push_back(take_scratch(size_t(g.X * ov)));
+    ok = sides.back() != nullptr;
+    store.push_back({spec[j], sides.back(), g.pr, ov});
+  }
+  // 1-2. conv's planes forward and pass along x, input by input (the x derivative's vector
+  // along x applied in the pass, the others on the plane in stage 3)
+  for (int j = 0; ok && j < R; ++j) {
+    const Store& st = store[j];
+    const float* x_in = in[j];
+    const float* vx = j == 0 ? vec[0] : nullptr;
+    ok = parallel_items(g.X, T, pp + extra, [&](float* pb, int64_t x) {
+      plane_r2c(P->plane, x_in + x * g.pr, pb, pb + pp);
+      st.put(x, 0, 2 * g.pc, pb);
+    });
+    std::atomic<bool> x_ok{true};
+    ok = ok && parallel_items(nblocks, T, blk, [&](float* buf, int64_t i) {
+      const int64_t c0 = i * g.blk, b = std::min(g.blk, g.pc - c0);
+      for (int64_t x = 0; x < g.X; ++x) st.get(x, 2 * c0, 2 * b, buf + x * rs);
+      if (!x_transform(P->x, true, buf, g.X, b)) x_ok = false;
+      multiply_block(g, rs, buf, op, vx, scale, c0, b, buf);
+      if (!x_transform(P->x, false, buf, g.X, b)) x_ok = false;
+      for (int64_t x = 0; x < g.X; ++x) st.put(x, 2 * c0, 2 * b, buf + x * rs);
+    });
+    ok = ok && x_ok;
+  }
+  // 3. every derivative of plane x in cache, then the updates and the sums
+  const int64_t n2 = g.d[R - 1], n1 = g.pr / n2;
+  ok = ok && parallel_items(g.X, T, pp + R * rp + extra, [&](float* pb, int64_t x) {
+    float* d[3] = {pb + pp, pb + pp + rp, pb + pp + 2 * rp};
+    float* ws = pb + pp + R * rp;
+    for (int j = 0; j < R; ++j) {
+      store[j].get(x, 0, 2 * g.pc, pb);
+      if (j > 0) plane_times(g, pb, vec[j], j, pb);
+      plane_c2r(P->plane, pb, d[j], ws);
+    }
+    const int64_t off = x * g.pr;
+    for (int j = 0; j < R; ++j)  // an update not over its old field (XLA kept the old one)
+      if (upd[j] != old[j]) std::memcpy(upd[j] + off, old[j] + off, sizeof(float) * g.pr);
+    for (int64_t r = 0; r < n1; ++r) {
+      const int64_t i = r * n2, gi = off + i;
+      const DensityRow w{n2, s, rho0[0], G != nullptr ? G + gi : nullptr,
+                         rho0_field ? rho0 + gi : nullptr, spec[0] + gi, spec[1] + gi};
+      float* dr[3] = {d[0] + i, d[1] + i, d[2] + i};
+      float* yr[3] = {upd[0] + gi, upd[1] + gi, R == 3 ? upd[2] + gi : nullptr};
+      const float* const* mp = m.data();
+      if (G != nullptr && rho0_field) density_row<true, true>(R, w, mp, x, r, dr, yr);
+      else if (G != nullptr) density_row<true, false>(R, w, mp, x, r, dr, yr);
+      else if (rho0_field) density_row<false, true>(R, w, mp, x, r, dr, yr);
+      else density_row<false, false>(R, w, mp, x, r, dr, yr);
+    }
+  });
+  for (float* p : sides)
+    if (p != nullptr) give_scratch(p, size_t(g.X * ov));
+  return ok ? ffi::Error::Success() : ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
+}
+
 // Row x of an input box of sonotile_fftw_xpass: the box itself, or (pad mode) assembled from a
 // block's interior planes and its two halos, [left | count interior planes | right | zeros]
 // times the bell along x, as LFB pads and windows a block (sonotile/parallel/lfb.py).

@@ -123,6 +123,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwConvSum, ConvSumImpl,
                                   .RemainingArgs()
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwDivDensity, DivDensityImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Attr<int64_t>("has_op")
+                                  .Attr<int64_t>("field")
+                                  .Attr<int64_t>("rho0_field")
+                                  .RemainingArgs()
+                                  .RemainingRets());
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwXPass, XPassImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()

@@ -29,8 +29,8 @@ from sonotile.spectral import device
 from sonotile.spectral.operators import (
     SpectralOps,
     SplitUpdate,
-    div_and_update,
     div_update,
+    divergence_density,
     filter_source_on,
     fractional_pair,
     fuses_updates,
@@ -334,16 +334,25 @@ def density_updates(
 
 
 def pressure_from_density(
-    rho: Sequence[jax.Array], du: Sequence[jax.Array], c: dict, ops: SpectralOps, phys: Physics
+    rho: Sequence[jax.Array],
+    du: Sequence[jax.Array],
+    c: dict,
+    ops: SpectralOps,
+    phys: Physics,
+    sums: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
-    """Equation of state with optional B/A nonlinearity and power-law or Stokes absorption."""
-    rho_sum = shared_cotangent(sum(rho[1:], rho[0]), _barrier(ops))
+    """Equation of state with optional B/A nonlinearity and power-law or Stokes absorption.
+    ``sums``: ``(rho0 div u, sum of rho)`` already made (then ``du`` is not read)."""
+    if sums is not None:
+        rho_sum = sums[1]
+    else:
+        rho_sum = shared_cotangent(sum(rho[1:], rho[0]), _barrier(ops))
     term = rho_sum
     if phys.nonlinear:
         term = term + c["bona_2rho0"] * rho_sum * rho_sum
     if phys.absorption == "lossless":
         return c["c2"] * term
-    rho0_div_u = c["rho0"] * sum(du[1:], du[0])
+    rho0_div_u = sums[0] if sums is not None else c["rho0"] * sum(du[1:], du[0])
     if phys.absorption == "stokes":
         return c["c2"] * (term + c["tau"] * rho0_div_u)
     if not phys.dispersion:
@@ -394,14 +403,16 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
         factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"])
     else:
         factor = c["rho0"]
-    # inside the divergence's FFTW calls where they can (du kept where the absorption needs it:
-    # the equation of state then reads the densities, not their update again)
+    # inside the divergence's FFTW calls where they can (with absorption one call that also
+    # makes rho0 div u and the densities' sum, so that no derivative goes to memory)
     d_ups = density_updates(state.rho, c, factor) if fuse else None
     du: tuple[jax.Array, ...] = ()
+    sums: tuple[jax.Array, jax.Array] | None = None  # (rho0 div u, rho_sum) made with the update
     if d_ups is not None and phys.absorption == "lossless":
         rho = div_update(ops, u, d_ups)
     elif d_ups is not None and fuses_updates_apart(ops, state.p):
-        du, rho = div_and_update(ops, u, d_ups)
+        rho0_div_u, rho_sum, rho = divergence_density(ops, u, d_ups, c["rho0"])
+        sums = (rho0_div_u, rho_sum)
     else:
         du = ops.div(u)
         dt = c["dt"]
@@ -411,8 +422,10 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
         active = n < x["p_len"]
         rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops, c.get("p_pattern"),
                       plane=c.get("p_plane"))  # fmt: skip
+        if sums is not None:  # the sum of the densities before the source: made again
+            sums = (sums[0], sum(rho[1:], rho[0]))
     # 7. equation of state
-    p = pressure_from_density(rho, du, c, ops, phys)
+    p = pressure_from_density(rho, du, c, ops, phys, sums)
     return State(p, rho, u)
 
 
