@@ -98,29 +98,36 @@ def test_grad_and_div_updates_equal_the_separate_update(shape, kind):
 
 
 @pytest.mark.parametrize("shape", [(24, 20, 16), (18, 22)])
-@pytest.mark.parametrize("kind", ["scalar", "field"])
+@pytest.mark.parametrize("kind", ["scalar", "field", "nonlinear"])
 @pytest.mark.parametrize("rho0_grid", [False, True])
 def test_divergence_density_is_the_update_and_its_two_sums(shape, kind, rho0_grid):
     """One call: each density's update from its derivative, ``rho0 * sum_a d_a`` and the sum of
     the updated densities (what the absorbing equation of state reads), as numpy makes them
-    from the separate divergence."""
+    from the separate divergence; ``nonlinear``: the coefficient ``s (2 sum_a old_a + rho0)``
+    made in the call from the old densities."""
     rng = np.random.default_rng(4)
     ops = FourierOps.build(shape, (1e-4,) * len(shape), 1500.0, 2e-8, fft="fftw")
     u = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in shape]
     assert fuses_updates_apart(ops, u[0])
-    first = make_update(kind, shape, 0, rng)
-    ups = [dict(make_update("scalar", shape, a, rng), kind=kind, field=first["field"])
-           for a in range(len(shape))]  # fmt: skip
-    rho0 = (1000.0 + 500.0 * rng.random(shape)).astype(np.float32) if rho0_grid else 998.0
-    G = None if first["field"] is None else jnp.asarray(first["field"])  # one field for all
+    rho0 = (1.0 + 0.5 * rng.random(shape)).astype(np.float32) if rho0_grid else np.float32(1.2)
+    ups = [make_update("scalar", shape, a, rng) for a in range(len(shape))]
+    G = None  # one field for all components
+    if kind == "field":
+        G = jnp.asarray((1.0 + 0.5 * rng.random(shape)).astype(np.float32))
+    factor = np.asarray(G) if G is not None else None
+    if kind == "nonlinear":
+        factor = 2.0 * sum(up["old"].astype(np.float64) for up in ups) + rho0
+    for up in ups:  # the reference: a field update by the factor
+        up.update(kind="scalar" if factor is None else "field", field=factor)
     splits = [SplitUpdate(jnp.asarray(up["old"]), jnp.asarray(up["m"]), a, 0.37, G)
               for a, up in enumerate(ups)]  # fmt: skip
-    div_u, rho_sum, updated = divergence_density(ops, u, splits, jnp.asarray(rho0))
+    got = divergence_density(ops, u, splits, jnp.asarray(rho0), nonlinear=kind == "nonlinear")
+    div_u, rho_sum, updated = got
     derivs = [np.asarray(d, np.float64) for d in ops.div(u)]
     assert_updated(updated, derivs, ups)
     refs = [expected(d, up, a) for a, (d, up) in enumerate(zip(derivs, ups))]
-    for got, ref in ((rho_sum, sum(refs)), (div_u, np.float64(rho0) * sum(derivs))):
-        err = np.abs(np.asarray(got, np.float64) - ref).max() / np.abs(ref).max()
+    for out, ref in ((rho_sum, sum(refs)), (div_u, np.float64(rho0) * sum(derivs))):
+        err = np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max()
         assert err < 4e-6, err
 
 

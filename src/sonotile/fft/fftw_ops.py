@@ -112,14 +112,17 @@ def div_density(
     vecs: Sequence[jax.Array],
     updates: Sequence[Epilogue],
     rho0: jax.typing.ArrayLike,
+    nonlinear: bool = False,
 ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:
     """The divergence of ``u`` with the split-field density update, in one custom call
     (``sonotile_fftw_div_density`` in the C++ source), on a 2-D / 3-D float32 grid:
     ``d_a = irfftn(rfftn(u[a]) * op * vecs[a][k_a])`` (``vecs[a]`` as :func:`conv`'s vector
     along axis ``a``), ``updates[a]`` applied with ``d_a`` (kEpiScalar or kEpiField, the same
     scale and field for every component, ``m`` along axis ``a``), each written over its old
-    field. Returns ``(rho0 * sum_a d_a, sum_a updated_a, updated)``; ``rho0`` a grid or one
-    value [kg/m^3]. No derivative is written to memory."""
+    field. ``nonlinear``: scalar updates whose coefficient is ``s (2 sum_a old_a + rho0)``, the
+    nonlinear factor formed in the call from the old fields. Returns ``(rho0 * sum_a d_a,
+    sum_a updated_a, updated)``; ``rho0`` a grid or one value [kg/m^3]. No derivative is
+    written to memory."""
     import jax
     import jax.numpy as jnp
 
@@ -131,6 +134,7 @@ def div_density(
     assert len(modes) == 1 and modes <= {1, 2}, "div_density: one scalar or field mode"
     s, G = updates[0][3], updates[0][4]
     assert all(e[3] is s and e[4] is G for e in updates), "div_density: one coefficient"
+    assert not nonlinear or G is None, "div_density: the nonlinear factor is made in the call"
     args = list(u)
     if op is not None:
         args.append(jnp.broadcast_to(op, half).astype(jnp.float32))
@@ -152,8 +156,8 @@ def div_density(
         "sonotile_fftw_div_density", [grid] * (2 + n_spare + rank),
         vmap_method="sequential", input_output_aliases=aliases,
     )  # fmt: skip
-    got = call(*args, has_op=int(op is not None), field=int(G is not None),
-               rho0_field=int(field))  # fmt: skip
+    coef = 2 if nonlinear else int(G is not None)  # DensityCoef
+    got = call(*args, has_op=int(op is not None), coef=coef, rho0_field=int(field))
     return got[0], got[1], tuple(got[2 + n_spare :])
 
 

@@ -83,7 +83,7 @@ class XlaBackend:
 
     def divergence_updated(
         self, u: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array],
-        epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike,
+        epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike, nonlinear: bool = False,
     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
         raise AssertionError("xla: no fused updates")
 

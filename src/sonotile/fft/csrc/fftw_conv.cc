@@ -482,23 +482,14 @@ ffi::Error ConvSumImpl(ffi::ThreadPool pool, int64_t has_op, ffi::Span<const int
   return ok ? ffi::Error::Success() : ffi::Error(ffi::ErrorCode::kResourceExhausted, kNoMemory);
 }
 
-// sonotile_fftw_div_density: the divergence and the split-field density update of the
-// absorbing step in one call, for a grid of rank R (R inputs u_a):
-//
-//   d_a = C2R(op * vec_a * R2C(u_a)) / N,   rho_a = m_a (m_a rho_a - coef d_a)   (a = 0 .. R-1)
-//   rho0_div_u = rho0 ((d_0 + d_1) + d_2),   rho_sum = (rho_0 + rho_1) + rho_2
-//
-// coef = s, or s G (a field: the nonlinear 2 rho + rho0); rho0 a field or one value. Stage 1 and
-// 2 are conv's, input by input, each spectrum waiting in an output of its own (rho0_div_u,
-// rho_sum, then `spare`, a grid the caller drops); stage 3 makes every d_a of a plane in cache
-// and writes the updates (over the old densities) and both sums from it. Against one conv per
-// component and two sums, no derivative grid is written and read back and G is read once:
-// 11 passes over a grid fewer at R = 3. The same arithmetic in the same order as
-// sonotile/physics/acoustic/step.py.
+// The coefficient of div_density's update: s, s G (a field), or s (2 (rho_0 + rho_1 + rho_2)
+// + rho0) from the old densities (the nonlinear factor, formed where they are read).
+enum DensityCoef : int64_t { kCoefScalar = 0, kCoefField = 1, kCoefNonlinear = 2 };
+
 // One row of n values of div_density's stage 3, in place over the densities y_a (plain loops
 // per rank and kind of coefficient, so that the compiler vectorises them): the updates
 // y_a = m_a (m_a y_a - coef d_a), div = rho0 ((d_0 + d_1) + d_2), sum = (y_0 + y_1) + y_2;
-// coef = s G (HasG) or s, rho0 along the row (HasRho0) or the value r0.
+// rho0 along the row (HasRho0) or the value r0.
 struct DensityRow {
   int64_t n;
   float s, r0;
@@ -508,7 +499,7 @@ struct DensityRow {
   float* sum;
 };
 
-template <bool HasG, bool HasRho0>
+template <int64_t Coef, bool HasRho0>
 void density_row3(const DensityRow& w, float mx, float my, const float* __restrict mz,
                   const float* __restrict d0, const float* __restrict d1,
                   const float* __restrict d2, float* __restrict y0, float* __restrict y1,
@@ -519,7 +510,10 @@ void density_row3(const DensityRow& w, float mx, float my, const float* __restri
   const float* __restrict rho0 = w.rho0;
   const float s = w.s;
   for (int64_t c = 0; c < w.n; ++c) {
-    const float coef = HasG ? s * G[c] : s;
+    const float r = HasRho0 ? rho0[c] : w.r0;
+    float coef = s;
+    if (Coef == kCoefField) coef = s * G[c];
+    if (Coef == kCoefNonlinear) coef = s * (2.f * ((y0[c] + y1[c]) + y2[c]) + r);
     const float a = mx * (mx * y0[c] - coef * d0[c]);
     const float b = my * (my * y1[c] - coef * d1[c]);
     const float e = mz[c] * (mz[c] * y2[c] - coef * d2[c]);
@@ -527,11 +521,11 @@ void density_row3(const DensityRow& w, float mx, float my, const float* __restri
     y1[c] = b;
     y2[c] = e;
     sum[c] = (a + b) + e;
-    div[c] = (HasRho0 ? rho0[c] : w.r0) * ((d0[c] + d1[c]) + d2[c]);
+    div[c] = r * ((d0[c] + d1[c]) + d2[c]);
   }
 }
 
-template <bool HasG, bool HasRho0>
+template <int64_t Coef, bool HasRho0>
 void density_row2(const DensityRow& w, float mx, const float* __restrict mz,
                   const float* __restrict d0, const float* __restrict d1, float* __restrict y0,
                   float* __restrict y1) {
@@ -541,26 +535,48 @@ void density_row2(const DensityRow& w, float mx, const float* __restrict mz,
   const float* __restrict rho0 = w.rho0;
   const float s = w.s;
   for (int64_t c = 0; c < w.n; ++c) {
-    const float coef = HasG ? s * G[c] : s;
+    const float r = HasRho0 ? rho0[c] : w.r0;
+    float coef = s;
+    if (Coef == kCoefField) coef = s * G[c];
+    if (Coef == kCoefNonlinear) coef = s * (2.f * (y0[c] + y1[c]) + r);
     const float a = mx * (mx * y0[c] - coef * d0[c]);
     const float b = mz[c] * (mz[c] * y1[c] - coef * d1[c]);
     y0[c] = a;
     y1[c] = b;
     sum[c] = a + b;
-    div[c] = (HasRho0 ? rho0[c] : w.r0) * (d0[c] + d1[c]);
+    div[c] = r * (d0[c] + d1[c]);
   }
 }
 
-template <bool HasG, bool HasRho0>
+template <int64_t Coef, bool HasRho0>
 void density_row(int R, const DensityRow& w, const float* const* m, int64_t x, int64_t r,
                  float* const* d, float* const* y) {
   if (R == 3)
-    density_row3<HasG, HasRho0>(w, m[0][x], m[1][r], m[2], d[0], d[1], d[2], y[0], y[1], y[2]);
+    density_row3<Coef, HasRho0>(w, m[0][x], m[1][r], m[2], d[0], d[1], d[2], y[0], y[1], y[2]);
   else
-    density_row2<HasG, HasRho0>(w, m[0][x], m[1], d[0], d[1], y[0], y[1]);
+    density_row2<Coef, HasRho0>(w, m[0][x], m[1], d[0], d[1], y[0], y[1]);
 }
 
-ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t field, int64_t rho0_field,
+template <int64_t Coef>
+void density_row(bool has_rho0, int R, const DensityRow& w, const float* const* m, int64_t x,
+                 int64_t r, float* const* d, float* const* y) {
+  if (has_rho0) density_row<Coef, true>(R, w, m, x, r, d, y);
+  else density_row<Coef, false>(R, w, m, x, r, d, y);
+}
+
+// sonotile_fftw_div_density: the divergence and the split-field density update of the
+// absorbing step in one call, for a grid of rank R (R inputs u_a):
+//
+//   d_a = C2R(op * vec_a * R2C(u_a)) / N,   rho_a = m_a (m_a rho_a - coef d_a)   (a = 0 .. R-1)
+//   rho0_div_u = rho0 ((d_0 + d_1) + d_2),   rho_sum = (rho_0 + rho_1) + rho_2
+//
+// coef: DensityCoef; rho0 a field or one value. Stages 1 and 2 are conv's, input by input, each
+// spectrum waiting in an output of its own (rho0_div_u, rho_sum, then `spare`, a grid the
+// caller drops); stage 3 makes every d_a of a plane in cache and writes the updates (over the
+// old densities) and both sums from it. Against one conv per component, a pass for the
+// nonlinear factor and two for the sums, no derivative or factor grid is written to memory and
+// read back. The same arithmetic in the same order as sonotile/physics/acoustic/step.py.
+ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t coef, int64_t rho0_field,
                           ffi::RemainingArgs args, ffi::RemainingRets rets) {
   PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
@@ -569,7 +585,8 @@ ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t field, i
   if (u0.has_error() || !grid_of(u0->dimensions(), &g)) return bad("div_density: rank 2-3 only");
   const int R = g.rank;
   // u (R), [op], vec (R), old (R), m (R), s, [G], rho0
-  const int n_args = 4 * R + (has_op ? 1 : 0) + 1 + (field ? 1 : 0) + 1;
+  if (coef < kCoefScalar || coef > kCoefNonlinear) return bad("div_density: coef 0-2");
+  const int n_args = 4 * R + (has_op ? 1 : 0) + 1 + (coef == kCoefField ? 1 : 0) + 1;
   if (int(args.size()) != n_args) return bad("div_density: argument count");
   if (int(rets.size()) != 2 + (R - 2) + R) return bad("div_density: result count");
   int a = 0;
@@ -605,7 +622,7 @@ ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t field, i
   if (sb.has_error() || sb->element_count() != 1) return bad("div_density: one scale");
   const float s = sb->typed_data()[0];
   const float* G = nullptr;
-  if (field) {
+  if (coef == kCoefField) {
     auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
     if (x.has_error() || x->element_count() != g.nr) return bad("div_density: field shape");
     G = x->typed_data();
@@ -690,10 +707,9 @@ ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t field, i
       float* dr[3] = {d[0] + i, d[1] + i, d[2] + i};
       float* yr[3] = {upd[0] + gi, upd[1] + gi, R == 3 ? upd[2] + gi : nullptr};
       const float* const* mp = m.data();
-      if (G != nullptr && rho0_field) density_row<true, true>(R, w, mp, x, r, dr, yr);
-      else if (G != nullptr) density_row<true, false>(R, w, mp, x, r, dr, yr);
-      else if (rho0_field) density_row<false, true>(R, w, mp, x, r, dr, yr);
-      else density_row<false, false>(R, w, mp, x, r, dr, yr);
+      if (coef == kCoefField) density_row<kCoefField>(rho0_field, R, w, mp, x, r, dr, yr);
+      else if (coef == kCoefNonlinear) density_row<kCoefNonlinear>(rho0_field, R, w, mp, x, r, dr, yr);
+      else density_row<kCoefScalar>(rho0_field, R, w, mp, x, r, dr, yr);
     }
   });
   for (float* p : sides)

@@ -127,7 +127,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwDivDensity, DivDensityImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Attr<int64_t>("has_op")
-                                  .Attr<int64_t>("field")
+                                  .Attr<int64_t>("coef")
                                   .Attr<int64_t>("rho0_field")
                                   .RemainingArgs()
                                   .RemainingRets());

@@ -397,26 +397,33 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     # then copied to keep it alive): 2-5 ms of a 128^3 step recording u (docs/scaling.md)
     u = tuple(_keep(ops, x) for x in u_list)
     # 4-5. velocity divergence (per-axis parts), split mass conservation with PML
-    if phys.nonlinear:
-        # one field, made before any component changes: otherwise each update recomputes it
-        # and XLA keeps a copy of every old component for the later ones (3 grids per step)
-        factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + c["rho0"])
-    else:
-        factor = c["rho0"]
-    # inside the divergence's FFTW calls where they can (with absorption one call that also
-    # makes rho0 div u and the densities' sum, so that no derivative goes to memory)
-    d_ups = density_updates(state.rho, c, factor) if fuse else None
     du: tuple[jax.Array, ...] = ()
     sums: tuple[jax.Array, jax.Array] | None = None  # (rho0 div u, rho_sum) made with the update
-    if d_ups is not None and phys.absorption == "lossless":
-        rho = div_update(ops, u, d_ups)
-    elif d_ups is not None and fuses_updates_apart(ops, state.p):
-        rho0_div_u, rho_sum, rho = divergence_density(ops, u, d_ups, c["rho0"])
+    d_ups = None
+    # with absorption, one FFTW call where it can: the updates, rho0 div u and the densities'
+    # sum, no derivative in memory, and the nonlinear factor made from the old densities there
+    rho0 = c["rho0"]
+    if fuse and phys.absorption != "lossless" and fuses_updates_apart(ops, state.p):
+        if jnp.size(rho0) == 1 or jnp.shape(rho0) == state.p.shape:
+            d_ups = density_updates(state.rho, c, 1.0 if phys.nonlinear else rho0)
+    if d_ups is not None:
+        rho0_div_u, rho_sum, rho = divergence_density(ops, u, d_ups, rho0, phys.nonlinear)
         sums = (rho0_div_u, rho_sum)
     else:
-        du = ops.div(u)
-        dt = c["dt"]
-        rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
+        if phys.nonlinear:
+            # one field, made before any component changes: otherwise each update recomputes
+            # it and XLA keeps a copy of every old component for the later ones (3 grids a step)
+            factor = _keep(ops, 2.0 * sum(state.rho[1:], state.rho[0]) + rho0)
+        else:
+            factor = rho0
+        # inside the divergence's FFTW calls where they can
+        d_ups = density_updates(state.rho, c, factor) if fuse else None
+        if d_ups is not None and phys.absorption == "lossless":
+            rho = div_update(ops, u, d_ups)
+        else:
+            du = ops.div(u)
+            dt = c["dt"]
+            rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
     # 6. pressure (mass) source, into every split component
     if phys.p_mode is not None:
         active = n < x["p_len"]
