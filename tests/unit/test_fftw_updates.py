@@ -100,11 +100,13 @@ def test_grad_and_div_updates_equal_the_separate_update(shape, kind):
 @pytest.mark.parametrize("shape", [(24, 20, 16), (18, 22)])
 @pytest.mark.parametrize("kind", ["scalar", "field", "nonlinear"])
 @pytest.mark.parametrize("rho0_grid", [False, True])
-def test_divergence_density_is_the_update_and_its_two_sums(shape, kind, rho0_grid):
+@pytest.mark.parametrize("with_src", [False, True])
+def test_divergence_density_is_the_update_and_its_two_sums(shape, kind, rho0_grid, with_src):
     """One call: each density's update from its derivative, ``rho0 * sum_a d_a`` and the sum of
     the updated densities (what the absorbing equation of state reads), as numpy makes them
     from the separate divergence; ``nonlinear``: the coefficient ``s (2 sum_a old_a + rho0)``
-    made in the call from the old densities."""
+    made in the call from the old densities; ``with_src``: a source grid added to each
+    update before the sum."""
     rng = np.random.default_rng(4)
     ops = FourierOps.build(shape, (1e-4,) * len(shape), 1500.0, 2e-8, fft="fftw")
     u = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in shape]
@@ -121,11 +123,16 @@ def test_divergence_density_is_the_update_and_its_two_sums(shape, kind, rho0_gri
         up.update(kind="scalar" if factor is None else "field", field=factor)
     splits = [SplitUpdate(jnp.asarray(up["old"]), jnp.asarray(up["m"]), a, 0.37, G)
               for a, up in enumerate(ups)]  # fmt: skip
-    got = divergence_density(ops, u, splits, jnp.asarray(rho0), nonlinear=kind == "nonlinear")
+    src = rng.standard_normal(shape).astype(np.float32) if with_src else None
+    got = divergence_density(ops, u, splits, jnp.asarray(rho0), kind == "nonlinear",
+                             None if src is None else jnp.asarray(src))  # fmt: skip
     div_u, rho_sum, updated = got
     derivs = [np.asarray(d, np.float64) for d in ops.div(u)]
-    assert_updated(updated, derivs, ups)
-    refs = [expected(d, up, a) for a, (d, up) in enumerate(zip(derivs, ups))]
+    refs = [expected(d, up, a) + (0 if src is None else src.astype(np.float64))
+            for a, (d, up) in enumerate(zip(derivs, ups))]  # fmt: skip
+    for a, (out, ref) in enumerate(zip(updated, refs)):
+        err = np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max()
+        assert err < 2e-6, (a, err)
     for out, ref in ((rho_sum, sum(refs)), (div_u, np.float64(rho0) * sum(derivs))):
         err = np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max()
         assert err < 4e-6, err

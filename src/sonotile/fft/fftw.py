@@ -188,13 +188,14 @@ class FftwBackend:
     def divergence_updated(
         self, u: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array],
         epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike, nonlinear: bool = False,
+        src: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
         """``(rho0 * sum_a d_a, sum_a updated_a, updated)``: each component's derivative
         ``d_a`` with its update (one scale and field for all; ``nonlinear``: the factor
-        ``2 sum_a old_a + rho0`` made in the call), in one call (:func:`div_density`; only with
-        ``fuses_updates``)."""
+        ``2 sum_a old_a + rho0`` made in the call; ``src`` added to each), in one call
+        (:func:`div_density`; only with ``fuses_updates``)."""
         assert self.fused(u[0]), "fftw: updates on 2-D / 3-D grids only"
-        return div_density(u, op, vecs, epilogues, rho0, nonlinear)
+        return div_density(u, op, vecs, epilogues, rho0, nonlinear, src)
 
     def trig_operator(self, f: jax.Array, op: jax.Array, kind: str) -> jax.Array:
         from sonotile.fft import dtt

@@ -113,6 +113,7 @@ def div_density(
     updates: Sequence[Epilogue],
     rho0: jax.typing.ArrayLike,
     nonlinear: bool = False,
+    src: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:
     """The divergence of ``u`` with the split-field density update, in one custom call
     (``sonotile_fftw_div_density`` in the C++ source), on a 2-D / 3-D float32 grid:
@@ -120,7 +121,8 @@ def div_density(
     along axis ``a``), ``updates[a]`` applied with ``d_a`` (kEpiScalar or kEpiField, the same
     scale and field for every component, ``m`` along axis ``a``), each written over its old
     field. ``nonlinear``: scalar updates whose coefficient is ``s (2 sum_a old_a + rho0)``, the
-    nonlinear factor formed in the call from the old fields. Returns ``(rho0 * sum_a d_a,
+    nonlinear factor formed in the call from the old fields. ``src``: a grid added to every
+    updated field (a pressure source in additive mode) before the sum. Returns ``(rho0 * sum_a d_a,
     sum_a updated_a, updated)``; ``rho0`` a grid or one value [kg/m^3]. No derivative is
     written to memory."""
     import jax
@@ -149,6 +151,9 @@ def div_density(
     field = r0.shape == shape
     assert field or r0.size == 1, "div_density: rho0 a grid or one value"
     args.append(r0 if field else jnp.reshape(r0, (1,)))
+    if src is not None:
+        assert src.shape == shape, "div_density: a source grid of the fields' shape"
+        args.append(src.astype(jnp.float32))
     grid = jax.ShapeDtypeStruct(shape, jnp.float32)
     n_spare = rank - 2  # the third spectrum's storage (dropped)
     aliases = {first_old + a: 2 + n_spare + a for a in range(rank)}
@@ -157,7 +162,8 @@ def div_density(
         vmap_method="sequential", input_output_aliases=aliases,
     )  # fmt: skip
     coef = 2 if nonlinear else int(G is not None)  # DensityCoef
-    got = call(*args, has_op=int(op is not None), coef=coef, rho0_field=int(field))
+    got = call(*args, has_op=int(op is not None), coef=coef, rho0_field=int(field),
+               has_src=int(src is not None))  # fmt: skip
     return got[0], got[1], tuple(got[2 + n_spare :])
 
 

@@ -64,11 +64,12 @@ class Backend(Protocol):
     def divergence_updated(
         self, u: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array],
         epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike, nonlinear: bool = False,
+        src: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
         """``(rho0 * sum_a d_a, sum_a updated_a, updated)``, ``d_a = operator(u[a], op, a,
         vecs[a])`` and ``updated_a`` its epilogue (one scale and field for all; ``nonlinear``:
-        scalar epilogues whose coefficient is ``s (2 sum_a old_a + rho0)``; only backends with
-        ``fuses_updates``)."""
+        scalar epilogues whose coefficient is ``s (2 sum_a old_a + rho0)``; ``src``: a grid added to
+        every update; only backends with ``fuses_updates``)."""
         ...
 
     def operator_sum(

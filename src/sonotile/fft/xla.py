@@ -84,6 +84,7 @@ class XlaBackend:
     def divergence_updated(
         self, u: Sequence[jax.Array], op: jax.Array | None, vecs: Sequence[jax.Array],
         epilogues: Sequence[Epilogue], rho0: jax.typing.ArrayLike, nonlinear: bool = False,
+        src: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
         raise AssertionError("xla: no fused updates")
 

@@ -483,19 +483,21 @@ def div_and_update(
 
 def divergence_density(
     ops: SpectralOps, u: Sequence[jax.Array], updates: Sequence[SplitUpdate],
-    rho0: jax.typing.ArrayLike, nonlinear: bool = False,
+    rho0: jax.typing.ArrayLike, nonlinear: bool = False, src: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:  # fmt: skip
     """``(rho0 div u, sum_a updated_a, updated)``: the density updates of
     :func:`div_and_update` (one scale and field for all components) with the two sums the
     absorbing equation of state reads, in one backend call that writes no derivative
     (:func:`fuses_updates_apart` must hold). ``nonlinear``: updates of scale ``dt`` and no field
     whose coefficient is ``dt (2 sum_a old_a + rho0)``, the nonlinear factor made in the call.
+    ``src``: a grid added to every updated field before the sum (an additive pressure source).
     Each update overwrites its old field."""
     assert fuses_updates_apart(ops, u[0]) and len(updates) == len(u)
     assert all(up.axis == a for a, up in enumerate(updates)), "one update per axis, in order"
     assert isinstance(ops, FourierOps)
     epis = [up.epilogue() for up in updates]
-    return ops.backend.divergence_updated(u, ops.kappa, ops.shift_neg, epis, rho0, nonlinear)
+    be = ops.backend
+    return be.divergence_updated(u, ops.kappa, ops.shift_neg, epis, rho0, nonlinear, src)
 
 
 def fuses_axis_updates(ops: Any, like: Any) -> bool:

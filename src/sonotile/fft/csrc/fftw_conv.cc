@@ -488,18 +488,20 @@ enum DensityCoef : int64_t { kCoefScalar = 0, kCoefField = 1, kCoefNonlinear = 2
 
 // One row of n values of div_density's stage 3, in place over the densities y_a (plain loops
 // per rank and kind of coefficient, so that the compiler vectorises them): the updates
-// y_a = m_a (m_a y_a - coef d_a), div = rho0 ((d_0 + d_1) + d_2), sum = (y_0 + y_1) + y_2;
-// rho0 along the row (HasRho0) or the value r0.
+// y_a = m_a (m_a y_a - coef d_a) (+ src: a pressure source's grid, HasSrc),
+// div = rho0 ((d_0 + d_1) + d_2), sum = (y_0 + y_1) + y_2; rho0 along the row (HasRho0) or the
+// value r0.
 struct DensityRow {
   int64_t n;
   float s, r0;
   const float* G;
   const float* rho0;
+  const float* src;  // added to every updated density (HasSrc)
   float* div;
   float* sum;
 };
 
-template <int64_t Coef, bool HasRho0>
+template <int64_t Coef, bool HasRho0, bool HasSrc>
 void density_row3(const DensityRow& w, float mx, float my, const float* __restrict mz,
                   const float* __restrict d0, const float* __restrict d1,
                   const float* __restrict d2, float* __restrict y0, float* __restrict y1,
@@ -508,15 +510,21 @@ void density_row3(const DensityRow& w, float mx, float my, const float* __restri
   float* __restrict sum = w.sum;
   const float* __restrict G = w.G;
   const float* __restrict rho0 = w.rho0;
+  const float* __restrict src = w.src;
   const float s = w.s;
   for (int64_t c = 0; c < w.n; ++c) {
     const float r = HasRho0 ? rho0[c] : w.r0;
     float coef = s;
     if (Coef == kCoefField) coef = s * G[c];
     if (Coef == kCoefNonlinear) coef = s * (2.f * ((y0[c] + y1[c]) + y2[c]) + r);
-    const float a = mx * (mx * y0[c] - coef * d0[c]);
-    const float b = my * (my * y1[c] - coef * d1[c]);
-    const float e = mz[c] * (mz[c] * y2[c] - coef * d2[c]);
+    float a = mx * (mx * y0[c] - coef * d0[c]);
+    float b = my * (my * y1[c] - coef * d1[c]);
+    float e = mz[c] * (mz[c] * y2[c] - coef * d2[c]);
+    if (HasSrc) {
+      a += src[c];
+      b += src[c];
+      e += src[c];
+    }
     y0[c] = a;
     y1[c] = b;
     y2[c] = e;
@@ -525,7 +533,7 @@ void density_row3(const DensityRow& w, float mx, float my, const float* __restri
   }
 }
 
-template <int64_t Coef, bool HasRho0>
+template <int64_t Coef, bool HasRho0, bool HasSrc>
 void density_row2(const DensityRow& w, float mx, const float* __restrict mz,
                   const float* __restrict d0, const float* __restrict d1, float* __restrict y0,
                   float* __restrict y1) {
@@ -533,14 +541,19 @@ void density_row2(const DensityRow& w, float mx, const float* __restrict mz,
   float* __restrict sum = w.sum;
   const float* __restrict G = w.G;
   const float* __restrict rho0 = w.rho0;
+  const float* __restrict src = w.src;
   const float s = w.s;
   for (int64_t c = 0; c < w.n; ++c) {
     const float r = HasRho0 ? rho0[c] : w.r0;
     float coef = s;
     if (Coef == kCoefField) coef = s * G[c];
     if (Coef == kCoefNonlinear) coef = s * (2.f * (y0[c] + y1[c]) + r);
-    const float a = mx * (mx * y0[c] - coef * d0[c]);
-    const float b = mz[c] * (mz[c] * y1[c] - coef * d1[c]);
+    float a = mx * (mx * y0[c] - coef * d0[c]);
+    float b = mz[c] * (mz[c] * y1[c] - coef * d1[c]);
+    if (HasSrc) {
+      a += src[c];
+      b += src[c];
+    }
     y0[c] = a;
     y1[c] = b;
     sum[c] = a + b;
@@ -548,20 +561,24 @@ void density_row2(const DensityRow& w, float mx, const float* __restrict mz,
   }
 }
 
-template <int64_t Coef, bool HasRho0>
+template <int64_t Coef, bool HasRho0, bool HasSrc>
 void density_row(int R, const DensityRow& w, const float* const* m, int64_t x, int64_t r,
                  float* const* d, float* const* y) {
   if (R == 3)
-    density_row3<Coef, HasRho0>(w, m[0][x], m[1][r], m[2], d[0], d[1], d[2], y[0], y[1], y[2]);
+    density_row3<Coef, HasRho0, HasSrc>(w, m[0][x], m[1][r], m[2], d[0], d[1], d[2], y[0], y[1],
+                                        y[2]);
   else
-    density_row2<Coef, HasRho0>(w, m[0][x], m[1], d[0], d[1], y[0], y[1]);
+    density_row2<Coef, HasRho0, HasSrc>(w, m[0][x], m[1], d[0], d[1], y[0], y[1]);
 }
 
 template <int64_t Coef>
-void density_row(bool has_rho0, int R, const DensityRow& w, const float* const* m, int64_t x,
-                 int64_t r, float* const* d, float* const* y) {
-  if (has_rho0) density_row<Coef, true>(R, w, m, x, r, d, y);
-  else density_row<Coef, false>(R, w, m, x, r, d, y);
+void density_row(int R, const DensityRow& w, const float* const* m, int64_t x, int64_t r,
+                 float* const* d, float* const* y) {
+  const bool has_rho0 = w.rho0 != nullptr, has_src = w.src != nullptr;
+  if (has_rho0 && has_src) density_row<Coef, true, true>(R, w, m, x, r, d, y);
+  else if (has_rho0) density_row<Coef, true, false>(R, w, m, x, r, d, y);
+  else if (has_src) density_row<Coef, false, true>(R, w, m, x, r, d, y);
+  else density_row<Coef, false, false>(R, w, m, x, r, d, y);
 }
 
 // sonotile_fftw_div_density: the divergence and the split-field density update of the
@@ -570,14 +587,15 @@ void density_row(bool has_rho0, int R, const DensityRow& w, const float* const* 
 //   d_a = C2R(op * vec_a * R2C(u_a)) / N,   rho_a = m_a (m_a rho_a - coef d_a)   (a = 0 .. R-1)
 //   rho0_div_u = rho0 ((d_0 + d_1) + d_2),   rho_sum = (rho_0 + rho_1) + rho_2
 //
-// coef: DensityCoef; rho0 a field or one value. Stages 1 and 2 are conv's, input by input, each
+// coef: DensityCoef; rho0 a field or one value; an optional grid `src` (a pressure source in
+// additive mode) added to every updated density before the sum. Stages 1 and 2 are conv's, input by input, each
 // spectrum waiting in an output of its own (rho0_div_u, rho_sum, then `spare`, a grid the
 // caller drops); stage 3 makes every d_a of a plane in cache and writes the updates (over the
 // old densities) and both sums from it. Against one conv per component, a pass for the
 // nonlinear factor and two for the sums, no derivative or factor grid is written to memory and
 // read back. The same arithmetic in the same order as sonotile/physics/acoustic/step.py.
 ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t coef, int64_t rho0_field,
-                          ffi::RemainingArgs args, ffi::RemainingRets rets) {
+                          int64_t has_src, ffi::RemainingArgs args, ffi::RemainingRets rets) {
   PoolScope scope(&pool);
   auto bad = [](const char* what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); };
   Grid g;
@@ -586,7 +604,8 @@ ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t coef, in
   const int R = g.rank;
   // u (R), [op], vec (R), old (R), m (R), s, [G], rho0
   if (coef < kCoefScalar || coef > kCoefNonlinear) return bad("div_density: coef 0-2");
-  const int n_args = 4 * R + (has_op ? 1 : 0) + 1 + (coef == kCoefField ? 1 : 0) + 1;
+  const int n_args = 4 * R + (has_op ? 1 : 0) + 1 + (coef == kCoefField ? 1 : 0) + 1 +
+                     (has_src ? 1 : 0);
   if (int(args.size()) != n_args) return bad("div_density: argument count");
   if (int(rets.size()) != 2 + (R - 2) + R) return bad("div_density: result count");
   int a = 0;
@@ -631,6 +650,12 @@ ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t coef, in
   if (rb.has_error() || rb->element_count() != (rho0_field ? g.nr : 1))
     return bad("div_density: rho0 shape");
   const float* rho0 = rb->typed_data();
+  const float* src = nullptr;
+  if (has_src) {
+    auto x = args.get<ffi::Buffer<ffi::F32>>(a++);
+    if (x.has_error() || x->element_count() != g.nr) return bad("div_density: source shape");
+    src = x->typed_data();
+  }
   std::vector<float*> spec(R), upd(R);  // the spectra's storage; the updated densities
   for (int j = 0; j < R; ++j) {
     auto y = rets.get<ffi::Buffer<ffi::F32>>(j);
@@ -642,7 +667,8 @@ ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t coef, in
   }
   for (int j = 0; j < R; ++j)
     for (int i = 0; i < R; ++i)
-      if (spec[j] == old[i] || spec[j] == G || spec[j] == rho0 || spec[j] == in[i])
+      if (spec[j] == old[i] || spec[j] == G || spec[j] == rho0 || spec[j] == in[i] ||
+          spec[j] == src)
         return bad("div_density: an output aliases an operand");
   bool aligned = true;
   for (int j = 0; j < R; ++j)
@@ -703,13 +729,14 @@ ffi::Error DivDensityImpl(ffi::ThreadPool pool, int64_t has_op, int64_t coef, in
     for (int64_t r = 0; r < n1; ++r) {
       const int64_t i = r * n2, gi = off + i;
       const DensityRow w{n2, s, rho0[0], G != nullptr ? G + gi : nullptr,
-                         rho0_field ? rho0 + gi : nullptr, spec[0] + gi, spec[1] + gi};
+                         rho0_field ? rho0 + gi : nullptr, src != nullptr ? src + gi : nullptr,
+                         spec[0] + gi, spec[1] + gi};
       float* dr[3] = {d[0] + i, d[1] + i, d[2] + i};
       float* yr[3] = {upd[0] + gi, upd[1] + gi, R == 3 ? upd[2] + gi : nullptr};
       const float* const* mp = m.data();
-      if (coef == kCoefField) density_row<kCoefField>(rho0_field, R, w, mp, x, r, dr, yr);
-      else if (coef == kCoefNonlinear) density_row<kCoefNonlinear>(rho0_field, R, w, mp, x, r, dr, yr);
-      else density_row<kCoefScalar>(rho0_field, R, w, mp, x, r, dr, yr);
+      if (coef == kCoefField) density_row<kCoefField>(R, w, mp, x, r, dr, yr);
+      else if (coef == kCoefNonlinear) density_row<kCoefNonlinear>(R, w, mp, x, r, dr, yr);
+      else density_row<kCoefScalar>(R, w, mp, x, r, dr, yr);
     }
   });
   for (float* p : sides)

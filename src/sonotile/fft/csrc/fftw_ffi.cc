@@ -129,6 +129,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SonotileFftwDivDensity, DivDensityImpl,
                                   .Attr<int64_t>("has_op")
                                   .Attr<int64_t>("coef")
                                   .Attr<int64_t>("rho0_field")
+                                  .Attr<int64_t>("has_src")
                                   .RemainingArgs()
                                   .RemainingRets());
 

@@ -100,13 +100,28 @@ def _inject(
             for f in fields
         )
 
+    add = _additive_grid(fields[0], index, values, active, ops, pattern, axis, plane)
+    return tuple(f + add for f in fields)
+
+
+def _additive_grid(
+    like: jax.Array,
+    index: PointIndex,
+    values: jax.Array,
+    active: jax.Array,
+    ops: SpectralOps,
+    pattern: jax.Array | None = None,
+    axis: int | None = None,
+    plane: jax.Array | None = None,
+) -> jax.Array:
+    """The grid an additive mask source adds to each field like ``like`` this step (see
+    :func:`_inject`): the k-space filtered source, zeros while it is inactive."""
     if pattern is not None:
         amp = jnp.where(active, jnp.ravel(values)[0], 0).astype(pattern.dtype)
         # materialised, as the filtered grid was: fused into the updates, the product is
         # rounded differently in programs of different chunk lengths (results would depend on
         # the chunking and on where a run was checkpointed)
-        add = _keep(ops, amp * pattern)
-        return tuple(f + add for f in fields)
+        return _keep(ops, amp * pattern)
 
     def filtered(f: jax.Array) -> jax.Array:
         v = jnp.broadcast_to(values, index[0].shape)
@@ -117,11 +132,10 @@ def _inject(
         return filter_source_on(ops, s, axis)
 
     # only the filtered source comes out of the branch (zeros when inactive): the additions
-    # fuse into the updates that made ``fields``; a branch returning the fields copied every
+    # fuse into the updates that made the fields; a branch returning the fields copied every
     # one of them (the untaken branch) or added in passes of their own. A step whose values
     # are all zero (a pulse's silent steps) filters nothing: its filtered grid is exactly zero
-    add = lax.cond(active & jnp.any(values != 0), filtered, jnp.zeros_like, fields[0])
-    return tuple(f + add for f in fields)
+    return lax.cond(active & jnp.any(values != 0), filtered, jnp.zeros_like, like)
 
 
 def with_source_patterns(c: dict, ops: SpectralOps, phys: Physics, like: jax.Array) -> dict:
@@ -406,8 +420,15 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
     if fuse and phys.absorption != "lossless" and fuses_updates_apart(ops, state.p):
         if jnp.size(rho0) == 1 or jnp.shape(rho0) == state.p.shape:
             d_ups = density_updates(state.rho, c, 1.0 if phys.nonlinear else rho0)
+    p_in_call = False  # an additive pressure source's grid added inside that call
     if d_ups is not None:
-        rho0_div_u, rho_sum, rho = divergence_density(ops, u, d_ups, rho0, phys.nonlinear)
+        src = None
+        if phys.p_mode == "additive":
+            active = n < x["p_len"]
+            src = _additive_grid(state.p, c["p_index"], x["p"], active, ops, c.get("p_pattern"),
+                                 plane=c.get("p_plane"))  # fmt: skip
+            p_in_call = True
+        rho0_div_u, rho_sum, rho = divergence_density(ops, u, d_ups, rho0, phys.nonlinear, src)
         sums = (rho0_div_u, rho_sum)
     else:
         if phys.nonlinear:
@@ -425,7 +446,7 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
             dt = c["dt"]
             rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
     # 6. pressure (mass) source, into every split component
-    if phys.p_mode is not None:
+    if phys.p_mode is not None and not p_in_call:
         active = n < x["p_len"]
         rho = _inject(rho, c["p_index"], x["p"], phys.p_mode, active, ops, c.get("p_pattern"),
                       plane=c.get("p_plane"))  # fmt: skip
