@@ -379,38 +379,15 @@ def pressure_from_density(
     return c["c2"] * (term + (c["tau"] * nabla1 - eta * nabla2))
 
 
-def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> State:
-    """Advance ``state`` from step ``n-1`` to step ``n = x["n"]``."""
+def _density_update(
+    state: State, u: tuple[jax.Array, ...], x: dict, c: dict, ops: SpectralOps, phys: Physics,
+    fuse: bool,
+) -> tuple[tuple, tuple[jax.Array, ...], tuple[jax.Array, jax.Array] | None, bool]:  # fmt: skip
+    """Steps 4-5 of :func:`step`: the densities updated from the divergence of ``u``. Returns
+    ``(rho, du, sums, p_in_call)``: ``du`` the derivatives where the equation of state needs
+    them, ``sums`` ``(rho0 div u, rho_sum)`` where one call made them, ``p_in_call`` whether an
+    additive pressure source was added there."""
     n = x["n"]
-    # 1-2. pressure gradient on the staggered grids, velocity update with PML (inside the
-    # gradient's FFTW calls where they can: no gradient component goes to memory)
-    fuse = fuses_updates(ops, state.p)
-    v_ups = velocity_updates(state.u, c) if fuse else None
-    if v_ups is not None:
-        u = grad_update(ops, state.p, v_ups)
-    else:
-        u = velocity_update(state.u, ops.grad(state.p), c, _barrier(ops))
-    # 3. velocity sources and transducer
-    u_list = list(u)
-    for ax, mode in enumerate(phys.u_modes):
-        if mode is not None:
-            active = n < x["u_len"][ax]
-            pattern = c["u_pattern"][ax] if "u_pattern" in c else None
-            plane = c["u_plane"][ax] if "u_plane" in c else None
-            (u_list[ax],) = _inject(
-                (u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops, pattern, ax, plane
-            )
-    if phys.transducer:
-        active = n < x["tr_len"]
-        vals = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, c["tr_signal"].shape[0] - 1)]
-        (u_list[0],) = _inject(
-            (u_list[0],), c["tr_index"], vals, "additive_no_correction", active, ops
-        )
-    # each component materialised here: otherwise XLA fused the velocity update into the
-    # sensors' gathers (computing it again at the sensor points from the old velocity, which it
-    # then copied to keep it alive): 2-5 ms of a 128^3 step recording u (docs/scaling.md)
-    u = tuple(_keep(ops, x) for x in u_list)
-    # 4-5. velocity divergence (per-axis parts), split mass conservation with PML
     du: tuple[jax.Array, ...] = ()
     sums: tuple[jax.Array, jax.Array] | None = None  # (rho0 div u, rho_sum) made with the update
     d_ups = None
@@ -445,6 +422,42 @@ def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> Sta
             du = ops.div(u)
             dt = c["dt"]
             rho = tuple(m * (m * r - dt * factor * d) for r, d, m in zip(state.rho, du, c["pml"]))
+    return rho, du, sums, p_in_call
+
+
+def step(state: State, x: dict, c: dict, ops: SpectralOps, phys: Physics) -> State:
+    """Advance ``state`` from step ``n-1`` to step ``n = x["n"]``."""
+    n = x["n"]
+    # 1-2. pressure gradient on the staggered grids, velocity update with PML (inside the
+    # gradient's FFTW calls where they can: no gradient component goes to memory)
+    fuse = fuses_updates(ops, state.p)
+    v_ups = velocity_updates(state.u, c) if fuse else None
+    if v_ups is not None:
+        u = grad_update(ops, state.p, v_ups)
+    else:
+        u = velocity_update(state.u, ops.grad(state.p), c, _barrier(ops))
+    # 3. velocity sources and transducer
+    u_list = list(u)
+    for ax, mode in enumerate(phys.u_modes):
+        if mode is not None:
+            active = n < x["u_len"][ax]
+            pattern = c["u_pattern"][ax] if "u_pattern" in c else None
+            plane = c["u_plane"][ax] if "u_plane" in c else None
+            (u_list[ax],) = _inject(
+                (u_list[ax],), c["u_index"][ax], x["u"][ax], mode, active, ops, pattern, ax, plane
+            )
+    if phys.transducer:
+        active = n < x["tr_len"]
+        vals = c["tr_signal"][jnp.clip(c["tr_delay"] + n, 0, c["tr_signal"].shape[0] - 1)]
+        (u_list[0],) = _inject(
+            (u_list[0],), c["tr_index"], vals, "additive_no_correction", active, ops
+        )
+    # each component materialised here: otherwise XLA fused the velocity update into the
+    # sensors' gathers (computing it again at the sensor points from the old velocity, which it
+    # then copied to keep it alive): 2-5 ms of a 128^3 step recording u (docs/scaling.md)
+    u = tuple(_keep(ops, x) for x in u_list)
+    # 4-5. velocity divergence (per-axis parts), split mass conservation with PML
+    rho, du, sums, p_in_call = _density_update(state, u, x, c, ops, phys, fuse)
     # 6. pressure (mass) source, into every split component
     if phys.p_mode is not None and not p_in_call:
         active = n < x["p_len"]
