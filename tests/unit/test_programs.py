@@ -45,7 +45,7 @@ class Spy:
 def cache_dir(tmp_path, monkeypatch):
     # keys of their own: JAX's shared cache may hold the fresh compiles of an earlier run of
     # these tests (whose kept files went with their temporary directory)
-    monkeypatch.setattr(programs, "_digest", [str(tmp_path)])
+    monkeypatch.setattr(programs, "_SOURCE_DIGEST", str(tmp_path))
     monkeypatch.setattr(programs, "directory", lambda: str(tmp_path))
     monkeypatch.setattr(programs, "enabled", lambda: True)
     return tmp_path
@@ -87,9 +87,18 @@ def test_keys_change_with_shape_dtype_statics_environment_and_source(cache_dir, 
     monkeypatch.setenv("JAX_SONOTILE_TEST_KEY", "1")  # XLA's and JAX's variables
     others.append(programs.key_of("poly", (x, 3), {"power": 3}))
     monkeypatch.delenv("JAX_SONOTILE_TEST_KEY")
-    monkeypatch.setattr(programs, "_digest", ["another source"])
+    monkeypatch.setattr(programs, "_SOURCE_DIGEST", "another source")
     others.append(programs.key_of("poly", (x, 3), {"power": 3}))
     assert len({base, *others}) == len(others) + 1
+
+
+def test_the_source_digest_is_taken_at_import_not_at_the_first_compile(monkeypatch):
+    # a process keys its programs by the source it imported: files edited while it runs
+    # (hashed again here) must not change the key of what it compiles
+    at_import = programs.source_digest()
+    assert at_import == programs._hash_sources()
+    monkeypatch.setattr(programs, "_hash_sources", lambda: "the source as edited later")
+    assert programs.source_digest() == at_import
 
 
 def test_a_broken_file_is_compiled_again_and_replaced(cache_dir):
@@ -114,7 +123,7 @@ from functools import partial
 from sonotile.solver import programs
 jax.config.update("jax_compilation_cache_dir", sys.argv[1])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-programs._digest[:] = [sys.argv[2]]  # the version of sonotile
+programs._SOURCE_DIGEST = sys.argv[2]  # the version of sonotile
 
 @partial(jax.jit, static_argnames=("k",))
 def f(x, k):

@@ -37,7 +37,6 @@ PREFIX, SUFFIX = "sonotile-", ".prog"
 #: sonotile). It still serves one when our file went but JAX's entry of the same key stayed
 #: (pruning removes JAX's first: it is never read again); that program is used, not kept.
 DEBUG_OPTION = "xla_debug_buffer_assignment_show_max"
-_digest: list[str] = []
 _hits: list[int] = []
 
 
@@ -55,21 +54,30 @@ def directory() -> str | None:
     )
 
 
+def _hash_sources() -> str:
+    """SHA-256 of sonotile's source files (Python and C++)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for base, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith((".py", ".cc", ".h")):
+                path = os.path.join(base, name)
+                h.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as fh:
+                    h.update(fh.read())
+    return h.hexdigest()
+
+
+#: the source as this process imported it: hashed at import (~5 ms), not at the first compile,
+#: so that files edited while a process runs cannot key its programs as the edited source's
+_SOURCE_DIGEST = _hash_sources()
+
+
 def source_digest() -> str:
-    """SHA-256 of sonotile's source files (Python and C++), once per process."""
-    if not _digest:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        h = hashlib.sha256()
-        for base, dirs, files in sorted(os.walk(root)):
-            dirs.sort()
-            for name in sorted(files):
-                if name.endswith((".py", ".cc", ".h")):
-                    path = os.path.join(base, name)
-                    h.update(os.path.relpath(path, root).encode() + b"\0")
-                    with open(path, "rb") as fh:
-                        h.update(fh.read())
-        _digest.append(h.hexdigest())
-    return _digest[0]
+    """SHA-256 of sonotile's source files (Python and C++) as they were when this process
+    imported its solver."""
+    return _SOURCE_DIGEST
 
 
 def environment() -> tuple:
