@@ -4,6 +4,7 @@ solver falls back to XLA's FFT when the extension cannot be built."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -535,6 +536,31 @@ assert err < 2e-6, err
                        timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(list((tmp_path / "sonotile").glob("fftw_ffi_*.so"))) == 1
+
+
+@needs_fftw
+@pytest.mark.parametrize("build", ["avx2", "portable"])
+def test_the_fused_updates_hold_on_the_avx2_and_the_portable_build(build):
+    """The fused update kernels (gradient, divergence, absorbing divergence with its sums) are
+    plain loops that each build vectorises its own way: their tests pass on the extension built
+    with 256-bit vectors on an AVX-512 CPU and on the one built for any x86-64 (each a build of
+    its own, about a minute once; then from the cache)."""
+    flags = set(open("/proc/cpuinfo").read().split())
+    if build == "avx2" and not {"avx512f", "avx2", "fma"} <= flags:
+        pytest.skip("needs a CPU with AVX-512, AVX2 and FMA")
+    setting = {"avx2": "SONOTILE_FFTW_AVX512", "portable": "SONOTILE_FFTW_NATIVE"}[build]
+    env = dict(os.environ, **{setting: "0"})
+    check = "import sonotile.fft.fftw_library as f; assert f.available(); print(f.vector_width())"
+    width = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
+                           text=True, timeout=600)  # fmt: skip
+    assert width.returncode == 0, width.stderr[-2000:]
+    assert int(width.stdout.split()[-1]) == {"avx2": 8, "portable": 0}[build]
+    updates = os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_fftw_updates.py")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", updates],
+                       env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert re.fullmatch(r"\d+ passed in [\d.]+s", summary), summary
 
 
 FAILING_ALLOC = """
